@@ -1,0 +1,1 @@
+"""msc codegen package."""

@@ -1,0 +1,1 @@
+"""msc frontends package."""

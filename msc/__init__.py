@@ -1,0 +1,27 @@
+"""msc: a pure-Python model-interchange toolkit built around one DAG graph (MSC-style).
+
+    from msc import MSCGraph, MSCJoint, MSCTensor, errors
+    graph = MSCGraph.from_json("examples/conv_relu.json")
+    print(graph.inspect())
+"""
+
+from importlib import import_module
+
+from . import errors
+
+__version__ = "0.1.0"
+__all__ = ["MSCGraph", "MSCJoint", "MSCPrim", "MSCTensor", "errors", "relax", "tir",
+           "__version__"]
+
+# The graph classes and subpackages load on first use so `import msc` stays cheap and
+# `import msc.tir` does not pull in the graph or the IR.
+_LAZY = {"MSCGraph": ".graph", "MSCJoint": ".graph", "MSCPrim": ".graph", "MSCTensor": ".graph"}
+_SUBPACKAGES = {"relax", "tir", "graph", "script", "backend", "cli"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name], __name__), name)
+    if name in _SUBPACKAGES:
+        return import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'msc' has no attribute {name!r}")

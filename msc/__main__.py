@@ -1,0 +1,3 @@
+from msc.cli.main import main
+
+raise SystemExit(main())

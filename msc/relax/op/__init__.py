@@ -1,0 +1,26 @@
+"""Relax op builders with TVM's signatures: ``relax.op.add(a, b)``, ``relax.op.nn.conv2d(...)``.
+
+The records live in ``registry.OPS``; each ``defs_*`` module declares one family of ops.
+"""
+
+from . import (  # noqa: F401  (each module registers its ops)
+    defs_create,
+    defs_elementwise,
+    defs_image,
+    defs_index,
+    defs_linalg,
+    defs_manipulate,
+    defs_msc,
+    defs_nn,
+    defs_quant,
+    defs_reduce,
+    defs_special,
+)
+from .registry import OPS, REQUIRED, Arg, AttrDef, Op, attach, get_op, install, make_call
+
+install(globals())
+
+from . import image, nn  # noqa: E402  (namespaces read OPS, so they load last)
+
+__all__ = ["OPS", "REQUIRED", "Arg", "AttrDef", "Op", "attach", "get_op", "install",
+           "make_call", "image", "nn"]

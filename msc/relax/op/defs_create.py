@@ -1,0 +1,1 @@
+"""Op records: defs_create (filled in by its owner)."""

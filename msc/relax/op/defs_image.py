@@ -1,0 +1,1 @@
+"""Op records: defs_image (filled in by its owner)."""

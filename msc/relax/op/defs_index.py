@@ -1,0 +1,1 @@
+"""Op records: defs_index (filled in by its owner)."""

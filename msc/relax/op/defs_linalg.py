@@ -1,0 +1,1 @@
+"""Op records: defs_linalg (filled in by its owner)."""

@@ -1,0 +1,1 @@
+"""Op records: defs_manipulate (filled in by its owner)."""

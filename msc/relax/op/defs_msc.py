@@ -1,0 +1,1 @@
+"""Op records: defs_msc (filled in by its owner)."""

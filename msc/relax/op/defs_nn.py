@@ -1,0 +1,1 @@
+"""Op records: defs_nn (filled in by its owner)."""

@@ -1,0 +1,1 @@
+"""Op records: defs_quant (filled in by its owner)."""

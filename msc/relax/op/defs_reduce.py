@@ -1,0 +1,1 @@
+"""Op records: defs_reduce (filled in by its owner)."""

@@ -1,0 +1,1 @@
+"""Op records: defs_special (filled in by its owner)."""

@@ -1,0 +1,5 @@
+"""``relax.op.image.*`` builders (generated from the op table)."""
+
+from .registry import install
+
+install(globals(), "image")

@@ -1,0 +1,5 @@
+"""``relax.op.nn.*`` builders (generated from the op table)."""
+
+from .registry import install
+
+install(globals(), "nn")

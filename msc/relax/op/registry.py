@@ -1,0 +1,354 @@
+"""The op table: one record per Relax op, read by every consumer.
+
+An op is declared once with its expression arguments, its attributes (typed, with defaults, in
+TVM's declaration order) and its struct-info inference. Consumers attach their own facts from
+their own modules (``attach("nn.conv2d", "torch", ...)``); nothing re-derives defaults::
+
+    register("nn.relu", [Arg("data")], [], infer=unary_infer, family="unary")
+    call = make_call("nn.relu", x)              # relax.op.nn.relu(x) does the same
+    OPS["nn.relu"].facts["torch"]               # a consumer's fact, if attached
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ...errors import ShapeError, UnsupportedOpError, ValidationError
+from ...tir import expr as tir
+from ..expr import Attrs, Call, Expr, ShapeExpr, Tuple, convert_to_expr
+from ..struct_info import (
+    PrimStructInfo,
+    ShapeStructInfo,
+    StructInfo,
+    TensorStructInfo,
+    TupleStructInfo,
+    normalize_dtype,
+)
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "REQUIRED"
+
+
+REQUIRED = _Required()
+
+# Argument kinds: how a Python value given for the argument becomes a Relax expr.
+ARG_KINDS = ("tensor", "tensors", "shape", "prim", "any")
+
+
+@dataclass(frozen=True)
+class Arg:
+    """An expression argument. ``kind`` is one of ARG_KINDS; ``default`` makes it optional."""
+
+    name: str
+    kind: str = "tensor"
+    default: Any = REQUIRED
+
+
+@dataclass(frozen=True)
+class AttrDef:
+    """An attribute. ``type`` is one of: int, float, bool, str, dtype, ints, floats, axes
+    (None, an int or a list of ints), any. ``default`` REQUIRED means the caller must give it."""
+
+    name: str
+    type: str
+    default: Any = REQUIRED
+
+
+@dataclass
+class OpDef:
+    name: str  # "nn.conv2d" (the Relax name without "relax.")
+    args: tuple
+    attrs: tuple
+    infer: Callable
+    family: str = ""
+    normalize: Callable | None = None  # attrs dict -> attrs dict (e.g. int -> pair)
+    builder: Callable | None = None  # custom Python signature (call_tir & co)
+    facts: dict = field(default_factory=dict)
+
+    @property
+    def full_name(self) -> str:
+        return "relax." + self.name
+
+    @property
+    def attr_defaults(self) -> dict:
+        return {a.name: a.default for a in self.attrs}
+
+
+OPS: dict[str, OpDef] = {}
+
+
+class Op(Expr):
+    """The op of a Call: ``call.op.name == "relax.nn.conv2d"``. One instance per op."""
+
+    __slots__ = ("name", "op_def")
+    _instances: dict = {}
+
+    def __init__(self, op_def: OpDef):
+        super().__init__(None)
+        self._init(name=op_def.full_name, op_def=op_def)
+
+    @staticmethod
+    def get(name: str) -> Op:
+        op_def = get_op(name)
+        if op_def.name not in Op._instances:
+            Op._instances[op_def.name] = Op(op_def)
+        return Op._instances[op_def.name]
+
+    def __repr__(self) -> str:
+        return f'Op("{self.name}")'
+
+
+def register(name: str, args, attrs=(), *, infer: Callable, family: str = "",
+             normalize: Callable | None = None, builder: Callable | None = None) -> OpDef:
+    """Declare an op. Re-registering a name is an error (one record per op)."""
+    if name in OPS:
+        raise ValidationError(f"op {name!r} is registered twice", op=name)
+    for a in args:
+        if a.kind not in ARG_KINDS:
+            raise ValidationError(f"unknown arg kind {a.kind!r}", op=name, param=a.name)
+    op_def = OpDef(name, tuple(args), tuple(attrs), infer, family, normalize, builder)
+    OPS[name] = op_def
+    return op_def
+
+
+def get_op(name: str) -> OpDef:
+    key = name[6:] if name.startswith("relax.") else name
+    if key not in OPS:
+        close = difflib.get_close_matches(key, OPS, n=3)
+        raise UnsupportedOpError(f"unknown Relax op {name!r}", op=name,
+                                 hint=f"did you mean {', '.join(close)}?" if close else
+                                 "see msc.relax.op.registry.OPS for the supported ops")
+    return OPS[key]
+
+
+def attach(op_name: str, key: str, value) -> None:
+    """Attach a consumer's fact to an op (e.g. the backend's kernel, a torch codegen row)."""
+    get_op(op_name).facts[key] = value
+
+
+def ops_missing(key: str) -> list[str]:
+    """Names of ops that have no fact ``key`` (for completeness tests)."""
+    return sorted(name for name, d in OPS.items() if key not in d.facts)
+
+
+# --------------------------------------------------------------------------------------------
+# Building calls.
+
+def signature(op_def: OpDef) -> inspect.Signature:
+    params = [_param(a.name, a.default) for a in op_def.args]
+    params += [_param(a.name, a.default) for a in op_def.attrs]
+    return inspect.Signature(params)
+
+
+def _param(name: str, default) -> inspect.Parameter:
+    default = inspect.Parameter.empty if default is REQUIRED else default
+    return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default)
+
+
+def make_call(name: str, *args, **kwargs) -> Call:
+    """Build a Call to op ``name`` from TVM-style Python arguments (bound to the signature)."""
+    op_def = get_op(name)
+    try:
+        bound = signature(op_def).bind(*args, **kwargs)
+    except TypeError as err:
+        raise ValidationError(f"bad arguments for R.{op_def.name}: {err}", op=op_def.name,
+                              hint=f"signature: {op_def.name}{signature(op_def)}") from None
+    bound.apply_defaults()
+    values = bound.arguments
+    exprs = [_convert_arg(op_def, a, values[a.name]) for a in op_def.args]
+    exprs = _drop_trailing_none(op_def, exprs)
+    attrs = {a.name: convert_attr(op_def, a, values[a.name]) for a in op_def.attrs}
+    if op_def.normalize is not None:
+        attrs = op_def.normalize(attrs, exprs)
+    return Call(Op.get(op_def.name), exprs, Attrs(attrs) if op_def.attrs else None)
+
+
+def _drop_trailing_none(op_def: OpDef, exprs: list) -> list:
+    """Optional expression args left as None are omitted (TVM: strided_slice strides)."""
+    while exprs and exprs[-1] is None:
+        exprs.pop()
+    if any(e is None for e in exprs):
+        raise ValidationError("an optional argument before a given one is missing",
+                              op=op_def.name)
+    return exprs
+
+
+def _convert_arg(op_def: OpDef, arg: Arg, value):
+    if value is None and arg.default is None:
+        return None
+    try:
+        return _ARG_CONVERTERS[arg.kind](value)
+    except ValidationError as err:
+        raise ValidationError(err.message, op=op_def.name, param=arg.name) from None
+
+
+def _to_tensor(value) -> Expr:
+    if isinstance(value, (int, float, bool)) and not isinstance(value, Expr):
+        from ..expr import const
+
+        return const(value)
+    return convert_to_expr(value)
+
+
+def _to_shape(value) -> Expr:
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, (list, tuple)):
+        return ShapeExpr(value)
+    raise ValidationError(f"expected a shape (list of ints/PrimExprs), got {value!r}")
+
+
+def _to_tensors(value) -> Expr:
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, (list, tuple)):
+        return Tuple([_to_tensor(v) for v in value])
+    raise ValidationError(f"expected a tuple of tensors, got {value!r}")
+
+
+_ARG_CONVERTERS = {
+    "tensor": _to_tensor,
+    "tensors": _to_tensors,
+    "shape": _to_shape,
+    "prim": convert_to_expr,
+    "any": convert_to_expr,
+}
+
+
+def convert_attr(op_def: OpDef, attr: AttrDef, value):
+    """Normalize an attr value to plain Python (tuples for lists, str for dtypes)."""
+    if value is REQUIRED:
+        raise ValidationError(f"missing required attribute {attr.name!r}", op=op_def.name,
+                              param=attr.name)
+    if value is None:
+        return None
+    try:
+        return _ATTR_CONVERTERS[attr.type](value)
+    except (TypeError, ValueError):
+        raise ValidationError(f"attribute {attr.name}={value!r} is not a valid {attr.type}",
+                              op=op_def.name, param=attr.name) from None
+
+
+def _int(v) -> int:
+    if isinstance(v, tir.IntImm):
+        return v.value
+    if isinstance(v, float) and not v.is_integer():
+        raise ValueError(v)
+    return int(v)
+
+
+def _ints(v) -> tuple:
+    if isinstance(v, (int, tir.IntImm)) and not isinstance(v, bool):
+        return (_int(v),)
+    return tuple(_int(x) if not isinstance(x, tir.PrimExpr) or x.is_const else x for x in v)
+
+
+def _axes(v):
+    return _int(v) if isinstance(v, (int, tir.IntImm)) else tuple(_int(x) for x in v)
+
+
+_ATTR_CONVERTERS = {
+    "int": _int,
+    "float": lambda v: float(v.value if isinstance(v, tir.FloatImm) else v),
+    "bool": lambda v: bool(v.value if isinstance(v, tir.IntImm) else v),
+    "str": str,
+    "dtype": normalize_dtype,
+    "ints": _ints,
+    "floats": lambda v: tuple(float(x) for x in ((v,) if isinstance(v, (int, float)) else v)),
+    "axes": _axes,
+    "any": lambda v: v,
+}
+
+
+def make_function(op_def: OpDef) -> Callable:
+    """The user-facing builder ``relax.op.<name>(...)`` with TVM's signature."""
+    if op_def.builder is not None:
+        return op_def.builder
+    sig = signature(op_def)
+
+    def build(*args, **kwargs):
+        return make_call(op_def.name, *args, **kwargs)
+
+    build.__name__ = op_def.name.rsplit(".", 1)[-1]
+    build.__qualname__ = build.__name__
+    build.__signature__ = sig
+    build.__doc__ = f"Build a call to relax.{op_def.name}{sig}."
+    return build
+
+
+def install(namespace: dict, prefix: str = "") -> None:
+    """Put the builders of ops named ``<prefix>.<x>`` (or plain ``x``) into a module."""
+    for name, op_def in OPS.items():
+        head, _, tail = name.rpartition(".")
+        if head == prefix:
+            namespace[tail] = make_function(op_def)
+
+
+# --------------------------------------------------------------------------------------------
+# Inference entry point (used by the BlockBuilder).
+
+@dataclass
+class InferContext:
+    """What an inference function sees: the call, its args' struct info and attrs."""
+
+    call: Call
+    op_def: OpDef
+    sinfo: list
+
+    @property
+    def attrs(self) -> Attrs:
+        return self.call.attrs if self.call.attrs is not None else Attrs()
+
+    @property
+    def args(self) -> tuple:
+        return self.call.args
+
+    def arg_name(self, i: int) -> str:
+        return self.op_def.args[i].name if i < len(self.op_def.args) else f"arg{i}"
+
+    def error(self, message: str, i: int | None = None, hint: str | None = None) -> ShapeError:
+        param = self.arg_name(i) if i is not None else None
+        return ShapeError(message, op=self.op_def.name, param=param, hint=hint)
+
+    def tensor(self, i: int) -> TensorStructInfo:
+        s = self.sinfo[i] if i < len(self.sinfo) else None
+        if not isinstance(s, TensorStructInfo):
+            raise self.error(f"expected a tensor, got {s}", i)
+        return s
+
+    def tensors(self, i: int) -> list:
+        s = self.sinfo[i]
+        if not isinstance(s, TupleStructInfo) or not all(
+                isinstance(f, TensorStructInfo) for f in s.fields):
+            raise self.error(f"expected a tuple of tensors, got {s}", i)
+        return list(s.fields)
+
+    def shape_values(self, i: int):
+        """The values of a shape argument (ShapeExpr or shape-typed var), or None."""
+        s = self.sinfo[i]
+        if not isinstance(s, ShapeStructInfo):
+            raise self.error(f"expected a shape, got {s}", i)
+        return s.values
+
+    def prim(self, i: int):
+        s = self.sinfo[i]
+        if not isinstance(s, PrimStructInfo):
+            raise self.error(f"expected a scalar (R.prim_value), got {s}", i)
+        return s.value
+
+
+def infer_struct_info(call: Call) -> StructInfo:
+    """Run the op's inference on a call whose args already carry struct info."""
+    op_def = call.op.op_def
+    sinfo = [a.struct_info for a in call.args]
+    for i, s in enumerate(sinfo):
+        if s is None:
+            raise ValidationError("argument has no struct info; emit it through the "
+                                  "BlockBuilder first", op=op_def.name,
+                                  param=InferContext(call, op_def, sinfo).arg_name(i))
+    return op_def.infer(InferContext(call, op_def, sinfo))

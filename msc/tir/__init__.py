@@ -1,0 +1,46 @@
+"""Symbolic scalars (a TIR PrimExpr subset): size vars and the arithmetic TVM prints.
+
+    from msc import tir
+    n = tir.Var("n", "int64")
+    tir.min(n, 4) * 2          # prints as T.min(n, 4) * 2
+"""
+
+from .expr import (
+    BINARY_KINDS,
+    BinaryOp,
+    Cast,
+    FloatImm,
+    IntImm,
+    Not,
+    PrimCall,
+    PrimExpr,
+    Select,
+    SizeVar,
+    Var,
+    add,
+    as_int,
+    binary,
+    canonicalize,
+    ceildiv,
+    convert,
+    evaluate,
+    floordiv,
+    floormod,
+    free_vars,
+    if_then_else,
+    max,
+    min,
+    mul,
+    sub,
+    substitute,
+    to_str,
+    truncdiv,
+    truncmod,
+)
+
+__all__ = [
+    "BINARY_KINDS", "BinaryOp", "Cast", "FloatImm", "IntImm", "Not", "PrimCall", "PrimExpr",
+    "Select", "SizeVar", "Var", "add", "as_int", "binary", "canonicalize", "ceildiv", "convert",
+    "evaluate", "floordiv", "floormod", "free_vars", "if_then_else", "max", "min", "mul", "sub",
+    "substitute", "to_str", "truncdiv", "truncmod",
+]
