@@ -11,14 +11,14 @@ and tests can read it without parsing text::
 from __future__ import annotations
 
 __all__ = [
-    "MSCError",
-    "UnsupportedOpError",
-    "ShapeError",
-    "ParseError",
-    "SerializationError",
-    "ValidationError",
     "BuildError",
+    "MSCError",
+    "ParseError",
     "RuntimeCallError",
+    "SerializationError",
+    "ShapeError",
+    "UnsupportedOpError",
+    "ValidationError",
 ]
 
 # Order in which context keys are rendered in front of the message.

@@ -26,10 +26,31 @@ from .struct_info import (
 )
 
 __all__ = [
-    "Expr", "Var", "DataflowVar", "Constant", "Call", "Tuple", "TupleGetItem", "ShapeExpr",
-    "PrimValue", "StringImm", "DataTypeImm", "If", "Function", "SeqExpr", "Binding",
-    "VarBinding", "MatchCast", "BindingBlock", "DataflowBlock", "GlobalVar", "ExternFunc",
-    "Attrs", "const", "convert_to_expr", "prim_value",
+    "Attrs",
+    "Binding",
+    "BindingBlock",
+    "Call",
+    "Constant",
+    "DataTypeImm",
+    "DataflowBlock",
+    "DataflowVar",
+    "Expr",
+    "ExternFunc",
+    "Function",
+    "GlobalVar",
+    "If",
+    "MatchCast",
+    "PrimValue",
+    "SeqExpr",
+    "ShapeExpr",
+    "StringImm",
+    "Tuple",
+    "TupleGetItem",
+    "Var",
+    "VarBinding",
+    "const",
+    "convert_to_expr",
+    "prim_value",
 ]
 
 
@@ -185,7 +206,7 @@ class Attrs(Node):
 class Call(Expr):
     """``op(args, attrs)``; ``op`` is an Op, GlobalVar, ExternFunc or a Var of function type."""
 
-    __slots__ = ("op", "args", "attrs", "sinfo_args")
+    __slots__ = ("args", "attrs", "op", "sinfo_args")
 
     def __init__(self, op, args, attrs=None, sinfo_args=(), span=None):
         super().__init__(None, span)
@@ -212,7 +233,7 @@ class Tuple(Expr):
 
 
 class TupleGetItem(Expr):
-    __slots__ = ("tuple_value", "index")
+    __slots__ = ("index", "tuple_value")
 
     def __init__(self, tuple_value: Expr, index: int, span=None):
         sinfo = tuple_value.struct_info
@@ -290,7 +311,7 @@ class DataTypeImm(Expr):
 
 
 class If(Expr):
-    __slots__ = ("cond", "true_branch", "false_branch")
+    __slots__ = ("cond", "false_branch", "true_branch")
 
     def __init__(self, cond, true_branch, false_branch, span=None):
         super().__init__(None, span)
@@ -298,7 +319,7 @@ class If(Expr):
 
 
 class Binding(Node):
-    __slots__ = ("var", "value", "span")
+    __slots__ = ("span", "value", "var")
 
 
 class VarBinding(Binding):
@@ -344,7 +365,7 @@ class BaseFunc(Expr):
 class Function(BaseFunc):
     """A Relax function. ``attrs`` holds e.g. ``global_symbol`` and ``num_input``."""
 
-    __slots__ = ("params", "body", "ret_struct_info", "is_pure")
+    __slots__ = ("body", "is_pure", "params", "ret_struct_info")
 
     def __init__(self, params, body: Expr, ret_struct_info: StructInfo | None = None,
                  is_pure: bool = True, attrs=None, span=None):

@@ -12,8 +12,14 @@ from ..errors import ValidationError
 from ..tir import expr as tir
 
 __all__ = [
-    "StructInfo", "ObjectStructInfo", "PrimStructInfo", "ShapeStructInfo", "TensorStructInfo",
-    "TupleStructInfo", "FuncStructInfo", "normalize_dtype",
+    "FuncStructInfo",
+    "ObjectStructInfo",
+    "PrimStructInfo",
+    "ShapeStructInfo",
+    "StructInfo",
+    "TensorStructInfo",
+    "TupleStructInfo",
+    "normalize_dtype",
 ]
 
 # numpy / torch spellings -> Relax dtype names.
@@ -83,7 +89,7 @@ class PrimStructInfo(StructInfo):
 class ShapeStructInfo(StructInfo):
     """A shape value: ``R.Shape([n, 3])`` (values known) or ``R.Shape(ndim=2)``."""
 
-    __slots__ = ("values", "ndim")
+    __slots__ = ("ndim", "values")
 
     def __init__(self, values=None, ndim: int = -1):
         if values is not None:
@@ -98,7 +104,7 @@ class ShapeStructInfo(StructInfo):
 class TensorStructInfo(StructInfo):
     """``R.Tensor((d0, d1), dtype="float32")``. ``shape`` is a ShapeExpr or None (unknown)."""
 
-    __slots__ = ("shape", "dtype", "ndim", "vdevice")
+    __slots__ = ("dtype", "ndim", "shape", "vdevice")
 
     def __init__(self, shape=None, dtype="float32", ndim: int = -1, vdevice=None):
         from .expr import ShapeExpr, Var  # expr imports this module
@@ -139,7 +145,7 @@ class TupleStructInfo(StructInfo):
 
 
 class FuncStructInfo(StructInfo):
-    __slots__ = ("params", "ret", "purity")
+    __slots__ = ("params", "purity", "ret")
 
     def __init__(self, params, ret: StructInfo, purity: bool = True):
         params = tuple(params) if params is not None else None

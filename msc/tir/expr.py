@@ -51,7 +51,7 @@ _PREC = {"or": 1, "and": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3,
 class PrimExpr:
     """Base of symbolic scalars. Immutable; equality is structural after simplification."""
 
-    __slots__ = ("dtype", "_key")
+    __slots__ = ("_key", "dtype")
     kind = "PrimExpr"
 
     def __setattr__(self, name, value):
@@ -148,7 +148,7 @@ SizeVar = Var
 class BinaryOp(PrimExpr):
     """``a <kind> b`` where kind is a TIR type key such as Add, FloorDiv, Min, LT."""
 
-    __slots__ = ("op", "a", "b")
+    __slots__ = ("a", "b", "op")
 
     def __init__(self, op: str, a: PrimExpr, b: PrimExpr, dtype: str | None = None):
         object.__setattr__(self, "op", op)
@@ -159,7 +159,7 @@ class BinaryOp(PrimExpr):
         object.__setattr__(self, "_key", (op, a._key, b._key))
 
     @property
-    def kind(self) -> str:  # noqa: D401 - mirrors the class attribute on other nodes
+    def kind(self) -> str:
         return self.op
 
 
@@ -176,7 +176,7 @@ class Not(PrimExpr):
 class Select(PrimExpr):
     """``T.Select(cond, t, f)`` / ``T.if_then_else``."""
 
-    __slots__ = ("cond", "true_value", "false_value")
+    __slots__ = ("cond", "false_value", "true_value")
     kind = "if_then_else"
 
     def __init__(self, cond: PrimExpr, true_value: PrimExpr, false_value: PrimExpr):
@@ -201,7 +201,7 @@ class Cast(PrimExpr):
 class PrimCall(PrimExpr):
     """A call to a TIR intrinsic by name, e.g. ``T.exp(x)`` (name ``"exp"``)."""
 
-    __slots__ = ("name", "args")
+    __slots__ = ("args", "name")
 
     def __init__(self, name: str, args, dtype: str = "int64"):
         args = tuple(convert(a) for a in args)
@@ -383,8 +383,8 @@ def floordiv(a, b) -> PrimExpr: return _binary("FloorDiv", a, b)
 def floormod(a, b) -> PrimExpr: return _binary("FloorMod", a, b)
 def truncdiv(a, b) -> PrimExpr: return _binary("Div", a, b)
 def truncmod(a, b) -> PrimExpr: return _binary("Mod", a, b)
-def min(a, b) -> PrimExpr: return _binary("Min", a, b)  # noqa: A001 - TIR's name
-def max(a, b) -> PrimExpr: return _binary("Max", a, b)  # noqa: A001 - TIR's name
+def min(a, b) -> PrimExpr: return _binary("Min", a, b)
+def max(a, b) -> PrimExpr: return _binary("Max", a, b)
 def binary(op: str, a, b) -> PrimExpr: return _binary(op, a, b)
 
 

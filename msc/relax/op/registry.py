@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import difflib
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ...errors import ShapeError, UnsupportedOpError, ValidationError
 from ...tir import expr as tir
@@ -117,7 +118,7 @@ def register(name: str, args, attrs=(), *, infer: Callable, family: str = "",
 
 
 def get_op(name: str) -> OpDef:
-    key = name[6:] if name.startswith("relax.") else name
+    key = name.removeprefix("relax.")
     if key not in OPS:
         close = difflib.get_close_matches(key, OPS, n=3)
         raise UnsupportedOpError(f"unknown Relax op {name!r}", op=name,
