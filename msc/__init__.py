@@ -1,7 +1,7 @@
 """msc: a pure-Python model-interchange toolkit built around one DAG graph (MSC-style).
 
     from msc import MSCGraph, MSCJoint, MSCTensor, errors
-    graph = MSCGraph.from_json("examples/conv_relu.json")
+    graph = MSCGraph.from_json("msc/data/conv_relu.json")
     print(graph.inspect())
 """
 

@@ -1,0 +1,1 @@
+"""The ``msc`` command line (``msc --help``)."""
