@@ -12,11 +12,10 @@ prints them (``n * 2``, ``T.min(a, b)``, ``n // 2``)::
 from __future__ import annotations
 
 import math
-from typing import Union
 
 from ..errors import ValidationError
 
-Number = Union[int, float, bool]
+Number = int | float | bool
 
 # Binary node kinds -> (printed operator or T.<func>, python folding fn). The kind names are the
 # TIR type keys without "tir." (they become MSCPrim optypes).

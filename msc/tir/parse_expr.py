@@ -1,0 +1,346 @@
+"""TIR expression parsing from Python ``ast`` (the value half of ``msc.tir.parser``).
+
+Builds nodes directly (``BinaryOp``, ``PrimCall``...) without simplifying, so the printed text
+matches the source. Literals adopt the dtype of the typed operand beside them.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import numpy as np
+
+from ..errors import ParseError
+from . import expr as E
+from . import intrin
+from .function import Buffer, BufferLoad, StringImm
+
+_BINOPS = {ast.Add: "Add", ast.Sub: "Sub", ast.Mult: "Mul", ast.Div: "Div",
+           ast.FloorDiv: "FloorDiv", ast.Mod: "FloorMod"}
+_BITOPS = {ast.BitAnd: "bitwise_and", ast.BitOr: "bitwise_or", ast.BitXor: "bitwise_xor",
+           ast.LShift: "shift_left", ast.RShift: "shift_right"}
+_CMPOPS = {ast.Eq: "EQ", ast.NotEq: "NE", ast.Lt: "LT", ast.LtE: "LE", ast.Gt: "GT",
+           ast.GtE: "GE"}
+_INT32 = (-(2 ** 31), 2 ** 31 - 1)
+
+
+def t_name(node) -> str | None:
+    """``T.a.b`` -> ``"a.b"``; None for anything not rooted at the ``T`` namespace."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name) and node.id == "T" and parts:
+        return ".".join(reversed(parts))
+    return None
+
+
+def is_literal(node: ast.expr) -> bool:
+    """A bare Python number (possibly negated): it takes the dtype of its typed neighbour."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float)
+
+
+def is_float(dtype: str) -> bool:
+    return dtype.startswith(("float", "bfloat"))
+
+
+def is_int(dtype: str) -> bool:
+    return dtype.startswith(("int", "uint"))
+
+
+def make_imm(value, dtype: str) -> E.PrimExpr:
+    """A constant of ``dtype`` (``T.float32(0)``, ``T.int64(-1)``, ``T.bool(True)``)."""
+    if is_float(dtype):
+        return E.FloatImm(float(value), dtype)
+    return E.IntImm(int(value), dtype)
+
+
+class ExprParser:
+    """Resolves names through a stack of frames (dicts name -> Var/Buffer)."""
+
+    def __init__(self, source: str, frames: list):
+        self.source = source
+        self.frames = frames
+        self.implicit_vars = False  # in a signature, unknown names become int64 vars
+        self.anchor: ast.AST | None = None  # error position while parsing a string dim
+
+    # ---------------------------------------------------------------- helpers
+    def error(self, node, message: str, hint: str | None = None) -> ParseError:
+        node = self.anchor or node
+        line = getattr(node, "lineno", None)
+        col = getattr(node, "col_offset", None)
+        return ParseError(message, source=self.source, line=line,
+                          col=None if col is None else col + 1, hint=hint)
+
+    def lookup(self, node: ast.Name):
+        for frame in reversed(self.frames):
+            if node.id in frame:
+                return frame[node.id]
+        if self.implicit_vars:
+            var = E.Var(node.id, "int64")
+            self.frames[1 if len(self.frames) > 1 else 0][node.id] = var
+            return var
+        raise self.error(node, f"undefined name {node.id!r} in prim func")
+
+    def buffer(self, node: ast.expr) -> Buffer:
+        value = self.lookup(node) if isinstance(node, ast.Name) else None
+        if not isinstance(value, Buffer):
+            raise self.error(node, f"{ast.unparse(node)!r} is not a buffer")
+        return value
+
+    def constant(self, node: ast.expr):
+        """A Python literal (str, number, bool, None), negatives included."""
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and \
+                isinstance(node.operand, ast.Constant):
+            return -node.operand.value
+        if not isinstance(node, ast.Constant):
+            raise self.error(node, "expected a literal value here")
+        return node.value
+
+    def dtype_arg(self, node: ast.expr) -> str:
+        value = self.constant(node) if isinstance(node, ast.Constant) else t_name(node)
+        if value not in intrin.DTYPES:
+            raise self.error(node, f"unknown dtype {ast.unparse(node)}",
+                             hint=f"use one of {', '.join(sorted(intrin.DTYPES))}")
+        return value
+
+    def single_arg(self, call: ast.Call) -> ast.expr:
+        if len(call.args) != 1 or call.keywords:
+            raise self.error(call, f"{ast.unparse(call.func)} takes exactly one argument")
+        return call.args[0]
+
+    def attr_dict(self, node: ast.expr) -> dict:
+        if not isinstance(node, ast.Dict) or None in node.keys:
+            raise self.error(node, "expected a dict literal of attributes")
+        return {self.constant(k): self.attr_value(v) for k, v in zip(node.keys, node.values)}
+
+    def attr_value(self, node: ast.expr):
+        if isinstance(node, (ast.List, ast.Tuple)):
+            return [self.attr_value(e) for e in node.elts]
+        if isinstance(node, ast.Dict):
+            return self.attr_dict(node)
+        if isinstance(node, ast.Constant) or is_literal(node):
+            return self.constant(node)
+        if isinstance(node, ast.Name) and isinstance(self.lookup(node), Buffer):
+            return self.lookup(node)
+        value = self.expr(node)
+        if isinstance(value, E.IntImm) and value.dtype == "bool":
+            return bool(value.value)  # older TVM printed T.bool(True) in func_attr
+        return value
+
+    def check_known(self, call: ast.Call) -> None:
+        name = t_name(call.func)
+        if name is not None and name not in intrin.TIR_NAMES:
+            raise self.error(call.func, f"unknown TIR intrinsic T.{name}",
+                             hint="see msc.tir.intrin.TIR_NAMES for the supported names")
+
+    # ---------------------------------------------------------------- literals
+    def adopt(self, value: E.PrimExpr, dtype: str) -> E.PrimExpr:
+        """Give a literal the dtype it is combined with."""
+        if not isinstance(value, (E.IntImm, E.FloatImm)) or value.dtype == "bool":
+            return value
+        if is_float(dtype) or (is_int(dtype) and isinstance(value, E.IntImm)):
+            return make_imm(value.value, dtype)
+        return value
+
+    def operands(self, nodes: list) -> list:
+        exprs = [self.expr(n) for n in nodes]
+        typed = next((e for n, e in zip(nodes, exprs) if not is_literal(n)), None)
+        if typed is None:
+            return exprs
+        return [self.adopt(e, typed.dtype) if is_literal(n) else e for n, e in zip(nodes, exprs)]
+
+    # ---------------------------------------------------------------- expressions
+    def expr(self, node: ast.expr) -> E.PrimExpr:
+        handler = _EXPRS.get(type(node))
+        if handler is None:
+            raise self.error(node, f"unsupported expression `{ast.unparse(node)}` in a prim "
+                                   "func")
+        return handler(self, node)
+
+    def _constant(self, node: ast.Constant) -> E.PrimExpr:
+        value = node.value
+        if isinstance(value, bool):
+            return E.IntImm(int(value), "bool")
+        if isinstance(value, int):
+            return E.IntImm(value, "int32" if _INT32[0] <= value <= _INT32[1] else "int64")
+        if isinstance(value, float):
+            return E.FloatImm(value, "float32")
+        if isinstance(value, str):
+            if self.implicit_vars:
+                return self._string_dim(node)
+            return StringImm(value)
+        raise self.error(node, f"unsupported literal {value!r}")
+
+    def _string_dim(self, node: ast.Constant) -> E.PrimExpr:
+        """TVM prints compound signature dims as strings: ``T.Buffer(("n * 2",), ...)``."""
+        try:
+            inner = ast.parse(node.value.strip(), mode="eval").body
+        except SyntaxError:
+            raise self.error(node, f"cannot parse the dim {node.value!r}") from None
+        previous, self.anchor = self.anchor, self.anchor or node
+        try:
+            return self.expr(inner)
+        finally:
+            self.anchor = previous
+
+    def _name(self, node: ast.Name) -> E.PrimExpr:
+        value = self.lookup(node)
+        if isinstance(value, Buffer):
+            raise self.error(node, f"buffer {node.id!r} used as a value; index it: "
+                                   f"{node.id}[...]")
+        return value
+
+    def _binop(self, node: ast.BinOp) -> E.PrimExpr:
+        a, b = self.operands([node.left, node.right])
+        kind = _BINOPS.get(type(node.op))
+        if kind:
+            return E.BinaryOp(kind, a, b)
+        name = _BITOPS.get(type(node.op))
+        if name is None:
+            raise self.error(node, f"operator {type(node.op).__name__} is not supported in TIR")
+        return E.PrimCall(name, [a, b], a.dtype)
+
+    def _unaryop(self, node: ast.UnaryOp) -> E.PrimExpr:
+        if is_literal(node):
+            return self._constant(ast.Constant(self.constant(node)))
+        value = self.expr(node.operand)
+        op = type(node.op)
+        if op is ast.UAdd:
+            return value
+        if op is ast.Not:
+            return E.Not(value)
+        if op is ast.Invert:
+            return E.PrimCall("bitwise_not", [value], value.dtype)
+        return E.BinaryOp("Mul", value, make_imm(-1, value.dtype))
+
+    def _boolop(self, node: ast.BoolOp) -> E.PrimExpr:
+        kind = "And" if isinstance(node.op, ast.And) else "Or"
+        values = [self.expr(v) for v in node.values]
+        result = values[0]
+        for v in values[1:]:
+            result = E.BinaryOp(kind, result, v)
+        return result
+
+    def _compare(self, node: ast.Compare) -> E.PrimExpr:
+        result, left = None, node.left
+        for op, right in zip(node.ops, node.comparators):
+            kind = _CMPOPS.get(type(op))
+            if kind is None:
+                raise self.error(node, f"comparison {type(op).__name__} is not supported")
+            cmp = E.BinaryOp(kind, *self.operands([left, right]))
+            result = cmp if result is None else E.BinaryOp("And", result, cmp)
+            left = right
+        return result
+
+    def _subscript(self, node: ast.Subscript) -> E.PrimExpr:
+        buf = self.buffer(node.value)
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        if any(isinstance(e, ast.Slice) for e in elts):
+            raise self.error(node, "slices are only allowed in T.reads/T.writes")
+        if len(elts) != buf.ndim:
+            raise self.error(node, f"buffer {buf.name!r} has {buf.ndim} dims, indexed with "
+                                   f"{len(elts)}")
+        return BufferLoad(buf, [self.expr(e) for e in elts])
+
+    def _call(self, node: ast.Call) -> E.PrimExpr:
+        name = t_name(node.func)
+        if name is None:
+            raise self.error(node.func, f"unknown function {ast.unparse(node.func)} in a prim "
+                                        "func", hint="TIR calls are written T.<name>(...)")
+        self.check_known(node)
+        if node.keywords:
+            raise self.error(node.keywords[0].value, f"T.{name} takes no keyword arguments")
+        handler = _CALLS.get(name) or _CALL_GROUPS.get(_group(name))
+        if handler is None:
+            raise self.error(node.func, f"T.{name} cannot be used as a value")
+        return handler(self, name, node)
+
+    # ---------------------------------------------------------------- calls
+    def _dtype_call(self, dtype: str, node: ast.Call) -> E.PrimExpr:
+        if len(node.args) != 1:
+            raise self.error(node, f"T.{dtype}(value) takes one value; declare a symbolic var "
+                                   f"with `n = T.{dtype}()` at the top of the function")
+        arg = node.args[0]
+        if is_literal(arg) or (isinstance(arg, ast.Constant) and type(arg.value) is bool):
+            return make_imm(self.constant(arg), dtype)
+        if isinstance(arg, ast.Constant) and arg.value in ("inf", "-inf", "nan"):
+            return E.FloatImm(float(arg.value), dtype)
+        return E.Cast(dtype, self.expr(arg))
+
+    def _cast(self, name: str, node: ast.Call) -> E.PrimExpr:
+        self._arity(name, node, 2)
+        return E.Cast(self.dtype_arg(node.args[0]), self.expr(node.args[1]))
+
+    def _select(self, name: str, node: ast.Call) -> E.PrimExpr:
+        self._arity(name, node, 3)
+        cond = self.expr(node.args[0])
+        t, f = self.operands(node.args[1:])
+        if name == "Select":
+            return E.Select(cond, t, f)
+        return E.PrimCall(name, [cond, t, f], t.dtype)
+
+    def _limit(self, name: str, node: ast.Call) -> E.PrimExpr:
+        self._arity(name, node, 1)
+        dtype = self.dtype_arg(node.args[0])
+        info = np.finfo(dtype) if is_float(dtype) else np.iinfo(dtype)
+        return make_imm(info.max if name == "max_value" else info.min, dtype)
+
+    def _binary_func(self, name: str, node: ast.Call) -> E.PrimExpr:
+        self._arity(name, node, 2)
+        return E.BinaryOp(intrin.BINARY_FUNCS[name], *self.operands(node.args))
+
+    def _math(self, name: str, node: ast.Call) -> E.PrimExpr:
+        arity = 1 if name in intrin.MATH_UNARY or name in intrin.PREDICATES else 2
+        self._arity(name, node, arity)
+        args = self.operands(node.args)
+        if name == "abs" and is_float(args[0].dtype):
+            name = "fabs"  # as TVM: T.abs on floats is fabs
+        return E.PrimCall(name, args, intrin.call_dtype(name, args))
+
+    def _typed_call(self, name: str, node: ast.Call) -> E.PrimExpr:
+        if len(node.args) < 2:
+            raise self.error(node, f"T.{name} needs (dtype, name, *args)")
+        dtype = self.dtype_arg(node.args[0])
+        args = [self.expr(a) for a in node.args[1:]]
+        return E.PrimCall(name, args, dtype)
+
+    def _arity(self, name: str, node: ast.Call, count: int) -> None:
+        if len(node.args) != count:
+            raise self.error(node, f"T.{name} takes {count} argument(s), got {len(node.args)}")
+
+
+def _group(name: str) -> str | None:
+    for group, names in (("dtype", intrin.DTYPES), ("binary", intrin.BINARY_FUNCS),
+                         ("math", intrin.MATH_UNARY | intrin.MATH_BINARY | intrin.PREDICATES
+                          | set(intrin.BITWISE)), ("typed", intrin.TYPED_CALLS)):
+        if name in names:
+            return group
+    return None
+
+
+_EXPRS = {
+    ast.Constant: ExprParser._constant,
+    ast.Name: ExprParser._name,
+    ast.BinOp: ExprParser._binop,
+    ast.UnaryOp: ExprParser._unaryop,
+    ast.BoolOp: ExprParser._boolop,
+    ast.Compare: ExprParser._compare,
+    ast.Subscript: ExprParser._subscript,
+    ast.Call: ExprParser._call,
+}
+_CALLS = {
+    "Cast": ExprParser._cast,
+    "Select": ExprParser._select,
+    "if_then_else": ExprParser._select,
+    "max_value": ExprParser._limit,
+    "min_value": ExprParser._limit,
+}
+_CALL_GROUPS = {
+    "dtype": ExprParser._dtype_call,
+    "binary": ExprParser._binary_func,
+    "math": ExprParser._math,
+    "typed": ExprParser._typed_call,
+}
