@@ -16,11 +16,13 @@ from . import (  # noqa: F401  (each module registers its ops)
     defs_reduce,
     defs_special,
 )
+from .defs_manipulate import OP_ALIASES
 from .registry import OPS, REQUIRED, Arg, AttrDef, Op, attach, get_op, install, make_call
 
 install(globals())
 
-from . import image, nn  # noqa: E402  (namespaces read OPS, so they load last)
+# The namespaces read OPS, so they load last.
+from . import image, nn
 
-__all__ = ["OPS", "REQUIRED", "Arg", "AttrDef", "Op", "attach", "get_op", "install",
-           "make_call", "image", "nn"]
+__all__ = ["OPS", "OP_ALIASES", "REQUIRED", "Arg", "AttrDef", "Op", "attach", "get_op",
+           "image", "install", "make_call", "nn"]

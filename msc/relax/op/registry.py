@@ -15,11 +15,11 @@ import difflib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ...errors import ShapeError, UnsupportedOpError, ValidationError
 from ...tir import expr as tir
-from ..expr import Attrs, Call, Expr, ShapeExpr, Tuple, convert_to_expr
+from ..expr import Attrs, Call, Expr, GlobalVar, ShapeExpr, Tuple, convert_to_expr
 from ..struct_info import (
     PrimStructInfo,
     ShapeStructInfo,
@@ -87,7 +87,7 @@ class Op(Expr):
     """The op of a Call: ``call.op.name == "relax.nn.conv2d"``. One instance per op."""
 
     __slots__ = ("name", "op_def")
-    _instances: dict = {}
+    _instances: ClassVar[dict] = {}
 
     def __init__(self, op_def: OpDef):
         super().__init__(None)
@@ -348,7 +348,7 @@ def infer_struct_info(call: Call) -> StructInfo:
     op_def = call.op.op_def
     sinfo = [a.struct_info for a in call.args]
     for i, s in enumerate(sinfo):
-        if s is None:
+        if s is None and not isinstance(call.args[i], GlobalVar):  # call_tir's callee
             raise ValidationError("argument has no struct info; emit it through the "
                                   "BlockBuilder first", op=op_def.name,
                                   param=InferContext(call, op_def, sinfo).arg_name(i))
