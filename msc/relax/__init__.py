@@ -66,3 +66,5 @@ __all__ = [
     "PrimType", "ShapeStructInfo", "ShapeType", "StructInfo", "TensorStructInfo", "TensorType",
     "TupleStructInfo", "TupleType",
 ]
+
+from . import transform  # noqa: F401,E402

@@ -1,0 +1,173 @@
+"""numpy references for the image ops (see numpy_ref.py for the contract): resize2d/3d,
+affine_grid and grid_sample, with TVM's layouts (grid_sample's grid is [N, d, *out], x first).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ...errors import UnsupportedOpError
+from .numpy_ref_nn import SPATIAL, accum, per_dim, to_layout
+
+# --------------------------------------------------------------------------------------------
+# Resize (separable: one spatial axis at a time).
+
+_COORD = {
+    "half_pixel": lambda o, n, m: (o + 0.5) * n / m - 0.5,
+    "pytorch_half_pixel": lambda o, n, m: (o + 0.5) * n / m - 0.5 if m > 1 else 0 * o,
+    "align_corners": lambda o, n, m: o * (n - 1) / (m - 1) if m > 1 else 0 * o,
+    "asymmetric": lambda o, n, m: o * n / m,
+    "tf_half_pixel_for_nn": lambda o, n, m: (o + 0.5) * n / m,
+}
+_ROUND = {
+    "round": lambda v: np.where(v >= 0, np.floor(v + 0.5), np.ceil(v - 0.5)),
+    "round_prefer_floor": lambda v: np.ceil(v - 0.5),
+    "round_prefer_ceil": lambda v: np.floor(v + 0.5),
+    "floor": np.floor,
+    "ceil": np.ceil,
+}
+
+
+def _resize_axis(x, axis: int, size: int, attrs) -> np.ndarray:
+    n = x.shape[axis]
+    mode = attrs.get("coordinate_transformation_mode", "half_pixel")
+    if mode not in _COORD:
+        raise UnsupportedOpError(f"coordinate_transformation_mode {mode!r} has no numpy "
+                                 "reference", op="image.resize")
+    coord = _COORD[mode](np.arange(size, dtype=np.float64), n, size)
+    method = attrs.get("method", "linear")
+    if method == "nearest_neighbor":
+        idx = _ROUND[_rounding(attrs, mode)](coord).astype(np.int64)
+        return np.take(x, np.clip(idx, 0, n - 1), axis=axis)
+    taps, weights = _linear_taps(coord) if method == "linear" else _cubic_taps(coord, attrs, n)
+    gathered = np.take(x, np.clip(taps, 0, n - 1), axis=axis)  # (..., size, taps, ...)
+    w = weights.reshape((1,) * axis + weights.shape + (1,) * (x.ndim - axis - 1))
+    return (gathered * w).sum(axis=axis + 1)
+
+
+def _linear_taps(coord):
+    coord = np.maximum(coord, 0)
+    lo = np.floor(coord)
+    frac = coord - lo
+    return np.stack([lo, lo + 1], 1).astype(np.int64), np.stack([1 - frac, frac], 1)
+
+
+def _cubic_taps(coord, attrs, n: int):
+    a = float(attrs.get("cubic_alpha", -0.75))
+    lo = np.floor(coord)
+    taps = (lo[:, None] + np.arange(-1, 3)).astype(np.int64)
+    d = np.abs(coord[:, None] - taps)
+    w = np.where(d <= 1, ((a + 2) * d - (a + 3)) * d * d + 1,
+                 np.where(d < 2, ((a * d - 5 * a) * d + 8 * a) * d - 4 * a, 0.0))
+    if attrs.get("cubic_exclude", 0):
+        w = np.where((taps < 0) | (taps >= n), 0.0, w)
+        w = w / w.sum(axis=1, keepdims=True)
+    return taps, w
+
+
+def _rounding(attrs, mode: str) -> str:
+    """TVM's nearest-neighbour rounding; "" picks round for align_corners, else floor."""
+    method = attrs.get("rounding_method") or ""
+    return method or ("round" if mode == "align_corners" else "floor")
+
+
+def _resize(nd: int):
+    def apply(args, attrs):
+        canonical = "NC" + SPATIAL[nd]
+        layout = attrs.get("layout") or canonical
+        x = accum(to_layout(args[0], layout, canonical))
+        for axis, size in enumerate(per_dim(args[1], nd), start=2):
+            x = _resize_axis(x, axis, size, attrs)
+        return to_layout(x, canonical, layout)
+    return apply
+
+
+# --------------------------------------------------------------------------------------------
+# affine_grid / grid_sample (PyTorch's semantics, TVM's [N, d, *out] grid layout).
+
+def _base_coords(size: int, align_corners: bool) -> np.ndarray:
+    if align_corners:
+        return np.linspace(-1, 1, size) if size > 1 else np.zeros(1)
+    return (np.arange(size) * 2 + 1) / size - 1
+
+
+def _affine_grid(args, attrs):
+    theta, (h, w) = accum(np.asarray(args[0])), per_dim(args[1], 2)
+    align = bool(attrs.get("align_corners", True))
+    xs, ys = _base_coords(w, align), _base_coords(h, align)
+    base = np.stack(np.broadcast_arrays(xs[None, :], ys[:, None], np.ones((1, 1))), -1)
+    return np.einsum("nij,hwj->nihw", theta, base)
+
+
+def _unnormalize(g, size: int, align: bool):
+    return (g + 1) / 2 * (size - 1) if align else ((g + 1) * size - 1) / 2
+
+
+def _reflect(c, lo: float, hi: float):
+    span = hi - lo
+    if span <= 0:
+        return np.zeros_like(c)
+    c = np.abs(c - lo)
+    flips, extra = np.floor(c / span), np.fmod(c, span)
+    return np.where(flips % 2 == 0, lo + extra, hi - extra)
+
+
+def _source_coord(g, size: int, attrs):
+    align, mode = bool(attrs.get("align_corners", False)), attrs.get("padding_mode", "zeros")
+    c = _unnormalize(g, size, align)
+    if mode == "reflection":
+        c = _reflect(c, 0, size - 1) if align else _reflect(c, -0.5, size - 0.5)
+    if mode in ("border", "reflection"):
+        c = np.clip(c, 0, size - 1)
+    return c
+
+
+def _gather(x, index: list) -> tuple:
+    """x[n, :, *index] for every sample (zero where a tap falls outside)."""
+    valid = np.ones(index[0].shape, bool)
+    for i, n in zip(index, x.shape[2:]):
+        valid &= (i >= 0) & (i < n)
+    clipped = [np.clip(i, 0, n - 1) for i, n in zip(index, x.shape[2:])]
+    batch = np.arange(x.shape[0]).reshape((-1,) + (1,) * (index[0].ndim - 1))
+    values = np.moveaxis(x[(batch, slice(None), *clipped)], -1, 1)
+    return values, np.expand_dims(valid, 1)
+
+
+def _grid_sample(args, attrs):
+    layout = attrs.get("layout") or "NCHW"
+    nd = len(layout) - 2
+    x = accum(to_layout(args[0], layout, "NC" + SPATIAL[nd]))
+    grid = accum(np.asarray(args[1]))
+    # grid channel 0 is x (the last spatial axis), channel 1 is y, ...
+    coords = [_source_coord(grid[:, nd - 1 - i], n, attrs) for i, n in enumerate(x.shape[2:])]
+    method = attrs.get("method", "bilinear")
+    if method == "nearest":
+        values, valid = _gather(x, [np.round(c).astype(np.int64) for c in coords])
+        out = values * valid
+    elif method == "bilinear":
+        out = _multilinear(x, coords)
+    else:
+        raise UnsupportedOpError(f"method {method!r} has no numpy reference",
+                                 op="image.grid_sample", hint="use bilinear or nearest")
+    return to_layout(out, "NC" + SPATIAL[nd], layout)
+
+
+def _multilinear(x, coords):
+    lows = [np.floor(c) for c in coords]
+    out = 0
+    for corner in itertools.product((0, 1), repeat=len(coords)):
+        index = [(lo + bit).astype(np.int64) for lo, bit in zip(lows, corner)]
+        weight = 1
+        for c, lo, bit in zip(coords, lows, corner):
+            weight = weight * (c - lo if bit else 1 - (c - lo))
+        values, valid = _gather(x, index)
+        out = out + values * valid * np.expand_dims(weight, 1)
+    return out
+
+
+FACTS = {
+    "image.resize2d": _resize(2), "image.resize3d": _resize(3),
+    "image.affine_grid": _affine_grid, "image.grid_sample": _grid_sample,
+}

@@ -1,0 +1,27 @@
+"""Module transforms with TVM's names and call style::
+
+    mod = relax.transform.BindParams("main", params)(mod)
+    mod = relax.transform.FoldConstant()(mod)
+    mod = relax.transform.Sequential([FoldConstant(), DeadCodeElimination()])(mod)
+"""
+
+from .base import FunctionPass, ModulePass, PassContext, Sequential, module_pass
+from .bind_params import BindParams, bind_params
+from .dead_code_elimination import DeadCodeElimination, remove_all_unused
+from .expand_tuple_arguments import ExpandTupleArguments
+from .fold_constant import FoldConstant, fold_constant
+
+__all__ = [
+    "BindParams",
+    "DeadCodeElimination",
+    "ExpandTupleArguments",
+    "FoldConstant",
+    "FunctionPass",
+    "ModulePass",
+    "PassContext",
+    "Sequential",
+    "bind_params",
+    "fold_constant",
+    "module_pass",
+    "remove_all_unused",
+]

@@ -1,0 +1,157 @@
+"""DeadCodeElimination: drop unused bindings and functions no entry function reaches.
+
+    mod = relax.transform.DeadCodeElimination()(mod)          # entries: public functions
+    mod = relax.transform.DeadCodeElimination(["main"])(mod)
+
+A binding is kept when its var is used later (or returned) or when its value has a side effect
+(an impure op such as ``R.print``, a call to an extern or impure function).
+"""
+
+from __future__ import annotations
+
+from ..expr import (
+    BindingBlock,
+    Call,
+    ExternFunc,
+    Function,
+    GlobalVar,
+    MatchCast,
+    SeqExpr,
+    Var,
+)
+from ..module import IRModule
+from ..op.registry import Op
+from ..struct_info import FuncStructInfo, TensorStructInfo
+from ..visitor import ExprMutator, all_global_vars, used_vars
+from .base import ModulePass, PassContext
+
+__all__ = ["IMPURE_OPS", "DeadCodeElimination", "is_impure", "remove_all_unused"]
+
+# Ops with side effects (TVM's FPurity = False). An op record may also say so itself with a
+# "pure" fact set to False.
+IMPURE_OPS = frozenset({
+    "print", "assert_op", "call_builtin_with_ctx", "invoke_closure", "memory.kill_storage",
+    "memory.kill_tensor", "vm.kill_object", "vm.call_tir_dyn",
+})
+
+
+def _op_is_pure(op: Op) -> bool:
+    op_def = op.op_def
+    pure = op_def.facts.get("pure", getattr(op_def, "pure", None))
+    return bool(pure) if pure is not None else op_def.name not in IMPURE_OPS
+
+
+def _callee_is_pure(callee, mod: IRModule | None) -> bool:
+    if isinstance(callee, Op):
+        return _op_is_pure(callee)
+    if isinstance(callee, ExternFunc):
+        return False  # R.call_packed: TVM treats extern calls as impure
+    if isinstance(callee, GlobalVar) and mod is not None and callee in mod:
+        return getattr(mod[callee], "is_pure", True)
+    sinfo = getattr(callee, "struct_info", None)
+    return sinfo.purity if isinstance(sinfo, FuncStructInfo) else True
+
+
+def is_impure(expr, mod: IRModule | None = None) -> bool:
+    """Whether evaluating ``expr`` (a binding's value) may have a side effect."""
+    return isinstance(expr, Call) and not _callee_is_pure(expr.op, mod)
+
+
+class _RemoveUnused(ExprMutator):
+    """Prunes every SeqExpr (innermost first) with one backward liveness pass."""
+
+    def __init__(self, mod: IRModule | None):
+        super().__init__(mod)
+        self.mod = mod
+
+    def visit_seq_expr_(self, seq: SeqExpr):
+        seq = super().visit_seq_expr_(seq)
+        live = set(used_vars(seq.body))
+        blocks = [self._prune(block, live) for block in reversed(seq.blocks)][::-1]
+        blocks = [b for b in blocks if b.bindings]
+        if len(blocks) == len(seq.blocks) and all(
+                len(a.bindings) == len(b.bindings) for a, b in zip(blocks, seq.blocks)):
+            return seq
+        return SeqExpr(blocks, seq.body, seq.span)
+
+    def _prune(self, block: BindingBlock, live: set) -> BindingBlock:
+        kept = []
+        for binding in reversed(block.bindings):
+            if self._keep(binding, live):
+                kept.append(binding)
+                live.update(used_vars(binding.value))
+                live.update(_struct_info_uses(binding))
+        if len(kept) == len(block.bindings):
+            return block
+        return type(block)(kept[::-1])
+
+    def _keep(self, binding, live: set) -> bool:
+        if binding.var in live or is_impure(binding.value, self.mod):
+            return True
+        # A match_cast may define symbolic dims that later struct info relies on.
+        return isinstance(binding, MatchCast) and _defines_symbols(binding)
+
+
+def _struct_info_uses(binding) -> list:
+    """Vars that struct info refers to (``R.Tensor(shape_var)``)."""
+    sinfos = [binding.var.struct_info, getattr(binding, "struct_info", None)]
+    return [s.shape for s in sinfos
+            if isinstance(s, TensorStructInfo) and isinstance(s.shape, Var)]
+
+
+def _defines_symbols(binding: MatchCast) -> bool:
+    values = getattr(binding.struct_info, "values", None) or ()
+    return any(not v.is_const for v in values)
+
+
+def remove_all_unused(func: Function, mod: IRModule | None = None) -> Function:
+    """``func`` without bindings whose vars are never used (impure bindings stay)."""
+    return _RemoveUnused(mod).visit_expr(func)
+
+
+def _is_public(func) -> bool:
+    attrs = getattr(func, "attrs", None) or {}
+    return "global_symbol" in attrs
+
+
+def _reachable(mod: IRModule, entries: list[str]) -> set[str]:
+    seen: set[str] = set()
+    todo = list(entries)
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in mod:
+            continue
+        seen.add(name)
+        func = mod[name]
+        if isinstance(func, Function):
+            todo.extend(gv.name_hint for gv in all_global_vars(func))
+    return seen
+
+
+class DeadCodeElimination(ModulePass):
+    """Drop unused bindings in every Relax function, then the functions that neither an entry
+    function (``entry_functions`` plus every public function, i.e. one with a
+    ``global_symbol``) nor anything they call refers to. A module with no entry at all keeps
+    its functions."""
+
+    opt_level = 1
+
+    def __init__(self, entry_functions=None):
+        super().__init__()
+        self.entry_functions = list(entry_functions or [])
+
+    def transform_module(self, mod: IRModule, ctx: PassContext) -> IRModule:
+        out = IRModule(attrs=mod.attrs)
+        keep = self._kept_functions(mod)
+        for gv, func in mod.functions.items():
+            if gv.name_hint not in keep:
+                continue
+            out[gv] = remove_all_unused(func, mod) if isinstance(func, Function) else func
+        return out
+
+    def _kept_functions(self, mod: IRModule) -> set[str]:
+        entries = [n for n in self.entry_functions if n in mod]
+        entries += [gv.name_hint for gv, f in mod.functions.items() if _is_public(f)]
+        if not entries:
+            return {gv.name_hint for gv in mod.get_global_vars()}
+        return _reachable(mod, entries)
