@@ -41,6 +41,7 @@ from .expr import (
 )
 from .module import IRModule
 from .op.registry import Op
+from .parser import from_script
 from .struct_info import (
     FuncStructInfo,
     FuncType,
@@ -58,13 +59,60 @@ from .struct_info import (
 )
 
 __all__ = [
-    "op", "BlockBuilder", "Attrs", "Binding", "BindingBlock", "Call", "Constant",
-    "DataflowBlock", "DataflowVar", "DataTypeImm", "Expr", "ExternFunc", "Function",
-    "GlobalVar", "If", "MatchCast", "PrimValue", "SeqExpr", "ShapeExpr", "StringImm", "Tuple",
-    "TupleGetItem", "Var", "VarBinding", "const", "convert_to_expr", "prim_value", "IRModule",
-    "Op", "FuncStructInfo", "FuncType", "ObjectStructInfo", "ObjectType", "PrimStructInfo",
-    "PrimType", "ShapeStructInfo", "ShapeType", "StructInfo", "TensorStructInfo", "TensorType",
-    "TupleStructInfo", "TupleType",
+    "Attrs",
+    "Binding",
+    "BindingBlock",
+    "BlockBuilder",
+    "Call",
+    "Constant",
+    "DataTypeImm",
+    "DataflowBlock",
+    "DataflowVar",
+    "Expr",
+    "ExternFunc",
+    "FuncStructInfo",
+    "FuncType",
+    "Function",
+    "GlobalVar",
+    "IRModule",
+    "If",
+    "MatchCast",
+    "ObjectStructInfo",
+    "ObjectType",
+    "Op",
+    "PrimStructInfo",
+    "PrimType",
+    "PrimValue",
+    "SeqExpr",
+    "ShapeExpr",
+    "ShapeStructInfo",
+    "ShapeType",
+    "StringImm",
+    "StructInfo",
+    "TensorStructInfo",
+    "TensorType",
+    "Tuple",
+    "TupleGetItem",
+    "TupleStructInfo",
+    "TupleType",
+    "Var",
+    "VarBinding",
+    "const",
+    "convert_to_expr",
+    "from_script",
+    "op",
+    "prim_value",
 ]
+from . import transform  # noqa: F401  (transforms use the whole IR, so they load last)
 
-from . import transform  # noqa: F401,E402
+# The backend (llvmlite) loads on first use: `relax.build`, `relax.VirtualMachine`, ...
+_BACKEND = {"build": "build", "VirtualMachine": "vm", "cpu": "runtime",
+            "register_func": "packed", "get_global_func": "packed"}
+
+
+def __getattr__(name):
+    if name in _BACKEND:
+        from importlib import import_module
+
+        return getattr(import_module(f"..backend.{_BACKEND[name]}", __name__), name)
+    raise AttributeError(f"module 'msc.relax' has no attribute {name!r}")

@@ -229,8 +229,9 @@ class BlockBuilder:
     def _call_sinfo(self, call: Call):
         if isinstance(call.op, Op):
             return infer_struct_info(call)
-        if call.sinfo_args:
-            return call.sinfo_args[0]
+        if call.sinfo_args:  # packed calls: several sinfo_args mean a tuple result (as TVM)
+            args = call.sinfo_args
+            return args[0] if len(args) == 1 else TupleStructInfo(args)
         callee = self._mod[call.op] if isinstance(call.op, GlobalVar) else call.op
         sinfo = getattr(callee, "struct_info", None)
         return sinfo.ret if isinstance(sinfo, FuncStructInfo) else ObjectStructInfo()

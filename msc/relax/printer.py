@@ -1,0 +1,717 @@
+"""TVMScript printer for msc Relax modules, in TVM 0.27's style.
+
+Generic: a call prints as ``R.<op name>(args..., attr=value...)`` from the op table, with no
+per-op code. Hand-written syntax covers only functions, blocks, tuples, constants and struct
+info. The output parses back with :func:`msc.relax.from_script` into an equal module::
+
+    text = module_to_script(mod)                  # what mod.script() returns
+    text = module_to_script(mod, show_meta=True)  # + a metadata section with constant values
+    expr_to_str(call)                             # 'R.nn.relu(x)'
+    sinfo_to_str(TensorStructInfo((1, 3), "float32"))   # 'R.Tensor((1, 3), dtype="float32")'
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import json
+import math
+import re
+
+import numpy as np
+
+from ..tir import expr as tir
+from .expr import (
+    BindingBlock,
+    Call,
+    Constant,
+    DataflowBlock,
+    DataTypeImm,
+    Expr,
+    ExternFunc,
+    Function,
+    GlobalVar,
+    If,
+    MatchCast,
+    PrimValue,
+    SeqExpr,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+    TupleGetItem,
+    Var,
+    VarBinding,
+)
+from .struct_info import (
+    FuncStructInfo,
+    ObjectStructInfo,
+    PrimStructInfo,
+    ShapeStructInfo,
+    StructInfo,
+    TensorStructInfo,
+    TupleStructInfo,
+)
+
+__all__ = [
+    "METADATA_NOTE",
+    "META_KEY",
+    "expr_to_str",
+    "format_float",
+    "function_to_script",
+    "module_to_script",
+    "sinfo_to_str",
+]
+
+META_KEY = "relax.expr.Constant"
+METADATA_NOTE = "# Metadata omitted. Use show_meta=True in script() method to show it."
+# Scalar constants of these dtypes print inline as R.const(v, dtype); others go to metadata.
+INLINE_CONST_DTYPES = ("bool", "int8", "int16", "int32", "int64", "float16", "float32",
+                       "float64")
+# Builder parameter names that carry a call's sinfo_args -> TVM 0.27's keyword for them.
+SINFO_KEYWORDS = {"out_sinfo": "out_ty", "out_ty": "out_ty", "sinfo_args": "ty_args",
+                  "ty_args": "ty_args"}
+INDENT = "    "
+
+
+# --------------------------------------------------------------------------------------------
+# Literals.
+
+def format_float(value: float) -> str:
+    """TVM's float text: integral values as ``6.0``, others with 17 significant digits."""
+    value = float(value)
+    if not math.isfinite(value):
+        return format_str(str(value))
+    if value.is_integer():
+        return f"{value:.1f}"
+    return f"{value:.17g}"
+
+
+def format_str(value: str) -> str:
+    return json.dumps(value)
+
+
+def literal(value) -> str:
+    """Python-literal text of an attribute value (lists for tuples, None for void dtypes)."""
+    if value is None:
+        return "None"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return format_float(value)
+    if isinstance(value, str):
+        return format_str(value)
+    if isinstance(value, tir.PrimExpr):
+        return prim_to_str(value)
+    if isinstance(value, dict):
+        items = ", ".join(f"{literal(k)}: {literal(v)}" for k, v in _sorted_items(value))
+        return "{" + items + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
+    if isinstance(value, StructInfo):
+        return sinfo_to_str(value)
+    if isinstance(value, Expr):
+        return expr_to_str(value)
+    return format_str(str(value))
+
+
+def _sorted_items(mapping: dict):
+    return sorted(mapping.items(), key=lambda kv: str(kv[0]))
+
+
+def prim_to_str(e: tir.PrimExpr) -> str:
+    """A PrimExpr in Relax context: int64 ints bare, other typed immediates as ``T.f32(v)``."""
+    if isinstance(e, tir.IntImm) and e.dtype not in ("int64", "bool"):
+        return f"T.{e.dtype}({e.value})"
+    if isinstance(e, tir.FloatImm):
+        return f"T.{e.dtype}({format_float(e.value)})"
+    return tir.to_str(e)
+
+
+# --------------------------------------------------------------------------------------------
+# Struct info.
+
+def sinfo_to_str(sinfo: StructInfo, signature: bool = False) -> str:
+    """``R.Tensor((n, 3), dtype="float32")`` etc. In a signature, compound dims print as
+    strings (``"n * 3"``), as TVM 0.27 does."""
+    printer = _SINFO_PRINTERS.get(type(sinfo))
+    if printer is None:
+        return f"R.Object  # {type(sinfo).__name__}"
+    return printer(sinfo, signature)
+
+
+def _dim(value, signature: bool) -> str:
+    text = prim_to_str(value)
+    if signature and not isinstance(value, (tir.IntImm, tir.Var)):
+        return format_str(text)
+    return text
+
+
+def _dims(values, signature: bool) -> str:
+    parts = [_dim(v, signature) for v in values]
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def _tensor_sinfo(s: TensorStructInfo, signature: bool) -> str:
+    parts = []
+    if s.values is not None:
+        parts.append(_dims(s.values, signature))
+    elif isinstance(s.shape, Var):
+        parts.append(s.shape.name_hint)
+    if s.dtype != "void":
+        parts.append(f"dtype={format_str(s.dtype)}")
+    if s.shape is None and s.ndim != -1:
+        parts.append(f"ndim={s.ndim}")
+    return f"R.Tensor({', '.join(parts)})" if parts else "R.Tensor"
+
+
+def _tuple_sinfo(s: TupleStructInfo, signature: bool) -> str:
+    if not s.fields:
+        return "R.Tuple"
+    return "R.Tuple(" + ", ".join(sinfo_to_str(f, signature) for f in s.fields) + ")"
+
+
+def _shape_sinfo(s: ShapeStructInfo, signature: bool) -> str:
+    if s.values is None:
+        return f"R.Shape(ndim={s.ndim})"
+    return "R.Shape([" + ", ".join(_dim(v, signature) for v in s.values) + "])"
+
+
+def _func_sinfo(s: FuncStructInfo, signature: bool) -> str:
+    if s.params is None:
+        return "R.Callable"
+    params = [sinfo_to_str(p, signature) for p in s.params]
+    params_text = "(" + ", ".join(params) + ("," if len(params) == 1 else "") + ")"
+    return f"R.Callable({params_text}, {sinfo_to_str(s.ret, signature)}, {s.purity})"
+
+
+_SINFO_PRINTERS = {
+    ObjectStructInfo: lambda s, sig: "R.Any",
+    PrimStructInfo: lambda s, sig: f"T.{s.dtype}",
+    TensorStructInfo: _tensor_sinfo,
+    TupleStructInfo: _tuple_sinfo,
+    ShapeStructInfo: _shape_sinfo,
+    FuncStructInfo: _func_sinfo,
+}
+
+
+def sinfo_vars(sinfo: StructInfo | None, found: dict) -> None:
+    """Collect the symbolic vars of a struct info (name -> tir.Var), in first-use order."""
+    if isinstance(sinfo, (TensorStructInfo, ShapeStructInfo)):
+        _prim_vars(sinfo.values or (), found)
+    elif isinstance(sinfo, PrimStructInfo) and sinfo.value is not None:
+        _prim_vars((sinfo.value,), found)
+    elif isinstance(sinfo, TupleStructInfo):
+        for f in sinfo.fields:
+            sinfo_vars(f, found)
+    elif isinstance(sinfo, FuncStructInfo):
+        for p in sinfo.params or ():
+            sinfo_vars(p, found)
+        sinfo_vars(sinfo.ret, found)
+
+
+def _prim_vars(values, found: dict) -> None:
+    for value in values:
+        for v in tir.free_vars(tir.convert(value)):
+            found.setdefault(v.name, v)
+
+
+# --------------------------------------------------------------------------------------------
+# Calls: the generic op form.
+
+def sinfo_keyword(op_def) -> tuple[str, int | None]:
+    """(keyword, position) for a call's sinfo_args: the op table's ``facts["sinfo_kw"]``
+    (``out_ty`` for call_tir & co, else ``ty_args``). For ``out_ty`` the position is where
+    the builder takes it: later args print as keywords (``tir_vars=``), as TVM does."""
+    keyword = op_def.facts.get("sinfo_kw", "ty_args")
+    if keyword != "out_ty" or op_def.builder is None:
+        return keyword, None
+    try:
+        names = list(inspect.signature(op_def.builder).parameters)
+    except (TypeError, ValueError):
+        return keyword, None
+    for i, name in enumerate(names):
+        if SINFO_KEYWORDS.get(name) == "out_ty":
+            return keyword, i
+    return keyword, None
+
+
+def keyword_only_args(op_def) -> set:
+    """Op args the op's builder takes by keyword only (``R.print(x, format=...)``)."""
+    if op_def.builder is None:
+        return set()
+    try:
+        params = inspect.signature(op_def.builder).parameters.values()
+    except (TypeError, ValueError):
+        return set()
+    arg_names = {a.name for a in op_def.args}
+    return {p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name in arg_names}
+
+
+def _sinfo_args_text(call: Call, keyword: str) -> str:
+    if keyword == "out_ty":
+        sinfo = call.sinfo_args[0]
+        if isinstance(sinfo, TupleStructInfo) and len(call.sinfo_args) == 1:
+            return "[" + ", ".join(sinfo_to_str(f) for f in sinfo.fields) + "]"
+        return sinfo_to_str(sinfo)
+    texts = [sinfo_to_str(s) for s in call.sinfo_args]
+    return "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
+
+
+def is_dps_call(call) -> bool:
+    """Calls whose result struct info is printed in ``out_ty`` (no binding annotation)."""
+    op_def = getattr(call.op, "op_def", None) if isinstance(call, Call) else None
+    return op_def is not None and bool(call.sinfo_args) and sinfo_keyword(op_def)[0] == "out_ty"
+
+
+# --------------------------------------------------------------------------------------------
+# Expressions.
+
+class _ExprPrinter:
+    """Prints expressions; names come from ``names`` (a dict var -> name) when given."""
+
+    def __init__(self, names: dict | None = None, constants: list | None = None):
+        self.names = names if names is not None else {}
+        self.constants = constants
+        self.uses_cls = False
+
+    def expr(self, e, top: bool = False) -> str:
+        handler = _EXPR_PRINTERS.get(type(e))
+        if handler is None:
+            for base, fn in _EXPR_PRINTERS.items():
+                if isinstance(e, base):
+                    handler = fn
+                    break
+        if handler is None:
+            if isinstance(e, tir.PrimExpr):
+                return prim_to_str(e)
+            return f"<unprintable {type(e).__name__}>"
+        return handler(self, e, top)
+
+    def var(self, v: Var, top: bool) -> str:
+        return self.names.get(v, v.name_hint)
+
+    def global_var(self, gv: GlobalVar, top: bool) -> str:
+        self.uses_cls = True
+        return f"cls.{gv.name_hint}"
+
+    def constant(self, c: Constant, top: bool) -> str:
+        data = c.data
+        dtype = c.struct_info.dtype
+        if data.ndim == 0 and dtype in INLINE_CONST_DTYPES:
+            return f"R.const({_scalar_text(data)}, {format_str(dtype)})"
+        index = self._const_index(c)
+        return f"metadata[{format_str(META_KEY)}][{index}]"
+
+    def _const_index(self, c: Constant) -> int:
+        if self.constants is None:
+            self.constants = []
+        for i, known in enumerate(self.constants):
+            if known is c:
+                return i
+        self.constants.append(c)
+        return len(self.constants) - 1
+
+    def tuple(self, t: Tuple, top: bool) -> str:
+        if not t.fields:
+            return "R.tuple()"
+        fields = [self.expr(f) for f in t.fields]
+        text = ", ".join(fields) + ("," if len(fields) == 1 else "")
+        return text if top and len(fields) > 1 else f"({text})"
+
+    def get_item(self, e: TupleGetItem, top: bool) -> str:
+        return f"{self.expr(e.tuple_value)}[{e.index}]"
+
+    def shape(self, e: ShapeExpr, top: bool) -> str:
+        return "R.shape([" + ", ".join(prim_to_str(v) for v in e.values) + "])"
+
+    def prim(self, e: PrimValue, top: bool) -> str:
+        return prim_to_str(e.value)
+
+    def string(self, e: StringImm, top: bool) -> str:
+        return f"R.str({format_str(e.value)})"
+
+    def dtype(self, e: DataTypeImm, top: bool) -> str:
+        return f"R.dtype({format_str(e.value)})"
+
+    def extern(self, e: ExternFunc, top: bool) -> str:
+        return format_str(e.global_symbol)
+
+    def op(self, e, top: bool) -> str:
+        return "R." + e.name[len("relax."):] if e.name.startswith("relax.") else e.name
+
+    def call(self, call: Call, top: bool) -> str:
+        op_def = getattr(call.op, "op_def", None)
+        if op_def is not None:
+            return self._op_call(call, op_def)
+        args = [self.expr(a) for a in call.args]
+        if isinstance(call.op, ExternFunc):
+            head = "R.call_packed"
+            args.insert(0, format_str(call.op.global_symbol))
+        else:
+            head = self.expr(call.op)
+        if call.sinfo_args:
+            args.append(f"ty_args={_sinfo_args_text(call, 'ty_args')}")
+        return f"{head}({', '.join(args)})"
+
+    def _op_call(self, call: Call, op_def) -> str:
+        keyword, position = sinfo_keyword(op_def) if call.sinfo_args else ("", None)
+        split = len(call.args) if position is None else min(position, len(call.args))
+        named = keyword_only_args(op_def)
+        parts, kw_parts = [], []
+        for i, a in enumerate(call.args):
+            name = op_def.args[i].name if i < len(op_def.args) else f"arg{i}"
+            if i >= split or name in named:
+                kw_parts.append(f"{name}={self.expr(a)}")
+            else:
+                parts.append(self.expr(a))
+        if call.sinfo_args and position is not None:
+            parts.append(f"{keyword}={_sinfo_args_text(call, keyword)}")
+        parts += kw_parts
+        for name, value in (call.attrs or {}).items():
+            parts.append(f"{name}={self._attr(op_def, name, value)}")
+        if call.sinfo_args and position is None:
+            parts.append(f"{keyword}={_sinfo_args_text(call, keyword)}")
+        return f"R.{op_def.name}({', '.join(parts)})"
+
+    def _attr(self, op_def, name: str, value) -> str:
+        if isinstance(value, str) and value == "void":
+            kinds = {a.name: a.type for a in op_def.attrs}
+            if kinds.get(name) == "dtype":
+                return "None"
+        if isinstance(value, Expr):
+            return self.expr(value)
+        return literal(value)
+
+    def if_(self, e: If, top: bool) -> str:
+        return (f"R.If({self.expr(e.cond)}, {self.expr(e.true_branch)}, "
+                f"{self.expr(e.false_branch)})")
+
+    def seq(self, e: SeqExpr, top: bool) -> str:
+        return self.expr(e.body)
+
+    def function(self, f: Function, top: bool) -> str:
+        return function_to_script(f)
+
+
+def _scalar_text(data: np.ndarray) -> str:
+    value = data.item()
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and not np.isfinite(value):
+        # TVM 0.27 prints R.const("inf", ...), which its own parser rejects.
+        return f"float({format_str(str(value))})"
+    if isinstance(value, float):
+        return format_float(value)
+    return str(value)
+
+
+_EXPR_PRINTERS = {
+    Var: _ExprPrinter.var,
+    GlobalVar: _ExprPrinter.global_var,
+    Constant: _ExprPrinter.constant,
+    Tuple: _ExprPrinter.tuple,
+    TupleGetItem: _ExprPrinter.get_item,
+    ShapeExpr: _ExprPrinter.shape,
+    PrimValue: _ExprPrinter.prim,
+    StringImm: _ExprPrinter.string,
+    DataTypeImm: _ExprPrinter.dtype,
+    ExternFunc: _ExprPrinter.extern,
+    Call: _ExprPrinter.call,
+    If: _ExprPrinter.if_,
+    SeqExpr: _ExprPrinter.seq,
+    Function: _ExprPrinter.function,
+}
+
+
+def _register_op_printer() -> None:
+    from .op.registry import Op
+
+    _EXPR_PRINTERS[Op] = _ExprPrinter.op
+
+
+_register_op_printer()
+
+
+def expr_to_str(expr) -> str:
+    """One expression as TVMScript (vars by their name hints)."""
+    if isinstance(expr, Function):
+        return function_to_script(expr)
+    return _ExprPrinter().expr(expr, top=False)
+
+
+# --------------------------------------------------------------------------------------------
+# Functions.
+
+class _Namer:
+    """Unique names within a function: a repeated hint ``x`` becomes ``x_1``, ``x_2``."""
+
+    def __init__(self, reserved=()):
+        self.used: set[str] = set(reserved)
+        self.names: dict = {}
+
+    def name(self, var: Var) -> str:
+        if var in self.names:
+            return self.names[var]
+        hint = var.name_hint or "v"
+        name, k = hint, 0
+        while name in self.used:
+            k += 1
+            name = f"{hint}_{k}"
+        self.used.add(name)
+        self.names[var] = name
+        return name
+
+
+class _FunctionPrinter:
+    """Prints one Relax function at a given indent; shares the module's constant list."""
+
+    def __init__(self, func: Function, name: str, constants: list, indent: int = 1,
+                 inner: bool = False):
+        self.func = func
+        self.name = name
+        self.inner = inner
+        self.namer = _Namer()
+        self.ep = _ExprPrinter(self.namer.names, constants)
+        self.indent = indent
+        self.lines: list[str] = []
+
+    def print(self) -> list[str]:
+        pad = INDENT * self.indent
+        head = [pad + self._decorator(), pad + self._signature()]
+        body_pad = pad + INDENT
+        self._emit_attrs(body_pad)
+        body: list[str] = []
+        for block in self.func.body.blocks if isinstance(self.func.body, SeqExpr) else ():
+            body += self._block(block, body_pad)
+        body.append(f"{body_pad}return {self.ep.expr(self._body_expr(), top=False)}")
+        pre = self.lines
+        if self.ep.uses_cls:
+            pre.append(f"{body_pad}cls = Module")
+        pre += [f"{body_pad}{v.name} = T.{v.dtype}()" for v in self._body_vars()]
+        return head + pre + body
+
+    def _body_expr(self):
+        body = self.func.body
+        return body.body if isinstance(body, SeqExpr) else body
+
+    def _decorator(self) -> str:
+        flags = []
+        if "global_symbol" not in self.func.attrs and not self.inner:
+            flags.append("private=True")
+        if not self.func.is_pure:
+            flags.append("pure=False")
+        return "@R.function" + (f"({', '.join(flags)})" if flags else "")
+
+    def _signature(self) -> str:
+        params = []
+        for p in self.func.params:
+            name = self.namer.name(p)
+            params.append(f"{name}: {sinfo_to_str(p.struct_info, signature=True)}")
+        ret = sinfo_to_str(self.func.ret_struct_info, signature=True)
+        return f"def {self.name}({', '.join(params)}) -> {ret}:"
+
+    def _emit_attrs(self, pad: str) -> None:
+        attrs = {k: v for k, v in self.func.attrs.items()
+                 if not (k == "global_symbol" and v == self.name)}
+        if attrs:
+            self.lines.append(f"{pad}R.func_attr({literal(attrs)})")
+
+    def _signature_vars(self) -> dict:
+        found: dict = {}
+        for p in self.func.params:
+            sinfo_vars(p.struct_info, found)
+        sinfo_vars(self.func.ret_struct_info, found)
+        return found
+
+    def _body_vars(self) -> list:
+        sig = self._signature_vars()
+        found: dict = {}
+        for binding in _all_bindings(self.func.body):
+            sinfo_vars(binding.var.struct_info, found)
+            if isinstance(binding, MatchCast):
+                sinfo_vars(binding.struct_info, found)
+        return [v for name, v in found.items() if name not in sig]
+
+    def _block(self, block: BindingBlock, pad: str) -> list[str]:
+        if not isinstance(block, DataflowBlock):
+            return [line for b in block.bindings for line in self._binding(b, pad)]
+        inner = pad + INDENT
+        lines = [f"{pad}with R.dataflow():"]
+        for b in block.bindings:
+            lines += self._binding(b, inner)
+        outputs = [self.namer.name(b.var) for b in block.bindings if _is_output(b.var)]
+        if outputs:
+            lines.append(f"{inner}R.output({', '.join(outputs)})")
+        return lines
+
+    def _binding(self, binding, pad: str) -> list[str]:
+        value = binding.value
+        if isinstance(value, If):
+            return self._if(binding, pad)
+        if isinstance(value, Function):
+            return self._inner_function(binding, pad)
+        rhs = self.ep.expr(value, top=True)
+        if binding.var.name_hint == "_" and isinstance(binding, VarBinding):
+            return [f"{pad}{rhs}"]  # a call kept for its effect (R.print)
+        name = self.namer.name(binding.var)
+        if isinstance(binding, MatchCast):
+            rhs = f"R.match_cast({self.ep.expr(value)}, {sinfo_to_str(binding.struct_info)})"
+        elif is_dps_call(value):
+            return [f"{pad}{name} = {rhs}"]
+        return [f"{pad}{name}: {sinfo_to_str(binding.var.struct_info)} = {rhs}"]
+
+    def _if(self, binding, pad: str) -> list[str]:
+        value: If = binding.value
+        lines = [f"{pad}if {self.ep.expr(value.cond)}:"]
+        lines += self._branch(value.true_branch, binding, pad + INDENT)
+        lines.append(f"{pad}else:")
+        lines += self._branch(value.false_branch, binding, pad + INDENT)
+        return lines
+
+    def _branch(self, branch, binding, pad: str) -> list[str]:
+        lines = []
+        blocks = branch.blocks if isinstance(branch, SeqExpr) else ()
+        for block in blocks:
+            lines += self._block(block, pad)
+        body = branch.body if isinstance(branch, SeqExpr) else branch
+        name = self.namer.names.get(binding.var) or self.namer.name(binding.var)
+        sinfo = sinfo_to_str(binding.var.struct_info)
+        return lines + [f"{pad}{name}: {sinfo} = {self.ep.expr(body, top=True)}"]
+
+    def _inner_function(self, binding, pad: str) -> list[str]:
+        name = self.namer.name(binding.var)
+        inner = _FunctionPrinter(binding.value, name, self.ep.constants, indent=0, inner=True)
+        inner.namer.used |= self.namer.used
+        inner.namer.names.update(self.namer.names)
+        lines = [pad + line for line in inner.print()]
+        self.ep.uses_cls |= inner.ep.uses_cls
+        self.ep.constants = inner.ep.constants
+        return lines + [""]
+
+
+def _is_output(var) -> bool:
+    from .expr import DataflowVar
+
+    return not isinstance(var, DataflowVar)
+
+
+def _all_bindings(expr):
+    if isinstance(expr, SeqExpr):
+        for block in expr.blocks:
+            for b in block.bindings:
+                yield b
+                if isinstance(b.value, If):
+                    yield from _all_bindings(b.value.true_branch)
+                    yield from _all_bindings(b.value.false_branch)
+
+
+def function_to_script(func: Function, name: str | None = None) -> str:
+    """A single Relax function as TVMScript, named by ``name`` or its global symbol."""
+    name = name or func.attrs.get("global_symbol", "main")
+    printer = _FunctionPrinter(func, name, [], indent=0)
+    body = "\n".join(printer.print())
+    type_vars = sorted(n for n, v in printer._signature_vars().items() if v.dtype == "int64")
+    lines = _header(body, bool(type_vars), module=False)
+    return "\n".join(lines + [f'{n} = TypeVar("{n}")' for n in type_vars] + [body])
+
+
+# --------------------------------------------------------------------------------------------
+# Modules.
+
+_TIR_PRIORITY, _EXTERN_PRIORITY, _RELAX_PRIORITY, _MAIN_PRIORITY = 1, 2, 3, 1000
+
+
+def _func_order(item) -> tuple:
+    """TVM's order: TIR functions, externs, Relax functions, by name; ``main`` last."""
+    gv, func = item
+    if gv.name_hint == "main":
+        return (_MAIN_PRIORITY, gv.name_hint)
+    if isinstance(func, Function):
+        return (_RELAX_PRIORITY, gv.name_hint)
+    if isinstance(func, ExternFunc):
+        return (_EXTERN_PRIORITY, gv.name_hint)
+    return (_TIR_PRIORITY, gv.name_hint)
+
+
+def module_to_script(mod, show_meta: bool = False, **_kwargs) -> str:
+    """An IRModule as TVM 0.27 TVMScript. ``show_meta`` appends the constants' values."""
+    constants: list = []
+    type_vars: dict = {}
+    blocks = []
+    for gv, func in sorted(mod.functions.items(), key=_func_order):
+        blocks.append(_print_func(func, gv.name_hint, constants, type_vars))
+    body = "\n\n".join(blocks)
+    if mod.attrs:
+        body = f"{INDENT}I.module_attrs({literal(mod.attrs)})\n" + body
+    lines = _header(body, bool(type_vars))
+    lines += [f'{name} = TypeVar("{name}")' for name in sorted(type_vars)]
+    text = "\n".join(lines + ["@I.ir_module", "class Module:", body])
+    if constants:
+        text += "\n\n" + (metadata_section(constants) if show_meta else METADATA_NOTE)
+    return text
+
+
+def _print_func(func, name: str, constants: list, type_vars: dict) -> str:
+    if isinstance(func, Function):
+        printer = _FunctionPrinter(func, name, constants)
+        for var_name, var in printer._signature_vars().items():
+            if var.dtype == "int64":
+                type_vars.setdefault(var_name, var)
+        return "\n".join(printer.print())
+    for var in getattr(func, "module_vars", list)():
+        type_vars.setdefault(var.name, var)
+    return _prim_func_text(func, name)
+
+
+def _prim_func_text(func, name: str) -> str:
+    source = getattr(func, "source_text", None)
+    if source is not None:  # a parsed but not yet understood prim func: keep its text
+        return _reindent(source, 1)
+    try:
+        from ..tir.printer import prim_func_to_script
+    except ImportError:
+        return (f"{INDENT}# PrimFunc {name!r} not printed: msc.tir.printer is not available"
+                f"\n{INDENT}# (NotImplemented)")
+    return prim_func_to_script(func, name, len(INDENT)).rstrip("\n")
+
+
+def _reindent(source: str, level: int) -> str:
+    lines = source.strip("\n").splitlines()
+    margin = min((len(ln) - len(ln.lstrip()) for ln in lines if ln.strip()), default=0)
+    pad = INDENT * level
+    return "\n".join(pad + ln[margin:] if ln.strip() else "" for ln in lines)
+
+
+def _header(body: str, has_type_vars: bool, module: bool = True) -> list[str]:
+    lines = ["# from typing import TypeVar"] if has_type_vars else []
+    if module:
+        lines.append("# from tvm.script import ir as I")
+    if re.search(r"\bT\.", body):
+        lines += ["# from tvm.script import tirx as T", "# from tvm.tirx.layout import Axis"]
+    return lines + ["# from tvm.script import relax as R", ""]
+
+
+# --------------------------------------------------------------------------------------------
+# Metadata.
+
+def metadata_section(constants: list) -> str:
+    """``metadata = {...}``: each constant's dtype, shape and base64 of its little-endian C-order
+    bytes. Parsed back by the parser; never executed."""
+    lines = ["# Metadata: constant values (base64 of little-endian C-order bytes).",
+             "metadata = {", f"    {format_str(META_KEY)}: ["]
+    for c in constants:
+        lines.append(f"        {_constant_entry(c.data)},")
+    lines += ["    ],", "}"]
+    return "\n".join(lines)
+
+
+def _constant_entry(data: np.ndarray) -> str:
+    arr = np.ascontiguousarray(data)
+    if arr.dtype.byteorder == ">":
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    encoded = base64.b64encode(arr.tobytes()).decode("ascii")
+    dtype = "bool" if arr.dtype == np.bool_ else arr.dtype.name
+    return (f'{{"dtype": {format_str(dtype)}, "shape": {list(arr.shape)}, '
+            f'"data": {format_str(encoded)}}}')
