@@ -51,7 +51,33 @@ def step_relax_builder(out: str) -> None:
             print(f"{b.var.name_hint}: ({dims}) {sinfo.dtype} = {b.value.op.name}")
 
 
-STEPS = [step_graph_from_json, step_relax_builder]
+def step_tvmscript(out: str) -> None:
+    """Print the MLP as TVMScript, parse it back (ast only), fold a bound weight."""
+    import numpy as np
+
+    from .. import relax, tir
+
+    x = relax.Var("x", relax.TensorStructInfo((tir.Var("n", "int64"), 784), "float32"))
+    w = relax.Var("w", relax.TensorStructInfo((784, 128), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, w]):
+        with bb.dataflow():
+            lv = bb.emit(relax.op.matmul(x, w))
+            gv = bb.emit_output(relax.op.nn.relu(lv))
+        bb.emit_func_output(gv)
+    text = bb.get().script()
+    _banner("TVMScript (mod.script()), parsed back with relax.from_script")
+    print(text)
+    assert relax.from_script(text).script() == text
+    params = {"w": np.ones((784, 128), "float32")}
+    bound = relax.transform.BindParams("main", params)(relax.from_script(text))
+    path = os.path.join(out, "mlp.py")
+    with open(path, "w") as f:
+        f.write(bound.script(show_meta=True))
+    print(f"(BindParams turned w into a constant; wrote {path} with its metadata section)")
+
+
+STEPS = [step_graph_from_json, step_relax_builder, step_tvmscript]
 
 
 def run_demo(out: str) -> int:
