@@ -10,8 +10,16 @@ from importlib import import_module
 from . import errors
 
 __version__ = "0.1.0"
-__all__ = ["MSCGraph", "MSCJoint", "MSCPrim", "MSCTensor", "errors", "relax", "tir",
-           "__version__"]
+__all__ = [
+    "MSCGraph",
+    "MSCJoint",
+    "MSCPrim",
+    "MSCTensor",
+    "__version__",
+    "errors",
+    "relax",
+    "tir",
+]
 
 # The graph classes and subpackages load on first use so `import msc` stays cheap and
 # `import msc.tir` does not pull in the graph or the IR.

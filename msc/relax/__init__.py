@@ -111,6 +111,10 @@ _BACKEND = {"build": "build", "VirtualMachine": "vm", "cpu": "runtime",
 
 
 def __getattr__(name):
+    if name == "get_pipeline":  # TVM spells it relax.get_pipeline("zero")
+        from .transform import get_pipeline
+
+        return get_pipeline
     if name in _BACKEND:
         from importlib import import_module
 

@@ -174,12 +174,13 @@ def _take(args, attrs):
 
 
 def _gather_nd(args, attrs):
+    # ONNX / TVM Relax semantics: the LAST axis of indices holds the index tuple.
     data, indices = args[0], np.asarray(args[1])
     batch = int(attrs.get("batch_dims", 0))
     if batch == 0:
-        return data[tuple(indices[i] for i in range(indices.shape[0]))]
+        return data[tuple(np.moveaxis(indices, -1, 0))]
     return np.stack([_gather_nd([d, i], Attrs({"batch_dims": batch - 1}))
-                     for d, i in zip(data, np.moveaxis(indices, 1, 0))])
+                     for d, i in zip(data, indices)])
 
 
 _SCATTER_UFUNCS = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
@@ -198,7 +199,7 @@ def _scatter_elements(args, attrs):
 def _scatter_nd(args, attrs):
     data, indices, updates = (np.asarray(a) for a in args[:3])
     out = data.copy()
-    index = tuple(indices[i] for i in range(indices.shape[0]))
+    index = tuple(np.moveaxis(indices, -1, 0))  # last axis = index tuple, as gather_nd
     _scatter(out, index, updates, attrs.get("reduction", "update"))
     return out
 

@@ -422,10 +422,14 @@ def _qparam(v, axis: int, ndim: int):
 
 
 def _quantize(args, attrs):
-    x, axis = accum(np.asarray(args[0])), int(attrs.get("axis", -1))
+    # Divide in the input's precision (float32 for float32 models), as ONNX and TVM do:
+    # float64 division moves ties and changes the rounding of x / scale.
+    x, axis = np.asarray(args[0]), int(attrs.get("axis", -1))
+    x = x if x.dtype == np.float64 else x.astype(np.float32)
     scale, zero = (_qparam(np.asarray(a), axis, x.ndim) for a in args[1:3])
     info = np.iinfo(attrs.get("out_dtype", "int8"))
-    return np.clip(np.round(x / scale) + zero, info.min, info.max)
+    scaled = np.round(x / scale.astype(x.dtype))
+    return np.clip(scaled + zero, info.min, info.max)
 
 
 def _dequantize(args, attrs):

@@ -10,6 +10,7 @@ from .bind_params import BindParams, bind_params
 from .dead_code_elimination import DeadCodeElimination, remove_all_unused
 from .expand_tuple_arguments import ExpandTupleArguments
 from .fold_constant import FoldConstant, fold_constant
+from .legalize_ops import LegalizeOps, get_pipeline
 
 __all__ = [
     "BindParams",
@@ -17,11 +18,13 @@ __all__ = [
     "ExpandTupleArguments",
     "FoldConstant",
     "FunctionPass",
+    "LegalizeOps",
     "ModulePass",
     "PassContext",
     "Sequential",
     "bind_params",
     "fold_constant",
+    "get_pipeline",
     "module_pass",
     "remove_all_unused",
 ]

@@ -1,0 +1,248 @@
+"""Native "kernel" facts for nn.conv2d and msc.conv2d_bias on the packed GEMM.
+
+NCHW in and out (the common case, also grouped): per image and group the weights are the
+GEMM's A side, ``[O, C*KH*KW + 1]`` with the bias as last column, prepared once at build
+time; the patches are packed straight into the GEMM's B panels (im2col and packing in one
+pass, layout.im2col_pack_fn), a chunk of pixels at a time so the panels stay in L2. C is then
+the ``[O, OH*OW]`` output image itself: no transposes. Depthwise convs run on the window
+kernel of pool.py instead (a GEMM with one output row per group would waste the tile).
+
+Other layouts (NHWC): pixels on the GEMM's M side and the weight as prepacked B panels; NCHW
+data is transposed to NHWC in scratch, an NCHW result transposed back.
+
+Bias (msc.conv2d_bias, or fused add / bias_add), scale (fused multiply, batch_norm) and relu
+are folded into the weights and the GEMM epilogue. float32 and constant weights only;
+everything else uses the op's numpy fact.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ShapeError
+from ...relax.op.registry import attach
+from ..dispatch import Kernel, KernelFact, Site
+from ..jit import vector_lanes
+from .dense import F32, GemmRunner, as_f32, fold_epilogue, gemm_driver
+from .layout import NR, im2col_fn, im2col_pack_fn, scratch, transpose_fn
+from .pool import pad4, pair, sane_window, window_kernels
+
+__all__ = ["Conv2dFact", "conv_geometry"]
+
+_LAYOUTS = ("NCHW", "NHWC")
+_PANEL_BYTES = 512 * 1024  # packed patches per GEMM call: about half of a Zen 4 core's L2
+
+
+def conv_geometry(h: int, w: int, kh: int, kw: int, strides, padding, dilation) -> tuple:
+    """(OH, OW) of a 2-D convolution."""
+    (sh, sw), (dh, dw) = strides, dilation
+    top, left, bottom, right = padding
+    oh = (h + top + bottom - dh * (kh - 1) - 1) // sh + 1
+    ow = (w + left + right - dw * (kw - 1) - 1) // sw + 1
+    return oh, ow
+
+
+class _ConvKernel(Kernel):
+    """Argument checks shared by the variants; ``_run`` sees checked, non-empty arrays."""
+
+    inputs = (0,)
+    nchw_in = nchw_out = True
+
+    def __init__(self, op: str, weight_oihw: np.ndarray, groups: int, attrs: dict):
+        o, cg, self.kh, self.kw = weight_oihw.shape
+        self.op, self.o, self.groups, self.c = op, o, groups, cg * groups
+        self.strides, self.padding = attrs["strides"], attrs["padding"]
+        self.dilation = attrs["dilation"]
+
+    def __call__(self, x, out):
+        x = as_f32(x, "data", self.op)
+        if x.ndim != 4:
+            raise ShapeError(f"expects a 4-D input, got {x.shape}", op=self.op, param="data")
+        n, c, h, w = x.shape if self.nchw_in else (x.shape[0], x.shape[3], *x.shape[1:3])
+        if c != self.c:
+            raise ShapeError(f"input has {c} channels, the weight {self.c}", op=self.op,
+                             param="data")
+        oh, ow = conv_geometry(h, w, self.kh, self.kw, self.strides, self.padding, self.dilation)
+        oh, ow = max(oh, 0), max(ow, 0)
+        want = (n, self.o, oh, ow) if self.nchw_out else (n, oh, ow, self.o)
+        if out.shape != want or out.dtype != F32 or not out.flags.c_contiguous:
+            raise ShapeError(f"output buffer {out.shape}, expected {want}", op=self.op,
+                             param="out")
+        if out.size:
+            self._run(x, out, n, h, w, oh, ow)
+        return out
+
+    def _run(self, x, out, n, h, w, oh, ow) -> None:
+        raise NotImplementedError
+
+
+class _Conv2dNCHW(_ConvKernel):
+    """Weights as A ([O, K+1] per group, bias column), patches packed as B, C = the output."""
+
+    def __init__(self, op, weight_oihw, bias, relu, groups, attrs):
+        super().__init__(op, weight_oihw, groups, attrs)
+        og = self.o // groups
+        self.k = weight_oihw[0].size + 1
+        a = np.empty((groups, og, self.k), np.float32)
+        a[:, :, :-1] = weight_oihw.reshape(groups, og, -1)
+        column = np.zeros(self.o) if bias is None else np.broadcast_to(bias, (self.o,))
+        a[:, :, -1] = column.reshape(groups, og)
+        self.a = a
+        self.relu = int(bool(relu))
+        self.gemm = gemm_driver(vector_lanes())
+        self.pack = im2col_pack_fn()
+
+    def _run(self, x, out, n, h, w, oh, ow) -> None:
+        # Pixels go in chunks whose packed panels stay in L2 until the GEMM has read them.
+        p, k, g = oh * ow, self.k, self.groups
+        cg, og = self.c // g, self.o // g
+        chunk = min(max(NR, _PANEL_BYTES // (k * 4 * NR) * NR), -(-p // NR) * NR)
+        bp = scratch(chunk * k)[0].ctypes.data
+        zeros, ap = zeros_f32(chunk), self.a.ctypes.data
+        xp, op = x.ctypes.data, out.ctypes.data
+        geometry = (cg, h, w, self.kh, self.kw, *self.strides, *self.padding[:2],
+                    *self.dilation, oh, ow, k, 1)
+        in_group, out_group, a_group = cg * h * w * 4, og * p * 4, og * k * 4
+        for i in range(n):
+            image, result = xp + i * self.c * h * w * 4, op + i * self.o * p * 4
+            for lo in range(0, p, chunk):
+                hi = min(p, lo + chunk)
+                for j in range(g):
+                    self.pack(image + j * in_group, bp, *geometry, lo, hi)
+                    self.gemm(ap + j * a_group, bp, zeros, result + j * out_group + lo * 4, og,
+                              hi - lo, k, k, p, self.relu)
+
+
+class _DepthwiseNCHW(_ConvKernel):
+    """groups == channels: each output plane is a weighted window sum of one input plane."""
+
+    def __init__(self, op, weight_oihw, bias, relu, groups, attrs):
+        super().__init__(op, weight_oihw, groups, attrs)
+        self.w = np.ascontiguousarray(weight_oihw.reshape(self.o, -1), np.float32)
+        self.bias = np.zeros(self.o, np.float32) if bias is None else np.ascontiguousarray(
+            np.broadcast_to(bias, (self.o,)), np.float32)
+        self.relu = int(bool(relu))
+        self.window = window_kernels()["dwconv"]
+
+    def _run(self, x, out, n, h, w, oh, ow) -> None:
+        self.window(x.ctypes.data, out.ctypes.data, 0, self.w.ctypes.data, self.bias.ctypes.data,
+                    n * self.o, self.c, self.o // self.c, h, w, self.kh, self.kw, *self.strides,
+                    *self.padding[:2], *self.dilation, oh, ow, self.relu)
+
+
+class _Conv2dNHWC(_ConvKernel):
+    """Pixels as the GEMM's M side, the weight as prepacked B; transposes for NCHW ends."""
+
+    def __init__(self, op, weight_oihw, bias, relu, groups, attrs):
+        super().__init__(op, weight_oihw, groups, attrs)
+        self.nchw_in = attrs["data_layout"] == "NCHW"
+        self.nchw_out = attrs["out_layout"] == "NCHW"
+        b_kn = weight_oihw.transpose(2, 3, 1, 0).reshape(-1, self.o)
+        self.gemm = GemmRunner(b_kn, bias, relu)
+        self.pointwise = (self.kh, self.kw) == (1, 1) and self.strides == (1, 1) and not any(
+            self.padding)
+        self.im2col, self.transpose = im2col_fn(), transpose_fn()
+
+    def _run(self, x, out, n, h, w, oh, ow) -> None:
+        c, o, p = self.c, self.o, oh * ow
+        k = self.kh * self.kw * c
+        t, a, cbuf = scratch(h * w * c if self.nchw_in else 0, 0 if self.pointwise else p * k,
+                             p * o if self.nchw_out else 0)
+        xp, op = x.ctypes.data, out.ctypes.data
+        in_bytes, out_bytes = h * w * c * 4, p * o * 4
+        geometry = (h, w, c, 0, c, self.kh, self.kw, *self.strides, *self.padding[:2],
+                    *self.dilation, oh, ow)
+        tp, ap, cp = t.ctypes.data, a.ctypes.data, cbuf.ctypes.data
+        for i in range(n):
+            src = xp + i * in_bytes
+            if self.nchw_in:
+                self.transpose(src, tp, 1, c, h * w)
+                src = tp
+            if not self.pointwise:
+                self.im2col(src, ap, *geometry)
+                src = ap
+            dst = op + i * out_bytes
+            self.gemm.run(src, p, cp if self.nchw_out else dst)
+            if self.nchw_out:
+                self.transpose(cp, dst, 1, p, o)
+
+
+def _weight_oihw(site: Site, layout: str) -> np.ndarray | None:
+    w = site.const(1)
+    if w is None or w.ndim != 4 or sorted(layout) != sorted("OIHW"):
+        return None
+    return np.ascontiguousarray(np.transpose(w, [layout.index(ch) for ch in "OIHW"]),
+                                np.float32)
+
+
+def _attrs(site: Site) -> dict:
+    data_layout = site.attr("data_layout") or "NCHW"
+    return {"strides": pair(site.attr("strides", 1)),
+            "padding": pad4(site.attr("padding", 0)),
+            "dilation": pair(site.attr("dilation", 1)),
+            "data_layout": data_layout,
+            "out_layout": site.attr("out_layout") or data_layout,
+            "groups": int(site.attr("groups", 1))}
+
+
+class Conv2dFact(KernelFact):
+    epilogues = frozenset({"bias", "scale", "relu"})
+
+    def __init__(self, has_bias: bool = False):
+        self.has_bias = has_bias
+
+    def match(self, site: Site) -> bool:
+        x, w, out = site.tensor(0), site.tensor(1), site.out
+        if x is None or w is None or getattr(out, "dtype", None) != "float32":
+            return False
+        if x.dtype != "float32" or w.dtype != "float32":
+            return False
+        if site.attr("out_dtype") not in (None, "", "void", "float32"):
+            return False
+        attrs = _attrs(site)
+        if attrs["data_layout"] not in _LAYOUTS or attrs["out_layout"] not in _LAYOUTS:
+            return False
+        if not sane_window(attrs["strides"], attrs["dilation"], attrs["padding"]):
+            return False
+        nchw = attrs["data_layout"] == attrs["out_layout"] == "NCHW"
+        if attrs["groups"] < 1 or (attrs["groups"] > 1 and not (nchw and vector_lanes() == 16)):
+            return False
+        weight = _weight_oihw(site, site.attr("kernel_layout") or "OIHW")
+        if weight is None or weight.shape[0] % attrs["groups"] or not all(weight.shape):
+            return False
+        return not self.has_bias or (site.const(2) is not None and site.const(2).dtype == F32)
+
+    def channel_axis(self, site: Site) -> int | None:
+        return _attrs(site)["out_layout"].index("C")
+
+    def make(self, site: Site) -> Kernel:
+        weight = _weight_oihw(site, site.attr("kernel_layout") or "OIHW")
+        bias, relu, scale = fold_epilogue(site.const(2) if self.has_bias else None,
+                                          site.epilogue)
+        if scale is not None:
+            weight = weight * np.broadcast_to(scale, (weight.shape[0],))[:, None, None, None]
+        attrs = _attrs(site)
+        groups = attrs["groups"]
+        nchw = attrs["data_layout"] == attrs["out_layout"] == "NCHW"
+        if nchw and groups > 1 and weight.shape[1] == 1:
+            kernel = _DepthwiseNCHW
+        elif nchw and vector_lanes() == 16:
+            kernel = _Conv2dNCHW
+        else:
+            kernel = _Conv2dNHWC
+        return kernel(site.op, weight, bias, relu, groups, attrs)
+
+
+_ZEROS = [np.zeros(1024, np.float32)]
+
+
+def zeros_f32(n: int) -> int:
+    """Address of at least ``n`` float32 zeros (read-only). Outgrown arrays stay alive: another
+    thread's kernel may still be reading one."""
+    if _ZEROS[-1].size < n:
+        _ZEROS.append(np.zeros(max(n, 2 * _ZEROS[-1].size), np.float32))
+    return _ZEROS[-1].ctypes.data
+
+
+attach("nn.conv2d", "kernel", Conv2dFact())
+attach("msc.conv2d_bias", "kernel", Conv2dFact(has_bias=True))

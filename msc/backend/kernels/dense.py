@@ -1,0 +1,216 @@
+"""Native "kernel" facts for matmul, nn.dense, msc.linear(_bias), msc.matmul on the packed GEMM.
+
+The weight (``x2`` of matmul, ``[out, in]`` of dense / linear) is packed ONCE, at build time,
+when it is a constant; otherwise it is packed on every call. Activations of any rank are one
+``[rows, K]`` GEMM operand. A constant bias (linear_bias, or a fused ``add`` / ``bias_add``) and
+a fused relu run in the GEMM's epilogue::
+
+    attach("nn.dense", "kernel", DenseFact(weight_layout="NK"))
+    kernel = fact.make(site)               # packs the weight
+    kernel(x, out)                         # out[..., N] = x[..., K] @ W (+ bias) (relu)
+
+Only float32 runs here; other dtypes fall back to the op's numpy fact.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+from functools import cache
+
+import numpy as np
+
+from ...errors import ShapeError
+from ...relax.op.registry import attach
+from ..dispatch import Kernel, KernelFact, Site
+from ..jit import get_jit, vector_lanes
+from .gemm import DRIVER_CTYPES, GemmConfig, PackedB, build_gemm_module, pack_b
+
+__all__ = ["Address", "DenseFact", "GemmRunner", "gemm_driver"]
+
+F32 = np.dtype(np.float32)
+
+
+@cache
+def gemm_driver(lanes: int):
+    """The raw GEMM entry ``(A, Bpacked, bias, C, M, N, K, lda, ldc, relu)`` for ``lanes``."""
+    cfg = GemmConfig(lanes)
+    library = get_jit().compile(build_gemm_module(cfg), [cfg.symbol])
+    return library.cfunc(cfg.symbol, None, *DRIVER_CTYPES)
+
+
+class GemmRunner:
+    """A packed weight with its epilogue: ``run(a_ptr, m, c_ptr, lda, ldc)``.
+
+    Callers pass checked pointers: float32, C-contiguous rows of length >= K / N.
+    """
+
+    def __init__(self, b_kn: np.ndarray | PackedB, bias: np.ndarray | None, relu: bool):
+        self.packed = b_kn if isinstance(b_kn, PackedB) else pack_b(
+            np.ascontiguousarray(b_kn, np.float32))
+        self.k, self.n = self.packed.k, self.packed.n
+        bias = np.zeros(1, np.float32) if bias is None else bias
+        try:
+            self.bias = np.ascontiguousarray(np.broadcast_to(bias.reshape(-1), (self.n,)),
+                                             np.float32)
+        except ValueError:
+            raise ShapeError(f"bias of shape {bias.shape} does not fit {self.n} outputs",
+                             op="gemm", param="bias") from None
+        self.relu = int(bool(relu))
+        self.driver = gemm_driver(self.packed.lanes)
+        self.ptrs = (self.packed.data.ctypes.data, self.bias.ctypes.data)
+
+    def run(self, a_ptr: int, m: int, c_ptr: int, lda: int | None = None,
+            ldc: int | None = None) -> None:
+        if not (m and self.n):
+            return
+        if self.k and lda is None and ldc is None:  # the common call: no keyword handling
+            self.driver(a_ptr, *self.ptrs, c_ptr, m, self.n, self.k, self.k, self.n, self.relu)
+            return
+        if not self.k:  # empty reduction: the epilogue alone
+            out = np.ctypeslib.as_array(ctypes.cast(c_ptr, ctypes.POINTER(ctypes.c_float)),
+                                        (m, ldc or self.n))[:, : self.n]
+            out[...] = np.maximum(self.bias, 0) if self.relu else self.bias
+            return
+        self.driver(a_ptr, *self.ptrs, c_ptr, m, self.n, self.k, lda or self.k,
+                    ldc or self.n, self.relu)
+
+
+def fold_epilogue(bias: np.ndarray | None, epilogue: tuple):
+    """(bias, relu, weight scale) of ``op (+ bias)`` followed by the fused entries, in order:
+    a bias adds, a scale multiplies the weights and the bias so far, relu comes last."""
+    total = None if bias is None else bias.reshape(-1).astype(np.float64)
+    scale = None
+    for entry in epilogue:
+        if entry[0] == "bias":
+            total = entry[1].astype(np.float64) if total is None else total + entry[1]
+        elif entry[0] == "scale":
+            scale = entry[1].astype(np.float64) if scale is None else scale * entry[1]
+            total = None if total is None else total * entry[1]
+    relu = any(entry[0] == "relu" for entry in epilogue)
+    return _f32_or_none(total), relu, _f32_or_none(scale)
+
+
+def _f32_or_none(v):
+    return None if v is None else v.astype(np.float32)
+
+
+class Address:
+    """``arr.ctypes.data`` (about 1 us) remembered for the last array seen, by identity.
+
+    Only arrays that do not own their memory are remembered (views, such as the VM's pooled
+    buffers): an owning array could be resized in place, which moves its data. The (array,
+    address) pair is one attribute, so a thread never pairs one array with another's address.
+    """
+
+    __slots__ = ("entry",)
+
+    def __init__(self):
+        self.entry = (lambda: None, 0)
+
+    def __call__(self, arr: np.ndarray) -> int:
+        ref, ptr = self.entry
+        if ref() is arr:
+            return ptr
+        ptr = arr.ctypes.data
+        if arr.base is not None:
+            self.entry = (weakref.ref(arr), ptr)
+        return ptr
+
+
+def as_f32(x, param: str, op: str) -> np.ndarray:
+    """A float32 C-contiguous view of a runtime argument (copied only when strided)."""
+    if type(x) is not np.ndarray or x.dtype != F32:
+        raise ShapeError(f"expected a float32 array, got {getattr(x, 'dtype', type(x))}",
+                         op=op, param=param)
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+
+
+class _DenseKernel(Kernel):
+    def __init__(self, op: str, runner: GemmRunner | None, transpose_b: bool,
+                 bias: np.ndarray | None, relu: bool, scale: np.ndarray | None = None):
+        self.op, self.runner = op, runner
+        self.transpose_b, self.bias, self.relu, self.scale = transpose_b, bias, relu, scale
+        self.inputs = (0,) if runner is not None else (0, 1)
+        self.x_addr, self.out_addr = Address(), Address()
+
+    def __call__(self, x, *rest):
+        *weight, out = rest
+        if type(x) is not np.ndarray or x.dtype != F32 or not x.flags.c_contiguous:
+            x = as_f32(x, "data", self.op)
+        runner = self.runner or self._pack(weight[0])
+        k, n = runner.k, runner.n
+        shape = x.shape
+        if not shape or shape[-1] != k:
+            raise ShapeError(f"expects [..., {k}], got {shape}", op=self.op, param="data")
+        want = shape[:-1] + (n,)
+        if out.shape != want or out.dtype != F32 or not out.flags.c_contiguous:
+            raise ShapeError(f"output buffer {out.shape} {out.dtype}, expected {want}",
+                             op=self.op, param="out")
+        runner.run(self.x_addr(x), out.size // n if n else 0, self.out_addr(out))
+        return out
+
+    def _pack(self, w) -> GemmRunner:
+        w = as_f32(w, "weight", self.op)
+        if w.ndim != 2:
+            raise ShapeError(f"expects a 2-D weight, got {w.shape}", op=self.op, param="weight")
+        b = np.ascontiguousarray(w.T) if self.transpose_b else w
+        return GemmRunner(b if self.scale is None else b * self.scale, self.bias, self.relu)
+
+
+class DenseFact(KernelFact):
+    """``weight_layout`` "KN" (matmul's x2) or "NK" (dense / linear weights ``[out, in]``)."""
+
+    epilogues = frozenset({"bias", "scale", "relu"})
+
+    def __init__(self, weight_layout: str, has_bias: bool = False):
+        self.transpose_b = weight_layout == "NK"
+        self.has_bias = has_bias
+
+    def match(self, site: Site) -> bool:
+        x, w, out = site.tensor(0), site.tensor(1), site.out
+        if x is None or w is None or getattr(out, "dtype", None) != "float32":
+            return False
+        if x.dtype != "float32" or w.dtype != "float32" or w.ndim != 2 or x.ndim < 1:
+            return False
+        if site.attr("out_dtype") not in (None, "", "void", "float32"):
+            return False
+        if out.values is None and out.ndim < 0:
+            return False
+        return not self.has_bias or self._bias_ok(site)
+
+    def _bias_ok(self, site: Site) -> bool:
+        bias = site.const(2)
+        return bias is not None and bias.dtype == F32 and bias.ndim >= 1 and (
+            bias.size == bias.shape[-1])
+
+    def channel_axis(self, site: Site) -> int | None:
+        return site.out.ndim - 1 if site.out.ndim > 0 else None
+
+    def make(self, site: Site) -> Kernel:
+        w = site.const(1)
+        bias, relu, scale = fold_epilogue(site.const(2) if self.has_bias else None,
+                                          site.epilogue)
+        runner = None
+        if w is not None:
+            b = w.T if self.transpose_b else w
+            runner = GemmRunner(b if scale is None else b * scale, bias, relu)
+        return _DenseKernel(site.op, runner, self.transpose_b, bias, relu, scale)
+
+
+_FACTS = {
+    "matmul": DenseFact("KN"),
+    "msc.matmul": DenseFact("KN"),
+    "nn.dense": DenseFact("NK"),
+    "msc.linear": DenseFact("NK"),
+    "msc.linear_bias": DenseFact("NK", has_bias=True),
+}
+
+
+def _attach_all() -> None:
+    for name, fact in _FACTS.items():
+        attach(name, "kernel", fact)
+
+
+_attach_all()
+vector_lanes()  # fail early (at import) if the host target cannot be described

@@ -1,0 +1,370 @@
+"""Native "kernel" facts for float32 elementwise ops on same-shape operands, relu fusable.
+
+One flat loop per op (LLVM vectorizes it), writing into the planned output buffer: the
+residual ``add`` + ``relu`` of a ResNet block is one pass over memory instead of two numpy
+allocations. Broadcasting operands (other than a per-channel constant, which the producing
+conv / matmul absorbs) use the numpy fact::
+
+    attach("add", "kernel", BinaryFact("add"))
+    kernel(a, b, out)        # out = relu?(a + b)
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+
+import numpy as np
+from llvmlite import ir
+
+from ...errors import ShapeError
+from ...relax.op.registry import attach
+from ...relax.struct_info import TensorStructInfo
+from ..dispatch import Kernel, KernelFact, Site
+from ..jit import get_jit
+from ..loops import F32, F32_PTR, I64, for_range
+from .dense import F32 as F32_DTYPE
+from .dense import Address
+
+__all__ = ["BatchNormFact", "BinaryFact", "ConcatFact", "ReluFact", "fold_affine"]
+
+# op -> how one element is computed from (builder, a, b)
+_BINARY = {
+    "add": lambda b, x, y: b.fadd(x, y),
+    "subtract": lambda b, x, y: b.fsub(x, y),
+    "multiply": lambda b, x, y: b.fmul(x, y),
+    "divide": lambda b, x, y: b.fdiv(x, y),
+    "maximum": lambda b, x, y: b.select(b.fcmp_unordered(">", x, y), x, y),
+    "minimum": lambda b, x, y: b.select(b.fcmp_unordered("<", x, y), x, y),
+}
+
+
+def _symbol(op: str) -> str:
+    return f"msc_ew_{op}_f32"
+
+
+def _build(module: ir.Module, op: str) -> None:
+    """void (a, b, out, n, relu): out[i] = relu?(a[i] <op> b[i]); relu keeps NaN."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 3 + [I64, I64]),
+                     name=_symbol(op))
+    a, b_, out, n, relu = fn.args
+    for arg in (a, b_, out):
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    _loops_with_relu(b, relu, n, out, lambda i: _BINARY[op](b, b.load(b.gep(a, [i])),
+                                                             b.load(b.gep(b_, [i]))))
+    b.ret_void()
+
+
+def _loops_with_relu(b: ir.IRBuilder, relu, n, out, element) -> None:
+    """``out[i] = relu?(element(i))`` for i < n, as two loops (one per relu flag) so neither
+    has a branch inside; relu keeps NaN."""
+    zero = ir.Constant(F32, 0.0)
+    with b.if_else(b.icmp_signed("!=", relu, ir.Constant(I64, 0))) as (with_relu, plain):
+        for flag, block in ((True, with_relu), (False, plain)):
+            with block, for_range(b, n, name="i") as i:
+                value = element(i)
+                if flag:
+                    value = b.select(b.fcmp_ordered("<", value, zero), zero, value)
+                b.store(value, b.gep(out, [i]))
+
+
+_AFFINE = "msc_ew_affine_f32"
+
+
+def _build_affine(module: ir.Module) -> None:
+    """void (x, out, s, t, outer, C, inner, relu): per-channel x * s[c] + t[c] (then relu) of
+    x viewed as [outer, C, inner]."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 4 + [I64] * 4),
+                     name=_AFFINE)
+    x, out, scale, shift, outer, channels, inner, relu = fn.args
+    for arg in (x, out, scale, shift):
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    with for_range(b, outer, name="o") as o, for_range(b, channels, name="c") as c:
+        s, t = b.load(b.gep(scale, [c])), b.load(b.gep(shift, [c]))
+        base = b.mul(b.add(b.mul(o, channels), c), inner)
+        src, dst = b.gep(x, [base]), b.gep(out, [base])
+        _loops_with_relu(b, relu, inner, dst,
+                         lambda i: b.fadd(b.fmul(b.load(b.gep(src, [i])), s), t))
+    b.ret_void()
+
+
+_AFFINE_LAST = "msc_ew_affine_last_f32"
+
+
+def _build_affine_last(module: ir.Module) -> None:
+    """void (x, out, s, t, outer, C, relu): the channel is the last axis, [outer, C]."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 4 + [I64] * 3),
+                     name=_AFFINE_LAST)
+    x, out, scale, shift, outer, channels, relu = fn.args
+    for arg in (x, out, scale, shift):
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    zero = ir.Constant(F32, 0.0)
+    on = b.icmp_signed("!=", relu, ir.Constant(I64, 0))
+    with for_range(b, outer, name="o") as o:
+        base = b.mul(o, channels)
+        src, dst = b.gep(x, [base]), b.gep(out, [base])
+        with for_range(b, channels, name="c") as c:
+            value = b.fadd(b.fmul(b.load(b.gep(src, [c])), b.load(b.gep(scale, [c]))),
+                           b.load(b.gep(shift, [c])))
+            clamp = b.and_(on, b.fcmp_ordered("<", value, zero))
+            b.store(b.select(clamp, zero, value), b.gep(dst, [c]))
+    b.ret_void()
+
+
+@cache
+def _kernels() -> dict:
+    module = ir.Module(name="msc_elementwise_f32")
+    for op in _BINARY:
+        _build(module, op)
+    _build_affine(module)
+    _build_affine_last(module)
+    library = get_jit().compile(module, [_symbol(op) for op in _BINARY] + [_AFFINE,
+                                                                          _AFFINE_LAST])
+    kernels = {op: library.cfunc(_symbol(op), None, *(ctypes.c_void_p,) * 3, ctypes.c_int64,
+                                 ctypes.c_int64) for op in _BINARY}
+    kernels["affine"] = library.cfunc(_AFFINE, None, *(ctypes.c_void_p,) * 4,
+                                      *(ctypes.c_int64,) * 4)
+    kernels["affine_last"] = library.cfunc(_AFFINE_LAST, None, *(ctypes.c_void_p,) * 4,
+                                           *(ctypes.c_int64,) * 3)
+    return kernels
+
+
+class _BinaryKernel(Kernel):
+    inputs = (0, 1)
+
+    def __init__(self, op: str, relu: bool):
+        self.op, self.relu = op, int(relu)
+        self.run = _kernels()[op]
+        self.addr = (Address(), Address(), Address())
+
+    def __call__(self, a, b, out):
+        shape = out.shape
+        for name, x in (("x1", a), ("x2", b)):
+            if type(x) is not np.ndarray or x.dtype != F32_DTYPE or x.shape != shape:
+                raise ShapeError(f"expected float32 {shape}, got {getattr(x, 'dtype', '?')} "
+                                 f"{getattr(x, 'shape', type(x).__name__)}", op=self.op,
+                                 param=name)
+        if out.dtype != F32_DTYPE or not out.flags.c_contiguous:
+            raise ShapeError("output buffer must be C-contiguous float32", op=self.op,
+                             param="out")
+        a = a if a.flags.c_contiguous else np.ascontiguousarray(a)
+        b = b if b.flags.c_contiguous else np.ascontiguousarray(b)
+        self.run(self.addr[0](a), self.addr[1](b), self.addr[2](out), out.size, self.relu)
+        return out
+
+
+class _AffineKernel(Kernel):
+    """out = relu?(x * s[c] + t[c]) along one channel axis."""
+
+    inputs = (0,)
+
+    def __init__(self, op: str, axis: int, scale, shift, relu: bool):
+        self.op, self.axis, self.relu = op, axis, int(relu)
+        self.scale = np.ascontiguousarray(scale, np.float32)
+        self.shift = np.ascontiguousarray(np.broadcast_to(shift, self.scale.shape), np.float32)
+        self.kernels = _kernels()
+        self._per_channel: dict = {}
+        self.addr = (Address(), Address())
+
+    def __call__(self, x, out):
+        if type(x) is not np.ndarray or x.dtype != F32_DTYPE or x.shape != out.shape:
+            raise ShapeError(f"expected float32 {out.shape}, got {getattr(x, 'shape', x)}",
+                             op=self.op, param="data")
+        if out.dtype != F32_DTYPE or not out.flags.c_contiguous:
+            raise ShapeError("output buffer must be C-contiguous float32", op=self.op,
+                             param="out")
+        x = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+        shape = out.shape
+        channels = shape[self.axis] if shape else 1
+        s, t = self._vectors(channels)
+        inner = int(np.prod(shape[self.axis + 1:], dtype=np.int64))
+        outer = out.size // max(channels * inner, 1)
+        xp, op = self.addr[0](x), self.addr[1](out)
+        if inner == 1:
+            self.kernels["affine_last"](xp, op, s.ctypes.data, t.ctypes.data, outer, channels,
+                                        self.relu)
+        else:
+            self.kernels["affine"](xp, op, s.ctypes.data, t.ctypes.data, outer, channels, inner,
+                                   self.relu)
+        return out
+
+    def _vectors(self, channels: int):
+        vectors = self._per_channel.get(channels)
+        if vectors is None:
+            if self.scale.size not in (1, channels):
+                raise ShapeError(f"{self.scale.size} per-channel values for {channels} "
+                                 "channels", op=self.op, param="data")
+            vectors = self._per_channel[channels] = tuple(
+                np.ascontiguousarray(np.broadcast_to(v, (channels,))) for v in
+                (self.scale, self.shift))
+        return vectors
+
+
+def fold_affine(scale, shift, epilogue: tuple):
+    """(scale, shift, relu) after the fused entries, applied in order."""
+    scale, shift = scale.astype(np.float64), shift.astype(np.float64)
+    for entry in epilogue:
+        if entry[0] == "bias":
+            shift = shift + entry[1]
+        elif entry[0] == "scale":
+            scale, shift = scale * entry[1], shift * entry[1]
+    scale, shift = np.broadcast_arrays(scale, shift)
+    return scale, shift, any(entry[0] == "relu" for entry in epilogue)
+
+
+def _channel_operand(site: Site):
+    """(tensor arg index, constant, channel axis) when one operand is a per-channel float32
+    constant broadcasting into the other, which has the output's shape; else None."""
+    out = site.out
+    if not isinstance(getattr(out, "values", None), tuple) or out.dtype != "float32":
+        return None
+    for i, j in ((0, 1), (1, 0)):
+        x, c = site.tensor(i), site.const(j)
+        if x is None or c is None or x.values != out.values or c.dtype != F32_DTYPE:
+            continue
+        if c.ndim > out.ndim:
+            continue
+        full = (1,) * (out.ndim - c.ndim) + c.shape
+        axes = [k for k, d in enumerate(full) if d != 1]
+        if len(axes) <= 1:
+            return i, c.reshape(-1), (axes[0] if axes else max(out.ndim - 1, 0))
+    return None
+
+
+# op -> (scale, shift) of ``x <op> c`` (or ``c <op> x`` when the tensor is the second operand)
+_AS_AFFINE = {
+    "add": lambda c, first: (np.ones_like(c), c),
+    "subtract": lambda c, first: (np.ones_like(c), -c) if first else (-np.ones_like(c), c),
+    "multiply": lambda c, first: (c, np.zeros_like(c)),
+    "divide": lambda c, first: (1.0 / c.astype(np.float64), np.zeros_like(c)) if first and
+    np.all(c) else None,
+}
+
+
+class BinaryFact(KernelFact):
+    """Same-shape operands (relu fusable), or a per-channel constant (an affine kernel that
+    can absorb further bias / scale / relu)."""
+
+    def __init__(self, op: str):
+        self.op = op
+
+    def _same(self, site: Site) -> bool:
+        a, b, out = site.tensor(0), site.tensor(1), site.out
+        return (a is not None and b is not None and hasattr(out, "dtype")
+                and a.dtype == b.dtype == out.dtype == "float32" and a.values is not None
+                and a.values == b.values == out.values)
+
+    def _affine(self, site: Site):
+        found = _channel_operand(site) if self.op in _AS_AFFINE else None
+        if found is None:
+            return None
+        i, c, axis = found
+        init = _AS_AFFINE[self.op](c, i == 0)
+        return None if init is None else (i, axis, init)
+
+    def match(self, site: Site) -> bool:
+        return self._same(site) or self._affine(site) is not None
+
+    def epilogues_for(self, site: Site) -> frozenset:
+        if self._same(site):
+            return frozenset({"relu"})
+        return frozenset({"bias", "scale", "relu"})
+
+    def channel_axis(self, site: Site) -> int | None:
+        if self._same(site):
+            return max(site.out.ndim - 1, 0)
+        return self._affine(site)[1]
+
+    def make(self, site: Site) -> Kernel:
+        if self._same(site):
+            return _BinaryKernel(self.op, any(e[0] == "relu" for e in site.epilogue))
+        i, axis, (scale, shift) = self._affine(site)
+        kernel = _AffineKernel(self.op, axis, *fold_affine(scale, shift, site.epilogue))
+        kernel.inputs = (i,)
+        return kernel
+
+
+class BatchNormFact(KernelFact):
+    """Inference batch_norm with constant statistics, after build has replaced ``bn[0]`` by
+    the call (so the site's output is the normalized tensor)."""
+
+    epilogues = frozenset({"bias", "scale", "relu"})
+
+    def match(self, site: Site) -> bool:
+        x, out = site.tensor(0), site.out
+        stats = [site.const(i) for i in range(1, 5)]
+        return (x is not None and x.dtype == "float32" and isinstance(out, type(x))
+                and not site.attr("training", True) and x.ndim >= 1
+                and all(s is not None and s.ndim == 1 for s in stats))
+
+    def channel_axis(self, site: Site) -> int | None:
+        return int(site.attr("axis", 1)) % site.tensor(0).ndim
+
+    def make(self, site: Site) -> Kernel:
+        gamma, beta, mean, var = (site.const(i).astype(np.float64) for i in range(1, 5))
+        s = 1.0 / np.sqrt(var + float(site.attr("epsilon", 1e-5)))
+        s = s * gamma if site.attr("scale", True) else s
+        t = -mean * s + (beta if site.attr("center", True) else 0.0)
+        return _AffineKernel(site.op, self.channel_axis(site), *fold_affine(s, t, site.epilogue))
+
+
+class _ReluKernel(Kernel):
+    inputs = (0,)
+
+    def __init__(self):
+        self.run = _kernels()["maximum"]
+        self.zeros = np.zeros(0, np.float32)
+
+    def __call__(self, x, out):
+        if type(x) is not np.ndarray or x.dtype != F32_DTYPE or x.shape != out.shape:
+            raise ShapeError(f"expected float32 {out.shape}", op="nn.relu", param="data")
+        x = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+        # relu(x) = max(x, x) with the relu flag: one read stream, NaN kept
+        self.run(x.ctypes.data, x.ctypes.data, out.ctypes.data, out.size, 1)
+        return out
+
+
+class ReluFact(KernelFact):
+    def match(self, site: Site) -> bool:
+        x, out = site.tensor(0), site.out
+        return x is not None and x.dtype == "float32" and getattr(out, "dtype", "") == "float32"
+
+    def make(self, site: Site) -> Kernel:
+        return _ReluKernel()
+
+
+class _ConcatKernel(Kernel):
+    inputs = (0,)
+
+    def __init__(self, axis: int):
+        self.axis = axis
+
+    def __call__(self, arrays, out):
+        # numpy checks the shapes itself and never writes outside ``out``
+        return np.concatenate(arrays, axis=self.axis, out=out)
+
+
+class ConcatFact(KernelFact):
+    """concat straight into its planned output buffer: numpy, and counted as numpy."""
+
+    path = "numpy"
+
+    def match(self, site: Site) -> bool:
+        fields, out = getattr(site.args[0].sinfo, "fields", None), site.out
+        return (bool(fields) and isinstance(out, TensorStructInfo) and out.ndim > 0
+                and out.dtype not in ("void", "bfloat16") and site.attr("axis", 0) is not None
+                and all(isinstance(f, TensorStructInfo) and f.dtype == out.dtype
+                        for f in fields))
+
+    def make(self, site: Site) -> Kernel:
+        return _ConcatKernel(int(site.attr("axis", 0)) % site.out.ndim)
+
+
+for _op in _BINARY:
+    attach(_op, "kernel", BinaryFact(_op))
+attach("concat", "kernel", ConcatFact())
+attach("nn.relu", "kernel", ReluFact())
+attach("nn.batch_norm", "kernel", BatchNormFact())

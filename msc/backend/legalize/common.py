@@ -1,0 +1,103 @@
+"""Helpers shared by the legalization rules: call attributes, output struct info, broadcasting,
+axes, and the registration of rules as the op fact ``"legalize"``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ...errors import UnsupportedOpError
+from ...relax.expr import Attrs
+from ...relax.op.registry import attach
+from ...relax.struct_info import TensorStructInfo, TupleStructInfo
+from ...tir import expr as E
+from . import te
+from .te import Builder, Tensor, idx
+
+RULES: dict[str, Callable] = {}
+
+
+def rule(*ops: str):
+    """Decorator: ``fn(call) -> PrimFunc`` becomes the "legalize" fact of ``ops``."""
+    def register(fn: Callable) -> Callable:
+        for op in ops:
+            attach(op, "legalize", fn)
+            RULES[op] = fn
+        return fn
+    return register
+
+
+def attrs(call) -> Attrs:
+    return call.attrs if call.attrs is not None else Attrs()
+
+
+def op_name(call) -> str:
+    return call.op.name.removeprefix("relax.")
+
+
+def outputs(call) -> list[TensorStructInfo]:
+    """The call's output tensors (known shapes required)."""
+    sinfo = call.struct_info
+    fields = sinfo.fields if isinstance(sinfo, TupleStructInfo) else [sinfo]
+    if not all(isinstance(f, TensorStructInfo) and f.values is not None for f in fields):
+        raise UnsupportedOpError("cannot legalize an op whose output shape is unknown",
+                                 op=op_name(call))
+    return list(fields)
+
+
+def output(call) -> TensorStructInfo:
+    return outputs(call)[0]
+
+
+def inputs(call) -> tuple[Builder, list[Tensor]]:
+    b = Builder.for_call(call)
+    return b, b.inputs
+
+
+def axes_of(axis, ndim: int) -> list[int]:
+    """TVM's axis attr (None: all, an int, a list) normalized to sorted non-negative axes."""
+    if axis is None:
+        return list(range(ndim))
+    axis = [axis] if isinstance(axis, int) else list(axis)
+    return sorted({int(a) % ndim for a in axis}) if ndim else []
+
+
+def broadcast(t: Tensor, ivars) -> E.PrimExpr:
+    """``t`` read at output position ``ivars`` under numpy broadcasting (right-aligned)."""
+    lead = len(ivars) - t.ndim
+    index = []
+    for k, dim in enumerate(t.shape):
+        out_var = ivars[lead + k]
+        index.append(idx(0) if (isinstance(dim, E.IntImm) and dim.value == 1) else out_var)
+    return t[tuple(index)]
+
+
+def acc_dtype(dtype: str) -> str:
+    """Accumulators of 16-bit floats are float32 (the sum of 4096 halves would lose bits)."""
+    return "float32" if dtype in ("float16", "bfloat16") else dtype
+
+
+def in_bounds(index: E.PrimExpr, dim) -> E.PrimExpr:
+    """``0 <= index and index < dim``, in the form the compiler's loop splitting reads."""
+    lo = E.BinaryOp("LE", idx(0), index)
+    return E.BinaryOp("And", lo, E.BinaryOp("LT", index, idx(dim)))
+
+
+def all_of(conds: list) -> E.PrimExpr | None:
+    result = None
+    for c in conds:
+        result = c if result is None else E.BinaryOp("And", result, c)
+    return result
+
+
+def size_of(shape) -> E.PrimExpr:
+    total = idx(1)
+    for d in shape:
+        total = E.mul(total, idx(d))
+    return total
+
+
+def float_of(value: E.PrimExpr, dtype: str) -> E.PrimExpr:
+    """An int expression as a float of ``dtype`` (a constant folds)."""
+    if isinstance(value, E.IntImm):
+        return te.const(value.value, dtype)
+    return E.Cast(dtype, value)

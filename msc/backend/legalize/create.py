@@ -1,0 +1,74 @@
+"""Tensor creation: full / ones / zeros (and their ``_like`` forms), tril / triu, arange,
+eye / eye_like. One stage each, a constant or index expression per element."""
+
+from __future__ import annotations
+
+from ...tir import expr as E
+from . import te
+from .common import inputs, output, rule
+from .te import cast, const, idx, prim_arg
+
+
+def _fill(value_of):
+    def legalize(call):
+        b, ts = inputs(call)
+        out = output(call)
+        y = b.compute(out.values, lambda *i: cast(value_of(call, ts, out.dtype), out.dtype),
+                      "T_full")
+        return b.prim_func([y], "full")
+    return legalize
+
+
+rule("full", "full_like")(_fill(lambda call, ts, dt: ts[-1][()]))
+rule("ones", "ones_like")(_fill(lambda call, ts, dt: const(1, dt)))
+rule("zeros", "zeros_like")(_fill(lambda call, ts, dt: const(0, dt)))
+
+
+def _trilu(upper: bool):
+    def legalize(call):
+        b, (x,) = inputs(call)
+        out = output(call)
+        k = prim_arg(call, 1) or 0
+
+        def value(*i):
+            diag = E.sub(i[-1], i[-2])  # j - i
+            keep = E.BinaryOp("GE" if upper else "LE", diag, idx(k))
+            return te.select(keep, x[i], const(0, x.dtype))
+        y = b.compute(out.values, value, "trilu", axis="i")
+        return b.prim_func([y], "triu" if upper else "tril")
+    return legalize
+
+
+rule("tril")(_trilu(False))
+rule("triu")(_trilu(True))
+
+
+@rule("arange")
+def _arange(call):
+    b, _ = inputs(call)
+    out = output(call)
+    start, step = prim_arg(call, 0), prim_arg(call, 2)
+    step = 1 if step is None else step
+    dt = "float64" if te.is_float(out.dtype) else "int64"
+
+    def value(i):
+        return E.BinaryOp("Add", const(start, dt), E.BinaryOp("Mul", cast(i, dt),
+                                                               const(step, dt)))
+    y = b.compute(out.values, value, "T_arange", dtype=out.dtype)
+    return b.prim_func([y], "arange")
+
+
+def _eye(k_arg: int):
+    def legalize(call):
+        b, _ = inputs(call)
+        out = output(call)
+        k = prim_arg(call, k_arg) or 0
+        y = b.compute(out.values, lambda i, j: te.select(
+            E.BinaryOp("EQ", E.sub(j, i), idx(k)), const(1, out.dtype), const(0, out.dtype)),
+            "T_eye", axis="i")
+        return b.prim_func([y], "eye")
+    return legalize
+
+
+rule("eye")(_eye(2))
+rule("eye_like")(_eye(1))

@@ -1,0 +1,164 @@
+"""matmul, dense, batch_matmul, outer and convolutions (1d-3d, any plain layout, groups,
+dilation, padding) as plain reduction loops: the form LegalizeOps prints. The compiler runs
+them in i-k-j order (vectorized over the output's last axis); the fast GEMM / conv kernels of
+the VM are separate."""
+
+from __future__ import annotations
+
+from ...errors import UnsupportedOpError
+from ...tir import expr as E
+from . import te
+from .common import acc_dtype, all_of, attrs, in_bounds, inputs, output, rule
+from .te import cast, idx
+
+SPATIAL = {1: "W", 2: "HW", 3: "DHW"}
+
+
+def _batch(t: te.Tensor, core: int, out_batch: tuple) -> tuple:
+    """t's batch index (its dims before the ``core`` matrix dims) broadcast from the output's."""
+    lead = len(out_batch) - (t.ndim - core)
+    return tuple(idx(0) if (isinstance(d, E.IntImm) and d.value == 1) else out_batch[lead + k]
+                 for k, d in enumerate(t.shape[:t.ndim - core]))
+
+
+def _contract(call, b: te.Builder, a: te.Tensor, b_t: te.Tensor, a_index, b_index, k_extent,
+              name: str, bias=None):
+    """``out[i] = sum_k a[a_index(i, k)] * b[b_index(i, k)]`` in the output dtype (16-bit
+    floats accumulate in float32); ``bias(i)`` starts the sum (the reduction's init)."""
+    out = output(call)
+    dt = acc_dtype(out.dtype)
+    k = b.reduce_axis(k_extent, "k")
+
+    def value(*i):
+        prod = E.BinaryOp("Mul", cast(a[a_index(i, k)], dt), cast(b_t[b_index(i, k)], dt))
+        init = cast(bias(i), dt) if bias is not None else te.const(0, dt)
+        return te.Reduce("Add", prod, (k,), init)
+    y = b.compute(out.values, value, name, dtype=dt, axis="i")
+    if dt != out.dtype:
+        y = b.compute(out.values, lambda *i: cast(y[i], out.dtype), "T_cast")
+    return b.prim_func([y], name)
+
+
+@rule("matmul", "msc.matmul")
+def _matmul(call):
+    b, (x, y) = inputs(call)
+    out = output(call)
+    a1, b1 = x.ndim == 1, y.ndim == 1
+    nb = out.ndim - (0 if a1 else 1) - (0 if b1 else 1)
+
+    def a_index(i, k):
+        return (k,) if a1 else _batch(x, 2, i[:nb]) + (i[nb], k)
+
+    def b_index(i, k):
+        return (k,) if b1 else _batch(y, 2, i[:nb]) + (k, i[-1])
+    return _contract(call, b, x, y, a_index, b_index, x.shape[-1], "matmul")
+
+
+@rule("nn.dense", "msc.linear", "msc.linear_bias")
+def _dense(call):
+    """x @ w.T (weights [out, in]); msc.linear_bias starts each sum at the bias."""
+    b, (x, w, *bias) = inputs(call)
+    return _contract(call, b, x, w, lambda i, k: i[:-1] + (k,), lambda i, k: (i[-1], k),
+                     x.shape[-1], "T_matmul_NT",
+                     (lambda i: bias[0][(i[-1],)]) if bias else None)
+
+
+@rule("msc.embedding")
+def _embedding(call):
+    b, (ids, weight) = inputs(call)
+    out = output(call)
+    n = weight.shape[0]
+
+    def value(*i):
+        k = cast(ids[i[:ids.ndim]], "int64")
+        k = te.select(E.BinaryOp("LT", k, idx(0)), E.add(k, n), k)
+        return weight[(k,) + i[ids.ndim:]]
+    y = b.compute(out.values, value, "T_take")
+    return b.prim_func([y], "embedding")
+
+
+@rule("nn.batch_matmul")
+def _batch_matmul(call):
+    b, (x, y) = inputs(call)
+    a = attrs(call)
+    ta, tb = bool(a.get("transpose_a", False)), bool(a.get("transpose_b", True))
+
+    def a_index(i, k):
+        return _batch(x, 2, i[:-2]) + ((k, i[-2]) if ta else (i[-2], k))
+
+    def b_index(i, k):
+        return _batch(y, 2, i[:-2]) + ((i[-1], k) if tb else (k, i[-1]))
+    return _contract(call, b, x, y, a_index, b_index, x.shape[-2 if ta else -1], "T_batch_matmul")
+
+
+@rule("outer")
+def _outer(call):
+    b, (x, y) = inputs(call)
+    out = output(call)
+    z = b.compute(out.values, lambda i, j: E.BinaryOp("Mul", x[(i,)], y[(j,)]), "T_outer")
+    return b.prim_func([z], "outer")
+
+
+def _per_dim(value, nd: int) -> list[int]:
+    v = [int(value)] if isinstance(value, int) else [int(x) for x in value]
+    return v * nd if len(v) == 1 else v
+
+
+def _conv(nd: int):
+    """out[n, f, y..] = sum_{c, r..} x[n, g * C_g + c, y * s + r * d - pad] * w[f, c, r..]."""
+    sp = SPATIAL[nd]
+
+    def legalize(call):
+        b, (x, w, *bias) = inputs(call)
+        out, a = output(call), attrs(call)
+        data = a.get("data_layout") or "NC" + sp
+        kern = a.get("kernel_layout") or "OI" + sp
+        res = a.get("out_layout") or data
+        if not (data.isupper() and kern.isupper() and res.isupper()):
+            raise UnsupportedOpError(f"conv layouts {data}/{kern} have no legalization",
+                                     op=f"nn.conv{nd}d")
+        strides, dilation = _per_dim(a.get("strides", 1), nd), _per_dim(a.get("dilation", 1), nd)
+        pads = _per_dim(a.get("padding", 0), nd)
+        pads = pads * 2 if len(pads) == nd else pads
+        groups = int(a.get("groups", 1))
+        cin_g = w.shape[kern.index("I")]
+        cout_g = E.floordiv(out.values[res.index("C")], groups)
+        rc = b.reduce_axis(cin_g, "rc")
+        rs = [b.reduce_axis(w.shape[kern.index(c)], "r" + c.lower()) for c in sp]
+        dt = acc_dtype(out.dtype)
+
+        def value(*i):
+            f = i[res.index("C")]
+            channel = E.add(E.mul(E.floordiv(f, cout_g), cin_g), rc) if groups > 1 else rc
+            xi = [None] * x.ndim
+            xi[data.index("N")], xi[data.index("C")] = i[res.index("N")], channel
+            conds = []
+            for j, c in enumerate(sp):
+                pos = E.sub(E.add(E.mul(i[res.index(c)], strides[j]), E.mul(rs[j], dilation[j])),
+                            pads[j])
+                xi[data.index(c)] = pos
+                if pads[j] or pads[nd + j]:
+                    conds.append(in_bounds(pos, x.shape[data.index(c)]))
+            wi = [None] * w.ndim
+            wi[kern.index("O")], wi[kern.index("I")] = f, rc
+            for j, c in enumerate(sp):
+                wi[kern.index(c)] = rs[j]
+            xv = cast(x[tuple(xi)], dt)
+            cond = all_of(conds)
+            if cond is not None:
+                xv = te.if_then_else(cond, xv, te.const(0, dt))
+            init = cast(bias[0][(f,)], dt) if bias else te.const(0, dt)
+            return te.Reduce("Add", E.BinaryOp("Mul", xv, cast(w[tuple(wi)], dt)), (rc, *rs),
+                             init)
+        name = f"conv{nd}d_{res.lower()}"
+        y = b.compute(out.values, value, name, dtype=dt)
+        if dt != out.dtype:
+            y = b.compute(out.values, lambda *i: cast(y[i], out.dtype), "T_cast")
+        return b.prim_func([y], f"conv{nd}d")
+    return legalize
+
+
+for _nd in (1, 2, 3):
+    rule(f"nn.conv{_nd}d")(_conv(_nd))
+rule("msc.conv1d_bias")(_conv(1))
+rule("msc.conv2d_bias")(_conv(2))

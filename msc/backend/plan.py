@@ -1,0 +1,494 @@
+"""The VM's program form and its per-shape plan: liveness, buffer reuse, instructions.
+
+``build`` lowers a Relax function once into a :class:`Program`: values (numbered) and nodes
+in binding order, each call already resolved to a callable. Everything that depends on
+concrete shapes is done here, once per shape signature (the values of the symbolic dims)::
+
+    plan = make_plan(program, {"n": 4})    # cached by the VM per signature
+    regs = plan.new_registers()            # template: constants, shapes, pooled buffers
+    run(plan.instructions, regs)           # for fn, ins, out: regs[out] = fn(*regs[ins])
+
+Memory. A node that writes into preallocated outputs (native kernels, call_dps_packed,
+call_tir) gets its buffers from the plan. Liveness is computed over the binding order: a
+buffer lives from its node to the last use of any value that may alias it (results of
+view-making numpy ops and of packed calls are assumed to be views of their inputs, tuples and
+get-items alias their fields; dispatch copies the rare overlapping result of an op that
+computes new arrays, so those alias nothing).
+Buffers are reused greedily when one of equal byte size is free. Buffers that can reach the
+function's result are allocated fresh on every call, so results handed out earlier are never
+overwritten. Values whose shapes depend on data (``R.match_cast`` of a computed value) are
+allocated when the node runs, from the dims bound so far.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import MSCError, RuntimeCallError, ShapeError
+from ..tir import expr as tir
+from .runtime import np_dtype
+
+__all__ = ["NOVALUE", "Node", "Plan", "Program", "Value", "make_plan", "run"]
+
+NOVALUE = object()
+REGS, ENV = 0, 1  # register 0 holds the register list itself (If branches), 1 the dim env
+_ALIGN = 64
+
+
+@dataclass(eq=False)
+class Value:
+    """One SSA value. ``const`` is set for compile-time values (constants, static shapes,
+    strings); ``expr`` for symbolic shapes (a tuple of PrimExprs) and prim values."""
+
+    id: int
+    sinfo: Any
+    name: str = ""
+    const: Any = NOVALUE
+    expr: Any = None
+    fields: Any = None  # value ids of a tuple built by a "tuple" node
+
+
+@dataclass(eq=False)
+class Node:
+    """One step. ``kind`` is call | tuple | getitem | if | match_cast | eval.
+
+    call: ``fn(*ins, *buffers)``; ``dps`` holds the TensorStructInfo of each output buffer
+    (empty when ``fn`` allocates its own result). ``aliases`` says the result may be a view of
+    an input. if: ``branches`` is ((then_nodes, then_result), (else_nodes, else_result)).
+    ``site`` is the dispatch Site of an op call until build resolves it into ``fn``.
+    """
+
+    kind: str
+    ins: tuple
+    out: int
+    fn: Callable | None = None
+    dps: tuple = ()
+    op: str = ""
+    path: str = ""
+    name: str = ""
+    aliases: bool = False
+    index: int = 0
+    branches: tuple = ()
+    sinfo: Any = None
+    site: Any = None
+
+
+@dataclass(eq=False)
+class Program:
+    """A lowered function: ``params`` and ``result`` are value ids."""
+
+    name: str
+    values: list
+    params: list
+    nodes: list
+    result: int
+    param_names: list = field(default_factory=list)
+    _analysis: Any = None
+
+    def value(self, sinfo, name: str = "", **kw) -> int:
+        self.values.append(Value(len(self.values), sinfo, name, **kw))
+        return len(self.values) - 1
+
+    def walk(self, nodes=None):
+        """Nodes in execution position order (branch nodes before their If)."""
+        for node in self.nodes if nodes is None else nodes:
+            for branch_nodes, _ in node.branches:
+                yield from self.walk(branch_nodes)
+            yield node
+
+    @property
+    def analysis(self) -> _Analysis:
+        if self._analysis is None:
+            self._analysis = _analyze(self)
+        return self._analysis
+
+
+# ---------------------------------------------------------------------------------------------
+# Shape-independent analysis: positions, aliasing roots, liveness.
+
+
+@dataclass
+class _Analysis:
+    order: list            # nodes in position order
+    position: dict         # id(node) -> position
+    buffers: dict          # id(node) -> list of buffer ids
+    buffer_sinfo: list     # buffer id -> TensorStructInfo
+    fresh: set             # buffer ids reachable from the result
+    buffer_last_use: list  # buffer id -> last position
+    value_last_use: dict   # value id -> last position (result: never)
+
+
+def _node_inputs(node: Node) -> tuple:
+    if node.kind == "if":
+        return node.ins + tuple(result for _, result in node.branches)
+    return node.ins
+
+
+def _analyze(program: Program) -> _Analysis:
+    order = list(program.walk())
+    position = {id(n): p for p, n in enumerate(order)}
+    roots: dict[int, frozenset] = defaultdict(frozenset)
+    buffers, buffer_sinfo = {}, []
+    for node in order:
+        ids = list(range(len(buffer_sinfo), len(buffer_sinfo) + len(node.dps)))
+        buffer_sinfo.extend(node.dps)
+        buffers[id(node)] = ids
+        if ids:
+            roots[node.out] = frozenset(ids)
+        elif node.kind != "call" or node.aliases:
+            roots[node.out] = frozenset().union(*(roots[i] for i in _node_inputs(node)))
+    last_use = [0] * len(buffer_sinfo)
+    value_last_use: dict[int, int] = {}
+    for node in order:
+        p = position[id(node)]
+        for b in buffers[id(node)]:
+            last_use[b] = max(last_use[b], p)
+        value_last_use.setdefault(node.out, p)
+        for i in _node_inputs(node):
+            value_last_use[i] = p
+            for b in roots[i]:
+                last_use[b] = max(last_use[b], p)
+    value_last_use[program.result] = len(order) + 1
+    return _Analysis(order, position, buffers, buffer_sinfo, set(roots[program.result]),
+                     last_use, value_last_use)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shape evaluation.
+
+
+def eval_dims(values, env: dict) -> tuple | None:
+    """Concrete dims of a shape (tuple of PrimExprs) under ``env``, or None if not bound."""
+    if values is None:
+        return None
+    out = []
+    for v in values:
+        if v.is_const:
+            out.append(int(v.value))
+            continue
+        if any(x.name not in env for x in tir.free_vars(v)):
+            return None
+        out.append(int(tir.evaluate(v, env)))
+    return tuple(out)
+
+
+def eval_prim(expr, env: dict):
+    if expr.is_const:
+        return expr.value
+    if any(x.name not in env for x in tir.free_vars(expr)):
+        return None
+    return tir.evaluate(expr, env)
+
+
+def _nbytes(shape: tuple, dtype: np.dtype) -> int:
+    return int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan.
+
+
+@dataclass
+class Plan:
+    """Instructions plus everything needed to make a register file for one shape signature.
+
+    ``stats``: peak_bytes (pooled buffers), planned_bytes (what the same buffers would take
+    without reuse), fresh_bytes (result buffers, per call), buffers, dynamic_buffers (sized
+    at run time), storages.
+    """
+
+    instructions: list
+    num_registers: int
+    fixed: dict          # register -> value shared by every register file (consts, shapes)
+    storages: list       # nbytes of each pooled storage
+    views: list          # (register, storage, shape, dtype) of each pooled buffer
+    params: list         # register of each parameter
+    result: int          # register of the result
+    env: dict            # the signature: symbolic dim name -> value
+    stats: dict
+
+    @property
+    def constant_ids(self) -> frozenset:
+        """ids of the constant arrays: a result that is one is copied before it is returned,
+        so callers cannot change the executable's constants."""
+        ids = self.__dict__.get("_constant_ids")
+        if ids is None:
+            ids = frozenset(id(v) for v in self.fixed.values() if isinstance(v, np.ndarray))
+            self.__dict__["_constant_ids"] = ids
+        return ids
+
+    def new_registers(self) -> list:
+        """A register file with its own pooled buffers (one per concurrent caller)."""
+        regs = [None] * self.num_registers
+        for reg, value in self.fixed.items():
+            regs[reg] = value
+        raw = [_aligned_bytes(n) for n in self.storages]
+        for reg, storage, shape, dtype in self.views:
+            regs[reg] = raw[storage][: _nbytes(shape, dtype)].view(dtype).reshape(shape)
+        return regs
+
+
+def _aligned_bytes(nbytes: int) -> np.ndarray:
+    raw = np.empty(nbytes + _ALIGN, np.uint8)
+    start = -raw.ctypes.data % _ALIGN
+    return raw[start: start + nbytes]
+
+
+def make_plan(program: Program, env: dict) -> Plan:
+    """Plan ``program`` for the dims in ``env`` (symbolic var name -> int)."""
+    return _Planner(program, env).plan()
+
+
+class _Planner:
+    def __init__(self, program: Program, env: dict):
+        self.program = program
+        self.env = dict(env)
+        self.a = program.analysis
+        self.reg_of: dict[int, int] = {}
+        self.fixed: dict[int, Any] = {}
+        self.next_reg = ENV + 1
+        self.free_regs: list[int] = []
+        self.static_values: dict[int, Any] = {}
+
+    # -- registers --------------------------------------------------------------------------
+    def _new_reg(self) -> int:
+        if self.free_regs:
+            return self.free_regs.pop()
+        self.next_reg += 1
+        return self.next_reg - 1
+
+    def _fixed_reg(self, value) -> int:
+        self.next_reg += 1
+        self.fixed[self.next_reg - 1] = value
+        return self.next_reg - 1
+
+    def reg(self, vid: int) -> int:
+        """Register of value ``vid``; compile-time values get a fixed register on first use."""
+        if vid not in self.reg_of:
+            value = self.program.values[vid]
+            if value.const is NOVALUE:
+                raise ShapeError(f"value {value.name or vid} is used before it is defined",
+                                 node=self.program.name)
+            self.reg_of[vid] = self._fixed_reg(value.const)
+        return self.reg_of[vid]
+
+    def _define(self, vid: int) -> int:
+        if vid in self.static_values:
+            self.reg_of[vid] = self._fixed_reg(self.static_values[vid])
+        else:
+            self.reg_of[vid] = self._new_reg()
+        return self.reg_of[vid]
+
+    def _release(self, node: Node, p: int) -> None:
+        last = self.a.value_last_use
+        for vid in {*_node_inputs(node), node.out}:
+            reg = self.reg_of.get(vid)
+            if reg is not None and last.get(vid, p) <= p and reg not in self.fixed:
+                self.free_regs.append(reg)
+                del self.reg_of[vid]
+
+    # -- planning ---------------------------------------------------------------------------
+    def plan(self) -> Plan:
+        param_regs = [self._param_reg(vid) for vid in self.program.params]
+        self._pre_evaluate()
+        self._assign_buffers()
+        self.instructions = {}
+        for node in self.a.order:
+            self.instructions[id(node)] = self._emit(node)
+            self._release(node, self.a.position[id(node)])
+        result = self.reg(self.program.result)
+        instrs = [i for n in self.program.nodes if (i := self.instructions[id(n)])]
+        return Plan(instrs, self.next_reg, self.fixed, self.storages, self.views, param_regs,
+                    result, self.env, self._stats())
+
+    def _param_reg(self, vid: int) -> int:
+        self.reg_of[vid] = self._new_reg()
+        return self.reg_of[vid]
+
+    def _pre_evaluate(self) -> None:
+        """Shapes and prim values computable from the signature become fixed registers."""
+        for node in self.a.order:
+            if node.kind != "eval":
+                continue
+            value = self.program.values[node.out]
+            if isinstance(value.expr, tuple):
+                dims = eval_dims(value.expr, self.env)
+            else:
+                dims = eval_prim(value.expr, self.env)
+            if dims is not None:
+                self.static_values[node.out] = dims
+
+    def _assign_buffers(self) -> None:
+        """Greedy reuse of equal-sized pooled buffers over the position order."""
+        a = self.a
+        self.buffer_kind: list = [None] * len(a.buffer_sinfo)
+        self.storages, self.views = [], []
+        free: dict[int, list] = defaultdict(list)
+        releases: dict[int, list] = defaultdict(list)
+        planned = fresh = 0
+        self.dynamic = 0
+        for node in a.order:
+            p = a.position[id(node)]
+            for b in a.buffers[id(node)]:
+                sinfo = a.buffer_sinfo[b]
+                dtype = np_dtype(sinfo.dtype)
+                shape = eval_dims(sinfo.values, self.env)
+                if shape is None:
+                    self.buffer_kind[b] = ("dynamic", sinfo.values, dtype)
+                    self.dynamic += 1
+                elif b in a.fresh:
+                    self.buffer_kind[b] = ("fresh", shape, dtype)
+                    fresh += _nbytes(shape, dtype)
+                else:
+                    nbytes = _nbytes(shape, dtype)
+                    planned += nbytes
+                    storage = free[nbytes].pop() if free[nbytes] else self._new_storage(nbytes)
+                    self.buffer_kind[b] = ("pooled", self._fixed_buffer_reg(), None)
+                    self.views.append((self.buffer_kind[b][1], storage, shape, dtype))
+                    releases[a.buffer_last_use[b]].append((nbytes, storage))
+            for nbytes, storage in releases.pop(p, ()):
+                free[nbytes].append(storage)
+        self.planned_bytes, self.fresh_bytes = planned, fresh
+
+    def _new_storage(self, nbytes: int) -> int:
+        self.storages.append(nbytes)
+        return len(self.storages) - 1
+
+    def _fixed_buffer_reg(self) -> int:
+        self.next_reg += 1  # filled by Plan.new_registers with a view of its storage
+        return self.next_reg - 1
+
+    def _stats(self) -> dict:
+        return {"peak_bytes": sum(self.storages), "planned_bytes": self.planned_bytes,
+                "fresh_bytes": self.fresh_bytes, "buffers": len(self.views),
+                "dynamic_buffers": self.dynamic,
+                "storages": len(self.storages), "registers": self.next_reg,
+                "env": dict(self.env)}
+
+    # -- instructions -----------------------------------------------------------------------
+    def _emit(self, node: Node):
+        if node.kind == "eval" and node.out in self.static_values:
+            self._define(node.out)
+            return None
+        ins = tuple(self.reg(i) for i in node.ins)
+        fn, regs, out = getattr(self, "_emit_" + node.kind)(node, ins)
+        where = f"{node.name or node.kind} = {node.op or node.kind}(...)"
+        return (fn, regs, out, where + (f" [{node.path}]" if node.path else ""))
+
+    def _emit_call(self, node: Node, ins: tuple):
+        bufs = self.a.buffers[id(node)]
+        if not bufs:
+            return (node.fn, ins, self._define(node.out))
+        kinds = [self.buffer_kind[b] for b in bufs]
+        if all(k[0] == "pooled" for k in kinds):
+            return (node.fn, ins + tuple(k[1] for k in kinds), self._define(node.out))
+        pooled = tuple(k[1] for k in kinds if k[0] == "pooled")
+        return (_with_allocation(node.fn, len(ins), kinds), (ENV,) + ins + pooled,
+                self._define(node.out))
+
+    def _emit_tuple(self, node: Node, ins: tuple):
+        return (_make_tuple, ins, self._define(node.out))
+
+    def _emit_getitem(self, node: Node, ins: tuple):
+        return (operator.itemgetter(node.index), ins, self._define(node.out))
+
+    def _emit_eval(self, node: Node, ins: tuple):
+        value = self.program.values[node.out]
+        return (_runtime_eval(value.expr, value.name), (ENV,), self._define(node.out))
+
+    def _emit_match_cast(self, node: Node, ins: tuple):
+        check = _match_checker(node.sinfo, node.name)
+        return (check, (ENV,) + ins, self._define(node.out))
+
+    def _emit_if(self, node: Node, ins: tuple):
+        branches = []
+        for nodes, result in node.branches:
+            instrs = [i for n in nodes if (i := self.instructions[id(n)])]
+            branches.append((instrs, self.reg(result)))
+        return (_if_runner(*branches), (REGS,) + ins, self._define(node.out))
+
+
+def _make_tuple(*fields):
+    return fields
+
+
+def _with_allocation(fn: Callable, n_in: int, kinds: list) -> Callable:
+    """Wrap a DPS ``fn`` so fresh / data-dependent output buffers are allocated per call."""
+    makers = []
+    for kind, payload, dtype in kinds:
+        if kind == "pooled":
+            makers.append(None)
+        elif kind == "fresh":
+            makers.append(lambda env, s=payload, d=dtype: np.empty(s, d))
+        else:
+            makers.append(lambda env, s=payload, d=dtype: np.empty(_dims_or_raise(s, env), d))
+
+    def run(env, *args):
+        pooled = iter(args[n_in:])
+        out = [next(pooled) if m is None else m(env) for m in makers]
+        return fn(*args[:n_in], *out)
+
+    return run
+
+
+def _dims_or_raise(values, env: dict) -> tuple:
+    dims = eval_dims(values, env)
+    if dims is None:
+        raise ShapeError(f"cannot size an output of shape {values}: its dims are not bound "
+                         "by the inputs or an earlier R.match_cast")
+    return dims
+
+
+def _runtime_eval(expr, name: str) -> Callable:
+    if isinstance(expr, tuple):
+        return lambda env: _dims_or_raise(expr, env)
+
+    def prim(env):
+        value = eval_prim(expr, env)
+        if value is None:
+            raise ShapeError(f"prim value {expr} is not bound at run time", node=name)
+        return value
+    return prim
+
+
+def _if_runner(then_branch, else_branch) -> Callable:
+    def run_if(regs, cond):
+        instrs, result = then_branch if _truth(cond) else else_branch
+        run(instrs, regs)
+        return regs[result]
+    return run_if
+
+
+def _truth(cond) -> bool:
+    if isinstance(cond, np.ndarray) and cond.size != 1:
+        raise ShapeError(f"an If condition must be a scalar, got shape {cond.shape}")
+    return bool(cond)
+
+
+def _match_checker(sinfo, name: str) -> Callable:
+    from .vm import match_value  # the VM owns the struct info checks
+
+    def check(env, value):
+        match_value(value, sinfo, env, name)
+        return value
+    return check
+
+
+def run(instructions: list, regs: list) -> None:
+    """The VM's inner loop (a try block costs nothing until something raises)."""
+    for instr in instructions:
+        fn, ins, out, _ = instr
+        try:
+            regs[out] = fn(*[regs[i] for i in ins])
+        except MSCError as exc:  # keep the type (ShapeError...), say where it happened
+            if not getattr(exc, "__notes__", None):
+                exc.add_note(f"while running {instr[3]}")
+            raise
+        except Exception as exc:
+            raise RuntimeCallError(f"{type(exc).__name__}: {exc}", node=instr[3]) from exc

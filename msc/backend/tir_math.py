@@ -1,0 +1,235 @@
+"""Inline float32 math for generated kernels: straight-line IR that LLVM vectorizes.
+
+A call to ``expf`` in a loop stops the loop vectorizer (there is no vector libm here), so exp,
+exp2, log, tanh, erf and sigmoid are emitted as polynomial code on the spot: range reduction,
+a Horner polynomial (``contract`` lets LLVM use FMAs) and exponent bit tricks. Accuracy against
+float64, tested: exp/exp2/log/tanh ~1 ulp, erf <= 1.2 ulp; inf, NaN, zeros and denormals as
+in libm. Every function takes and returns a scalar ``float`` value::
+
+    y = exp_f32(builder, x)
+
+Also here: float16 / bfloat16 <-> float32 by bit manipulation (round to nearest even), for
+hosts whose LLVM cannot convert halves natively.
+"""
+
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+
+F32 = ir.FloatType()
+I16 = ir.IntType(16)
+I32 = ir.IntType(32)
+# Inside the approximations the evaluation order matters (Cody-Waite reduction): no reassoc.
+_FM = ("contract",)
+
+# Cephes expf / logf / tanhf polynomials; erf fitted here (Lawson minimax, relative error).
+_EXP_P = (5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2, 8.3334519073e-3,
+          1.3981999507e-3, 1.9875691500e-4)
+_LN2_HI, _LN2_LO = 0.693359375, -2.12194440e-4
+_LOG_P = (3.3333331174e-1, -2.4999993993e-1, 2.0000714765e-1, -1.6668057665e-1,
+          1.4249322787e-1, -1.2420140846e-1, 1.1676998740e-1, -1.1514610310e-1,
+          7.0376836292e-2)
+_TANH_P = (-3.33332819422e-1, 1.33314422036e-1, -5.37397155531e-2, 2.06390887954e-2,
+           -5.70498872745e-3)
+# erf(x) = x + x * P(x^2) for |x| <= 1.
+_ERF_SMALL = (0.12837916612625122, -0.3761262595653534, 0.1128358542919159,
+              -0.026853812858462334, 0.005188327748328447, -0.0008010196033865213,
+              7.853867282392457e-05)
+# erf(x) = 1 - exp(-x^2) * Q(1/x) for 1 < x < 3.92 (Q ~ erfcx); erf rounds to 1 beyond.
+_ERFC_Q = (0.00012927906936965883, 0.561625063419342, 0.0216111671179533,
+           -0.38045158982276917, 0.24264107644557953, 0.21711306273937225,
+           -0.5130419731140137, 0.4213338792324066, -0.17289328575134277,
+           0.029516873881220818)
+_ERF_ONE = 3.92
+
+
+def fconst(value: float) -> ir.Constant:
+    return ir.Constant(F32, value)
+
+
+def declare(b: ir.IRBuilder, name: str, args) -> ir.Function:
+    """An overloaded LLVM intrinsic on the type of ``args[0]`` taking ``len(args)`` args."""
+    ty = args[0].type
+    return b.module.declare_intrinsic(name, [ty], ir.FunctionType(ty, [a.type for a in args]))
+
+
+def _intrinsic(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+    return b.call(declare(b, name, args), args, fastmath=_FM)
+
+
+def _fmul(b, x, y):
+    return b.fmul(x, y, flags=_FM)
+
+
+def _fadd(b, x, y):
+    return b.fadd(x, y, flags=_FM)
+
+
+def _fsub(b, x, y):
+    return b.fsub(x, y, flags=_FM)
+
+
+def horner(b: ir.IRBuilder, x: ir.Value, coeffs) -> ir.Value:
+    """coeffs[0] + coeffs[1] x + ... evaluated from the highest term."""
+    acc = fconst(coeffs[-1])
+    for c in reversed(coeffs[:-1]):
+        acc = _fadd(b, _fmul(b, acc, x), fconst(c))
+    return acc
+
+
+def _pow2(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
+    """2**n for an i32 n in the normal exponent range."""
+    bits = b.shl(b.add(n, ir.Constant(I32, 127)), ir.Constant(I32, 23))
+    return b.bitcast(bits, F32)
+
+
+def _scale(b: ir.IRBuilder, y: ir.Value, n_float: ir.Value) -> ir.Value:
+    """y * 2**n in two halves, so results in the denormal and top range stay exact."""
+    n = b.fptosi(n_float, I32)
+    n1 = b.ashr(n, ir.Constant(I32, 1))
+    n2 = b.sub(n, n1)
+    return _fmul(b, _fmul(b, y, _pow2(b, n1)), _pow2(b, n2))
+
+
+def _exp_poly(b: ir.IRBuilder, r: ir.Value) -> ir.Value:
+    """e**r for |r| <= ln2/2."""
+    r2 = _fmul(b, r, r)
+    p = horner(b, r, _EXP_P)
+    return _fadd(b, _fadd(b, _fmul(b, p, r2), r), fconst(1.0))
+
+
+def _clamp(b: ir.IRBuilder, x: ir.Value, lo: float, hi: float) -> ir.Value:
+    x = b.select(b.fcmp_ordered("<", x, fconst(lo)), fconst(lo), x)
+    return b.select(b.fcmp_ordered(">", x, fconst(hi)), fconst(hi), x)
+
+
+def _keep_nan(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    return b.select(b.fcmp_unordered("uno", x, x), x, y)
+
+
+def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """e**x: n = round(x / ln2), r = x - n ln2 (two-part ln2), e**r by polynomial, times 2**n.
+    x is clamped to [-104, 89]: beyond it the result is 0 or overflows to inf anyway."""
+    xc = _clamp(b, x, -104.0, 89.0)
+    n = _intrinsic(b, "llvm.roundeven", _fmul(b, xc, fconst(1 / math.log(2))))
+    r = _fsub(b, _fsub(b, xc, _fmul(b, n, fconst(_LN2_HI))), _fmul(b, n, fconst(_LN2_LO)))
+    return _keep_nan(b, x, _scale(b, _exp_poly(b, r), n))
+
+
+def exp2_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    xc = _clamp(b, x, -151.0, 129.0)
+    n = _intrinsic(b, "llvm.roundeven", xc)
+    r = _fmul(b, _fsub(b, xc, n), fconst(math.log(2)))
+    return _keep_nan(b, x, _scale(b, _exp_poly(b, r), n))
+
+
+def log_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """ln x = e ln2 + ln m with m in [sqrt(1/2), sqrt(2)) from the float's bits."""
+    denormal = b.fcmp_ordered("<", x, fconst(1.1754943508222875e-38))
+    xs = b.select(denormal, _fmul(b, x, fconst(2.0 ** 23)), x)
+    bits = b.bitcast(xs, I32)
+    exp = b.sub(b.lshr(bits, ir.Constant(I32, 23)), ir.Constant(I32, 126))
+    exp = b.sub(exp, b.select(denormal, ir.Constant(I32, 23), ir.Constant(I32, 0)))
+    mant = b.bitcast(b.or_(b.and_(bits, ir.Constant(I32, 0x007FFFFF)),
+                           ir.Constant(I32, 0x3F000000)), F32)  # [0.5, 1)
+    e = b.sitofp(exp, F32)
+    small = b.fcmp_ordered("<", mant, fconst(0.707106781186547524))
+    e = b.select(small, _fsub(b, e, fconst(1.0)), e)
+    m = b.select(small, _fsub(b, _fadd(b, mant, mant), fconst(1.0)), _fsub(b, mant, fconst(1.0)))
+    z = _fmul(b, m, m)
+    y = _fmul(b, _fmul(b, horner(b, m, _LOG_P), m), z)
+    y = _fadd(b, y, _fmul(b, e, fconst(_LN2_LO)))
+    y = _fsub(b, y, _fmul(b, z, fconst(0.5)))
+    r = _fadd(b, _fadd(b, m, y), _fmul(b, e, fconst(_LN2_HI)))
+    r = b.select(b.fcmp_ordered("==", x, fconst(math.inf)), x, r)
+    r = b.select(b.fcmp_ordered("<", x, fconst(0.0)), fconst(math.nan), r)
+    r = b.select(b.fcmp_ordered("==", x, fconst(0.0)), fconst(-math.inf), r)
+    return _keep_nan(b, x, r)
+
+
+def fabs(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return _intrinsic(b, "llvm.fabs", x)
+
+
+def copysign(b: ir.IRBuilder, mag: ir.Value, sign: ir.Value) -> ir.Value:
+    return b.call(declare(b, "llvm.copysign", [mag, sign]), [mag, sign])
+
+
+def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Odd polynomial for |x| < 0.625, else 1 - 2 / (e**2|x| + 1) with x's sign."""
+    ax = fabs(b, x)
+    e = exp_f32(b, _fmul(b, ax, fconst(2.0)))
+    big = _fsub(b, fconst(1.0), b.fdiv(fconst(2.0), _fadd(b, e, fconst(1.0)), flags=_FM))
+    z = _fmul(b, x, x)
+    small = _fadd(b, _fmul(b, _fmul(b, x, z), horner(b, z, _TANH_P)), x)
+    return b.select(b.fcmp_ordered("<", ax, fconst(0.625)), small, copysign(b, big, x))
+
+
+def erf_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    ax = fabs(b, x)
+    z = _fmul(b, x, x)
+    small = _fadd(b, _fmul(b, x, horner(b, z, _ERF_SMALL)), x)
+    q = horner(b, b.fdiv(fconst(1.0), ax, flags=_FM), _ERFC_Q)
+    tail = _fsub(b, fconst(1.0), _fmul(b, exp_f32(b, _fsub(b, fconst(0.0), z)), q))
+    tail = b.select(b.fcmp_ordered(">=", ax, fconst(_ERF_ONE)), fconst(1.0), tail)
+    return b.select(b.fcmp_ordered("<=", ax, fconst(1.0)), small, copysign(b, tail, x))
+
+
+def sigmoid_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """1 / (1 + e**-x) for x >= 0, e**x / (1 + e**x) below: no overflow, and the tail keeps
+    its relative accuracy (down to denormals)."""
+    e = exp_f32(b, _fsub(b, fconst(0.0), fabs(b, x)))
+    num = b.select(b.fcmp_ordered("<", x, fconst(0.0)), e, fconst(1.0))
+    return b.fdiv(num, _fadd(b, fconst(1.0), e), flags=_FM)
+
+
+# ------------------------------------------------------------------- 16-bit float storage
+
+def bf16_to_f32(b: ir.IRBuilder, bits16: ir.Value) -> ir.Value:
+    wide = b.shl(b.zext(bits16, I32), ir.Constant(I32, 16))
+    return b.bitcast(wide, F32)
+
+
+def f32_to_bf16(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """Round to nearest even; NaN stays a (quiet) NaN."""
+    bits = b.bitcast(x, I32)
+    lsb = b.and_(b.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 1))
+    rounded = b.add(bits, b.add(lsb, ir.Constant(I32, 0x7FFF)))
+    nan = b.or_(b.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 0x40))
+    out = b.select(b.fcmp_unordered("uno", x, x), nan, b.lshr(rounded, ir.Constant(I32, 16)))
+    return b.trunc(out, I16)
+
+
+def f16_to_f32(b: ir.IRBuilder, bits16: ir.Value) -> ir.Value:
+    """IEEE half bits -> float, denormals and inf/NaN included (no F16C needed)."""
+    h = b.zext(bits16, I32)
+    sign = b.shl(b.and_(h, ir.Constant(I32, 0x8000)), ir.Constant(I32, 16))
+    mag = b.and_(h, ir.Constant(I32, 0x7FFF))
+    # Normal and denormal: shift into place and rescale by 2**112 (exponent bias difference).
+    scaled = _fmul(b, b.bitcast(b.shl(mag, ir.Constant(I32, 13)), F32), fconst(2.0 ** 112))
+    special = b.or_(b.shl(mag, ir.Constant(I32, 13)), ir.Constant(I32, 0x7F800000))
+    is_special = b.icmp_unsigned(">=", mag, ir.Constant(I32, 0x7C00))
+    out = b.select(is_special, special, b.bitcast(scaled, I32))
+    return b.bitcast(b.or_(out, sign), F32)
+
+
+def f32_to_f16(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """float -> IEEE half bits, round to nearest even, overflow to inf, NaN kept."""
+    bits = b.bitcast(x, I32)
+    sign = b.and_(b.lshr(bits, ir.Constant(I32, 16)), ir.Constant(I32, 0x8000))
+    ax = fabs(b, x)
+    # Scaling by 2**-112 moves half's exponent range onto float's; rounding then happens in
+    # the float add below (the magic constant makes the 10 kept mantissa bits land in place).
+    small = b.fcmp_ordered("<", ax, fconst(2.0 ** -14))
+    den = b.bitcast(_fadd(b, ax, fconst(0.5)), I32)
+    den = b.sub(den, ir.Constant(I32, 0x3F000000))
+    norm = b.bitcast(_fmul(b, ax, fconst(2.0 ** -112)), I32)
+    odd = b.and_(b.lshr(norm, ir.Constant(I32, 13)), ir.Constant(I32, 1))
+    norm = b.lshr(b.add(norm, b.add(odd, ir.Constant(I32, 0xFFF))), ir.Constant(I32, 13))
+    norm = b.select(b.icmp_unsigned(">", norm, ir.Constant(I32, 0x7C00)),
+                    ir.Constant(I32, 0x7C00), norm)
+    out = b.select(small, den, norm)
+    out = b.select(b.fcmp_unordered("uno", x, x), ir.Constant(I32, 0x7E00), out)
+    return b.trunc(b.or_(out, sign), I16)

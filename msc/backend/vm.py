@@ -1,0 +1,347 @@
+"""The VirtualMachine: checks inputs, picks the plan for their shapes, runs the instructions.
+
+    ex = relax.build(mod)
+    vm = relax.VirtualMachine(ex, relax.cpu())
+    out = vm["main"](x, w)                   # numpy arrays or __dlpack__ tensors (no copy)
+    out.numpy()                              # NDArray results; tuples for tuple outputs
+    vm.time_evaluator("main", number=10, repeat=3)(x, w).mean   # seconds
+
+Before any native code runs, every argument is checked against its parameter's struct info:
+count, dtype, rank and each dim. Symbolic dims are bound from the shapes (the same var must
+have the same value everywhere); the values of all symbolic dims are the shape signature,
+and each signature gets its own plan (buffers, instructions), made once and cached.
+Non-contiguous inputs are copied to C order first. One VM can be called from several threads:
+each concurrent call takes its own register file (and pooled buffers).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import RuntimeCallError, ShapeError
+from ..relax.struct_info import (
+    ObjectStructInfo,
+    PrimStructInfo,
+    ShapeStructInfo,
+    TensorStructInfo,
+    TupleStructInfo,
+)
+from ..tir import expr as tir
+from . import packed
+from .plan import ENV, REGS, Plan, run
+from .runtime import Device, cpu, np_dtype, to_numpy, wrap_result
+
+__all__ = ["BenchmarkResult", "VirtualMachine", "match_value"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Struct info checks (also used by R.match_cast at run time).
+
+
+def _fmt_dims(values) -> str:
+    return "(" + ", ".join(tir.to_str(v) for v in values) + ")" if values is not None else "?"
+
+
+def match_value(value, sinfo, env: dict, param: str, owners: dict | None = None):
+    """Check ``value`` against ``sinfo``, binding symbolic dims into ``env``; returns the
+    value as the VM holds it (tensors as C-contiguous numpy arrays). ``owners`` remembers
+    which parameter bound each dim, for the error message when another one disagrees."""
+    handler = _MATCH.get(type(sinfo))
+    return handler(value, sinfo, env, param, owners if owners is not None else {}) \
+        if handler else value
+
+
+def _match_tensor(value, sinfo: TensorStructInfo, env, param, owners):
+    arr = to_numpy(value, param)
+    if sinfo.dtype != "void" and arr.dtype != np_dtype(sinfo.dtype):
+        raise ShapeError(f"expected dtype {sinfo.dtype}, got {arr.dtype} (shape {arr.shape})",
+                         param=param, hint=f"convert with .astype('{sinfo.dtype}')")
+    if sinfo.ndim >= 0 and arr.ndim != sinfo.ndim:
+        raise ShapeError(f"expected shape {_fmt_dims(sinfo.values)} (rank {sinfo.ndim}), got "
+                         f"{arr.shape}", param=param)
+    if sinfo.values is not None:
+        _match_dims(sinfo.values, arr.shape, env, param, owners, "shape")
+    return arr
+
+
+def _match_dims(values, shape, env, param, owners, what: str) -> None:
+    later = []
+    for dim, size in zip(values, shape):
+        if isinstance(dim, tir.Var):
+            bound = env.get(dim.name)
+            if bound is None:
+                env[dim.name] = int(size)
+                owners[dim.name] = param
+            elif bound != size:
+                other = owners.get(dim.name, "an earlier binding")
+                raise ShapeError(
+                    f"dim {dim.name} is {size} here (shape {tuple(shape)}), but {other!r} "
+                    f"set {dim.name} = {bound}", param=param,
+                    hint=f"{what} {_fmt_dims(values)}: every use of {dim.name} must agree")
+        elif dim.is_const:
+            if int(dim.value) != size:
+                raise ShapeError(f"expected {what} {_fmt_dims(values)}, got {tuple(shape)}",
+                                 param=param)
+        else:
+            later.append((dim, size))
+    for dim, size in later:  # compound dims (n * 2): check once every var is bound
+        free = [v.name for v in tir.free_vars(dim) if v.name not in env]
+        if not free and tir.evaluate(dim, env) != size:
+            raise ShapeError(f"expected {what} {_fmt_dims(values)} = "
+                             f"{tuple(_eval_or(d, env) for d in values)}, got {tuple(shape)}",
+                             param=param)
+
+
+def _eval_or(dim, env):
+    return tir.evaluate(dim, env) if all(v.name in env for v in tir.free_vars(dim)) else str(dim)
+
+
+def _match_tuple(value, sinfo: TupleStructInfo, env, param, owners):
+    if not isinstance(value, (tuple, list)) or len(value) != len(sinfo.fields):
+        raise ShapeError(f"expected a tuple of {len(sinfo.fields)} values, got "
+                         f"{type(value).__name__}", param=param)
+    return tuple(match_value(v, f, env, f"{param}[{i}]", owners)
+                 for i, (v, f) in enumerate(zip(value, sinfo.fields)))
+
+
+def _match_shape(value, sinfo: ShapeStructInfo, env, param, owners):
+    dims = tuple(value.numpy() if hasattr(value, "numpy") else value)
+    if not all(isinstance(d, (int, np.integer)) for d in dims):
+        raise ShapeError(f"expected a shape (tuple of ints), got {value!r}", param=param)
+    dims = tuple(int(d) for d in dims)
+    if sinfo.ndim >= 0 and len(dims) != sinfo.ndim:
+        raise ShapeError(f"expected a shape of {sinfo.ndim} dims, got {dims}", param=param)
+    if sinfo.values is not None:
+        _match_dims(sinfo.values, dims, env, param, owners, "shape value")
+    return dims
+
+
+def _match_prim(value, sinfo: PrimStructInfo, env, param, owners):
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value.item()
+    if not isinstance(value, (int, float, bool, np.generic)):
+        raise ShapeError(f"expected a {sinfo.dtype} scalar, got {type(value).__name__}",
+                         param=param)
+    if sinfo.value is not None and sinfo.dtype.startswith(("int", "uint")):
+        _match_dims((sinfo.value,), (int(value),), env, param, owners, "value")
+    return value
+
+
+_MATCH = {
+    TensorStructInfo: _match_tensor,
+    TupleStructInfo: _match_tuple,
+    ShapeStructInfo: _match_shape,
+    PrimStructInfo: _match_prim,
+    ObjectStructInfo: lambda value, sinfo, env, param, owners: value,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Functions and the VM.
+
+
+class _PlanEntry:
+    """A plan with a stack of free register files (one per concurrent caller)."""
+
+    __slots__ = ("free", "plan")
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.free: list = []
+
+    def acquire(self) -> tuple:
+        try:
+            return self.free.pop()
+        except IndexError:
+            regs = self.plan.new_registers()
+            return regs, list(regs)
+
+    def release(self, regs: list, base: list) -> None:
+        regs[:] = base  # drop references to this call's values
+        self.free.append((regs, base))
+
+
+class VMFunction:
+    """``vm["main"]``: call it with the function's arguments."""
+
+    def __init__(self, vm: VirtualMachine, name: str):
+        self.vm = vm
+        self.name = name
+        self.program = vm.executable.programs[name]
+        self.params = [self.program.values[p].sinfo for p in self.program.params]
+        self.names = self.program.param_names
+        self.dim_names = _signature_dims(self.params)
+        self._entries: dict[tuple, _PlanEntry] = {}
+
+    def __repr__(self) -> str:
+        return f"VMFunction({self.name!r}, params={self.names})"
+
+    def check_args(self, args) -> tuple[list, dict]:
+        if len(args) != len(self.params):
+            raise ShapeError(f"{self.name!r} takes {len(self.params)} arguments "
+                             f"({', '.join(self.names)}), got {len(args)}", node=self.name)
+        env: dict = {}
+        owners: dict = {}
+        values = [match_value(a, s, env, n, owners)
+                  for a, s, n in zip(args, self.params, self.names)]
+        return values, env
+
+    def entry(self, env: dict) -> _PlanEntry:
+        key = tuple(env.get(d) for d in self.dim_names)
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = _PlanEntry(
+                self.vm.executable.plan(self.name, key, env))
+        return entry
+
+    def __call__(self, *args):
+        values, env = self.check_args(args)
+        return wrap_result(self.run_checked(values, env), self.vm.device)
+
+    def run_checked(self, values: list, env: dict):
+        entry = self.entry(env)
+        plan = entry.plan
+        regs, base = entry.acquire()
+        try:
+            regs[REGS] = regs
+            regs[ENV] = env
+            for reg, value in zip(plan.params, values):
+                regs[reg] = value
+            run(plan.instructions, regs)
+            return _unshare(regs[plan.result], plan.constant_ids)
+        finally:
+            entry.release(regs, base)
+
+
+def _unshare(value, constant_ids: frozenset):
+    """Copies of the executable's constants in a result (tuples walked); the rest as is."""
+    if isinstance(value, np.ndarray):
+        return value.copy() if id(value) in constant_ids else value
+    if isinstance(value, tuple) and constant_ids:
+        return tuple(_unshare(v, constant_ids) for v in value)
+    return value
+
+
+def _signature_dims(params) -> list[str]:
+    """Names of the symbolic dims the parameters bind, in order (the plan cache key)."""
+    found: dict = {}
+
+    def visit(sinfo):
+        if isinstance(sinfo, (TensorStructInfo, ShapeStructInfo)):
+            for dim in sinfo.values or ():
+                for var in tir.free_vars(dim):
+                    found.setdefault(var.name, None)
+        elif isinstance(sinfo, TupleStructInfo):
+            for f in sinfo.fields:
+                visit(f)
+        elif isinstance(sinfo, PrimStructInfo) and sinfo.value is not None:
+            for var in tir.free_vars(sinfo.value):
+                found.setdefault(var.name, None)
+
+    for p in params:
+        visit(p)
+    return list(found)
+
+
+class VirtualMachine:
+    """Runs an :class:`~msc.backend.build.Executable` on the host CPU (TVM's interface)."""
+
+    def __init__(self, rt_mod, device: Device | None = None, memory_cfg=None,
+                 profile: bool = False):
+        self.executable = getattr(rt_mod, "executable", rt_mod)
+        if isinstance(device, (list, tuple)) and device:  # TVM also takes a device list
+            device = device[0]
+        self.device = device if isinstance(device, Device) else cpu()
+        self._functions: dict[str, VMFunction] = {}
+        self._check_packed()
+
+    def _check_packed(self) -> None:
+        """Every packed function the module calls must be registered by now."""
+        missing = sorted({node.op for prog in self.executable.programs.values()
+                          for node in prog.walk()
+                          if node.path == "packed" and packed.lookup(node.op) is None})
+        if missing:
+            known = ", ".join(packed.list_global_func_names()) or "(none)"
+            raise RuntimeCallError(f"packed function(s) {missing} are not registered",
+                                   key=missing[0],
+                                   hint=f"relax.register_func(name, f) first; registered: "
+                                        f"{known}")
+
+    def __getitem__(self, name: str) -> VMFunction:
+        fn = self._functions.get(name)
+        if fn is None:
+            if name not in self.executable.programs:
+                raise RuntimeCallError(f"no function {name!r} in the executable", key=name,
+                                       hint=f"functions: {sorted(self.executable.programs)}")
+            fn = self._functions[name] = VMFunction(self, name)
+        return fn
+
+    def invoke(self, name: str, *args):
+        return self[name](*args)
+
+    def time_evaluator(self, func_name: str, dev=None, number: int = 10, repeat: int = 1,
+                       min_repeat_ms: int = 0, cooldown_interval_ms: int = 0,
+                       repeats_to_cooldown: int = 1, f_preproc: str = "") -> Callable:
+        """A function running ``func_name`` ``number`` times per repeat; returns a
+        :class:`BenchmarkResult` of seconds per call. Inputs are checked and imported once."""
+        fn = self[func_name]
+
+        def evaluate(*args) -> BenchmarkResult:
+            values, env = fn.check_args(args)
+            fn.run_checked(values, env)  # warm up: plan, buffers, lazy kernels
+            results, n = [], max(int(number), 1)
+            for r in range(max(int(repeat), 1)):
+                elapsed = _time_calls(fn, values, env, n)
+                while min_repeat_ms and elapsed * 1e3 < min_repeat_ms:
+                    n = max(n * 2, int(n * min_repeat_ms / max(elapsed * 1e3, 1e-3)))
+                    elapsed = _time_calls(fn, values, env, n)
+                results.append(elapsed / n)
+                if cooldown_interval_ms and (r + 1) % max(repeats_to_cooldown, 1) == 0:
+                    time.sleep(cooldown_interval_ms / 1e3)
+            return BenchmarkResult(results)
+
+        return evaluate
+
+
+def _time_calls(fn: VMFunction, values: list, env: dict, n: int) -> float:
+    start = time.perf_counter()
+    for _ in range(n):
+        fn.run_checked(values, dict(env))
+    return time.perf_counter() - start
+
+
+@dataclass
+class BenchmarkResult:
+    """Seconds per call of each repeat, with TVM's summary fields."""
+
+    results: list
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.results)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.results)
+
+    @property
+    def min(self) -> float:
+        return min(self.results)
+
+    @property
+    def max(self) -> float:
+        return max(self.results)
+
+    @property
+    def std(self) -> float:
+        return statistics.pstdev(self.results) if len(self.results) > 1 else 0.0
+
+    def __repr__(self) -> str:
+        ms = [x * 1e3 for x in (self.mean, self.median, self.max, self.min, self.std)]
+        return ("Execution time summary:\n mean (ms)   median (ms)    max (ms)     min (ms)     "
+                "std (ms)  \n" + "".join(f"{v:^12.4f} " for v in ms))
