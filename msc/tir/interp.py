@@ -59,7 +59,8 @@ def _same_type(fn):
 
 
 def _round(x):
-    return type(x)(math.copysign(math.floor(abs(float(x)) + 0.5), float(x)))
+    # Half to even, like numpy and TVM's T.round.
+    return type(x)(round(float(x)))
 
 
 def _truncdiv(a, b):

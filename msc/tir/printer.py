@@ -150,7 +150,8 @@ def _expr(e: E.PrimExpr) -> tuple[str, int]:
 
 
 def _indices(indices) -> str:
-    return ", ".join(_expr(i)[0] for i in indices)
+    # A 0-d buffer is indexed with the empty tuple: `y[()]`.
+    return ", ".join(_expr(i)[0] for i in indices) if indices else "()"
 
 
 def _value(v) -> str:
