@@ -1,0 +1,181 @@
+"""Image ONNX ops: Resize / Upsample onto ``image.resize2d|3d``, GridSample, AffineGrid.
+
+Output sizes given as ``sizes`` are used as they are (symbolic when they are graph inputs);
+sizes from ``scales`` are ``floor(dim * scale)``, computed at run time when the scales are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from msc import relax
+from msc.tir import expr as tir
+
+from .common import call
+from .context import Context, OnnxNode
+from .converters_manipulate import _need
+
+_METHODS = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic",
+            "bilinear": "linear", "bicubic": "cubic"}
+_COORD_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                "tf_half_pixel_for_nn", "tf_crop_and_resize")
+
+
+def _resize(g: Context, node: OnnxNode, x, sizes: list, **attrs):
+    """Resize the trailing spatial axes of an N, C, spatial... tensor to ``sizes``."""
+    spatial = len(sizes)
+    if spatial == 1:  # a 1-D resize is a 2-D one over a unit height
+        y = call("expand_dims", x, [2])
+        y = _resize(g, node, g.emit(y), [1, sizes[0]], **attrs)
+        return g.emit(call("squeeze", y, [2]))
+    if spatial not in (2, 3):
+        raise node.unsupported(f"resizing {spatial} spatial axes is not supported")
+    layout = "NCHW" if spatial == 2 else "NCDHW"
+    return g.emit(call(f"image.resize{spatial}d", x, sizes, layout=layout, **attrs))
+
+
+def _output_sizes(g: Context, node: OnnxNode, x, scales, sizes, axes: list) -> list:
+    """Target dims for every axis of ``x`` (the given axes only; others keep theirs)."""
+    dims = list(_need(node, g.shape(x), "the input shape"))
+    if sizes is not None:
+        values = _need(node, g.runtime_ints(sizes, "size"), "sizes")
+        values = _keep_aspect(node, dims, values, axes)
+    else:
+        values = _scaled(g, node, x, scales, dims, axes)
+    out = list(dims)
+    for axis, v in zip(axes, values):
+        out[axis] = v
+    return out
+
+
+def _scaled(g: Context, node: OnnxNode, x, scales, dims, axes) -> list:
+    known = g.value(scales)
+    if known is not None:
+        picked = [dims[a] for a in axes]
+        return [_floor_scale(node, d, float(s)) for d, s in zip(picked, known.reshape(-1))]
+    whole = call("astype", call("shape_to_tensor", call("shape_of", x)), "float32")
+    if len(axes) != len(dims):
+        whole = call("take", whole, relax.const(np.asarray(axes, "int64")), 0)
+    sizes = g.emit(call("astype", call("floor", call("multiply", whole, scales)), "int64"))
+    return _need(node, g.runtime_ints(sizes, "size"), "scales")
+
+
+def _floor_scale(node: OnnxNode, dim, scale: float):
+    static = tir.as_int(tir.convert(dim))
+    if static is None:
+        if scale == 1.0:
+            return dim
+        raise node.unsupported("scales on a symbolic dim")
+    return int(np.floor(static * scale))
+
+
+def _keep_aspect(node: OnnxNode, dims, values, axes) -> list:
+    policy = node.attrs.get("keep_aspect_ratio_policy") or "stretch"
+    if policy == "stretch":
+        return values
+    ins = [tir.as_int(tir.convert(dims[a])) for a in axes]
+    if any(v is None for v in ins + [tir.as_int(tir.convert(v)) for v in values]):
+        raise node.unsupported("keep_aspect_ratio_policy needs static sizes")
+    ratios = [int(v) / d for v, d in zip(values, ins)]
+    scale = min(ratios) if policy == "not_larger" else max(ratios)
+    return [int(np.floor(d * scale + 0.5)) for d in ins]
+
+
+def convert_resize_v10(g: Context, node: OnnxNode):
+    """Resize-10: (X, scales), Upsample's asymmetric coordinates and floor rounding."""
+    x, scales = node.inputs[:2]
+    rank = g.ndim(x)
+    out = _output_sizes(g, node, x, scales, None, list(range(rank)))
+    return _resize(g, node, x, out[2:], **_upsample_attrs(node.attrs["mode"]))
+
+
+def convert_resize(g: Context, node: OnnxNode):
+    x, roi, scales, sizes = (node.inputs + [None] * 4)[:4]
+    at = node.attrs
+    coord = at["coordinate_transformation_mode"]
+    if at.get("antialias") or coord not in _COORD_MODES:
+        raise node.unsupported(f"antialias / coordinate mode {coord!r} is not supported")
+    rank = g.ndim(x)
+    axes = [a % rank for a in at.get("axes") or range(rank)]
+    out = _output_sizes(g, node, x, scales, sizes, axes)
+    dims = list(g.shape(x))
+    if rank < 3 or any(_differ(out[k], dims[k]) for k in range(2)):
+        raise node.unsupported("only the spatial axes (after N, C) can be resized")
+    spatial = out[2:]
+    return _resize(g, node, x, spatial, **_resize_attrs(g, node, coord, roi))
+
+
+def _differ(a, b) -> bool:
+    """Provably different dims; a size known only at run time is taken to match (ONNX
+    models resize the spatial axes)."""
+    a, b = tir.as_int(tir.convert(a)), tir.as_int(tir.convert(b))
+    return a is not None and b is not None and a != b
+
+
+def _resize_attrs(g: Context, node: OnnxNode, coord: str, roi) -> dict:
+    at = node.attrs
+    mode = at.get("mode") or "nearest"
+    attrs = {"method": _METHODS[mode], "coordinate_transformation_mode": coord,
+             "cubic_alpha": at.get("cubic_coeff_a", -0.75),
+             "cubic_exclude": int(at.get("exclude_outside") or 0),
+             "extrapolation_value": at.get("extrapolation_value") or 0.0}
+    if mode == "nearest":
+        attrs["rounding_method"] = at["nearest_mode"]
+    if coord == "tf_crop_and_resize":
+        attrs["roi"] = [float(v) for v in _need(node, g.value(roi), "roi")]
+    return attrs
+
+
+def convert_upsample_v7(g: Context, node: OnnxNode):
+    """Upsample-7: scales as an attribute."""
+    scales = relax.const(np.asarray(node.attrs["scales"], "float32"))
+    return _upsample(g, node, node.inputs[0], scales)
+
+
+def convert_upsample(g: Context, node: OnnxNode):
+    """Upsample-9: scales as an input."""
+    return _upsample(g, node, *node.inputs[:2])
+
+
+def _upsample(g: Context, node: OnnxNode, x, scales):
+    out = _output_sizes(g, node, x, scales, None, list(range(g.ndim(x))))
+    return _resize(g, node, x, out[2:], **_upsample_attrs(node.attrs["mode"]))
+
+
+def _upsample_attrs(mode: str) -> dict:
+    attrs = {"method": _METHODS[mode], "coordinate_transformation_mode": "asymmetric"}
+    if mode == "nearest":
+        attrs["rounding_method"] = "floor"
+    return attrs
+
+
+# --------------------------------------------------------------------------------------------
+# Grids.
+
+def convert_grid_sample(g: Context, node: OnnxNode):
+    x, grid = node.inputs[:2]
+    if g.ndim(x) != 4:
+        raise node.unsupported("only 2-D grid sampling (4-D inputs) is supported")
+    mode = _METHODS.get(node.attrs["mode"], node.attrs["mode"])
+    method = {"nearest_neighbor": "nearest", "linear": "bilinear", "cubic": "bicubic"}[mode]
+    grid = call("permute_dims", grid, [0, 3, 1, 2])  # ONNX (N, H, W, 2) -> TVM (N, 2, H, W)
+    return g.emit(call("image.grid_sample", x, grid, method=method, layout="NCHW",
+                       padding_mode=node.attrs["padding_mode"],
+                       align_corners=bool(node.attrs["align_corners"])))
+
+
+def convert_affine_grid(g: Context, node: OnnxNode):
+    theta, size = node.inputs[:2]
+    dims = _need(node, g.runtime_ints(size, "size"), "size")
+    if len(dims) != 4:
+        raise node.unsupported("only 2-D affine grids are supported")
+    grid = call("image.affine_grid", theta, dims[2:],
+                align_corners=bool(node.attrs["align_corners"]))
+    return g.emit(call("permute_dims", grid, [0, 2, 3, 1]))
+
+
+CONVERTERS = {
+    "Resize": {10: convert_resize_v10, 11: convert_resize},
+    "Upsample": {7: convert_upsample_v7, 9: convert_upsample},
+    "GridSample": {16: convert_grid_sample}, "AffineGrid": {20: convert_affine_grid},
+}

@@ -1,0 +1,169 @@
+"""Constant folding of shape subgraphs while the ONNX graph is converted.
+
+Exported CNNs compute their reshape targets at run time (``Shape -> Gather -> Unsqueeze ->
+Concat -> Reshape``). Two folds make those targets static, or symbolic over named dims:
+
+* a call whose arguments are all constants is evaluated with the ops' numpy facts;
+* a call on *known values* (int tensors whose elements are known PrimExprs, e.g. the result of
+  ``Shape`` on a ``(n, 3, 224, 224)`` tensor is ``[n, 3, 224, 224]``) is evaluated on numpy
+  object arrays of PrimExprs; shape-manipulation ops and integer arithmetic only.
+
+    fold_constant_call(call)                       # Constant or None
+    fold_symbolic_call(call, [values_or_None...])  # object array or None
+
+Only folds of shape-like values happen here; frontends compute no other shapes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from msc.relax.expr import Call, Constant, PrimValue, ShapeExpr, Tuple
+from msc.relax.op.registry import Op
+from msc.relax.struct_info import TensorStructInfo
+from msc.tir import expr as tir
+
+__all__ = ["as_known", "fold_constant_call", "fold_symbolic_call", "is_fully_const"]
+
+# A folded constant may be larger than its inputs only up to this many elements
+# (ConstantOfShape of a huge shape stays a runtime op).
+_MAX_CREATED = 1 << 20
+# Ops folded over PrimExpr elements (all of them move or combine integers exactly).
+_SYMBOLIC_OPS = frozenset({
+    "take", "concat", "expand_dims", "squeeze", "reshape", "strided_slice", "astype",
+    "add", "subtract", "multiply", "divide", "floor_divide", "maximum", "minimum",
+    "permute_dims", "broadcast_to",
+})
+_ARITH = {
+    "add": lambda a, b: a + b, "subtract": lambda a, b: a - b,
+    "multiply": lambda a, b: a * b, "divide": lambda a, b: tir.floordiv(a, b),
+    "floor_divide": lambda a, b: tir.floordiv(a, b),
+    "maximum": lambda a, b: tir.max(a, b), "minimum": lambda a, b: tir.min(a, b),
+}
+
+
+def _numpy_ref():
+    from msc.relax.op import numpy_ref  # attaches the "numpy" facts on first import
+
+    return numpy_ref
+
+
+def _leaf_value(expr):
+    """Compile-time value of a constant-like argument, else raises NotConstant."""
+    return _numpy_ref().expr_value(expr)
+
+
+def _numel(sinfo) -> int | None:
+    if not isinstance(sinfo, TensorStructInfo) or not sinfo.is_static:
+        return None
+    return int(np.prod([int(d) for d in sinfo.values], dtype=np.int64))
+
+
+def _foldable_op(call: Call) -> bool:
+    if not isinstance(call.op, Op):
+        return False
+    _numpy_ref()
+    return "numpy" in call.op.op_def.facts
+
+
+def fold_constant_call(call: Call) -> Constant | None:
+    """Evaluate a normalized call whose arguments are all constants; None if it cannot."""
+    if not _foldable_op(call) or not isinstance(call.struct_info, TensorStructInfo):
+        return None
+    numpy_ref = _numpy_ref()
+    try:
+        values = [_leaf_value(a) for a in call.args]
+    except numpy_ref.NotConstant:
+        return None
+    numel = _numel(call.struct_info)
+    if numel is None or numel > max(_MAX_CREATED, _args_numel(values)):
+        return None
+    try:
+        value = numpy_ref.evaluate_call(call, values)
+    except Exception:  # noqa: BLE001 - an unfoldable call simply stays a runtime op
+        return None
+    if np.shape(value) != tuple(int(d) for d in call.struct_info.values):
+        return None
+    return Constant(np.asarray(value, order="C"))
+
+
+def _args_numel(values) -> int:
+    return sum(np.size(v) for v in values if isinstance(v, np.ndarray))
+
+
+# --------------------------------------------------------------------------------------------
+# Known values: int tensors whose elements are PrimExprs.
+
+def as_known(expr, known: dict):
+    """Known values of an argument: a small int Constant's data, a recorded var's values, a
+    ShapeExpr / PrimValue, a tuple of known values; None when unknown."""
+    if isinstance(expr, Constant):
+        data = expr.data
+        return data if data.dtype.kind in "iub" and data.size <= 64 else None
+    if isinstance(expr, Tuple):
+        fields = [as_known(f, known) for f in expr.fields]
+        return None if any(f is None for f in fields) else tuple(fields)
+    if isinstance(expr, (ShapeExpr, PrimValue)):
+        try:
+            return _leaf_value(expr)
+        except _numpy_ref().NotConstant:
+            return tuple(expr.values) if isinstance(expr, ShapeExpr) else None
+    return known.get(expr)
+
+
+def is_fully_const(values) -> bool:
+    return all(tir.as_int(tir.convert(v)) is not None for v in np.ravel(values))
+
+
+def fold_symbolic_call(call: Call, arg_values: list):
+    """Evaluate a shape-manipulation / integer call on known values; None if unsupported."""
+    if not isinstance(call.op, Op) or any(v is None for v in arg_values):
+        return None
+    name = call.op.op_def.name
+    if name not in _SYMBOLIC_OPS:
+        return None
+    sinfo = call.struct_info
+    if not isinstance(sinfo, TensorStructInfo) or not _exact_dtype(name, sinfo.dtype):
+        return None
+    try:
+        out = _symbolic(name, call, arg_values)
+    except Exception:  # noqa: BLE001 - not foldable symbolically: stays a runtime op
+        return None
+    return None if out is None else np.asarray(out, dtype=object)
+
+
+def _exact_dtype(op: str, dtype: str) -> bool:
+    """Known values stay exact integers: int results, or ints cast to float (Range bounds)."""
+    return dtype in ("int64", "int32") or (op == "astype" and dtype.startswith("float"))
+
+
+def _symbolic(name: str, call: Call, values: list):
+    if name in _ARITH:
+        a, b = (_objects(v) for v in values)
+        return np.vectorize(_ARITH[name], otypes=[object])(a, b)
+    if name == "astype":
+        return np.asarray(values[0], dtype=object)
+    fact = call.op.op_def.facts["numpy"]
+    if name == "concat":
+        return fact([tuple(_objects(t) for t in values[0])], call.attrs)
+    return fact([_objects(values[0]), *values[1:]], call.attrs)
+
+
+def _objects(values) -> np.ndarray:
+    """Values as an object array of Python ints / PrimExprs (numpy ints would overflow)."""
+    arr = np.asarray(values)
+    return arr.astype(object) if arr.dtype != object else arr
+
+
+def plain(value):
+    """A known element as a Python int when constant, else its PrimExpr."""
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    expr = tir.convert(value)
+    return expr.value if expr.is_const else expr
+
+
+def to_constant(values, dtype: str) -> Constant:
+    """Fully constant known values as an int Constant."""
+    flat = [tir.as_int(tir.convert(v)) for v in np.ravel(values)]
+    return Constant(np.asarray(flat, dtype=dtype).reshape(np.shape(values)))

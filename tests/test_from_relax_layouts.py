@@ -1,0 +1,206 @@
+"""from_relax end to end: the layouts MSC's graphs carry (msc-conventions 3, as
+test_graph_build.py expects them) and the prims of symbolic dims (1.3, 1.9)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from frontends.translate import from_relax
+from msc import relax
+from msc.graph import testing
+from msc.relax import op as R
+from msc.tir import expr as tir
+
+BZ = tir.Var("bz", "int64")
+
+
+def var(name, shape, dtype="float32"):
+    return relax.Var(name, relax.TensorStructInfo(shape, dtype))
+
+
+def const(*shape, dtype="float32"):
+    return relax.const(np.ones(shape, dtype))
+
+
+def translate(params, body, **kw):
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = bb.emit_output(body(bb, *params))
+        bb.emit_func_output(out)
+    return from_relax(bb.get(), **kw)[0]
+
+
+def layouts(graph):
+    """{node: (input layouts, output layouts, {role: weight layout})}."""
+    return {n.name: ([t.layout.name for t in n.get_inputs()],
+                     [t.layout.name for t in n.outputs],
+                     {r: w.layout.name for r, w in n.weights.items()}) for n in graph.get_nodes()}
+
+
+def conv(bb, x, out_c=None, k=1):
+    in_c = x.struct_info.values[1].value
+    return bb.emit(R.nn.conv2d(x, const(out_c or in_c, in_c, k, k)))
+
+
+# --------------------------------------------------------------------------------------------
+# Seeds and rules.
+
+LAYOUT_CASES = {
+    "conv1d": ([var("x", (1, 3, 8))], lambda bb, x: bb.emit(R.nn.conv1d(x, const(4, 3, 3))),
+               "conv1d", (["NCW"], ["NCW"], {"weight": "OIW"})),
+    "conv2d": ([var("x", (1, 3, 8, 8))], lambda bb, x: conv(bb, x, 4, 3),
+               "conv2d", (["NCHW"], ["NCHW"], {"weight": "OIHW"})),
+    "max_pool2d": ([var("x", (1, 3, 8, 8))], lambda bb, x: bb.emit(R.nn.max_pool2d(x, 2)),
+                   "max_pool2d", (["NCHW"], ["NCHW"], {})),
+    "adaptive_avg_pool2d": ([var("x", (1, 3, 8, 8))],
+                            lambda bb, x: bb.emit(R.nn.adaptive_avg_pool2d(x, 1)),
+                            "adaptive_avg_pool2d", (["NCHW"], ["NCHW"], {})),
+    "batch_norm": ([var("x", (1, 3, 8, 8))], lambda bb, x: bb.emit(R.nn.batch_norm(
+        x, const(3), const(3), const(3), const(3), axis=1)), "batch_norm",
+        (["NCHW"], ["NCHW"], {"gamma": "O", "beta": "O", "mean": "O", "var": "O"})),
+    "layer_norm": ([var("x", (1, 3, 8, 8))], lambda bb, x: bb.emit(R.nn.layer_norm(
+        x, const(8), const(8), axes=[-1])), "layer_norm",
+        (["NCHW"], ["NCHW"], {"gamma": "O", "beta": "O"})),
+    "group_norm": ([var("x", (1, 4, 8, 8))], lambda bb, x: bb.emit(R.nn.group_norm(
+        x, const(4), const(4), 2, 1, [2, 3])), "group_norm",
+        (["NCHW"], ["NCHW"], {"gamma": "O", "beta": "O"})),
+    "linear_bias_4d": ([var("x", (1, 3, 8, 8))], lambda bb, x: bb.emit(R.add(
+        bb.emit(R.matmul(x, const(8, 4))), const(4))), "matmul",
+        (["NCHW"], ["NCHW"], {"weight": "OI", "bias": "O"})),
+    "matmul_2d": ([var("x", (2, 8)), var("y", (8, 4))],
+                  lambda bb, x, y: bb.emit(R.matmul(x, y)), "matmul",
+                  (["NC", "IO"], ["NC"], {})),
+    "batch_matmul": ([var("x", (2, 3, 8)), var("y", (2, 8, 4))],
+                     lambda bb, x, y: bb.emit(R.matmul(x, y)), "matmul",
+                     (["NCD", "NIO"], ["NCD"], {})),
+    "relu": ([var("x", (2, 8))], lambda bb, x: bb.emit(R.nn.relu(x)), "relu",
+             (["AB"], ["AB"], {})),
+    "softmax": ([var("x", (1, 2, 3, 8))], lambda bb, x: bb.emit(R.nn.softmax(x)), "softmax",
+                (["ABCD"], ["ABCD"], {})),
+    "silu": ([var("x", (1, 2, 3, 8))], lambda bb, x: bb.emit(R.nn.silu(x)), "silu",
+             (["ABCD"], ["ABCD"], {})),
+    "embedding": ([var("x", (4,), "int64")], lambda bb, x: bb.emit(R.take(
+        const(10, 3), bb.emit(R.astype(x, "int32")), axis=0)), "take",
+        (["A"], ["AB"], {"weight": "AB"})),
+    "clip_of_an_input": ([var("x", (1, 3, 8, 8))], lambda bb, x: bb.emit(R.clip(x, 0, 6)),
+                         "clip", ([""], [""], {})),
+    "flatten_of_an_input": ([var("x", (1, 2, 3, 4))],
+                            lambda bb, x: bb.emit(R.reshape(x, [1, 24])), "reshape",
+                            ([""], [""], {})),
+    "resnet_flatten_is_NW": ([var("x", (1, 8, 4, 4))], lambda bb, x: bb.emit(R.reshape(
+        bb.emit(R.mean(conv(bb, x), axis=[2, 3], keepdims=True)), [1, 8])), "reshape",
+        (["NCHW"], ["NW"], {})),
+    "sum_of_two_axes": ([var("x", (1, 2, 3, 4))], lambda bb, x: bb.emit(R.sum(x, [2, 1])),
+                        "sum", (["ACDB"], ["AB"], {})),
+    "rank1_constant_takes_the_last_letter": (
+        [var("x", (2, 3, 4))], lambda bb, x: bb.emit(R.add(bb.emit(R.nn.relu(x)), const(4))),
+        "const", ([], ["C"], {"const": "C"})),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LAYOUT_CASES))
+def test_layouts(case):
+    params, body, node, expected = LAYOUT_CASES[case]
+    assert layouts(translate(params, body))[node] == expected
+
+
+def test_attention_inputs_acbd_output_abcd():
+    def body(bb, q, k, v):
+        def swap(t):
+            return bb.emit(R.permute_dims(t, [0, 2, 1, 3]))
+        return swap(bb.emit(R.nn.attention(swap(q), swap(k), swap(v))))
+
+    graph = translate([var(n, (1, 2, 4, 8)) for n in "qkv"], body)
+    assert layouts(graph)["attention"] == (["ACBD"] * 3, ["ABCD"], {})
+
+
+def test_shape_nodes_are_o():
+    def body(bb, x):
+        return bb.emit(R.reshape(x, bb.emit(relax.ShapeExpr([2, 3]))))
+
+    graph = translate([var("x", (6,))], body, opt_config={"opt_level": 0})
+    assert layouts(graph)["shape"] == ([], ["O"], {})
+
+
+def test_bias_and_linear_weights_are_normalized():
+    graph = translate([var("x", (2, 8))], lambda bb, x: bb.emit(R.add(
+        bb.emit(R.matmul(x, const(8, 4))), const(1, 4))))
+    node = graph.find_node("matmul")
+    assert {r: (t.layout.name, t.shape) for r, t in node.weights.items()} == {
+        "weight": ("OI", [4, 8]), "bias": ("O", [4])}
+
+
+# --------------------------------------------------------------------------------------------
+# Dynamic dims and prims.
+
+def test_dynamic_batch_conv():
+    graph = translate([var("inp_0", (BZ, 3, 10, 10))], lambda bb, x: conv(bb, x, 6, 7))
+    assert graph.inspect() == {
+        "inputs": [{"name": "inp_0", "shape": ["bz", 3, 10, 10], "dtype": "float32",
+                    "layout": "NCHW"}],
+        "outputs": [{"name": "conv2d", "shape": ["bz", 6, 4, 4], "dtype": "float32",
+                     "layout": "NCHW"}],
+        "nodes": {"total": 2, "input": 1, "nn.conv2d": 1}, "prims": {"total": 1, "shape": 1}}
+    prim = graph.find_prim("bz")
+    assert (prim.optype, prim.get_attrs()) == (
+        "shape", {"producer": "inp_0", "out_idx": "0", "dim": "0"})
+    out = graph.output_at(0)
+    assert (out.shape, out.prims) == ([-1, 6, 4, 4], ["bz", "6", "4", "4"])
+
+
+def test_dynamic_embedding_prims():
+    def body(bb, ids):
+        flat = bb.emit(R.reshape(bb.emit(R.astype(ids, "int32")), [-1]))
+        return bb.emit(R.reshape(bb.emit(R.take(const(10, 3), flat, axis=0)), [BZ, 5, 3]))
+
+    graph = translate([var("inp_0", (BZ, 5), "int64")], body)
+    summary = graph.inspect()
+    assert summary["nodes"] == {"total": 2, "input": 1, "msc.embedding": 1}
+    assert summary["prims"] == {"total": 3, "shape": 1, "Int": 1, "Mul": 1}
+    assert summary["outputs"][0]["shape"] == ["bz", 5, 3]
+    mul = graph.find_prim("MUL_2")
+    assert [p.name for p in mul.parents] == ["bz", "INT_1"]
+    assert graph.find_prim("INT_1").get_attrs() == {"value": "5"}
+
+
+def test_same_dim_var_in_two_inputs_is_one_prim():
+    graph = translate([var("a", (BZ, 3)), var("b", (BZ, 3))],
+                      lambda bb, a, b: bb.emit(R.add(a, b)))
+    assert graph.inspect()["prims"] == {"total": 1, "shape": 1}
+    assert graph.find_prim("bz").get_attr("producer") == "a"
+
+
+def test_derived_dims_are_deduplicated_trees():
+    def body(bb, x):
+        a = bb.emit(R.reshape(x, [BZ * 4]))
+        b = bb.emit(R.reshape(x, [BZ * 4]))
+        return bb.emit(R.concat([a, b], axis=0))
+
+    graph = translate([var("x", (BZ, 4))], body)
+    # bz * 4 appears twice and is built once; the concat gives bz * 8
+    assert [(p.name, p.optype) for p in graph.get_prims()] == [
+        ("bz", "shape"), ("INT_1", "Int"), ("MUL_2", "Mul"), ("INT_3", "Int"), ("MUL_4", "Mul")]
+    assert graph.find_node("reshape_1").output_at(0).prims == ["MUL_2"]
+    assert graph.output_at(0).prims == ["MUL_4"]
+    assert [p.name for p in graph.find_prim("MUL_4").parents] == ["bz", "INT_3"]
+
+
+def test_dynamic_graph_of_the_testing_module():
+    """conv -> reshape [bz * 6, 16] -> add a constant: testing.dynamic_graph's structure."""
+    def body(bb, x):
+        conv_out = bb.emit(R.nn.conv2d(x, const(6, 3, 7, 7)))
+        biased = bb.emit(R.add(conv_out, bb.emit(R.reshape(const(6), [1, 6, 1, 1]))))
+        return bb.emit(R.add(bb.emit(R.reshape(biased, [BZ * 6, 16])), const(16)))
+
+    graph = translate([var("inp_0", (BZ, 3, 10, 10))], body)
+    want = testing.dynamic_graph()
+    assert [(n.name, n.optype) for n in graph.get_nodes()] == [
+        (n.name, n.optype) for n in want.get_nodes()]
+    got_json, want_json = json.loads(graph.to_json()), json.loads(want.to_json())
+    assert got_json["prims"] == want_json["prims"]
+    assert [[(t["name"], t["shape"], t["prims"]) for t in n["outputs"]]
+            for n in got_json["nodes"]] == [
+        [(t["name"], t["shape"], t["prims"]) for t in n["outputs"]] for n in want_json["nodes"]]
+    assert graph.find_node("reshape").get_attrs() == {"shape": "-1,16"}
