@@ -1,5 +1,8 @@
 """Frontends: models -> MSCGraph and weights, as TVM's MSC ``core/frontend/translate.py``.
 
+    graph, weights = from_torch(model, [([1, 3, 224, 224], "float32")])   # torch.fx / export
+    graph, weights = from_onnx("model.onnx")                              # or a ModelProto
+
     from frontends.translate import from_relax
     graph, weights = from_relax(mod)                   # msc IRModule, TVMScript text or tvm
     graph.inspect()["nodes"]                           # {"total": 2, "input": 1, ...}
@@ -25,7 +28,7 @@ from .relax.optypes import find_unsupported
 from .relax.walk import FunctionView
 from .relax.weights import normalize_weights
 
-__all__ = ["from_relax"]
+__all__ = ["from_onnx", "from_relax", "from_torch"]
 
 DEFAULT_ENTRY = "main"
 DEFAULT_OPT_LEVEL = 1
@@ -129,3 +132,25 @@ def from_relax(mod: Any, params: dict | None = None, trans_config: dict | None =
     graph = assemble(config.graph_name or entry, specs, inputs, outputs, builder.prims.prims,
                      config)
     return graph, normalize_weights(graph, refs)
+
+
+def from_torch(model, input_info, trans_config=None, build_config=None, custom_convert_map=None,
+               as_msc: bool = True, via: str | None = None):
+    """A torch ``nn.Module`` -> (MSCGraph, weights); see ``frontends.torch_api.from_torch``.
+
+    torch is imported only when this is called.
+    """
+    from .torch_api import from_torch as _from_torch
+
+    return _from_torch(model, input_info, trans_config, build_config, custom_convert_map,
+                       as_msc, via)
+
+
+def from_onnx(model, input_info=None, opset: int | None = None, trans_config=None,
+              build_config=None, as_msc: bool = True, custom_convert_map: dict | None = None):
+    """An ONNX model (ModelProto, path or bytes) -> (MSCGraph, weights); see
+    ``frontends.onnx_api.from_onnx``."""
+    from .onnx_api import from_onnx as _from_onnx
+
+    return _from_onnx(model, input_info, opset, trans_config, build_config, as_msc,
+                      custom_convert_map)
