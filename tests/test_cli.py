@@ -85,3 +85,33 @@ def test_core_works_without_torch(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def _tiny_onnx(path):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), "float32"), "w")
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    graph = helper.make_graph(
+        [node], "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_inspect_onnx_and_tvmscript(tmp_path, capsys):
+    model = tmp_path / "tiny.onnx"
+    _tiny_onnx(str(model))
+    assert main(["inspect", str(model), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["nodes"] == {"total": 2, "input": 1, "nn.conv2d": 1}
+    assert summary["outputs"][0]["layout"] == "NCHW"
+    script = tmp_path / "mlp.py"
+    script.write_text(
+        "@I.ir_module\nclass Module:\n    @R.function\n"
+        "    def main(x: R.Tensor((2, 8), dtype=\"float32\")):\n"
+        "        with R.dataflow():\n            gv = R.nn.relu(x)\n            R.output(gv)\n"
+        "        return gv\n")
+    assert main(["inspect", str(script), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["nodes"] == {"total": 2, "input": 1, "nn.relu": 1}

@@ -10,7 +10,8 @@ from .loaders import load_graph
 
 
 def _add_model_arg(p) -> None:
-    p.add_argument("model", help="model file: an MSCGraph .json (more formats as frontends land)")
+    p.add_argument("model", help="model file: MSCGraph .json, ONNX .onnx, or TVMScript .py / "
+                               ".tvmscript (Relax module text; parsed, never executed)")
 
 
 def _add_inspect(p) -> None:

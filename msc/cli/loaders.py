@@ -13,7 +13,22 @@ def _from_json(path: str):
     return MSCGraph.from_json(path)
 
 
-LOADERS = {".json": _from_json}
+def _from_onnx(path: str):
+    from frontends.translate import from_onnx
+
+    return from_onnx(path)[0]
+
+
+def _from_tvmscript(path: str):
+    from frontends.translate import from_relax
+
+    with open(path, encoding="utf-8") as f:
+        return from_relax(f.read())[0]
+
+
+# Readers by file extension: MSCGraph JSON, ONNX, TVMScript text (parsed, never executed).
+LOADERS = {".json": _from_json, ".onnx": _from_onnx, ".py": _from_tvmscript,
+           ".tvmscript": _from_tvmscript}
 
 
 def load_graph(path: str):
