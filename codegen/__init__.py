@@ -1,1 +1,20 @@
-"""msc codegen package."""
+"""msc codegen: an MSCGraph (+ weights) as runnable source.
+
+    from codegen import to_relax, to_torch, save_baseline
+    mod = to_relax(graph, weights, build_folder="out/relax")   # BlockBuilder script + .npz
+    model = to_torch(graph, weights, build_folder="out/torch") # nn.Module source + weights
+    save_baseline("out/torch", inputs, golden)                 # then: python out/torch/main.py
+"""
+
+from .baseline import save_baseline
+from .relax_gen import to_relax
+
+__all__ = ["save_baseline", "to_relax", "to_torch"]
+
+
+def __getattr__(name):
+    if name == "to_torch":  # torch is imported only when the torch codegen is used
+        from .torch_gen import to_torch
+
+        return to_torch
+    raise AttributeError(name)

@@ -1,0 +1,535 @@
+"""The torch codegen's rows: one per op of the table, attached as the op fact ``"torch"``.
+
+A row names the torch callable and renames attrs (``Row("F.softmax", {"axis": "dim"})`` writes
+``F.softmax(x, dim=-1)``); rows whose arguments need more than renames (padding pairs, layouts,
+modules with weights) have a small ``convert(ctx)`` (ctx: ``torch_gen.TorchContext``)::
+
+    OPS["nn.relu"].facts["torch"]          # Row(func='F.relu', ...)
+    KNOWN_GAPS                             # ops without a row, and why
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from msc.relax.op.registry import OPS, attach
+
+from .naming import identifier, literal
+from .torch_nn import (
+    _adaptive_pool,
+    _affine_grid,
+    _arg_value,
+    _attention,
+    _axes,
+    _axis,
+    _batch_norm,
+    _call,
+    _conv,
+    _cross_entropy,
+    _dropout,
+    _grid_sample,
+    _group_norm,
+    _instance_norm,
+    _layer_norm,
+    _msc_attention,
+    _nll_loss,
+    _pad,
+    _pool,
+    _prelu,
+    _resize,
+    _rms_norm,
+    _tuple,
+)
+
+__all__ = ["KNOWN_GAPS", "ROWS", "Row", "attach_rows"]
+
+# Ops without a torch row, and why.
+KNOWN_GAPS = {
+    "call_tir": "calls a TIR function", "call_tir_inplace": "calls a TIR function",
+    "call_dps_packed": "calls an external function",
+    "call_pure_packed": "calls an external function",
+    "call_inplace_packed": "calls an external function",
+    "call_builtin_with_ctx": "calls a VM builtin", "print": "an effect",
+    "assert_op": "an effect", "null_value": "a runtime object",
+    "layout_transform": "its index map is a Python callable",
+    "nn.attention_var_len": "no torch equivalent (variable-length batches)",
+    "reverse_sequence": "no torch equivalent",
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    """How one op is written in torch: ``func(<op args>, <renamed attrs>)`` or ``convert``."""
+
+    func: str = ""
+    attrs: dict = field(default_factory=dict)  # relax attr -> torch keyword
+    convert: Callable | None = None  # ctx -> source, when renames are not enough
+    cast: bool = False  # append .to(<output dtype>) (torch promotes where Relax does not)
+
+    def render(self, ctx) -> str:
+        source = self.convert(ctx) if self.convert is not None else self._plain(ctx)
+        return f"{source}.to({ctx.dtype()})" if self.cast else source
+
+    def _plain(self, ctx) -> str:
+        kwargs = [f"{kw}={literal(ctx.attr(name))}" for name, kw in self.attrs.items()]
+        return f"{self.func}({', '.join(ctx.args() + kwargs)})"
+
+
+# --------------------------------------------------------------------------------------------
+# Indexing.
+
+def _strided_slice(ctx) -> str:
+    x = ctx.in_tensor(0)
+    values = [_arg_value(ctx, n) for n in ("axes", "begin", "end", "strides")]
+    axes, begin, end = ([v] if isinstance(v, (int, float)) else list(v) for v in values[:3])
+    strides = values[3] if values[3] is not None else [1] * len(axes)
+    strides = [strides] if isinstance(strides, (int, float)) else list(strides)
+    index, reversed_axes = [":"] * x.ndim, []
+    for a, b, e, s in zip(_axes(axes, x.ndim), begin, end, strides):
+        if s > 0:
+            index[a] = f"{int(b)}:{int(e)}" + (f":{int(s)}" if s != 1 else "")
+        else:
+            picks = list(range(*slice(int(b), int(e), int(s)).indices(x.shape[a])))
+            reversed_axes.append((a, picks))
+    source = f"{ctx.input(0)}[{', '.join(index)}]" if index != [":"] * x.ndim else ctx.input(0)
+    for a, picks in reversed_axes:
+        if x.shape[a] < 0:
+            raise ctx.fail("a negative stride needs a static dim")
+        source = f"{source}.index_select({a}, torch.tensor({literal(picks)}))"
+    return source
+
+
+def _take(ctx) -> str:
+    x, index = ctx.in_tensor(0), f"{ctx.input(1)}.long()"
+    axis, mode = ctx.attr("axis"), ctx.attr("mode")
+    size = f"{ctx.input(0)}.numel()" if axis is None else \
+        f"{ctx.input(0)}.shape[{_axis(axis, x.ndim)}]"
+    if mode == "clip":
+        index = f"{index}.clamp(0, {size} - 1)"
+    elif mode == "wrap":
+        index = f"({index} % {size})"
+    if axis is None:
+        return _call("torch.take", ctx.input(0), index)
+    return f"{ctx.input(0)}[{':, ' * _axis(axis, x.ndim)}{index}]"
+
+
+def _gather_nd(ctx) -> str:
+    if ctx.attr("batch_dims"):
+        raise ctx.fail("batch_dims > 0")
+    return f"{ctx.input(0)}[tuple({ctx.input(1)}.long().movedim(-1, 0))]"
+
+
+_SCATTER_REDUCE = {"add": "sum", "mul": "prod", "mean": "mean", "min": "amin", "max": "amax"}
+
+
+def _scatter_elements(ctx) -> str:
+    data, index, updates = ctx.inputs
+    axis, reduction = ctx.attr("axis"), ctx.attr("reduction")
+    if reduction == "update":
+        return _call(f"{data}.scatter", axis, f"{index}.long()", updates)
+    if reduction not in _SCATTER_REDUCE:
+        raise ctx.fail(f"reduction {reduction!r}")
+    return _call(f"{data}.scatter_reduce", axis, f"{index}.long()", updates,
+                 literal(_SCATTER_REDUCE[reduction]))
+
+
+def _scatter_nd(ctx) -> str:
+    data, index, updates = ctx.inputs
+    reduction = ctx.attr("reduction")
+    if reduction not in ("update", "add"):
+        raise ctx.fail(f"reduction {reduction!r}")
+    return _call(f"{data}.index_put", f"tuple({index}.long().movedim(-1, 0))", updates,
+                 accumulate=literal(reduction == "add"))
+
+
+def _one_hot(ctx) -> str:
+    on, off = _arg_value(ctx, "on_value"), _arg_value(ctx, "off_value")
+    hot = _call("F.one_hot", f"{ctx.input(0)}.long()", ctx.attr("depth"))
+    out = f"({hot} * {literal(on - off)} + {literal(off)}).to({ctx.dtype()})"
+    axis = _axis(ctx.attr("axis"), ctx.out.ndim)
+    return out if axis == ctx.out.ndim - 1 else f"{out}.movedim(-1, {axis})"
+
+
+def _index_tensor(ctx) -> str:
+    data, *indices = ctx.inputs
+    return f"{data}[{', '.join(f'{i}.long()' for i in indices)}]"
+
+
+def _index_put(ctx) -> str:
+    data, *indices, values = ctx.inputs
+    index = "(" + "".join(f"{i}.long(), " for i in indices).rstrip(" ") + ")"
+    return _call(f"{data}.index_put", index, values,
+                 accumulate=literal(ctx.attr("accumulate")))
+
+
+def _slice_scatter(ctx) -> str:
+    x, src = ctx.inputs[:2]
+    start, end, step = (_arg_value(ctx, n) for n in ("start", "end", "step"))
+    return _call("torch.slice_scatter", x, src, dim=ctx.attr("axis"), start=literal(start),
+                 end=literal(end), step=literal(step))
+
+
+# --------------------------------------------------------------------------------------------
+# Manipulation, reductions, creation.
+
+def _to(dtype: str | None, ctx=None) -> str:
+    """``.to(<dtype>)``, unless there is no dtype or it is the input's (a no-op)."""
+    if not dtype or (ctx is not None and ctx.in_tensor(0).dtype == dtype):
+        return ""
+    return f".to(torch.{identifier(dtype)})"
+
+
+def _expand_dims(ctx) -> str:
+    source = ctx.input(0)
+    for axis in sorted(_axes(ctx.attr("axis"), ctx.out.ndim)):
+        source = f"{source}.unsqueeze({axis})"
+    return source
+
+
+def _squeeze(ctx) -> str:
+    axes = _axes(ctx.attr("axis"), ctx.in_tensor(0).ndim)
+    if axes is None:
+        return _call("torch.squeeze", ctx.input(0))
+    return _call("torch.squeeze", ctx.input(0), _tuple(axes))
+
+
+def _permute_dims(ctx) -> str:
+    ndim = ctx.in_tensor(0).ndim
+    axes = _axes(ctx.attr("axes"), ndim)
+    return f"{ctx.input(0)}.permute({_tuple(axes if axes is not None else range(ndim)[::-1])})"
+
+
+def _repeat(ctx) -> str:
+    axis = ctx.attr("axis")
+    kw = {"dim": axis} if axis is not None else {}
+    return _call("torch.repeat_interleave", ctx.input(0), ctx.attr("repeats"), **kw)
+
+
+def _split(ctx) -> str:
+    axis = _axis(ctx.attr("axis"), ctx.in_tensor(0).ndim)
+    sizes = "[" + ", ".join(str(ctx.dim(t, axis)) for t in ctx.node.outputs) + "]"
+    return _call("torch.split", ctx.input(0), sizes, dim=axis)
+
+
+def _reduce(func: str, **extra) -> Callable:
+    def convert(ctx) -> str:
+        ndim, keep = ctx.in_tensor(0).ndim, ctx.attr("keepdims")
+        axes = _axes(ctx.attr("axis"), ndim)
+        dims = _tuple(axes if axes is not None else range(ndim))
+        kw = {k: v for k, v in extra.items()}
+        return _call(func, ctx.input(0), dim=dims, **kw, keepdim=literal(keep))
+    return convert
+
+
+def _prod(ctx) -> str:
+    ndim = ctx.in_tensor(0).ndim
+    axes = _axes(ctx.attr("axis"), ndim)
+    source = ctx.input(0)
+    for axis in sorted(axes if axes is not None else range(ndim), reverse=True):
+        source = _call("torch.prod", source, dim=axis, keepdim="True")
+    return f"{source}.reshape({ctx.dims(ctx.out)})"
+
+
+def _arg_reduce(func: str) -> Callable:
+    def convert(ctx) -> str:
+        axis = ctx.attr("axis")
+        if axis is None:
+            return f"{_call(func, ctx.input(0))}.reshape({ctx.dims(ctx.out)})"
+        return _call(func, ctx.input(0), dim=axis, keepdim=literal(ctx.attr("keepdims")))
+    return convert
+
+
+def _median(ctx) -> str:
+    axes = _axes(ctx.attr("axis"), ctx.in_tensor(0).ndim)
+    if axes is None:
+        return f"torch.median({ctx.input(0)}).reshape({ctx.dims(ctx.out)})"
+    if len(axes) != 1:
+        raise ctx.fail("torch's median takes one axis")
+    out = _call("torch.median", ctx.input(0), dim=axes[0],
+                keepdim=literal(ctx.attr("keepdims")))
+    return f"tuple({out})" if len(ctx.node.outputs) > 1 else f"{out}[0]"
+
+
+def _cumulative(func: str, identity: str) -> Callable:
+    def convert(ctx) -> str:
+        source, axis = ctx.input(0), ctx.attr("axis")
+        if axis is None:
+            source, axis = f"{source}.flatten()", 0
+        axis = _axis(axis, ctx.out.ndim)
+        out = _call(func, source, dim=axis) + _to(ctx.attr("dtype"))
+        if not ctx.attr("exclusive"):
+            return out
+        head = f"torch.{identity}_like({out}.narrow({axis}, 0, 1))"
+        return f"torch.cat([{head}, {out}.narrow({axis}, 0, {out}.shape[{axis}] - 1)], {axis})"
+    return convert
+
+
+def _sort(ctx) -> str:
+    return _call("torch.sort", ctx.input(0), dim=ctx.attr("axis"),
+                 descending=literal(ctx.attr("descending")), stable="True") + ".values"
+
+
+def _argsort(ctx) -> str:
+    return _call("torch.argsort", ctx.input(0), dim=ctx.attr("axis"),
+                 descending=literal(ctx.attr("descending")), stable="True") + \
+        _to(ctx.attr("dtype"))
+
+
+def _topk(ctx) -> str:
+    top = _call("torch.topk", ctx.input(0), ctx.attr("k"), dim=ctx.attr("axis"),
+                largest=literal(ctx.attr("largest")))
+    indices = f"{top}.indices{_to(ctx.attr('dtype'))}"
+    kind = ctx.attr("ret_type")
+    if kind == "both":
+        top = ctx.writer.temp(ctx.node, top)
+        return f"({top}.values, {top}.indices{_to(ctx.attr('dtype'))})"
+    return f"{top}.values" if kind == "values" else indices
+
+
+def _unique(ctx) -> str:
+    flags = {n: bool(_arg_value(ctx, n)) for n in ("sorted", "return_index",
+                                                   "return_inverse", "return_counts")}
+    if flags["return_index"] or not flags["sorted"]:
+        raise ctx.fail("torch's unique gives no first indices and always sorts")
+    axis = _arg_value(ctx, "axis")
+    kw = {"dim": axis} if axis is not None else {}
+    out = _call("torch.unique", ctx.input(0), return_inverse=literal(flags["return_inverse"]),
+                return_counts=literal(flags["return_counts"]), **kw)
+    if flags["return_inverse"] and axis is None:  # TVM's inverse is flat
+        out = ctx.writer.temp(ctx.node, out)
+        return f"({out}[0], {out}[1].flatten(), *{out}[2:])"
+    return out
+
+
+def _quant_param(ctx, i: int) -> str:
+    source, tensor = ctx.input(i), ctx.in_tensor(i)
+    if tensor.ndim == 1 and tensor.shape[0] != 1:
+        shape = [1] * ctx.in_tensor(0).ndim
+        shape[_axis(ctx.attr("axis"), len(shape))] = -1
+        return f"{source}.reshape({literal(shape)})"
+    return source
+
+
+def _quantize(ctx) -> str:
+    info = np.iinfo(ctx.out.dtype)
+    scale, zero = _quant_param(ctx, 1), _quant_param(ctx, 2)
+    value = f"torch.round({ctx.input(0)} / {scale}) + {zero}"
+    return f"torch.clamp({value}, {int(info.min)}, {int(info.max)}).to({ctx.dtype()})"
+
+
+def _dequantize(ctx) -> str:
+    scale, zero = _quant_param(ctx, 1), _quant_param(ctx, 2)
+    value = f"({ctx.input(0)}.to(torch.float32) - {zero}.to(torch.float32)) * {scale}"
+    return f"({value}).to({ctx.dtype()})"
+
+
+def _full(ctx) -> str:
+    return _call("torch.full", ctx.dims(ctx.out), f"{ctx.tensor_arg('fill_value')}.item()",
+                 dtype=ctx.dtype())
+
+
+def _eye(ctx, shape: str) -> str:
+    k = _arg_value(ctx, "k") or 0
+    return f"torch.ones({shape}, dtype={ctx.dtype()}).triu({k}).tril({k})"
+
+
+def _arange(ctx) -> str:
+    values = [_arg_value(ctx, n) for n in ("start", "end", "step")]
+    return _call("torch.arange", *(literal(v) for v in values), dtype=ctx.dtype())
+
+
+def _hamming(ctx) -> str:
+    size, periodic, alpha, beta = (_arg_value(ctx, n) for n in (
+        "window_size", "periodic", "alpha", "beta"))
+    return _call("torch.hamming_window", literal(size), periodic=literal(bool(periodic)),
+                 alpha=literal(float(alpha)), beta=literal(float(beta)), dtype=ctx.dtype())
+
+
+def _bias_add(ctx) -> str:
+    ndim = ctx.in_tensor(0).ndim
+    shape = [1] * ndim
+    shape[_axis(ctx.attr("axis"), ndim)] = -1
+    return f"{ctx.input(0)} + {ctx.tensor_arg('bias')}.reshape({literal(shape)})"
+
+
+def _batch_matmul(ctx) -> str:
+    x, y = ctx.inputs
+    x = f"{x}.transpose(-1, -2)" if ctx.attr("transpose_a") else x
+    y = f"{y}.transpose(-1, -2)" if ctx.attr("transpose_b") else y
+    return _call("torch.matmul", x, y) + _to(ctx.attr("out_dtype"), ctx)
+
+
+def _linear(ctx) -> str:
+    weight = ctx.node.weights.get("weight")
+    bias = ctx.has_weight("bias")
+    if weight is not None and (bias or ctx.node.optype != "msc.linear_bias"):
+        ctor = _call("nn.Linear", weight.shape[1], weight.shape[0], bias=literal(bias))
+        params = {"weight": "weight", **({"bias": "bias"} if bias else {})}
+        out = _call(ctx.layer(ctor, params), ctx.input(0))
+    else:
+        extra = [ctx.tensor_arg("bias")] if ctx.node.optype == "msc.linear_bias" else []
+        out = _call("F.linear", ctx.input(0), ctx.tensor_arg("weight"), *extra)
+    return out + _to(ctx.attr("out_dtype"), ctx)
+
+
+def _embedding(ctx) -> str:
+    weight = ctx.node.weights.get("weight")
+    if weight is not None:
+        layer = ctx.layer(_call("nn.Embedding", *weight.shape), {"weight": "weight"})
+        out = _call(layer, f"{ctx.input(0)}.long()")
+    else:
+        out = _call("F.embedding", f"{ctx.input(0)}.long()", ctx.tensor_arg("weight"))
+    return out if ctx.out.ndim == ctx.in_tensor(0).ndim + 1 else \
+        f"{out}.reshape({ctx.dims(ctx.out)})"
+
+
+# --------------------------------------------------------------------------------------------
+# The table.
+
+_UNARY = {n: f"torch.{n}" for n in (
+    "abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "bitwise_not", "ceil", "cos",
+    "cosh", "erf", "exp", "floor", "log", "round", "rsqrt", "sigmoid", "sign", "sin", "sinh",
+    "square", "sqrt", "tan", "tanh", "trunc", "logical_not", "isfinite", "isinf", "isnan")}
+_UNARY["negative"] = "torch.neg"
+_BINARY = {
+    "add": "torch.add", "subtract": "torch.sub", "multiply": "torch.mul",
+    "floor_divide": "torch.floor_divide", "floor_mod": "torch.remainder", "mod": "torch.fmod",
+    "power": "torch.pow", "maximum": "torch.maximum", "minimum": "torch.minimum",
+    "bitwise_and": "torch.bitwise_and", "bitwise_or": "torch.bitwise_or",
+    "bitwise_xor": "torch.bitwise_xor", "left_shift": "torch.bitwise_left_shift",
+    "right_shift": "torch.bitwise_right_shift", "log_add_exp": "torch.logaddexp",
+    "equal": "torch.eq", "not_equal": "torch.ne", "less": "torch.lt", "less_equal": "torch.le",
+    "greater": "torch.gt", "greater_equal": "torch.ge", "logical_and": "torch.logical_and",
+    "logical_or": "torch.logical_or", "logical_xor": "torch.logical_xor",
+    "outer": "torch.outer", "where": "torch.where", "matmul": "torch.matmul",
+    "msc.matmul": "torch.matmul", "gather_elements": "torch.gather",
+}
+
+
+def _divide(ctx) -> str:
+    if ctx.out.dtype.startswith(("int", "uint")):  # TVM's integer division truncates
+        return _call("torch.div", *ctx.inputs, rounding_mode='"trunc"')
+    return _call("torch.div", *ctx.inputs)
+
+
+def _gather(ctx) -> str:
+    return _call("torch.gather", ctx.input(0), ctx.attr("axis"), f"{ctx.input(1)}.long()")
+
+
+ROWS: dict[str, Row] = {
+    **{op: Row(func) for op, func in _UNARY.items()},
+    **{op: Row(func) for op, func in _BINARY.items()},
+    "divide": Row(convert=_divide),
+    "gather_elements": Row(convert=_gather),
+    "matmul": Row("torch.matmul", convert=lambda c: _call("torch.matmul", *c.inputs)
+                  + _to(c.attr("out_dtype"), c)),
+    # nn
+    **{f"nn.conv{d}d": Row(convert=_conv) for d in (1, 2, 3)},
+    **{f"nn.conv{d}d_transpose": Row(convert=_conv) for d in (1, 2, 3)},
+    **{f"nn.{k}_pool{d}d": Row(convert=_pool(k, d)) for k in ("max", "avg") for d in (1, 2, 3)},
+    **{f"nn.adaptive_avg_pool{d}d": Row(convert=_adaptive_pool(d)) for d in (1, 2, 3)},
+    "nn.batch_norm": Row(convert=_batch_norm), "nn.layer_norm": Row(convert=_layer_norm),
+    "nn.group_norm": Row(convert=_group_norm), "nn.instance_norm": Row(convert=_instance_norm),
+    "nn.rms_norm": Row(convert=_rms_norm),
+    "nn.relu": Row("F.relu"), "nn.gelu": Row("F.gelu"), "nn.silu": Row("F.silu"),
+    "nn.gelu_tanh": Row(convert=lambda c: _call("F.gelu", c.input(0), approximate='"tanh"')),
+    "nn.selu": Row("F.selu"), "nn.softplus": Row("F.softplus", {"beta": "beta",
+                                                                 "threshold": "threshold"}),
+    "nn.leakyrelu": Row("F.leaky_relu", {"alpha": "negative_slope"}),
+    "nn.prelu": Row(convert=_prelu),
+    "nn.softmax": Row("F.softmax", {"axis": "dim"}),
+    "nn.log_softmax": Row("F.log_softmax", {"axis": "dim"}),
+    "nn.dropout": Row(convert=_dropout), "nn.pad": Row(convert=_pad),
+    "nn.batch_flatten": Row(convert=lambda c: _call("torch.flatten", c.input(0), 1)),
+    "nn.pixel_shuffle": Row("F.pixel_shuffle", {"upscale_factor": "upscale_factor"}),
+    "nn.attention": Row(convert=_attention), "nn.attention_bias": Row(convert=_attention),
+    "nn.cross_entropy_with_logits": Row(convert=_cross_entropy),
+    "nn.nll_loss": Row(convert=_nll_loss),
+    "image.resize2d": Row(convert=_resize(2)), "image.resize3d": Row(convert=_resize(3)),
+    "image.grid_sample": Row(convert=_grid_sample),
+    "image.affine_grid": Row(convert=_affine_grid),
+    # indexing
+    "strided_slice": Row(convert=_strided_slice),
+    "dynamic_strided_slice": Row(convert=lambda c: (
+        f"{c.input(0)}[tuple(slice(*v) for v in zip({c.input(1)}.tolist(), "
+        f"{c.input(2)}.tolist(), {c.input(3)}.tolist()))]")),
+    "take": Row(convert=_take), "gather_nd": Row(convert=_gather_nd),
+    "scatter_elements": Row(convert=_scatter_elements), "scatter_nd": Row(convert=_scatter_nd),
+    "one_hot": Row(convert=_one_hot), "index_tensor": Row(convert=_index_tensor),
+    "index_put": Row(convert=_index_put), "slice_scatter": Row(convert=_slice_scatter),
+    "bucketize": Row("torch.bucketize", {"out_int32": "out_int32", "right": "right"}),
+    # linalg, manipulation
+    "einsum": Row(convert=lambda c: _call("torch.einsum", literal(c.attr("subscripts")),
+                                          *c.inputs)),
+    "astype": Row(convert=lambda c: f"{c.input(0)}.to({c.dtype()})"),
+    "broadcast_to": Row("torch.broadcast_to"),
+    "clip": Row("torch.clamp"), "reshape": Row("torch.reshape"),
+    "flatten": Row("torch.flatten"), "expand_dims": Row(convert=_expand_dims),
+    "squeeze": Row(convert=_squeeze),
+    "collapse_sum_like": Row(convert=lambda c: f"{c.input(0)}.sum_to_size({c.input(1)}.shape)"),
+    "collapse_sum_to": Row(convert=lambda c: f"{c.input(0)}.sum_to_size({c.dims(c.out)})"),
+    "permute_dims": Row(convert=_permute_dims),
+    "flip": Row(convert=lambda c: _call("torch.flip", c.input(0), f"[{c.attr('axis')}]")),
+    "repeat": Row(convert=_repeat),
+    "tile": Row(convert=lambda c: f"{c.input(0)}.tile({_tuple(c.attr('repeats'))})"),
+    "concat": Row("torch.cat", {"axis": "dim"}), "stack": Row("torch.stack", {"axis": "dim"}),
+    "split": Row(convert=_split),
+    "meshgrid": Row(convert=lambda c: _call("torch.meshgrid", *c.inputs,
+                                            indexing=literal(c.attr("indexing")))),
+    "shape_of": Row(convert=lambda c: f"tuple({c.input(0)}.shape)"),
+    "tensor_to_shape": Row(convert=lambda c: f"tuple({c.input(0)}.tolist())"),
+    "shape_to_tensor": Row(convert=lambda c: _call("torch.tensor", c.args()[0],
+                                                   dtype="torch.int64")),
+    "size": Row(convert=lambda c: _call("torch.tensor", f"{c.input(0)}.numel()",
+                                        dtype=c.dtype())),
+    # relay
+    "nn.dense": Row(convert=lambda c: _call("F.linear", *c.inputs[:2]) +
+                    _to(c.attr("out_dtype"), c)),
+    "nn.batch_matmul": Row(convert=_batch_matmul), "nn.bias_add": Row(convert=_bias_add),
+    # msc
+    "msc.conv1d_bias": Row(convert=_conv), "msc.conv2d_bias": Row(convert=_conv),
+    "msc.linear": Row(convert=_linear), "msc.linear_bias": Row(convert=_linear),
+    "msc.embedding": Row(convert=_embedding), "msc.attention": Row(convert=_msc_attention),
+    "msc.gelu": Row(convert=lambda c: _call("F.gelu", c.input(0))),
+    # quantization
+    "quantize": Row(convert=_quantize), "dequantize": Row(convert=_dequantize),
+    # reductions, scans, sorting
+    "sum": Row(convert=_reduce("torch.sum"), cast=True),
+    "mean": Row(convert=_reduce("torch.mean")), "max": Row(convert=_reduce("torch.amax")),
+    "min": Row(convert=_reduce("torch.amin")), "prod": Row(convert=_prod, cast=True),
+    "std": Row(convert=_reduce("torch.std", correction=0)),
+    "variance": Row(convert=_reduce("torch.var", correction=0)),
+    "median": Row(convert=_median),
+    "argmax": Row(convert=_arg_reduce("torch.argmax"), cast=True),
+    "argmin": Row(convert=_arg_reduce("torch.argmin"), cast=True),
+    "cumsum": Row(convert=_cumulative("torch.cumsum", "zeros")),
+    "cumprod": Row(convert=_cumulative("torch.cumprod", "ones")),
+    "sort": Row(convert=_sort), "argsort": Row(convert=_argsort), "topk": Row(convert=_topk),
+    "nonzero": Row(convert=lambda c: f"torch.nonzero({c.input(0)}).T", cast=True),
+    "unique": Row(convert=_unique),
+    # creation
+    "full": Row(convert=_full),
+    "full_like": Row(convert=lambda c: _call("torch.full_like", c.input(0),
+                                             f"{c.tensor_arg('fill_value')}.item()",
+                                             dtype=c.dtype())),
+    "ones": Row(convert=lambda c: _call("torch.ones", c.dims(c.out), dtype=c.dtype())),
+    "zeros": Row(convert=lambda c: _call("torch.zeros", c.dims(c.out), dtype=c.dtype())),
+    "ones_like": Row(convert=lambda c: _call("torch.ones_like", c.input(0), dtype=c.dtype())),
+    "zeros_like": Row(convert=lambda c: _call("torch.zeros_like", c.input(0), dtype=c.dtype())),
+    "tril": Row(convert=lambda c: _call("torch.tril", c.input(0), _arg_value(c, "k"))),
+    "triu": Row(convert=lambda c: _call("torch.triu", c.input(0), _arg_value(c, "k"))),
+    "arange": Row(convert=_arange),
+    "eye": Row(convert=lambda c: _eye(c, c.dims(c.out))),
+    "eye_like": Row(convert=lambda c: _eye(c, f"{c.input(0)}.shape")),
+    "hamming_window": Row(convert=_hamming),
+}
+
+
+def attach_rows() -> None:
+    """Attach every row to its op record (the op fact ``"torch"``)."""
+    for name, row in ROWS.items():
+        if name in OPS:
+            attach(name, "torch", row)
