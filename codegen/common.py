@@ -220,6 +220,8 @@ class JointContext:
             return ("output", None)
         if arg.kind != "tensor" and self.node.attrs.get(arg.name, "") != "":
             return ("value", self.raw(arg.name, arg.kind))
+        if arg.kind == "any" and arg.default is REQUIRED and arg.name in self.node.attrs:
+            return ("value", [])  # an empty tuple encodes as "" (e.g. strided_slice's axes)
         if arg.kind == "tensors":
             later = sum(1 for a in self.op_def.args[i + 1:] if a.kind == "tensor"
                         and a.default is REQUIRED and not self.weight_role(a.name))

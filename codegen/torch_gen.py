@@ -272,7 +272,11 @@ class TorchWriter:
         refs = []
         for name in self.graph.output_names:
             host, _, idx = self.graph.find_tensor(name).name.rpartition(":")
-            refs.append(self.ref(self.graph.find_node(host), int(idx)))
+            node = self.graph.find_node(host)
+            ref = self.ref(node, int(idx))
+            # A constant output is the nn.Parameter itself: return a tensor, as the model did.
+            is_param = node.optype == "constant" and ref.startswith("self.")
+            refs.append(f"{ref}.detach()" if is_param else ref)
         return refs
 
     def source(self, script: str, class_name: str, weights_file: str, test: str) -> str:
