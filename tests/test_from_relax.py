@@ -13,6 +13,7 @@ from msc import relax
 from msc.errors import UnsupportedOpError, ValidationError
 from msc.graph import testing
 from msc.relax import op as R
+from msc.tir import expr as tir
 
 RNG = np.random.default_rng(0)
 
@@ -647,3 +648,30 @@ def test_composite_optypes(attrs, optype):
         bb.emit_func_output(out)
     graph, _ = from_relax(bb.get())
     assert graph.find_node("msc_fused_0").optype == optype
+
+
+# --------------------------------------------------------------------------------------------
+# A ShapeExpr result (torch ``x.size()`` / ``x.shape``) is a ``shape`` node and a graph output.
+
+SHAPE_OUT = {"name": "shape", "shape": [4], "dtype": "int32", "layout": "O"}
+
+
+@pytest.mark.parametrize("opt_level", [0, 1])
+def test_shape_expr_result_is_a_shape_output(opt_level):
+    """FoldConstant leaves ``return R.shape([...])`` unbound; opt_level 0 keeps the binding."""
+    graph, _ = translate([var("x", (1, 3, 10, 10))],
+                         lambda bb, x: bb.emit(relax.ShapeExpr([1, 3, 10, 10])),
+                         opt_config={"opt_level": opt_level})
+    summary = graph.inspect()
+    assert summary["outputs"] == [SHAPE_OUT]
+    assert summary["nodes"] == {"total": 2, "input": 1, "shape": 1}
+    assert graph.find_node("shape").get_attrs() == {"shape": "1,3,10,10"}
+
+
+def test_symbolic_shape_expr_result():
+    bz = tir.Var("bz", "int64")
+    graph, _ = translate([var("x", (bz, 3, 10, 10))],
+                         lambda bb, x: bb.emit(relax.ShapeExpr([bz, 3, 10, 10])))
+    assert graph.inspect()["outputs"] == [SHAPE_OUT]
+    assert graph.find_node("shape").get_attrs() == {"shape": "-1,3,10,10"}
+

@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 
+from frontends.relax.layout_rules import infer_reshape_axes
 from frontends.translate import from_relax
 from msc import relax
 from msc.graph import testing
@@ -204,3 +205,54 @@ def test_dynamic_graph_of_the_testing_module():
             for n in got_json["nodes"]] == [
         [(t["name"], t["shape"], t["prims"]) for t in n["outputs"]] for n in want_json["nodes"]]
     assert graph.find_node("reshape").get_attrs() == {"shape": "-1,16"}
+
+
+# --------------------------------------------------------------------------------------------
+# Reshapes with symbolic dims: equal dims match, and so do products of equal symbolic factors.
+
+def _reshape_layout(in_shape, out_shape, layout_op=R.nn.relu):
+    graph = translate([var("x", in_shape)],
+                      lambda bb, x: bb.emit(R.reshape(bb.emit(layout_op(x)), out_shape)))
+    return layouts(graph)["reshape"][1][0]
+
+
+def test_dynamic_reshape_inserting_ones():
+    """test_graph_build's ``x[:, None, None, :, None]`` with a dynamic batch."""
+    assert _reshape_layout((BZ, 16), [BZ, 1, 1, 16, 1]) == "CDAEB"
+
+
+def test_dynamic_reshape_merging_static_dims_keeps_the_static_quirk():
+    def body(bb, x):
+        conv = bb.emit(R.nn.conv2d(x, const(3, 3, 1, 1)))
+        return bb.emit(R.reshape(conv, [BZ, 300]))
+
+    graph = translate([var("x", (BZ, 3, 10, 10))], body)
+    assert layouts(graph)["reshape"][1] == ["NW"]
+
+
+def test_dynamic_reshape_merging_a_symbolic_dim():
+    assert _reshape_layout((BZ, 5, 3), [BZ * 5, 3]) == "BC"
+    assert _reshape_layout((BZ * 5, 3), [BZ, 5, 3]) == "CAB"
+
+
+def test_dynamic_embedding_2d_output_layout():
+    def body(bb, ids):
+        flat = bb.emit(R.reshape(bb.emit(R.astype(ids, "int32")), [BZ * 5]))
+        return bb.emit(R.reshape(bb.emit(R.take(const(10, 3), flat, axis=0)), [BZ, 5, 3]))
+
+    graph = translate([var("inp_0", (BZ, 5), "int64")], body)
+    assert graph.inspect()["outputs"][0]["layout"] == "CBA"
+
+
+SEQ = tir.Var("seq", "int64")
+
+
+@pytest.mark.parametrize("src, dst, batch, expected", [
+    ([BZ, 16], [BZ, 1, 1, 16, 1], -1, ([0, 1, 3], [])),
+    ([BZ, 3, 10, 10], [BZ, 300], 0, ([], [1, 2])),
+    ([BZ, SEQ, 4], [SEQ * BZ * 4], -1, ([], [0, 1])),   # products compare canonically
+    ([SEQ * BZ, 4], [BZ, SEQ, 4], -1, ([0], [])),
+    ([BZ, 4], [SEQ, 4, 1], -1, ([], [])),                # different symbols never match
+])
+def test_infer_reshape_axes_with_symbolic_dims(src, dst, batch, expected):
+    assert infer_reshape_axes(src, dst, batch) == expected

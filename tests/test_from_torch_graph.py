@@ -142,7 +142,7 @@ def cases(bz):
         {"input": 1, "msc.embedding": 1})
     add("embedding_2d", one(lambda: nn.Embedding(10, 3)), [([vocab, 5], "int64")],
         [io("inp_0", [vocab, 5], "int64", "AB")],
-        [io("take", [vocab, 5, 3], layout="" if dyn else "CBA")],
+        [io("take", [vocab, 5, 3], layout="CBA")],
         {"input": 1, "msc.embedding": 1}, {"shape": 1, "Int": 1, "Mul": 1} if dyn else None)
     for name, make in [("dropout", one(lambda: nn.Dropout(0.5))),
                        ("torch.dropout", fn(lambda x: torch.dropout(x, 0.5, train=True)))]:
@@ -341,11 +341,7 @@ class _Loss(nn.Module):
 ROWS = [(dyn, row) for dyn in (True, False) for row in cases("bz" if dyn else 1)]
 # Known gaps of from_relax (frontends/relax), not of the torch frontend; the Relax modules
 # are TVM's (see test_from_torch.py).
-FROM_RELAX_GAPS = {
-    "size": "from_relax drops a function output that is a ShapeExpr (no 'shape' node)",
-    "shape": "from_relax drops a function output that is a ShapeExpr (no 'shape' node)",
-    "getitem_none-dyn": "reshape layout with a symbolic dim is '' (MSC: CDAEB)",
-}
+FROM_RELAX_GAPS: dict[str, str] = {}
 
 
 def _param(dyn, row):

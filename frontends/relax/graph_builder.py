@@ -146,6 +146,8 @@ class GraphBuilder:
             return [ref for f in value.fields for ref in self._inputs_of(f)]
         if isinstance(value, Constant):
             return self._constant_node(value)
+        if isinstance(value, ShapeExpr) and value not in self.tensors:
+            self._shape(None, value)  # an unbound ShapeExpr (a function result)
         return list(self.tensors.get(value, []))
 
     # ---- leaves ---------------------------------------------------------------------------
@@ -282,11 +284,27 @@ class GraphBuilder:
         self._add(NodeSpec(name, "get_item", inputs, outputs, {"index": str(item.index)},
                            scope=list(self.scope)), var)
 
-    def _shape(self, var: Var, value: ShapeExpr) -> None:
-        name = self.names.of(var)
-        outputs = [self._tensor(f"{name}:0", value.struct_info, self.layouts.get(var, ""))]
-        self._add(NodeSpec(name, "shape", [], outputs, {"shape": arg_attr(value)},
-                           scope=list(self.scope)), var)
+    def _shape(self, var: Var | None, value: ShapeExpr) -> NodeSpec:
+        """A ShapeExpr: a ``shape`` node, int32 1-D ``[ndim]``, layout ``O`` (msc-conventions
+        3, 4.1). Bound ones are keyed by their var and their value (``value_of`` resolves a
+        var bound to a ShapeExpr to the ShapeExpr); an unbound one (a function result) is
+        named by ``naming.py`` and has no scope."""
+        name = self.names.of(var if var is not None else value) or self._unique("shape")
+        layout = self.layouts.get(var, "O") if var is not None else "O"
+        outputs = [self._tensor(f"{name}:0", value.struct_info, layout)]
+        scope = list(self.scope) if var is not None else []
+        spec = self._add(NodeSpec(name, "shape", [], outputs, {"shape": arg_attr(value)},
+                                  scope=scope), value)
+        if var is not None:
+            self.tensors[var] = self.tensors[value]
+        return spec
+
+    def _unique(self, hint: str) -> str:
+        name, k = hint, 0
+        while name in self.specs or name in self.names.values.values():
+            k += 1
+            name = f"{hint}_{k}"
+        return name
 
 
 _BINDINGS = {

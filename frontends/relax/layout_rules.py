@@ -17,10 +17,12 @@ tuples of strings for tuple values::
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from msc.relax.op.registry import OPS, OpDef, attach
+from msc.tir import expr as tir
 
 __all__ = ["COMMON_RULE", "FAMILY_RULES", "PLUGIN_RULES", "RULES", "Inferred", "LayoutRule",
            "RuleFailed", "attach_rules", "expand_layout", "infer_reshape_axes", "initial_layout",
@@ -106,14 +108,35 @@ def as_list(value) -> list:
     return [value] if isinstance(value, int) else list(value)
 
 
-def static_dims(shape) -> list[int]:
-    if any(not d.is_const for d in shape):
-        raise RuleFailed("symbolic dims")
-    return [int(d) for d in shape]
-
-
 # --------------------------------------------------------------------------------------------
 # InferReshapeAxes: which axes a reshape inserts (expand) and which it merges away (reduce).
+# Dims are msc.tir expressions (plain ints are converted), so symbolic dims take part: runs
+# match when their tir products are equal, and msc.tir keeps products canonical (``bz * 16``
+# equals ``16 * bz``), so equal symbolic dims, and products of equal symbolic factors, match.
+
+def _factors(size: tir.PrimExpr) -> tuple[int, Counter]:
+    """A product as an integer coefficient and a multiset of its symbolic factors."""
+    if isinstance(size, tir.IntImm):
+        return size.value, Counter()
+    if isinstance(size, tir.BinaryOp) and size.op == "Mul":
+        (ca, fa), (cb, fb) = _factors(size.a), _factors(size.b)
+        return ca * cb, fa + fb
+    return 1, Counter({size: 1})
+
+
+def _is_smaller(a: tir.PrimExpr, b: tir.PrimExpr) -> bool | None:
+    """Whether the run with product ``a`` must grow before it can equal ``b``: the one whose
+    symbolic factors are a proper part of the other's, else (same factors) the smaller
+    coefficient. None when neither holds the other's factors (no match possible)."""
+    (ca, fa), (cb, fb) = _factors(a), _factors(b)
+    if fa == fb:
+        return ca < cb
+    if fa < fb:
+        return True
+    if fb < fa:
+        return False
+    return None
+
 
 def _accumulate_match(src: list, dst: list, s0: int, d0: int):
     """Smallest runs src[s0:s] and dst[d0:d] with equal products, then trailing 1-dims."""
@@ -121,16 +144,19 @@ def _accumulate_match(src: list, dst: list, s0: int, d0: int):
         return None
     s, d, s_acc, d_acc = s0, d0, src[s0], dst[d0]
     while s_acc != d_acc:
-        if s_acc > d_acc:
+        smaller = _is_smaller(d_acc, s_acc)
+        if smaller is None:
+            return None
+        if smaller:
             d += 1
             if d >= len(dst):
                 return None
-            d_acc *= dst[d]
+            d_acc = tir.mul(d_acc, dst[d])
         else:
             s += 1
             if s >= len(src):
                 return None
-            s_acc *= src[s]
+            s_acc = tir.mul(s_acc, src[s])
     while s < len(src) - 1 and src[s + 1] == 1:
         s += 1
     while d < len(dst) - 1 and dst[d + 1] == 1:
@@ -141,7 +167,10 @@ def _accumulate_match(src: list, dst: list, s0: int, d0: int):
 def infer_reshape_axes(in_shape: list, out_shape: list, batch_dim: int = -1):
     """``(expand_axes, reduce_axes)`` of a reshape, matching runs of equal products left to
     right; the leading axes of a merged run are the ones deleted or inserted, and the batch
-    axis is protected by shifting to the next axis. ``([], [])`` when nothing matches."""
+    axis is protected by shifting to the next axis. ``([], [])`` when nothing matches.
+    Dims may be ints or msc.tir expressions (symbolic dims match equal symbolic dims)."""
+    in_shape = [tir.convert(d) for d in in_shape]
+    out_shape = [tir.convert(d) for d in out_shape]
     expand, reduce, s0 = [], [], 0
     while s0 < len(in_shape):
         d0 = s0 + len(expand) - len(reduce)
@@ -408,11 +437,10 @@ def take_backward(view) -> Inferred:
 def _reshaped(view, layout: str, forward: bool) -> str:
     in_shape, out_shape = view.shape(0), view.out_shape
     if not in_shape or not out_shape:
-        raise RuleFailed("reshape without static ranks")
+        raise RuleFailed("reshape without known shapes")
     if len(in_shape) == len(out_shape):
         return layout
-    expand, reduce = infer_reshape_axes(static_dims(in_shape), static_dims(out_shape),
-                                        layout.find("N"))
+    expand, reduce = infer_reshape_axes(in_shape, out_shape, layout.find("N"))
     if not expand and not reduce:
         raise RuleFailed("reshape axes do not match")
     if forward:

@@ -2,7 +2,7 @@
 
 A call is named after the last dotted segment of its op (``relax.nn.conv2d`` -> ``conv2d``),
 made unique with ``_1``, ``_2``...; constants are ``const``, ``const_1``... in the order they
-are met; a bound ShapeExpr is ``shape``, a tuple ``tuple``, a tuple item ``<tuple>.<index>``.
+are met; a ShapeExpr (bound, or in the result) is ``shape``, a tuple ``tuple``, a tuple item ``<tuple>.<index>``.
 Params keep their names. Names are given after fusion: a fused node is named after its
 anchor call (``msc.conv2d_bias`` -> ``conv2d``) and the calls it absorbs use up no name::
 
@@ -118,6 +118,13 @@ class _Namer:
         if hint is not None:
             self.names.values[var] = self.unique(var.name_hint if self.use_var_name else hint)
 
+    def name_result_shapes(self, result: Expr) -> None:
+        """An unbound ShapeExpr in the function result (``return R.shape([...])``) becomes a
+        ``shape`` node: name it ``shape`` like a bound one."""
+        for leaf in result.fields if isinstance(result, Tuple) else (result,):
+            if isinstance(leaf, ShapeExpr) and leaf not in self.names:
+                self.names.values[leaf] = self.unique("shape")
+
     def _vanishes(self, value: Expr) -> bool:
         """Dropout and its items leave no node, so they take no name."""
         if isinstance(value, TupleGetItem):
@@ -153,4 +160,5 @@ def name_function(view: FunctionView, mod=None, use_var_name: bool = False,
     for _, binding in view.bindings:
         namer.name_binding(binding.var, binding.value)
     namer.name_constants(view.result)
+    namer.name_result_shapes(view.result)
     return namer.names
