@@ -11,6 +11,7 @@ so no codegen re-declares an op's attrs or defaults::
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import itertools
 import os
@@ -28,7 +29,7 @@ from msc.relax.op.registry import OPS, REQUIRED, OpDef
 from .naming import comment
 
 __all__ = ["JointContext", "PrimRenderer", "baseline_keys", "decode", "find_weight",
-           "joint_comment", "load_script", "read_config", "save_npz", "unsupported",
+           "index_map", "joint_comment", "load_script", "read_config", "save_npz", "unsupported",
            "write_binary_atomic"]
 
 _SCRIPTS = itertools.count()  # fresh module names for load_script
@@ -87,6 +88,50 @@ def decode(text: str, kind: str, default=None):
         return _DECODERS[kind](text)
     except (ValueError, KeyError):
         raise ValidationError(f"attr value {text!r} is not a valid {kind}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# layout_transform's index map: the attr is the IndexMap printed, ``T.index_map(lambda n, c:
+# (n, c // 4, c % 4))``; it is read back (never evaluated) as its initial vars and final exprs.
+
+_INDEX_BINOPS = (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv, ast.Mod)
+
+
+def _index_expr_ok(e, params: set) -> bool:
+    if isinstance(e, ast.Name):
+        return e.id in params
+    if isinstance(e, ast.Constant):
+        return type(e.value) is int
+    if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+        return _index_expr_ok(e.operand, params)
+    return isinstance(e, ast.BinOp) and isinstance(e.op, _INDEX_BINOPS) and \
+        _index_expr_ok(e.left, params) and _index_expr_ok(e.right, params)
+
+
+def index_map(text: str) -> ast.Lambda:
+    """``"T.index_map(lambda n, c: (n, c // 4))"`` (or the bare lambda) as its ``ast.Lambda``:
+    ``args.args`` are the initial vars, ``body.elts`` the final exprs (+ - * // % on the vars
+    and int constants only)."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError:
+        tree = None
+    if isinstance(tree, ast.Call) and ast.unparse(tree.func) in ("T.index_map", "index_map") \
+            and len(tree.args) == 1 and not tree.keywords:
+        tree = tree.args[0]
+    if not isinstance(tree, ast.Lambda) or tree.args.vararg or tree.args.kwarg or \
+            tree.args.kwonlyargs or tree.args.defaults or tree.args.posonlyargs:
+        raise ValidationError(f"index_map {text!r} is not T.index_map(lambda <vars>: (...))",
+                              op="layout_transform", key="index_map")
+    if not isinstance(tree.body, ast.Tuple):
+        tree.body = ast.Tuple([tree.body], ast.Load())
+    params = {a.arg for a in tree.args.args}
+    bad = [ast.unparse(e) for e in tree.body.elts if not _index_expr_ok(e, params)]
+    if bad or len(params) != len(tree.args.args):
+        raise ValidationError(f"index_map {text!r}: unsupported index expressions {bad}",
+                              op="layout_transform", key="index_map",
+                              hint="only + - * // % of the lambda's vars and int constants")
+    return tree
 
 
 # --------------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ inputs' shapes::
 
 from __future__ import annotations
 
+import ast
 import builtins
 import os
 import tempfile
@@ -34,6 +35,7 @@ from .common import (
     PrimRenderer,
     baseline_keys,
     find_weight,
+    index_map,
     joint_comment,
     load_script,
     read_config,
@@ -46,17 +48,19 @@ from .templates import test_section
 __all__ = ["RELAX_GAPS", "RelaxWriter", "to_relax"]
 
 # Ops of the table a graph cannot carry to Relax source (calls into other functions, effects,
-# runtime objects, index maps that are Python callables).
+# runtime objects).
 RELAX_GAPS = frozenset({
     "call_tir", "call_tir_inplace", "call_dps_packed", "call_pure_packed",
     "call_inplace_packed", "call_builtin_with_ctx", "print", "assert_op", "null_value",
-    "layout_transform",
 })
+# How the script rebuilds a layout_transform's index map (from its initial vars / final exprs).
+_INDEX_MAP_IMPORT = "\nfrom msc.relax.op.defs_manipulate import IndexMap"
 # "any" arguments that take a shape value (a ShapeExpr) rather than a tuple.
 SHAPE_VALUE_ARGS = {("shape_to_tensor", "expr")}
 # Ops whose Relax value is a tuple although the graph keeps only output 0 (conventions 4.1).
 TUPLE_VALUED = frozenset({"nn.batch_norm"})
 _RESERVED = set(dir(builtins)) | {"relax", "tir", "np", "os", "sys", "bb", "params", "data",
+                                  "IndexMap",
                                   "mod", "build", "run", "main", "HERE", "PARAMS", "BASELINE",
                                   "INPUTS", "OUTPUTS", "ATOL", "RTOL", "compare",
                                   "load_baseline", "load_params"}
@@ -125,6 +129,22 @@ def _attention(w: RelaxWriter, ctx: JointContext) -> str:
     return _call("permute_dims", [inner], {"axes": literal(ctx.raw("axes_3", "ints", _BSHD))})
 
 
+def _layout_transform(w: RelaxWriter, ctx: JointContext) -> str:
+    """``IndexMap.from_func(lambda n, c: (n, c // 4, c % 4))``: the printed index map read
+    back as its vars and exprs (validated, never evaluated) and rebuilt in the script."""
+    w.uses_index_map = True
+    mapping = index_map(ctx.node.attrs.get("index_map", ""))
+    kwargs = {"index_map": f"IndexMap.from_func({ast.unparse(mapping)})"}
+    if ctx.attr("pad_value") is not None:
+        kwargs["pad_value"] = literal(ctx.attr("pad_value"))
+    return _call("layout_transform", [w.input(ctx.node, 0)], kwargs)
+
+
+# Ops of the table written by hand (their attrs are no plain values).
+SPECIAL: dict[str, Callable[[RelaxWriter, JointContext], str]] = {
+    "layout_transform": _layout_transform,
+}
+
 FUSED: dict[str, Callable[[RelaxWriter, JointContext], str]] = {
     "msc.conv1d_bias": _conv_bias,
     "msc.conv2d_bias": _conv_bias,
@@ -155,6 +175,7 @@ class RelaxWriter:
         self.dataflow_vars: set[str] = set()
         self.outputs = set(graph.output_names)
         self.prims = PrimRenderer(graph, self._shape_ref, "relax")
+        self.uses_index_map = False
 
     # ---- sources of values ---------------------------------------------------------------
     def _shape_ref(self, producer: str, out_idx: int, dim: int) -> str:
@@ -231,6 +252,8 @@ class RelaxWriter:
         if node.optype not in OPS or node.optype in RELAX_GAPS:
             raise UnsupportedOpError(f"no Relax op {node.optype!r}", node=node.name)
         ctx = JointContext(self.graph, node)
+        if node.optype in SPECIAL:
+            return SPECIAL[node.optype](self, ctx)
         return _call(node.optype, *self._arguments(ctx))
 
     def _arguments(self, ctx: JointContext) -> tuple[list[str], dict]:
@@ -304,7 +327,8 @@ class RelaxWriter:
         declarations = self._declarations()  # first: it names the symbolic dims
         fields = {
             "script": script, "graph": comment(self.graph.name),
-            "imports": "relax, tir" if self.prim_vars else "relax",
+            "imports": ("relax, tir" if self.prim_vars else "relax") +
+                       (_INDEX_MAP_IMPORT if self.uses_index_map else ""),
             "sys": "import sys\n" if test else "", "params_file": literal(params_file),
             "declarations": "\n".join("    " + d for d in declarations),
             "func": literal(self.func_name),

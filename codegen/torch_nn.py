@@ -284,6 +284,32 @@ def _attention(ctx) -> str:
     return _sdpa(ctx, q, k, v, bias) + ".transpose(1, 2)"
 
 
+def _attention_var_len(ctx) -> str:
+    """Sequences packed along dim 1 of [1, total, heads, dim]: one attention per span of
+    seqstart_q / seqstart_k, concatenated back along dim 1."""
+    q, k, v = (ctx.tensor_arg(n) for n in ("queries", "keys", "values"))
+    starts_q = ctx.tensor_arg("seqstart_q")
+    starts_k = ctx.tensor_arg("seqstart_k") or starts_q
+    kw = {}
+    if ctx.attr("scale") is not None:
+        kw["scale"] = literal(ctx.attr("scale"))
+    causal = ctx.attr("causal_mask")
+    if ctx.attr("window_size") is not None:
+        raise ctx.fail("window_size has no torch equivalent")
+    if causal == "TopLeft":
+        kw["is_causal"] = "True"
+    elif causal == "BottomRight":
+        kw["attn_mask"] = ("torch.ones(_qe - _qb, _ke - _kb, dtype=torch.bool)"
+                           ".tril((_ke - _kb) - (_qe - _qb))")
+    elif causal is not None:
+        raise ctx.fail(f"causal_mask {causal!r}")
+    span = _call("F.scaled_dot_product_attention", f"{q}[:, _qb:_qe].transpose(1, 2)",
+                 f"{k}[:, _kb:_ke].transpose(1, 2)", f"{v}[:, _kb:_ke].transpose(1, 2)", **kw)
+    bounds = (f"zip({starts_q}[:-1].tolist(), {starts_q}[1:].tolist(), "
+              f"{starts_k}[:-1].tolist(), {starts_k}[1:].tolist())")
+    return f"torch.cat([{span}.transpose(1, 2) for _qb, _qe, _kb, _ke in {bounds}], 1)"
+
+
 def _permute(source: str, axes: list[int]) -> str:
     return source if axes == list(range(len(axes))) else f"{source}.permute({_tuple(axes)})"
 

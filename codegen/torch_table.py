@@ -10,6 +10,7 @@ modules with weights) have a small ``convert(ctx)`` (ctx: ``torch_gen.TorchConte
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -17,12 +18,14 @@ import numpy as np
 
 from msc.relax.op.registry import OPS, attach
 
+from .common import index_map
 from .naming import identifier, literal
 from .torch_nn import (
     _adaptive_pool,
     _affine_grid,
     _arg_value,
     _attention,
+    _attention_var_len,
     _axes,
     _axis,
     _batch_norm,
@@ -54,9 +57,6 @@ KNOWN_GAPS = {
     "call_inplace_packed": "calls an external function",
     "call_builtin_with_ctx": "calls a VM builtin", "print": "an effect",
     "assert_op": "an effect", "null_value": "a runtime object",
-    "layout_transform": "its index map is a Python callable",
-    "nn.attention_var_len": "no torch equivalent (variable-length batches)",
-    "reverse_sequence": "no torch equivalent",
 }
 
 
@@ -114,6 +114,79 @@ def _take(ctx) -> str:
     if axis is None:
         return _call("torch.take", ctx.input(0), index)
     return f"{ctx.input(0)}[{':, ' * _axis(axis, x.ndim)}{index}]"
+
+
+def _reverse_sequence(ctx) -> str:
+    """Reverse the first seq_lengths[b] items along seq_axis: gather with the index
+    ``l - 1 - i`` where ``i < l``, else ``i``."""
+    x, ndim = ctx.input(0), ctx.in_tensor(0).ndim
+    seq, batch = _axis(ctx.attr("seq_axis"), ndim), _axis(ctx.attr("batch_axis"), ndim)
+    at_seq, at_batch = ([-1 if a == axis else 1 for a in range(ndim)] for axis in (seq, batch))
+    index = f"torch.arange({x}.shape[{seq}]).view({_tuple(at_seq)})"
+    lengths = f"{ctx.input(1)}.long().view({_tuple(at_batch)})"
+    picks = f"torch.where({index} < {lengths}, {lengths} - 1 - {index}, {index})"
+    return _call("torch.gather", x, seq, f"{picks}.expand_as({x})")
+
+
+def _split_axis(e, names: list[str]):
+    """A final index expr as (initial axis, part): ``n`` -> (i, None), ``c // 4`` ->
+    (i, ("outer", 4)), ``c % 4`` -> (i, ("inner", 4)); None for any other form."""
+    if isinstance(e, ast.Name):
+        return names.index(e.id), None
+    parts = {ast.FloorDiv: "outer", ast.Mod: "inner"}
+    if isinstance(e, ast.BinOp) and type(e.op) in parts and isinstance(e.left, ast.Name) and \
+            isinstance(e.right, ast.Constant) and e.right.value > 0:
+        return names.index(e.left.id), (parts[type(e.op)], e.right.value)
+    return None
+
+
+def _layout_transform(ctx) -> str:
+    """Permutation / split index maps (``(n, h, w, c)``, ``(n, c // 4, h, w, c % 4)``) as
+    pad + reshape + permute; any other map is refused."""
+    text = ctx.node.attrs.get("index_map", "")
+    mapping = index_map(text)
+    names = [a.arg for a in mapping.args.args]
+    finals = [_split_axis(e, names) for e in mapping.body.elts]
+    seen: dict[int, list] = {}
+    for i, final in enumerate(finals):
+        if final is None:
+            raise ctx.fail(f"index map {text}: {ast.unparse(mapping.body.elts[i])} is not a var, "
+                           "var // k or var % k (only permutations and splits lower to torch)")
+        seen.setdefault(final[0], []).append(final[1])
+    for axis in range(len(names)):
+        parts = seen.get(axis, [])
+        whole = parts == [None]
+        split = sorted(p[0] for p in parts if p) == ["inner", "outer"] and None not in parts \
+            and len({p[1] for p in parts}) == 1
+        if not (whole or split):
+            raise ctx.fail(f"index map {text}: {names[axis]} must appear once, or once as "
+                           f"{names[axis]} // k and once as {names[axis]} % k")
+    x, data = ctx.input(0), ctx.in_tensor(0)
+    pad = ctx.attr("pad_value")
+    pads, shape, position = [0] * (2 * data.ndim), [], {}
+    for axis in range(data.ndim):
+        parts = seen[axis]
+        if parts == [None]:
+            position[(axis, None)] = len(shape)
+            shape.append(ctx.dim(data, axis))
+            continue
+        factor, dim = parts[0][1], data.shape[axis]
+        if dim < 0:
+            raise ctx.fail(f"index map {text}: splitting dim {axis} needs a static size")
+        outer = -(-dim // factor)
+        pads[2 * (data.ndim - 1 - axis) + 1] = outer * factor - dim
+        position[(axis, ("outer", factor))] = len(shape)
+        position[(axis, ("inner", factor))] = len(shape) + 1
+        shape += [outer, factor]
+    source = x
+    if any(pads):
+        last = max(i for i, p in enumerate(pads) if p) + 1
+        kw = {"value": literal(pad)} if pad else {}
+        source = _call("F.pad", source, _tuple(pads[:last]), **kw)
+    if len(shape) != data.ndim:
+        source = f"{source}.reshape({', '.join(str(d) for d in shape)})"
+    axes = [position[f] for f in finals]
+    return source if axes == list(range(len(axes))) else f"{source}.permute({_tuple(axes)})"
 
 
 def _gather_nd(ctx) -> str:
@@ -446,6 +519,7 @@ ROWS: dict[str, Row] = {
     "nn.batch_flatten": Row(convert=lambda c: _call("torch.flatten", c.input(0), 1)),
     "nn.pixel_shuffle": Row("F.pixel_shuffle", {"upscale_factor": "upscale_factor"}),
     "nn.attention": Row(convert=_attention), "nn.attention_bias": Row(convert=_attention),
+    "nn.attention_var_len": Row(convert=_attention_var_len),
     "nn.cross_entropy_with_logits": Row(convert=_cross_entropy),
     "nn.nll_loss": Row(convert=_nll_loss),
     "image.resize2d": Row(convert=_resize(2)), "image.resize3d": Row(convert=_resize(3)),
@@ -460,6 +534,7 @@ ROWS: dict[str, Row] = {
     "scatter_elements": Row(convert=_scatter_elements), "scatter_nd": Row(convert=_scatter_nd),
     "one_hot": Row(convert=_one_hot), "index_tensor": Row(convert=_index_tensor),
     "index_put": Row(convert=_index_put), "slice_scatter": Row(convert=_slice_scatter),
+    "reverse_sequence": Row(convert=_reverse_sequence),
     "bucketize": Row("torch.bucketize", {"out_int32": "out_int32", "right": "right"}),
     # linalg, manipulation
     "einsum": Row(convert=lambda c: _call("torch.einsum", literal(c.attr("subscripts")),
@@ -476,7 +551,7 @@ ROWS: dict[str, Row] = {
     "repeat": Row(convert=_repeat),
     "tile": Row(convert=lambda c: f"{c.input(0)}.tile({_tuple(c.attr('repeats'))})"),
     "concat": Row("torch.cat", {"axis": "dim"}), "stack": Row("torch.stack", {"axis": "dim"}),
-    "split": Row(convert=_split),
+    "split": Row(convert=_split), "layout_transform": Row(convert=_layout_transform),
     "meshgrid": Row(convert=lambda c: _call("torch.meshgrid", *c.inputs,
                                             indexing=literal(c.attr("indexing")))),
     "shape_of": Row(convert=lambda c: f"tuple({c.input(0)}.shape)"),

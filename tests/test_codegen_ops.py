@@ -14,14 +14,12 @@ from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.relax.op.registry import OPS, ops_missing
 
 # Cases a codegen cannot write (the op is supported, this form of it is not), and why.
-NO_GRAPH = {"layout_transform", "layout_transform-split"}  # an index map is no attr string
-TORCH_CASE_GAPS = NO_GRAPH | {
+TORCH_CASE_GAPS = {
     "gather_nd-batch",  # torch has no batched gather_nd
     "unique-unsorted-index",  # torch.unique always sorts and gives no first indices
     "conv2d-nhwc",  # torch convolutions are NCHW
-    "reverse_sequence", "nn.attention_var_len",  # torch_table.KNOWN_GAPS
 }
-RELAX_CASE_GAPS = NO_GRAPH | {
+RELAX_CASE_GAPS = {
     "nn.attention_var_len",  # backend: 0-d int32 inputs reach the numpy fact as 0-d scalars
 }
 
@@ -83,10 +81,11 @@ def _gap_graph() -> MSCGraph:
     x = MSCTensor("x:0", "float32", "", [2], "x")
     inp = MSCJoint(0, "x", "", "input", outputs=[x])
     nodes = [inp]
-    for i, optype in enumerate(["my_plugin", "reverse_sequence"]):
+    # my_plugin: no op at all; gather_nd with batch dims: a Relax op torch cannot write
+    for i, (optype, attrs) in enumerate([("my_plugin", {}), ("gather_nd", {"batch_dims": "1"})]):
         out = MSCTensor(f"n{i}:0", "float32", "", [2], f"n{i}")
-        nodes.append(MSCJoint(i + 1, f"n{i}", "", optype, inputs=[(nodes[-1], 0)] * (i + 1),
-                              outputs=[out]))
+        nodes.append(MSCJoint(i + 1, f"n{i}", "", optype, attrs,
+                              inputs=[(nodes[-1], 0)] * (i + 1), outputs=[out]))
     return MSCGraph("main", nodes, ["x:0"], ["n1:0"])
 
 
@@ -97,3 +96,17 @@ def test_unsupported_nodes_are_reported_all_at_once(tmp_path):
     with pytest.raises(UnsupportedOpError) as err:
         to_relax(_gap_graph(), build_folder=tmp_path)
     assert [i["op"] for i in err.value.items] == ["my_plugin"]
+
+
+def test_layout_transform_split_with_permute_and_refusal(tmp_path):
+    data = np.arange(2 * 6 * 3, dtype="float32").reshape(2, 6, 3)
+    split = {"index_map": lambda n, c, h: (n, c // 4, h, c % 4), "pad_value": 1.5}
+    graph, inputs, weights, expected = graph_of_call("layout_transform", [data], split)
+    model = to_torch(graph, weights, {"need_test": False}, build_folder=tmp_path / "t")
+    assert_outputs(torch_run(model, inputs), expected)
+    mod = to_relax(graph, weights, {"need_test": False}, build_folder=tmp_path / "r")
+    assert_outputs(relax_build_and_run(mod, inputs), expected)
+    graph, *_ = graph_of_call("layout_transform", [data], {"index_map": lambda a, b, c:
+                                                            (a, b + c, c)})
+    with pytest.raises(UnsupportedOpError, match="only permutations and splits"):
+        to_torch(graph, build_folder=tmp_path / "t2")

@@ -21,6 +21,7 @@ from msc import relax
 from msc.graph import MSCGraph, MSCJoint, MSCTensor, encode_attr
 from msc.relax.expr import Constant, PrimValue, ShapeExpr, Tuple
 from msc.relax.op import numpy_ref, registry
+from msc.relax.op.defs_manipulate import IndexMap
 from msc.relax.struct_info import ShapeStructInfo, TupleStructInfo
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,7 +82,8 @@ def graph_of_call(name: str, args, kwargs, use_weights: bool = True):
         else:
             attrs[arg.name] = encode_attr(_plain(value))
     for key, value in (call.attrs.items() if call.attrs is not None else ()):
-        attrs[key] = encode_attr(_plain(value))
+        # an index map is kept printed, as the Relax frontend keeps it (values.attr_string)
+        attrs[key] = str(value) if isinstance(value, IndexMap) else encode_attr(_plain(value))
     node_name = name.rsplit(".", 1)[-1]
     sinfo = call.struct_info
     fields = sinfo.fields if isinstance(sinfo, TupleStructInfo) else [sinfo]
