@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
+import inspect
 import os
 import tempfile
 from collections.abc import Callable
@@ -27,7 +29,7 @@ import numpy as np
 from msc.errors import MSCError, UnsupportedOpError, ValidationError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.graph.files import write_atomic
-from msc.relax.op.registry import OPS
+from msc.relax.op.registry import OPS, make_function
 
 from .baseline import write_manifest
 from .common import (
@@ -64,6 +66,15 @@ _RESERVED = set(dir(builtins)) | {"relax", "tir", "np", "os", "sys", "bb", "para
                                   "mod", "build", "run", "main", "HERE", "PARAMS", "BASELINE",
                                   "INPUTS", "OUTPUTS", "ATOL", "RTOL", "compare",
                                   "load_baseline", "load_params"}
+
+
+@functools.cache
+def _builder_params_of(op_name: str) -> tuple:
+    return tuple(inspect.signature(make_function(OPS[op_name])).parameters)
+
+
+def _builder_params(op_def) -> tuple:
+    return _builder_params_of(op_def.name)
 
 
 def _call(op_name: str, args: list[str], kwargs: dict) -> str:
@@ -258,13 +269,17 @@ class RelaxWriter:
 
     def _arguments(self, ctx: JointContext) -> tuple[list[str], dict]:
         args, kwargs = [], {}
+        # Positional only where the builder (TVM's Python order) has this very parameter at
+        # this position: e.g. nn.attention_var_len takes max_seqlen_q before seqstart_k.
+        params = _builder_params(ctx.op_def)
         for arg, source in zip(ctx.op_def.args, ctx.bind_args()):
             if source is None:
                 continue
             text = self._argument(ctx, source)
             if (ctx.op_def.name, arg.name) in SHAPE_VALUE_ARGS and source[0] == "value":
                 text = f"relax.ShapeExpr({text})"
-            if kwargs or len(args) < ctx.op_def.args.index(arg):
+            position = len(args)
+            if kwargs or position >= len(params) or params[position] != arg.name:
                 kwargs[arg.name] = text
             else:
                 args.append(text)

@@ -19,9 +19,7 @@ TORCH_CASE_GAPS = {
     "unique-unsorted-index",  # torch.unique always sorts and gives no first indices
     "conv2d-nhwc",  # torch convolutions are NCHW
 }
-RELAX_CASE_GAPS = {
-    "nn.attention_var_len",  # backend: 0-d int32 inputs reach the numpy fact as 0-d scalars
-}
+RELAX_CASE_GAPS: set = set()
 
 
 def _cases(gaps):
@@ -62,7 +60,7 @@ def test_every_row_and_emit_runs_in_a_case():
     rows = {n for n, d in OPS.items() if "torch" in d.facts}
     emits = set(OPS) - relax_gen.RELAX_GAPS
     assert sorted(rows - ran_torch) == ["nn.dropout"]  # random: see the test below
-    assert sorted(emits - ran_relax) == ["nn.attention_var_len", "nn.dropout"]
+    assert sorted(emits - ran_relax) == ["nn.dropout"]
 
 
 def test_dropout_is_identity_in_eval_mode(tmp_path):
