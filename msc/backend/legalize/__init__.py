@@ -15,6 +15,7 @@ from ...relax.op.registry import Op
 from . import (  # noqa: F401 - importing attaches the rules
     create,
     elementwise,
+    extra,
     index,
     linalg,
     manipulate,
