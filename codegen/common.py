@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from msc.errors import SerializationError, UnsupportedOpError, ValidationError
+from msc.errors import MSCError, SerializationError, UnsupportedOpError, ValidationError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.relax.op.registry import OPS, REQUIRED, OpDef
 
@@ -281,6 +281,19 @@ def joint_comment(node: MSCJoint) -> str:
     inputs = ",".join(t.name for t in node.get_inputs())
     outputs = ",".join(str(t) for t in node.outputs)
     return comment(f"{node.name}({node.optype}): {inputs} -> {outputs}")
+
+
+def write_nodes(graph, write_node, names: dict, what: str, hint: str) -> None:
+    """``write_node`` every node of ``graph``; report every node it cannot write at once."""
+    problems = []
+    for node in graph.get_nodes():
+        try:
+            write_node(node)
+        except (MSCError, KeyError, ValueError, IndexError) as err:
+            problems.append({"op": node.optype, "node": node.name, "why": str(err)})
+            names.setdefault(node.name, node.name)  # so later nodes are checked too
+    if problems:
+        raise unsupported(what, problems, hint)
 
 
 def unsupported(what: str, problems: list[dict], hint: str) -> UnsupportedOpError:

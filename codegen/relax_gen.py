@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from msc.errors import MSCError, UnsupportedOpError, ValidationError
+from msc.errors import UnsupportedOpError, ValidationError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.graph.files import write_atomic
 from msc.relax.op.registry import OPS, make_function
@@ -42,7 +42,7 @@ from .common import (
     load_script,
     read_config,
     save_npz,
-    unsupported,
+    write_nodes,
 )
 from .naming import Namer, comment, literal
 from .templates import test_section
@@ -211,17 +211,8 @@ class RelaxWriter:
 
     # ---- joints --------------------------------------------------------------------------
     def write(self) -> None:
-        problems = []
-        for node in self.graph.get_nodes():
-            try:
-                self._node(node)
-            except (MSCError, KeyError, ValueError) as err:
-                problems.append({"op": node.optype, "node": node.name, "why": str(err)})
-                self.vars.setdefault(node.name, node.name)  # so later nodes are checked too
-        if problems:
-            raise unsupported("the Relax codegen", problems,
-                              "see RELAX_GAPS in codegen/relax_gen.py; fix or remove these "
-                              "nodes")
+        write_nodes(self.graph, self._node, self.vars, "the Relax codegen",
+                    "see RELAX_GAPS in codegen/relax_gen.py; fix or remove these nodes")
 
     def _node(self, node: MSCJoint) -> None:
         if node.optype == "input":

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from torch import nn
 
-from msc.errors import MSCError, UnsupportedOpError, ValidationError
+from msc.errors import UnsupportedOpError, ValidationError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.graph.files import write_atomic
 from msc.relax.op.registry import OPS
@@ -38,8 +38,8 @@ from .common import (
     load_script,
     read_config,
     save_npz,
-    unsupported,
     write_binary_atomic,
+    write_nodes,
 )
 from .naming import Namer, comment, identifier, literal
 from .templates import test_section
@@ -216,17 +216,8 @@ class TorchWriter:
         for name in self.graph.input_names:
             node = self.graph.find_producer(name)
             self.vars[node.name] = self.namer(node.name, "inp")
-        problems = []
-        for node in self.graph.get_nodes():
-            try:
-                self._node(node)
-            except (MSCError, KeyError, ValueError, IndexError) as err:
-                problems.append({"op": node.optype, "node": node.name, "why": str(err)})
-                self.vars.setdefault(node.name, node.name)  # so later nodes are checked too
-        if problems:
-            raise unsupported("the torch codegen", problems,
-                              "see KNOWN_GAPS in codegen/torch_table.py; fix or remove these "
-                              "nodes")
+        write_nodes(self.graph, self._node, self.vars, "the torch codegen",
+                    "see KNOWN_GAPS in codegen/torch_table.py; fix or remove these nodes")
 
     def _node(self, node: MSCJoint) -> None:
         if node.optype == "input":
