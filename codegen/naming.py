@@ -18,6 +18,7 @@ import math
 import re
 
 from msc.errors import ValidationError
+from msc.naming import UniqueNamer
 
 __all__ = ["Namer", "comment", "identifier", "literal"]
 
@@ -32,35 +33,23 @@ def identifier(name: str, fallback: str = "v") -> str:
     return f"_{ident}" if ident[0].isdigit() else ident
 
 
-class Namer:
+class Namer(UniqueNamer):
     """Unique identifiers for one generated scope: ``namer(name)`` gives ``name`` made an
     identifier, suffixed ``_1``, ``_2``... on collision, never a keyword or a reserved name."""
-
-    def __init__(self, reserved=()):
-        self._used = set(reserved)
-        self._counts: dict[str, int] = {}
-
-    def reserve(self, *names: str) -> None:
-        self._used.update(names)
 
     def exact(self, name: str) -> str | None:
         """Claim ``name`` itself when it is a free, plain identifier; else None."""
         if not name.isidentifier() or keyword.iskeyword(name) or keyword.issoftkeyword(name) \
-                or name.startswith("_") or name in self._used:
+                or name.startswith("_") or not self.is_free(name):
             return None
-        self._used.add(name)
+        self.claim(name)
         return name
 
     def __call__(self, name: str, fallback: str = "v") -> str:
         base = identifier(name, fallback)
         if keyword.iskeyword(base) or keyword.issoftkeyword(base) or base.startswith("__"):
             base = f"{base.strip('_') or fallback}_"
-        ident = base
-        while ident in self._used:
-            self._counts[base] = self._counts.get(base, 0) + 1
-            ident = f"{base}_{self._counts[base]}"
-        self._used.add(ident)
-        return ident
+        return super().__call__(base)
 
 
 def literal(value) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from msc.naming import UniqueNamer
 from msc.relax.expr import (
     Call,
     Constant,
@@ -35,22 +36,6 @@ __all__ = ["ExprNames", "UniqueNamer", "name_function"]
 # Function attrs that name or type a composite function (MSC's ParseFunc).
 UNIQUE_ATTR = "Unique"
 FUSED_FALLBACK = "msc_fused"
-
-
-class UniqueNamer:
-    """``namer("add")`` -> ``add``, then ``add_1``, ``add_2``... (MSC's GetUniqueName)."""
-
-    def __init__(self, reserved=()):
-        self._used = set(reserved)
-        self._counts: dict[str, int] = {}
-
-    def __call__(self, hint: str) -> str:
-        name = hint
-        while name in self._used:
-            self._counts[hint] = self._counts.get(hint, 0) + 1
-            name = f"{hint}_{self._counts[hint]}"
-        self._used.add(name)
-        return name
 
 
 @dataclass
