@@ -360,7 +360,7 @@ def run(inputs):
     """Run the model eagerly on numpy inputs; the outputs as numpy arrays."""
     model = load_model()
     with torch.no_grad():
-        result = model(*[torch.from_numpy(np.ascontiguousarray(x)) for x in inputs])
+        result = model(*[torch.from_numpy(np.asarray(x, order="C")) for x in inputs])
     result = result if isinstance(result, (tuple, list)) else [result]
     return [r.numpy() if isinstance(r, torch.Tensor) else np.asarray(r) for r in result]
 '''
@@ -378,7 +378,7 @@ def _state_arrays(writer: TorchWriter, weights: dict) -> dict:
         if list(value.shape) != tensor.shape:
             raise ValidationError(f"weight data has shape {list(value.shape)}, expected "
                                   f"{tensor.shape}", tensor=tensor.name)
-        arrays[key] = np.ascontiguousarray(value.astype(tensor.dtype, copy=False))
+        arrays[key] = np.asarray(value.astype(tensor.dtype, copy=False), order="C")
     return {**arrays, **writer.extra_state}
 
 

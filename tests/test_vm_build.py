@@ -200,7 +200,7 @@ def test_dead_bindings_are_dropped():
         return R.negative(x)
 
     _, ex = _run(_module([x], body), np.ones(2, F32))
-    assert ex.stats["ops"] == {"negative": {"numpy": 1}}
+    assert list(ex.stats["ops"]) == ["negative"] and sum(ex.stats["kernels"].values()) == 1
 
 
 def test_missing_ops_are_listed_together():
@@ -262,7 +262,7 @@ def test_float16_is_computed_in_float32():
     x = relax.Var("x", _tensor((3, 4), "float16"))
     w = RNG.standard_normal((4, 2)).astype("float16")
     out, ex = _run(_module([x], lambda bb, x: R.matmul(x, relax.const(w))),
-                   xv := RNG.standard_normal((3, 4)).astype("float16"))
+                   xv := RNG.standard_normal((3, 4)).astype("float16"), legalize="fallback")
     assert out.numpy().dtype == np.float16 and ex.stats["ops"]["matmul"] == {"numpy": 1}
     ref = (xv.astype(F32) @ w.astype(F32)).astype("float16")
     np.testing.assert_array_equal(out.numpy(), ref)
@@ -310,3 +310,18 @@ def test_legalize_mode_is_checked():
     x = relax.Var("x", _tensor((2,)))
     with pytest.raises(BuildError, match="legalize"):
         relax.build(_module([x], lambda bb, x: R.negative(x)), legalize="sometimes")
+
+
+@pytest.mark.parametrize("legalize", ["prefer", "fallback"])
+def test_folded_scalar_constants_keep_rank_zero(legalize):
+    # np.ascontiguousarray turns 0-d arrays into shape (1,): a folded R.full(()) must stay ()
+    n = tir.Var("n", "int64")
+    x = relax.Var("x", _tensor((n,), "bool"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        f = bb.emit(R.full(relax.ShapeExpr([]), relax.const(True, "bool"), dtype="bool"))
+        bb.emit_func_output(bb.emit(R.bitwise_and(x, f)))
+    ex = relax.build(bb.get(), legalize=legalize)
+    out = relax.VirtualMachine(ex)["main"](np.array([True, False]))
+    np.testing.assert_array_equal(out.numpy(), [True, False])
+    assert out.numpy().shape == (2,)

@@ -13,8 +13,9 @@ Build does the graph-level work once, per function:
 2. Dead bindings are dropped (pure calls only).
 3. Fuse: a native kernel that supports an epilogue absorbs the chain of per-channel bias adds
    and relus that consumes its (single-use) result: conv / matmul + bias + relu is one call.
-4. Resolve each op call (msc/backend/dispatch.py): native kernel, else numpy fact, else the
-   op is reported, with every other such op, in one MissingKernelError (a BuildError).
+4. Resolve each op call (msc/backend/dispatch.py): native kernel, else the op's compiled TIR
+   legalization, else numpy fact (``legalize`` changes that order), else the op is reported,
+   with every other such op, in one MissingKernelError (a BuildError).
 
 Memory planning and instructions depend on shapes, so they are made per shape signature
 (msc/backend/plan.py); for functions with static shapes that happens here too, which fills
@@ -62,13 +63,16 @@ _NO_FOLD_FAMILIES = ("special",)
 
 
 def build(mod, target="llvm", params: dict | None = None, *, fuse: bool = True,
-          legalize: str = "fallback") -> Executable:
+          legalize: str = "prefer") -> Executable:
     """Compile ``mod`` (an IRModule or a single Relax Function) for the host CPU.
 
     ``params`` binds constants to parameters of ``main`` by name before building (numpy
     arrays, or anything with ``.numpy()``). ``fuse=False`` keeps every op a separate call.
     ``legalize``: when an op's TIR legalization (compiled to native code) is used instead of
-    its numpy fact: "fallback" (only for ops without one), "prefer", or "never".
+    its numpy fact: "prefer" (the default: TIR first, except free views such as reshape and
+    the ops listed in ``dispatch.NUMPY_FIRST``), "fallback" (only for ops without a numpy
+    fact), or "never". Plans call compiled TIR kernels natively, a run of consecutive ones
+    in one call (plan.py, native_run.py).
     """
     if legalize not in dispatch.LEGALIZE_MODES:
         raise BuildError(f"legalize={legalize!r}", hint=f"one of {dispatch.LEGALIZE_MODES}")
@@ -319,10 +323,10 @@ class _Lowerer:
 
     def _impl_node(self, call, impl: dispatch.Impl, nodes, name) -> int:
         out = self.program.value(self._out_sinfo(call, name), name)
-        op = impl.extra.get("func") or getattr(call.op, "name", "")
+        op = impl.extra.get("func") or getattr(call.op, "name", "").removeprefix("relax.")
         nodes.append(Node("call", tuple(impl.inputs), out, fn=impl.fn,
                           dps=tuple(self._sinfo(s) for s in impl.dps), op=op, path=impl.path,
-                          aliases=impl.aliases, name=name))
+                          aliases=impl.aliases, name=name, tir=impl.extra.get("tir")))
         return out
 
     def _inline(self, call: Call, env, nodes, name):
@@ -443,6 +447,8 @@ class _Lowerer:
                 continue
             node.fn, node.ins, node.dps = impl.fn, tuple(impl.inputs), impl.dps
             node.path, node.aliases = impl.path, impl.aliases
+            node.tir = impl.extra.get("tir")
+            node.wants_env = bool(impl.extra.get("env"))
 
     def _count(self, program: Program) -> None:
         for node in program.walk():
@@ -492,7 +498,7 @@ def _evaluate(node: Node, args: list):
         value = dispatch.numpy_caller(fn, node.site)(*args)
     except Exception:  # noqa: BLE001  (left to run time, which names the binding)
         return NOVALUE
-    return np.ascontiguousarray(value) if isinstance(value, np.ndarray) else value
+    return np.asarray(value, order="C") if isinstance(value, np.ndarray) else value
 
 
 def _same_tensor(a, b) -> bool:

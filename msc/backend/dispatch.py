@@ -5,8 +5,9 @@
    returns a :class:`Kernel` made once per site: weights are packed there, not per call.
 2. ``"numpy"``: the op's numpy reference ``fn(args, attrs)`` from ``msc/relax/op/numpy_ref``.
    float16 / bfloat16 tensors are computed in float32 and the result cast back.
-   (``"legalize"``: the op's TIR PrimFunc compiled to native code, before numpy with
-   ``legalize="prefer"``, after it, for ops without a numpy fact, by default.)
+   (``"legalize"``: the op's TIR PrimFunc compiled to native code, before numpy by default,
+   ``legalize="prefer"``, except the free views and slow kernels of :data:`NUMPY_FIRST`;
+   ``"fallback"`` only for ops without a numpy fact.)
 3. none of these: the op is reported, with every other such op, in one MissingKernelError.
 
 The calls into the runtime (``call_tir``, ``call_dps_packed``, ``call_pure_packed``, a call
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BuildError, MSCError, RuntimeCallError, UnsupportedOpError
+from ..errors import BuildError, MSCError, RuntimeCallError, ShapeError, UnsupportedOpError
 from ..relax.expr import Attrs, ExternFunc, GlobalVar, Tuple
 from ..relax.struct_info import (
     ObjectStructInfo,
@@ -37,8 +38,8 @@ from . import packed
 from .plan import NOVALUE
 from .runtime import np_dtype, to_numpy
 
-__all__ = ["EPILOGUE_OPS", "SPECIAL", "Impl", "Kernel", "KernelFact", "MissingKernelError",
-           "Site", "load_facts", "resolve"]
+__all__ = ["EPILOGUE_OPS", "NUMPY_FIRST", "SPECIAL", "Impl", "Kernel", "KernelFact",
+           "MissingKernelError", "Site", "load_facts", "resolve"]
 
 _LOW_PRECISION = ("float16", "bfloat16")  # computed in float32 on the numpy path
 
@@ -84,6 +85,7 @@ class Kernel:
     """
 
     inputs: tuple = (0,)
+    allocates: bool = False  # True: returns a fresh output (data-dependent shape), no buffer
 
     def __call__(self, *arrays):
         raise NotImplementedError
@@ -122,7 +124,9 @@ class Impl:
     dps: tuple = ()          # TensorStructInfo of each output buffer
     path: str = "numpy"      # native | numpy | packed | tir | tir_interp
     aliases: bool = False    # the result may be a view of an input
-    extra: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)  # "func": packed / TIR name, "tir": the
+    # CompiledPrimFunc when fn(*inputs, *buffers) is that kernel on the tuple-flattened inputs
+    # and the buffers, returning the buffers: plans then call it natively
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,7 +238,15 @@ def load_facts() -> None:
     global _FACTS_LOADED
     if not _FACTS_LOADED:
         from ..relax.op import numpy_ref  # noqa: F401
-        from .kernels import conv, dense, elementwise, pool  # noqa: F401
+        from .kernels import (  # noqa: F401
+            conv,
+            dense,
+            elementwise,
+            layout,
+            nonzero,
+            pool,
+            unique,
+        )
 
         _FACTS_LOADED = True
 
@@ -248,28 +260,51 @@ def kernel_fact(op: str) -> KernelFact | None:
 
 LEGALIZE_MODES = ("never", "fallback", "prefer")
 
+# Ops whose numpy fact stays first under legalize="prefer", and why.
+NUMPY_FIRST = {
+    # a view of the input at no cost; TIR copies every element (with div / mod index math)
+    "reshape": "free view", "flatten": "free view", "expand_dims": "free view",
+    "squeeze": "free view", "nn.batch_flatten": "free view",
+    # tensor exponents only (see _numpy_first): numpy's vectorized powf is ~2x faster
+    "power": "tensor exponents: numpy ~2x faster",
+}
 
-def resolve(site: Site, *, native: bool = True, legalize: str = "fallback") -> Impl | None:
+
+def _numpy_first(site: Site) -> bool:
+    """power compiles for a one-element exponent (0.2-0.9x numpy's time: LRN's x**0.75, x**2,
+    sqrt) and stays on numpy for tensor exponents (numpy's vectorized powf is ~2x faster)."""
+    if site.op == "power":
+        s, out = site.tensor(1), site.out
+        if not (isinstance(out, TensorStructInfo) and out.dtype.startswith(("float", "bfloat"))):
+            return True  # integer powers: the kernel computes in float64 (no wrap-around)
+        return not (s is not None and s.values is not None
+                    and all(getattr(d, "value", None) == 1 for d in s.values))
+    return site.op in NUMPY_FIRST
+
+
+def resolve(site: Site, *, native: bool = True, legalize: str = "prefer") -> Impl | None:
     """The implementation of an op call: native kernel, else numpy, else None (missing).
 
     ``legalize`` places the op's "legalize" fact (a TIR PrimFunc compiled to native code by
-    msc/backend/tir_compile.py) in that order: "prefer" before numpy, "fallback" only for
-    ops without a numpy fact, "never" not at all.
+    msc/backend/tir_compile.py) in that order: "prefer" before numpy (except the ops of
+    :data:`NUMPY_FIRST`), "fallback" only for ops without a numpy fact, "never" not at all.
     """
     fact = kernel_fact(site.op) if native else None
     if fact is not None and fact.match(site):
         kernel = fact.make(site)
-        return Impl(kernel, [site.args[i].id for i in kernel.inputs], (site.out,), fact.path)
+        dps = () if kernel.allocates else (site.out,)
+        return Impl(kernel, [site.args[i].id for i in kernel.inputs], dps, fact.path)
     if site.epilogue:
         return None
-    if legalize == "prefer" and (impl := legalized(site)) is not None:
+    if legalize == "prefer" and not _numpy_first(site) and (
+            impl := legalized(site)) is not None:
         return impl
     from ..relax.op.registry import OPS
 
     op_def = OPS.get(site.op)
     fn = op_def.facts.get("numpy") if op_def is not None else None
     if fn is None:
-        return legalized(site) if legalize == "fallback" else None
+        return legalized(site) if legalize != "never" else None
     fresh = op_def.family in FRESH_FAMILIES
     return Impl(numpy_caller(fn, site, fresh), [v.id for v in site.args], (), "numpy",
                 aliases=not fresh)
@@ -291,18 +326,40 @@ def legalized(site: Site) -> Impl | None:
         return None
     if kernel is None:
         return None
-    tensors = [i for i, v in enumerate(site.args)
-               if isinstance(v.sinfo, (TensorStructInfo, TupleStructInfo))]
+    # the args as the legalization saw them (a program value's sinfo may be unknown: an If)
+    arg_sinfos = [a.struct_info for a in site.call.args]
+    tensors = [i for i, s in enumerate(arg_sinfos)
+               if isinstance(s, (TensorStructInfo, TupleStructInfo))]
+    n_flat = sum(len(arg_sinfos[i].fields) if isinstance(arg_sinfos[i], TupleStructInfo) else 1
+                 for i in tensors)
+    if n_flat + len(outs) != len(func.params):
+        return None  # not the buffers-then-outputs form this runner passes
+    if not _dim_vars(site.out) <= set().union(*(_dim_vars(v.sinfo) for v in site.args)):
+        return None  # output dims the inputs do not bind: the buffer could not be sized
     n_in, single = len(tensors), isinstance(site.out, TensorStructInfo)
 
-    def run(*args):  # the PrimFunc takes the tensor args, tuples flattened, then the outputs
+    def run(env, *args):  # the PrimFunc takes the tensor args, tuples flattened, then outputs
         flat = []
         for a in args[:n_in]:
             flat.extend(a if isinstance(a, tuple) else (a,))
-        kernel(*flat, *args[n_in:])
+        kernel(*flat, *args[n_in:], known=env)  # env: dims only expressions use (bz * 5)
         return args[n_in] if single else tuple(args[n_in:])
 
-    return Impl(run, [site.args[i].id for i in tensors], outs, "tir")
+    return Impl(run, [site.args[i].id for i in tensors], outs, "tir",
+                extra={"tir": kernel, "env": True})
+
+
+def _dim_vars(sinfo) -> set:
+    """Names of the symbolic vars in a tensor (or tuple) struct info's dims."""
+    from ..tir import expr as tir
+
+    if isinstance(sinfo, TupleStructInfo):
+        return set().union(*(_dim_vars(f) for f in sinfo.fields))
+    if isinstance(sinfo, (TensorStructInfo, ShapeStructInfo)) and sinfo.values is not None:
+        return {v.name for d in sinfo.values for v in tir.free_vars(d)}
+    if isinstance(sinfo, PrimStructInfo) and sinfo.value is not None:  # R.prim_value(n)
+        return {v.name for v in tir.free_vars(sinfo.value)}
+    return set()
 
 
 # Op families whose numpy facts compute new arrays. Their results are treated as not aliasing
@@ -508,6 +565,9 @@ def _call_tir(call, lower, module) -> Impl:
         inputs.append(lower(call.args[2]))
     n_all = len(inputs)
     kernel, path = _tir_kernel(func, name)
+    extra = {"func": name}
+    if path == "tir" and n_all == n_in:  # plans call it natively (msc/backend/native_run.py)
+        extra["tir"] = kernel
 
     def run(*args):
         bufs = args[n_all:]
@@ -515,7 +575,7 @@ def _call_tir(call, lower, module) -> Impl:
         kernel(*args[:n_in], *bufs, *scalars)
         return bufs[0] if single else tuple(bufs)
 
-    return Impl(run, inputs, outs, path, extra={"func": name})
+    return Impl(run, inputs, outs, path, extra=extra)
 
 
 def _tir_kernel(func, name: str):
@@ -538,11 +598,153 @@ def _tir_kernel(func, name: str):
     return (lambda *args: run_prim_func(func, *args)), "tir_interp"
 
 
+# -- in-place calls: the VM copies the operands a callee overwrites first, so the caller's
+# arrays (inputs, weights) are never changed; the copies are the results.
+
+def _inplace_indices(call, n_args: int, what: str) -> tuple:
+    indices = tuple(int(i) for i in (call.attrs or {}).get("inplace_indices", ()))
+    bad = [i for i in indices if not -1 <= i < n_args]
+    if not indices or bad:
+        raise BuildError(f"inplace_indices {indices} must name arguments (0..{n_args - 1}) "
+                         "or be -1 (a fresh output)", op=what)
+    return indices
+
+
+def _copy_inplace(args: tuple, indices) -> list:
+    args = list(args)
+    for i in set(indices):
+        if i >= 0:
+            args[i] = np.array(args[i], copy=True)
+    return args
+
+
+def _call_tir_inplace(call, lower, module) -> Impl:
+    gvar = call.args[0]
+    func = module[gvar] if isinstance(gvar, GlobalVar) and gvar in module else None
+    name = getattr(gvar, "name_hint", "?")
+    from ..tir.function import PrimFunc
+
+    if not isinstance(func, PrimFunc):
+        raise BuildError("call_tir_inplace needs a TIR PrimFunc of the module",
+                         op="call_tir_inplace", key=name)
+    outs = _tensor_fields(_out_sinfo(call, "call_tir_inplace"), "call_tir_inplace")
+    single = isinstance(call.sinfo_args[0], TensorStructInfo)
+    inputs = _flat_args(call.args[1:2], lower)
+    n_in = len(inputs)
+    indices = _inplace_indices(call, n_in, "call_tir_inplace")
+    if len(indices) != len(outs):
+        raise BuildError(f"{len(indices)} inplace_indices for {len(outs)} outputs",
+                         op="call_tir_inplace", key=name)
+    fresh = tuple(o for o, i in zip(outs, indices) if i < 0)
+    kernel, path = _tir_kernel(func, name)
+
+    def run(*args):
+        ins = _copy_inplace(args[:n_in], indices)
+        bufs = iter(args[n_in:])
+        kernel(*ins, *args[n_in:])  # the PrimFunc takes the args, then the fresh outputs
+        results = tuple(ins[i] if i >= 0 else next(bufs) for i in indices)
+        return results[0] if single else results
+
+    return Impl(run, inputs, fresh, path, extra={"func": name})
+
+
+def _packed_inplace(call, lower, module) -> Impl:
+    name = _extern_name(call.args[0], "call_inplace_packed")
+    args = call.args[1:]
+    indices = _inplace_indices(call, len(args), "call_inplace_packed")
+    sinfo = call.struct_info or ObjectStructInfo()
+    check = _result_checker(sinfo, name)
+    single = not isinstance(sinfo, TupleStructInfo)
+
+    def run(*values):
+        ins = _copy_inplace(values, indices)
+        result = _call_packed(name, tuple(ins))
+        mutated = tuple(ins[i] if i >= 0 else r for i, r in zip(
+            indices, _as_tuple(result, len(indices), name) if len(indices) > 1 else (result,)))
+        return check(mutated[0] if single else mutated)
+
+    return Impl(run, [lower(a) for a in args], (), "packed", extra={"func": name})
+
+
+def _builtin_with_ctx(call, lower, module) -> Impl:
+    """A VM builtin by name: msc has no VM context object, so the function registered under
+    that name (relax.register_func) is called with the args."""
+    name = _extern_name(call.args[0], "call_builtin_with_ctx")
+    sinfo = call.struct_info or ObjectStructInfo()
+    check = _result_checker(sinfo, name)
+
+    def run(*args):
+        return check(_call_packed(name, args))
+
+    return Impl(run, _flat_args(call.args[1:2], lower), (), "packed", extra={"func": name})
+
+
+def _format_string(expr, what: str) -> str:
+    value = getattr(expr, "value", None)
+    if not isinstance(value, str):
+        raise BuildError(f"{what}: the format must be a string", op=what)
+    return value
+
+
+def _show(value) -> str:
+    if isinstance(value, np.ndarray):
+        return np.array2string(value, threshold=64) if value.ndim else str(value.item())
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_show(v) for v in value) + ")"
+    return str(value)
+
+
+def _formatted(fmt: str, values, what: str) -> str:
+    texts = [_show(v) for v in values]
+    if not fmt:
+        return " ".join(texts)
+    try:
+        return fmt.format(*texts)
+    except (IndexError, KeyError, ValueError) as exc:
+        raise RuntimeCallError(f"format {fmt!r} does not fit {len(texts)} values: {exc}",
+                               op=what) from exc
+
+
+def _print(call, lower, module) -> Impl:
+    fmt = _format_string(call.args[0], "print")
+
+    def run(*values):
+        print(_formatted(fmt, values, "print"), flush=True)
+        return ()
+
+    return Impl(run, _flat_args(call.args[1:], lower), (), "builtin")
+
+
+def _assert(call, lower, module) -> Impl:
+    fmt = _format_string(call.args[1], "assert_op")
+
+    def run(cond, *values):
+        if np.ndim(cond) != 0:
+            raise ShapeError(f"the condition must be a scalar, got shape {np.shape(cond)}",
+                             op="assert_op", param="condition")
+        if not bool(cond):
+            message = _formatted(fmt, values, "assert_op") or "assertion failed"
+            raise RuntimeCallError(message, op="assert_op")
+        return ()
+
+    return Impl(run, [lower(call.args[0]), *_flat_args(call.args[2:], lower)], (), "builtin")
+
+
+def _null(call, lower, module) -> Impl:
+    return Impl(lambda: None, [], (), "builtin")
+
+
 SPECIAL = {
     "call_dps_packed": _packed_dps,
     "call_pure_packed": _packed_pure,
     "call_packed": _packed_pure,
     "call_tir": _call_tir,
+    "call_tir_inplace": _call_tir_inplace,
+    "call_inplace_packed": _packed_inplace,
+    "call_builtin_with_ctx": _builtin_with_ctx,
+    "print": _print,
+    "assert_op": _assert,
+    "null_value": _null,
 }
 
 

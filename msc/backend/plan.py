@@ -6,7 +6,13 @@ concrete shapes is done here, once per shape signature (the values of the symbol
 
     plan = make_plan(program, {"n": 4})    # cached by the VM per signature
     regs = plan.new_registers()            # template: constants, shapes, pooled buffers
-    run(plan.instructions, regs)           # for fn, ins, out: regs[out] = fn(*regs[ins])
+    plan.runner.fn(regs)                   # the instructions as one generated function
+    run(plan.instructions, regs)           # the same, interpreted (If branches use this):
+                                           # for fn, ins, out: regs[out] = fn(*regs[ins])
+
+Compiled TIR kernels whose buffer shapes are known for the signature are checked against
+their PrimFunc once, here, and become native steps (native_run.py): the generated function
+(plan_code.py) calls runs of consecutive steps through one native chain function each.
 
 Memory. A node that writes into preallocated outputs (native kernels, call_dps_packed,
 call_tir) gets its buffers from the plan. Liveness is computed over the binding order: a
@@ -22,6 +28,7 @@ allocated when the node runs, from the dims bound so far.
 
 from __future__ import annotations
 
+import ctypes
 import operator
 from collections import defaultdict
 from collections.abc import Callable
@@ -31,13 +38,17 @@ from typing import Any
 import numpy as np
 
 from ..errors import MSCError, RuntimeCallError, ShapeError
+from ..relax.struct_info import TensorStructInfo, TupleStructInfo
 from ..tir import expr as tir
+from .native_run import ArgSpec, native_step
+from .plan_code import NativeCall, Pooled, Runner, compile_run
 from .runtime import np_dtype
 
 __all__ = ["NOVALUE", "Node", "Plan", "Program", "Value", "make_plan", "run"]
 
 NOVALUE = object()
-REGS, ENV = 0, 1  # register 0 holds the register list itself (If branches), 1 the dim env
+REGS, ENV, TABLE = 0, 1, 2  # the register list itself (If branches), the dim env, and the
+# (address table, its address) of native steps (plan_code.py): one of each per register file
 _ALIGN = 64
 
 
@@ -77,6 +88,8 @@ class Node:
     branches: tuple = ()
     sinfo: Any = None
     site: Any = None
+    tir: Any = None  # the CompiledPrimFunc when fn is that kernel (dispatch.Impl.extra "tir")
+    wants_env: bool = False  # fn takes the symbolic dims' values first (Impl.extra "env")
 
 
 @dataclass(eq=False)
@@ -212,6 +225,7 @@ class Plan:
     result: int          # register of the result
     env: dict            # the signature: symbolic dim name -> value
     stats: dict
+    runner: Runner | None = None
 
     @property
     def constant_ids(self) -> frozenset:
@@ -231,6 +245,14 @@ class Plan:
         raw = [_aligned_bytes(n) for n in self.storages]
         for reg, storage, shape, dtype in self.views:
             regs[reg] = raw[storage][: _nbytes(shape, dtype)].view(dtype).reshape(shape)
+        runner = self.runner
+        table = (ctypes.c_int64 * max(runner.slots if runner else 0, 1))()
+        if runner is not None:
+            for slot, value in runner.fixed.items():
+                table[slot] = value
+            for slot, reg in runner.from_regs.items():
+                table[slot] = regs[reg].ctypes.data
+        regs[TABLE] = (table, ctypes.addressof(table))
         return regs
 
 
@@ -240,19 +262,22 @@ def _aligned_bytes(nbytes: int) -> np.ndarray:
     return raw[start: start + nbytes]
 
 
-def make_plan(program: Program, env: dict) -> Plan:
-    """Plan ``program`` for the dims in ``env`` (symbolic var name -> int)."""
-    return _Planner(program, env).plan()
+def make_plan(program: Program, env: dict, *, native: bool = True, chains: bool = True) -> Plan:
+    """Plan ``program`` for the dims in ``env`` (symbolic var name -> int). ``native=False``
+    keeps every TIR kernel behind its checked Python entry; ``chains=False`` calls each
+    native step by itself (both for measurements and tests)."""
+    return _Planner(program, env, native).plan(chains)
 
 
 class _Planner:
-    def __init__(self, program: Program, env: dict):
+    def __init__(self, program: Program, env: dict, native: bool = True):
         self.program = program
         self.env = dict(env)
+        self.native = native
         self.a = program.analysis
         self.reg_of: dict[int, int] = {}
         self.fixed: dict[int, Any] = {}
-        self.next_reg = ENV + 1
+        self.next_reg = TABLE + 1
         self.free_regs: list[int] = []
         self.static_values: dict[int, Any] = {}
 
@@ -294,7 +319,7 @@ class _Planner:
                 del self.reg_of[vid]
 
     # -- planning ---------------------------------------------------------------------------
-    def plan(self) -> Plan:
+    def plan(self, chains: bool = True) -> Plan:
         param_regs = [self._param_reg(vid) for vid in self.program.params]
         self._pre_evaluate()
         self._assign_buffers()
@@ -304,8 +329,19 @@ class _Planner:
             self._release(node, self.a.position[id(node)])
         result = self.reg(self.program.result)
         instrs = [i for n in self.program.nodes if (i := self.instructions[id(n)])]
+        params = {reg: spec for vid, reg in zip(self.program.params, param_regs)
+                  if (spec := self._static_tensor(self.program.values[vid].sinfo))}
+        runner = compile_run(instrs, self.fixed, params, TABLE, chains)
+        stats = dict(self._stats(), native_steps=runner.native_steps, chains=runner.chains)
         return Plan(instrs, self.next_reg, self.fixed, self.storages, self.views, param_regs,
-                    result, self.env, self._stats())
+                    result, self.env, stats, runner)
+
+    def _static_tensor(self, sinfo) -> tuple | None:
+        """(shape, dtype) of a tensor struct info whose dims the signature fixes."""
+        if not isinstance(sinfo, TensorStructInfo) or sinfo.dtype == "void":
+            return None
+        shape = eval_dims(sinfo.values, self.env)
+        return None if shape is None else (shape, np_dtype(sinfo.dtype))
 
     def _param_reg(self, vid: int) -> int:
         self.reg_of[vid] = self._new_reg()
@@ -377,20 +413,61 @@ class _Planner:
             self._define(node.out)
             return None
         ins = tuple(self.reg(i) for i in node.ins)
-        fn, regs, out = getattr(self, "_emit_" + node.kind)(node, ins)
         where = f"{node.name or node.kind} = {node.op or node.kind}(...)"
-        return (fn, regs, out, where + (f" [{node.path}]" if node.path else ""))
+        self.where = where + (f" [{node.path}]" if node.path else "")
+        fn, regs, out, *native = getattr(self, "_emit_" + node.kind)(node, ins)
+        return (fn, regs, out, self.where, native[0] if native else None)
 
     def _emit_call(self, node: Node, ins: tuple):
         bufs = self.a.buffers[id(node)]
+        env_ins = ((ENV,) if node.wants_env else ()) + ins
         if not bufs:
-            return (node.fn, ins, self._define(node.out))
+            return (node.fn, env_ins, self._define(node.out))
         kinds = [self.buffer_kind[b] for b in bufs]
+        step = self._native_step(node, ins, kinds) if node.tir is not None else None
+        fn = step.step if step is not None else node.fn
+        if step is None:
+            ins = env_ins
+        out = self._define(node.out)
+        if step is not None:
+            step.out = out
+        if step is None and len(kinds) == 1 and kinds[0][0] == "pooled" and (
+                spec := self._static_tensor(node.dps[0])):
+            step = Pooled(kinds[0][1], *spec)  # the result is (normally) that buffer
         if all(k[0] == "pooled" for k in kinds):
-            return (node.fn, ins + tuple(k[1] for k in kinds), self._define(node.out))
+            return (fn, ins + tuple(k[1] for k in kinds), out, step)
         pooled = tuple(k[1] for k in kinds if k[0] == "pooled")
-        return (_with_allocation(node.fn, len(ins), kinds), (ENV,) + ins + pooled,
-                self._define(node.out))
+        return (_with_allocation(fn, len(ins), kinds), (ENV,) + ins + pooled, out,
+                step if isinstance(step, NativeCall) else None)
+
+    def _native_step(self, node: Node, ins: tuple, kinds: list) -> NativeCall | None:
+        """A TIR kernel call with every buffer shape known: checked now, run natively."""
+        if not self.native or any(k[0] == "dynamic" for k in kinds):
+            return None
+        sources, specs = [], []
+        params = [p.name for p in node.tir.func.params]
+        for vid, reg in zip(node.ins, ins):
+            sinfo = self.program.values[vid].sinfo
+            fields = (((None, sinfo),) if isinstance(sinfo, TensorStructInfo) else
+                      enumerate(sinfo.fields) if isinstance(sinfo, TupleStructInfo) else None)
+            if fields is None:
+                return None
+            for index, field_sinfo in fields:
+                spec = self._static_tensor(field_sinfo)
+                if spec is None or len(specs) >= len(params):
+                    return None
+                sources.append((reg, index))
+                specs.append(ArgSpec(params[len(specs)], *spec, False))
+        buffers = []
+        for k, sinfo in zip(kinds, node.dps):
+            spec = self._static_tensor(sinfo)
+            if spec is None or len(specs) >= len(params):
+                return None
+            specs.append(ArgSpec(params[len(specs)], *spec, True))
+            buffers.append(("pooled", k[1]) if k[0] == "pooled" else ("fresh", *spec))
+        single = isinstance(self.program.values[node.out].sinfo, TensorStructInfo)
+        step = native_step(node.tir, specs, len(ins), single, self.where, self.env)
+        return None if step is None else NativeCall(step, sources, buffers, -1)
 
     def _emit_tuple(self, node: Node, ins: tuple):
         return (_make_tuple, ins, self._define(node.out))
@@ -483,7 +560,7 @@ def _match_checker(sinfo, name: str) -> Callable:
 def run(instructions: list, regs: list) -> None:
     """The VM's inner loop (a try block costs nothing until something raises)."""
     for instr in instructions:
-        fn, ins, out, _ = instr
+        fn, ins, out, _, _ = instr
         try:
             regs[out] = fn(*[regs[i] for i in ins])
         except MSCError as exc:  # keep the type (ShapeError...), say where it happened

@@ -32,6 +32,7 @@ from ..tir.function import Buffer, BufferStore, PrimFunc, walk_stmts
 from ..tir.interp import np_dtype
 from .cache import cache_key
 from .jit import JIT, CodeLibrary, get_jit
+from .threads import WORKER_PREFIX
 from .tir_codegen import KernelABI, codegen, ir_text
 from .tir_exprs import EXTERNAL_SYMBOLS, Types
 
@@ -71,6 +72,12 @@ def compile_prim_func(func: PrimFunc, *, jit: JIT | None = None) -> CompiledPrim
         return _memo.setdefault(key, compiled)
 
 
+def _foreign_threads() -> bool:
+    """Whether threads other than this one and msc's kernel workers are alive."""
+    others = [t for t in threading.enumerate() if t is not threading.current_thread()]
+    return any(not t.name.startswith(WORKER_PREFIX) for t in others)
+
+
 def _optimize_isolated(jit: JIT, text: str, symbol: str, name: str) -> None:
     """Run LLVM on ``text`` in a forked child that leaves the object in the JIT's disk cache.
 
@@ -79,9 +86,10 @@ def _optimize_isolated(jit: JIT, text: str, symbol: str, name: str) -> None:
     child, such a crash becomes a BuildError here; the parent then only loads the object.
     Skipped (compiled in process) when the JIT has no disk cache, the entry is already there,
     the platform cannot fork, other threads run (a child forked while another thread holds an
-    LLVM lock could hang), or MSC_TIR_ISOLATE=0.
+    LLVM lock could hang; the kernel worker pool's threads do not count: they never call
+    LLVM, and the child only runs LLVM), or MSC_TIR_ISOLATE=0.
     """
-    if jit.cache is None or not hasattr(os, "fork") or threading.active_count() > 1 \
+    if jit.cache is None or not hasattr(os, "fork") or _foreign_threads() \
             or os.environ.get("MSC_TIR_ISOLATE") == "0":
         return
     key = cache_key(text, *jit.target.key_parts())
@@ -176,9 +184,10 @@ class CompiledPrimFunc:
     def __repr__(self) -> str:
         return f"CompiledPrimFunc({self.name!r}, {self.abi.symbol})"
 
-    def __call__(self, *args):
+    def __call__(self, *args, known: dict | None = None):
         """Run on ``args`` (one per param; trailing outputs may be left out, then they are
-        allocated and returned). Returns None when every output was passed."""
+        allocated and returned). Returns None when every output was passed. ``known``: values
+        of symbolic dims no buffer binds by itself (see :meth:`bind_static`)."""
         if self._specs is not None and len(args) == len(self._specs):
             cargs = self._fast_args(args)
             if cargs is not None:
@@ -186,7 +195,7 @@ class CompiledPrimFunc:
                     raise RuntimeCallError("the kernel could not allocate its workspace",
                                            op=self.name)
                 return None
-        return self._call(args)
+        return self._call(args, known)
 
     def _fast_args(self, args) -> list | None:
         """Native arguments when every array fits exactly, else None (the checked path then
@@ -214,13 +223,16 @@ class CompiledPrimFunc:
             cargs.append(env[name])
         return cargs
 
-    def _call(self, args):
+    def _call(self, args, known: dict | None = None):
         params = self._params
         if len(args) > len(params):
             raise ShapeError(f"prim func {self.name!r} takes {len(params)} arguments, got "
                              f"{len(args)}", op=self.name)
         env: dict = {}
         arrays = [self._bind(p, a, env) for p, a in zip(params, args)]
+        for name in self._dims:
+            if name not in env and known and name in known:
+                env[name] = int(known[name])
         for p, a in zip(params, arrays):
             if isinstance(p, _Param) and p.exprs:
                 _check_exprs(p, a.shape, env, self.name)
@@ -250,16 +262,55 @@ class CompiledPrimFunc:
         if value.ndim != p.ndim:
             raise ShapeError(f"expected rank {p.ndim}, got shape {value.shape}", op=self.name,
                              param=p.name)
-        for axis, ((kind, dim, _), size) in enumerate(zip(p.dims, value.shape)):
+        self._bind_dims(p, value.shape, env)
+        if not p.output and not (value.flags.c_contiguous and value.flags.aligned):
+            value = np.require(value, requirements=["C", "A"])
+        return value
+
+    def _bind_dims(self, p: _Param, shape: tuple, env: dict) -> None:
+        for axis, ((kind, dim, _), size) in enumerate(zip(p.dims, shape)):
             if kind == "const" and dim != size:
                 raise ShapeError(f"dim {axis} is {size}, expected {dim}", op=self.name,
                                  param=p.name, hint=f"the kernel takes shape {_shape(p)}")
             if kind == "var" and env.setdefault(dim, size) != size:
                 raise ShapeError(f"dim {axis} is {size}, but {dim} = {env[dim]} from an earlier "
                                  "argument", op=self.name, param=p.name)
-        if not p.output and not (value.flags.c_contiguous and value.flags.aligned):
-            value = np.require(value, requirements=["C", "A"])
-        return value
+
+    @property
+    def address(self) -> int:
+        """The native entry point (``i32 (buffers..., dims...)``), for callers that check
+        shapes themselves once, such as a VM plan (msc/backend/native_run.py)."""
+        return self.library.address(self.abi.symbol)
+
+    def bind_static(self, specs: list, known: dict | None = None) -> tuple:
+        """The dim arguments for buffers of these ``(shape, dtype)`` specs, one per param in
+        order, checked as a call would check arrays of them; ShapeError naming the param when
+        one does not fit. Scalar params are not supported here (ShapeError)::
+
+            dims = kernel.bind_static([((4, 8), np.float32), ((4, 8), np.float32)])
+
+        ``known``: values of symbolic dims that no buffer dim binds by itself (the Relax
+        function's ``bz`` when every buffer dim is an expression such as ``bz * 5``).
+        """
+        if len(specs) != len(self._params):
+            raise ShapeError(f"prim func {self.name!r} takes {len(self._params)} arguments, got "
+                             f"{len(specs)}", op=self.name)
+        env: dict = {}
+        for p, (shape, dtype) in zip(self._params, specs):
+            if not isinstance(p, _Param):
+                raise ShapeError("a scalar param has no static spec", op=self.name,
+                                 param=p.name)
+            if np.dtype(dtype) != p.dtype or len(shape) != p.ndim:
+                raise ShapeError(f"expected {p.dtype} of rank {p.ndim}, got {np.dtype(dtype)} "
+                                 f"{tuple(shape)}", op=self.name, param=p.name)
+            self._bind_dims(p, tuple(shape), env)
+        for name in self._dims:  # only used inside expressions (bz * 5): the caller's value,
+            if name not in env and known and name in known:  # checked against the shapes next
+                env[name] = int(known[name])
+        for p, (shape, _) in zip(self._params, specs):
+            if p.exprs:
+                _check_exprs(p, tuple(shape), env, self.name)
+        return tuple(self._dim(env, name) for name in self._dims)
 
     def _dim(self, env: dict, name: str) -> int:
         if name not in env:

@@ -12,6 +12,10 @@ have the same value everywhere); the values of all symbolic dims are the shape s
 and each signature gets its own plan (buffers, instructions), made once and cached.
 Non-contiguous inputs are copied to C order first. One VM can be called from several threads:
 each concurrent call takes its own register file (and pooled buffers).
+
+``VirtualMachine(ex, num_threads=2)`` runs each call of that VM with 2 kernel threads
+(``msc.backend.threads.num_threads``, scoped to the calling thread, so VMs with different
+counts can run side by side); None uses the process-wide count.
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ from ..relax.struct_info import (
     TupleStructInfo,
 )
 from ..tir import expr as tir
-from . import packed
-from .plan import ENV, REGS, Plan, run
+from . import packed, threads
+from .plan import ENV, REGS, Plan
 from .runtime import Device, cpu, np_dtype, to_numpy, wrap_result
 
 __all__ = ["BenchmarkResult", "VirtualMachine", "match_value"]
@@ -204,6 +208,12 @@ class VMFunction:
         return wrap_result(self.run_checked(values, env), self.vm.device)
 
     def run_checked(self, values: list, env: dict):
+        if self.vm.num_threads is None:
+            return self._run(values, env)
+        with threads.num_threads(self.vm.num_threads):
+            return self._run(values, env)
+
+    def _run(self, values: list, env: dict):
         entry = self.entry(env)
         plan = entry.plan
         regs, base = entry.acquire()
@@ -212,7 +222,7 @@ class VMFunction:
             regs[ENV] = env
             for reg, value in zip(plan.params, values):
                 regs[reg] = value
-            run(plan.instructions, regs)
+            plan.runner.fn(regs)
             return _unshare(regs[plan.result], plan.constant_ids)
         finally:
             entry.release(regs, base)
@@ -252,8 +262,12 @@ class VirtualMachine:
     """Runs an :class:`~msc.backend.build.Executable` on the host CPU (TVM's interface)."""
 
     def __init__(self, rt_mod, device: Device | None = None, memory_cfg=None,
-                 profile: bool = False):
+                 profile: bool = False, *, num_threads: int | None = None):
         self.executable = getattr(rt_mod, "executable", rt_mod)
+        if num_threads is not None:
+            with threads.num_threads(num_threads):  # ValidationError naming num_threads
+                pass
+        self.num_threads = num_threads
         if isinstance(device, (list, tuple)) and device:  # TVM also takes a device list
             device = device[0]
         self.device = device if isinstance(device, Device) else cpu()

@@ -1,0 +1,171 @@
+"""Native steps of a plan: compiled TIR kernels checked once per shape signature, and chains
+of them run by one generated LLVM function.
+
+A call_tir (or a legalized op) whose buffer shapes are all known when the plan is made is
+checked against its PrimFunc then (:meth:`CompiledPrimFunc.bind_static`), so a run only
+passes pointers and the precomputed dims::
+
+    step = native_step(kernel, specs, where)     # None: the checked Python entry is used
+    step(x, out)                                 # any caller: inputs still guarded
+
+Inside a plan's generated run function (``plan_code.py``) consecutive steps form a chain: one
+LLVM function ``i32 chain(i64* table)`` loads each kernel's function pointer and buffer
+addresses from the caller's table (one per register file, so concurrent calls never share
+one) and calls the kernels in order; the dims are constants. It returns 0, or k + 1 when step
+k failed (a workspace allocation), so a chain of N kernels is one ctypes call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from ..errors import MSCError, RuntimeCallError, ShapeError
+
+__all__ = ["Chain", "NativeStep", "compile_chains", "guard", "native_step"]
+
+_I32, _I64 = ir.IntType(32), ir.IntType(64)
+_I8P = ir.IntType(8).as_pointer()
+_CHAIN_VERSION = "msc-chain-1"
+
+
+def guard(value, shape: tuple, dtype: np.dtype, op: str, param: str) -> np.ndarray:
+    """``value`` as a C-contiguous aligned array of exactly ``shape`` / ``dtype`` (copied
+    when strided); anything else raises ShapeError naming ``op`` and ``param``. What a native
+    step checks of values whose producer does not guarantee them (numpy facts, packed)."""
+    if type(value) is not np.ndarray:
+        raise ShapeError(f"expected a numpy array, got {type(value).__name__}", op=op,
+                         param=param)
+    if value.dtype != dtype or value.shape != shape:
+        raise ShapeError(f"expected {dtype} {shape}, got {value.dtype} {value.shape}", op=op,
+                         param=param, hint="the value does not match its struct info")
+    flags = value.flags
+    if flags.c_contiguous and flags.aligned:
+        return value
+    return np.require(value, requirements=["C", "A"])
+
+
+@dataclass(frozen=True)
+class ArgSpec:
+    """One buffer of a native step: its PrimFunc param name, shape and dtype."""
+
+    name: str
+    shape: tuple
+    dtype: np.dtype
+    output: bool
+
+
+class NativeStep:
+    """A compiled TIR kernel for buffers of fixed shapes: ``step(*inputs, *outputs)``.
+
+    ``inputs`` are values as the VM holds them (a tuple input is flattened), ``outputs`` the
+    plan's buffers. Inputs and outputs are guarded (:func:`guard`, about 1 us each); plans
+    skip that for values they produced themselves (plan_code.py). Returns the output buffer,
+    or the tuple of them.
+    """
+
+    def __init__(self, kernel, specs: list, dims: tuple, n_in: int, single: bool, where: str):
+        self.kernel = kernel
+        self.op = kernel.name
+        self.specs = specs
+        self.dims = dims
+        self.n_in = n_in
+        self.single = single
+        self.where = where
+        self.address = kernel.address
+        self.cfunc = kernel._cfunc
+
+    def __repr__(self) -> str:
+        return f"NativeStep({self.op!r}, dims={self.dims})"
+
+    def __call__(self, *values):
+        flat = []
+        for v in values[:self.n_in]:
+            flat.extend(v if type(v) is tuple else (v,))
+        outs = values[self.n_in:]
+        flat.extend(outs)
+        if len(flat) != len(self.specs):
+            raise ShapeError(f"expected {len(self.specs)} buffers, got {len(flat)}", op=self.op)
+        arrays = [guard(v, s.shape, s.dtype, self.op, s.name) for v, s in zip(flat, self.specs)]
+        if any(a is not v for a, v in zip(arrays[len(arrays) - len(outs):], outs)):
+            raise ShapeError("an output buffer must be C-contiguous and aligned", op=self.op)
+        if self.cfunc(*[a.ctypes.data for a in arrays], *self.dims):
+            raise workspace_error(self.op, self.where)
+        return outs[0] if self.single else tuple(outs)
+
+
+def workspace_error(op: str, where: str) -> RuntimeCallError:
+    return RuntimeCallError("the kernel could not allocate its workspace", op=op, node=where,
+                            hint="the shapes need more memory than is available")
+
+
+def native_step(kernel, specs: list, n_in: int, single: bool, where: str,
+                known: dict | None = None) -> NativeStep | None:
+    """The step for ``kernel`` (a CompiledPrimFunc) on buffers of these specs, or None when
+    they do not fit its params (the checked entry then reports it when the call runs)."""
+    try:
+        dims = kernel.bind_static([(s.shape, s.dtype) for s in specs], known)
+    except MSCError:
+        return None
+    return NativeStep(kernel, specs, dims, n_in, single, where)
+
+
+# ---------------------------------------------------------------------------------------------
+# Chains: one LLVM function per run of consecutive steps.
+
+
+@dataclass
+class Chain:
+    """Steps run by one native call: per step, its table slot of the function pointer and
+    of each buffer address (dims are constants in the code)."""
+
+    steps: list          # NativeStep
+    fn_slots: list       # slot of each step's function pointer
+    arg_slots: list      # per step, the slot of each buffer
+
+    def signature(self) -> str:
+        return ";".join(f"{f}:{','.join(map(str, a))}:{','.join(map(str, s.dims))}"
+                        for s, f, a in zip(self.steps, self.fn_slots, self.arg_slots))
+
+
+def compile_chains(chains: list, jit=None) -> list:
+    """A ctypes function ``int32 (int64* table)`` for each chain (one JIT unit for all)."""
+    from .jit import get_jit
+
+    if not chains:
+        return []
+    jit = jit or get_jit()
+    digest = hashlib.sha256("\n".join([_CHAIN_VERSION] + [c.signature() for c in chains])
+                            .encode()).hexdigest()[:20]
+    module = ir.Module(name=f"msc_chains_{digest}")
+    symbols = [f"msc_chain_{digest}_{i}" for i in range(len(chains))]
+    for chain, symbol in zip(chains, symbols):
+        _emit_chain(module, symbol, chain)
+    library = jit.compile(module, symbols, name=module.name)
+    return [library.cfunc(s, ctypes.c_int32, ctypes.c_void_p) for s in symbols]
+
+
+def _emit_chain(module: ir.Module, symbol: str, chain: Chain) -> None:
+    fn = ir.Function(module, ir.FunctionType(_I32, [_I64.as_pointer()]), symbol)
+    table = fn.args[0]
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    for k, (step, fn_slot, slots) in enumerate(zip(chain.steps, chain.fn_slots,
+                                                   chain.arg_slots)):
+        # buffers are pointers whatever their element type, dims i64: the callee's ABI
+        kty = ir.FunctionType(_I32, [_I8P] * len(slots) + [_I64] * len(step.dims))
+        callee = b.inttoptr(_load(b, table, fn_slot), kty.as_pointer())
+        args = [b.inttoptr(_load(b, table, s), _I8P) for s in slots]
+        args += [ir.Constant(_I64, d) for d in step.dims]
+        status = b.call(callee, args)
+        failed = b.icmp_signed("!=", status, ir.Constant(_I32, 0))
+        with b.if_then(failed, likely=False):
+            b.ret(ir.Constant(_I32, k + 1))
+    b.ret(ir.Constant(_I32, 0))
+
+
+def _load(b: ir.IRBuilder, table, slot: int):
+    return b.load(b.gep(table, [ir.Constant(_I64, slot)]))

@@ -1,0 +1,278 @@
+"""A plan's instructions as one generated Python function: no interpreter loop per op.
+
+``run(instructions, regs)`` (plan.py) pays a loop iteration, a tuple unpack, a list
+comprehension and a ``*args`` call per instruction. :func:`compile_run` writes the same
+program as straight-line Python, one line per instruction (as torch.fx's codegen does)::
+
+    regs[7] = F0(regs[4], regs[5])        # a Python kernel / numpy fact / packed call
+    T[3] = P(regs[7], 0)                  # a value a native chain reads, guarded
+    s = C0(TA)                            # consecutive native steps: one ctypes call
+    if s: FAIL(0, s)
+    regs[9] = regs[6]                     # the step's result is its pooled buffer
+
+Native steps (native_run.py) read their buffers from the register file's address table
+``T``. Slots of buffers the plan owns (pooled) and of constants are filled once per register
+file; parameters (checked by the VM against their struct info) once per call; fresh result
+buffers when they are allocated. Every other value a step reads (a numpy result, a packed
+function's) goes through ``guard`` first, so native code only sees arrays of the shapes the
+step was checked for. An exception is traced back to its line, so errors still name the
+binding that failed, exactly as the interpreter's do.
+"""
+
+from __future__ import annotations
+
+import linecache
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import MSCError, RuntimeCallError
+from .native_run import Chain, compile_chains, guard, workspace_error
+
+__all__ = ["NativeCall", "Pooled", "Runner", "compile_run"]
+
+_SOURCE = "<msc plan {}>"
+_counter = [0]
+
+
+@dataclass(eq=False)
+class NativeCall:
+    """What the code generator needs of a native instruction: the step, where each input
+    lives (``(register, tuple index or None)``), its buffers (``("pooled", register)`` or
+    ``("fresh", shape, dtype)``) and the result register."""
+
+    step: object
+    sources: list
+    buffers: list
+    out: int
+
+
+@dataclass(eq=False)
+class Pooled:
+    """A Python instruction (a native Kernel object) writing its result into one pooled
+    buffer: a native step reading the result takes the buffer's address when the result is
+    the buffer itself (an identity test), and guards it otherwise."""
+
+    reg: int
+    shape: tuple
+    dtype: np.dtype
+
+
+@dataclass
+class Runner:
+    """``fn(regs)`` runs the plan; ``table`` is the template of the address table:
+    ``slots`` entries, ``fixed`` (slot -> int), ``from_regs`` (slot -> pooled register whose
+    address it holds, filled per register file)."""
+
+    fn: Callable
+    slots: int
+    fixed: dict
+    from_regs: dict
+    chains: int
+    native_steps: int
+    source: str
+
+
+def compile_run(instructions: list, fixed_regs: dict, params: dict, table: int,
+                chains: bool = True) -> Runner:
+    """``instructions`` as one function. ``params``: register -> (shape, dtype) of each tensor
+    parameter the VM checks; ``fixed_regs``: the plan's constants; ``table``: the register
+    holding (address table, its address)."""
+    return _Writer(fixed_regs, params, table, chains).write(instructions)
+
+
+class _Writer:
+    def __init__(self, fixed_regs: dict, params: dict, table: int, chains: bool):
+        self.fixed_regs = fixed_regs
+        self.params = params
+        self.table = table
+        self.use_chains = chains
+        self.lines: list[str] = []
+        self.where: dict[int, str] = {}   # line number -> binding, for errors
+        self.names: dict[str, object] = {}
+        self.slots = 0
+        self.fixed_slots: dict[int, int] = {}
+        self.reg_slots: dict[int, int] = {}
+        self.known: dict[int, tuple] = {}   # register -> (slot, shape, dtype) of a value
+        self.param_slots: dict[int, int] = {}
+        self.chains: list[Chain] = []
+        self.native_steps = 0
+
+    def _name(self, prefix: str, value) -> str:
+        name = f"{prefix}{len(self.names)}"
+        self.names[name] = value
+        return name
+
+    def _slot(self) -> int:
+        self.slots += 1
+        return self.slots - 1
+
+    def _emit(self, line: str, where: str = "") -> None:
+        self.lines.append(line)
+        if where:
+            self.where[len(self.lines)] = where
+
+    # -- program ----------------------------------------------------------------------------
+    def write(self, instructions: list) -> Runner:
+        for reg, (shape, dtype) in self.params.items():
+            self.known[reg] = (None, shape, dtype)  # slot given on first native use
+        run: list = []
+        for instr in instructions:
+            if isinstance(instr[4], NativeCall):
+                run.append(instr)
+                if self.use_chains:
+                    continue
+            self._chain(run)
+            run = []
+            if not isinstance(instr[4], NativeCall):
+                self._python(instr)
+        self._chain(run)
+        return self._finish()
+
+    def _python(self, instr) -> None:
+        fn, ins, out, where, _ = instr
+        args = ", ".join(f"regs[{i}]" for i in ins)
+        self._emit(f"regs[{out}] = {self._name('F', fn)}({args})", where)
+        self.known.pop(out, None)
+        if isinstance(instr[4], Pooled):
+            self.known[out] = (instr[4], instr[4].shape, instr[4].dtype)
+        if ins[:1] == (0,):  # an If runs instructions on the registers: forget what we knew
+            self.known = {r: k for r, k in self.known.items() if r in self.params}
+
+    def _chain(self, instrs: list) -> None:
+        if not instrs:
+            return
+        chain = Chain([], [], [])
+        index = len(self.chains)
+        self.chains.append(chain)
+        fresh: list[str] = []
+        results: list[tuple] = []
+        for instr in instrs:
+            call: NativeCall = instr[4]
+            step = call.step
+            slots = [self._input_slot(src, spec, step, instr[3])
+                     for src, spec in zip(call.sources, step.specs)]
+            outs = []
+            for buf, spec in zip(call.buffers, step.specs[len(call.sources):]):
+                slot, ref = self._output_slot(buf, fresh)
+                slots.append(slot)
+                outs.append((ref, slot, spec))
+            chain.steps.append(step)
+            chain.fn_slots.append(self._fixed(step.address))
+            chain.arg_slots.append(slots)
+            self.native_steps += 1
+            if step.single:  # later steps of the chain read it from its slot
+                results.append((call.out, outs[0][0]))
+                self.known[call.out] = (outs[0][1], outs[0][2].shape, outs[0][2].dtype)
+            else:
+                results.append((call.out, "(" + "".join(o[0] + ", " for o in outs) + ")"))
+                self.known.pop(call.out, None)
+        self._emit(f"s = C{index}(TA)")
+        self._emit(f"if s: FAIL({index}, s)")
+        for out, result in results:
+            self._emit(f"regs[{out}] = {result}")
+
+    def _fixed(self, value: int) -> int:
+        slot = self._slot()
+        self.fixed_slots[slot] = int(value)
+        return slot
+
+    def _input_slot(self, src: tuple, spec, step, where: str) -> int:
+        reg, index = src
+        if index is None:
+            known = self.known.get(reg)
+            if known is not None and known[1] == spec.shape and known[2] == spec.dtype:
+                if isinstance(known[0], Pooled):
+                    return self._maybe_pooled(reg, known[0], spec, step, where)
+                if known[0] is None:  # a parameter: its address is taken once per call
+                    slot = self.param_slots[reg] = self._slot()
+                    self.known[reg] = (slot, known[1], known[2])
+                    return slot
+                return known[0]
+            const = self.fixed_regs.get(reg)
+            if const is not None and _fits(const, spec):
+                return self._fixed(const.ctypes.data)
+        slot = self._slot()
+        value = f"regs[{reg}]" if index is None else f"regs[{reg}][{index}]"
+        check = self._name("G", (spec.shape, spec.dtype, step.op, spec.name))
+        self._emit(f"T[{slot}] = P({value}, {check}, K)", where)
+        return slot
+
+    def _maybe_pooled(self, reg: int, pooled: Pooled, spec, step, where: str) -> int:
+        slot = self._slot()
+        check = self._name("G", (spec.shape, spec.dtype, step.op, spec.name))
+        self._emit(f"T[{slot}] = T[{self._buffer_slot(pooled.reg)}] if regs[{reg}] is "
+                   f"regs[{pooled.reg}] else P(regs[{reg}], {check}, K)", where)
+        return slot
+
+    def _buffer_slot(self, reg: int) -> int:
+        if reg not in self.reg_slots:
+            self.reg_slots[reg] = self._slot()
+        return self.reg_slots[reg]
+
+    def _output_slot(self, buf: tuple, fresh: list) -> tuple:
+        if buf[0] == "pooled":
+            return self._buffer_slot(buf[1]), f"regs[{buf[1]}]"
+        slot = self._slot()
+        local = f"B{slot}"
+        self._emit(f"{local} = EMPTY({buf[1]!r}, {self._name('D', buf[2])})")
+        self._emit(f"T[{slot}] = {local}.ctypes.data")
+        return slot, local
+
+    # -- the function -----------------------------------------------------------------------
+    def _finish(self) -> Runner:
+        head = ["def run_plan(regs):", f"    T, TA = regs[{self.table}]", "    K = []"]
+        head += [f"    T[{slot}] = regs[{reg}].ctypes.data"
+                 for reg, slot in self.param_slots.items()]
+        head.append("    try:")
+        offset = len(head)
+        body = ["        " + line for line in self.lines] or ["        pass"]
+        tail = ["    except BaseException as exc:", "        RAISE(exc, WHERE)"]
+        source = "\n".join(head + body + tail) + "\n"
+        _counter[0] += 1
+        filename = _SOURCE.format(_counter[0])
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        where = {offset + n: w for n, w in self.where.items()}
+        cfuncs = compile_chains(self.chains)
+        steps = [c.steps for c in self.chains]
+        scope = dict(self.names, P=_pointer, K=None, EMPTY=np.empty, WHERE=where,
+                     RAISE=_reraise, FAIL=lambda index, s: _fail(steps[index], s))
+        scope.update({f"C{i}": f for i, f in enumerate(cfuncs)})
+        exec(compile(source, filename, "exec"), scope)  # noqa: S102 - our own generated code
+        return Runner(scope["run_plan"], self.slots, self.fixed_slots,
+                      {slot: reg for reg, slot in self.reg_slots.items()}, len(self.chains),
+                      self.native_steps, source)
+
+
+def _fits(value, spec) -> bool:
+    return (type(value) is np.ndarray and value.shape == spec.shape
+            and value.dtype == spec.dtype and value.flags.c_contiguous and value.flags.aligned)
+
+
+def _pointer(value, check: tuple, keep: list) -> int:
+    """The address of a guarded value; a copy made for it is kept alive for this call."""
+    array = guard(value, *check)
+    if array is not value:
+        keep.append(array)
+    return array.ctypes.data
+
+
+def _fail(steps: list, status: int):
+    step = steps[status - 1]
+    raise workspace_error(step.op, step.where)
+
+
+def _reraise(exc: BaseException, where: dict):
+    """Name the binding whose line raised (as plan.run does), keeping the error's type."""
+    tb = exc.__traceback__
+    while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<msc plan"):
+        tb = tb.tb_next
+    at = where.get(tb.tb_lineno) if tb is not None else None
+    if isinstance(exc, MSCError):
+        if at and not getattr(exc, "__notes__", None):
+            exc.add_note(f"while running {at}")
+        raise exc
+    if isinstance(exc, Exception):
+        raise RuntimeCallError(f"{type(exc).__name__}: {exc}", node=at) from exc
+    raise exc

@@ -1,0 +1,304 @@
+"""Thread count for the native kernels and the worker pool that splits their outer loops.
+
+The count is process-wide (:func:`set_num_threads`, default ``$MSC_NUM_THREADS`` or 1), and
+:func:`num_threads` overrides it for the current thread or asyncio task (a context variable),
+so two VMs on two threads can each run with their own count::
+
+    from msc.backend.threads import num_threads, parallel_for
+    with num_threads(2):
+        parallel_for(8, lambda i: work(i))    # tasks 0..7, on the caller and one worker
+
+Kernels call native code through ctypes, which releases the GIL, so tasks calling native code
+run in parallel. The caller always works on its own tasks too: a call never waits for a worker
+to become free, so concurrent and nested calls cannot deadlock. A ``parallel_for`` inside a
+task runs serially on that thread (no nested fan-out). The first exception raised by a task is
+re-raised in the caller, and tasks not yet started are skipped. Waiting threads poll for
+SPIN_SECONDS (200 us, in native code without the GIL) before they sleep, since waking a
+sleeping thread costs about 40 us here, and milliseconds when other processes hold the cores.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import functools
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+
+import numpy as np
+
+from ..errors import ValidationError
+
+__all__ = ["get_num_threads", "num_threads", "parallel_for", "set_num_threads", "task_threads"]
+
+MAX_THREADS = 256  # a typo such as 10**6 must not try to start a million OS threads
+WORKER_PREFIX = "msc-worker-"  # the pool's thread names (tir_compile tells them from others)
+
+
+def _checked(n, where: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_THREADS:
+        raise ValidationError(f"expected an int in [1, {MAX_THREADS}], got {n!r}",
+                              param="num_threads", key=where,
+                              hint="1 runs every kernel on the calling thread")
+    return n
+
+
+def _from_env() -> int:
+    text = os.environ.get("MSC_NUM_THREADS", "").strip()
+    if not text:
+        return 1
+    try:
+        value = int(text)
+    except ValueError:
+        value = text
+    return _checked(value, "MSC_NUM_THREADS")
+
+
+_default = [_from_env()]
+_override: ContextVar[int | None] = ContextVar("msc_num_threads", default=None)
+
+
+def set_num_threads(n: int) -> None:
+    """Set the process-wide thread count (``num_threads`` blocks still take precedence)."""
+    _default[0] = _checked(n, "set_num_threads")
+
+
+def task_threads() -> int:
+    """Threads a ``parallel_for`` called here would use: 1 inside a task, where calls run
+    serially, else :func:`get_num_threads`. Kernels read it to skip splitting work that would
+    not run in parallel anyway."""
+    return 1 if getattr(_local, "inside", False) else get_num_threads()
+
+
+def get_num_threads() -> int:
+    """Threads a kernel called now may use: the innermost ``num_threads`` block, else the
+    process-wide count."""
+    n = _override.get()
+    return _default[0] if n is None else n
+
+
+@contextlib.contextmanager
+def num_threads(n: int) -> Iterator[int]:
+    """Use ``n`` threads inside the block, on this thread or asyncio task only.
+
+        >>> with num_threads(2):
+        ...     get_num_threads()
+        2
+    """
+    token = _override.set(_checked(n, "num_threads"))
+    try:
+        yield n
+    finally:
+        _override.reset(token)
+
+
+# ---------------------------------------------------------------------------------------------
+# The pool
+
+
+SPIN_SECONDS = 2e-4  # how long a waiting thread polls before it sleeps
+
+_SPIN_IR = """
+declare i64 @llvm.readcyclecounter()
+declare void @llvm.x86.sse2.pause()
+define i64 @msc_threads_spin(i64* %word, i64 %seen, i64 %ticks) {
+entry:
+  %start = call i64 @llvm.readcyclecounter()
+  br label %poll
+poll:
+  %value = load atomic volatile i64, i64* %word acquire, align 8
+  %changed = icmp ne i64 %value, %seen
+  br i1 %changed, label %done, label %wait
+wait:
+  call void @llvm.x86.sse2.pause()
+  %now = call i64 @llvm.readcyclecounter()
+  %spent = sub i64 %now, %start
+  %more = icmp ult i64 %spent, %ticks
+  br i1 %more, label %poll, label %done
+done:
+  ret i64 %value
+}
+"""
+
+
+@functools.cache
+def _spinner():
+    """(native spin, cycle-counter ticks per SPIN_SECONDS), or None off x86-64. The call
+    releases the GIL while it polls."""
+    from .jit import get_jit, host_target
+
+    if not host_target().triple.startswith("x86_64"):
+        return None
+    spin = get_jit().compile(_SPIN_IR, ["msc_threads_spin"]).cfunc(
+        "msc_threads_spin", ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+    word, ticks = np.zeros(1, np.int64), 10_000_000  # a few ms: calibrates the counter
+    start = time.perf_counter()
+    spin(word.ctypes.data, 0, ticks)
+    rate = ticks / max(time.perf_counter() - start, 1e-6)
+    return spin, max(int(rate * SPIN_SECONDS), 1)
+
+
+def _spin(word: np.ndarray, seen: int) -> None:
+    """Poll ``word[0]`` until it differs from ``seen`` or SPIN_SECONDS pass."""
+    spinner = _spinner()
+    if spinner is not None:
+        spinner[0](word.ctypes.data, seen, spinner[1])
+
+
+class _Region:
+    """One ``parallel_for`` call: tasks handed out one at a time to whoever asks."""
+
+    __slots__ = ("active", "done", "error", "finished", "fn", "lock", "n", "next")
+
+    def __init__(self, n: int, fn: Callable[[int], object]):
+        self.n, self.fn, self.next, self.active, self.error = n, fn, 0, 0, None
+        self.lock = threading.Lock()
+        self.done = threading.Condition(self.lock)
+        self.finished = np.zeros(1, np.int64)  # set to 1 when active drops to 0
+
+    def work(self) -> None:
+        """Run tasks until none is left (or one failed). Called by the caller and helpers."""
+        _local.inside = True
+        try:
+            while (i := self._claim()) >= 0:
+                try:
+                    self.fn(i)
+                except BaseException as error:  # noqa: BLE001 - re-raised by the caller
+                    self.fail(error)
+        finally:
+            _local.inside = False
+            with self.lock:
+                self.active -= 1
+                if not self.active:
+                    self.finished[0] = 1
+                    self.done.notify_all()
+
+    def fail(self, error: BaseException) -> None:
+        """Keep the first error; no task starts after it."""
+        with self.lock:
+            if self.error is None:
+                self.error = error
+
+    def _claim(self) -> int:
+        with self.lock:
+            if self.error is not None or self.next >= self.n:
+                return -1
+            self.next += 1
+            return self.next - 1
+
+    def join(self) -> None:
+        """Wait until no participant is inside a task; by then no task can start."""
+        if self.active:
+            _spin(self.finished, 0)
+        with self.lock:
+            while self.active:
+                self.done.wait()
+
+    def enter(self) -> bool:
+        """Register a participant; False when there is nothing left to do."""
+        with self.lock:
+            if self.error is not None or self.next >= self.n:
+                return False
+            self.active += 1
+            return True
+
+
+class _Pool:
+    """Daemon worker threads taking regions from one queue; grown on demand."""
+
+    def __init__(self):
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.workers: list[threading.Thread] = []
+        self.lock = threading.Lock()
+        self.posted = np.zeros(1, np.int64)  # counts regions put on the queue
+
+    def post(self, region: _Region, copies: int) -> None:
+        for _ in range(copies):
+            self.jobs.put(region)
+        self.posted[0] += 1  # under the GIL; wakes workers spinning in _next
+
+    def ensure(self, count: int) -> None:
+        if len(self.workers) >= count:
+            return
+        with self.lock:
+            while len(self.workers) < count:
+                worker = threading.Thread(target=self._loop, daemon=True,
+                                          name=f"{WORKER_PREFIX}{len(self.workers)}")
+                worker.start()
+                self.workers.append(worker)
+
+    def _loop(self) -> None:
+        while (region := self._next()) is not None:
+            if region.enter():
+                region.work()
+
+    def _next(self):
+        """The next job. A model calls kernels back to back, so a worker that just finished
+        one spins a little (without the GIL) before it sleeps: waking a sleeping thread costs
+        tens of microseconds, and far more when other processes hold the cores."""
+        seen = int(self.posted[0])
+        try:
+            return self.jobs.get_nowait()
+        except queue.Empty:
+            pass
+        _spin(self.posted, seen)
+        return self.jobs.get()
+
+    def shutdown(self) -> None:
+        with self.lock:
+            workers, self.workers = self.workers, []
+            for _ in workers:
+                self.jobs.put(None)
+        for worker in workers:
+            worker.join(timeout=5)
+
+
+_pool = _Pool()
+_local = threading.local()
+
+
+def _reset_after_fork() -> None:
+    # A forked child has only the forking thread: the parent's workers do not exist there.
+    global _pool, _local
+    _pool, _local = _Pool(), threading.local()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+atexit.register(lambda: _pool.shutdown())
+
+
+def parallel_for(n_tasks: int, fn: Callable[[int], object],
+                 threads: int | None = None) -> None:
+    """Call ``fn(i)`` for i in ``range(n_tasks)``, on up to ``threads`` threads (default
+    :func:`get_num_threads`), the caller included. Returns when every task has run; the
+    order in which tasks run is unspecified, so each must write its own outputs.
+
+        >>> out = [0] * 4
+        >>> parallel_for(4, lambda i: out.__setitem__(i, i * i), threads=2)
+        >>> out
+        [0, 1, 4, 9]
+    """
+    threads = min(get_num_threads() if threads is None else _checked(threads, "threads"),
+                  n_tasks)
+    if threads <= 1 or getattr(_local, "inside", False):
+        for i in range(n_tasks):
+            fn(i)
+        return
+    region = _Region(n_tasks, fn)
+    region.active = 1  # the caller, counted before any helper can see the region
+    pool = _pool
+    pool.ensure(threads - 1)
+    pool.post(region, threads - 1)
+    try:
+        region.work()
+        region.join()
+    except BaseException as error:  # noqa: BLE001 - interrupted: start no more tasks
+        region.fail(error)
+        region.join()
+    if region.error is not None:
+        raise region.error
