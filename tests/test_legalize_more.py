@@ -142,17 +142,6 @@ def test_resize2d_nhwc_rounding():
              method="nearest_neighbor", rounding_method="round_prefer_ceil")
 
 
-@pytest.fixture
-def sort_rules(monkeypatch):
-    """The opt-in sort rules attached for one test."""
-    from msc.backend.legalize.extra import SORT_RULES
-    from msc.relax.op.registry import OPS
-
-    for name, fn in SORT_RULES.items():
-        monkeypatch.setitem(OPS[name.removeprefix("relax.")].facts, "legalize", fn)
-
-
-@pytest.mark.usefixtures("sort_rules")
 @pytest.mark.parametrize("op", ["sort", "argsort"])
 @pytest.mark.parametrize("axis", [0, -1])
 @pytest.mark.parametrize("descending", [False, True])
@@ -162,7 +151,6 @@ def test_sort(op, axis, descending):
     check_op(op, [ties], axis=axis, descending=descending)
 
 
-@pytest.mark.usefixtures("sort_rules")
 @pytest.mark.parametrize("ret_type", ["both", "values", "indices"])
 @pytest.mark.parametrize("largest", [True, False])
 def test_topk(ret_type, largest):

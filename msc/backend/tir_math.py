@@ -8,6 +8,10 @@ in libm. Every function takes and returns a scalar ``float`` value::
 
     y = exp_f32(builder, x)
 
+pow (``pow_f32``) is 2**(y log2|x|) with log2 and exp2 evaluated in double (float32's 24
+bits would cost up to 126 * 2**-24 relative error at |y log2 x| = 126), then C99 pow's special
+cases as selects: <= 0.53 ulp against float64, IEEE results on zeros, infinities and NaN.
+
 Also here: float16 / bfloat16 <-> float32 by bit manipulation (round to nearest even), for
 hosts whose LLVM cannot convert halves natively.
 """
@@ -21,6 +25,8 @@ from llvmlite import ir
 F32 = ir.FloatType()
 I16 = ir.IntType(16)
 I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+F64 = ir.DoubleType()
 # Inside the approximations the evaluation order matters (Cody-Waite reduction): no reassoc.
 _FM = ("contract",)
 
@@ -183,6 +189,155 @@ def sigmoid_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     e = exp_f32(b, _fsub(b, fconst(0.0), fabs(b, x)))
     num = b.select(b.fcmp_ordered("<", x, fconst(0.0)), e, fconst(1.0))
     return b.fdiv(num, _fadd(b, fconst(1.0), e), flags=_FM)
+
+
+# -------------------------------------------------------------------------------- pow
+
+# Near-minimax fits (Lawson, relative error), for pow's float64 core:
+# log2(m) = s * R(s*s), s = (m - 1) / (m + 1), m in [sqrt(1/2), sqrt(2)): 4.3e-12;
+# 2**r for |r| <= 1/2: 1.9e-9 (0.03 float32 ulp).
+_LOG2_R = (2.8853900817902534, 0.9617966731194317, 0.5770836285804156, 0.4116700344777943,
+           0.3407810074481082)
+_EXP2_P = (1.0000000005308785, 0.6931472058201575, 0.24022647063761837, 0.05550328643291654,
+           0.009618470187291188, 0.0013399974155533546, 0.0001535086582042236)
+
+
+def _dconst(value: float) -> ir.Constant:
+    return ir.Constant(F64, value)
+
+
+def _dhorner(b: ir.IRBuilder, x: ir.Value, coeffs) -> ir.Value:
+    acc = _dconst(coeffs[-1])
+    for c in reversed(coeffs[:-1]):
+        acc = _fadd(b, _fmul(b, acc, x), _dconst(c))
+    return acc
+
+
+def _log2_f64(b: ir.IRBuilder, ax: ir.Value) -> ir.Value:
+    """log2 of a positive finite float32 ``ax`` widened to double (float32 denormals are
+    normal doubles): exponent from the bits, then an atanh series of the mantissa."""
+    bits = b.bitcast(ax, I64)
+    e = b.sub(b.lshr(bits, ir.Constant(I64, 52)), ir.Constant(I64, 1023))
+    m = b.bitcast(b.or_(b.and_(bits, ir.Constant(I64, (1 << 52) - 1)),
+                        ir.Constant(I64, 0x3FF0000000000000)), F64)  # [1, 2)
+    big = b.fcmp_ordered(">", m, _dconst(math.sqrt(2.0)))
+    m = b.select(big, _fmul(b, m, _dconst(0.5)), m)
+    e = b.add(e, b.zext(big, I64))
+    s = b.fdiv(_fsub(b, m, _dconst(1.0)), _fadd(b, m, _dconst(1.0)), flags=_FM)
+    return _fadd(b, b.sitofp(e, F64), _fmul(b, s, _dhorner(b, _fmul(b, s, s), _LOG2_R)))
+
+
+def _exp2_to_f32(b: ir.IRBuilder, t: ir.Value) -> ir.Value:
+    """2**t for a double t, rounded once to float32 (inf above, denormals and 0 below)."""
+    t = b.select(b.fcmp_ordered("<", t, _dconst(-200.0)), _dconst(-200.0), t)
+    t = b.select(b.fcmp_ordered(">", t, _dconst(200.0)), _dconst(200.0), t)
+    n = _intrinsic(b, "llvm.roundeven", t)
+    p = _dhorner(b, _fsub(b, t, n), _EXP2_P)
+    scale = b.bitcast(b.shl(b.add(b.fptosi(n, I64), ir.Constant(I64, 1023)),
+                            ir.Constant(I64, 52)), F64)
+    return b.fptrunc(_fmul(b, p, scale), F32)
+
+
+def _is_int(b: ir.IRBuilder, y: ir.Value) -> ir.Value:
+    """y is an integer (infinities count: they are even)."""
+    return b.fcmp_ordered("==", _intrinsic(b, "llvm.trunc", y), y)
+
+
+def pow_f32(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """x**y as C's powf, inline: 2**(y log2|x|) in double (<= 0.55 ulp), then the IEEE
+    special cases. A constant y takes a cheaper route (:func:`pow_const_f32`)."""
+    if isinstance(y, ir.Constant) and (fast := pow_const_f32(b, x, float(y.constant))):
+        return fast
+    ax = fabs(b, x)
+    lg = _log2_f64(b, b.fpext(ax, F64))
+    lg = b.select(b.fcmp_ordered("==", ax, fconst(0.0)), _dconst(-math.inf), lg)
+    lg = b.select(b.fcmp_ordered("==", ax, fconst(math.inf)), _dconst(math.inf), lg)
+    r = _exp2_to_f32(b, _fmul(b, b.fpext(y, F64), lg))
+    half = _fmul(b, y, fconst(0.5))
+    odd = b.and_(_is_int(b, y), b.fcmp_unordered("!=", _intrinsic(b, "llvm.trunc", half), half))
+    neg = b.icmp_signed("<", b.bitcast(x, I32), ir.Constant(I32, 0))  # -0.0 included
+    r = b.select(b.and_(neg, odd), b.fneg(r), r)
+    finite_neg = b.and_(b.fcmp_ordered("<", x, fconst(0.0)),
+                        b.fcmp_ordered(">", x, fconst(-math.inf)))
+    r = b.select(b.and_(finite_neg, b.not_(_is_int(b, y))), fconst(math.nan), r)
+    r = b.select(b.fcmp_unordered("uno", x, y), fconst(math.nan), r)
+    unit = b.and_(b.fcmp_ordered("==", ax, fconst(1.0)),
+                  b.fcmp_ordered("==", fabs(b, y), fconst(math.inf)))
+    one = b.or_(b.or_(unit, b.fcmp_ordered("==", x, fconst(1.0))),
+                b.fcmp_ordered("==", y, fconst(0.0)))
+    return b.select(one, fconst(1.0), r)
+
+
+def _powi(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
+    """x**n for 1 <= |n| <= 4 by multiplication: x*x in float32 (exact rounding already),
+    the rest in double, where x**4 and 1/x**4 of any float32 neither overflow nor lose bits,
+    so one final rounding gives <= 0.5 ulp and IEEE pow's zeros, infinities and signs."""
+    if n == 1:
+        return x
+    if n == 2:
+        return _fmul(b, x, x)
+    xd = b.fpext(x, F64)
+    acc = xd
+    for _ in range(abs(n) - 1):
+        acc = _fmul(b, acc, xd)
+    if n < 0:
+        acc = b.fdiv(_dconst(1.0), acc, flags=_FM)
+    return b.fptrunc(acc, F32)
+
+
+def _root_pow(b: ir.IRBuilder, x: ir.Value, quarters: int) -> ir.Value:
+    """x**(q/4) for q in (1, 2, 3, -2) from square roots, with pow's +0 at -0 and +inf at
+    -inf (where sqrt gives -0 and NaN). Only x**0.5 is one float32 rounding; the others take
+    two or three (up to 3.5 ulp) and run in double instead: one final rounding."""
+    xd = x if quarters == 2 else b.fpext(x, F64)
+    r2 = _intrinsic(b, "llvm.sqrt", xd)
+    r = r2 if abs(quarters) == 2 else _intrinsic(b, "llvm.sqrt", r2)
+    if quarters == 3:
+        r = _fmul(b, r, r2)
+    if quarters < 0:
+        r = b.fdiv(ir.Constant(r.type, 1.0), r, flags=_FM)
+    r = fabs(b, r if r.type == F32 else b.fptrunc(r, F32))
+    at_neg_inf = fconst(0.0 if quarters < 0 else math.inf)
+    return b.select(b.fcmp_ordered("==", x, fconst(-math.inf)), at_neg_inf, r)
+
+
+# The constant exponents :func:`pow_const_f32` computes without log / exp (<= 1 ulp).
+FAST_EXPONENTS = (0.0, 1.0, 2.0, 3.0, 4.0, -1.0, -2.0, -3.0, -4.0, 0.5, -0.5, 0.25, 0.75)
+# The ones a uniform runtime exponent branches to: LLVM unswitches two or three such branches
+# out of a loop; with four it gave up and the loop stayed scalar (LLVM 22).
+UNIFORM_EXPONENTS = (2.0, 0.75, 0.5)
+
+
+def pow_const_f32(b: ir.IRBuilder, x: ir.Value, y: float) -> ir.Value | None:
+    """x**y for the exponents of :data:`FAST_EXPONENTS`, else None."""
+    if y == 0.0:
+        return fconst(1.0)  # even for NaN
+    if y in (0.25, 0.5, 0.75, -0.5):
+        return _root_pow(b, x, int(y * 4))
+    if y.is_integer() and abs(y) <= 4:
+        return _powi(b, x, int(y))
+    return None
+
+
+def pow_uniform_f32(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """x**y for a y that is the same on every iteration (a scalar buffer): branches on y's
+    value, which LLVM's loop unswitching hoists out of the loop, leaving one vectorized loop
+    per :data:`UNIFORM_EXPONENTS` entry and the general one."""
+    return _pow_branches(b, x, y, UNIFORM_EXPONENTS)
+
+
+def _pow_branches(b: ir.IRBuilder, x: ir.Value, y: ir.Value, cases) -> ir.Value:
+    if not cases:
+        return pow_f32(b, x, y)
+    with b.if_else(b.fcmp_ordered("==", y, fconst(cases[0]))) as (then, other):
+        with then:
+            fast, fast_block = pow_const_f32(b, x, cases[0]), b.block
+        with other:
+            rest, rest_block = _pow_branches(b, x, y, cases[1:]), b.block
+    out = b.phi(F32)
+    out.add_incoming(fast, fast_block)
+    out.add_incoming(rest, rest_block)
+    return out
 
 
 # ------------------------------------------------------------------- 16-bit float storage

@@ -12,6 +12,7 @@ from llvmlite import ir
 
 from ..errors import BuildError
 from ..tir import expr as E
+from ..tir.function import expr_children
 from . import tir_math as M
 from .tir_exprs import (
     _AS_LT,
@@ -194,6 +195,9 @@ def _float_call(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
     x = args[0]
     if x.type == F32 and name in _INLINE_F32:
         return _INLINE_F32[name](s.b, x)
+    if x.type == F32 and name == "pow":  # float64 keeps libm pow
+        uniform = not isinstance(args[1], ir.Constant) and _uniform(e.args[1])
+        return (M.pow_uniform_f32 if uniform else M.pow_f32)(s.b, x, args[1])
     if name in _LLVM_UNARY:
         return s.intrinsic(_LLVM_UNARY[name], x)
     if name == "rsqrt":
@@ -214,6 +218,11 @@ def _float_call(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
                                                            | set(_LLVM_UNARY))))
 
 
+def _uniform(e: E.PrimExpr) -> bool:
+    """No var anywhere, buffer indices included: the same value on every loop iteration."""
+    return not isinstance(e, E.Var) and all(_uniform(c) for c in expr_children(e))
+
+
 def _predicate(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
     (a,) = e.args
     if not is_float(a.dtype):
@@ -228,16 +237,14 @@ def _predicate(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
 
 def _int_call(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
     dt = e.dtype
+    if e.name in ("shift_left", "shift_right"):
+        return _shift(s, e)
     args = [s.coerce(s.expr(a), a.dtype, dt) for a in e.args]
     bld = s.b
     if e.name in _INT_BITWISE:
         return getattr(bld, _INT_BITWISE[e.name])(*args)
     if e.name == "bitwise_not":
         return bld.not_(args[0])
-    if e.name == "shift_left":
-        return bld.shl(*args)
-    if e.name == "shift_right":
-        return bld.ashr(*args) if _signed(dt) else bld.lshr(*args)
     if e.name in ("abs", "fabs"):
         x = args[0]
         if not _signed(dt):
@@ -248,6 +255,25 @@ def _int_call(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
     if e.name in ("floor", "ceil", "trunc", "round", "nearbyint"):
         return args[0]
     raise BuildError(f"T.{e.name} is not defined on integer dtype {dt}")
+
+
+def _shift(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
+    """numpy's shifts: an amount outside [0, bits) (negative included) shifts every bit out,
+    giving 0, or -1 for a negative value shifted right. LLVM's shl / ashr / lshr by such an
+    amount are poison, and x86 would shift by the amount mod bits."""
+    a, n = e.args
+    x = s.coerce(s.expr(a), a.dtype, e.dtype)
+    raw = s.expr(n)
+    amount = s.coerce(raw, n.dtype, e.dtype)
+    # range-checked in the amount's own type (an int64 amount is not truncated first);
+    # unsigned: a negative amount is huge
+    bits = x.type.width
+    ok = s.b.icmp_unsigned("<", raw, ir.Constant(raw.type, bits)) \
+        if raw.type.width > bits else s.b.icmp_unsigned("<", amount, ir.Constant(x.type, bits))
+    if e.name == "shift_right" and _signed(e.dtype):
+        return s.b.ashr(x, s.b.select(ok, amount, ir.Constant(x.type, bits - 1)))
+    shifted = s.b.shl(x, amount) if e.name == "shift_left" else s.b.lshr(x, amount)
+    return s.b.select(ok, shifted, ir.Constant(x.type, 0))
 
 
 _PREDICATES = frozenset(["isnan", "isinf", "isfinite"])

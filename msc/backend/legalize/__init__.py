@@ -16,12 +16,15 @@ from . import (  # noqa: F401 - importing attaches the rules
     create,
     elementwise,
     extra,
+    image,
     index,
     linalg,
     manipulate,
     norm,
     pool,
     reduce,
+    scatter,
+    sort,
 )
 from .common import RULES
 

@@ -3,10 +3,25 @@ eye / eye_like. One stage each, a constant or index expression per element."""
 
 from __future__ import annotations
 
+from ...errors import UnsupportedOpError
 from ...tir import expr as E
 from . import te
-from .common import inputs, output, rule
+from .common import inputs, op_name, output, rule
 from .te import cast, const, idx, prim_arg
+
+
+def const_arg(call, i: int, default=None):
+    """PrimValue argument ``i`` as a Python number, ``default`` when the call has no such
+    argument. A symbolic value (``R.tril(x, k)`` with ``k`` read from a tensor at run time)
+    raises UnsupportedOpError: the kernel's params are the tensors only, so the value could
+    not reach it, and the op stays on its numpy fact instead of computing with a guess."""
+    if i >= len(call.args):
+        return default
+    value = prim_arg(call, i)
+    if value is None:
+        raise UnsupportedOpError(f"argument {i} is not a constant (it is known only at run "
+                                 "time); the kernel takes tensors only", op=op_name(call))
+    return value
 
 
 def _fill(value_of):
@@ -28,7 +43,7 @@ def _trilu(upper: bool):
     def legalize(call):
         b, (x,) = inputs(call)
         out = output(call)
-        k = prim_arg(call, 1) or 0
+        k = const_arg(call, 1, 0)
 
         def value(*i):
             diag = E.sub(i[-1], i[-2])  # j - i
@@ -47,8 +62,7 @@ rule("triu")(_trilu(True))
 def _arange(call):
     b, _ = inputs(call)
     out = output(call)
-    start, step = prim_arg(call, 0), prim_arg(call, 2)
-    step = 1 if step is None else step
+    start, step = const_arg(call, 0), const_arg(call, 2, 1)
     dt = "float64" if te.is_float(out.dtype) else "int64"
 
     def value(i):
@@ -62,7 +76,7 @@ def _eye(k_arg: int):
     def legalize(call):
         b, _ = inputs(call)
         out = output(call)
-        k = prim_arg(call, k_arg) or 0
+        k = const_arg(call, k_arg, 0)
         y = b.compute(out.values, lambda i, j: te.select(
             E.BinaryOp("EQ", E.sub(j, i), idx(k)), const(1, out.dtype), const(0, out.dtype)),
             "T_eye", axis="i")

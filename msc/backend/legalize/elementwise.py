@@ -179,20 +179,26 @@ def _astype(call):
     return b.prim_func([y], "cast")
 
 
+def _bound(value, dtype: str) -> E.PrimExpr:
+    """A clip bound as a constant of the data's dtype. numpy clips in a wider type and casts
+    back, so an integer bound outside the dtype's range bounds nothing (int8 data clipped to
+    1000 keeps its values, it does not meet 1000 wrapped to -24)."""
+    if is_float(dtype) or dtype == "bool":
+        return const(value, dtype)
+    info = np.iinfo(dtype)
+    return const(int(max(min(value, info.max), info.min)), dtype)
+
+
 @rule("clip")
 def _clip(call):
-    from .te import prim_arg
+    from .create import const_arg
 
     b, (x,) = inputs(call)
-    lo, hi = prim_arg(call, 1), prim_arg(call, 2)
+    lo, hi = (_bound(const_arg(call, k), x.dtype) for k in (1, 2))
     out = output(call)
-
-    def value(*i):
-        v = x[i]
-        if hi is not None:
-            v = E.BinaryOp("Min", v, const(hi, x.dtype))
-        return E.BinaryOp("Max", v, const(lo, x.dtype)) if lo is not None else v
-    y = b.compute(out.values, value, "compute", axis="i")
+    # numpy's order: min(max(x, lo), hi), so hi wins when lo > hi
+    y = b.compute(out.values, lambda *i: E.BinaryOp("Min", E.BinaryOp("Max", x[i], lo), hi),
+                  "compute", axis="i")
     return b.prim_func([y], "clip")
 
 
@@ -235,15 +241,18 @@ def _qparam(t, i, axis: int):
 
 @rule("quantize")
 def _quantize(call):
-    """clip(round(x / scale) + zero_point) in float64, like the reference."""
+    """clip(round(x / scale) + zero_point), dividing in the input's precision (float32 for
+    float32 and 16-bit inputs) as the reference and ONNX do: a float64 quotient can miss a .5
+    tie (DynamicQuantizeLinear: 0.5 / (5 / 255) is 25.5 in float32, 25.4999 in float64)."""
     b, (x, scale, zero) = inputs(call)
     out, a = output(call), attrs(call)
     axis = int(a.get("axis", -1)) % x.ndim
     info = np.iinfo(out.dtype)
+    dt = "float64" if x.dtype == "float64" else "float32"
 
     def value(*i):
-        q = _call("round", E.BinaryOp("Div", cast(x[i], "float64"), _qparam(scale, i, axis)))
-        q = E.BinaryOp("Add", q, _qparam(zero, i, axis))
+        q = E.BinaryOp("Div", cast(x[i], dt), cast(_qparam(scale, i, axis), dt))
+        q = E.BinaryOp("Add", cast(_call("round", q), "float64"), _qparam(zero, i, axis))
         q = E.BinaryOp("Max", E.BinaryOp("Min", q, const(info.max, "float64")),
                        const(info.min, "float64"))
         return cast(q, out.dtype)

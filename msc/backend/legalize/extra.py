@@ -237,208 +237,24 @@ def _einsum(call):
     return b.prim_func([y], "einsum")
 
 
-# --------------------------------------------------------------------------- attention
+# ------------------------------------------------------------- attention, resize2d
 
 @rule("nn.attention", "nn.attention_bias")
 def _attention(call):
-    """q (B, S, H, D), k (B, T, H, D), v (B, T, H, Dv): softmax(q k^T * scale + bias) v."""
-    from .common import broadcast
+    """q (B, S, H, D), k (B, T, H, D), v (B, T, H, Dv): softmax(q k^T * scale + bias) v
+    (the shared rule of legalize/image.py)."""
+    from .image import attention, causal_keep
 
     b, (q, k, v, *bias) = inputs(call)
     out, a = output(call), attrs(call)
-    if a.get("window_size") is not None:
-        raise UnsupportedOpError("sliding-window attention has no legalization",
-                                 op="nn.attention")
-    dt = acc_dtype(out.dtype)
-    bn, s, h, d = q.shape
-    t_len, dv = k.shape[1], v.shape[3]
-    scale = a.get("scale")
-    if scale is None:
-        import math
-
-        if not isinstance(d, E.IntImm):
-            raise UnsupportedOpError("attention over a symbolic head dim", op="nn.attention")
-        scale = 1 / math.sqrt(d.value)
-    mode = a.get("causal_mask")
-    rd = b.reduce_axis(d, "rd")
-
-    def score(n, hh, i, j):
-        return te.sum(E.BinaryOp("Mul", cast(q[n, i, hh, rd], dt), cast(k[n, j, hh, rd], dt)), rd)
-    qk = b.compute((bn, h, s, t_len), score, "T_qk", dtype=dt)
-
-    def masked(n, hh, i, j):
-        val = E.BinaryOp("Mul", qk[n, hh, i, j], const(scale, dt))
-        if bias:
-            val = E.BinaryOp("Add", val, cast(broadcast(bias[0], (n, hh, i, j)), dt))
-        if mode is not None:
-            offset = idx(0) if mode == "TopLeft" else E.sub(idx(t_len), idx(s))
-            keep = E.BinaryOp("LE", j, E.add(i, offset))
-            val = te.select(keep, val, te.min_value(dt))
-        return val
-    sc = b.compute((bn, h, s, t_len), masked, "T_scores", dtype=dt)
-    rt = b.reduce_axis(t_len, "rt")
-    mx = b.compute((bn, h, s), lambda n, hh, i: te.reduce_max(sc[n, hh, i, rt], rt), "T_max")
-    ex = b.compute((bn, h, s, t_len), lambda n, hh, i, j: E.PrimCall(
-        "exp", [E.BinaryOp("Sub", sc[n, hh, i, j], mx[n, hh, i])], dt), "T_exp")
-    rt2 = b.reduce_axis(t_len, "rt2")
-    tot = b.compute((bn, h, s), lambda n, hh, i: te.sum(ex[n, hh, i, rt2], rt2), "T_expsum")
-    rt3 = b.reduce_axis(t_len, "rt3")
-    pv = b.compute((bn, s, h, dv), lambda n, i, hh, e: te.sum(E.BinaryOp(
-        "Mul", ex[n, hh, i, rt3], cast(v[n, rt3, hh, e], dt)), rt3), "T_pv", dtype=dt)
-    y = b.compute(out.values, lambda n, i, hh, e: cast(
-        E.BinaryOp("Div", pv[n, i, hh, e], tot[n, hh, i]), out.dtype), "T_attention",
-        dtype=out.dtype)
+    keep = causal_keep(a, q.shape[1], k.shape[1], "nn.attention")
+    y = attention(b, q, k, v, out, "bshd", a, keep=keep, bias=bias[0] if bias else None,
+                  op="nn.attention")
     return b.prim_func([y], "attention")
-
-
-# ---------------------------------------------------------------------------- resize2d
-
-_COORD = {
-    "half_pixel": lambda o, n, m: E.BinaryOp("Sub", E.BinaryOp("Div", E.BinaryOp(
-        "Mul", E.BinaryOp("Add", o, const(0.5, "float64")), const(n, "float64")),
-        const(m, "float64")), const(0.5, "float64")),
-    "align_corners": lambda o, n, m: (E.BinaryOp("Div", E.BinaryOp(
-        "Mul", o, const(n - 1, "float64")), const(m - 1, "float64")) if m > 1
-        else const(0, "float64")),
-    "asymmetric": lambda o, n, m: E.BinaryOp("Div", E.BinaryOp("Mul", o, const(n, "float64")),
-                                             const(m, "float64")),
-}
 
 
 @rule("image.resize2d")
 def _resize2d(call):
-    """nearest_neighbor and linear resize of NCHW / NHWC (coordinates in float64)."""
-    b, (x,) = inputs(call)
-    out, a = output(call), attrs(call)
-    layout = a.get("layout") or "NCHW"
-    mode = a.get("coordinate_transformation_mode", "half_pixel")
-    method = a.get("method", "linear")
-    if layout not in ("NCHW", "NHWC") or mode not in _COORD or \
-            method not in ("nearest_neighbor", "linear"):
-        raise UnsupportedOpError(f"resize2d {method}/{mode}/{layout} has no legalization",
-                                 op="image.resize2d")
-    axes = [layout.index("H"), layout.index("W")]
-    sizes = [x.shape[ax] for ax in axes]
-    outs = [out.values[ax] for ax in axes]
-    if not all(isinstance(v, E.IntImm) for v in sizes + outs):
-        raise UnsupportedOpError("resize2d of symbolic sizes", op="image.resize2d")
-    rounding = a.get("rounding_method") or ("round" if mode == "align_corners" else "floor")
-    dt = acc_dtype(out.dtype)
+    from .image import resize
 
-    def coord(j, o):
-        return _COORD[mode](E.Cast("float64", o), sizes[j].value, outs[j].value)
-
-    def clip(p, n):
-        return E.BinaryOp("Min", E.BinaryOp("Max", p, idx(0)), idx(n.value - 1))
-
-    def floor(c):
-        return E.Cast("int64", E.PrimCall("floor", [c], "float64"))
-
-    if method == "nearest_neighbor":
-        rnd = {"floor": floor,
-               "ceil": lambda c: E.Cast("int64", E.PrimCall("ceil", [c], "float64")),
-               "round_prefer_ceil": lambda c: floor(E.BinaryOp("Add", c, const(0.5, "float64"))),
-               "round_prefer_floor": lambda c: E.Cast("int64", E.PrimCall(
-                   "ceil", [E.BinaryOp("Sub", c, const(0.5, "float64"))], "float64")),
-               "round": lambda c: te.select(  # half away from zero
-                   E.BinaryOp("GE", c, const(0, "float64")),
-                   floor(E.BinaryOp("Add", c, const(0.5, "float64"))),
-                   E.Cast("int64", E.PrimCall(
-                       "ceil", [E.BinaryOp("Sub", c, const(0.5, "float64"))], "float64")))}
-        if rounding not in rnd:
-            raise UnsupportedOpError(f"rounding {rounding!r}", op="image.resize2d")
-
-        def nearest(*i):
-            index = list(i)
-            for j, ax in enumerate(axes):
-                index[ax] = clip(rnd[rounding](coord(j, i[ax])), sizes[j])
-            return x[tuple(index)]
-        y = b.compute(out.values, nearest, "T_resize")
-        return b.prim_func([y], "resize2d")
-
-    def linear(*i):
-        taps = []
-        for j, ax in enumerate(axes):
-            c = E.BinaryOp("Max", coord(j, i[ax]), const(0, "float64"))
-            lo = E.PrimCall("floor", [c], "float64")
-            frac = cast(E.BinaryOp("Sub", c, lo), dt)
-            lo_i = E.Cast("int64", lo)
-            taps.append([(clip(lo_i, sizes[j]), E.BinaryOp("Sub", const(1, dt), frac)),
-                         (clip(E.add(lo_i, 1), sizes[j]), frac)])
-        total = None
-        for (p0, w0) in taps[0]:
-            for (p1, w1) in taps[1]:
-                index = list(i)
-                index[axes[0]], index[axes[1]] = p0, p1
-                term = E.BinaryOp("Mul", E.BinaryOp("Mul", w0, w1), cast(x[tuple(index)], dt))
-                total = term if total is None else E.BinaryOp("Add", total, term)
-        return cast(total, out.dtype)
-    y = b.compute(out.values, linear, "T_resize", dtype=out.dtype)
-    return b.prim_func([y], "resize2d")
-
-
-# ------------------------------------------------------------------ sort / argsort / topk
-# O(n^2) rank-and-pick loops: fine for short rows, not attached as facts by default (a long
-# sort would be far slower than numpy's). Opt in with ``LegalizeOps(SORT_RULES)``.
-
-def _ranks(b, x, axis: int, descending: bool):
-    """rank[i] = how many elements go before x[i] in a stable (ascending or descending) sort."""
-    r = b.reduce_axis(x.shape[axis], "r")
-
-    def value(*i):
-        other = tuple(r if d == axis else v for d, v in enumerate(i))
-        xo, xi = x[other], x[tuple(i)]
-        before = E.BinaryOp("GT" if descending else "LT", xo, xi)
-        tie = E.BinaryOp("And", E.BinaryOp("EQ", xo, xi), E.BinaryOp("LT", r, i[axis]))
-        return te.sum(te.select(E.BinaryOp("Or", before, tie), idx(1), idx(0)), r)
-    return b.compute(x.shape, value, "T_rank", dtype="int64")
-
-
-def _pick(b, x, rank, axis: int, shape, what: str, dtype: str, name: str):
-    """out[.., j, ..] = x[.., i, ..] (what="value") or i (what="index") where rank[i] == j."""
-    r = b.reduce_axis(x.shape[axis], "p" + name[-1])
-
-    def value(*j):
-        at = tuple(r if d == axis else v for d, v in enumerate(j))
-        got = cast(x[at], dtype) if what == "value" else cast(r, dtype)
-        return te.sum(te.select(E.BinaryOp("EQ", rank[at], j[axis]), got, const(0, dtype)), r)
-    return b.compute(shape, value, name, dtype=dtype)
-
-
-def _sort(call):
-    b, (x,) = inputs(call)
-    out, a = output(call), attrs(call)
-    if not (te.is_float(x.dtype) or x.dtype.startswith("int")):
-        raise UnsupportedOpError(f"sort of {x.dtype}", op="sort")
-    axis = int(a.get("axis", -1)) % x.ndim
-    rank = _ranks(b, x, axis, bool(a.get("descending", False)))
-    what = "value" if call.op.name.endswith(".sort") or call.op.name == "sort" else "index"
-    y = _pick(b, x, rank, axis, out.values, what, out.dtype, "T_sorted_v" if what == "value"
-              else "T_sorted_i")
-    return b.prim_func([y], "sort" if what == "value" else "argsort")
-
-
-def _topk(call):
-    b, (x,) = inputs(call)
-    outs, a = outputs_of(call), attrs(call)
-    if not (te.is_float(x.dtype) or x.dtype.startswith("int")):
-        raise UnsupportedOpError(f"topk of {x.dtype}", op="topk")
-    axis = int(a.get("axis", -1)) % x.ndim
-    rank = _ranks(b, x, axis, bool(a.get("largest", True)))
-    ret = a.get("ret_type", "both")
-    res = []
-    if ret in ("both", "values"):
-        res.append(_pick(b, x, rank, axis, outs[0].values, "value", outs[0].dtype, "T_topk_v"))
-    if ret in ("both", "indices"):
-        o = outs[-1]
-        res.append(_pick(b, x, rank, axis, o.values, "index", o.dtype, "T_topk_i"))
-    return b.prim_func(res, "topk")
-
-
-def outputs_of(call):
-    from .common import outputs
-
-    return outputs(call)
-
-
-SORT_RULES = {"relax.sort": _sort, "relax.argsort": _sort, "relax.topk": _topk}
+    return resize(call, 2)

@@ -7,8 +7,9 @@ from __future__ import annotations
 from ...tir import expr as E
 from . import te
 from .common import acc_dtype, attrs, inputs, output, rule
+from .create import const_arg
 from .manipulate import _unravel
-from .te import cast, const, idx, prim_arg
+from .te import cast, const, idx
 
 
 def _wrap_negative(k: E.PrimExpr, n) -> E.PrimExpr:
@@ -52,7 +53,7 @@ def _gather_nd(call):
 def _one_hot(call):
     b, (indices,) = inputs(call)
     out = output(call)
-    on, off = prim_arg(call, 1), prim_arg(call, 2)
+    on, off = const_arg(call, 1), const_arg(call, 2)
     axis = int(attrs(call).get("axis", -1)) % out.ndim
 
     def value(*i):
