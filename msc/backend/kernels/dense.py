@@ -24,7 +24,7 @@ from ...errors import ShapeError
 from ...relax.op.registry import attach
 from ..dispatch import Kernel, KernelFact, Site
 from ..jit import get_jit, vector_lanes
-from .gemm import DRIVER_CTYPES, GemmConfig, PackedB, build_gemm_module, pack_b
+from .gemm import DRIVER_CTYPES, GemmConfig, PackedB, build_gemm_module, pack_b, run_gemm
 
 __all__ = ["Address", "DenseFact", "GemmRunner", "gemm_driver"]
 
@@ -35,7 +35,9 @@ F32 = np.dtype(np.float32)
 def gemm_driver(lanes: int):
     """The raw GEMM entry ``(A, Bpacked, bias, C, M, N, K, lda, ldc, relu)`` for ``lanes``."""
     cfg = GemmConfig(lanes)
-    library = get_jit().compile(build_gemm_module(cfg), [cfg.symbol])
+    library = get_jit().compile_generated(lambda: build_gemm_module(cfg), [cfg.symbol],
+                                          ("msc.backend.kernels.gemm", "msc.backend.loops"),
+                                          (repr(cfg),))
     return library.cfunc(cfg.symbol, None, *DRIVER_CTYPES)
 
 
@@ -57,7 +59,7 @@ class GemmRunner:
             raise ShapeError(f"bias of shape {bias.shape} does not fit {self.n} outputs",
                              op="gemm", param="bias") from None
         self.relu = int(bool(relu))
-        self.driver = gemm_driver(self.packed.lanes)
+        self.driver, self.nr = gemm_driver(self.packed.lanes), self.packed.nr
         self.ptrs = (self.packed.data.ctypes.data, self.bias.ctypes.data)
 
     def run(self, a_ptr: int, m: int, c_ptr: int, lda: int | None = None,
@@ -65,15 +67,16 @@ class GemmRunner:
         if not (m and self.n):
             return
         if self.k and lda is None and ldc is None:  # the common call: no keyword handling
-            self.driver(a_ptr, *self.ptrs, c_ptr, m, self.n, self.k, self.k, self.n, self.relu)
+            run_gemm(self.driver, self.nr, a_ptr, *self.ptrs, c_ptr, m, self.n, self.k, self.k,
+                     self.n, self.relu)
             return
         if not self.k:  # empty reduction: the epilogue alone
             out = np.ctypeslib.as_array(ctypes.cast(c_ptr, ctypes.POINTER(ctypes.c_float)),
                                         (m, ldc or self.n))[:, : self.n]
             out[...] = np.maximum(self.bias, 0) if self.relu else self.bias
             return
-        self.driver(a_ptr, *self.ptrs, c_ptr, m, self.n, self.k, lda or self.k,
-                    ldc or self.n, self.relu)
+        run_gemm(self.driver, self.nr, a_ptr, *self.ptrs, c_ptr, m, self.n, self.k,
+                 lda or self.k, ldc or self.n, self.relu)
 
 
 def fold_epilogue(bias: np.ndarray | None, epilogue: tuple):

@@ -12,6 +12,7 @@ conv / matmul absorbs) use the numpy fact::
 from __future__ import annotations
 
 import ctypes
+import math
 from functools import cache
 
 import numpy as np
@@ -116,13 +117,17 @@ def _build_affine_last(module: ir.Module) -> None:
 
 @cache
 def _kernels() -> dict:
-    module = ir.Module(name="msc_elementwise_f32")
-    for op in _BINARY:
-        _build(module, op)
-    _build_affine(module)
-    _build_affine_last(module)
-    library = get_jit().compile(module, [_symbol(op) for op in _BINARY] + [_AFFINE,
-                                                                          _AFFINE_LAST])
+    def build():
+        module = ir.Module(name="msc_elementwise_f32")
+        for op in _BINARY:
+            _build(module, op)
+        _build_affine(module)
+        _build_affine_last(module)
+        return module
+
+    library = get_jit().compile_generated(
+        build, [_symbol(op) for op in _BINARY] + [_AFFINE, _AFFINE_LAST],
+        (__name__, "msc.backend.loops"))
     kernels = {op: library.cfunc(_symbol(op), None, *(ctypes.c_void_p,) * 3, ctypes.c_int64,
                                  ctypes.c_int64) for op in _BINARY}
     kernels["affine"] = library.cfunc(_AFFINE, None, *(ctypes.c_void_p,) * 4,
@@ -167,6 +172,7 @@ class _AffineKernel(Kernel):
         self.shift = np.ascontiguousarray(np.broadcast_to(shift, self.scale.shape), np.float32)
         self.kernels = _kernels()
         self._per_channel: dict = {}
+        self._calls: dict = {}
         self.addr = (Address(), Address())
 
     def __call__(self, x, out):
@@ -177,19 +183,25 @@ class _AffineKernel(Kernel):
             raise ShapeError("output buffer must be C-contiguous float32", op=self.op,
                              param="out")
         x = x if x.flags.c_contiguous else np.ascontiguousarray(x)
-        shape = out.shape
+        call = self._calls.get(out.shape)
+        if call is None:
+            call = self._calls[out.shape] = self._call_for(out.shape)
+        run, args = call
+        run(self.addr[0](x), self.addr[1](out), *args)
+        return out
+
+    def _call_for(self, shape: tuple) -> tuple:
+        """(native entry, its arguments after the two arrays) for one shape, made once: numpy
+        products and the per-channel vectors cost more than the call itself on small maps."""
         channels = shape[self.axis] if shape else 1
         s, t = self._vectors(channels)
-        inner = int(np.prod(shape[self.axis + 1:], dtype=np.int64))
-        outer = out.size // max(channels * inner, 1)
-        xp, op = self.addr[0](x), self.addr[1](out)
+        inner = math.prod(shape[self.axis + 1:])
+        outer = math.prod(shape) // max(channels * inner, 1)
         if inner == 1:
-            self.kernels["affine_last"](xp, op, s.ctypes.data, t.ctypes.data, outer, channels,
+            return self.kernels["affine_last"], (s.ctypes.data, t.ctypes.data, outer, channels,
+                                                 self.relu)
+        return self.kernels["affine"], (s.ctypes.data, t.ctypes.data, outer, channels, inner,
                                         self.relu)
-        else:
-            self.kernels["affine"](xp, op, s.ctypes.data, t.ctypes.data, outer, channels, inner,
-                                   self.relu)
-        return out
 
     def _vectors(self, channels: int):
         vectors = self._per_channel.get(channels)

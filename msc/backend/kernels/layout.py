@@ -10,6 +10,12 @@ kernels move activations into that form::
 ``scratch(nbytes...)`` hands out 64-byte aligned float32 work arrays from one growing,
 thread-local arena: kernels run one at a time per thread, so every kernel can share it.
 Callers validate shapes; these functions trust their (checked) arguments.
+
+The "kernel" fact of ``permute_dims`` (32-bit elements) also lives here: the output's axes are
+collapsed (size-1 axes dropped, neighbours that stay neighbours merged) and a permutation that
+keeps the last axis becomes a copy of contiguous runs into the planned buffer (ShuffleNet's
+channel shuffle: 68 x 4 runs of 196 floats), its kernel checking its arrays. Others go to
+the TIR / numpy path.
 """
 
 from __future__ import annotations
@@ -22,13 +28,17 @@ from functools import cache
 import numpy as np
 from llvmlite import ir
 
+from ...errors import ShapeError
+from ...relax.op.registry import attach
+from ..dispatch import Kernel, KernelFact, Site
 from ..jit import get_jit
 from ..loops import F32, F32_PTR, I64, const64, for_range, imin
 
-__all__ = ["NR", "VecOps", "im2col", "im2col_pack_fn", "scratch", "transpose", "valid_range"]
+__all__ = ["PermuteFact", "VecOps", "collapse_permutation", "im2col", "scratch", "transpose",
+           "valid_range"]
 
 _TILE = 16  # transpose tile: a 16x16 float block (1 KiB) stays in L1 for both sides
-_SYMBOLS = ("msc_transpose_f32_t16", "msc_im2col_nhwc_f32", "msc_im2col_pack_nchw_f32")
+_SYMBOLS = ("msc_transpose_f32_t16", "msc_im2col_nhwc_f32", "msc_gather_runs_x32")
 I8_PTR = ir.IntType(8).as_pointer()
 I1 = ir.IntType(1)
 
@@ -104,56 +114,6 @@ def _build_im2col(module: ir.Module) -> None:
     b.ret_void()
 
 
-_PACK_GEOMETRY = ("C", "H", "W", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw", "OH", "OW",
-                  "K", "ones", "p_lo", "p_hi")
-NR = 64  # panel width of the packed GEMM operand (16 lanes x 4 vectors)
-
-
-def _build_im2col_pack(module: ir.Module) -> None:
-    """void (x, panels, *geometry): NCHW patches straight into the GEMM's packed-B layout.
-
-    Only columns p_lo <= p < p_hi of the [K, P] patch matrix are packed (p_lo a multiple of
-    64): column p = oh*OW + ow goes to panel (p - p_lo) // 64, lane p % 64; row
-    k = (c*KH + kh)*KW + kw. Each output row splits at panel boundaries and at the padding
-    edges into runs of zeros and one strided copy, so the inner loops vectorize. With
-    ``ones`` set, row K-1 is all ones (a bias column on the weight side).
-    """
-    fn = _declare(module, _SYMBOLS[2], ir.VoidType(),
-                  [F32_PTR, F32_PTR] + [I64] * len(_PACK_GEOMETRY))
-    x, bp = fn.args[:2]
-    x.add_attribute("noalias")
-    bp.add_attribute("noalias")
-    g = dict(zip(_PACK_GEOMETRY, fn.args[2:]))
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    one, ow_n = ir.Constant(F32, 1.0), g["OW"]
-    panel_stride = b.mul(g["K"], const64(NR))
-    with for_range(b, g["C"], name="c") as c, for_range(b, g["KH"], name="kh") as kh, \
-            for_range(b, g["KW"], name="kw") as kw:
-        k = b.add(b.mul(b.add(b.mul(c, g["KH"]), kh), g["KW"]), kw)
-        kbase = _gep(b, bp, b.mul(k, const64(NR)))
-        off = b.sub(b.mul(kw, g["dw"]), g["pw"])  # iw = ow * sw + off
-        lo, hi = valid_range(b, off, g["sw"], g["W"], ow_n)
-        oh_lo = b.sdiv(g["p_lo"], ow_n)
-        oh_hi = b.add(b.sdiv(b.sub(g["p_hi"], const64(1)), ow_n), const64(1))
-        with for_range(b, oh_hi, start=oh_lo, name="oh") as oh:
-            ih = b.add(b.sub(b.mul(oh, g["sh"]), g["ph"]), b.mul(kh, g["dh"]))
-            row_ok = b.icmp_unsigned("<", ih, g["H"])
-            lo_r, hi_r = b.select(row_ok, lo, ow_n), b.select(row_ok, hi, ow_n)
-            ih_safe = b.select(row_ok, ih, const64(0))
-            src = _gep(b, x, b.add(b.mul(b.add(b.mul(c, g["H"]), ih_safe), g["W"]), off))
-            rel0 = b.sub(b.mul(oh, ow_n), g["p_lo"])  # p - p_lo at ow = 0
-            ow_a = _max(b, b.sub(const64(0), rel0), const64(0))
-            ow_b = imin(b, b.sub(b.sub(g["p_hi"], g["p_lo"]), rel0), ow_n)
-            _pack_row(b, kbase, panel_stride, src, rel0, ow_a, ow_b, lo_r, hi_r, g["sw"])
-    with b.if_then(b.icmp_signed("!=", g["ones"], const64(0))):
-        last = _gep(b, bp, b.mul(b.sub(g["K"], const64(1)), const64(NR)))
-        span = b.sub(g["p_hi"], g["p_lo"])
-        panels = b.sdiv(b.add(span, const64(NR - 1)), const64(NR))
-        with for_range(b, panels, name="q") as q, for_range(b, const64(NR), name="l") as lane:
-            b.store(one, _gep(b, last, b.add(b.mul(q, panel_stride), lane)))
-    b.ret_void()
-
-
 def valid_range(b, off, stride, size, count):
     """[lo, hi): the ow in [0, count) with 0 <= ow * stride + off < size."""
     neg = b.sub(const64(0), off)
@@ -166,39 +126,6 @@ def valid_range(b, off, stride, size, count):
     hi = imin(b, hi, count)
     hi = b.select(b.icmp_signed("<", hi, lo), lo, hi)
     return lo, hi
-
-
-def _pack_row(b, kbase, panel_stride, src, rel0, ow_a, ow_b, lo, hi, stride) -> None:
-    """Write src[ow * stride] (zeros outside [lo, hi)) for ow in [ow_a, ow_b) to the panels;
-    ``rel0`` is the packed column of ow = 0."""
-    first = b.ashr(b.add(rel0, ow_a), const64(6))
-    last = b.ashr(b.add(rel0, b.sub(ow_b, const64(1))), const64(6))
-    vec = VecOps(b)
-    with for_range(b, b.add(last, const64(1)), start=first, name="q") as q:
-        q0 = b.sub(b.mul(q, const64(NR)), rel0)                   # ow of the panel's lane 0
-        a, e = _max(b, q0, ow_a), imin(b, b.add(q0, const64(NR)), ow_b)
-        dst = _gep(b, kbase, b.add(b.mul(q, panel_stride), b.sub(a, q0)))
-        z_end = imin(b, e, _max(b, a, lo))
-        c_end = imin(b, e, _max(b, z_end, hi))
-        vec.fill(dst, b.sub(z_end, a), None)
-        unit = b.icmp_signed("==", stride, const64(1))
-        with b.if_else(unit) as (contiguous, strided):
-            with contiguous:  # the common case: masked 16-lane copies, no scalar tail
-                vec.fill(_gep(b, dst, b.sub(z_end, a)), b.sub(c_end, z_end), _gep(b, src, z_end))
-            with strided:
-                two = b.icmp_signed("==", stride, const64(2))
-                with b.if_else(two) as (even, other):
-                    with even:  # stride 2: two loads and a shuffle per 16 lanes
-                        start, count = _gep(b, src, b.mul(z_end, const64(2))), b.sub(c_end, z_end)
-                        out = _gep(b, dst, b.sub(z_end, a))
-                        with vec.loop(count) as (t, mask):
-                            value = vec.load_even(_gep(b, start, b.mul(t, const64(2))),
-                                                  b.sub(count, t))
-                            vec.store(value, _gep(b, out, t), mask)
-                    with other, for_range(b, c_end, start=z_end, name="t") as t:
-                        b.store(b.load(_gep(b, src, b.mul(t, stride))),
-                                _gep(b, dst, b.sub(t, a)))
-        vec.fill(_gep(b, dst, b.sub(c_end, a)), b.sub(e, c_end), None)
 
 
 class VecOps:
@@ -309,23 +236,44 @@ def _max(b, x, y):
     return b.select(b.icmp_signed(">", x, y), x, y)
 
 
+_RUN_ARGS = ("d0", "d1", "d2", "run", "s0", "s1", "s2")
+
+
+def _build_gather_runs(module: ir.Module) -> None:
+    """void (src, dst, d0, d1, d2, run, s0, s1, s2): dst, in order, is the runs of ``run``
+    32-bit elements at src + i0*s0 + i1*s1 + i2*s2 (a permutation that keeps the last axis)."""
+    memcpy = _intrinsic(module, "llvm.memcpy.p0.p0.i64", ir.VoidType(),
+                        [I8_PTR, I8_PTR, I64, I1])
+    fn = _declare(module, _SYMBOLS[2], ir.VoidType(), [F32_PTR, F32_PTR] + [I64] * 7)
+    src, dst = fn.args[:2]
+    src.add_attribute("noalias")
+    dst.add_attribute("noalias")
+    a = dict(zip(_RUN_ARGS, fn.args[2:]))
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    nbytes = b.mul(a["run"], const64(4))
+    with for_range(b, a["d0"], name="i0") as i0, for_range(b, a["d1"], name="i1") as i1, \
+            for_range(b, a["d2"], name="i2") as i2:
+        at = b.add(b.add(b.mul(i0, a["s0"]), b.mul(i1, a["s1"])), b.mul(i2, a["s2"]))
+        row = b.add(b.mul(b.add(b.mul(i0, a["d1"]), i1), a["d2"]), i2)
+        to = b.bitcast(_gep(b, dst, b.mul(row, a["run"])), I8_PTR)
+        b.call(memcpy, [to, b.bitcast(_gep(b, src, at), I8_PTR), nbytes, I1(0)])
+    b.ret_void()
+
+
 @cache
 def _library():
-    module = ir.Module(name="msc_layout_f32")
-    _build_transpose(module)
-    _build_im2col(module)
-    _build_im2col_pack(module)
-    lib = get_jit().compile(module, list(_SYMBOLS))
+    def build():
+        module = ir.Module(name="msc_layout_f32")
+        _build_transpose(module)
+        _build_im2col(module)
+        _build_gather_runs(module)
+        return module
+
+    lib = get_jit().compile_generated(build, list(_SYMBOLS), (__name__, "msc.backend.loops"))
     ptr = ctypes.c_void_p
     return (lib.cfunc(_SYMBOLS[0], None, ptr, ptr, *(ctypes.c_int64,) * 3),
             lib.cfunc(_SYMBOLS[1], None, ptr, ptr, *(ctypes.c_int64,) * len(_GEOMETRY)),
-            lib.cfunc(_SYMBOLS[2], None, ptr, ptr, *(ctypes.c_int64,) * len(_PACK_GEOMETRY)))
-
-
-def im2col_pack_fn():
-    """``(x_chw, panels, C, H, W, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW, K, ones, p_lo,
-    p_hi)``."""
-    return _library()[2]
+            lib.cfunc(_SYMBOLS[2], None, ptr, ptr, *(ctypes.c_int64,) * len(_RUN_ARGS)))
 
 
 def transpose(src_ptr: int, dst_ptr: int, batch: int, rows: int, cols: int) -> None:
@@ -370,3 +318,111 @@ def scratch(*sizes: int) -> list[np.ndarray]:
         out.append(arena[offset: offset + size])
         offset += pad
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# permute_dims: a native copy into the planned buffer.
+
+
+def collapse_permutation(shape: tuple, axes: tuple) -> tuple[list, list]:
+    """(dims, input strides in elements) of the output, in output order, with size-1 axes
+    dropped and neighbours that stay neighbours in the input merged: ShuffleNet's
+    (1, 4, 68, 14, 14) by (0, 2, 1, 3, 4) becomes dims [68, 4, 196], strides [196, 13328, 1]."""
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * shape[i + 1]
+    dims, steps = [], []
+    for axis in axes:
+        if shape[axis] == 1:
+            continue
+        if dims and steps[-1] == strides[axis] * shape[axis]:
+            dims[-1] *= shape[axis]
+            steps[-1] = strides[axis]
+        else:
+            dims.append(shape[axis])
+            steps.append(strides[axis])
+    return dims, steps
+
+
+class _PermuteKernel(Kernel):
+    """out = x.transpose(axes) for 32-bit elements; runs along a kept last axis are copied
+    natively, other permutations (or more than 3 outer dims) by numpy into ``out``."""
+
+    inputs = (0,)
+
+    def __init__(self, axes: tuple, dtype: np.dtype):
+        self.axes, self.dtype = axes, dtype
+        self.run = _library()[2]
+        self._plans: dict = {}
+
+    def __call__(self, x, out):
+        if type(x) is not np.ndarray or x.dtype != self.dtype:
+            raise ShapeError(f"expected a {self.dtype} array, got {getattr(x, 'dtype', x)}",
+                             op="permute_dims", param="data")
+        axes = self.axes
+        if len(axes) != x.ndim:
+            raise ShapeError(f"axes {axes} for a rank-{x.ndim} input", op="permute_dims",
+                             param="data")
+        want = tuple(x.shape[a] for a in axes)
+        if (type(out) is not np.ndarray or out.shape != want or out.dtype != self.dtype
+                or not out.flags.c_contiguous):
+            raise ShapeError(f"output buffer {getattr(out, 'shape', out)}, expected {want}",
+                             op="permute_dims", param="out")
+        plan = self._plan(x.shape, axes)
+        if plan is None or not x.flags.c_contiguous:
+            np.copyto(out, x.transpose(axes))
+        elif out.size:
+            self.run(x.ctypes.data, out.ctypes.data, *plan)
+        return out
+
+    def _plan(self, shape: tuple, axes: tuple):
+        key = (shape, axes)
+        if key not in self._plans:
+            self._plans[key] = self.plan_of(shape, axes)
+        return self._plans[key]
+
+    @staticmethod
+    def plan_of(shape: tuple, axes: tuple) -> tuple | None:
+        """The native call's (d0, d1, d2, run, s0, s1, s2), or None (numpy's case)."""
+        dims, steps = collapse_permutation(shape, axes)
+        if not dims:
+            dims, steps = [1], [1]
+        if steps[-1] != 1 or len(dims) > 4:
+            return None
+        pad = 4 - len(dims)
+        return (*[1] * pad, *dims[:-1], dims[-1], *[0] * pad, *steps[:-1])
+
+
+class PermuteFact(KernelFact):
+    """permute_dims of a 32-bit tensor (float32, int32, uint32) of known rank."""
+
+    def match(self, site: Site) -> bool:
+        x, out = site.tensor(0), site.out
+        if not (x is not None and x.dtype in ("float32", "int32", "uint32") and x.ndim > 0
+                and getattr(out, "dtype", None) == x.dtype):
+            return False
+        axes = _axes(site, x.ndim)
+        if axes is None or sorted(axes) != list(range(x.ndim)):
+            return False
+        shape = _static_shape(x)
+        # a static shape the run copy cannot take goes to the TIR / numpy path (and is counted)
+        return shape is None or _PermuteKernel.plan_of(shape, axes) is not None
+
+    def make(self, site: Site) -> Kernel:
+        x = site.tensor(0)
+        return _PermuteKernel(_axes(site, x.ndim), np.dtype(x.dtype))
+
+
+def _axes(site: Site, ndim: int) -> tuple:
+    axes = site.attr("axes")
+    return tuple(range(ndim))[::-1] if axes is None else tuple(int(a) % ndim for a in axes)
+
+
+def _static_shape(sinfo) -> tuple | None:
+    values = getattr(sinfo, "values", None)
+    if values is None or not all(getattr(v, "is_const", False) for v in values):
+        return None
+    return tuple(int(v.value) for v in values)
+
+
+attach("permute_dims", "kernel", PermuteFact())

@@ -1,10 +1,16 @@
-"""Native "kernel" facts for nn.max_pool2d and nn.avg_pool2d on NCHW float32 data.
+"""Native "kernel" facts for nn.max_pool2d and nn.avg_pool2d on NCHW float32 data, and the
+window kernel of depthwise convs (conv.py's _DepthwiseNCHW).
 
-Each output row is accumulated window row by window row: for every (kh, kw) the valid output
-columns [lo, hi) read one (strided) run of the input row, so the inner loop is a 16-lane
-masked vector max / add with no bounds checks (stride 1 and 2 are vectorized, other strides
-run scalar). Average pooling multiplies by a per-output reciprocal window count computed once
-per input size in numpy, which covers both count_include_pad modes and ceil_mode::
+Each input plane is copied into a plane filled with the pad value (-inf for max, else 0) and
+large enough for every window (ceil_mode tails included), so the window loops never test
+bounds; the next plane is padded while this one is read (two slots), so no load waits on the
+stores that just wrote its plane. Unpadded inputs are read in place. Output rows go 16 columns
+at a time, whole vectors with plain loads and the row's tail masked; four rows run together,
+and a 3x3 window is unrolled with one partial result per window row, so a vector's adds (or
+FMAs, or maxes) are not one serial chain. Column strides 1 and 2 are vectorized (stride 2: two
+loads and a shuffle), other strides run scalar. Average pooling multiplies by a per-output
+reciprocal window count computed once per input size in numpy, which covers both
+count_include_pad modes and ceil_mode; max keeps NaN from either side, as numpy does::
 
     attach("nn.max_pool2d", "kernel", Pool2dFact("max"))
 """
@@ -25,13 +31,16 @@ from ..jit import get_jit
 from ..loops import F32, F32_PTR, I64, const64, entry_alloca, for_range
 from .dense import F32 as F32_DTYPE
 from .dense import as_f32
-from .layout import VecOps, valid_range
+from .layout import VecOps, scratch
 
 __all__ = ["Pool2dFact", "window_kernels"]
 
 _MODES = ("max", "avg", "dwconv")
 _ARGS = ("planes", "C", "mult", "H", "W", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw", "OH",
          "OW", "relu")
+_PLANE_ARGS = ("Hp", "Wp", "copy")  # the padded plane, and whether x has to be copied into it
+_PAD_VALUE = {"max": float("-inf"), "avg": 0.0, "dwconv": 0.0}
+_CONTRACT = ("contract",)
 
 
 def pair(v) -> tuple:
@@ -57,7 +66,7 @@ def sane_window(strides, dilation, padding, kernel=(1, 1)) -> bool:
 
 
 def _symbol(mode: str) -> str:
-    return f"msc_window2d_{mode}_nchw_f32"
+    return f"msc_window2d_{mode}_nchw_f32_padded"
 
 
 def _gep(b, ptr, offset):
@@ -65,158 +74,309 @@ def _gep(b, ptr, offset):
 
 
 def _build(module: ir.Module, mode: str) -> None:
-    """void (x, out, aux, w, bias, *_ARGS) for one mode, over ``planes`` output planes.
+    """void (x, out, aux, w, bias, tmp, int64 [*_ARGS, *_PLANE_ARGS]) for one mode.
 
     Output plane p reads input plane (p // (C*mult)) * C + (p % (C*mult)) // mult (mult > 1
-    only for depthwise convs with a channel multiplier). max: -inf start, max; avg: sum then
-    times ``aux`` (1 / window count per output); dwconv: bias start, += w * x, then relu.
+    only for depthwise convs with a channel multiplier). With ``copy`` set, each input plane
+    is first copied into ``tmp`` (two planes), an Hp x Wp plane filled with the pad value (-inf for max,
+    else 0), so the window loops never test bounds; otherwise x is read as is (no padding and
+    Hp, Wp = H, W). max: -inf start, max; avg: sum times ``aux`` (1 / window count per
+    output); dwconv: bias start, += w * x, then relu.
     """
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 5 + [I64] * len(_ARGS)),
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 6 + [I64.as_pointer()]),
                      name=_symbol(mode))
-    x, out, aux, w, bias = fn.args[:5]
-    for arg in fn.args[:5]:
+    x, out, aux, w, bias, tmp = fn.args[:6]
+    for arg in fn.args[:6]:
         arg.add_attribute("noalias")
-    g = dict(zip(_ARGS, fn.args[5:]))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    # the ints come as one int64 array: a ctypes call with 19 int arguments costs ~5 us
+    g = {name: b.load(_gep(b, fn.args[6], const64(i)))
+         for i, name in enumerate(_ARGS + _PLANE_ARGS)}
     vec = VecOps(b)
     plane_in, plane_out = b.mul(g["H"], g["W"]), b.mul(g["OH"], g["OW"])
     channels_out = b.mul(g["C"], g["mult"])
-    taps = b.mul(g["KH"], g["KW"])
-    ranges = _column_ranges(b, g)
-    with for_range(b, g["planes"], name="p") as p:
+    copy = b.icmp_signed("!=", g["copy"], const64(0))
+    slot = b.mul(g["Hp"], g["Wp"])  # tmp holds two planes: the next is padded while this
+    # one is read, so no load waits on the stores that just wrote its plane
+
+    def src_of(p):
         co = b.srem(p, channels_out)
         src_plane = b.add(b.mul(b.sdiv(p, channels_out), g["C"]), b.sdiv(co, g["mult"]))
-        src_base = _gep(b, x, b.mul(src_plane, plane_in))
-        weights = _gep(b, w, b.mul(co, taps))
-        if mode == "max":
-            init = vec.splat(ir.Constant(F32, float("-inf")))
-        elif mode == "avg":
-            init = vec.zero
-        else:
-            init = vec.splat(b.load(_gep(b, bias, co)))
-        unit = b.icmp_signed("==", g["sw"], const64(1))
-        two = b.icmp_signed("==", g["sw"], const64(2))
-        with for_range(b, g["OH"], name="oh") as oh:
-            row = _gep(b, out, b.add(b.mul(p, plane_out), b.mul(oh, g["OW"])))
-            with b.if_else(b.or_(unit, two)) as (in_registers, in_memory):
-                with in_registers, b.if_else(unit) as (stride1, stride2):
-                    for stride, block in ((1, stride1), (2, stride2)):
-                        with block:
-                            _register_row(b, vec, g, src_base, row, oh, mode, init, weights,
-                                          ranges, stride)
-                with in_memory:
-                    with vec.loop(g["OW"]) as (t, mask):
-                        vec.store(init, _gep(b, row, t), mask)
-                    with for_range(b, g["KH"], name="kh") as kh:
-                        ih = b.add(b.sub(b.mul(oh, g["sh"]), g["ph"]), b.mul(kh, g["dh"]))
-                        with b.if_then(b.icmp_unsigned("<", ih, g["H"])):
-                            src_row = _gep(b, src_base, b.mul(ih, g["W"]))
-                            _window_row(b, vec, g, src_row, row, mode, weights, kh, ranges)
-            _finish_row(b, vec, g, row, mode, aux, oh)
+        return _gep(b, x, b.mul(src_plane, plane_in)), co
+
+    def pad(p):
+        dst = _gep(b, tmp, b.mul(b.and_(p, const64(1)), slot))
+        _pad_plane(b, vec, g, src_of(p)[0], dst, _PAD_VALUE[mode])
+        return dst
+
+    with b.if_then(b.and_(copy, b.icmp_signed(">", g["planes"], const64(0)))):
+        pad(const64(0))
+    with for_range(b, g["planes"], name="p") as p:
+        src, co = src_of(p)
+        following = b.add(p, const64(1))
+        with b.if_then(b.and_(copy, b.icmp_signed("<", following, g["planes"]))):
+            pad(following)
+        base = b.select(copy, _gep(b, tmp, b.mul(b.and_(p, const64(1)), slot)), src)
+        plane = _Plane(b, vec, g, mode, base, _gep(b, out, b.mul(p, plane_out)))
+        plane.weights = _gep(b, w, b.mul(co, b.mul(g["KH"], g["KW"])))
+        plane.start = _start(b, vec, mode, bias, co)
+        plane.aux, plane.relu = aux, b.icmp_signed("!=", g["relu"], const64(0))
+        plane.rows()
     b.ret_void()
 
 
-def _register_row(b, vec, g, src_base, row, oh, mode, init, weights, ranges, stride) -> None:
-    """Column stride 1 or 2 (a Python constant): 16 output columns at a time, the window
-    summed in a register (a masked load per tap, one store per vector)."""
-    pad_value = vec.splat(ir.Constant(F32, float("-inf"))) if mode == "max" else vec.zero
-    with vec.loop(g["OW"]) as (t, mask):
-        acc = entry_alloca(b, vec.ty, "acc")
-        b.store(init, acc)
-        with for_range(b, g["KH"], name="kh") as kh:
-            ih = b.add(b.sub(b.mul(oh, g["sh"]), g["ph"]), b.mul(kh, g["dh"]))
-            with b.if_then(b.icmp_unsigned("<", ih, g["H"])):
-                src_row = _gep(b, src_base, b.mul(ih, g["W"]))
-                with for_range(b, g["KW"], name="kw") as kw:
-                    lo, hi = (b.sub(b.load(_gep(b, arr, kw)), t) for arr in ranges)
-                    lanes = b.and_(mask, vec.between(lo, hi))
-                    off = b.sub(b.mul(kw, g["dw"]), g["pw"])
-                    start = _gep(b, src_row, b.add(b.mul(t, const64(stride)), off))
-                    value = vec.load(start, lanes, pad_value) if stride == 1 else \
-                        vec.load_even_masked(start, lanes, pad_value)
-                    tap = _tap(b, weights, kh, kw, g) if mode == "dwconv" else None
-                    b.store(_combine(b, vec, mode, b.load(acc), value, tap), acc)
-        vec.store(b.load(acc), _gep(b, row, t), mask)
-
-
-def _tap(b, weights, kh, kw, g):
-    return b.load(_gep(b, weights, b.add(b.mul(kh, g["KW"]), kw)))
-
-
-def _combine(b, vec, mode, acc, value, tap):
+def _start(b, vec, mode, bias, co):
     if mode == "max":
-        return b.select(b.fcmp_unordered(">", value, acc), value, acc)  # NaN wins
+        return vec.splat(ir.Constant(F32, float("-inf")))
     if mode == "avg":
-        return b.fadd(acc, value)
-    scalar = isinstance(value.type, ir.FloatType)
-    return b.fadd(acc, b.fmul(value, tap if scalar else vec.splat(tap)))
+        return vec.zero
+    return vec.splat(b.load(_gep(b, bias, co)))
 
 
-def _finish_row(b, vec, g, row, mode, aux, oh) -> None:
-    if mode == "avg":
-        inv_row = _gep(b, aux, b.mul(oh, g["OW"]))
-        with vec.loop(g["OW"]) as (t, mask):
-            value = b.fmul(vec.load(_gep(b, row, t), mask), vec.load(_gep(b, inv_row, t), mask))
-            vec.store(value, _gep(b, row, t), mask)
-    elif mode == "dwconv":
-        relu = b.icmp_signed("!=", g["relu"], const64(0))
-        with b.if_then(relu), vec.loop(g["OW"]) as (t, mask):
-            value = vec.load(_gep(b, row, t), mask)
-            negative = b.fcmp_ordered("<", value, vec.zero)
-            vec.store(b.select(negative, vec.zero, value), _gep(b, row, t), mask)
+def _pad_plane(b, vec, g, src, tmp, pad: float) -> None:
+    """tmp[Hp, Wp] = src[H, W] at (ph, pw), the pad value around it (each element written
+    once)."""
+    fill = vec.splat(ir.Constant(F32, pad))
+    wp, top, left = g["Wp"], g["ph"], g["pw"]
+    _run(b, vec, tmp, b.add(b.mul(top, wp), left), fill)  # top rows, the first left edge
+    right = b.sub(wp, g["W"])                             # a right edge + the next left edge
+    with for_range(b, g["H"], name="h") as h:
+        row = _gep(b, tmp, b.add(b.mul(b.add(h, top), wp), left))
+        _run(b, vec, row, g["W"], _gep(b, src, b.mul(h, g["W"])))
+        _run(b, vec, _gep(b, row, g["W"]), right, fill)
+    end = b.add(b.mul(b.add(g["H"], top), wp), left)  # where the last row's right edge ends
+    _run(b, vec, _gep(b, tmp, end), b.sub(b.mul(g["Hp"], wp), end), fill)
 
 
-def _column_ranges(b, g) -> tuple:
-    """Stack arrays lo[kw], hi[kw]: the valid output columns of each kernel column, computed
-    once per call (their divisions would otherwise run for every output row)."""
-    lo_arr, hi_arr = b.alloca(I64, size=g["KW"]), b.alloca(I64, size=g["KW"])
-    with for_range(b, g["KW"], name="kw0") as kw:
-        off = b.sub(b.mul(kw, g["dw"]), g["pw"])
-        lo, hi = valid_range(b, off, g["sw"], g["W"], g["OW"])
-        b.store(lo, _gep(b, lo_arr, kw))
-        b.store(hi, _gep(b, hi_arr, kw))
-    return lo_arr, hi_arr
+def _run(b, vec, dst, count, value) -> None:
+    """dst[:count] = value (a vector) or the floats at ``value`` (a pointer): whole vectors
+    unmasked, then one masked tail (a 32-bit lane compare), so short rows cost little.
+    A negative count writes nothing."""
+    lanes = VecOps.LANES
+    count = b.select(b.icmp_signed("<", count, const64(0)), const64(0), count)
+    full = b.and_(count, const64(-lanes))
+    every = ir.Constant(ir.VectorType(ir.IntType(1), lanes), [1] * lanes)
+    source = None if isinstance(value.type, ir.VectorType) else value
+
+    def move(t, mask):
+        v = value if source is None else vec.load(_gep(b, source, t), mask)
+        vec.store(v, _gep(b, dst, t), mask)
+
+    with for_range(b, full, step=lanes, name="run") as t:
+        move(t, every)
+    left = b.sub(count, full)
+    with b.if_then(b.icmp_signed(">", left, const64(0))):
+        ids = ir.Constant(ir.VectorType(ir.IntType(32), lanes), list(range(lanes)))
+        mask = b.icmp_signed("<", ids, vec.splat(b.trunc(left, ir.IntType(32))))
+        move(full, mask)
 
 
-def _window_row(b, vec, g, src_row, row, mode, weights, kh, ranges) -> None:
-    """row[ow] (max|+|w*)= src_row[ow * sw + kw * dw - pw] over kw, for the valid ow only."""
-    with for_range(b, g["KW"], name="kw") as kw:
-        off = b.sub(b.mul(kw, g["dw"]), g["pw"])
-        lo, hi = (b.load(_gep(b, arr, kw)) for arr in ranges)
-        src = _gep(b, src_row, b.add(b.mul(lo, g["sw"]), off))
-        dst, count, stride = _gep(b, row, lo), b.sub(hi, lo), g["sw"]
-        tap = _tap(b, weights, kh, kw, g) if mode == "dwconv" else None
+class _Plane:
+    """One output plane: rows of 16-column vectors, full vectors with constant masks (plain
+    loads), the row's tail with a mask. ``ROWS`` output rows run together and a 3x3 window
+    is unrolled with one partial result per window row, so the adds and maxes of a vector are
+    not one serial chain."""
 
-        def combine(acc, value):
-            return _combine(b, vec, mode, acc, value, tap)
+    ROWS = 4
 
-        with b.if_else(b.icmp_signed("==", stride, const64(1))) as (unit, other):
-            with unit, vec.loop(count) as (t, mask):
-                at = _gep(b, dst, t)
-                vec.store(combine(vec.load(at, mask), vec.load(_gep(b, src, t), mask)), at, mask)
-            with other:
-                two = b.icmp_signed("==", stride, const64(2))
-                with b.if_else(two) as (even, scalar):
-                    with even, vec.loop(count) as (t, mask):
-                        at = _gep(b, dst, t)
-                        value = vec.load_even(_gep(b, src, b.mul(t, const64(2))),
-                                              b.sub(count, t))
-                        vec.store(combine(vec.load(at, mask), value), at, mask)
-                    with scalar, for_range(b, count, name="s") as t:
-                        at = _gep(b, dst, t)
-                        value = b.load(_gep(b, src, b.mul(t, stride)))
-                        b.store(combine(b.load(at), value), at)
+    def __init__(self, b, vec, g, mode, base, out):
+        self.b, self.vec, self.g, self.mode, self.base, self.out = b, vec, g, mode, base, out
+
+    def rows(self) -> None:
+        b, g = self.b, self.g
+        three = b.and_(b.icmp_signed("==", g["KH"], const64(3)),
+                       b.icmp_signed("==", g["KW"], const64(3)))
+        sw = g["sw"]
+        with b.if_else(b.icmp_signed("==", sw, const64(1))) as (unit, other):
+            with unit:
+                self._by_taps(1, three)
+            with other, b.if_else(b.icmp_signed("==", sw, const64(2))) as (two, any_stride):
+                with two:
+                    self._by_taps(2, three)
+                with any_stride, for_range(b, g["OH"], name="oh") as oh:
+                    self._scalar_row(oh)
+
+    def _by_taps(self, stride: int, three) -> None:
+        b, g = self.b, self.g
+        blocked = b.mul(b.sdiv(g["OH"], const64(self.ROWS)), const64(self.ROWS))
+        with b.if_else(three) as (unrolled, general):
+            for taps, block in ((3, unrolled), (None, general)):
+                with block:
+                    with for_range(b, blocked, step=self.ROWS, name="ohb") as oh:
+                        self._row_block(oh, self.ROWS, stride, taps)
+                    with for_range(b, g["OH"], start=blocked, name="oh") as oh:
+                        self._row_block(oh, 1, stride, taps)
+
+    def _row_block(self, oh, count: int, stride: int, taps) -> None:
+        b, g, lanes = self.b, self.g, VecOps.LANES
+        ohs = [b.add(oh, const64(r)) for r in range(count)]
+        full = b.mul(b.sdiv(g["OW"], const64(lanes)), const64(lanes))
+        every = ir.Constant(ir.VectorType(ir.IntType(1), lanes), [1] * lanes)
+        with for_range(b, full, step=lanes, name="v") as t:
+            self._vectors(ohs, t, every, stride, taps)
+        left = b.sub(g["OW"], full)
+        with b.if_then(b.icmp_signed(">", left, const64(0))):
+            self._vectors(ohs, full, self.vec.mask(left), stride, taps)
+
+    def _vectors(self, ohs, t, mask, stride, taps) -> None:
+        """16 output columns from t of each row in ``ohs``: windows folded in registers."""
+        b, g, vec = self.b, self.g, self.vec
+        col = _gep(b, self.base, b.mul(t, const64(stride)))
+        rows = [_gep(b, col, b.mul(b.mul(oh, g["sh"]), g["Wp"])) for oh in ohs]
+        if taps is not None:
+            results = [self._unrolled(row, mask, stride, taps) for row in rows]
+        else:
+            results = self._looped(rows, mask, stride)
+        for oh, acc in zip(ohs, results):
+            vec.store(self._finish(acc, oh, t, mask), _gep(b, self.out, self._at(oh, t)), mask)
+
+    def _unrolled(self, row, mask, stride, taps):
+        b, g = self.b, self.g
+        partial = []
+        for kh in range(taps):
+            src = _gep(b, row, b.mul(b.mul(const64(kh), g["dh"]), g["Wp"]))
+            acc = self.start if kh == 0 else self.identity
+            for kw in range(taps):
+                value = self._load(_gep(b, src, b.mul(const64(kw), g["dw"])), mask, stride)
+                acc = self._combine(acc, value, const64(kh * taps + kw))
+            partial.append(acc)
+        acc = partial[0]
+        for other in partial[1:]:
+            acc = self._merge(acc, other)
+        return acc
+
+    def _looped(self, rows, mask, stride):
+        b, g, vec = self.b, self.g, self.vec
+        slots = [entry_alloca(b, vec.ty, "acc") for _ in rows]
+        for slot in slots:
+            b.store(self.start, slot)
+        with for_range(b, g["KH"], name="kh") as kh:
+            down = b.mul(b.mul(kh, g["dh"]), g["Wp"])
+            with for_range(b, g["KW"], name="kw") as kw:
+                right, tap = b.add(down, b.mul(kw, g["dw"])), b.add(b.mul(kh, g["KW"]), kw)
+                for row, slot in zip(rows, slots):
+                    value = self._load(_gep(b, row, right), mask, stride)
+                    b.store(self._combine(b.load(slot), value, tap), slot)
+        return [b.load(slot) for slot in slots]
+
+    @property
+    def identity(self):
+        if self.mode == "max":
+            return self.vec.splat(ir.Constant(F32, float("-inf")))
+        return self.vec.zero
+
+    def _merge(self, acc, other):
+        b = self.b
+        if self.mode == "max":
+            return _nan_max(b, acc, other)
+        return b.fadd(acc, other)
+
+    def _load(self, ptr, mask, stride):
+        if stride == 1:
+            return self.vec.load(ptr, mask)
+        return self.vec.load_even_masked(ptr, mask, self.vec.zero)
+
+    def _at(self, oh, t):
+        return self.b.add(self.b.mul(oh, self.g["OW"]), t)
+
+    def _combine(self, acc, value, tap):
+        b = self.b
+        if self.mode == "max":
+            return _nan_max(b, acc, value)
+        if self.mode == "avg":
+            return b.fadd(acc, value)
+        weight = b.load(_gep(b, self.weights, tap))
+        if not isinstance(value.type, ir.FloatType):
+            weight = self.vec.splat(weight)
+        return b.fadd(acc, b.fmul(value, weight, flags=_CONTRACT), flags=_CONTRACT)  # an FMA
+
+    def _finish(self, acc, oh, t, mask):
+        b, vec = self.b, self.vec
+        scalar = isinstance(acc.type, ir.FloatType)
+        if self.mode == "avg":
+            inv = _gep(b, self.aux, self._at(oh, t))
+            return b.fmul(acc, b.load(inv) if scalar else vec.load(inv, mask))
+        if self.mode == "dwconv":
+            zero = ir.Constant(F32, 0.0) if scalar else vec.zero
+            relu = self.relu if scalar else vec.splat(self.relu)
+            clamp = b.and_(relu, b.fcmp_ordered("<", acc, zero))  # relu keeps NaN
+            return b.select(clamp, zero, acc)
+        return acc
+
+    def _scalar_row(self, oh) -> None:
+        """Column strides other than 1 and 2: one output at a time."""
+        b, g = self.b, self.g
+        first = b.extract_element(self.start, ir.IntType(32)(0))
+        with for_range(b, g["OW"], name="ow") as ow:
+            slot = entry_alloca(b, F32, "acc1")
+            b.store(first, slot)
+            col = _gep(b, self.base, b.add(b.mul(b.mul(oh, g["sh"]), g["Wp"]),
+                                           b.mul(ow, g["sw"])))
+            with for_range(b, g["KH"], name="kh") as kh:
+                row = _gep(b, col, b.mul(b.mul(kh, g["dh"]), g["Wp"]))
+                with for_range(b, g["KW"], name="kw") as kw:
+                    value = b.load(_gep(b, row, b.mul(kw, g["dw"])))
+                    tap = b.add(b.mul(kh, g["KW"]), kw)
+                    b.store(self._combine(b.load(slot), value, tap), slot)
+            b.store(self._finish(b.load(slot), oh, ow, None), _gep(b, self.out, self._at(oh, ow)))
+
+
+def _nan_max(b, acc, value):
+    """max that keeps a NaN from either side (numpy's np.max): value when it is larger or
+    NaN, else acc (a NaN acc stays, as NaN > value is false)."""
+    take = b.or_(b.fcmp_ordered(">", value, acc), b.fcmp_unordered("uno", value, value))
+    return b.select(take, value, acc)
+
+
+def plane_geometry(h, w, kh, kw, strides, top_left, dilation, oh, ow) -> tuple:
+    """(Hp, Wp, copy): a plane holding x at ``top_left`` and every window of the output
+    (bottom / right padding and ceil_mode tails included), and whether x must be copied."""
+    (sh, sw), (dh, dw), (top, left) = strides, dilation, top_left
+    hp = max(h + top, (oh - 1) * sh + (kh - 1) * dh + 1)
+    wp = max(w + left, (ow - 1) * sw + (kw - 1) * dw + 1)
+    return hp, wp, int(hp != h or wp != w)
+
+
+class _Window:
+    """The native entry with its padded-plane scratch: ``(x, out, aux, w, bias, *_ARGS)``,
+    pointers and ints as the kernels pass them; the caller has checked the arrays."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self._args: dict = {}
+
+    def __call__(self, x, out, aux, w, bias, *ints):
+        found = self._args.get(ints)
+        if found is None:
+            found = self._args[ints] = self._geometry(ints)
+        args, tmp_size = found
+        # two padded planes; a 16-lane tail may reach 15 floats past a row (masked: in bounds)
+        tmp = scratch(tmp_size)[0].ctypes.data if tmp_size else 0
+        self.raw(x, out, aux, w, bias, tmp, args.ctypes.data)
+
+    @staticmethod
+    def _geometry(ints: tuple) -> tuple:
+        g = dict(zip(_ARGS, ints))
+        hp, wp, copy = plane_geometry(g["H"], g["W"], g["KH"], g["KW"], (g["sh"], g["sw"]),
+                                      (g["ph"], g["pw"]), (g["dh"], g["dw"]), g["OH"], g["OW"])
+        args = np.array((*ints, hp, wp, copy), np.int64)
+        return args, (2 * hp * wp + 2 * VecOps.LANES) if copy else 0
 
 
 @cache
 def window_kernels() -> dict:
-    """mode -> ctypes entry ``(x, out, aux, w, bias, *_ARGS)``."""
-    module = ir.Module(name="msc_window2d_nchw_f32")
-    for mode in _MODES:
-        _build(module, mode)
-    library = get_jit().compile(module, [_symbol(m) for m in _MODES])
-    return {m: library.cfunc(_symbol(m), None, *(ctypes.c_void_p,) * 5,
-                             *(ctypes.c_int64,) * len(_ARGS)) for m in _MODES}
+    """mode -> entry ``(x, out, aux, w, bias, *_ARGS)`` (see :class:`_Window`)."""
+    def build():
+        module = ir.Module(name="msc_window2d_nchw_f32")
+        for mode in _MODES:
+            _build(module, mode)
+        return module
+
+    library = get_jit().compile_generated(
+        build, [_symbol(m) for m in _MODES],
+        (__name__, "msc.backend.kernels.layout", "msc.backend.loops"), tuple(_MODES))
+    return {m: _Window(library.cfunc(_symbol(m), None, *(ctypes.c_void_p,) * 7))
+            for m in _MODES}
 
 
 class _Pool2dKernel(Kernel):

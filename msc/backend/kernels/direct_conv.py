@@ -1,0 +1,543 @@
+"""Direct NCHW convolution: no im2col, the taps read the (padded) input in place.
+
+With stride 1 an output pixel ``(oh, ow)`` reads input ``(oh + kh*dh, ow + kw*dw)`` of the
+zero-padded image. Counting pixels in the padded width ``Wq`` ("wide" positions
+``q = oh*Wq + ow``), every tap is one constant offset ``kh*dh*Wq + kw*dw`` from ``q``, so a
+convolution is a sum over sources (input channel, tap) of contiguous vector loads: a register
+tile of ``R`` output channels x ``V`` vectors of positions is accumulated over all sources
+(V loads, R weight broadcasts, R*V FMAs each), then stored once with the bias and relu. The
+``OW..Wq`` columns of each wide row are dropped by a compaction pass; a 1x1 conv without
+padding reads the input as is and writes the output directly.
+
+Stride s > 1 splits each padded input plane into its s x s phase planes first
+(``phase[a][b][i][j] = xpad[i*s + a][j*s + b]``): tap (kh, kw) of output (oh, ow) is then
+row oh + kh*dh // s of phase (kh*dh % s, ...), so a strided conv is a stride-1 sum over the
+same number of sources, with no wasted multiplies (only the phases some tap uses are made).
+
+The im2col + GEMM path packs ``K x P`` patches (9x the input for a 3x3 conv) on every call;
+this reads the input ``O / R`` times from L2 instead, and measured faster on every NCHW shape
+of the light zoo (DenseNet's 3x3 growth convs 2-4x, ShuffleNet's grouped 1x1 2x, strided
+stems and downsamples 1.2-1.4x)::
+
+    kernel = DirectConv2d("nn.conv2d", weight_oihw, bias, relu, groups, attrs)
+    kernel(x, out)          # NCHW float32, checked before native code runs
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+from functools import cache
+
+import numpy as np
+from llvmlite import ir
+
+from ...errors import ShapeError
+from ..dispatch import Kernel
+from ..jit import get_jit, vector_lanes
+from ..loops import F32, F32_PTR, I64, const64, entry_alloca, for_range, imin
+from ..threads import parallel_for, task_threads
+from .dense import F32 as F32_DTYPE
+from .dense import Address, as_f32
+from .layout import scratch, valid_range
+
+__all__ = ["DirectConv2d", "direct_conv_fits", "tile_shape"]
+
+I64_PTR = I64.as_pointer()
+_L2_BYTES = 512 * 1024  # input bytes of one chunk of positions: about half a Zen 4 core's L2
+_PARALLEL_MACS = 2e6  # below this a conv runs on one thread (splitting costs ~10 us per band)
+_CONV_ARGS = ("G", "S", "ld_group", "OB", "og", "ld_out", "Q", "chunk", "relu")
+
+
+def tile_shape(lanes: int) -> tuple[int, int]:
+    """(R output channels, V vectors) of the register tile: R*V accumulators plus V loaded
+    vectors and a broadcast fit the vector register file (32 with AVX-512, else 16)."""
+    return (8, 3) if lanes == 16 else (4, 3)
+
+
+class _Vec:
+    """Masked loads / stores and splats of ``lanes`` x float32, declared once per module."""
+
+    def __init__(self, b: ir.IRBuilder, lanes: int):
+        self.b, self.lanes = b, lanes
+        self.ty = ir.VectorType(F32, lanes)
+        self.mask_ty = ir.VectorType(ir.IntType(1), lanes)
+        ptr = self.ty.as_pointer()
+        i32 = ir.IntType(32)
+        self._load = _intrinsic(b.module, f"llvm.masked.load.v{lanes}f32.p0", self.ty,
+                                [ptr, i32, self.mask_ty, self.ty])
+        self._store = _intrinsic(b.module, f"llvm.masked.store.v{lanes}f32.p0", ir.VoidType(),
+                                 [self.ty, ptr, i32, self.mask_ty])
+        self._fma = _intrinsic(b.module, f"llvm.fma.v{lanes}f32", self.ty, [self.ty] * 3)
+        self.zero = ir.Constant(self.ty, None)
+        self.all = ir.Constant(self.mask_ty, [1] * lanes)
+        self.ids = ir.Constant(ir.VectorType(ir.IntType(32), lanes), list(range(lanes)))
+
+    def splat(self, value):
+        b, ty = self.b, ir.VectorType(value.type, self.lanes)
+        first = b.insert_element(ir.Constant(ty, ir.Undefined), value, ir.IntType(32)(0))
+        return b.shuffle_vector(first, ir.Constant(ty, ir.Undefined),
+                                ir.Constant(ir.VectorType(ir.IntType(32), self.lanes), None))
+
+    def mask(self, left):
+        """Lanes i < left, for left <= lanes (compared in 32 bits: one instruction)."""
+        b = self.b
+        return b.icmp_signed("<", self.ids, self.splat(b.trunc(left, ir.IntType(32))))
+
+    def load(self, ptr, mask):
+        b = self.b
+        return b.call(self._load, [b.bitcast(ptr, self.ty.as_pointer()), ir.IntType(32)(4),
+                                   mask, self.zero])
+
+    def store(self, value, ptr, mask) -> None:
+        b = self.b
+        b.call(self._store, [value, b.bitcast(ptr, self.ty.as_pointer()), ir.IntType(32)(4),
+                             mask])
+
+    def fma(self, a, x, acc):
+        return self.b.call(self._fma, [a, x, acc])
+
+
+def _intrinsic(module, name, ret, args):
+    existing = module.globals.get(name)
+    return existing or ir.Function(module, ir.FunctionType(ret, args), name=name)
+
+
+def _gep(b, ptr, offset):
+    return b.gep(ptr, [offset], inbounds=True)
+
+
+def _symbol(lanes: int) -> str:
+    r, v = tile_shape(lanes)
+    return f"msc_direct_conv_nchw_f32_l{lanes}_r{r}_v{v}"
+
+
+def _build_conv(module: ir.Module, lanes: int) -> ir.Function:
+    """void (x, w, bias, out, offsets, *_CONV_ARGS), over G groups of S sources each.
+
+    A source is one (input channel, tap): wide position q of group g reads
+    x[g * ld_group + offsets[s] + q]; w: [G, OB, S, R]; bias: [G, OB*R]; out: [G*og, ld_out],
+    positions q < Q written (relu when set).
+    """
+    r_n, v_n = tile_shape(lanes)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 4 + [I64_PTR]
+                                             + [I64] * len(_CONV_ARGS)),
+                     name=f"conv_l{lanes}")
+    fn.linkage = "internal"
+    x, w, bias, out, offsets = fn.args[:5]
+    for arg in fn.args[:5]:
+        arg.add_attribute("noalias")
+    g = dict(zip(_CONV_ARGS, fn.args[5:]))
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    vec = _Vec(b, lanes)
+    per_block = b.mul(g["S"], const64(r_n))
+    step = lanes * v_n
+    with for_range(b, g["G"], name="g") as grp:
+        xg = _gep(b, x, b.mul(grp, g["ld_group"]))
+        wg = _gep(b, w, b.mul(b.mul(grp, g["OB"]), per_block))
+        bg = _gep(b, bias, b.mul(b.mul(grp, g["OB"]), const64(r_n)))
+        og = _gep(b, out, b.mul(b.mul(grp, g["og"]), g["ld_out"]))
+        with for_range(b, g["Q"], step=g["chunk"], name="qc") as qc:
+            q_end = imin(b, b.add(qc, g["chunk"]), g["Q"])
+            with for_range(b, g["OB"], name="ob") as ob:
+                tile = _Tile(b, vec, g, offsets, r_n)
+                tile.at(xg, _gep(b, wg, b.mul(ob, per_block)), bg, og, ob)
+                with for_range(b, q_end, start=qc, step=step, name="q0") as q0:
+                    tile.dispatch(q0, b.sub(q_end, q0), v_n)
+    b.ret_void()
+    return fn
+
+
+class _Tile:
+    """The R x V register tile at one output-channel block; ``dispatch`` picks the widest
+    variant the remaining positions need (a tail runs with fewer vectors)."""
+
+    def __init__(self, b, vec, g, offsets, r_n):
+        self.b, self.vec, self.g, self.offsets, self.r_n = b, vec, g, offsets, r_n
+
+    def at(self, xg, wb, bg, og, ob) -> None:
+        self.xg, self.wb, self.og = xg, wb, og
+        self.first = self.b.mul(ob, const64(self.r_n))
+        self.bias = [self.b.load(_gep(self.b, bg, self.b.add(self.first, const64(r))))
+                     for r in range(self.r_n)]
+
+    def dispatch(self, q0, left, v_n) -> None:
+        """Full tiles load without masks; a tail runs the fewest vectors that cover it."""
+        b, lanes = self.b, self.vec.lanes
+        with b.if_else(b.icmp_signed(">=", left, const64(lanes * v_n))) as (full, tail):
+            with full:
+                self.run(q0, None, v_n)
+            with tail:
+                self._tail(q0, left, v_n)
+
+    def _tail(self, q0, left, v_n) -> None:
+        b, lanes = self.b, self.vec.lanes
+        if v_n == 1:
+            self.run(q0, left, 1)
+            return
+        with b.if_else(b.icmp_signed(">", left, const64(lanes * (v_n - 1)))) as (wide, narrow):
+            with wide:
+                self.run(q0, left, v_n)
+            with narrow:
+                self._tail(q0, left, v_n - 1)
+
+    def run(self, q0, left, v_n) -> None:
+        """The tile at positions q0 + [0, lanes * v_n); ``left`` (or None: all) are valid."""
+        b, vec, g, r_n, lanes = self.b, self.vec, self.g, self.r_n, self.vec.lanes
+        masks = [vec.all if left is None else vec.mask(imin(b, b.sub(left, const64(lanes * v)),
+                                                              lanes)) for v in range(v_n)]
+        accs = [[entry_alloca(b, vec.ty, f"acc{r}_{v}") for v in range(v_n)]
+                for r in range(r_n)]
+        for r in range(r_n):
+            start = vec.splat(self.bias[r])
+            for v in range(v_n):
+                b.store(start, accs[r][v])
+        # one (channel, tap) per iteration: unrolled taps get all their loads hoisted, then
+        # spilled; the offsets table makes strides, padding and phases one indirection
+        with for_range(b, g["S"], name="s") as src:
+            xt = _gep(b, self.xg, b.add(b.load(_gep(b, self.offsets, src)), q0))
+            wt = _gep(b, self.wb, b.mul(src, const64(r_n)))
+            xs = [vec.load(_gep(b, xt, const64(lanes * v)), masks[v]) for v in range(v_n)]
+            for r in range(r_n):
+                wv = vec.splat(b.load(_gep(b, wt, const64(r))))
+                for v in range(v_n):
+                    b.store(vec.fma(xs[v], wv, b.load(accs[r][v])), accs[r][v])
+        self._store(q0, masks, accs, v_n)
+
+    def _store(self, q0, masks, accs, v_n) -> None:
+        b, vec, g, lanes = self.b, self.vec, self.g, self.vec.lanes
+        relu = b.icmp_signed("!=", g["relu"], const64(0))
+        for r in range(len(accs)):
+            channel = b.add(self.first, const64(r))
+            valid = vec.splat(b.icmp_signed("<", channel, g["og"]))
+            row = _gep(b, self.og, b.add(b.mul(channel, g["ld_out"]), q0))
+            for v in range(v_n):
+                value = b.load(accs[r][v])
+                clamp = b.and_(vec.splat(relu), b.fcmp_ordered("<", value, vec.zero))
+                value = b.select(clamp, vec.zero, value)  # relu keeps NaN
+                vec.store(value, _gep(b, row, const64(lanes * v)), b.and_(masks[v], valid))
+
+
+_PAD_ARGS = ("planes", "H", "W", "Wp", "top", "left", "ld")
+
+
+def _build_pad(module: ir.Module, lanes: int) -> ir.Function:
+    """void (x, xp, *_PAD_ARGS): xp[p, :ld] = plane p of x placed at (top, left) in zeros
+    with rows of ``Wp`` (ld >= (top + H) * Wp + left)."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 2
+                                             + [I64] * len(_PAD_ARGS)), name=f"pad_l{lanes}")
+    fn.linkage = "internal"
+    x, xp = fn.args[:2]
+    x.add_attribute("noalias")
+    xp.add_attribute("noalias")
+    a = dict(zip(_PAD_ARGS, fn.args[2:]))
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    vec = _Vec(b, lanes)
+    with for_range(b, a["planes"], name="p") as p:
+        src = _gep(b, x, b.mul(p, b.mul(a["H"], a["W"])))
+        dst = _gep(b, xp, b.mul(p, a["ld"]))
+        _fill(b, vec, dst, b.add(b.mul(a["top"], a["Wp"]), a["left"]), None)
+        with for_range(b, a["H"], name="h") as h:
+            row = _gep(b, dst, b.add(b.mul(b.add(h, a["top"]), a["Wp"]), a["left"]))
+            _fill(b, vec, row, a["W"], _gep(b, src, b.mul(h, a["W"])))
+            gap = b.sub(a["Wp"], a["W"])  # right padding, then the next row's left padding
+            _fill(b, vec, _gep(b, row, a["W"]), gap, None)
+        tail = b.add(b.mul(b.add(a["H"], a["top"]), a["Wp"]), a["left"])
+        _fill(b, vec, _gep(b, dst, tail), b.sub(a["ld"], tail), None)
+    b.ret_void()
+    return fn
+
+
+_SPLIT_ARGS = ("planes", "H", "W", "top", "left", "sh", "sw", "Hq", "Wq", "ld", "n_phase")
+
+
+def _build_split(module: ir.Module) -> ir.Function:
+    """void (x, xp, phases, *_SPLIT_ARGS): for strides above 1, plane p of x, zero-padded by
+    (top, left), is split into its used phases: xp[p*ld + k*Hq*Wq + i*Wq + j] =
+    xpad[p, i*sh + a_k, j*sw + b_k], (a_k, b_k) = phases[2k], phases[2k+1]."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 2 + [I64_PTR]
+                                             + [I64] * len(_SPLIT_ARGS)), name="split")
+    fn.linkage = "internal"
+    x, xp, phases = fn.args[:3]
+    x.add_attribute("noalias")
+    xp.add_attribute("noalias")
+    a = dict(zip(_SPLIT_ARGS, fn.args[3:]))
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    zero, wq = ir.Constant(F32, 0.0), a["Wq"]
+    plane_q = b.mul(a["Hq"], wq)
+    with for_range(b, a["planes"], name="p") as p, \
+            for_range(b, a["n_phase"], name="k") as k:
+        ph, pw = (b.load(_gep(b, phases, b.add(b.mul(k, const64(2)), const64(i))))
+                  for i in range(2))
+        src = _gep(b, x, b.mul(p, b.mul(a["H"], a["W"])))
+        dst = _gep(b, xp, b.add(b.mul(p, a["ld"]), b.mul(k, plane_q)))
+        col0 = b.sub(pw, a["left"])  # input column of j = 0
+        lo, hi = valid_range(b, col0, a["sw"], a["W"], wq)
+        with for_range(b, a["Hq"], name="i") as i:
+            r = b.sub(b.add(b.mul(i, a["sh"]), ph), a["top"])
+            row_ok = b.icmp_unsigned("<", r, a["H"])
+            lo_r, hi_r = b.select(row_ok, lo, wq), b.select(row_ok, hi, wq)
+            out_row = _gep(b, dst, b.mul(i, wq))
+            in_row = _gep(b, src, b.mul(b.select(row_ok, r, const64(0)), a["W"]))
+            with for_range(b, lo_r, name="z0") as j:
+                b.store(zero, _gep(b, out_row, j))
+            with for_range(b, hi_r, start=lo_r, name="j") as j:
+                value = b.load(_gep(b, in_row, b.add(b.mul(j, a["sw"]), col0)))
+                b.store(value, _gep(b, out_row, j))
+            with for_range(b, wq, start=hi_r, name="z1") as j:
+                b.store(zero, _gep(b, out_row, j))
+    b.ret_void()
+    return fn
+
+
+def _build_compact(module: ir.Module, lanes: int) -> ir.Function:
+    """void (wide, out, planes, rows, src_stride, count, src_plane, dst_plane):
+    out[p*dst_plane + r*count + :count] = wide[p*src_plane + r*src_stride + :count]."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 2 + [I64] * 6),
+                     name=f"compact_l{lanes}")
+    fn.linkage = "internal"
+    wide, out, planes, rows, stride, count, src_plane, dst_plane = fn.args
+    wide.add_attribute("noalias")
+    out.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    vec = _Vec(b, lanes)
+    with for_range(b, planes, name="p") as p, for_range(b, rows, name="r") as r:
+        dst = _gep(b, out, b.add(b.mul(p, dst_plane), b.mul(r, count)))
+        _fill(b, vec, dst, count, _gep(b, wide, b.add(b.mul(p, src_plane), b.mul(r, stride))))
+    b.ret_void()
+    return fn
+
+
+def _fill(b, vec, dst, count, src) -> None:
+    """dst[:count] = src[:count], or zeros when src is None."""
+    with for_range(b, count, step=vec.lanes, name="f") as t:
+        mask = vec.mask(imin(b, b.sub(count, t), vec.lanes))
+        value = vec.zero if src is None else vec.load(_gep(b, src, t), mask)
+        vec.store(value, _gep(b, dst, t), mask)
+
+
+_PLAN = ("n", "G", "S", "ld_group", "OB", "og", "Q", "chunk", "relu", "mode", "H", "W",
+         "Wq", "Hq", "top", "left", "sh", "sw", "ld", "n_phase", "C_all", "O_all", "OH", "OW")
+PLAIN, PADDED, SPLIT = 0, 1, 2  # how the input reaches the kernel: as is, padded, phases
+
+
+PREP, CONV, COMPACT = 1, 2, 4  # the stages of one image a driver call runs
+
+
+def _build_driver(module: ir.Module, lanes: int) -> None:
+    """void (x, padded, wide, w, bias, out, offsets, plan, part): one image's stages, the
+    int64 ``plan`` (_PLAN, then the phase pairs) read in native code (a ctypes call with 20
+    ints costs ~5 us). ``part`` = [image, first row, end row, stages]: CONV and COMPACT run
+    on output rows [first, end) only, so threads can split an image by row bands."""
+    conv, pad, compact = (build(module, lanes) for build in (_build_conv, _build_pad,
+                                                               _build_compact))
+    split = _build_split(module)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 6 + [I64_PTR] * 3),
+                     name=_symbol(lanes))
+    x, padded, wide, w, bias, out, offsets, plan, part = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    a = {name: b.load(_gep(b, plan, const64(i))) for i, name in enumerate(_PLAN)}
+    image, row0, row1, stages = (b.load(_gep(b, part, const64(i))) for i in range(4))
+    phases = _gep(b, plan, const64(len(_PLAN)))
+    src = _gep(b, x, b.mul(image, b.mul(a["C_all"], b.mul(a["H"], a["W"]))))
+    dst = _gep(b, out, b.mul(image, b.mul(a["O_all"], b.mul(a["OH"], a["OW"]))))
+    plain = b.icmp_signed("==", a["mode"], const64(PLAIN))
+    q0, q1 = b.mul(row0, a["Wq"]), b.mul(row1, a["Wq"])
+
+    def stage(bit):
+        return b.icmp_signed("!=", b.and_(stages, const64(bit)), const64(0))
+
+    padded_mode = b.icmp_signed("==", a["mode"], const64(PADDED))
+    with b.if_then(b.and_(stage(PREP), b.not_(plain))), \
+            b.if_else(padded_mode) as (one, more):
+        with one:
+            b.call(pad, [src, padded, a["C_all"], a["H"], a["W"], a["Wq"], a["top"],
+                         a["left"], a["ld"]])
+        with more:
+            b.call(split, [src, padded, phases, a["C_all"], a["H"], a["W"], a["top"],
+                           a["left"], a["sh"], a["sw"], a["Hq"], a["Wq"], a["ld"],
+                           a["n_phase"]])
+    with b.if_then(stage(CONV)):
+        # positions [q0, q1) of the wide output: both pointers move by q0
+        base, target = b.select(plain, src, padded), b.select(plain, dst, wide)
+        b.call(conv, [_gep(b, base, q0), w, bias, _gep(b, target, q0), offsets, a["G"],
+                      a["S"], a["ld_group"], a["OB"], a["og"], a["Q"], b.sub(q1, q0),
+                      a["chunk"], a["relu"]])
+    with b.if_then(b.and_(stage(COMPACT), b.not_(plain))):
+        b.call(compact, [_gep(b, wide, q0), _gep(b, dst, b.mul(row0, a["OW"])), a["O_all"],
+                         b.sub(row1, row0), a["Wq"], a["OW"], a["Q"],
+                         b.mul(a["OH"], a["OW"])])
+    b.ret_void()
+
+
+@cache
+def _driver(lanes: int):
+    def build():
+        module = ir.Module(name=_symbol(lanes))
+        _build_driver(module, lanes)
+        return module
+
+    library = get_jit().compile_generated(
+        build, [_symbol(lanes)],
+        (__name__, "msc.backend.kernels.layout", "msc.backend.loops"), (lanes,))
+    return library.cfunc(_symbol(lanes), None, *(ctypes.c_void_p,) * 9)
+
+
+def direct_conv_fits(weight_shape: tuple, groups: int, attrs: dict) -> bool:
+    """Whether DirectConv2d takes the conv: NCHW in and out, any window, stride, dilation
+    and padding (strides above 1 read the input's phase planes)."""
+    _, _, kh, kw = weight_shape
+    return (attrs.get("data_layout", "NCHW") == attrs.get("out_layout", "NCHW") == "NCHW"
+            and len(attrs["strides"]) == 2 and min(attrs["strides"]) >= 1
+            and min(attrs["dilation"]) >= 1 and min(attrs["padding"]) >= 0 and kh >= 1
+            and kw >= 1 and groups >= 1)
+
+
+class DirectConv2d(Kernel):
+    """out = relu?(conv2d(x, w) + bias), NCHW float32 (see the module doc). ``attrs``:
+    strides, padding (top, left, bottom, right), dilation; ``lanes`` overrides the host's
+    vector width (tests build the 8- and 4-lane variants on any host)."""
+
+    inputs = (0,)
+
+    def __init__(self, op: str, weight_oihw: np.ndarray, bias, relu: bool, groups: int,
+                 attrs: dict, lanes: int | None = None):
+        if not direct_conv_fits(weight_oihw.shape, groups, attrs) or \
+                weight_oihw.shape[0] % groups:
+            raise ShapeError(f"direct conv cannot take weight {weight_oihw.shape}, groups "
+                             f"{groups}, {attrs}", op=op, param="weight")
+        o, cg, self.kh, self.kw = weight_oihw.shape
+        self.op, self.o, self.groups, self.c = op, o, groups, cg * groups
+        self.padding, self.dilation = tuple(attrs["padding"]), tuple(attrs["dilation"])
+        self.strides = tuple(attrs["strides"])
+        self.relu = int(bool(relu))
+        self.lanes = lanes or vector_lanes()  # tests build the narrower variants too
+        r_n, _ = tile_shape(self.lanes)
+        og = o // groups
+        self.blocks = -(-og // r_n)
+        w = np.zeros((groups, self.blocks * r_n, cg, self.kh * self.kw), np.float32)
+        w[:, :og] = weight_oihw.reshape(groups, og, cg, -1)
+        # [G, OB, C, taps, R]: the R weights of one (channel, tap) are one contiguous run
+        self.w = np.ascontiguousarray(
+            w.reshape(groups, self.blocks, r_n, cg, -1).transpose(0, 1, 3, 4, 2))
+        b = np.zeros((groups, self.blocks * r_n), np.float32)
+        column = np.zeros(o) if bias is None else np.broadcast_to(bias, (o,))
+        b[:, :og] = column.reshape(groups, og)
+        self.bias = b
+        self.run = _driver(self.lanes)
+        self.w_ptr, self.bias_ptr = self.w.ctypes.data, self.bias.ctypes.data
+        self._plans: dict = {}
+        self.addr = (Address(), Address())
+
+    def out_dims(self, h: int, w: int) -> tuple:
+        top, left, bottom, right = self.padding
+        (dh, dw), (sh, sw) = self.dilation, self.strides
+        return ((h + top + bottom - dh * (self.kh - 1) - 1) // sh + 1,
+                (w + left + right - dw * (self.kw - 1) - 1) // sw + 1)
+
+    def __call__(self, x, out):
+        if type(x) is not np.ndarray or x.dtype != F32_DTYPE or not x.flags.c_contiguous:
+            x = as_f32(x, "data", self.op)
+        plan = self._plans.get(x.shape)
+        if plan is None:
+            plan = self._plan(x.shape)
+        if (type(out) is not np.ndarray or out.shape != plan.out_shape
+                or out.dtype != F32_DTYPE or not out.flags.c_contiguous
+                or not out.flags.writeable):
+            raise ShapeError(f"output buffer {getattr(out, 'shape', out)}, expected float32 "
+                             f"{plan.out_shape}", op=self.op, param="out")
+        if out.size:
+            padded, wide = scratch(*plan.scratch) if plan.scratch else (None, None)
+            pointers = (self.addr[0](x), 0 if padded is None else padded.ctypes.data,
+                        0 if wide is None else wide.ctypes.data, self.w_ptr, self.bias_ptr,
+                        self.addr[1](out), plan.offsets_ptr, plan.args_ptr)
+            threads = task_threads() if plan.macs >= _PARALLEL_MACS else 1
+            if threads == 1:
+                for part in plan.whole:
+                    self.run(*pointers, part)
+            else:
+                self._parallel(plan, pointers, threads)
+        return out
+
+    def _parallel(self, plan: _Plan, pointers: tuple, threads: int) -> None:
+        """Per image: pad / split on this thread, then output row bands on ``threads``."""
+        prep, bands = plan.split(threads)
+        for i, parts in enumerate(bands):
+            self.run(*pointers, prep[i])
+            parallel_for(len(parts), lambda k, parts=parts: self.run(*pointers, parts[k]),
+                         threads)
+
+    def _plan(self, shape: tuple) -> _Plan:
+        """The checked geometry of one input shape, as the driver's int64 plan (cached)."""
+        if len(shape) != 4 or shape[1] != self.c:
+            raise ShapeError(f"expects NCHW data with {self.c} channels, got {shape}",
+                             op=self.op, param="data")
+        n, _, h, w = shape
+        oh, ow = (max(d, 0) for d in self.out_dims(h, w))
+        top, left = self.padding[:2]
+        (dh, dw), stride = self.dilation, self.strides
+        # tap (kh, kw) of output (oh, ow) reads padded row oh*sh + kh*dh: row oh + kh*dh // sh
+        # of phase plane kh*dh % sh (one plane when the stride is 1)
+        rows = [divmod(kh * dh, stride[0]) for kh in range(self.kh)]
+        cols = [divmod(kw * dw, stride[1]) for kw in range(self.kw)]
+        phases = sorted({(a, b) for _, a in rows for _, b in cols})
+        hq, wq = oh + rows[-1][0], ow + cols[-1][0]
+        if stride == (1, 1) and self.kw == 1 and not any(self.padding):
+            mode, ld, wq = PLAIN, h * w, w      # wide rows are the input's rows
+        elif stride == (1, 1):                   # the pad also writes (top + H) * Wq + left
+            mode, ld = PADDED, max(hq * wq + cols[-1][0], (h + top) * wq + left)
+        else:
+            mode, ld = SPLIT, len(phases) * hq * wq
+        slot = {phase: k * hq * wq for k, phase in enumerate(phases)}
+        cg, og = self.c // self.groups, self.o // self.groups
+        offsets = [c * ld + slot[(a, b)] + i * wq + j for c in range(cg)
+                   for i, a in rows for j, b in cols]
+        args = (n, self.groups, cg * self.kh * self.kw, cg * ld, self.blocks, og, oh * wq,
+                self._chunk(cg), self.relu, mode, h, w, wq, hq, top, left, *stride,
+                ld, len(phases), self.c, self.o, oh, ow, *(v for ab in phases for v in ab))
+        # reads past a channel's last plane reach cols[-1][0] floats (wide garbage columns)
+        sizes = () if mode == PLAIN else (self.c * ld + cols[-1][0] + self.lanes,
+                                          self.o * oh * wq)
+        macs = n * self.o * oh * ow * cg * self.kh * self.kw
+        plan = self._plans[shape] = _Plan((n, self.o, oh, ow), np.array(args, np.int64),
+                                          np.array(offsets, np.int64), sizes, macs)
+        return plan
+
+    def _chunk(self, cg: int) -> int:
+        """Wide positions per chunk: the chunk's input, over the group's channels, fits in
+        about half of L2 (the halo rows of the taps come on top)."""
+        step = self.lanes * tile_shape(self.lanes)[1]
+        fit = _L2_BYTES // (4 * cg)
+        return max(step, fit // step * step)
+
+
+class _Plan:
+    """One input shape's driver arguments (the arrays stay alive with the plan)."""
+
+    def __init__(self, out_shape, args: np.ndarray, offsets: np.ndarray, scratch_sizes,
+                 macs: int):
+        self.out_shape, self.args, self.offsets = out_shape, args, offsets
+        self.args_ptr, self.offsets_ptr = args.ctypes.data, offsets.ctypes.data
+        self.scratch, self.macs = scratch_sizes, macs
+        n, _, oh, _ = out_shape
+        self._parts = {}
+        self.whole = [self._part(i, 0, oh, PREP | CONV | COMPACT) for i in range(n)]
+        self._splits: dict = {}
+
+    def _part(self, *values) -> int:
+        arr = np.array(values, np.int64)
+        self._parts[values] = arr
+        return arr.ctypes.data
+
+    def split(self, threads: int) -> tuple:
+        """(prep part per image, [row-band parts] per image) for ``threads`` threads."""
+        found = self._splits.get(threads)
+        if found is None:
+            n, _, oh, _ = self.out_shape
+            count = min(oh, 2 * threads)
+            edges = [oh * k // count for k in range(count + 1)]
+            found = self._splits[threads] = (
+                [self._part(i, 0, 0, PREP) for i in range(n)],
+                [[self._part(i, lo, hi, CONV | COMPACT) for lo, hi in itertools.pairwise(edges)]
+                 for i in range(n)])
+        return found
