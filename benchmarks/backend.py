@@ -1,15 +1,35 @@
-"""msc's backend (relax.build + VirtualMachine) vs onnxruntime and torch: whole-model latency.
+"""msc's backend (relax.build + VirtualMachine) vs onnxruntime, TVM and torch: model latency.
 
-    .venv/bin/python benchmarks/backend.py [--repeats 7] [--min-time 0.2]
+    .venv/bin/python benchmarks/backend.py --all [--threads 1]      # the full report
+    .venv/bin/python benchmarks/backend.py --quick                  # smoke run: squeezenet only
+    .venv/bin/python benchmarks/backend.py [--models ...] [--zoo] [--tvm] [--gemm] [--builds]
 
-Every contender runs on one thread and gets the same weights as constants (ORT initializers,
-torch module parameters under inference_mode). Models are built from one layer list, so the
-three are the same network; outputs are checked against each other before timing. Each figure
-is the best of ``--repeats`` interleaved runs of at least ``--min-time`` seconds.
+Without flags: small hand-built models (mlp, convnet) against onnxruntime and torch. Models
+are built from one layer list, so the three are the same network, and outputs are checked
+against each other before timing.
 
-``--zoo`` adds the onnx package's light model zoo (resnet50, densenet121, ...; weights are
-generated constants) through frontends/onnx_api.py, against onnxruntime only (no torch
-twin), and the geomean ratio over the zoo.
+``--zoo``: the onnx package's light model zoo (resnet50, densenet121, inception_v1,
+squeezenet, shufflenet, bvlc_alexnet, vgg19) at batch 1 through frontends/onnx_api.py, against
+onnxruntime. The shipped light models make most weights ``ConstantOfShape(0.02)``, which hides
+any mix-up between channels; so each model is also copied with random weights (every
+weight-producing constant and float initializer replaced, batch-norm variances and scales kept
+positive) and its final Softmax dropped, so that the comparison is on the logits. Latency is
+timed on the random copy; the table reports the difference from onnxruntime for both (relative
+for the shipped weights, whose logits reach ~1e20). "msc build s" is the model's first build in
+the process, with kernels from the disk cache when it has them (``--builds`` times cold builds).
+``--tvm`` adds TVM 0.27 (``from_onnx``, ``relax.get_pipeline("zero")``, ``relax.build(mod,
+target="llvm")``, ``time_evaluator``) on the random copy. TVM runs each model in its own child
+process (it can segfault, and untuned it is far slower than onnxruntime), with fewer repeats
+and a timeout per step; a model that crashes or times out shows "crash" / "timeout".
+``--gemm``: a 1024x1024x1024 fp32 GEMM (benchmarks/gemm.py's msc and onnxruntime contenders)
+in GFLOP/s, as % of the measured FMA peak and of the formula peak (benchmarks/peak.py).
+``--builds``: resnet50 build times, msc cold / warm vs TVM (benchmarks/build_time.py).
+``--all`` is ``--zoo --tvm --gemm --builds`` and ends with one summary.
+
+Contenders are timed interleaved (one run of each per round, TVM included, so load from other
+processes hits all alike) and each figure is the best of ``--repeats`` rounds of at least
+``--min-time`` seconds. ``--threads N`` gives every contender N threads: MSC_NUM_THREADS for
+msc, intra_op_num_threads for onnxruntime, TVM_NUM_THREADS for TVM, torch.set_num_threads.
 """
 
 from __future__ import annotations
@@ -20,8 +40,13 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse
+import importlib.util
 import itertools
+import json
+import select
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,6 +59,11 @@ from msc import relax
 from msc.relax import op as R
 
 RNG = np.random.default_rng(0)
+
+
+def threads() -> int:
+    """The thread count every contender gets; main() sets MSC_NUM_THREADS from --threads."""
+    return int(os.environ.get("MSC_NUM_THREADS", "1"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,7 +141,6 @@ def build_msc(layers, shape):
 
 
 def build_onnxruntime(layers, shape):
-    import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
 
     nodes, inits, name = [], [], "x"
@@ -142,17 +171,13 @@ def build_onnxruntime(layers, shape):
         nodes, "model", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
         [helper.make_tensor_value_info(name, TensorProto.FLOAT, None)], initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    return lambda x: session.run(None, {"x": x})[0]
+    return ort_session(model)
 
 
 def build_torch(layers, shape):
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads())
     mods = []
     for layer in layers:
         kind = layer[0]
@@ -181,87 +206,402 @@ def build_torch(layers, shape):
 
 
 # ---------------------------------------------------------------------------------------------
+# The onnx light zoo, with the shipped 0.02 weights and with random ones.
 
 
 ZOO = ["resnet50", "densenet121", "inception_v1", "squeezenet", "shufflenet", "bvlc_alexnet",
        "vgg19"]
+# (consumer op, input index) of weights that must stay positive: batch-norm scale and variance.
+POSITIVE = {("BatchNormalization", 1), ("BatchNormalization", 4)}
 
 
-def zoo_contenders(name):
+def light_model(name: str):
     import onnx
+
+    return onnx.load(Path(onnx.__file__).parent / "backend/test/data/light" / f"light_{name}.onnx")
+
+
+def data_input(model):
+    """The one graph input that is neither an initializer nor computed by a node."""
+    known = {i.name for i in model.graph.initializer}
+    known |= {out for node in model.graph.node for out in node.output}
+    return next(v for v in model.graph.input if v.name not in known)
+
+
+def _random_weight(shape, role, rng) -> np.ndarray:
+    if role in POSITIVE:
+        return rng.uniform(0.5, 1.5, shape).astype(np.float32)
+    if len(shape) >= 2:  # He scaling keeps activations finite through 100+ layers
+        return (rng.standard_normal(shape) * np.sqrt(2 / np.prod(shape[1:]))).astype(np.float32)
+    return (rng.standard_normal(shape) * 0.1).astype(np.float32)
+
+
+def as_logits(model):
+    """A copy of ``model`` whose output is the input of its final Softmax, if it ends in one."""
+    from onnx import ModelProto, TensorProto, helper
+
+    copy = ModelProto()
+    copy.CopyFrom(model)
+    graph = copy.graph
+    last = next(n for n in graph.node if graph.output[0].name in n.output)
+    if last.op_type == "Softmax":
+        graph.node.remove(last)
+        graph.output.pop()
+        graph.output.append(helper.make_tensor_value_info(last.input[0], TensorProto.FLOAT, None))
+    return copy
+
+
+def with_random_weights(model, seed: int = 0):
+    """A copy of ``model`` with random float weights and IR version 8 (where initializers that
+    are not graph inputs are constants, as IR 3 treats all of them)."""
+    from onnx import helper, numpy_helper
+
+    graph, rng = model.graph, np.random.default_rng(seed)
+    arrays = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    weights = {n.output[0]: tuple(arrays[n.input[0]]) for n in graph.node
+               if n.op_type == "ConstantOfShape" and n.input[0] in arrays}
+    weights |= {name: a.shape for name, a in arrays.items() if a.dtype == np.float32}
+    nodes = [n for n in graph.node if n.output[0] not in weights]
+    roles = {name: (n.op_type, i) for n in nodes for i, name in enumerate(n.input)}
+    inits = [numpy_helper.from_array(_random_weight(weights[name], roles[name], rng), name)
+             if name in weights else numpy_helper.from_array(arrays[name], name)
+             for name in sorted(set(roles) & (set(weights) | set(arrays)))]
+    new = helper.make_graph(nodes, graph.name, [data_input(model)], graph.output,
+                            initializer=inits)
+    return helper.make_model(new, opset_imports=model.opset_import, ir_version=8)
+
+
+def ort_session(model):
     import onnxruntime as ort
 
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads(), 1
+    options.log_severity_level = 3  # the light models carry an unused initializer ORT warns on
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    return lambda x: session.run(None, {name: x})[0]
+
+
+def msc_session(model):
+    """(run, executable, build seconds) for an ONNX model through msc."""
     from frontends.onnx_api import from_onnx
 
-    folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-    model = onnx.load(folder / f"light_{name}.onnx")
-    inits = {i.name for i in model.graph.initializer}
-    data = next(i for i in model.graph.input if i.name not in inits)
-    shape = [d.dim_value for d in data.type.tensor_type.shape.dim]
     mod, _ = from_onnx(model, as_msc=False)
     start = time.perf_counter()
     ex = relax.build(mod)
     build_s = time.perf_counter() - start
     f = relax.VirtualMachine(ex, relax.cpu())["main"]
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    fns = {"msc": lambda x: f(x).numpy(),
-           "onnxruntime": lambda x: session.run(None, {data.name: x})[0]}
-    return fns, ex, build_s, shape
+    return (lambda x: f(x).numpy()), ex, build_s
 
 
-def model_contenders(name):
+def max_abs_diff(a, b) -> float:
+    return float(np.max(np.abs(np.asarray(a, np.float64) - b)))
+
+
+# ---------------------------------------------------------------------------------------------
+# TVM in a child process: one "min ms" line in, one JSON line out per timed run.
+
+TVM_CHILD = r"""
+import json, sys, time
+import numpy as np, onnx, tvm
+from tvm import relax
+from tvm.relax.frontend.onnx import from_onnx
+model_path, x_path, y_path = sys.argv[1:4]
+mod = from_onnx(onnx.load(model_path), keep_params_in_input=False)
+start = time.perf_counter()
+target = tvm.target.Target("llvm")
+with target:
+    mod = relax.get_pipeline("zero")(mod)
+ex = relax.build(mod, target=target)
+build_s = time.perf_counter() - start
+dev = tvm.cpu()
+vm = relax.VirtualMachine(ex, dev)
+x = tvm.runtime.tensor(np.load(x_path), dev)
+np.save(y_path, vm["main"](x).numpy())
+print(json.dumps({"build": build_s}), flush=True)
+for line in sys.stdin:
+    timer = vm.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=int(line))
+    print(json.dumps({"seconds": timer(x).mean}), flush=True)
+"""
+
+
+class TvmChild:
+    """TVM building and running one model in a child process.
+
+    ``status`` is None while the child answers, else "crash" (killed by a signal), "error"
+    (a Python exception, last stderr line in ``error``) or "timeout"; a failed child is killed
+    and every later ``timed`` returns None.
+    """
+
+    def __init__(self, model, x: np.ndarray, timeout: float, workdir: str,
+                 code: str = TVM_CHILD):
+        self.timeout, self.status, self.error = timeout, None, ""
+        self.build_s, self.output = None, None
+        paths = [os.path.join(workdir, f) for f in ("model.onnx", "x.npy", "y.npy")]
+        Path(paths[0]).write_bytes(model.SerializeToString())
+        np.save(paths[1], x)
+        self._stderr = Path(workdir) / "stderr.txt"
+        env = {**os.environ, "TVM_NUM_THREADS": str(threads()), "OMP_NUM_THREADS": str(threads())}
+        with self._stderr.open("w") as stderr:  # the child keeps its own copy of the handle
+            self.proc = subprocess.Popen([sys.executable, "-c", code, *paths], text=True,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=stderr, env=env)
+        if (reply := self._reply()) is not None:
+            self.build_s, self.output = reply["build"], np.load(paths[2])
+
+    def _reply(self) -> dict | None:
+        if not select.select([self.proc.stdout], [], [], self.timeout)[0]:
+            return self._fail("timeout")
+        line = self.proc.stdout.readline()
+        if not line:
+            return self._fail("crash" if self.proc.wait() < 0 else "error")
+        return json.loads(line)
+
+    def _fail(self, status: str) -> None:
+        self.status = status
+        self.proc.kill()
+        self.proc.wait()
+        self.error = (self._stderr.read_text().strip().splitlines() or [""])[-1]
+
+    def timed(self, min_time: float) -> float | None:
+        """Seconds per call over at least ``min_time`` seconds (and one call)."""
+        if self.status:
+            return None
+        self.proc.stdin.write(f"{int(min_time * 1e3)}\n")
+        self.proc.stdin.flush()
+        reply = self._reply()
+        return reply and reply["seconds"]
+
+    def close(self) -> None:
+        if not self.status:
+            self.proc.stdin.close()
+            self.proc.wait()
+
+
+# ---------------------------------------------------------------------------------------------
+# Measurements.
+
+
+def zoo_row(name: str, args) -> dict:
+    """One zoo model: shipped-weights check, then msc / ORT / TVM interleaved on random weights."""
+    shipped = light_model(name)
+    shape = [d.dim_value for d in data_input(shipped).type.tensor_type.shape.dim]
+    x = np.random.default_rng(1).random(shape, dtype=np.float32)
+    model = with_random_weights(as_logits(shipped))
+    msc_fn, ex, build_s = msc_session(model)  # first: its build time is not warmed by shipped's
+    shipped = as_logits(shipped)
+    ref = ort_session(shipped)(x)  # with 0.02 weights logits reach ~1e20: relative diff
+    diff_shipped = max_abs_diff(msc_session(shipped)[0](x), ref) / np.max(np.abs(ref))
+    fns = {"msc": msc_fn, "onnxruntime": ort_session(model)}
+    ref = fns["onnxruntime"](x)
+    row = {"rel diff 0.02": diff_shipped, "diff": max_abs_diff(fns["msc"](x), ref),
+           "logit scale": float(np.max(np.abs(ref))), "build": build_s,
+           "kernels": f"{ex.stats['kernels']['native']} native / {ex.stats['kernels']['numpy']}"
+                      " numpy"}
+    calls = {who: (lambda fn=fn: fn(x)) for who, fn in fns.items()}
+    with tempfile.TemporaryDirectory() as workdir:
+        tvm = TvmChild(model, x, args.tvm_timeout, workdir) if args.tvm else None
+        row["seconds"] = interleaved(calls, tvm, args)
+        if tvm:
+            row["tvm status"], row["tvm build"] = tvm.status, tvm.build_s
+            row["tvm diff"] = None if tvm.output is None else max_abs_diff(tvm.output, ref)
+            if tvm.error:
+                print(f"  TVM {name}: {tvm.status}: {tvm.error}", file=sys.stderr)
+            tvm.close()
+    return row
+
+
+def interleaved(fns: dict, tvm: TvmChild | None, args) -> dict:
+    """Best seconds per call of each contender; TVM joins the first ``--tvm-repeats`` rounds."""
+    best = dict.fromkeys(fns, float("inf"))
+    tvm_times = []
+    for round_ in range(args.repeats):
+        for who, fn in fns.items():
+            best[who] = min(best[who], timed(fn, args.min_time))
+        if tvm and round_ < args.tvm_repeats:
+            tvm_times.append(tvm.timed(args.min_time))
+    if tvm:
+        done = [t for t in tvm_times if t is not None]
+        best["tvm"] = min(done) if done and not tvm.status else None
+    return best
+
+
+def model_row(name: str, args) -> dict:
+    """A hand-built model: msc vs onnxruntime vs torch, outputs checked before timing."""
     layers, shape = MODELS[name]
     msc_fn, ex, build_s = build_msc(layers, shape)
     fns = {"msc": msc_fn, "onnxruntime": build_onnxruntime(layers, shape),
            "torch": build_torch(layers, shape)}
-    return fns, ex, build_s, shape
-
-
-def measure(name, args) -> dict:
-    make = zoo_contenders if name in ZOO else model_contenders
-    fns, ex, build_s, shape = make(name)
     x = RNG.random(shape, dtype=np.float32)
     ref = fns["onnxruntime"](x)
     for who, fn in fns.items():
         np.testing.assert_allclose(fn(x), ref, rtol=1e-3, atol=1e-3, err_msg=who)
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(args.repeats):
-        for who, fn in fns.items():
-            best[who] = min(best[who], timed(lambda fn=fn: fn(x), args.min_time))
+    best = interleaved({who: (lambda fn=fn: fn(x)) for who, fn in fns.items()}, None, args)
     k = ex.stats["kernels"]
     return {"seconds": best, "build": build_s,
             "kernels": f"{k['native']} native / {k['numpy']} numpy",
             "peak_mb": ex.stats["memory"].get("peak_bytes", 0) / 2 ** 20}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--min-time", type=float, default=0.2)
-    parser.add_argument("--models", nargs="*", default=list(MODELS))
-    parser.add_argument("--zoo", action="store_true", help="add the onnx light model zoo")
-    args = parser.parse_args()
+def gemm_row(args, n: int = 1024) -> dict:
+    """GFLOP/s of an n^3 fp32 GEMM (msc, onnxruntime) and of the FMA peak probe, interleaved."""
+    from benchmarks.gemm import best_seconds, run_msc, run_onnxruntime
+    from benchmarks.peak import describe_host, fma_probe, formula_peak
+
+    rng = np.random.default_rng(0)
+    a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
+    probe = fma_probe()
+    fns = {"msc": run_msc(a, b), "onnxruntime": run_onnxruntime(a, b), "peak": probe.run}
+    seconds = best_seconds(fns, args.repeats, args.min_time)
+    rate = {who: 2.0 * n ** 3 / seconds[who] / 1e9 for who in ("msc", "onnxruntime")}
+    # The probe runs on one core; N threads can at best reach N times its rate.
+    rate["measured peak"] = probe.flops / seconds["peak"] / 1e9 * threads()
+    rate["formula peak"] = (formula_peak() or float("nan")) * threads()
+    return {"n": n, "gflops": rate, "host": describe_host()}
+
+
+# ---------------------------------------------------------------------------------------------
+# Report.
+
+
+def _ms(seconds) -> str:
+    return f"{seconds * 1e3:.2f}" if seconds is not None else "-"
+
+
+def _ratio(a, b) -> str:
+    return f"{a / b:.2f}x" if a is not None and b is not None else "-"
+
+
+def _geomean(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return float(np.exp(np.mean(np.log(values)))) if values else None
+
+
+def print_models(rows: dict) -> None:
     print("| model | msc ms | onnxruntime ms | torch ms | msc / ORT | msc / torch | kernels "
           "| build s | planned MB |")
     print("|---|---|---|---|---|---|---|---|---|")
-    zoo_ratios = []
-    for name in args.models + (ZOO if args.zoo else []):
-        r = measure(name, args)
-        s = {k: v * 1e3 for k, v in r["seconds"].items()}
-        torch_ms = f"{s['torch']:.3f}" if "torch" in s else "-"
-        vs_torch = f"{s['msc'] / s['torch']:.2f}x" if "torch" in s else "-"
-        ratio = s["msc"] / s["onnxruntime"]
-        if name in ZOO:
-            zoo_ratios.append(ratio)
-        print(f"| {name} | {s['msc']:.3f} | {s['onnxruntime']:.3f} | {torch_ms} | "
-              f"{ratio:.2f}x | {vs_torch} | {r['kernels']} | {r['build']:.2f} | "
-              f"{r['peak_mb']:.1f} |", flush=True)
-    if zoo_ratios:
-        geomean = float(np.exp(np.mean(np.log(zoo_ratios))))
-        print(f"\nzoo geomean msc / onnxruntime: {geomean:.2f}x")
+    for name, r in rows.items():
+        s = r["seconds"]
+        print(f"| {name} | {_ms(s['msc'])} | {_ms(s['onnxruntime'])} | {_ms(s['torch'])} | "
+              f"{_ratio(s['msc'], s['onnxruntime'])} | {_ratio(s['msc'], s['torch'])} | "
+              f"{r['kernels']} | {r['build']:.2f} | {r['peak_mb']:.1f} |")
+
+
+ZOO_COLUMNS = ["model", "msc ms", "ORT ms", "TVM ms", "msc / ORT", "msc / TVM",
+               "0.02 weights: max rel diff", "random: max abs diff", "random: max abs logit",
+               "TVM random: max abs diff", "msc build s", "TVM build s", "msc kernels"]
+
+
+def _tvm_cell(r) -> str:
+    if "tvm status" not in r:
+        return "-"
+    return r["tvm status"] or _ms(r["seconds"]["tvm"])
+
+
+def print_zoo(rows: dict) -> None:
+    print("| " + " | ".join(ZOO_COLUMNS) + " |")
+    print("|" + "---|" * len(ZOO_COLUMNS))
+    for name, r in rows.items():
+        s, tvm = r["seconds"], r["seconds"].get("tvm")
+        tvm_diff, tvm_build = r.get("tvm diff"), r.get("tvm build")
+        cells = [name, _ms(s["msc"]), _ms(s["onnxruntime"]), _tvm_cell(r),
+                 _ratio(s["msc"], s["onnxruntime"]), _ratio(s["msc"], tvm),
+                 f"{r['rel diff 0.02']:.1e}", f"{r['diff']:.1e}", f"{r['logit scale']:.1f}",
+                 "-" if tvm_diff is None else f"{tvm_diff:.1e}", f"{r['build']:.2f}",
+                 "-" if tvm_build is None else f"{tvm_build:.1f}", r["kernels"]]
+        print("| " + " | ".join(cells) + " |")
+    ratios = {pair: [s[pair[0]] / s[pair[1]] for s in (r["seconds"] for r in rows.values())
+                     if s.get(pair[0]) and s.get(pair[1])]
+              for pair in [("msc", "onnxruntime"), ("msc", "tvm"), ("tvm", "onnxruntime")]}
+    print()
+    for (a, b), values in ratios.items():
+        if values:
+            print(f"geomean {a} / {b}: {_geomean(values):.2f}x over {len(values)} of "
+                  f"{len(rows)} models")
+
+
+def print_gemm(g: dict) -> None:
+    rate, n = g["gflops"], g["n"]
+    print(f"GEMM {n}x{n}x{n} fp32, {threads()} thread(s); {g['host']}")
+    for who in ("msc", "onnxruntime"):
+        measured, formula = (100 * rate[who] / rate[p] for p in ("measured peak", "formula peak"))
+        print(f"  {who:<11} {rate[who]:6.1f} GFLOP/s = {measured:3.0f}% of measured peak, "
+              f"{formula:3.0f}% of formula peak")
+    print(f"  measured FMA peak {rate['measured peak']:.1f} GFLOP/s (benchmarks/peak.py); "
+          f"formula 2 FMA pipes x lanes x 2 x nominal clock = {rate['formula peak']:.1f}")
+
+
+def print_builds(builds: dict, repeats: int) -> None:
+    print(f"resnet50 build (best of {repeats}, fresh process each): " + ", ".join(
+        f"{k} {v:.2f} s" if v is not None else f"{k} n/a" for k, v in builds.items()))
+    if builds["tvm"] and builds["msc cold"]:
+        print(f"  msc cold / TVM = {builds['msc cold'] / builds['tvm']:.2f}x, "
+              f"msc warm / TVM = {builds['msc warm'] / builds['tvm']:.2f}x")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*", default=None,
+                        help=f"hand-built models (default: all of {list(MODELS)}, none with "
+                             "--all/--quick)")
+    parser.add_argument("--zoo", action="store_true", help="add the onnx light model zoo")
+    parser.add_argument("--zoo-models", nargs="*", default=ZOO, help="zoo subset")
+    parser.add_argument("--tvm", action="store_true", help="add TVM 0.27 to the zoo")
+    parser.add_argument("--gemm", action="store_true", help="1024^3 GEMM vs FMA peak")
+    parser.add_argument("--builds", action="store_true", help="resnet50 cold/warm build vs TVM")
+    parser.add_argument("--all", action="store_true", help="--zoo --tvm --gemm --builds")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: zoo squeezenet only, one repeat, no TVM")
+    parser.add_argument("--threads", type=int, default=1, help="threads for every contender")
+    parser.add_argument("--repeats", type=int, default=7, help="interleaved rounds")
+    parser.add_argument("--min-time", type=float, default=0.2, help="seconds per timed run")
+    parser.add_argument("--tvm-repeats", type=int, default=2, help="rounds TVM joins")
+    parser.add_argument("--tvm-timeout", type=float, default=600,
+                        help="seconds TVM may take per step (build, or one timed run)")
+    parser.add_argument("--build-repeats", type=int, default=2, help="fresh-process builds")
+    args = parser.parse_args(argv)
+    if args.all:
+        args.zoo = args.tvm = args.gemm = args.builds = True
+    if args.quick:
+        args.zoo, args.tvm, args.zoo_models, args.repeats, args.min_time = (
+            True, False, ["squeezenet"], 1, 0.01)
+    if args.models is None:
+        args.models = [] if args.all or args.quick else list(MODELS)
+    if args.tvm and importlib.util.find_spec("tvm") is None:
+        print("(TVM not installed: no TVM column)", file=sys.stderr)
+        args.tvm = False
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    os.environ["MSC_NUM_THREADS"] = str(args.threads)
+    models = {name: model_row(name, args) for name in args.models}
+    zoo = {}
+    for name in args.zoo_models if args.zoo else []:
+        zoo[name] = zoo_row(name, args)
+        print(f"  done {name}: {zoo[name]['seconds']}", file=sys.stderr, flush=True)
+    gemm = gemm_row(args) if args.gemm else None
+    if args.builds:
+        from benchmarks.build_time import build_times
+
+        builds = build_times("light_resnet50", args.build_repeats, args.threads)
+    tvm = f" (TVM: {args.tvm_repeats})" if args.tvm else ""
+    print(f"{args.threads} thread(s); best of {args.repeats} interleaved rounds{tvm} "
+          f"of >= {args.min_time} s")
+    for title, rows, show in [("hand-built models", models, print_models),
+                              ("onnx light zoo, batch 1", zoo, print_zoo)]:
+        if rows:
+            print(f"\n## {title}\n")
+            show(rows)
+    if gemm:
+        print()
+        print_gemm(gemm)
+    if args.builds:
+        print()
+        print_builds(builds, args.build_repeats)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,10 @@
 """fp32 GEMM throughput, one thread: msc's llvmlite kernel vs numpy, onnxruntime and torch.
 
-    .venv/bin/python benchmarks/gemm.py [--repeats 7] [--min-time 0.1]
+    .venv/bin/python benchmarks/gemm.py [--repeats 7] [--min-time 0.1] [--threads N]
+                                        [--shapes square,fc]
+
+``--threads N`` adds msc on N threads (msc/backend/threads.py) as one more contender,
+interleaved with the others; they all stay on one thread.
 
 Every contender gets B as a constant, the way a model's weight arrives: msc packs it once
 (Gemm), onnxruntime gets it as an initializer (MLAS prepacks it), numpy and torch use it as is.
@@ -22,7 +26,6 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse
-import ctypes
 import sys
 import tempfile
 import time
@@ -32,8 +35,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.peak import cpuinfo_mhz, fma_probe
 from msc.backend import JIT, KernelCache, vector_lanes
 from msc.backend.kernels import Gemm, GemmConfig, build_gemm_module
+from msc.backend.threads import num_threads
 
 # name, M, K, N: resnet50 convolutions as pixels x (kh*kw*cin) x cout, and its classifier.
 SHAPES = [
@@ -78,6 +83,20 @@ def run_msc(a, b):
     return lambda: g(a, out)
 
 
+def run_msc_threads(threads: int):
+    def make(a, b):
+        one = run_msc(a, b)
+        g, out = Gemm(b), np.empty((a.shape[0], b.shape[1]), np.float32)
+        with num_threads(threads):
+            assert np.array_equal(g(a, out), one()), "threads changed the result"
+
+        def call():
+            with num_threads(threads):
+                return g(a, out)
+        return call
+    return make
+
+
 def run_numpy(a, b):
     out = np.empty((a.shape[0], b.shape[1]), np.float32)
     return lambda: np.matmul(a, b, out=out)
@@ -120,47 +139,6 @@ CONTENDERS = {"msc": run_msc, "numpy": run_numpy, "onnxruntime": run_onnxruntime
 # Peak
 
 
-def cpuinfo_mhz() -> float | None:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return None
-    values = [line.split(":")[1] for line in text.splitlines() if line.startswith("cpu MHz")]
-    return float(values[0]) if values else None
-
-
-def fma_probe_ir(lanes: int, accumulators: int = 12) -> str:
-    """A loop of independent vector FMAs: its throughput is the core's fp32 FMA peak."""
-    vec = f"<{lanes} x float>"
-    half = f"<{', '.join(['float 0.5'] * lanes)}>"
-    lines = ["define float @msc_bench_fma_peak(i64 %n) {", "entry:", "  br label %loop",
-             "loop:", "  %i = phi i64 [0, %entry], [%i.next, %loop]"]
-    lines += [f"  %a{j} = phi {vec} [zeroinitializer, %entry], [%b{j}, %loop]"
-              for j in range(accumulators)]
-    lines += [f"  %b{j} = call {vec} @llvm.fmuladd.v{lanes}f32({vec} %a{j}, {vec} {half}, "
-              f"{vec} {half})" for j in range(accumulators)]
-    lines += ["  %i.next = add i64 %i, 1", "  %more = icmp slt i64 %i.next, %n",
-              "  br i1 %more, label %loop, label %exit", "exit:"]
-    # Sum the accumulators so nothing is dead code.
-    total = "%b0"
-    for j in range(1, accumulators):
-        lines.append(f"  %s{j} = fadd {vec} {total}, %b{j}")
-        total = f"%s{j}"
-    lines += [f"  %r = extractelement {vec} {total}, i32 0", "  ret float %r", "}",
-              f"declare {vec} @llvm.fmuladd.v{lanes}f32({vec}, {vec}, {vec})"]
-    return "\n".join(lines)
-
-
-PROBE_CALLS = 2_000_000  # loop trips per probe call: about 6 ms at 100 GFLOP/s
-
-
-def fma_probe(lanes: int):
-    """The probe as a callable, and the flops one call performs."""
-    library = JIT(cache=None).compile(fma_probe_ir(lanes), ["msc_bench_fma_peak"])
-    probe = library.cfunc("msc_bench_fma_peak", ctypes.c_float, ctypes.c_int64)
-    return (lambda: probe(PROBE_CALLS)), 12 * lanes * 2 * PROBE_CALLS
-
-
 def compile_times() -> tuple[float, float]:
     """Seconds to build the GEMM kernel cold (codegen) and warm (object from the disk cache)."""
     module = build_gemm_module(GemmConfig(vector_lanes()))
@@ -182,7 +160,10 @@ def measure(shape, probe, probe_flops: float, args) -> tuple[tuple, dict[str, fl
     _, m, k, n = shape
     rng = np.random.default_rng(0)
     a, b = rng.random((m, k), dtype=np.float32), rng.random((k, n), dtype=np.float32)
-    fns = {who: make(a, b) for who, make in CONTENDERS.items()}
+    contenders = dict(CONTENDERS)
+    if args.threads > 1:
+        contenders[f"msc x{args.threads}"] = run_msc_threads(args.threads)
+    fns = {who: make(a, b) for who, make in contenders.items()}
     flops = dict.fromkeys(fns, 2.0 * m * k * n)
     fns["peak"], flops["peak"] = probe, probe_flops
     seconds = best_seconds(fns, args.repeats, args.min_time)
@@ -193,12 +174,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--min-time", type=float, default=0.1)
+    parser.add_argument("--threads", type=int, default=1, help="also run msc on N threads")
+    parser.add_argument("--shapes", default="", help="comma-separated shape names (all)")
     args = parser.parse_args()
+    wanted = [name.strip() for name in args.shapes.split(",") if name.strip()]
+    unknown = set(wanted) - {shape[0] for shape in SHAPES}
+    if unknown:
+        parser.error(f"unknown shapes {sorted(unknown)}; known: {[s[0] for s in SHAPES]}")
 
     lanes, mhz = vector_lanes(), cpuinfo_mhz()
-    probe, probe_flops = fma_probe(lanes)
+    probe = fma_probe(lanes=lanes)
     cold, warm = compile_times()
-    rows = [measure(shape, probe, probe_flops, args) for shape in SHAPES]
+    rows = [measure(shape, probe.run, probe.flops, args) for shape in SHAPES
+            if not wanted or shape[0] in wanted]
     # The probe ran interleaved with every row; its best run is the least disturbed peak.
     peak = max(rate["peak"] for _, rate in rows)
     formula = 2 * 16 * 2 * mhz / 1e3 if mhz else float("nan")
@@ -206,14 +194,19 @@ def main() -> None:
     print(f"peak: formula 2 pipes x 16 lanes x 2 flop x clock = {formula:.1f} GFLOP/s; "
           f"measured FMA throughput = {peak:.1f} GFLOP/s (% peak below uses the measured one)")
     print(f"kernel build: cold {cold * 1e3:.0f} ms, from disk cache {warm * 1e3:.1f} ms\n")
+    names = [who for who in rows[0][1] if who != "peak"]
+    threaded = names[-1] if args.threads > 1 else None
     head = f"{'shape':<9} {'M':>5} {'K':>5} {'N':>5} | " + " ".join(
-        f"{name:>11}" for name in CONTENDERS) + " | msc %peak | msc/ORT"
+        f"{name:>11}" for name in names) + " | msc %peak | msc/ORT" + (
+        f" | x{args.threads}/x1" if threaded else "")
     print(head + "\n" + "-" * len(head))
     for (name, m, k, n), rate in rows:
-        cells = " ".join(f"{rate[who]:>11.1f}" for who in CONTENDERS)
+        cells = " ".join(f"{rate[who]:>11.1f}" for who in names)
+        speedup = f" | {rate[threaded] / rate['msc']:>6.2f}x" if threaded else ""
         print(f"{name:<9} {m:>5} {k:>5} {n:>5} | {cells} | {100 * rate['msc'] / peak:>8.0f}% "
-              f"| {rate['msc'] / rate['onnxruntime']:>6.2f}x")
-    print("\nGFLOP/s, higher is better; one thread each.")
+              f"| {rate['msc'] / rate['onnxruntime']:>6.2f}x{speedup}")
+    print("\nGFLOP/s, higher is better; one thread each" + (
+        f" except {threaded}." if threaded else "."))
 
 
 if __name__ == "__main__":

@@ -68,6 +68,7 @@ def test_demo_runs(tmp_path):
                           capture_output=True, text=True, check=False, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "graph.inspect()" in proc.stdout
+    assert "num_threads=2: bitwise equal" in proc.stdout
     assert (tmp_path / "conv_relu.prototxt").read_text().startswith('name: "main"')
 
 

@@ -118,6 +118,10 @@ def step_onnx_to_vm(out: str) -> None:
     got = vm["main"](x).numpy()
     _banner("relax.build + VirtualMachine (llvmlite), batch 2")
     print(f"output {got.shape}, kernels {ex.stats['kernels']}")
+    two = relax.VirtualMachine(ex, relax.cpu(), num_threads=2)["main"](x).numpy()
+    print(f"num_threads=2: {'bitwise equal' if np.array_equal(two, got) else 'DIFFERENT'}")
+    if not np.array_equal(two, got):
+        raise SystemExit("demo: 2 threads changed the result")
     _compare_with_onnxruntime(model, x, got)
 
 
