@@ -14,12 +14,12 @@ import time
 
 import numpy as np
 import pytest
+from concurrency import run_on_threads
 
 from msc import relax
 from msc.backend import threads
-from msc.backend.kernels import Gemm
+from msc.backend.kernels import Gemm, direct_conv
 from msc.backend.kernels import conv as conv_kernels
-from msc.backend.kernels import direct_conv
 from msc.backend.kernels import gemm as gemm_kernels
 from msc.backend.threads import (
     get_num_threads,
@@ -181,26 +181,18 @@ def test_nested_calls_run_serially_in_their_task():
 
 
 def test_concurrent_callers():
-    errors, results = [], {}
+    results = {}
 
     def caller(c):
-        try:
-            with num_threads(2):
-                for rep in range(50):
-                    out = [None] * 9
-                    parallel_for(9, lambda i, out=out, rep=rep: out.__setitem__(i, (c, rep, i)))
-                    assert out == [(c, rep, i) for i in range(9)]
-            results[c] = True
-        except Exception as error:  # noqa: BLE001 - reported by the assert below
-            errors.append(error)
+        with num_threads(2):
+            for rep in range(50):
+                out = [None] * 9
+                parallel_for(9, lambda i, out=out, rep=rep: out.__setitem__(i, (c, rep, i)))
+                assert out == [(c, rep, i) for i in range(9)]
+        results[c] = True
 
-    callers = [threading.Thread(target=caller, args=(c,)) for c in range(4)]
-    for t in callers:
-        t.start()
-    for t in callers:
-        t.join(timeout=60)
-    assert not any(t.is_alive() for t in callers), "deadlock"
-    assert not errors and len(results) == 4
+    assert run_on_threads(caller, 4, timeout=60) == []
+    assert len(results) == 4
 
 
 def test_forked_child_gets_a_fresh_pool():
@@ -365,22 +357,14 @@ def test_concurrent_vm_calls_with_threads(spy):
     run, _ = _build([x], lambda bb, x: R.nn.conv2d(x, relax.const(w), padding=1))
     inputs = [_rand(2, 16, 12, 12) for _ in range(4)]
     want = [run(xv) for xv in inputs]
-    got, errors = {}, []
+    got = {}
 
     def caller(c):
-        try:
-            with num_threads(2):
-                for _ in range(10):
-                    got.setdefault(c, []).append(run(inputs[c]))
-        except Exception as error:  # noqa: BLE001 - reported by the assert below
-            errors.append(error)
+        with num_threads(2):
+            for _ in range(10):
+                got.setdefault(c, []).append(run(inputs[c]))
 
-    callers = [threading.Thread(target=caller, args=(c,)) for c in range(4)]
-    for t in callers:
-        t.start()
-    for t in callers:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in callers) and not errors
+    assert run_on_threads(caller, 4) == []
     assert all(np.array_equal(out, want[c]) for c, outs in got.items() for out in outs)
 
 

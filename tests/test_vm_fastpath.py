@@ -1,10 +1,11 @@
 """The VM's fast path: TIR kernels checked once per plan, chains of them in one native call,
 the plan as generated Python, and VirtualMachine(num_threads=...)."""
 
-import threading
 
 import numpy as np
 import pytest
+from concurrency import run_on_threads
+from test_vm_runtime import _module, _tensor
 
 from msc import relax
 from msc.backend import packed, threads
@@ -20,17 +21,6 @@ RNG = np.random.default_rng(0)
 TOL = {"rtol": 1e-5, "atol": 1e-6}  # TIR exp/tanh/sigmoid are <= 2.1 ulp
 
 
-def _tensor(shape, dtype=F32):
-    return relax.TensorStructInfo(shape, dtype)
-
-
-def _module(params, body):
-    bb = relax.BlockBuilder()
-    with bb.function("main", params):
-        with bb.dataflow():
-            out = bb.emit_output(body(bb, *params))
-        bb.emit_func_output(out)
-    return bb.get()
 
 
 def _chain(bb, x, n=12):
@@ -216,21 +206,12 @@ def test_concurrent_calls_use_their_own_tables():
     f = relax.VirtualMachine(relax.build(mod, legalize="prefer"))["main"]
     inputs = [RNG.standard_normal((16, 16), F32) for _ in range(4)]
     refs = [_ref(mod, v) for v in inputs]
-    errors = []
 
     def work(k):
-        try:
-            for _ in range(50):
-                np.testing.assert_allclose(f(inputs[k]).numpy(), refs[k], **TOL)
-        except Exception as exc:  # noqa: BLE001 - reported by the main thread
-            errors.append(exc)
+        for _ in range(50):
+            np.testing.assert_allclose(f(inputs[k]).numpy(), refs[k], **TOL)
 
-    workers = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    assert not errors
+    assert run_on_threads(work, 4) == []
 
 
 def test_errors_name_the_binding(packed_funcs):
