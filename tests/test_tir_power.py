@@ -201,8 +201,9 @@ def test_float64_power_keeps_libm():
 
 
 @pytest.mark.parametrize("dtype", ["int32", "int64", "uint8"])
-def test_integer_power_unchanged(dtype):
-    """Integers go through float64 pow (as before): exact for these small values."""
+def test_integer_power_small_values(dtype):
+    """Integers are square-and-multiply in their own type (tests/test_legalize_exact.py has
+    the wrap-around and negative exponents)."""
     x = RNG.integers(0, 6, (4, 5)).astype(dtype)
     y = RNG.integers(0, 4, (4, 5)).astype(dtype)
     got, want = check_op("power", [x, y])

@@ -50,9 +50,9 @@ FLOAT_MATH = frozenset(["acos", "acosh", "asin", "asinh", "atan", "atanh", "cos"
 
 
 def _power(a, b):
-    if is_float(a.dtype):
-        return _call("pow", a, b)
-    return cast(_call("pow", cast(a, "float64"), cast(b, "float64")), a.dtype)
+    """T.pow in the inputs' dtype: integers are exact with numpy's wrap-around; a negative
+    integer exponent gives 1 / a**-b truncated (numpy raises, see tir_ops.int_pow)."""
+    return _call("pow", a, b)
 
 
 def _log_add_exp(a, b):

@@ -171,8 +171,8 @@ def _slice_scatter(call):
 def _dynamic_strided_slice(call):
     """out[i] = x[begin'[d] + i[d] * strides[d]] with begin' numpy's slice start, read from
     the begin / strides tensors. Compiles only when the call's output shape is known: the
-    op's inference leaves it unknown (it depends on the values), so ordinary calls stay on
-    their numpy path."""
+    op's inference knows it when begin / end / strides are constants; calls with tensor
+    arguments (a shape that depends on the values) stay on their numpy path."""
     b, (x, begin, _end, strides) = inputs(call)
     out = output(call)
     k = begin.shape[0] if begin.ndim == 1 else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ...tir import expr as tir
+from ..expr import Constant
 from .infer import (
     INT_DTYPES,
     broadcast_dims,
@@ -91,10 +92,49 @@ def _clamp(index, dim, step: int):
 
 
 def dynamic_strided_slice_infer(ctx):
+    """x[b0:e0:s0, b1:e1:s1, ...]: the exact shape when begin / end / strides are constants
+    (TVM 0.27 leaves it unknown even then), else unknown; the shape follows numpy's slices."""
     data = ctx.tensor(0)
     for i in (1, 2, 3):
         _require_int(ctx, i)
-    return unknown(data.dtype, data.ndim)
+    specs = [_const_vector(ctx, i) for i in (1, 2, 3)]
+    if data.values is None or None in specs:
+        return unknown(data.dtype, data.ndim)
+    if len({len(v) for v in specs}) > 1 or len(specs[0]) > data.ndim:
+        raise ctx.error(f"begin / end / strides have {[len(v) for v in specs]} values for a "
+                        f"rank {data.ndim} input", 1, hint="give one value per sliced axis")
+    dims = list(data.values)
+    for axis, (begin, end, stride) in enumerate(zip(*specs)):
+        if stride == 0:
+            raise ctx.error("strides must not be 0", 3)
+        dims[axis] = _dyn_slice_len(dims[axis], begin, end, stride)
+    return tensor(dims, data.dtype)
+
+
+def _const_vector(ctx, i: int) -> list[int] | None:
+    """The values of a 1-D relax.Constant argument, or None when it is not one."""
+    arg = ctx.args[i]
+    if not isinstance(arg, Constant) or arg.data.ndim != 1:
+        return None
+    return [int(v) for v in arg.data]
+
+
+def _dyn_slice_len(dim, begin: int, end: int, stride: int):
+    """len(range(n)[begin:end:stride]), exact on symbolic dims too (unlike _slice_len, which
+    takes a non-negative begin as in range, as TVM's strided_slice does)."""
+    if dim.is_const:
+        return tir.IntImm(len(range(dim.value)[begin:end:stride]))
+    low, high = (0, dim) if stride > 0 else (-1, dim - 1)
+    first, last = (_bound(v, dim, low, high) for v in (begin, end))
+    span = last - first if stride > 0 else first - last
+    return tir.ceildiv(nonneg(span), abs(stride))
+
+
+def _bound(index: int, dim, low, high):
+    """A constant slice bound moved into [low, high] on a symbolic dim (numpy's rule)."""
+    if abs(index) >= _TO_END:
+        return high if index > 0 else low
+    return tir.min(tir.IntImm(index), high) if index >= 0 else tir.max(index + dim, low)
 
 
 # --------------------------------------------------------------------------------------------
