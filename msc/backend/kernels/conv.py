@@ -7,8 +7,12 @@ path that was slower on every measured shape (densenet's 3x3 128->32 convs 0.21-
 time, shufflenet's grouped 1x1 0.39-0.59x, resnet's 3x3 0.59-0.91x). Depthwise convs run on
 the window kernel of pool.py.
 
-Other layouts (NHWC): pixels on the GEMM's M side and the weight as prepacked B panels; NCHW
-data is transposed to NHWC in scratch, an NCHW result transposed back.
+Other layouts (NHWC), and NCHW convs with small output planes (_gemm_wins): pixels on the
+GEMM's M side and the weight as prepacked B panels; NCHW data is transposed to NHWC in scratch,
+an NCHW result transposed back. The direct kernel's 48-position tile wastes most of a tail on
+a 7x7 plane (49 = 48 + 1) and its wide rows a quarter of a 14x14 padded 3x3 conv; there the
+GEMM path measured 1.1-1.5x faster (resnet50's 7x7 1x1 and 3x3 convs, its 14x14 3x3 convs),
+while on larger planes and 14x14 1x1 convs the direct kernel stays ahead.
 
 Threads (msc/backend/threads.py): direct convs split output row bands, depthwise images and
 channel ranges, NHWC images, else the GEMM.
@@ -37,6 +41,8 @@ __all__ = ["Conv2dFact", "conv_geometry"]
 _LAYOUTS = ("NCHW", "NHWC")
 _PANEL_BYTES = 512 * 1024  # packed patches per GEMM call: about half of a Zen 4 core's L2
 _DEPTHWISE_PARALLEL = 2e6  # multiply-adds; below this one thread wins (measured)
+_GEMM_PLANE = 64  # output pixels per image up to which any dense NCHW conv takes the GEMM path
+_GEMM_PLANE_WINDOW = 196  # the same for windows larger than 1x1 (padded wide rows cost more)
 
 
 def conv_geometry(h: int, w: int, kh: int, kw: int, strides, padding, dilation) -> tuple:
@@ -46,6 +52,17 @@ def conv_geometry(h: int, w: int, kh: int, kw: int, strides, padding, dilation) 
     oh = (h + top + bottom - dh * (kh - 1) - 1) // sh + 1
     ow = (w + left + right - dw * (kw - 1) - 1) // sw + 1
     return oh, ow
+
+
+def _gemm_wins(site: Site, weight_oihw: np.ndarray, groups: int) -> bool:
+    """Whether an NCHW conv runs faster as im2col + GEMM than directly (measured on resnet50's
+    shapes, see the module doc): ungrouped, with a small static output plane."""
+    out = site.out
+    if groups != 1 or not getattr(out, "is_static", False) or getattr(out, "ndim", 0) != 4:
+        return False
+    plane = int(out.values[2]) * int(out.values[3])
+    limit = _GEMM_PLANE if weight_oihw.shape[2:] == (1, 1) else _GEMM_PLANE_WINDOW
+    return 0 < plane <= limit
 
 
 class _ConvKernel(Kernel):
@@ -215,7 +232,7 @@ class Conv2dFact(KernelFact):
         nchw = attrs["data_layout"] == attrs["out_layout"] == "NCHW"
         if nchw and groups > 1 and weight.shape[1] == 1:
             kernel = _DepthwiseNCHW
-        elif nchw:
+        elif nchw and not _gemm_wins(site, weight, groups):
             kernel = DirectConv2d
         else:
             kernel = _Conv2dNHWC

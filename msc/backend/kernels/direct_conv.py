@@ -7,7 +7,7 @@ convolution is a sum over sources (input channel, tap) of contiguous vector load
 tile of ``R`` output channels x ``V`` vectors of positions is accumulated over all sources
 (V loads, R weight broadcasts, R*V FMAs each), then stored once with the bias and relu. The
 ``OW..Wq`` columns of each wide row are dropped by a compaction pass; a 1x1 conv without
-padding reads the input as is and writes the output directly.
+padding reads the input as is (stride 1) and writes the output directly (any stride).
 
 Stride s > 1 splits each padded input plane into its s x s phase planes first
 (``phase[a][b][i][j] = xpad[i*s + a][j*s + b]``): tap (kh, kw) of output (oh, ow) is then
@@ -342,6 +342,8 @@ def _build_driver(module: ir.Module, lanes: int) -> None:
     src = _gep(b, x, b.mul(image, b.mul(a["C_all"], b.mul(a["H"], a["W"]))))
     dst = _gep(b, out, b.mul(image, b.mul(a["O_all"], b.mul(a["OH"], a["OW"]))))
     plain = b.icmp_signed("==", a["mode"], const64(PLAIN))
+    # wide rows as long as the output's (a strided 1x1 conv): the conv writes the output itself
+    narrow = b.icmp_signed("==", a["Wq"], a["OW"])
     q0, q1 = b.mul(row0, a["Wq"]), b.mul(row1, a["Wq"])
 
     def stage(bit):
@@ -359,11 +361,11 @@ def _build_driver(module: ir.Module, lanes: int) -> None:
                            a["n_phase"]])
     with b.if_then(stage(CONV)):
         # positions [q0, q1) of the wide output: both pointers move by q0
-        base, target = b.select(plain, src, padded), b.select(plain, dst, wide)
+        base, target = b.select(plain, src, padded), b.select(narrow, dst, wide)
         b.call(conv, [_gep(b, base, q0), w, bias, _gep(b, target, q0), offsets, a["G"],
                       a["S"], a["ld_group"], a["OB"], a["og"], a["Q"], b.sub(q1, q0),
                       a["chunk"], a["relu"]])
-    with b.if_then(b.and_(stage(COMPACT), b.not_(plain))):
+    with b.if_then(b.and_(stage(COMPACT), b.not_(narrow))):
         b.call(compact, [_gep(b, wide, q0), _gep(b, dst, b.mul(row0, a["OW"])), a["O_all"],
                          b.sub(row1, row0), a["Wq"], a["OW"], a["Q"],
                          b.mul(a["OH"], a["OW"])])
@@ -497,7 +499,7 @@ class DirectConv2d(Kernel):
                 ld, len(phases), self.c, self.o, oh, ow, *(v for ab in phases for v in ab))
         # reads past a channel's last plane reach cols[-1][0] floats (wide garbage columns)
         sizes = () if mode == PLAIN else (self.c * ld + cols[-1][0] + self.lanes,
-                                          self.o * oh * wq)
+                                          0 if wq == ow else self.o * oh * wq)
         macs = n * self.o * oh * ow * cg * self.kh * self.kw
         plan = self._plans[shape] = _Plan((n, self.o, oh, ow), np.array(args, np.int64),
                                           np.array(offsets, np.int64), sizes, macs)

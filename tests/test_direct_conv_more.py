@@ -1,0 +1,103 @@
+"""NCHW convs with small output planes run as im2col + GEMM (conv._gemm_wins), larger ones
+directly; both paths match torch, and 2 threads are bitwise equal to 1."""
+
+import numpy as np
+import pytest
+
+from msc import relax
+from msc.backend.dispatch import Site
+from msc.backend.kernels import conv as conv_kernels
+from msc.backend.kernels import direct_conv
+from msc.backend.kernels import gemm as gemm_kernels
+from msc.backend.threads import num_threads
+from msc.relax import op as R
+
+TOL = {"rtol": 1e-4, "atol": 1e-4}
+
+
+def _rand(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+def _site(out_shape) -> Site:
+    return Site("nn.conv2d", None, [], relax.TensorStructInfo(out_shape, "float32"))
+
+
+@pytest.mark.parametrize("out_shape, window, groups, gemm", [
+    ((1, 2048, 7, 7), 1, 1, True),       # resnet50 res5 1x1: direct wastes a 48+1 tail
+    ((1, 512, 7, 7), 3, 1, True),
+    ((1, 256, 14, 14), 3, 1, True),      # 3x3 at 14x14: padded wide rows
+    ((1, 1024, 14, 14), 1, 1, False),    # 1x1 at 14x14: direct measured ahead
+    ((1, 128, 28, 28), 3, 1, False),
+    ((1, 64, 7, 7), 3, 2, False),        # grouped convs stay direct
+    ((1, 64, 0, 7), 1, 1, False),        # empty planes
+])
+def test_small_planes_take_the_gemm(out_shape, window, groups, gemm):
+    weight = np.zeros((out_shape[1], 8, window, window), np.float32)
+    assert conv_kernels._gemm_wins(_site(out_shape), weight, groups) == gemm
+
+
+def _torch_conv(x, w, b, strides, padding, dilation):
+    torch = pytest.importorskip("torch")
+    top, left, bottom, right = (padding,) * 4 if isinstance(padding, int) else padding
+    x = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    out = torch.conv2d(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b),
+                       stride=strides, dilation=dilation)
+    return np.maximum(out.numpy(), 0)
+
+
+CASES = [  # x NCHW, weight OIHW, strides, padding, GEMM images run
+    ((1, 96, 7, 7), (200, 96, 1, 1), 1, 0, 2),      # pointwise GEMM, no im2col
+    ((2, 64, 14, 14), (70, 64, 1, 1), 2, 0, 4),     # strided 1x1: im2col subsamples
+    ((1, 48, 7, 7), (40, 48, 3, 3), 1, 1, 2),
+    ((2, 32, 14, 14), (33, 32, 3, 3), 1, 1, 4),
+    ((1, 24, 13, 13), (16, 24, 3, 3), 2, 1, 2),     # 7x7 out of an odd plane
+    ((1, 16, 30, 30), (20, 16, 3, 3), 1, 1, 0),     # large plane: direct
+    ((2, 16, 30, 29), (24, 16, 1, 1), 2, 0, 0),     # direct, strided 1x1: no compaction
+    ((1, 8, 20, 20), (12, 8, 3, 1), 1, 1, 0),       # direct, padded 3x1: no compaction
+]
+
+
+@pytest.mark.parametrize("xs, ws, strides, padding, images", CASES)
+def test_conv_bias_relu_matches_torch_on_both_paths(monkeypatch, xs, ws, strides, padding,
+                                                    images):
+    _check(monkeypatch, xs, ws, strides, padding, 1, images)
+
+
+@pytest.mark.parametrize("ws, dilation, images", [
+    ((24, 16, 3, 3), 2, 2),      # 8x9 out: GEMM
+    ((24, 16, 3, 3), 1, 0),      # 14x15 out of a larger plane: direct
+])
+def test_dilated_asymmetric_padding(monkeypatch, ws, dilation, images):
+    xs = (1, 16, 9, 10) if dilation == 2 else (1, 16, 13, 14)
+    _check(monkeypatch, xs, ws, 1, (1, 2, 3, 0), dilation, images)
+
+
+def _check(monkeypatch, xs, ws, strides, padding, dilation, images):
+    monkeypatch.setattr(gemm_kernels, "PARALLEL_FLOPS", 0)  # split even these small convs
+    monkeypatch.setattr(direct_conv, "_PARALLEL_MACS", 0)
+    runs = []
+    image = conv_kernels._Conv2dNHWC._image
+    monkeypatch.setattr(conv_kernels._Conv2dNHWC, "_image",
+                        lambda self, *a: runs.append(1) or image(self, *a))
+    w, b = _rand(*ws, seed=1), _rand(ws[0], seed=2)
+    x = relax.Var("x", relax.TensorStructInfo(xs, "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(R.nn.conv2d(x, relax.const(w), strides=strides, padding=padding,
+                                    dilation=dilation))
+            y = bb.emit(R.add(y, relax.const(b.reshape(1, -1, 1, 1))))
+            out = bb.emit_output(R.nn.relu(y))
+        bb.emit_func_output(out)
+    ex = relax.build(bb.get())
+    assert ex.stats["ops"]["nn.conv2d"] == {"native": 1}
+    f = relax.VirtualMachine(ex, relax.cpu())["main"]
+    xv = _rand(*xs, seed=3)
+    with num_threads(1):
+        one = f(xv).numpy().copy()
+    with num_threads(2):
+        two = f(xv).numpy().copy()
+    assert np.array_equal(one, two)
+    assert len(runs) == images, "the conv took the other path"
+    np.testing.assert_allclose(one, _torch_conv(xv, w, b, strides, padding, dilation), **TOL)
