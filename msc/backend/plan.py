@@ -143,7 +143,8 @@ def _node_inputs(node: Node) -> tuple:
     return node.ins
 
 
-def _analyze(program: Program) -> _Analysis:
+def _analyze(program: Program, merged: frozenset = frozenset()) -> _Analysis:
+    """``merged``: ids of concat nodes whose result is a view of its inputs' buffers."""
     order = list(program.walk())
     position = {id(n): p for p, n in enumerate(order)}
     roots: dict[int, frozenset] = defaultdict(frozenset)
@@ -154,7 +155,7 @@ def _analyze(program: Program) -> _Analysis:
         buffers[id(node)] = ids
         if ids:
             roots[node.out] = frozenset(ids)
-        elif node.kind != "call" or node.aliases:
+        elif node.kind != "call" or node.aliases or id(node) in merged:
             roots[node.out] = frozenset().union(*(roots[i] for i in _node_inputs(node)))
     last_use = [0] * len(buffer_sinfo)
     value_last_use: dict[int, int] = {}
@@ -220,7 +221,7 @@ class Plan:
     num_registers: int
     fixed: dict          # register -> value shared by every register file (consts, shapes)
     storages: list       # nbytes of each pooled storage
-    views: list          # (register, storage, shape, dtype) of each pooled buffer
+    views: list          # (register, storage, shape, dtype, byte offset) of each pooled buffer
     params: list         # register of each parameter
     result: int          # register of the result
     env: dict            # the signature: symbolic dim name -> value
@@ -243,8 +244,8 @@ class Plan:
         for reg, value in self.fixed.items():
             regs[reg] = value
         raw = [_aligned_bytes(n) for n in self.storages]
-        for reg, storage, shape, dtype in self.views:
-            regs[reg] = raw[storage][: _nbytes(shape, dtype)].view(dtype).reshape(shape)
+        for reg, storage, shape, dtype, at in self.views:
+            regs[reg] = raw[storage][at: at + _nbytes(shape, dtype)].view(dtype).reshape(shape)
         runner = self.runner
         table = (ctypes.c_int64 * max(runner.slots if runner else 0, 1))()
         if runner is not None:
@@ -280,6 +281,8 @@ class _Planner:
         self.next_reg = TABLE + 1
         self.free_regs: list[int] = []
         self.static_values: dict[int, Any] = {}
+        self.concats: dict = {}
+        self.concat_regs: dict = {}  # id(group) -> registers of (the result, its slices)
 
     # -- registers --------------------------------------------------------------------------
     def _new_reg(self) -> int:
@@ -322,6 +325,7 @@ class _Planner:
     def plan(self, chains: bool = True) -> Plan:
         param_regs = [self._param_reg(vid) for vid in self.program.params]
         self._pre_evaluate()
+        self.concats = self._concat_groups()
         self._assign_buffers()
         self.instructions = {}
         for node in self.a.order:
@@ -366,6 +370,10 @@ class _Planner:
         self.buffer_kind: list = [None] * len(a.buffer_sinfo)
         self.storages, self.views = [], []
         free: dict[int, list] = defaultdict(list)
+        groups_of = defaultdict(list)  # buffer -> the concat groups it is in
+        for group in self.concats.values():
+            for b in group[0] + ([group[2]] if group[2] is not None else []):
+                groups_of[b].append(group)
         releases: dict[int, list] = defaultdict(list)
         planned = fresh = 0
         self.dynamic = 0
@@ -381,16 +389,80 @@ class _Planner:
                 elif b in a.fresh:
                     self.buffer_kind[b] = ("fresh", shape, dtype)
                     fresh += _nbytes(shape, dtype)
+                elif b in groups_of:  # each group is placed at its first buffer
+                    for group in groups_of[b]:
+                        if id(group) not in self.concat_regs:
+                            planned += self._place_group(group, free, releases)
                 else:
                     nbytes = _nbytes(shape, dtype)
                     planned += nbytes
                     storage = free[nbytes].pop() if free[nbytes] else self._new_storage(nbytes)
                     self.buffer_kind[b] = ("pooled", self._fixed_buffer_reg(), None)
-                    self.views.append((self.buffer_kind[b][1], storage, shape, dtype))
+                    self.views.append((self.buffer_kind[b][1], storage, shape, dtype, 0))
                     releases[a.buffer_last_use[b]].append((nbytes, storage))
             for nbytes, storage in releases.pop(p, ()):
                 free[nbytes].append(storage)
         self.planned_bytes, self.fresh_bytes = planned, fresh
+
+    # -- concat in place: producers write into slices of the result -----------------------
+    def _concat_groups(self) -> dict:
+        """id(concat node) -> (its inputs' buffers, its (shape, dtype)) for each concat
+        whose inputs (each a distinct call's single pooled buffer) can be laid end to end in
+        one storage that is the result: concat then costs nothing (squeezenet's fire modules).
+        The result aliases the inputs' buffers, so they live as long as it does."""
+        producer = {n.out: n for n in self.program.nodes if n.kind == "call"}
+        found = {}
+        for node in self.program.nodes:
+            if node.kind == "call" and node.op == "concat" and len(node.dps) <= 1 and (
+                    group := self._concat_slices(node, producer)) is not None:
+                found[id(node)] = group
+        merged = frozenset(k for k, g in found.items() if g[2] is None)
+        if merged:  # a concat that allocates its result: make it a view of its inputs
+            self.a = _analyze(self.program, merged)
+        return {k: g for k, g in found.items()
+                if not {*g[0], *g[2:3]} & self.a.fresh}
+
+    def _concat_slices(self, node: Node, producer: dict) -> tuple | None:
+        fields = self.program.values[node.ins[0]].fields if len(node.ins) == 1 else None
+        out = self._static_tensor(self.program.values[node.out].sinfo)
+        if not fields or out is None or len(set(fields)) != len(fields):
+            return None
+        bufs, shapes = [], []
+        for vid in fields:
+            p = producer.get(vid)
+            ids = self.a.buffers.get(id(p), ()) if p is not None else ()
+            spec = self._static_tensor(self.program.values[vid].sinfo)
+            if len(ids) != 1 or spec is None or spec[1] != out[1] or (
+                    self._static_tensor(self.a.buffer_sinfo[ids[0]]) != spec):
+                return None
+            bufs.append(ids[0])
+            shapes.append(spec[0])
+        own = self.a.buffers[id(node)][0] if node.dps else None  # the concat's own buffer
+        return (bufs, out, own) if _end_to_end(shapes, out) else None
+
+    def _place_group(self, group: tuple, free: dict, releases: dict) -> int:
+        bufs, (out_shape, dtype), own = group
+        sizes = [_nbytes(self._static_tensor(self.a.buffer_sinfo[b])[0], dtype) for b in bufs]
+        total = sum(sizes)
+        storage = free[total].pop() if free[total] else self._new_storage(total)
+        at, slices = 0, []
+        for b, size in zip(bufs, sizes):
+            # a buffer in two groups (densenet: the last concat feeds the next) is written by
+            # its producer into the group placed last; the other concat copies it, so each
+            # concat keeps the slice registers it was given here
+            slices.append(self._fixed_buffer_reg())
+            self.buffer_kind[b] = ("pooled", slices[-1], None)
+            shape = self._static_tensor(self.a.buffer_sinfo[b])[0]
+            self.views.append((slices[-1], storage, shape, dtype, at))
+            at += size
+        whole = self._fixed_buffer_reg()
+        self.views.append((whole, storage, out_shape, dtype, 0))
+        self.concat_regs[id(group)] = (whole, tuple(slices))
+        if own is not None:
+            self.buffer_kind[own] = ("pooled", whole, None)
+        last = max(self.a.buffer_last_use[b] for b in bufs + ([own] if own is not None else []))
+        releases[last].append((total, storage))
+        return total
 
     def _new_storage(self, nbytes: int) -> int:
         self.storages.append(nbytes)
@@ -420,6 +492,9 @@ class _Planner:
 
     def _emit_call(self, node: Node, ins: tuple):
         bufs = self.a.buffers[id(node)]
+        if id(node) in self.concats:
+            whole, slices = self.concat_regs[id(self.concats[id(node)])]
+            return (_concat_in_place, ins + (whole, *slices), self._define(node.out))
         env_ins = ((ENV,) if node.wants_env else ()) + ins
         if not bufs:
             return (node.fn, env_ins, self._define(node.out))
@@ -489,6 +564,29 @@ class _Planner:
             instrs = [i for n in nodes if (i := self.instructions[id(n)])]
             branches.append((instrs, self.reg(result)))
         return (_if_runner(*branches), (REGS,) + ins, self._define(node.out))
+
+
+def _end_to_end(shapes: list, out: tuple) -> bool:
+    """Whether concatenating arrays of ``shapes`` into ``out`` lays them end to end in
+    memory (every dim before the concat axis is 1) at 64-byte aligned offsets."""
+    shape, dtype = out
+    axis = next((k for k, (d, e) in enumerate(zip(shape, shapes[0])) if d != e), None)
+    if axis is None or any(len(s) != len(shape) for s in shapes) or (
+            int(np.prod(shape[:axis])) != 1):
+        return False
+    rest = shape[:axis] + shape[axis + 1:]
+    return (all(s[:axis] + s[axis + 1:] == rest for s in shapes)
+            and sum(s[axis] for s in shapes) == shape[axis]
+            and all(_nbytes(s, dtype) % _ALIGN == 0 for s in shapes[:-1]))
+
+
+def _concat_in_place(fields, whole, *slices):
+    """A concat whose inputs' producers wrote into slices of its result: only an input that
+    is not its slice (a kernel that returned another array) is copied."""
+    for value, part in zip(fields, slices):
+        if value is not part:
+            part[...] = value
+    return whole
 
 
 def _make_tuple(*fields):
