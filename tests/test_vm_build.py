@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from test_vm_runtime import _module, _tensor
 
 from msc import relax
 from msc.backend.dispatch import MissingKernelError
@@ -12,19 +13,6 @@ from msc.tir import expr as tir
 
 F32 = "float32"
 RNG = np.random.default_rng(0)
-
-
-def _tensor(shape, dtype=F32):
-    return relax.TensorStructInfo(shape, dtype)
-
-
-def _module(params, body):
-    bb = relax.BlockBuilder()
-    with bb.function("main", params):
-        with bb.dataflow():
-            out = bb.emit_output(body(bb, *params))
-        bb.emit_func_output(out)
-    return bb.get()
 
 
 def _run(mod, *args, **kw):

@@ -260,26 +260,29 @@ def kernel_fact(op: str) -> KernelFact | None:
 
 LEGALIZE_MODES = ("never", "fallback", "prefer")
 
-# Ops whose numpy fact stays first under legalize="prefer", and why.
-NUMPY_FIRST = {
-    # a view of the input at no cost; TIR copies every element (with div / mod index math)
-    "reshape": "free view", "flatten": "free view", "expand_dims": "free view",
-    "squeeze": "free view", "nn.batch_flatten": "free view",
-    # tensor exponents only (see _numpy_first): numpy's vectorized powf is ~2x faster
-    "power": "tensor exponents: numpy ~2x faster",
-}
+# Free view ops: numpy gives a view of the input at no cost; TIR copies every element (with
+# div / mod index math). Static ones run as one bound ndarray.reshape (static_view).
+VIEW_OPS = frozenset({"reshape", "flatten", "expand_dims", "squeeze", "nn.batch_flatten"})
+
+
+def _power_on_numpy(site: Site) -> bool:
+    """power compiles for a float one-element exponent (0.2-0.9x numpy's time: LRN's x**0.75,
+    x**2, sqrt); tensor exponents stay on numpy (its vectorized powf is ~2x faster), integer
+    powers too (numpy raises on negative exponents, a kernel cannot)."""
+    s, out = site.tensor(1), site.out
+    if not (isinstance(out, TensorStructInfo) and out.dtype.startswith(("float", "bfloat"))):
+        return True
+    return not (s is not None and s.values is not None
+                and all(getattr(d, "value", None) == 1 for d in s.values))
+
+
+# Ops whose numpy fact stays first under legalize="prefer": op -> whether it does for a site.
+NUMPY_FIRST = {**dict.fromkeys(VIEW_OPS, lambda site: True), "power": _power_on_numpy}
 
 
 def _numpy_first(site: Site) -> bool:
-    """power compiles for a one-element exponent (0.2-0.9x numpy's time: LRN's x**0.75, x**2,
-    sqrt) and stays on numpy for tensor exponents (numpy's vectorized powf is ~2x faster)."""
-    if site.op == "power":
-        s, out = site.tensor(1), site.out
-        if not (isinstance(out, TensorStructInfo) and out.dtype.startswith(("float", "bfloat"))):
-            return True  # integer powers: numpy raises on negative exponents, a kernel cannot
-        return not (s is not None and s.values is not None
-                    and all(getattr(d, "value", None) == 1 for d in s.values))
-    return site.op in NUMPY_FIRST
+    when = NUMPY_FIRST.get(site.op)
+    return when is not None and when(site)
 
 
 def resolve(site: Site, *, native: bool = True, legalize: str = "prefer") -> Impl | None:
@@ -383,9 +386,6 @@ def _owned(value, args: tuple):
     if type(value) is tuple:
         return tuple(_owned(v, args) for v in value)
     return value
-
-
-VIEW_OPS = frozenset({"reshape", "flatten", "expand_dims", "squeeze", "nn.batch_flatten"})
 
 
 def static_view(site: Site) -> Callable | None:
@@ -510,16 +510,19 @@ def _packed_dps(call, lower, module) -> Impl:
     return Impl(run, inputs, outs, "packed", extra={"func": name})
 
 
-def _packed_pure(call, lower, module, start: int = 1) -> Impl:
-    name = _extern_name(call.args[0] if start else call.op, "call_pure_packed")
+def _packed_pure(call, lower, module, start: int = 1, args=None) -> Impl:
+    """A packed call returning its result; ``args``: the value ids passed (default: the
+    call's args from ``start``)."""
+    what = getattr(call.op, "name", "call_pure_packed").removeprefix("relax.")
+    name = _extern_name(call.args[0] if start else call.op, what)
     sinfo = call.struct_info or (call.sinfo_args[0] if call.sinfo_args else ObjectStructInfo())
     check = _result_checker(sinfo, name)
 
-    def run(*args):
-        return check(_call_packed(name, args))
+    def run(*values):
+        return check(_call_packed(name, values))
 
-    return Impl(run, [lower(a) for a in call.args[start:]], (), "packed", aliases=True,
-                extra={"func": name})
+    ids = args if args is not None else [lower(a) for a in call.args[start:]]
+    return Impl(run, ids, (), "packed", aliases=True, extra={"func": name})
 
 
 def _packed_extern(call, lower, module) -> Impl:
@@ -567,19 +570,22 @@ def _check_tensor(arr: np.ndarray, sinfo: TensorStructInfo, name: str) -> np.nda
     return arr
 
 
-def _call_tir(call, lower, module) -> Impl:
+def _module_prim_func(call, module, what: str):
+    """(PrimFunc, name) of the module function a call_tir(_inplace) calls; BuildError else."""
+    from ..tir.function import PrimFunc
+
     gvar = call.args[0]
     func = module[gvar] if isinstance(gvar, GlobalVar) and gvar in module else None
     name = getattr(gvar, "name_hint", "?")
-    try:
-        from ..tir.function import PrimFunc
-    except ImportError:
-        raise BuildError("TIR compilation isn't available yet (no msc.tir.function)",
-                         op="call_tir", key=name) from None
     if not isinstance(func, PrimFunc):
         names = [g.name_hint for g in module.get_global_vars()]
-        raise BuildError("call_tir needs a TIR PrimFunc of the module", op="call_tir",
-                         key=name, hint=f"module functions: {names}")
+        raise BuildError(f"{what} needs a TIR PrimFunc of the module", op=what, key=name,
+                         hint=f"module functions: {names}")
+    return func, name
+
+
+def _call_tir(call, lower, module) -> Impl:
+    func, name = _module_prim_func(call, module, "call_tir")
     outs = _tensor_fields(_out_sinfo(call, "call_tir"), "call_tir")
     single = isinstance(call.sinfo_args[0], TensorStructInfo)
     inputs = _flat_args(call.args[1:2], lower)
@@ -642,14 +648,7 @@ def _copy_inplace(args: tuple, indices) -> list:
 
 
 def _call_tir_inplace(call, lower, module) -> Impl:
-    gvar = call.args[0]
-    func = module[gvar] if isinstance(gvar, GlobalVar) and gvar in module else None
-    name = getattr(gvar, "name_hint", "?")
-    from ..tir.function import PrimFunc
-
-    if not isinstance(func, PrimFunc):
-        raise BuildError("call_tir_inplace needs a TIR PrimFunc of the module",
-                         op="call_tir_inplace", key=name)
+    func, name = _module_prim_func(call, module, "call_tir_inplace")
     outs = _tensor_fields(_out_sinfo(call, "call_tir_inplace"), "call_tir_inplace")
     single = isinstance(call.sinfo_args[0], TensorStructInfo)
     inputs = _flat_args(call.args[1:2], lower)
@@ -692,14 +691,7 @@ def _packed_inplace(call, lower, module) -> Impl:
 def _builtin_with_ctx(call, lower, module) -> Impl:
     """A VM builtin by name: msc has no VM context object, so the function registered under
     that name (relax.register_func) is called with the args."""
-    name = _extern_name(call.args[0], "call_builtin_with_ctx")
-    sinfo = call.struct_info or ObjectStructInfo()
-    check = _result_checker(sinfo, name)
-
-    def run(*args):
-        return check(_call_packed(name, args))
-
-    return Impl(run, _flat_args(call.args[1:2], lower), (), "packed", extra={"func": name})
+    return _packed_pure(call, lower, module, args=_flat_args(call.args[1:2], lower))
 
 
 def _format_string(expr, what: str) -> str:

@@ -230,9 +230,7 @@ class CompiledPrimFunc:
                              f"{len(args)}", op=self.name)
         env: dict = {}
         arrays = [self._bind(p, a, env) for p, a in zip(params, args)]
-        for name in self._dims:
-            if name not in env and known and name in known:
-                env[name] = int(known[name])
+        self._seed(env, known)
         for p, a in zip(params, arrays):
             if isinstance(p, _Param) and p.exprs:
                 _check_exprs(p, a.shape, env, self.name)
@@ -282,6 +280,12 @@ class CompiledPrimFunc:
         shapes themselves once, such as a VM plan (msc/backend/native_run.py)."""
         return self.library.address(self.abi.symbol)
 
+    def _seed(self, env: dict, known: dict | None) -> None:
+        """Dims no buffer bound (only used inside expressions such as bz * 5) from ``known``."""
+        for name in self._dims:
+            if name not in env and known and name in known:
+                env[name] = int(known[name])
+
     def bind_static(self, specs: list, known: dict | None = None) -> tuple:
         """The dim arguments for buffers of these ``(shape, dtype)`` specs, one per param in
         order, checked as a call would check arrays of them; ShapeError naming the param when
@@ -304,9 +308,7 @@ class CompiledPrimFunc:
                 raise ShapeError(f"expected {p.dtype} of rank {p.ndim}, got {np.dtype(dtype)} "
                                  f"{tuple(shape)}", op=self.name, param=p.name)
             self._bind_dims(p, tuple(shape), env)
-        for name in self._dims:  # only used inside expressions (bz * 5): the caller's value,
-            if name not in env and known and name in known:  # checked against the shapes next
-                env[name] = int(known[name])
+        self._seed(env, known)  # checked against the shapes next
         for p, (shape, _) in zip(self._params, specs):
             if p.exprs:
                 _check_exprs(p, tuple(shape), env, self.name)
