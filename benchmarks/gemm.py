@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/gemm.py [--repeats 7] [--min-time 0.1] [--threads N]
                                         [--shapes square,fc]
 
-``--threads N`` adds msc on N threads (msc/backend/threads.py) as one more contender,
+``--threads N`` adds msc on N threads (msc/backend/runtime/threads.py) as one more contender,
 interleaved with the others; they all stay on one thread.
 
 Every contender gets B as a constant, the way a model's weight arrives: msc packs it once
@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.peak import cpuinfo_mhz, fma_probe
 from msc.backend import JIT, KernelCache, vector_lanes
 from msc.backend.kernels import Gemm, GemmConfig, build_gemm_module
-from msc.backend.threads import num_threads
+from msc.backend.runtime.threads import num_threads
 
 # name, M, K, N: resnet50 convolutions as pixels x (kh*kw*cin) x cout, and its classifier.
 SHAPES = [

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from llvmlite import ir
 
 from msc.backend import JIT, host_target, vector_lanes
-from msc.backend.loops import F32, I64, entry_alloca, for_range
+from msc.backend.llvm.loops import F32, I64, entry_alloca, for_range
 
 TRIPS = 1_000_000  # loop trips per call: a few ms at 100 GFLOP/s
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from msc.backend import JIT, KernelCache
-from msc.backend.cache import cache_key, default_cache_dir
 from msc.backend.kernels import Gemm
+from msc.backend.llvm.cache import cache_key, default_cache_dir
 from msc.errors import BuildError, ValidationError
 
 ADD = """

@@ -1,4 +1,5 @@
-"""num_threads and the worker pool (msc/backend/threads.py); threaded kernels equal one thread.
+"""num_threads and the worker pool (msc/backend/runtime/threads.py); threaded kernels equal one
+thread.
 
 Threaded GEMM, dense and conv results must be bitwise equal to one thread: a split never
 changes the reduction order of an output element. The size thresholds below which kernels stay
@@ -17,11 +18,11 @@ import pytest
 from concurrency import run_on_threads
 
 from msc import relax
-from msc.backend import threads
 from msc.backend.kernels import Gemm, direct_conv
 from msc.backend.kernels import conv as conv_kernels
 from msc.backend.kernels import gemm as gemm_kernels
-from msc.backend.threads import (
+from msc.backend.runtime import threads
+from msc.backend.runtime.threads import (
     get_num_threads,
     num_threads,
     parallel_for,
@@ -99,7 +100,7 @@ def test_bad_env_is_rejected(monkeypatch, text):
 
 
 def test_env_sets_the_process_default():
-    code = "from msc.backend.threads import get_num_threads; print(get_num_threads())"
+    code = "from msc.backend.runtime.threads import get_num_threads; print(get_num_threads())"
     env = dict(os.environ, MSC_NUM_THREADS="2")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=60, check=True)
@@ -216,7 +217,7 @@ def test_forked_child_gets_a_fresh_pool():
 
 
 def test_process_exits_cleanly_with_workers():
-    code = ("from msc.backend.threads import parallel_for\n"
+    code = ("from msc.backend.runtime.threads import parallel_for\n"
             "import time\n"
             "parallel_for(8, lambda i: time.sleep(0.01), threads=3)\n"
             "print('done')\n")
@@ -370,11 +371,11 @@ def test_concurrent_vm_calls_with_threads(spy):
 
 def test_llvm_crashes_stay_isolated_while_the_worker_pool_lives(tmp_path, monkeypatch):
     """The kernel workers never call LLVM, so they do not turn off the forked optimizer."""
-    from msc.backend.cache import KernelCache
-    from msc.backend.jit import JIT
     from msc.backend.legalize import legalize_call
     from msc.backend.legalize.testing import build_call
-    from msc.backend.tir_compile import compile_prim_func
+    from msc.backend.llvm.cache import KernelCache
+    from msc.backend.llvm.jit import JIT
+    from msc.backend.tir.compile import compile_prim_func
     from msc.errors import BuildError
 
     parallel_for(4, lambda i: None, 2)  # starts the pool

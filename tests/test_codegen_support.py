@@ -109,8 +109,8 @@ def relax_build_and_run(mod, inputs: list) -> list[np.ndarray]:
         vm = relax.VirtualMachine(ex, relax.cpu())
     else:  # the backend before relax.build was exported
         from msc.backend.build import build
-        from msc.backend.runtime import cpu
-        from msc.backend.vm import VirtualMachine
+        from msc.backend.runtime.arrays import cpu
+        from msc.backend.runtime.vm import VirtualMachine
 
         vm = VirtualMachine(build(mod), cpu())
     result = vm[mod.get_global_vars()[0].name_hint](*inputs)
@@ -146,8 +146,9 @@ def run_script(path: Path, cwd: str | Path = "/") -> subprocess.CompletedProcess
     command = [sys.executable, str(path)]
     if "relax" in path.read_text() and not hasattr(relax, "build"):
         # The backend predates relax.build: expose it for the script, then run it as main.
-        shim = ("import runpy, sys\nfrom msc import relax\nfrom msc.backend.build import build"
-                "\nfrom msc.backend.runtime import cpu\nfrom msc.backend.vm import "
+        shim = ("import runpy, sys\nfrom msc import relax\n"
+                "from msc.backend.build import build\n"
+                "from msc.backend.runtime.arrays import cpu\nfrom msc.backend.runtime.vm import "
                 "VirtualMachine\nrelax.build, relax.VirtualMachine, relax.cpu = build, "
                 "VirtualMachine, cpu\nrunpy.run_path(sys.argv[1], run_name='__main__')\n")
         command = [sys.executable, "-c", shim, str(path)]

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 
 from msc import relax
-from msc.backend.dispatch import Site
 from msc.backend.kernels import conv as conv_kernels
 from msc.backend.kernels import direct_conv
 from msc.backend.kernels import gemm as gemm_kernels
-from msc.backend.threads import num_threads
+from msc.backend.kernels.base import Site
+from msc.backend.runtime.threads import num_threads
 from msc.relax import op as R
 
 TOL = {"rtol": 1e-4, "atol": 1e-4}

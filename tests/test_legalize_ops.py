@@ -10,9 +10,8 @@ import pathlib
 import numpy as np
 import pytest
 
-from msc.backend.legalize import legalized_ops
+from msc.backend.legalize import legalized_ops, tir_kernel
 from msc.backend.legalize.testing import kernel_jit
-from msc.backend.tir_compile import tir_kernel
 from msc.errors import ValidationError
 from msc.relax.block_builder import BlockBuilder
 from msc.relax.expr import Attrs, Call, Tuple, Var
@@ -226,7 +225,7 @@ def _run(mod, inputs: dict):
     """A tiny interpreter for main's dataflow: op calls through their numpy facts, call_tir
     through the compiled prim funcs."""
     from msc.backend.legalize.testing import reference
-    from msc.backend.tir_compile import compile_prim_func
+    from msc.backend.tir.compile import compile_prim_func
 
     env = dict(inputs)
     main = mod["main"]

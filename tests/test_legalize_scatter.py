@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from msc import relax
-from msc.backend.dispatch import Site
+from msc.backend.kernels.base import Site
 from msc.backend.kernels.nonzero import NonzeroFact, NonzeroKernel
 from msc.backend.legalize import legalize_call
-from msc.backend.legalize.scatter import (
+from msc.backend.legalize.index import (
     _index_put,
     _index_tensor,
     _reverse_sequence,
@@ -26,7 +26,7 @@ from msc.backend.legalize.testing import (
     kernel_jit,
     reference,
 )
-from msc.backend.tir_compile import compile_prim_func
+from msc.backend.tir.compile import compile_prim_func
 from msc.errors import ShapeError, UnsupportedOpError
 from msc.relax.block_builder import BlockBuilder
 from msc.relax.op.registry import make_call

@@ -11,7 +11,7 @@ import pytest
 from msc import relax
 from msc.backend.legalize import legalize_call, legalized_ops
 from msc.backend.legalize.testing import build_call, check_call, check_op, kernel_jit
-from msc.backend.tir_compile import compile_prim_func
+from msc.backend.tir.compile import compile_prim_func
 from msc.errors import ShapeError
 from msc.relax import op as R
 from msc.relax.op.registry import make_call
@@ -263,8 +263,8 @@ def test_check_call_on_a_tuple_output():
 # -------------------------------------------------------------------------------- unique
 
 def _unique_site(x, *flags):
-    from msc.backend.dispatch import Site
-    from msc.backend.plan import Value
+    from msc.backend.kernels.base import Site
+    from msc.backend.runtime.program import Value
 
     call = build_call("unique", [x], *flags)
     args = [Value(i, a.struct_info) for i, a in enumerate(call.args)]

@@ -10,12 +10,12 @@ import pathlib
 import numpy as np
 import pytest
 
-from msc.backend.cache import KernelCache
-from msc.backend.jit import JIT
 from msc.backend.legalize import legalize_call
 from msc.backend.legalize.testing import build_call, kernel_jit
-from msc.backend.tir_codegen import codegen, ir_text
-from msc.backend.tir_compile import compile_prim_func
+from msc.backend.llvm.cache import KernelCache
+from msc.backend.llvm.jit import JIT
+from msc.backend.tir.codegen import codegen, ir_text
+from msc.backend.tir.compile import compile_prim_func
 from msc.errors import BuildError, ShapeError
 from msc.tir import expr as E
 from msc.tir.interp import np_dtype, run_prim_func

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from msc import relax
-from msc.backend import dispatch
+from msc.backend.dispatch.callouts import SPECIAL
+from msc.backend.dispatch.resolve import load_facts
 from msc.errors import BuildError, RuntimeCallError
 from msc.relax import op as R
 from msc.relax.op.registry import OPS
@@ -14,7 +15,8 @@ from msc.tir import expr as tir
 F32 = "float32"
 
 # Ops that are not computations on tensors: calls into other code, effects, runtime objects
-# and shape values. The VM runs them itself (dispatch.SPECIAL, or its shape evaluation).
+# and shape values. The VM runs them itself (SPECIAL of msc/backend/dispatch/callouts.py, or its
+# shape evaluation).
 VM_BUILTINS = {
     "call_tir", "call_tir_inplace", "call_dps_packed", "call_pure_packed",
     "call_inplace_packed", "call_builtin_with_ctx", "print", "assert_op", "null_value",
@@ -23,7 +25,7 @@ VM_BUILTINS = {
 
 
 def test_every_op_has_a_compiled_kernel_or_is_a_vm_builtin():
-    dispatch.load_facts()
+    load_facts()
     import msc.backend.legalize  # noqa: F401 - attaches the rules
 
     missing = sorted(name for name, op in OPS.items() if name not in VM_BUILTINS
@@ -31,7 +33,7 @@ def test_every_op_has_a_compiled_kernel_or_is_a_vm_builtin():
     assert missing == []
     runtime_calls = {n for n in VM_BUILTINS if n.startswith("call_")} | {
         "print", "assert_op", "null_value"}
-    assert runtime_calls <= set(dispatch.SPECIAL)
+    assert runtime_calls <= set(SPECIAL)
 
 
 def _tensor(shape, dtype=F32):

@@ -8,10 +8,10 @@ from concurrency import run_on_threads
 from test_vm_runtime import _module, _tensor
 
 from msc import relax
-from msc.backend import packed, threads
-from msc.backend import plan as plan_mod
-from msc.backend.native_run import ArgSpec, native_step
-from msc.backend.tir_compile import compile_prim_func
+from msc.backend.runtime import packed, threads
+from msc.backend.runtime import plan as plan_mod
+from msc.backend.runtime.native_run import ArgSpec, native_step
+from msc.backend.tir.compile import compile_prim_func
 from msc.errors import RuntimeCallError, ShapeError, ValidationError
 from msc.relax import op as R
 from msc.tir import expr as tir

@@ -242,8 +242,9 @@ def test_float64_matmul_falls_back_to_numpy():
 
 
 def test_kernel_checks_its_arguments():
-    from msc.backend.dispatch import Site, load_facts
-    from msc.backend.plan import Value
+    from msc.backend.dispatch.resolve import load_facts
+    from msc.backend.kernels.base import Site
+    from msc.backend.runtime.program import Value
     from msc.relax.op.registry import OPS
 
     load_facts()

@@ -10,13 +10,14 @@ import pytest
 import torch
 
 from msc import relax
-from msc.backend.dispatch import Site, load_facts
+from msc.backend.dispatch.resolve import load_facts
+from msc.backend.kernels.base import Site
 from msc.backend.kernels.conv import _DepthwiseNCHW
 from msc.backend.kernels.direct_conv import DirectConv2d, direct_conv_fits
 from msc.backend.kernels.layout import collapse_permutation
 from msc.backend.kernels.pool import window_kernels
-from msc.backend.plan import Value
-from msc.backend.threads import num_threads
+from msc.backend.runtime.program import Value
+from msc.backend.runtime.threads import num_threads
 from msc.errors import ShapeError
 from msc.relax import op as R
 from msc.relax.op.registry import OPS

@@ -8,7 +8,7 @@ import pytest
 from test_vm_runtime import _module, _tensor
 
 from msc import relax
-from msc.backend import plan as plan_mod
+from msc.backend.runtime import plan as plan_mod
 from msc.relax import op as R
 
 F32 = "float32"

@@ -7,18 +7,18 @@
 Build does the graph-level work once, per function:
 
 1. Lower: walk the bindings (dataflow and plain blocks, tuples, get-items, If, match_cast) into
-   a flat :class:`~msc.backend.plan.Program`. Calls of other Relax functions of the module are
-   inlined (their symbolic dims renamed to the caller's); tuples known at build time are
-   resolved, so ``tup[0]`` costs nothing at run time.
+   a flat :class:`~msc.backend.runtime.program.Program`. Calls of other Relax functions of the
+   module are inlined (their symbolic dims renamed to the caller's); tuples known at build time
+   are resolved, so ``tup[0]`` costs nothing at run time.
 2. Dead bindings are dropped (pure calls only).
 3. Fuse: a native kernel that supports an epilogue absorbs the chain of per-channel bias adds
    and relus that consumes its (single-use) result: conv / matmul + bias + relu is one call.
-4. Resolve each op call (msc/backend/dispatch.py): native kernel, else the op's compiled TIR
+4. Resolve each op call (dispatch/resolve.py): native kernel, else the op's compiled TIR
    legalization, else numpy fact (``legalize`` changes that order), else the op is reported,
    with every other such op, in one MissingKernelError (a BuildError).
 
 Memory planning and instructions depend on shapes, so they are made per shape signature
-(msc/backend/plan.py); for functions with static shapes that happens here too, which fills
+(runtime/plan.py); for functions with static shapes that happens here too, which fills
 ``ex.stats["memory"]``.
 """
 
@@ -51,8 +51,12 @@ from ..relax.op.registry import Op
 from ..relax.struct_info import TensorStructInfo, TupleStructInfo
 from ..relax.visitor import substitute_struct_info
 from ..tir import expr as tir
-from . import dispatch
-from .plan import NOVALUE, Node, Program, make_plan
+from .dispatch.callouts import special
+from .dispatch.resolve import LEGALIZE_MODES, MissingKernelError, load_facts, numpy_caller, resolve
+from .kernels.base import Impl, Site, kernel_fact
+from .kernels.epilogues import epilogue_entries
+from .runtime.plan import make_plan
+from .runtime.program import NOVALUE, Node, Program
 
 __all__ = ["Executable", "build"]
 
@@ -70,25 +74,25 @@ def build(mod, target="llvm", params: dict | None = None, *, fuse: bool = True,
     arrays, or anything with ``.numpy()``). ``fuse=False`` keeps every op a separate call.
     ``legalize``: when an op's TIR legalization (compiled to native code) is used instead of
     its numpy fact: "prefer" (the default: TIR first, except free views such as reshape and
-    the ops listed in ``dispatch.NUMPY_FIRST``), "fallback" (only for ops without a numpy
+    the ops listed in ``resolve.NUMPY_FIRST``), "fallback" (only for ops without a numpy
     fact), or "never". Plans call compiled TIR kernels natively, a run of consecutive ones
-    in one call (plan.py, native_run.py).
+    in one call (runtime/plan.py, runtime/native_run.py).
     """
-    if legalize not in dispatch.LEGALIZE_MODES:
-        raise BuildError(f"legalize={legalize!r}", hint=f"one of {dispatch.LEGALIZE_MODES}")
+    if legalize not in LEGALIZE_MODES:
+        raise BuildError(f"legalize={legalize!r}", hint=f"one of {LEGALIZE_MODES}")
     mod = _as_module(mod)
     _check_target(target)
     if params:
         from ..relax.transform import BindParams
 
         mod = BindParams("main", params)(mod)
-    dispatch.load_facts()
+    load_facts()
     lowerer = _Lowerer(mod, fuse, legalize)
     programs = {name: lowerer.lower_function(name, func)
                 for name, func in _relax_functions(mod)}
     if lowerer.missing:
         items = [{"op": op, "count": n} for op, n in sorted(lowerer.missing.items())]
-        raise dispatch.MissingKernelError(
+        raise MissingKernelError(
             "no native kernel and no numpy reference for these ops", items=items,
             hint="attach a 'numpy' fact (msc/relax/op/numpy_ref.py) or a 'kernel' fact "
                  "(msc/backend/kernels/)")
@@ -300,7 +304,7 @@ class _Lowerer:
             return self._inline(call, env, nodes, name)
         def lower(e):
             return self._expr(e, env, nodes)
-        impl = dispatch.special(call, lower, self.mod)
+        impl = special(call, lower, self.mod)
         if impl is not None:
             return self._impl_node(call, impl, nodes, name)
         if not isinstance(call.op, Op):
@@ -309,7 +313,7 @@ class _Lowerer:
         args = [self._expr(a, env, nodes) for a in call.args]
         op = call.op.name.removeprefix("relax.")
         out = self.program.value(self._out_sinfo(call, name), name)
-        site = dispatch.Site(op, call.attrs, [self.program.values[a] for a in args],
+        site = Site(op, call.attrs, [self.program.values[a] for a in args],
                              self.program.values[out].sinfo, call=call)
         nodes.append(Node("call", tuple(args), out, op=op, name=name, site=site))
         return out
@@ -321,7 +325,7 @@ class _Lowerer:
                              hint="build the function with the BlockBuilder (it infers shapes)")
         return self._sinfo(call.struct_info)
 
-    def _impl_node(self, call, impl: dispatch.Impl, nodes, name) -> int:
+    def _impl_node(self, call, impl: Impl, nodes, name) -> int:
         out = self.program.value(self._out_sinfo(call, name), name)
         op = impl.extra.get("func") or getattr(call.op, "name", "").removeprefix("relax.")
         nodes.append(Node("call", tuple(impl.inputs), out, fn=impl.fn,
@@ -385,7 +389,7 @@ class _Lowerer:
                 self._fuse(branch_nodes, program)
             if node.site is None or id(node) in fused:
                 continue
-            fact = dispatch.kernel_fact(node.site.op)
+            fact = kernel_fact(node.site.op)
             if node.op == "nn.batch_norm":
                 self._unpack_batch_norm(node, fact, uses, consumer, nodes, fused)
             if fact is None or not fact.match(node.site) or not fact.epilogues_for(node.site):
@@ -413,7 +417,7 @@ class _Lowerer:
         if (fact is None or uses.get(node.out) != 1 or item is None or item.kind != "getitem"
                 or item.index):
             return
-        site = dispatch.Site(node.site.op, node.site.attrs, node.site.args,
+        site = Site(node.site.op, node.site.attrs, node.site.args,
                              self.program.values[item.out].sinfo, call=node.site.call)
         if fact.match(site):
             node.site, node.out = site, item.out
@@ -434,14 +438,14 @@ class _Lowerer:
         if not _same_tensor(self.program.values[gone[-1].out].sinfo, node.site.out):
             return None
         values = [self.program.values[i] for i in nxt.ins]
-        entries = dispatch.epilogue_entries(node.site, nxt.op, values, nxt.site.attrs, node.out)
+        entries = epilogue_entries(node.site, nxt.op, values, nxt.site.attrs, node.out)
         return (entries, gone) if entries else None
 
     def _resolve(self, program: Program) -> None:
         for node in program.walk():
             if node.site is None or node.fn is not None:
                 continue
-            impl = dispatch.resolve(node.site, legalize=self.legalize)
+            impl = resolve(node.site, legalize=self.legalize)
             if impl is None:
                 self.missing[node.op] += 1
                 continue
@@ -495,7 +499,7 @@ def _evaluate(node: Node, args: list):
     if node.site is None or fn is None or op_def.family in _NO_FOLD_FAMILIES:
         return NOVALUE
     try:
-        value = dispatch.numpy_caller(fn, node.site)(*args)
+        value = numpy_caller(fn, node.site)(*args)
     except Exception:  # noqa: BLE001  (left to run time, which names the binding)
         return NOVALUE
     return np.asarray(value, order="C") if isinstance(value, np.ndarray) else value

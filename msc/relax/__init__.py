@@ -106,8 +106,8 @@ __all__ = [
 from . import transform  # noqa: F401  (transforms use the whole IR, so they load last)
 
 # The backend (llvmlite) loads on first use: `relax.build`, `relax.VirtualMachine`, ...
-_BACKEND = {"build": "build", "VirtualMachine": "vm", "cpu": "runtime",
-            "register_func": "packed", "get_global_func": "packed"}
+_BACKEND = {"build": "build", "VirtualMachine": "runtime.vm", "cpu": "runtime.arrays",
+            "register_func": "runtime.packed", "get_global_func": "runtime.packed"}
 
 
 def __getattr__(name):

@@ -14,7 +14,7 @@ a 7x7 plane (49 = 48 + 1) and its wide rows a quarter of a 14x14 padded 3x3 conv
 GEMM path measured 1.1-1.5x faster (resnet50's 7x7 1x1 and 3x3 convs, its 14x14 3x3 convs),
 while on larger planes and 14x14 1x1 convs the direct kernel stays ahead.
 
-Threads (msc/backend/threads.py): direct convs split output row bands, depthwise images and
+Threads (msc/backend/runtime/threads.py): direct convs split output row bands, depthwise images and
 channel ranges, NHWC images, else the GEMM.
 
 Bias (msc.conv2d_bias, or fused add / bias_add), scale (fused multiply, batch_norm) and relu
@@ -28,9 +28,9 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...relax.op.registry import attach
-from ..dispatch import Kernel, KernelFact, Site
-from ..threads import parallel_for, task_threads
+from ..runtime.threads import parallel_for, task_threads
 from . import gemm as gemm_kernel
+from .base import Kernel, KernelFact, Site
 from .dense import F32, GemmRunner, as_f32, fold_epilogue
 from .direct_conv import DirectConv2d
 from .layout import im2col_fn, scratch, transpose_fn

@@ -22,8 +22,8 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...relax.op.registry import attach
-from ..dispatch import Kernel, KernelFact, Site
-from ..jit import get_jit, vector_lanes
+from ..llvm.jit import get_jit, vector_lanes
+from .base import Kernel, KernelFact, Site
 from .gemm import DRIVER_CTYPES, GemmConfig, PackedB, build_gemm_module, pack_b, run_gemm
 
 __all__ = ["Address", "DenseFact", "GemmRunner", "gemm_driver"]
@@ -36,7 +36,7 @@ def gemm_driver(lanes: int):
     """The raw GEMM entry ``(A, Bpacked, bias, C, M, N, K, lda, ldc, relu)`` for ``lanes``."""
     cfg = GemmConfig(lanes)
     library = get_jit().compile_generated(lambda: build_gemm_module(cfg), [cfg.symbol],
-                                          ("msc.backend.kernels.gemm", "msc.backend.loops"),
+                                          ("msc.backend.kernels.gemm", "msc.backend.llvm.loops"),
                                           (repr(cfg),))
     return library.cfunc(cfg.symbol, None, *DRIVER_CTYPES)
 

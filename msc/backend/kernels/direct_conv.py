@@ -33,10 +33,10 @@ import numpy as np
 from llvmlite import ir
 
 from ...errors import ShapeError
-from ..dispatch import Kernel
-from ..jit import get_jit, vector_lanes
-from ..loops import F32, F32_PTR, I64, const64, entry_alloca, for_range, imin
-from ..threads import parallel_for, task_threads
+from ..llvm.jit import get_jit, vector_lanes
+from ..llvm.loops import F32, F32_PTR, I64, const64, entry_alloca, for_range, imin
+from ..runtime.threads import parallel_for, task_threads
+from .base import Kernel
 from .dense import F32 as F32_DTYPE
 from .dense import Address, as_f32
 from .layout import scratch, valid_range
@@ -381,7 +381,7 @@ def _driver(lanes: int):
 
     library = get_jit().compile_generated(
         build, [_symbol(lanes)],
-        (__name__, "msc.backend.kernels.layout", "msc.backend.loops"), (lanes,))
+        (__name__, "msc.backend.kernels.layout", "msc.backend.llvm.loops"), (lanes,))
     return library.cfunc(_symbol(lanes), None, *(ctypes.c_void_p,) * 9)
 
 

@@ -21,9 +21,9 @@ from llvmlite import ir
 from ...errors import ShapeError
 from ...relax.op.registry import attach
 from ...relax.struct_info import TensorStructInfo
-from ..dispatch import Kernel, KernelFact, Site
-from ..jit import get_jit
-from ..loops import F32, F32_PTR, I64, for_range
+from ..llvm.jit import get_jit
+from ..llvm.loops import F32, F32_PTR, I64, for_range
+from .base import Kernel, KernelFact, Site
 from .dense import F32 as F32_DTYPE
 from .dense import Address
 
@@ -127,7 +127,7 @@ def _kernels() -> dict:
 
     library = get_jit().compile_generated(
         build, [_symbol(op) for op in _BINARY] + [_AFFINE, _AFFINE_LAST],
-        (__name__, "msc.backend.loops"))
+        (__name__, "msc.backend.llvm.loops"))
     kernels = {op: library.cfunc(_symbol(op), None, *(ctypes.c_void_p,) * 3, ctypes.c_int64,
                                  ctypes.c_int64) for op in _BINARY}
     kernels["affine"] = library.cfunc(_AFFINE, None, *(ctypes.c_void_p,) * 4,

@@ -12,7 +12,7 @@ also the small-M path (M < MR streams B exactly once, GEMV-like and bandwidth-bo
 remainder uses masked loads and stores of C and bias. Bias and relu are fused into the tile:
 bias seeds the accumulators of the first K block, relu is applied when the last one is stored.
 
-Threads (msc/backend/threads.py): :func:`run_gemm` splits a big enough GEMM into row blocks or
+Threads (runtime/threads.py): :func:`run_gemm` splits a big enough GEMM into row blocks or
 panel ranges, one driver call each; every output element is computed exactly as on one thread.
 
     g = Gemm(w, bias=b, relu=True)     # packs w once, compiles (or loads from cache) once
@@ -29,9 +29,20 @@ import numpy as np
 from llvmlite import ir
 
 from ...errors import BuildError, ShapeError
-from ..jit import JIT, get_jit, vector_lanes
-from ..loops import F32, F32_PTR, I1, I32, I64, ceil_div, const64, entry_alloca, for_range, imin
-from ..threads import parallel_for, task_threads
+from ..llvm.jit import JIT, get_jit, vector_lanes
+from ..llvm.loops import (
+    F32,
+    F32_PTR,
+    I1,
+    I32,
+    I64,
+    ceil_div,
+    const64,
+    entry_alloca,
+    for_range,
+    imin,
+)
+from ..runtime.threads import parallel_for, task_threads
 
 __all__ = ["Gemm", "GemmConfig", "PackedB", "build_gemm_module", "gemm", "pack_b", "run_gemm"]
 
@@ -375,7 +386,7 @@ def run_gemm(driver, nr: int, a: int, bp: int, bias: int, c: int, m: int, n: int
 @cache
 def _kernel(cfg: GemmConfig, jit: JIT | None):
     library = (jit or get_jit()).compile_generated(
-        lambda: build_gemm_module(cfg), [cfg.symbol], (__name__, "msc.backend.loops"),
+        lambda: build_gemm_module(cfg), [cfg.symbol], (__name__, "msc.backend.llvm.loops"),
         (repr(cfg),))
     return library.cfunc(cfg.symbol, None, *DRIVER_CTYPES)
 

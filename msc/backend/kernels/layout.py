@@ -30,9 +30,9 @@ from llvmlite import ir
 
 from ...errors import ShapeError
 from ...relax.op.registry import attach
-from ..dispatch import Kernel, KernelFact, Site
-from ..jit import get_jit
-from ..loops import F32, F32_PTR, I64, const64, for_range, imin
+from ..llvm.jit import get_jit
+from ..llvm.loops import F32, F32_PTR, I64, const64, for_range, imin
+from .base import Kernel, KernelFact, Site
 
 __all__ = ["PermuteFact", "VecOps", "collapse_permutation", "im2col", "scratch", "transpose",
            "valid_range"]
@@ -269,7 +269,7 @@ def _library():
         _build_gather_runs(module)
         return module
 
-    lib = get_jit().compile_generated(build, list(_SYMBOLS), (__name__, "msc.backend.loops"))
+    lib = get_jit().compile_generated(build, list(_SYMBOLS), (__name__, "msc.backend.llvm.loops"))
     ptr = ctypes.c_void_p
     return (lib.cfunc(_SYMBOLS[0], None, ptr, ptr, *(ctypes.c_int64,) * 3),
             lib.cfunc(_SYMBOLS[1], None, ptr, ptr, *(ctypes.c_int64,) * len(_GEOMETRY)),

@@ -20,10 +20,10 @@ from llvmlite import ir
 
 from ...errors import ShapeError
 from ...relax.op.registry import attach
-from ..dispatch import Kernel, KernelFact, Site
-from ..jit import get_jit
-from ..loops import I64, entry_alloca, for_range
-from ..runtime import np_dtype
+from ..llvm.jit import get_jit
+from ..llvm.loops import I64, entry_alloca, for_range
+from ..runtime.arrays import np_dtype
+from .base import Kernel, KernelFact, Site
 
 __all__ = ["NonzeroFact", "NonzeroKernel"]
 
@@ -111,7 +111,7 @@ def _kernels(bits: int, signed_zero: bool):
         return module
 
     library = get_jit().compile_generated(build, [count_name, fill_name],
-                                          (__name__, "msc.backend.loops"), (bits, signed_zero))
+                                          (__name__, "msc.backend.llvm.loops"), (bits, signed_zero))
     ptr, i64 = ctypes.c_void_p, ctypes.c_int64
     return (library.cfunc(count_name, i64, ptr, i64),
             library.cfunc(fill_name, None, ptr, i64, i64, i64, ptr, ptr, ptr, i64))

@@ -26,9 +26,9 @@ from llvmlite import ir
 from ...errors import ShapeError
 from ...relax.op.infer import pool_out_dim
 from ...relax.op.registry import attach
-from ..dispatch import Kernel, KernelFact, Site
-from ..jit import get_jit
-from ..loops import F32, F32_PTR, I64, const64, entry_alloca, for_range
+from ..llvm.jit import get_jit
+from ..llvm.loops import F32, F32_PTR, I64, const64, entry_alloca, for_range
+from .base import Kernel, KernelFact, Site
 from .dense import F32 as F32_DTYPE
 from .dense import as_f32
 from .layout import VecOps, scratch
@@ -374,7 +374,7 @@ def window_kernels() -> dict:
 
     library = get_jit().compile_generated(
         build, [_symbol(m) for m in _MODES],
-        (__name__, "msc.backend.kernels.layout", "msc.backend.loops"), tuple(_MODES))
+        (__name__, "msc.backend.kernels.layout", "msc.backend.llvm.loops"), tuple(_MODES))
     return {m: _Window(library.cfunc(_symbol(m), None, *(ctypes.c_void_p,) * 7))
             for m in _MODES}
 

@@ -26,10 +26,10 @@ from ...relax.op.registry import attach
 from ...relax.struct_info import PrimStructInfo
 from ...tir import expr as E
 from ...tir.function import Buffer, BufferLoad, BufferStore, IfThenElse, seq
-from ..dispatch import Kernel, KernelFact, Site
 from ..legalize import te
 from ..legalize.sort import Code, SortCode, order_of
-from ..tir_compile import compile_prim_func
+from ..tir.compile import compile_prim_func
+from .base import Kernel, KernelFact, Site
 
 __all__ = ["UniqueFact", "UniqueKernel", "unique_funcs"]
 

@@ -11,24 +11,26 @@ its outputs. Rules are written with the small builder in :mod:`.te`::
 from __future__ import annotations
 
 from ...errors import MSCError
-from ...relax.op.registry import Op
+from ...relax.expr import Call, Var
+from ...relax.op.registry import OPS, Op
+from ...relax.struct_info import TensorStructInfo, TupleStructInfo
 from . import (  # noqa: F401 - importing attaches the rules
+    attention,
     create,
     elementwise,
-    extra,
     image,
     index,
     linalg,
+    loss,
     manipulate,
     norm,
     pool,
     reduce,
-    scatter,
     sort,
 )
 from .common import RULES
 
-__all__ = ["RULES", "legalize_call", "legalized_ops"]
+__all__ = ["RULES", "legalize_call", "legalized_ops", "tir_kernel"]
 
 
 def legalize_call(call, rules: dict | None = None):
@@ -49,3 +51,27 @@ def legalize_call(call, rules: dict | None = None):
 def legalized_ops() -> list[str]:
     """Names of the ops that have a legalization rule."""
     return sorted(RULES)
+
+
+def tir_kernel(op: str, attrs, arg_sinfos, out_sinfo, *, jit=None):
+    """The compiled legalization of a call to ``op`` with these argument / output struct infos
+    (non-tensor args carry their values in their struct info), or None when the op has no rule
+    or this call cannot be legalized::
+
+        k = tir_kernel("nn.softmax", Attrs({"axis": -1}), [x_sinfo], out_sinfo)
+        k(x, out)
+    """
+    from ..tir.compile import TIRKernel, compile_prim_func  # loads llvmlite: on first use
+
+    if op.removeprefix("relax.") not in OPS:
+        return None
+    args = [Var(f"arg{i}", s) for i, s in enumerate(arg_sinfos)]
+    call = Call(Op.get(op), args, attrs)
+    call._set_struct_info(out_sinfo)
+    func = legalize_call(call)
+    if func is None:
+        return None
+    inputs = tuple(i for i, s in enumerate(arg_sinfos)
+                   if isinstance(s, (TensorStructInfo, TupleStructInfo)))
+    outs = out_sinfo.fields if isinstance(out_sinfo, TupleStructInfo) else (out_sinfo,)
+    return TIRKernel(compile_prim_func(func, jit=jit), inputs, tuple(outs))

@@ -101,3 +101,22 @@ def float_of(value: E.PrimExpr, dtype: str) -> E.PrimExpr:
     if isinstance(value, E.IntImm):
         return te.const(value.value, dtype)
     return E.Cast(dtype, value)
+
+
+def is_const(d, value: int | None = None) -> bool:
+    """Whether dim ``d`` is a constant (equal to ``value`` when given)."""
+    return isinstance(d, E.IntImm) and (value is None or d.value == value)
+
+
+def div(a, b) -> E.PrimExpr:
+    return E.binary("Div", a, b)
+
+
+def prim_call(name: str, *args) -> E.PrimExpr:
+    """A call of a math intrinsic (exp, floor, ...) in the dtype of its first argument."""
+    return E.PrimCall(name, list(args), args[0].dtype)
+
+
+def clip_index(k: E.PrimExpr, n) -> E.PrimExpr:
+    """An int64 index clamped into ``[0, n)``."""
+    return E.min(E.max(k, idx(0)), E.sub(idx(n), idx(1)))

@@ -6,7 +6,12 @@ from __future__ import annotations
 from ...errors import UnsupportedOpError
 from ...tir import expr as E
 from . import te
-from .common import inputs, op_name, output, rule
+from .common import (
+    inputs,
+    op_name,
+    output,
+    rule,
+)
 from .te import cast, const, idx, prim_arg
 
 
@@ -86,3 +91,29 @@ def _eye(k_arg: int):
 
 rule("eye")(_eye(2))
 rule("eye_like")(_eye(1))
+
+
+@rule("hamming_window")
+def _hamming_window(call):
+    """alpha - beta * cos(2 pi i / N) in float64, N = size (periodic) or size - 1; a window of
+    one element is 1."""
+    b, _ = inputs(call)
+    out = output(call)
+    periodic, alpha, beta = (prim_arg(call, k) for k in (1, 2, 3))
+    if None in (periodic, alpha, beta):
+        raise UnsupportedOpError("hamming_window needs constant periodic / alpha / beta",
+                                 op="hamming_window")
+    size = out.values[0]
+    f64 = "float64"
+    n = E.Cast(f64, idx(size) if periodic else E.sub(idx(size), 1))
+
+    def value(i):
+        angle = E.BinaryOp("Div", E.BinaryOp("Mul", const(6.283185307179586, f64),
+                                             E.Cast(f64, i)), n)
+        w = E.BinaryOp("Sub", const(alpha, f64), E.BinaryOp(
+            "Mul", const(beta, f64), E.PrimCall("cos", [angle], f64)))
+        one = E.BinaryOp("EQ", idx(size), idx(1))
+        return cast(te.select(one, const(1, f64), w), out.dtype)
+    y = b.compute(out.values, value, "T_hamming_window", dtype=out.dtype)
+    return b.prim_func([y], "hamming_window")
+

@@ -51,7 +51,7 @@ FLOAT_MATH = frozenset(["acos", "acosh", "asin", "asinh", "atan", "atanh", "cos"
 
 def _power(a, b):
     """T.pow in the inputs' dtype: integers are exact with numpy's wrap-around; a negative
-    integer exponent gives 1 / a**-b truncated (numpy raises, see tir_ops.int_pow)."""
+    integer exponent gives 1 / a**-b truncated (numpy raises, see tir/ops.py int_pow)."""
     return _call("pow", a, b)
 
 

@@ -1,5 +1,4 @@
-"""Rules for image.resize3d / grid_sample / affine_grid and the attention variants
-msc.attention and nn.attention_var_len.
+"""Rules for the image ops: image.resize2d / resize3d, grid_sample and affine_grid.
 
 Interpolation runs on tap tables: per spatial axis a small stage holds, for each output
 position and tap, the source index (clamped into the input) and its weight (zero for a tap
@@ -12,12 +11,22 @@ NaN, inf or 1e30 is poison, and a clamp of poison is no clamp.
 from __future__ import annotations
 
 import itertools
-import math
 
 from ...errors import UnsupportedOpError
 from ...tir import expr as E
 from . import te
-from .common import acc_dtype, attrs, broadcast, float_of, in_bounds, inputs, output, rule
+from .common import (
+    acc_dtype,
+    attrs,
+    clip_index,
+    div,
+    float_of,
+    in_bounds,
+    inputs,
+    output,
+    prim_call,
+    rule,
+)
 from .te import cast, const, idx
 
 F64 = "float64"
@@ -28,43 +37,30 @@ def _f(value) -> E.PrimExpr:
     return const(value, F64)
 
 
-def _div(a, b) -> E.PrimExpr:
-    return E.binary("Div", a, b)
-
-
-def _call(name: str, *args) -> E.PrimExpr:
-    return E.PrimCall(name, list(args), args[0].dtype)
-
-
-def _clip(k: E.PrimExpr, n) -> E.PrimExpr:
-    """An int64 index clamped into ``[0, n)``."""
-    return E.min(E.max(k, idx(0)), E.sub(idx(n), idx(1)))
-
-
 def _positions(layout: str, letters: str, op: str) -> list[int]:
     if sorted(layout) != sorted(letters):
         raise UnsupportedOpError(f"layout {layout!r} has no legalization", op=op)
     return [layout.index(c) for c in letters]
 
 
-# ------------------------------------------------------------------------------ resize3d
+# ------------------------------------------------------------------------------ resize
 # Input coordinate of output position o (float64) on an axis of n inputs and m outputs.
 _COORD = {
-    "half_pixel": lambda o, n, m: _div((o + _f(0.5)) * _f(n), _f(m)) - _f(0.5),
+    "half_pixel": lambda o, n, m: div((o + _f(0.5)) * _f(n), _f(m)) - _f(0.5),
     "pytorch_half_pixel": lambda o, n, m: (
-        _div((o + _f(0.5)) * _f(n), _f(m)) - _f(0.5) if m > 1 else _f(0)),
-    "align_corners": lambda o, n, m: _div(o * _f(n - 1), _f(m - 1)) if m > 1 else _f(0),
-    "asymmetric": lambda o, n, m: _div(o * _f(n), _f(m)),
-    "tf_half_pixel_for_nn": lambda o, n, m: _div((o + _f(0.5)) * _f(n), _f(m)),
+        div((o + _f(0.5)) * _f(n), _f(m)) - _f(0.5) if m > 1 else _f(0)),
+    "align_corners": lambda o, n, m: div(o * _f(n - 1), _f(m - 1)) if m > 1 else _f(0),
+    "asymmetric": lambda o, n, m: div(o * _f(n), _f(m)),
+    "tf_half_pixel_for_nn": lambda o, n, m: div((o + _f(0.5)) * _f(n), _f(m)),
 }
 
 
 def _floor(c: E.PrimExpr) -> E.PrimExpr:
-    return _call("floor", c)
+    return prim_call("floor", c)
 
 
 def _ceil(c: E.PrimExpr) -> E.PrimExpr:
-    return _call("ceil", c)
+    return prim_call("ceil", c)
 
 
 _ROUND = {
@@ -99,8 +95,9 @@ class _ResizeAxis:
             rounding = a.get("rounding_method") or (
                 "round" if mode == "align_corners" else "floor")
             rnd = _ROUND[rounding]
-            self.index = b.compute((m, 1), lambda o, t: _clip(E.Cast("int64", rnd(coord[o])), n),
-                                   f"T_index_{letter}", dtype="int64")
+            self.index = b.compute(
+                (m, 1), lambda o, t: clip_index(E.Cast("int64", rnd(coord[o])), n),
+                f"T_index_{letter}", dtype="int64")
             self.weight = None
             return
         if method == "linear":
@@ -112,7 +109,7 @@ class _ResizeAxis:
     def _linear(b, coord, letter: str, n: int, m: int, dt: str):
         def lo(o):
             return _floor(E.max(coord[o], _f(0)))
-        index = b.compute((m, 2), lambda o, t: _clip(E.Cast("int64", lo(o)) + t, n),
+        index = b.compute((m, 2), lambda o, t: clip_index(E.Cast("int64", lo(o)) + t, n),
                           f"T_index_{letter}", dtype="int64")
 
         def weight(o, t):
@@ -126,19 +123,24 @@ class _ResizeAxis:
 
         def tap(o, t):
             return E.Cast("int64", _floor(coord[o])) + t - idx(1)
-        index = b.compute((m, 4), lambda o, t: _clip(tap(o, t), n), f"T_index_{letter}",
+        index = b.compute((m, 4), lambda o, t: clip_index(tap(o, t), n), f"T_index_{letter}",
                           dtype="int64")
 
         def raw(o, t):
-            w = _cubic_weight(_call("fabs", coord[o] - E.Cast(F64, tap(o, t))), alpha)
+            w = _cubic_weight(prim_call("fabs", coord[o] - E.Cast(F64, tap(o, t))), alpha)
             return te.select(in_bounds(tap(o, t), n), w, _f(0)) if exclude else w
         if not exclude:
             return index, b.compute((m, 4), raw, f"T_weight_{letter}", dtype=dt)
         w = b.compute((m, 4), raw, f"T_cubic_{letter}", dtype=F64)
         r = b.reduce_axis(4, "r" + letter.lower())
         total = b.compute((m,), lambda o: te.sum(w[o, r], r), f"T_cubic_sum_{letter}")
-        return index, b.compute((m, 4), lambda o, t: _div(w[o, t], total[o]),
+        return index, b.compute((m, 4), lambda o, t: div(w[o, t], total[o]),
                                 f"T_weight_{letter}", dtype=dt)
+
+
+@rule("image.resize2d")
+def _resize2d(call):
+    return resize(call, 2)
 
 
 @rule("image.resize3d")
@@ -201,17 +203,17 @@ def _resize_axis(b, cur, ax: _ResizeAxis, p: int, m, dt: str, letter: str):
 def _unnormalize(g: E.PrimExpr, size: E.PrimExpr, align: bool) -> E.PrimExpr:
     """[-1, 1] grid value -> input coordinate (float64, the fact's operation order)."""
     if align:
-        return _div(g + _f(1), _f(2)) * (size - _f(1))
-    return _div((g + _f(1)) * size - _f(1), _f(2))
+        return div(g + _f(1), _f(2)) * (size - _f(1))
+    return div((g + _f(1)) * size - _f(1), _f(2))
 
 
 def _reflect(c: E.PrimExpr, lo: E.PrimExpr, hi: E.PrimExpr) -> E.PrimExpr:
     """``c`` folded back and forth into [lo, hi] (0 when the span is empty)."""
     span = hi - lo
-    dist = _call("fabs", c - lo)
-    flips = _floor(_div(dist, span))
-    extra = _call("fmod", dist, span)
-    even = E.BinaryOp("EQ", _call("fmod", flips, _f(2)), _f(0))
+    dist = prim_call("fabs", c - lo)
+    flips = _floor(div(dist, span))
+    extra = prim_call("fmod", dist, span)
+    even = E.BinaryOp("EQ", prim_call("fmod", flips, _f(2)), _f(0))
     folded = te.select(even, lo + extra, hi - extra)
     return te.select(E.BinaryOp("GT", span, _f(0)), folded, _f(0))
 
@@ -244,9 +246,9 @@ def _sample_tables(b, coord, size, method: str, dt: str, letter: str):
     def tap(n, t, *o):
         safe = _bounded(coord[(n, *o)], size_f)
         if method == "nearest":
-            return E.Cast("int64", _call("round", safe))
+            return E.Cast("int64", prim_call("round", safe))
         return E.Cast("int64", _floor(safe)) + t
-    index = b.compute(shape, lambda *i: _clip(tap(*i), size), f"T_index_{letter}",
+    index = b.compute(shape, lambda *i: clip_index(tap(*i), size), f"T_index_{letter}",
                       dtype="int64")
 
     def weight(n, t, *o):
@@ -304,9 +306,9 @@ def _base_coord(v: E.PrimExpr, size, align: bool) -> E.PrimExpr:
     """Normalized [-1, 1] coordinate of pixel ``v`` on an axis of ``size`` (float64)."""
     vf, s = E.Cast(F64, v), float_of(size, F64)
     if not align:
-        return _div(vf * _f(2) + _f(1), s) - _f(1)
+        return div(vf * _f(2) + _f(1), s) - _f(1)
     last = E.BinaryOp("EQ", v, E.sub(idx(size), idx(1)))  # linspace ends exactly at 1
-    inner = vf * _div(_f(2), E.max(s - _f(1), _f(1))) - _f(1)
+    inner = vf * div(_f(2), E.max(s - _f(1), _f(1))) - _f(1)
     return te.select(E.BinaryOp("GT", s, _f(1)), te.select(last, _f(1), inner), _f(0))
 
 
@@ -324,134 +326,3 @@ def _affine_grid(call):
         return cast(t[0] * xs + t[1] * ys + t[2], out.dtype)
     y = b.compute(out.values, value, "T_affine_grid", dtype=out.dtype)
     return b.prim_func([y], "affine_grid")
-
-
-# ----------------------------------------------------------------------------- attention
-
-def _at(layout: str, **index) -> tuple:
-    """An index tuple in ``layout`` (letters b batch, s sequence, h head, d head dim)."""
-    return tuple(index[c] for c in layout)
-
-
-def _kv_head(heads, kv_heads):
-    """Query head -> key/value head (grouped-query attention: consecutive groups share)."""
-    if isinstance(kv_heads, E.IntImm) and kv_heads.value == 1:
-        return lambda hh: idx(0)
-    if heads == kv_heads:
-        return lambda hh: hh
-    return lambda hh: E.floordiv(hh, E.floordiv(idx(heads), idx(kv_heads)))
-
-
-def attention(b, q, k, v, out, layout: str, a, *, keep=None, bias=None, op: str):
-    """softmax(q k^T * scale + bias, masked where ``keep(n, h, i, j)`` is false) v, in
-    ``layout`` ("bshd" or "bhsd"); max-subtracted, 16-bit floats accumulated in float32."""
-    if a.get("window_size") is not None:
-        raise UnsupportedOpError("sliding-window attention has no legalization", op=op)
-    dims, kdims = dict(zip(layout, q.shape)), dict(zip(layout, k.shape))
-    bn, s, heads, d, t_len = dims["b"], dims["s"], dims["h"], dims["d"], kdims["s"]
-    scale = a.get("scale")
-    if scale is None:
-        if not isinstance(d, E.IntImm):
-            raise UnsupportedOpError("attention over a symbolic head dim", op=op)
-        scale = 1 / math.sqrt(d.value)
-    dt, kvh = acc_dtype(out.dtype), _kv_head(heads, kdims["h"])
-    kv_layout = layout
-    if layout != "bhsd":  # head-major copies: one head's keys then sit in L1, not 2 KB apart
-        k, v = (b.compute(_at("bhsd", **dict(zip(layout, t.shape))), lambda n, hh, j, e, t=t: (
-            t[_at(layout, b=n, s=j, h=hh, d=e)]), name) for t, name in ((k, "T_k"), (v, "T_v")))
-        kv_layout = "bhsd"
-    rd = b.reduce_axis(d, "rd")
-    qk = b.compute((bn, heads, s, t_len), lambda n, hh, i, j: te.sum(
-        cast(q[_at(layout, b=n, s=i, h=hh, d=rd)], dt)
-        * cast(k[_at(kv_layout, b=n, s=j, h=kvh(hh), d=rd)], dt), rd), "T_qk", dtype=dt)
-
-    def score(n, hh, i, j):
-        val = qk[n, hh, i, j] * const(scale, dt)
-        if bias is not None:
-            val = val + cast(broadcast(bias, (n, hh, i, j)), dt)
-        return val if keep is None else te.select(keep(n, hh, i, j), val, te.min_value(dt))
-    rt = [b.reduce_axis(t_len, f"rt{r}") for r in range(3)]
-    mx = b.compute((bn, heads, s), lambda n, hh, i: te.reduce_max(score(n, hh, i, rt[0]), rt[0]),
-                   "T_max")
-    ex = b.compute((bn, heads, s, t_len), lambda n, hh, i, j: _call(
-        "exp", score(n, hh, i, j) - mx[n, hh, i]), "T_exp")
-    tot = b.compute((bn, heads, s), lambda n, hh, i: te.sum(ex[n, hh, i, rt[1]], rt[1]),
-                    "T_expsum")
-
-    def pv(n, hh, i, e):
-        vv = v[_at(kv_layout, b=n, s=rt[2], h=kvh(hh), d=e)]
-        return te.sum(ex[n, hh, i, rt[2]] * cast(vv, dt), rt[2])
-    acc = b.compute((bn, heads, s, v.shape[3]), pv, "T_pv", dtype=dt)
-
-    def normalize(*o):
-        n, i, hh, e = (dict(zip(layout, o))[c] for c in "bshd")
-        return cast(_div(acc[n, hh, i, e], tot[n, hh, i]), out.dtype)
-    return b.compute(out.values, normalize, "T_attention", dtype=out.dtype)
-
-
-def _causal(a, op: str):
-    mode = a.get("causal_mask")
-    if mode not in (None, "TopLeft", "BottomRight"):
-        raise UnsupportedOpError(f"causal_mask {mode!r} has no legalization", op=op)
-    return mode
-
-
-def causal_keep(a, s_len, t_len, op: str):
-    """``keep(n, h, i, j)`` of the ``causal_mask`` attr over s queries and t keys (None:
-    no mask): key j is seen by query i when j <= i (TopLeft) or j <= i + t - s."""
-    mode = _causal(a, op)
-    if mode is None:
-        return None
-    offset = idx(0) if mode == "TopLeft" else E.sub(idx(t_len), idx(s_len))
-    return lambda n, hh, i, j: E.BinaryOp("LE", j, E.add(i, offset))
-
-
-@rule("msc.attention")
-def _msc_attention(call):
-    """q / k / v [batch, heads, seq, dim], an optional bias [b|1, h|1, s|1, seq_kv]."""
-    op = "msc.attention"
-    b, (q, k, v, *bias) = inputs(call)
-    out, a = output(call), attrs(call)
-    keep = causal_keep(a, q.shape[2], k.shape[2], op)
-    y = attention(b, q, k, v, out, "bhsd", a, keep=keep, bias=bias[0] if bias else None, op=op)
-    return b.prim_func([y], "msc_attention")
-
-
-def _segment_of(b, starts, length, name: str):
-    """seg[i] = #{r : starts[r] <= i}: position i lies in sequence seg - 1 when
-    1 <= seg <= len(starts) - 1 (the bounds are data: nothing is indexed by them unclamped)."""
-    r = b.reduce_axis(starts.shape[0], "r" + name[-1])
-    return b.compute((length,), lambda i: te.sum(te.select(
-        E.BinaryOp("LE", cast(starts[r], "int64"), i), idx(1), idx(0)), r), name,
-        dtype="int64")
-
-
-@rule("nn.attention_var_len")
-def _attention_var_len(call):
-    """Sequences packed along dim 1 of [1, total, heads, dim]: a query attends to the keys of
-    its own sequence (seqstart_q / seqstart_k bounds), causal within it."""
-    op = "nn.attention_var_len"
-    b, (q, k, v, starts_q, starts_k, *_) = inputs(call)
-    out, a = output(call), attrs(call)
-    mode = _causal(a, op)
-    count = E.sub(idx(starts_q.shape[0]), idx(1))
-    seg_q = _segment_of(b, starts_q, q.shape[1], "T_seg_q")
-    seg_k = _segment_of(b, starts_k, k.shape[1], "T_seg_k")
-
-    def own(i):  # the query's sequence, -1 outside every sequence
-        c = seg_q[i]
-        valid = E.BinaryOp("And", E.BinaryOp("GE", c, idx(1)), E.BinaryOp("LE", c, count))
-        return te.select(valid, c, idx(-1))
-    own_q = b.compute((q.shape[1],), own, "T_own_q", dtype="int64")
-    if mode is not None:
-        def limit(i):  # the last key position query i may see
-            seq = _clip(E.sub(seg_q[i], idx(1)), count)
-            at = seq if mode == "TopLeft" else E.add(seq, idx(1))  # sequence start / end
-            return E.add(E.sub(i, cast(starts_q[at], "int64")), cast(starts_k[at], "int64"))
-        last = b.compute((q.shape[1],), limit, "T_last_k", dtype="int64")
-
-    def keep(n, hh, i, j):
-        same = E.BinaryOp("EQ", seg_k[j], own_q[i])
-        return same if mode is None else E.BinaryOp("And", same, E.BinaryOp("LE", j, last[i]))
-    y = attention(b, q, k, v, out, "bshd", a, keep=keep, op=op)
-    return b.prim_func([y], "attention_var_len")

@@ -8,8 +8,16 @@ from __future__ import annotations
 from ...errors import UnsupportedOpError
 from ...tir import expr as E
 from . import te
-from .common import acc_dtype, all_of, attrs, in_bounds, inputs, output, rule
-from .te import cast, idx
+from .common import (
+    acc_dtype,
+    all_of,
+    attrs,
+    in_bounds,
+    inputs,
+    output,
+    rule,
+)
+from .te import cast, const, idx
 
 SPATIAL = {1: "W", 2: "HW", 3: "DHW"}
 
@@ -162,3 +170,96 @@ for _nd in (1, 2, 3):
     rule(f"nn.conv{_nd}d")(_conv(_nd))
 rule("msc.conv1d_bias")(_conv(1))
 rule("msc.conv2d_bias")(_conv(2))
+
+
+# ------------------------------------------------------------------------ conv transposes
+
+def _conv_transpose(nd: int):
+    """out[n, f, y..] = sum_{c, r..} x[n, g * Cin_g + c, (y + pad - r * d) / s] *
+    w[g * Cin_g + c, f % Cout_g, r..], where the division is exact and in range."""
+    sp = SPATIAL[nd]
+
+    def legalize(call):
+        b, (x, w) = inputs(call)
+        out, a = output(call), attrs(call)
+        if ((a.get("data_layout") or "NC" + sp) != "NC" + sp
+                or (a.get("kernel_layout") or "IO" + sp) != "IO" + sp
+                or (a.get("out_layout") or "NC" + sp) != "NC" + sp):
+            raise UnsupportedOpError("conv transpose layouts other than NC*/IO* have no "
+                                     "legalization", op=f"nn.conv{nd}d_transpose")
+        strides, dilation = _per_dim(a.get("strides", 1), nd), _per_dim(a.get("dilation", 1), nd)
+        pads = _per_dim(a.get("padding", 0), nd)
+        before = pads[:nd]
+        groups = int(a.get("groups", 1))
+        cin_g = E.floordiv(x.shape[1], groups)
+        cout_g = w.shape[1]
+        rc = b.reduce_axis(cin_g, "rc")
+        rs = [b.reduce_axis(w.shape[2 + j], "r" + c.lower()) for j, c in enumerate(sp)]
+        dt = acc_dtype(out.dtype)
+
+        def value(n, f, *ys):
+            channel = E.add(E.mul(E.floordiv(f, cout_g), cin_g), rc) if groups > 1 else rc
+            xi, conds = [n, channel], []
+            for j in range(nd):
+                pos = E.sub(E.add(ys[j], before[j]), E.mul(rs[j], dilation[j]))
+                if strides[j] > 1:
+                    conds.append(E.BinaryOp("EQ", E.floormod(pos, strides[j]), idx(0)))
+                    q = E.floordiv(pos, strides[j])
+                else:
+                    q = pos
+                conds.append(in_bounds(q, x.shape[2 + j]))
+                xi.append(q)
+            wi = (channel, E.floormod(f, cout_g) if groups > 1 else f, *rs)
+            xv = te.if_then_else(all_of(conds), cast(x[tuple(xi)], dt), const(0, dt))
+            return te.sum(E.BinaryOp("Mul", xv, cast(w[wi], dt)), [rc, *rs])
+        name = f"conv{nd}d_transpose_nc{sp.lower()}"
+        y = b.compute(out.values, value, name, dtype=dt)
+        if dt != out.dtype:
+            y = b.compute(out.values, lambda *i: cast(y[i], out.dtype), "T_cast")
+        return b.prim_func([y], f"conv{nd}d_transpose")
+    return legalize
+
+
+for _nd in (1, 2, 3):
+    rule(f"nn.conv{_nd}d_transpose")(_conv_transpose(_nd))
+
+
+# ------------------------------------------------------------------------------ einsum
+
+@rule("einsum")
+def _einsum(call):
+    """Loops over the output labels, a reduction over the others (no ellipsis)."""
+    b, ops = inputs(call)
+    out = output(call)
+    text = str(attrs(call)["subscripts"]).replace(" ", "")
+    lhs, arrow, rhs = text.partition("->")
+    terms = lhs.split(",")
+    if "." in text or len(terms) != len(ops):
+        raise UnsupportedOpError("einsum with an ellipsis has no legalization", op="einsum")
+    if not arrow:
+        rhs = "".join(sorted(c for c in set(lhs) if c.isalpha() and lhs.count(c) == 1))
+    dims: dict = {}
+    for term, t in zip(terms, ops):
+        for c, d in zip(term, t.shape):
+            if c not in dims or (isinstance(dims[c], E.IntImm) and dims[c].value == 1):
+                dims[c] = d
+    summed = [c for c in dict.fromkeys(lhs) if c.isalpha() and c not in rhs]
+    rvars = {c: b.reduce_axis(dims[c], "k_" + c) for c in summed}
+    dt = acc_dtype(out.dtype)
+
+    def load(t, term, env):
+        return cast(t[tuple(idx(0) if (isinstance(d, E.IntImm) and d.value == 1)
+                            else env[c] for c, d in zip(term, t.shape))], dt)
+
+    def value(*i):
+        env = dict(zip(rhs, i)) | rvars
+        prod = None
+        for term, t in zip(terms, ops):
+            v = load(t, term, env)
+            prod = v if prod is None else E.BinaryOp("Mul", prod, v)
+        return te.sum(prod, list(rvars.values())) if rvars else prod
+    y = b.compute(out.values, value, "T_einsum", dtype=dt)
+    if dt != out.dtype:
+        y = b.compute(out.values, lambda *i: cast(y[i], out.dtype), "T_cast")
+    return b.prim_func([y], "einsum")
+

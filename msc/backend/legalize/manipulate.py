@@ -7,8 +7,19 @@ from __future__ import annotations
 from ...errors import UnsupportedOpError
 from ...tir import expr as E
 from . import te
-from .common import all_of, attrs, axes_of, broadcast, in_bounds, inputs, output, outputs, rule
-from .te import cast, idx, shape_arg
+from .common import (
+    all_of,
+    attrs,
+    axes_of,
+    broadcast,
+    in_bounds,
+    inputs,
+    is_const,
+    output,
+    outputs,
+    rule,
+)
+from .te import cast, const, idx, shape_arg
 
 
 def _is_one(d) -> bool:
@@ -258,3 +269,96 @@ def _pad(call):
         raise UnsupportedOpError(f"pad mode {mode!r} has no legalization", op="nn.pad")
     y = b.compute(out.values, value, "PadInput")
     return b.prim_func([y], "pad")
+
+
+# --------------------------------------------------------------------------- layout_transform
+
+def _inverse(index_map, op: str = "layout_transform"):
+    """Each input var as an expression of the output indices, from a map whose outputs are
+    input vars, or ``v // f`` and ``v % f`` pairs (a split): the maps msc's frontends make."""
+    names = [v.name for v in index_map.initial_indices]
+    plain, div, mod = {}, {}, {}
+    for k, e in enumerate(index_map.final_indices):
+        if isinstance(e, E.Var) and e.name in names and e.name not in plain:
+            plain[e.name] = k
+        elif (isinstance(e, E.BinaryOp) and e.op in ("FloorDiv", "FloorMod")
+              and isinstance(e.a, E.Var) and is_const(e.b) and e.b.value > 0):
+            table = div if e.op == "FloorDiv" else mod
+            if e.a.name in table:
+                break
+            table[e.a.name] = (k, e.b.value)
+        else:
+            break
+    else:
+        if all(_inverse_ok(v, plain, div, mod) for v in names):
+            return plain, div, mod
+    raise UnsupportedOpError(f"index map {index_map} is not a permutation with splits",
+                             op=op, param="index_map",
+                             hint="supported: lambda n, c, h, w: (n, c // 4, h, w, c % 4)")
+
+
+def _inverse_ok(v: str, plain: dict, div: dict, mod: dict) -> bool:
+    if v in plain:
+        return v not in div and v not in mod
+    return v in div and v in mod and div[v][1] == mod[v][1]
+
+
+@rule("layout_transform")
+def _layout_transform(call):
+    """out[o] = x[inverse(o)] where o maps back inside x, else pad_value (padding)."""
+    b, (x,) = inputs(call)
+    out, a = output(call), attrs(call)
+    index_map = a["index_map"]
+    plain, div, mod = _inverse(index_map)
+    pad = getattr(a.get("pad_value"), "value", a.get("pad_value"))
+    pad = const(getattr(pad, "value", pad) or 0, out.dtype)
+
+    def value(*o):
+        at, conds = [], []
+        for d, v in enumerate(index_map.initial_indices):
+            if v.name in plain:
+                at.append(o[plain[v.name]])
+                continue
+            (kd, f), km = div[v.name], mod[v.name][0]
+            pos = E.add(E.mul(o[kd], f), o[km])
+            at.append(pos)
+            if not (is_const(x.shape[d]) and x.shape[d].value % f == 0):
+                conds.append(E.BinaryOp("LT", pos, idx(x.shape[d])))
+        cond = all_of(conds)
+        return x[tuple(at)] if cond is None else te.if_then_else(cond, x[tuple(at)], pad)
+    y = b.compute(out.values, value, "T_layout_trans")
+    return b.prim_func([y], "te_layout_transform")
+
+
+# ------------------------------------------------------------------------------- creation
+
+@rule("meshgrid")
+def _meshgrid(call):
+    """out_k[i...] = x_k[i[axis_k]]; "xy" indexing swaps the first two axes."""
+    b, xs = inputs(call)
+    outs = outputs(call)
+    swap = attrs(call).get("indexing", "ij") == "xy" and len(xs) > 1
+    ys = []
+    for k, (x, o) in enumerate(zip(xs, outs)):
+        axis = {0: 1, 1: 0}.get(k, k) if swap else k
+        ys.append(b.compute(o.values, lambda *i, x=x, axis=axis, dt=o.dtype: cast(
+            x[i[axis]], dt), "T_meshgrid", dtype=o.dtype))
+    return b.prim_func(ys, "meshgrid")
+
+
+# ------------------------------------------------------------------------ pixel shuffle
+
+@rule("nn.pixel_shuffle")
+def _pixel_shuffle(call):
+    """out[.., c, h * r + i, w * r + j] = x[.., c * r * r + i * r + j, h, w]."""
+    b, (x,) = inputs(call)
+    out = output(call)
+    r = int(attrs(call)["upscale_factor"])
+
+    def value(*i):
+        *lead, c, h, w = i
+        ch = E.add(E.add(E.mul(c, r * r), E.mul(E.floormod(h, r), r)), E.floormod(w, r))
+        return x[(*lead, ch, E.floordiv(h, r), E.floordiv(w, r))]
+    y = b.compute(out.values, value, "T_pixel_shuffle")
+    return b.prim_func([y], "pixel_shuffle")
+

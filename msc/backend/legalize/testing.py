@@ -18,7 +18,7 @@ from ...relax.op import numpy_ref
 from ...relax.op.registry import make_call
 from ...relax.struct_info import TensorStructInfo, TupleStructInfo
 from ...tir.interp import run_prim_func
-from ..jit import JIT
+from ..llvm.jit import JIT
 from . import legalize_call
 
 __all__ = ["TOLERANCE", "assert_close", "build_call", "check_op", "kernel_jit"]
@@ -32,7 +32,7 @@ _jit: list = []
 def kernel_jit() -> JIT:
     """A JIT whose kernel cache lives in a temporary directory (one per process)."""
     if not _jit:
-        from ..cache import KernelCache
+        from ..llvm.cache import KernelCache
 
         _jit.append(JIT(KernelCache(tempfile.mkdtemp(prefix="msc-test-kernels-"))))
     return _jit[0]
@@ -112,7 +112,7 @@ def check_call(call, tensors, *, interp: bool = True, scale: float = 1.0):
     func = legalize_call(call)
     assert func is not None, f"{op} did not legalize"
     assert_round_trip(func)
-    from ..tir_compile import compile_prim_func
+    from ..tir.compile import compile_prim_func
 
     kernel = compile_prim_func(func, jit=kernel_jit())
     flat = _flat(tensors)

@@ -3,19 +3,19 @@
 The generated entry point is ``i32 sym(T0* buf0, ..., i64 n, ...)``: one pointer per buffer
 param (C-contiguous data, ``noalias``), each scalar param, then each symbolic dim of the
 buffer shapes that is not already a scalar param. It returns 0, or 1 when a workspace
-allocation failed. Shapes and dtypes are *not* checked here; ``tir_compile`` does that before
+allocation failed. Shapes and dtypes are *not* checked here; ``compile`` does that before
 every call::
 
     module, abi = codegen(func, "msc_tir_add_1f2e")
     abi.args      # ("buffer", x), ("buffer", y), ("buffer", T_add), ("dim", n)
 
 How code is produced:
-- Blocks are first lowered to loops by ``tir_schedule`` (reduction inits hoisted, the
+- Blocks are first lowered to loops by ``schedule`` (reduction inits hoisted, the
   innermost loop chosen for contiguous access). LLVM's loop and SLP vectorizers then work on
   the innermost loops (O3, host CPU features, ``noalias`` buffers, ``reassoc`` float math so
   reductions vectorize).
 - float16 / bfloat16 are stored as 16 bits and computed in float32; bool is stored as a byte.
-- exp, log, tanh, erf, sigmoid are inline polynomials (``tir_math``), so loops that use them
+- exp, log, tanh, erf, sigmoid are inline polynomials (``math``), so loops that use them
   still vectorize; other math calls libm.
 - An innermost loop whose conditions bound its var (padding: ``0 <= w - 1 < W``) is split into
   head, main and tail ranges; in the main range those conditions are known true, so padded
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 from llvmlite import ir
 
-from ..errors import BuildError
-from ..tir import expr as E
-from ..tir.function import (
+from ...errors import BuildError
+from ...tir import expr as E
+from ...tir.function import (
     AllocBuffer,
     AttrStmt,
     Buffer,
@@ -48,10 +48,10 @@ from ..tir.function import (
     While,
     expr_children,
 )
-from . import tir_exprs
-from .loops import entry_alloca, imin
-from .tir_exprs import _AS_LT, _int_expr
-from .tir_schedule import BufferView, lower_blocks
+from ..llvm.loops import entry_alloca, imin
+from .dtypes import AS_LT, Types, is_int_expr
+from .exprs import ExprEmitter
+from .schedule import BufferView, lower_blocks
 
 __all__ = ["KernelABI", "codegen", "ir_text"]
 
@@ -77,7 +77,7 @@ def codegen(func: PrimFunc, symbol: str, native_f16: bool | None = None):
     """``(llvmlite.ir.Module, KernelABI)`` for ``func``; BuildError for what cannot compile."""
     abi = _abi(func, symbol)
     module = ir.Module(name=symbol)
-    types = tir_exprs.Types(native_f16)
+    types = Types(native_f16)
     argtys = [_arg_type(types, kind, a) for kind, a in abi.args]
     fn = ir.Function(module, ir.FunctionType(I32, argtys), symbol)
     for arg, (kind, _) in zip(fn.args, abi.args):
@@ -113,8 +113,8 @@ def _arg_type(types, kind: str, a) -> ir.Type:
     return types.storage(a.dtype)
 
 
-class _FuncEmitter(tir_exprs.ExprEmitter):
-    """Statements; expressions come from :class:`tir_exprs.ExprEmitter`."""
+class _FuncEmitter(ExprEmitter):
+    """Statements; expressions come from :class:`exprs.ExprEmitter`."""
 
     def __init__(self, func: PrimFunc, fn: ir.Function, abi: KernelABI, types):
         entry = fn.append_basic_block("entry")
@@ -296,9 +296,9 @@ class _FuncEmitter(tir_exprs.ExprEmitter):
         var, found, lets = s.var, {}, dict(self.var_exprs)
 
         def scan_expr(e):
-            if isinstance(e, E.BinaryOp) and e.op in _AS_LT and _int_expr(e.a) \
-                    and _int_expr(e.b):
-                fact = E.canonicalize(E.substitute(_AS_LT[e.op](e.a, e.b), lets))
+            if isinstance(e, E.BinaryOp) and e.op in AS_LT and is_int_expr(e.a) \
+                    and is_int_expr(e.b):
+                fact = E.canonicalize(E.substitute(AS_LT[e.op](e.a, e.b), lets))
                 step = E.sub(E.substitute(fact, {var.name: E.add(var, 1)}), fact)
                 if isinstance(step, E.IntImm) and step.value:
                     found.setdefault(fact._key, (fact, step.value))
@@ -311,7 +311,7 @@ class _FuncEmitter(tir_exprs.ExprEmitter):
                     scan(c)
             elif isinstance(st, LetStmt):
                 scan_expr(st.value)
-                if _int_expr(st.value):
+                if is_int_expr(st.value):
                     lets[st.var.name] = E.substitute(st.value, lets)
                 else:
                     lets.pop(st.var.name, None)

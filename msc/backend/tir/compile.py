@@ -26,17 +26,17 @@ import threading
 import llvmlite.binding as llvm
 import numpy as np
 
-from ..errors import BuildError, RuntimeCallError, ShapeError
-from ..tir import expr as E
-from ..tir.function import Buffer, BufferStore, PrimFunc, walk_stmts
-from ..tir.interp import np_dtype
-from .cache import cache_key
-from .jit import JIT, CodeLibrary, get_jit
-from .threads import WORKER_PREFIX
-from .tir_codegen import KernelABI, codegen, ir_text
-from .tir_exprs import EXTERNAL_SYMBOLS, Types
+from ...errors import BuildError, RuntimeCallError, ShapeError
+from ...tir import expr as E
+from ...tir.function import Buffer, BufferStore, PrimFunc, walk_stmts
+from ...tir.interp import np_dtype
+from ..llvm.cache import cache_key
+from ..llvm.jit import JIT, CodeLibrary, get_jit
+from ..runtime.threads import WORKER_PREFIX
+from .codegen import KernelABI, codegen, ir_text
+from .dtypes import EXTERNAL_SYMBOLS, Types
 
-__all__ = ["CompiledPrimFunc", "TIRKernel", "compile_prim_func", "tir_kernel"]
+__all__ = ["CompiledPrimFunc", "TIRKernel", "compile_prim_func"]
 
 _VERSION = "msc-tir-1"  # bump when the generated code changes for the same func
 _CTYPES = {
@@ -277,7 +277,7 @@ class CompiledPrimFunc:
     @property
     def address(self) -> int:
         """The native entry point (``i32 (buffers..., dims...)``), for callers that check
-        shapes themselves once, such as a VM plan (msc/backend/native_run.py)."""
+        shapes themselves once, such as a VM plan (msc/backend/runtime/native_run.py)."""
         return self.library.address(self.abi.symbol)
 
     def _seed(self, env: dict, known: dict | None) -> None:
@@ -395,30 +395,3 @@ class TIRKernel:
         self.compiled(*flat)
         outs = flat[len(flat) - len(self.outputs):]
         return outs[0] if len(outs) == 1 else tuple(outs)
-
-
-def tir_kernel(op: str, attrs, arg_sinfos, out_sinfo, *, jit: JIT | None = None):
-    """The compiled legalization of a call to ``op`` with these argument / output struct infos
-    (non-tensor args carry their values in their struct info), or None when the op has no rule
-    or this call cannot be legalized::
-
-        k = tir_kernel("nn.softmax", Attrs({"axis": -1}), [x_sinfo], out_sinfo)
-        k(x, out)
-    """
-    from ..relax.expr import Call, Var
-    from ..relax.op.registry import OPS, Op
-    from ..relax.struct_info import TensorStructInfo, TupleStructInfo
-    from .legalize import legalize_call
-
-    if op.removeprefix("relax.") not in OPS:
-        return None
-    args = [Var(f"arg{i}", s) for i, s in enumerate(arg_sinfos)]
-    call = Call(Op.get(op), args, attrs)
-    call._set_struct_info(out_sinfo)
-    func = legalize_call(call)
-    if func is None:
-        return None
-    inputs = tuple(i for i, s in enumerate(arg_sinfos)
-                   if isinstance(s, (TensorStructInfo, TupleStructInfo)))
-    outs = out_sinfo.fields if isinstance(out_sinfo, TupleStructInfo) else (out_sinfo,)
-    return TIRKernel(compile_prim_func(func, jit=jit), inputs, tuple(outs))

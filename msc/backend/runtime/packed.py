@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from ..errors import RuntimeCallError, ValidationError
+from ...errors import RuntimeCallError, ValidationError
 
 __all__ = ["get_global_func", "list_global_func_names", "register_func", "remove_global_func"]
 

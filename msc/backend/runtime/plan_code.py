@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import MSCError, RuntimeCallError
+from ...errors import MSCError, RuntimeCallError
 from .native_run import Chain, compile_chains, guard, workspace_error
 
 __all__ = ["NativeCall", "Pooled", "Runner", "compile_run"]

@@ -19,7 +19,7 @@ from functools import cache
 
 import numpy as np
 
-from ..errors import ShapeError
+from ...errors import ShapeError
 
 __all__ = ["Device", "NDArray", "cpu", "device", "np_dtype", "to_numpy", "wrap_result"]
 

@@ -18,7 +18,7 @@ Memory. A node that writes into preallocated outputs (native kernels, call_dps_p
 call_tir) gets its buffers from the plan. Liveness is computed over the binding order: a
 buffer lives from its node to the last use of any value that may alias it (results of
 view-making numpy ops and of packed calls are assumed to be views of their inputs, tuples and
-get-items alias their fields; dispatch copies the rare overlapping result of an op that
+get-items alias their fields; the build copies the rare overlapping result of an op that
 computes new arrays, so those alias nothing).
 Buffers are reused greedily when one of equal byte size is free. Buffers that can reach the
 function's result are allocated fresh on every call, so results handed out earlier are never
@@ -32,172 +32,24 @@ import ctypes
 import operator
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..errors import MSCError, RuntimeCallError, ShapeError
-from ..relax.struct_info import TensorStructInfo, TupleStructInfo
-from ..tir import expr as tir
+from ...errors import MSCError, RuntimeCallError, ShapeError
+from ...relax.struct_info import TensorStructInfo, TupleStructInfo
+from .arrays import np_dtype
+from .match import match_value
 from .native_run import ArgSpec, native_step
 from .plan_code import NativeCall, Pooled, Runner, compile_run
-from .runtime import np_dtype
+from .program import NOVALUE, Node, Program, analyze, eval_dims, eval_prim, node_inputs
 
-__all__ = ["NOVALUE", "Node", "Plan", "Program", "Value", "make_plan", "run"]
+__all__ = ["Plan", "make_plan", "run"]
 
-NOVALUE = object()
 REGS, ENV, TABLE = 0, 1, 2  # the register list itself (If branches), the dim env, and the
 # (address table, its address) of native steps (plan_code.py): one of each per register file
 _ALIGN = 64
-
-
-@dataclass(eq=False)
-class Value:
-    """One SSA value. ``const`` is set for compile-time values (constants, static shapes,
-    strings); ``expr`` for symbolic shapes (a tuple of PrimExprs) and prim values."""
-
-    id: int
-    sinfo: Any
-    name: str = ""
-    const: Any = NOVALUE
-    expr: Any = None
-    fields: Any = None  # value ids of a tuple built by a "tuple" node
-
-
-@dataclass(eq=False)
-class Node:
-    """One step. ``kind`` is call | tuple | getitem | if | match_cast | eval.
-
-    call: ``fn(*ins, *buffers)``; ``dps`` holds the TensorStructInfo of each output buffer
-    (empty when ``fn`` allocates its own result). ``aliases`` says the result may be a view of
-    an input. if: ``branches`` is ((then_nodes, then_result), (else_nodes, else_result)).
-    ``site`` is the dispatch Site of an op call until build resolves it into ``fn``.
-    """
-
-    kind: str
-    ins: tuple
-    out: int
-    fn: Callable | None = None
-    dps: tuple = ()
-    op: str = ""
-    path: str = ""
-    name: str = ""
-    aliases: bool = False
-    index: int = 0
-    branches: tuple = ()
-    sinfo: Any = None
-    site: Any = None
-    tir: Any = None  # the CompiledPrimFunc when fn is that kernel (dispatch.Impl.extra "tir")
-    wants_env: bool = False  # fn takes the symbolic dims' values first (Impl.extra "env")
-
-
-@dataclass(eq=False)
-class Program:
-    """A lowered function: ``params`` and ``result`` are value ids."""
-
-    name: str
-    values: list
-    params: list
-    nodes: list
-    result: int
-    param_names: list = field(default_factory=list)
-    _analysis: Any = None
-
-    def value(self, sinfo, name: str = "", **kw) -> int:
-        self.values.append(Value(len(self.values), sinfo, name, **kw))
-        return len(self.values) - 1
-
-    def walk(self, nodes=None):
-        """Nodes in execution position order (branch nodes before their If)."""
-        for node in self.nodes if nodes is None else nodes:
-            for branch_nodes, _ in node.branches:
-                yield from self.walk(branch_nodes)
-            yield node
-
-    @property
-    def analysis(self) -> _Analysis:
-        if self._analysis is None:
-            self._analysis = _analyze(self)
-        return self._analysis
-
-
-# ---------------------------------------------------------------------------------------------
-# Shape-independent analysis: positions, aliasing roots, liveness.
-
-
-@dataclass
-class _Analysis:
-    order: list            # nodes in position order
-    position: dict         # id(node) -> position
-    buffers: dict          # id(node) -> list of buffer ids
-    buffer_sinfo: list     # buffer id -> TensorStructInfo
-    fresh: set             # buffer ids reachable from the result
-    buffer_last_use: list  # buffer id -> last position
-    value_last_use: dict   # value id -> last position (result: never)
-
-
-def _node_inputs(node: Node) -> tuple:
-    if node.kind == "if":
-        return node.ins + tuple(result for _, result in node.branches)
-    return node.ins
-
-
-def _analyze(program: Program, merged: frozenset = frozenset()) -> _Analysis:
-    """``merged``: ids of concat nodes whose result is a view of its inputs' buffers."""
-    order = list(program.walk())
-    position = {id(n): p for p, n in enumerate(order)}
-    roots: dict[int, frozenset] = defaultdict(frozenset)
-    buffers, buffer_sinfo = {}, []
-    for node in order:
-        ids = list(range(len(buffer_sinfo), len(buffer_sinfo) + len(node.dps)))
-        buffer_sinfo.extend(node.dps)
-        buffers[id(node)] = ids
-        if ids:
-            roots[node.out] = frozenset(ids)
-        elif node.kind != "call" or node.aliases or id(node) in merged:
-            roots[node.out] = frozenset().union(*(roots[i] for i in _node_inputs(node)))
-    last_use = [0] * len(buffer_sinfo)
-    value_last_use: dict[int, int] = {}
-    for node in order:
-        p = position[id(node)]
-        for b in buffers[id(node)]:
-            last_use[b] = max(last_use[b], p)
-        value_last_use.setdefault(node.out, p)
-        for i in _node_inputs(node):
-            value_last_use[i] = p
-            for b in roots[i]:
-                last_use[b] = max(last_use[b], p)
-    value_last_use[program.result] = len(order) + 1
-    return _Analysis(order, position, buffers, buffer_sinfo, set(roots[program.result]),
-                     last_use, value_last_use)
-
-
-# ---------------------------------------------------------------------------------------------
-# Shape evaluation.
-
-
-def eval_dims(values, env: dict) -> tuple | None:
-    """Concrete dims of a shape (tuple of PrimExprs) under ``env``, or None if not bound."""
-    if values is None:
-        return None
-    out = []
-    for v in values:
-        if v.is_const:
-            out.append(int(v.value))
-            continue
-        if any(x.name not in env for x in tir.free_vars(v)):
-            return None
-        out.append(int(tir.evaluate(v, env)))
-    return tuple(out)
-
-
-def eval_prim(expr, env: dict):
-    if expr.is_const:
-        return expr.value
-    if any(x.name not in env for x in tir.free_vars(expr)):
-        return None
-    return tir.evaluate(expr, env)
 
 
 def _nbytes(shape: tuple, dtype: np.dtype) -> int:
@@ -315,7 +167,7 @@ class _Planner:
 
     def _release(self, node: Node, p: int) -> None:
         last = self.a.value_last_use
-        for vid in {*_node_inputs(node), node.out}:
+        for vid in {*node_inputs(node), node.out}:
             reg = self.reg_of.get(vid)
             if reg is not None and last.get(vid, p) <= p and reg not in self.fixed:
                 self.free_regs.append(reg)
@@ -418,7 +270,7 @@ class _Planner:
                 found[id(node)] = group
         merged = frozenset(k for k, g in found.items() if g[2] is None)
         if merged:  # a concat that allocates its result: make it a view of its inputs
-            self.a = _analyze(self.program, merged)
+            self.a = analyze(self.program, merged)
         return {k: g for k, g in found.items()
                 if not {*g[0], *g[2:3]} & self.a.fresh}
 
@@ -647,8 +499,6 @@ def _truth(cond) -> bool:
 
 
 def _match_checker(sinfo, name: str) -> Callable:
-    from .vm import match_value  # the VM owns the struct info checks
-
     def check(env, value):
         match_value(value, sinfo, env, name)
         return value

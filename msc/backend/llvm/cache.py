@@ -26,7 +26,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ValidationError
+from ...errors import ValidationError
 
 __all__ = ["CacheStats", "KernelCache", "cache_key", "default_cache_dir"]
 

@@ -1,4 +1,5 @@
-"""Operators and intrinsic calls of TIR expressions, as tables of emitters (``tir_exprs``).
+"""Operators and intrinsic calls of TIR expressions, as tables of emitters
+(``exprs.ExprEmitter`` calls them).
 
 Integer division never traps: a 0 divisor gives 0 and INT_MIN / -1 wraps, as numpy does.
 Float ``T.max`` / ``T.min`` are ``llvm.maximum`` / ``minimum``: NaN propagates as in numpy
@@ -10,32 +11,31 @@ from __future__ import annotations
 
 from llvmlite import ir
 
-from ..errors import BuildError
-from ..tir import expr as E
-from ..tir.function import expr_children
-from . import tir_math as M
-from .tir_exprs import (
-    _AS_LT,
-    _COMPARE,
-    _FM,
-    _INLINE_F32,
-    _INT_BITWISE,
-    _LLVM_UNARY,
+from ...errors import BuildError
+from ...tir import expr as E
+from ...tir.function import expr_children
+from . import math as M
+from .dtypes import (
+    AS_LT,
+    COMPARE,
     F32,
+    FM,
     I1,
+    INLINE_F32,
+    INT_BITWISE,
     LIBM,
-    ExprEmitter,
-    _signed,
+    LLVM_UNARY,
     has_load,
     is_float,
+    is_signed,
 )
 
 _FLOAT_ARITH = {
-    "Add": lambda s, a, b: s.b.fadd(a, b, flags=_FM),
-    "Sub": lambda s, a, b: s.b.fsub(a, b, flags=_FM),
-    "Mul": lambda s, a, b: s.b.fmul(a, b, flags=_FM),
-    "Div": lambda s, a, b: s.b.fdiv(a, b, flags=_FM),
-    "FloorDiv": lambda s, a, b: s.intrinsic("llvm.floor", s.b.fdiv(a, b, flags=_FM)),
+    "Add": lambda s, a, b: s.b.fadd(a, b, flags=FM),
+    "Sub": lambda s, a, b: s.b.fsub(a, b, flags=FM),
+    "Mul": lambda s, a, b: s.b.fmul(a, b, flags=FM),
+    "Div": lambda s, a, b: s.b.fdiv(a, b, flags=FM),
+    "FloorDiv": lambda s, a, b: s.intrinsic("llvm.floor", s.b.fdiv(a, b, flags=FM)),
     "FloorMod": lambda s, a, b: _float_floormod(s, a, b),
     "Mod": lambda s, a, b: s.b.frem(a, b),
     "Min": lambda s, a, b: s.intrinsic("llvm.minimum", a, b),
@@ -80,7 +80,7 @@ def _int_div(s, a, b, signed: bool, kind: str):
 
 def _int_minmax(pred: str):
     def emit(s, a, b, dtype):
-        cmp = s.b.icmp_signed(pred, a, b) if _signed(dtype) else s.b.icmp_unsigned(pred, a, b)
+        cmp = s.b.icmp_signed(pred, a, b) if is_signed(dtype) else s.b.icmp_unsigned(pred, a, b)
         return s.b.select(cmp, a, b)
     return emit
 
@@ -89,10 +89,10 @@ _INT_ARITH = {
     "Add": lambda s, a, b, d: s.b.add(a, b, flags=_wrap_flags(s)),
     "Sub": lambda s, a, b, d: s.b.sub(a, b, flags=_wrap_flags(s)),
     "Mul": lambda s, a, b, d: s.b.mul(a, b, flags=_wrap_flags(s)),
-    "Div": lambda s, a, b, d: _int_div(s, a, b, _signed(d), "trunc")[0],
-    "Mod": lambda s, a, b, d: _int_div(s, a, b, _signed(d), "trunc")[1],
-    "FloorDiv": lambda s, a, b, d: _int_div(s, a, b, _signed(d), "floor")[0],
-    "FloorMod": lambda s, a, b, d: _int_div(s, a, b, _signed(d), "floor")[1],
+    "Div": lambda s, a, b, d: _int_div(s, a, b, is_signed(d), "trunc")[0],
+    "Mod": lambda s, a, b, d: _int_div(s, a, b, is_signed(d), "trunc")[1],
+    "FloorDiv": lambda s, a, b, d: _int_div(s, a, b, is_signed(d), "floor")[0],
+    "FloorMod": lambda s, a, b, d: _int_div(s, a, b, is_signed(d), "floor")[1],
     "Min": _int_minmax("<"),
     "Max": _int_minmax(">"),
 }
@@ -109,10 +109,10 @@ def _common(a: str, b: str) -> str:
     return max(a, b, key=lambda d: rank.index(d) if d in rank else 0)
 
 
-def _binary(s: ExprEmitter, e: E.BinaryOp) -> ir.Value:
+def _binary(s, e: E.BinaryOp) -> ir.Value:
     if e.op in ("And", "Or"):
         return _logical(s, e)
-    if e.op in _COMPARE:
+    if e.op in COMPARE:
         return _compare(s, e)
     dt = e.dtype
     a = s.coerce(s.expr(e.a), e.a.dtype, dt)
@@ -122,7 +122,7 @@ def _binary(s: ExprEmitter, e: E.BinaryOp) -> ir.Value:
     return _INT_ARITH[e.op](s, a, b, dt)
 
 
-def _logical(s: ExprEmitter, e: E.BinaryOp) -> ir.Value:
+def _logical(s, e: E.BinaryOp) -> ir.Value:
     a, b = s.cond(e.a), s.cond(e.b)
     is_and = e.op == "And"
     for x, y in ((a, b), (b, a)):
@@ -133,42 +133,42 @@ def _logical(s: ExprEmitter, e: E.BinaryOp) -> ir.Value:
     return s.b.and_(a, b) if is_and else s.b.or_(a, b)
 
 
-def _compare(s: ExprEmitter, e: E.BinaryOp) -> ir.Value:
-    if e.op in _AS_LT and e.a.dtype != "bool" and not is_float(_common(e.a.dtype, e.b.dtype)) \
-            and not (has_load(e.a) or has_load(e.b)) and s.proven(_AS_LT[e.op](e.a, e.b)):
+def _compare(s, e: E.BinaryOp) -> ir.Value:
+    if e.op in AS_LT and e.a.dtype != "bool" and not is_float(_common(e.a.dtype, e.b.dtype)) \
+            and not (has_load(e.a) or has_load(e.b)) and s.proven(AS_LT[e.op](e.a, e.b)):
         return ir.Constant(I1, 1)
     dt = _common(e.a.dtype, e.b.dtype)
     a = s.coerce(s.expr(e.a), e.a.dtype, dt)
     b = s.coerce(s.expr(e.b), e.b.dtype, dt)
-    op = _COMPARE[e.op]
+    op = COMPARE[e.op]
     if is_float(dt):
         return s.b.fcmp_unordered(op, a, b) if op == "!=" else s.b.fcmp_ordered(op, a, b)
-    if _signed(dt):
+    if is_signed(dt):
         return s.b.icmp_signed(op, a, b)
     return s.b.icmp_unsigned(op, a, b)
 
 
-def _not(s: ExprEmitter, e: E.Not) -> ir.Value:
+def _not(s, e: E.Not) -> ir.Value:
     v = s.cond(e.a)
     if isinstance(v, ir.Constant):
         return ir.Constant(I1, int(not v.constant))
     return s.b.xor(v, ir.Constant(I1, 1))
 
 
-def _select(s: ExprEmitter, e: E.Select) -> ir.Value:
+def _select(s, e: E.Select) -> ir.Value:
     cond = s.cond(e.cond)
     t = s.coerce(s.expr(e.true_value), e.true_value.dtype, e.dtype)
     f = s.coerce(s.expr(e.false_value), e.false_value.dtype, e.dtype)
     return s.b.select(cond, t, f)
 
 
-def _cast(s: ExprEmitter, e: E.Cast) -> ir.Value:
+def _cast(s, e: E.Cast) -> ir.Value:
     return s.coerce(s.expr(e.value), e.value.dtype, e.dtype)
 
 
 # ------------------------------------------------------------------------------ intrinsics
 
-def _if_then_else(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
+def _if_then_else(s, e: E.PrimCall) -> ir.Value:
     """Both sides evaluated (loads clamped unless proven in range), then a select."""
     cond, t, f = e.args
     c = s.cond(cond)
@@ -184,24 +184,24 @@ def _if_then_else(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
     return s.b.select(c, tv, fv)
 
 
-def _float_args(s: ExprEmitter, e: E.PrimCall) -> list:
+def _float_args(s, e: E.PrimCall) -> list:
     dt = e.dtype if is_float(e.dtype) else "float32"
     return [s.coerce(s.expr(a), a.dtype, dt) for a in e.args]
 
 
-def _float_call(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
+def _float_call(s, e: E.PrimCall) -> ir.Value:
     name = e.name
     args = _float_args(s, e)
     x = args[0]
-    if x.type == F32 and name in _INLINE_F32:
-        return _INLINE_F32[name](s.b, x)
+    if x.type == F32 and name in INLINE_F32:
+        return INLINE_F32[name](s.b, x)
     if x.type == F32 and name == "pow":  # float64 keeps libm pow
         uniform = not isinstance(args[1], ir.Constant) and _uniform(e.args[1])
         return (M.pow_uniform_f32 if uniform else M.pow_f32)(s.b, x, args[1])
-    if name in _LLVM_UNARY:
-        return s.intrinsic(_LLVM_UNARY[name], x)
+    if name in LLVM_UNARY:
+        return s.intrinsic(LLVM_UNARY[name], x)
     if name == "rsqrt":
-        return s.b.fdiv(ir.Constant(x.type, 1.0), s.intrinsic("llvm.sqrt", x), flags=_FM)
+        return s.b.fdiv(ir.Constant(x.type, 1.0), s.intrinsic("llvm.sqrt", x), flags=FM)
     if name == "sigmoid":
         e_neg = s.libm("exp", [s.b.fneg(x)])
         return s.b.fdiv(ir.Constant(x.type, 1.0), s.b.fadd(ir.Constant(x.type, 1.0), e_neg))
@@ -214,8 +214,8 @@ def _float_call(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
     if name in LIBM:
         return s.libm(name, args)
     raise BuildError(f"the TIR compiler has no implementation of T.{name}",
-                     hint="supported: " + ", ".join(sorted(set(LIBM) | set(_INLINE_F32)
-                                                           | set(_LLVM_UNARY))))
+                     hint="supported: " + ", ".join(sorted(set(LIBM) | set(INLINE_F32)
+                                                           | set(LLVM_UNARY))))
 
 
 def _uniform(e: E.PrimExpr) -> bool:
@@ -223,7 +223,7 @@ def _uniform(e: E.PrimExpr) -> bool:
     return not isinstance(e, E.Var) and all(_uniform(c) for c in expr_children(e))
 
 
-def _predicate(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
+def _predicate(s, e: E.PrimCall) -> ir.Value:
     (a,) = e.args
     if not is_float(a.dtype):
         return ir.Constant(I1, int(e.name == "isfinite"))
@@ -235,25 +235,25 @@ def _predicate(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
     return s.b.fcmp_ordered("==" if e.name == "isinf" else "<", ax, inf)
 
 
-def _int_call(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
+def _int_call(s, e: E.PrimCall) -> ir.Value:
     dt = e.dtype
     if e.name in ("shift_left", "shift_right"):
         return _shift(s, e)
     args = [s.coerce(s.expr(a), a.dtype, dt) for a in e.args]
     bld = s.b
-    if e.name in _INT_BITWISE:
-        return getattr(bld, _INT_BITWISE[e.name])(*args)
+    if e.name in INT_BITWISE:
+        return getattr(bld, INT_BITWISE[e.name])(*args)
     if e.name == "bitwise_not":
         return bld.not_(args[0])
     if e.name in ("abs", "fabs"):
         x = args[0]
-        if not _signed(dt):
+        if not is_signed(dt):
             return x
         return bld.select(bld.icmp_signed("<", x, ir.Constant(x.type, 0)), bld.neg(x), x)
     if e.name == "popcount":
         return s.intrinsic("llvm.ctpop", args[0])
     if e.name == "pow":
-        return int_pow(bld, *args, _signed(dt))
+        return int_pow(bld, *args, is_signed(dt))
     if e.name in ("floor", "ceil", "trunc", "round", "nearbyint"):
         return args[0]
     raise BuildError(f"T.{e.name} is not defined on integer dtype {dt}")
@@ -291,7 +291,7 @@ def _pow_unrolled(b: ir.IRBuilder, x: ir.Value, n: ir.Value, bits: int) -> ir.Va
     return result
 
 
-def _shift(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
+def _shift(s, e: E.PrimCall) -> ir.Value:
     """numpy's shifts: an amount outside [0, bits) (negative included) shifts every bit out,
     giving 0, or -1 for a negative value shifted right. LLVM's shl / ashr / lshr by such an
     amount are poison, and x86 would shift by the amount mod bits."""
@@ -304,7 +304,7 @@ def _shift(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
     bits = x.type.width
     ok = s.b.icmp_unsigned("<", raw, ir.Constant(raw.type, bits)) \
         if raw.type.width > bits else s.b.icmp_unsigned("<", amount, ir.Constant(x.type, bits))
-    if e.name == "shift_right" and _signed(e.dtype):
+    if e.name == "shift_right" and is_signed(e.dtype):
         return s.b.ashr(x, s.b.select(ok, amount, ir.Constant(x.type, bits - 1)))
     shifted = s.b.shl(x, amount) if e.name == "shift_left" else s.b.lshr(x, amount)
     return s.b.select(ok, shifted, ir.Constant(x.type, 0))
@@ -313,7 +313,7 @@ def _shift(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
 _PREDICATES = frozenset(["isnan", "isinf", "isfinite"])
 
 
-def _call(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
+def _call(s, e: E.PrimCall) -> ir.Value:
     if e.name == "if_then_else":
         return _if_then_else(s, e)
     if e.name == "likely":
@@ -327,7 +327,7 @@ def _call(s: ExprEmitter, e: E.PrimCall) -> ir.Value:
     return _int_call(s, e)
 
 
-_INT_NAMES = frozenset([*_INT_BITWISE, "bitwise_not", "shift_left", "shift_right", "popcount"])
+_INT_NAMES = frozenset([*INT_BITWISE, "bitwise_not", "shift_left", "shift_right", "popcount"])
 
 HANDLERS = {
     E.BinaryOp: _binary,

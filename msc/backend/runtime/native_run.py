@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from ..errors import MSCError, RuntimeCallError, ShapeError
+from ...errors import MSCError, RuntimeCallError, ShapeError
 
 __all__ = ["Chain", "NativeStep", "compile_chains", "guard", "native_step"]
 
@@ -134,7 +134,7 @@ class Chain:
 
 def compile_chains(chains: list, jit=None) -> list:
     """A ctypes function ``int32 (int64* table)`` for each chain (one JIT unit for all)."""
-    from .jit import get_jit
+    from ..llvm.jit import get_jit
 
     if not chains:
         return []

@@ -1,4 +1,4 @@
-"""Blocks to plain loops, before code generation: what ``tir_codegen`` compiles.
+"""Blocks to plain loops, before code generation: what ``codegen`` compiles.
 
 An s_tir block becomes lets for its iter vars, its allocations, then its init (run when every
 reduce iter var is at its min) and body. A reduction block that a perfect loop nest encloses is
@@ -19,8 +19,8 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 
-from ..tir import expr as E
-from ..tir.function import (
+from ...tir import expr as E
+from ...tir.function import (
     AllocBuffer,
     Buffer,
     BufferLoad,

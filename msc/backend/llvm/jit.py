@@ -28,7 +28,7 @@ import llvmlite
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from ..errors import BuildError
+from ...errors import BuildError
 from .cache import KernelCache, cache_key
 
 __all__ = ["JIT", "CodeLibrary", "HostTarget", "get_jit", "host_target", "vector_lanes"]

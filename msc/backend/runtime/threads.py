@@ -4,7 +4,7 @@ The count is process-wide (:func:`set_num_threads`, default ``$MSC_NUM_THREADS``
 :func:`num_threads` overrides it for the current thread or asyncio task (a context variable),
 so two VMs on two threads can each run with their own count::
 
-    from msc.backend.threads import num_threads, parallel_for
+    from msc.backend.runtime.threads import num_threads, parallel_for
     with num_threads(2):
         parallel_for(8, lambda i: work(i))    # tasks 0..7, on the caller and one worker
 
@@ -32,12 +32,12 @@ from contextvars import ContextVar
 
 import numpy as np
 
-from ..errors import ValidationError
+from ...errors import ValidationError
 
 __all__ = ["get_num_threads", "num_threads", "parallel_for", "set_num_threads", "task_threads"]
 
 MAX_THREADS = 256  # a typo such as 10**6 must not try to start a million OS threads
-WORKER_PREFIX = "msc-worker-"  # the pool's thread names (tir_compile tells them from others)
+WORKER_PREFIX = "msc-worker-"  # the pool's thread names (tir/compile.py tells them from others)
 
 
 def _checked(n, where: str) -> int:
@@ -130,7 +130,7 @@ done:
 def _spinner():
     """(native spin, cycle-counter ticks per SPIN_SECONDS), or None off x86-64. The call
     releases the GIL while it polls."""
-    from .jit import get_jit, host_target
+    from ..llvm.jit import get_jit, host_target
 
     if not host_target().triple.startswith("x86_64"):
         return None
