@@ -1,4 +1,6 @@
-"""llvmlite backend: a process-wide JIT, an on-disk kernel cache and native kernels.
+"""llvmlite backend: ``relax.build`` (build.py) and the VirtualMachine (runtime/), in rooms that
+import downwards only: dispatch/ -> kernels/ -> legalize/ -> tir/ -> runtime/ -> llvm/ (see
+README.md). The JIT and its kernel cache are re-exported here.
 
 Importing ``msc`` does not import this package (or llvmlite); the backend loads on first use.
 """

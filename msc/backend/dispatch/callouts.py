@@ -25,6 +25,7 @@ from ..tir.compile import compile_prim_func
 
 __all__ = ["SPECIAL", "special", "tensor_fields"]
 
+
 def tensor_fields(sinfo, what: str) -> tuple:
     """The output tensor struct infos of a call (a tensor, or a tuple of tensors)."""
     if isinstance(sinfo, TensorStructInfo):

@@ -24,6 +24,7 @@ from ..runtime.program import NOVALUE
 
 __all__ = ["Impl", "Kernel", "KernelFact", "Site", "kernel_fact"]
 
+
 @dataclass
 class Site:
     """One call as a kernel fact sees it at build time.

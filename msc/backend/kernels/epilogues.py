@@ -16,7 +16,6 @@ from .base import Site, kernel_fact
 __all__ = ["EPILOGUE_OPS", "epilogue_entries"]
 
 
-
 def _channel_const(values: list, producer_out: int, axis: int, rank: int) -> np.ndarray | None:
     """The constant operand of a binary op as a per-channel vector [C] (or [1]), or None."""
     other = [v for v in values if v.id != producer_out]

@@ -1,5 +1,5 @@
 """Tensor creation: full / ones / zeros (and their ``_like`` forms), tril / triu, arange,
-eye / eye_like. One stage each, a constant or index expression per element."""
+eye / eye_like, hamming_window. One stage each, a constant or index expression per element."""
 
 from __future__ import annotations
 

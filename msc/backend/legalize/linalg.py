@@ -1,7 +1,7 @@
-"""matmul, dense, batch_matmul, outer and convolutions (1d-3d, any plain layout, groups,
-dilation, padding) as plain reduction loops: the form LegalizeOps prints. The compiler runs
-them in i-k-j order (vectorized over the output's last axis); the fast GEMM / conv kernels of
-the VM are separate."""
+"""matmul, dense, batch_matmul, outer, einsum, convolutions (1d-3d, any plain layout, groups,
+dilation, padding) and conv transposes (NC* / IO* layouts) as plain reduction loops: the form
+LegalizeOps prints. The compiler runs them in i-k-j order (vectorized over the output's last
+axis); the fast GEMM / conv kernels of the VM are separate."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Data movement: reshape and its kin, permute_dims, concat / stack / split, strided_slice,
-take, broadcast_to, tile, repeat, flip and pad. Each output element is one load; index maps
-keep the innermost index plain where they can (a reshape keeping the last dims copies rows)."""
+take, broadcast_to, tile, repeat, flip, pad, layout_transform, meshgrid and pixel_shuffle. Each
+output element is one load; index maps keep the innermost index plain where they can (a reshape
+keeping the last dims copies rows)."""
 
 from __future__ import annotations
 
@@ -330,7 +331,7 @@ def _layout_transform(call):
     return b.prim_func([y], "te_layout_transform")
 
 
-# ------------------------------------------------------------------------------- creation
+# ------------------------------------------------------------------------------- meshgrid
 
 @rule("meshgrid")
 def _meshgrid(call):

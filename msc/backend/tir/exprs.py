@@ -226,7 +226,6 @@ class ExprEmitter:
         return self.b.call(fn, args, fastmath=FM if args[0].type in (F32, F64) else ())
 
 
-
 _EXPRS = {
     E.IntImm: ExprEmitter._int_imm,
     E.FloatImm: ExprEmitter._float_imm,
