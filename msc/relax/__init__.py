@@ -104,6 +104,7 @@ __all__ = [
     "op",
     "prim_value",
 ]
+
 # Exprs and struct infos print through this hook: the printer imports them, not they it.
 text_form.install(expr_to_str, sinfo_to_str)
 
