@@ -49,6 +49,9 @@ INLINE_CONST_DTYPES = ("bool", "int8", "int16", "int32", "int64", "float16", "fl
                        "float64")
 
 
+# --------------------------------------------------------------------------------------------
+# Attribute values.
+
 def literal(value) -> str:
     """Python-literal text of an attribute value (lists for tuples, None for void dtypes)."""
     if value is None:
@@ -79,6 +82,8 @@ def _sorted_items(mapping: dict):
     return sorted(mapping.items(), key=lambda kv: str(kv[0]))
 
 
+# --------------------------------------------------------------------------------------------
+# Expressions.
 
 class _ExprPrinter:
     """Prints expressions; names come from ``names`` (a dict var -> name) when given."""
@@ -245,6 +250,8 @@ def expr_to_str(expr) -> str:
     return _ExprPrinter().expr(expr, top=False)
 
 
+# --------------------------------------------------------------------------------------------
+# Functions.
 
 class _Namer:
     """Unique names within a function: a repeated hint ``x`` becomes ``x_1``, ``x_2``."""

@@ -19,7 +19,6 @@ __all__ = ["module_to_script"]
 _TIR_PRIORITY, _EXTERN_PRIORITY, _RELAX_PRIORITY, _MAIN_PRIORITY = 1, 2, 3, 1000
 
 
-
 def _func_order(item) -> tuple:
     """TVM's order: TIR functions, externs, Relax functions, by name; ``main`` last."""
     gv, func = item
