@@ -9,7 +9,7 @@ are built from one layer list, so the three are the same network, and outputs ar
 against each other before timing.
 
 ``--zoo``: the onnx package's light model zoo (resnet50, densenet121, inception_v1,
-squeezenet, shufflenet, bvlc_alexnet, vgg19) at batch 1 through frontends/onnx_api.py, against
+squeezenet, shufflenet, bvlc_alexnet, vgg19) at batch 1 through frontends/onnx/api.py, against
 onnxruntime. The shipped light models make most weights ``ConstantOfShape(0.02)``, which hides
 any mix-up between channels; so each model is also copied with random weights (every
 weight-producing constant and float initializer replaced, batch-norm variances and scales kept
@@ -285,7 +285,7 @@ def ort_session(model):
 
 def msc_session(model):
     """(run, executable, build seconds) for an ONNX model through msc."""
-    from frontends.onnx_api import from_onnx
+    from frontends.onnx.api import from_onnx
 
     mod, _ = from_onnx(model, as_msc=False)
     start = time.perf_counter()

@@ -19,14 +19,41 @@ from pathlib import Path
 import numpy as np
 
 from msc.errors import SerializationError, ValidationError
+from msc.graph import MSCTensor
 from msc.graph.files import write_atomic
 
-from .common import save_npz
+from .files import save_npz
 from .templates import BASELINE_DIR, BASELINE_FILE
 
-__all__ = ["MANIFEST", "baseline_path", "read_manifest", "save_baseline", "write_manifest"]
+__all__ = ["MANIFEST", "baseline_keys", "baseline_path", "read_config", "read_manifest",
+           "save_baseline", "write_manifest"]
 
 MANIFEST = "msc_codegen.json"
+# codegen_config: whether the script gets its standalone test, and the test's tolerances.
+_CONFIG_KEYS = {"need_test": True, "atol": 1e-5, "rtol": 1e-5}
+
+
+def read_config(codegen_config: dict | None) -> dict:
+    config = dict(_CONFIG_KEYS)
+    unknown = sorted(set(codegen_config or {}) - set(config))
+    if unknown:
+        raise ValidationError(f"unknown codegen_config keys {unknown}",
+                              hint=f"known keys: {', '.join(config)}")
+    config.update(codegen_config or {})
+    return config
+
+
+def baseline_keys(tensors: list[MSCTensor]) -> list[str]:
+    """The baseline key of each tensor: its alias (else name), made unique in order."""
+    namer_used: set = set()
+    keys = []
+    for t in tensors:
+        key = t.alias or t.name
+        while key in namer_used:
+            key += "_"
+        namer_used.add(key)
+        keys.append(key)
+    return keys
 
 
 def baseline_path(build_folder: str | os.PathLike) -> Path:

@@ -31,20 +31,12 @@ from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.graph.files import write_atomic
 from msc.relax.op.registry import OPS, make_function
 
-from .baseline import write_manifest
-from .common import (
-    JointContext,
-    PrimRenderer,
-    baseline_keys,
-    find_weight,
-    index_map,
-    joint_comment,
-    load_script,
-    read_config,
-    save_npz,
-    write_nodes,
-)
+from .attrs import index_map
+from .baseline import baseline_keys, read_config, write_manifest
+from .files import load_script, save_npz
+from .joint import JointContext, find_weight, joint_comment, write_nodes
 from .naming import Namer, comment, literal
+from .prims import PrimRenderer
 from .templates import test_section
 
 __all__ = ["RELAX_GAPS", "RelaxWriter", "to_relax"]

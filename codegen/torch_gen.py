@@ -28,20 +28,11 @@ from msc.graph.files import write_atomic
 from msc.relax.op.registry import OPS
 
 from . import torch_table
-from .baseline import write_manifest
-from .common import (
-    JointContext,
-    PrimRenderer,
-    baseline_keys,
-    find_weight,
-    joint_comment,
-    load_script,
-    read_config,
-    save_npz,
-    write_binary_atomic,
-    write_nodes,
-)
+from .baseline import baseline_keys, read_config, write_manifest
+from .files import load_script, save_npz, write_binary_atomic
+from .joint import JointContext, find_weight, joint_comment, write_nodes
 from .naming import Namer, comment, identifier, literal
+from .prims import PrimRenderer
 from .templates import test_section
 
 __all__ = ["TorchContext", "TorchWriter", "to_torch"]

@@ -18,7 +18,7 @@ import numpy as np
 
 from msc.relax.op.registry import OPS, attach
 
-from .common import index_map
+from .attrs import index_map
 from .naming import identifier, literal
 from .torch_nn import (
     _adaptive_pool,

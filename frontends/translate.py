@@ -1,146 +1,30 @@
 """Frontends: models -> MSCGraph and weights, as TVM's MSC ``core/frontend/translate.py``.
 
-    graph, weights = from_torch(model, [([1, 3, 224, 224], "float32")])   # torch.fx / export
-    graph, weights = from_onnx("model.onnx")                              # or a ModelProto
+The three entry points, handed on from their frontends (``frontends/relax/translate.py``,
+``frontends/onnx/api.py``, ``frontends/torch/api.py``); imports point one way, from here
+into the frontends::
 
-    from frontends.translate import from_relax
-    graph, weights = from_relax(mod)                   # msc IRModule, TVMScript text or tvm
-    graph.inspect()["nodes"]                           # {"total": 2, "input": 1, ...}
-    graph, weights = from_relax(mod, params={"w": w}, build_config={"use_var_name": True})
+    from frontends import translate
+    graph, weights = translate.from_torch(model, [([1, 3, 224, 224], "float32")])
+    graph, weights = translate.from_onnx("model.onnx")        # or a ModelProto
+    graph, weights = translate.from_relax(mod)                # IRModule, TVMScript or tvm
+    graph.inspect()["nodes"]                                  # {"total": 2, "input": 1, ...}
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-
-from msc.errors import UnsupportedOpError, ValidationError
-from msc.graph import MSCGraph
-from msc.relax import IRModule
-from msc.relax import transform as T
-from msc.relax.expr import Function
-
-from .relax.fusion import fuse
-from .relax.graph_builder import BuildConfig, GraphBuilder, assemble
-from .relax.naming import name_function
-from .relax.optypes import find_unsupported
-from .relax.walk import FunctionView
-from .relax.weights import normalize_weights
+from .relax.translate import from_relax
 
 __all__ = ["from_onnx", "from_relax", "from_torch"]
-
-DEFAULT_ENTRY = "main"
-DEFAULT_OPT_LEVEL = 1
-
-
-def _to_module(mod: Any) -> IRModule:
-    """An msc IRModule from an IRModule, TVMScript text, or a ``tvm.IRModule``."""
-    if isinstance(mod, IRModule):
-        return mod
-    if isinstance(mod, str):
-        from msc.relax import from_script
-
-        parsed = from_script(mod)
-        if isinstance(parsed, IRModule):
-            return parsed
-        return IRModule({parsed.attrs.get("global_symbol", DEFAULT_ENTRY): parsed})
-    if type(mod).__module__.split(".")[0] == "tvm" and hasattr(mod, "functions"):
-        from .relax.tvm_module import from_tvm_module
-
-        return from_tvm_module(mod)
-    raise ValidationError(f"cannot translate a {type(mod).__name__}",
-                          hint="pass an msc IRModule, TVMScript text or a tvm.IRModule "
-                               "(wrap a function: tvm.IRModule({'main': func}))")
-
-
-def _entry_function(mod: IRModule, entry: str) -> Function:
-    names = [gv.name_hint for gv in mod.get_global_vars()]
-    if entry not in names or not isinstance(mod[entry], Function):
-        relax_funcs = [n for n in names if isinstance(mod[n], Function)]
-        raise ValidationError(f"module has no Relax function {entry!r}", key=entry,
-                              hint=f"Relax functions: {', '.join(relax_funcs) or '(none)'}; "
-                                   "set trans_config['entry']")
-    return mod[entry]
-
-
-def _prepare(mod: IRModule, entry: str, params, opt_config: dict) -> IRModule:
-    """BindParams, FoldConstant (opt_level > 0) and ExpandTupleArguments, as MSC ran them."""
-    _entry_function(mod, entry)
-    passes = []
-    if params:
-        passes.append(T.BindParams(entry, params))
-    if int(opt_config.get("opt_level", DEFAULT_OPT_LEVEL)) > 0:
-        passes.append(T.FoldConstant())
-    passes.append(T.ExpandTupleArguments())
-    return T.Sequential(passes)(mod)
-
-
-def _build_config(build_config: dict) -> BuildConfig:
-    known = BuildConfig.__dataclass_fields__
-    unknown = sorted(set(build_config) - set(known))
-    if unknown:
-        raise ValidationError(f"unknown build_config keys {unknown}",
-                              hint=f"known keys: {', '.join(known)}")
-    return BuildConfig(**build_config)
-
-
-def _layouts(func: Function, mod: IRModule, allow_missing: bool) -> dict:
-    """The one place the layout pass is called (``frontends/relax/layout.py``)."""
-    from .relax.layout import infer_layouts
-
-    return infer_layouts(func, allow_missing=allow_missing, mod=mod)
-
-
-def _check_supported(view: FunctionView, mod: IRModule, entry: str) -> None:
-    items = find_unsupported(view, mod)
-    if items:
-        raise UnsupportedOpError(f"{len(items)} value(s) of {entry!r} have no graph node",
-                                 items=items,
-                                 hint="legalized or packed calls (call_tir...) cannot be "
-                                      "translated; translate the module before lowering it")
-
-
-def from_relax(mod: Any, params: dict | None = None, trans_config: dict | None = None,
-               build_config: dict | None = None,
-               opt_config: dict | None = None) -> tuple[MSCGraph, dict[str, np.ndarray]]:
-    """Translate a Relax module into an MSCGraph and its weights.
-
-    ``mod`` is an msc IRModule, TVMScript text or a ``tvm.IRModule``; ``params`` binds
-    params of the entry function by name. ``trans_config``: ``entry`` ("main"),
-    ``allow_layout_missing`` (True). ``build_config``: ``input_aliases``, ``output_aliases``,
-    ``use_var_name``, ``float_precision`` (6), ``graph_name``, ``prune_graph``.
-    ``opt_config``: ``opt_level`` (1; 0 skips FoldConstant). The weights map each weight
-    name to its data, laid out like its tensor, in ``graph.get_weights()`` order.
-
-        >>> graph, weights = from_relax(mod)                       # doctest: +SKIP
-        >>> graph.inspect()["nodes"]                               # doctest: +SKIP
-        {'total': 2, 'input': 1, 'msc.conv2d_bias': 1}
-    """
-    trans_config, opt_config = dict(trans_config or {}), dict(opt_config or {})
-    config = _build_config(dict(build_config or {}))
-    entry = trans_config.get("entry", DEFAULT_ENTRY)
-    mod = _prepare(_to_module(mod), entry, params, opt_config)
-    func = _entry_function(mod, entry)
-    view = FunctionView(func)
-    _check_supported(view, mod, entry)
-    groups = fuse(view)
-    names = name_function(view, mod, config.use_var_name, groups)
-    layouts = _layouts(func, mod, trans_config.get("allow_layout_missing", True))
-    builder = GraphBuilder(view, mod, names, layouts, groups, config)
-    specs, inputs, outputs, refs = builder.build()
-    graph = assemble(config.graph_name or entry, specs, inputs, outputs, builder.prims.prims,
-                     config)
-    return graph, normalize_weights(graph, refs)
 
 
 def from_torch(model, input_info, trans_config=None, build_config=None, custom_convert_map=None,
                as_msc: bool = True, via: str | None = None):
-    """A torch ``nn.Module`` -> (MSCGraph, weights); see ``frontends.torch_api.from_torch``.
+    """A torch ``nn.Module`` -> (MSCGraph, weights); see ``frontends.torch.api.from_torch``.
 
     torch is imported only when this is called.
     """
-    from .torch_api import from_torch as _from_torch
+    from .torch.api import from_torch as _from_torch
 
     return _from_torch(model, input_info, trans_config, build_config, custom_convert_map,
                        as_msc, via)
@@ -149,8 +33,8 @@ def from_torch(model, input_info, trans_config=None, build_config=None, custom_c
 def from_onnx(model, input_info=None, opset: int | None = None, trans_config=None,
               build_config=None, as_msc: bool = True, custom_convert_map: dict | None = None):
     """An ONNX model (ModelProto, path or bytes) -> (MSCGraph, weights); see
-    ``frontends.onnx_api.from_onnx``."""
-    from .onnx_api import from_onnx as _from_onnx
+    ``frontends.onnx.api.from_onnx``. onnx is imported only when this is called."""
+    from .onnx.api import from_onnx as _from_onnx
 
     return _from_onnx(model, input_info, opset, trans_config, build_config, as_msc,
                       custom_convert_map)

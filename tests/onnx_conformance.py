@@ -60,7 +60,7 @@ def evaluator_name() -> str:
 
 def run_msc(model, inputs: list) -> list:
     """msc's whole path on one model."""
-    from frontends.onnx_api import from_onnx
+    from frontends.onnx.api import from_onnx
     from msc import relax
 
     mod, _ = from_onnx(model, as_msc=False)

@@ -9,7 +9,7 @@ from test_codegen_support import assert_outputs, relax_build_and_run, ruff_check
 from torch import nn
 
 from codegen import to_relax
-from frontends.torch_api import from_torch
+from frontends.torch.api import from_torch
 from frontends.translate import from_relax
 from msc import relax, tir
 from msc.errors import ValidationError

@@ -15,8 +15,8 @@ from test_codegen_support import assert_outputs, ruff_check, torch_run
 from torch import nn
 
 from codegen import to_torch
-from frontends.onnx_api import from_onnx
-from frontends.torch_api import from_torch
+from frontends.onnx.api import from_onnx
+from frontends.torch.api import from_torch
 from msc.graph import testing
 
 RNG = np.random.default_rng(0)
@@ -150,7 +150,7 @@ def test_without_weights_the_module_is_freshly_initialized(tmp_path):
 
 
 def _load(path: Path):
-    from codegen.common import load_script
+    from codegen.files import load_script
 
     return load_script(path)
 

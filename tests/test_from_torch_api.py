@@ -12,7 +12,7 @@ from test_from_torch_tools import run_relax
 from torch import nn
 
 from frontends.torch import translate_torch
-from frontends.torch_api import from_torch
+from frontends.torch.api import from_torch
 from msc import relax
 from msc.errors import UnsupportedOpError, ValidationError
 

@@ -40,7 +40,7 @@ def test_export_numeric(key):
 @pytest.mark.parametrize("name", list(CASES))
 def test_graph_outputs(name):
     pytest.importorskip("frontends.translate")
-    from frontends.torch_api import from_torch
+    from frontends.torch.api import from_torch
 
     case = CASES[name]
     graph, _ = from_torch(case.model(), case.input_info(False))

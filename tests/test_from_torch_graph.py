@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 pytest.importorskip("frontends.translate")
-from frontends.torch_api import from_torch
+from frontends.torch.api import from_torch
 
 
 class Fn(nn.Module):

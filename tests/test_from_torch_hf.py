@@ -83,7 +83,7 @@ def test_numeric(name, dynamic, evaluator, translated):
 @pytest.mark.parametrize("name", list(MODELS))
 def test_graph(name):
     pytest.importorskip("frontends.translate")
-    from frontends.torch_api import from_torch
+    from frontends.torch.api import from_torch
 
     model = _model(name)
     _, info = _inputs(name, False)

@@ -3,7 +3,6 @@ metadata forms, and errors that point at the source (never executing it)."""
 
 import base64
 import json
-import sys
 from pathlib import Path
 from typing import TypeVar
 
@@ -206,15 +205,6 @@ def test_msc_metadata_keeps_dtype_and_values():
                                          "R.Tensor((2, 3), dtype=\"int8\"):"))
     const = mod["main"].body.blocks[0].bindings[0].value.args[1]
     np.testing.assert_array_equal(const.data, values[1])
-
-
-def test_prim_func_is_kept_opaque_without_the_tir_parser(monkeypatch):
-    monkeypatch.setitem(sys.modules, "msc.tir.parser", None)
-    text = (GOLDEN / "prim_func.tvmscript").read_text().rstrip("\n")
-    mod = relax.from_script(text)
-    func = mod["tir_relu"]
-    assert type(func).__name__ == "OpaquePrimFunc" and "T.max" in func.source_text
-    assert "def tir_relu" in mod.script()
 
 
 # --------------------------------------------------------------------------------------------

@@ -96,7 +96,7 @@ def run_msc(model, inputs: dict, **kw) -> list:
     """msc's path: from_onnx(as_msc=False) -> relax.build -> VirtualMachine."""
     from msc import relax
 
-    from ..onnx_api import from_onnx
+    from .api import from_onnx
 
     mod, _ = from_onnx(model, as_msc=False, **kw)
     vm = relax.VirtualMachine(relax.build(mod, target="llvm"), relax.cpu())

@@ -6,7 +6,8 @@
     result.via, result.reasons  # "fx" / "export", and why fx was not used
     result.weight_names         # {Constant: state_dict key}
 
-``frontends.torch_api.from_torch`` goes on to the MSCGraph.
+``frontends.torch.api.from_torch`` (``frontends.translate.from_torch``) goes on to the
+MSCGraph.
 
 How it is built:
 

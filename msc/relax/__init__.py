@@ -10,7 +10,7 @@
     bb.get().show()
 """
 
-from . import op
+from . import op, text_form
 from .block_builder import BlockBuilder
 from .expr import (
     Attrs,
@@ -42,6 +42,7 @@ from .expr import (
 from .module import IRModule
 from .op.registry import Op
 from .parser import from_script
+from .printer import expr_to_str, sinfo_to_str
 from .struct_info import (
     FuncStructInfo,
     FuncType,
@@ -103,6 +104,10 @@ __all__ = [
     "op",
     "prim_value",
 ]
+
+# Exprs and struct infos print through this hook: the printer imports them, not they it.
+text_form.install(expr_to_str, sinfo_to_str)
+
 from . import transform  # noqa: F401  (transforms use the whole IR, so they load last)
 
 # The backend (llvmlite) loads on first use: `relax.build`, `relax.VirtualMachine`, ...

@@ -169,10 +169,6 @@ class _Comparer:
             return self.function(a, b)
         if type(a) is not type(b):
             self.fail(f"{type(a).__name__} vs {type(b).__name__}")
-        if getattr(a, "source_text", None) is not None:
-            if a.source_text.strip() != b.source_text.strip():
-                self.fail("prim func sources differ")
-            return None
         if a != b:
             self.fail(f"{type(a).__name__}s differ")
         return None

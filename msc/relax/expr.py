@@ -23,7 +23,9 @@ from .struct_info import (
     TensorStructInfo,
     TupleStructInfo,
     normalize_dtype,
+    set_shape_kinds,
 )
+from .text_form import expr_text
 
 __all__ = [
     "Attrs",
@@ -90,9 +92,7 @@ class Expr(Node):
         object.__setattr__(self, "_sinfo", sinfo)
 
     def __repr__(self) -> str:
-        from .printer import expr_to_str
-
-        return expr_to_str(self)
+        return expr_text(self)
 
     def __getitem__(self, index):
         """``tuple_var[i]`` builds a TupleGetItem, as in TVMScript."""
@@ -427,3 +427,7 @@ def convert_to_expr(value) -> Expr:
     if isinstance(value, (list, tuple)):
         return Tuple([convert_to_expr(v) for v in value])
     raise ValidationError(f"cannot convert {type(value).__name__} {value!r} to a Relax expr")
+
+
+# TensorStructInfo holds its shape as one of these; struct_info.py sits below this module.
+set_shape_kinds(ShapeExpr, Var)

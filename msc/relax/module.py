@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..errors import ValidationError
 from .expr import GlobalVar
+from .printer.ir_module import module_to_script
 
 
 class IRModule:
@@ -67,8 +68,6 @@ class IRModule:
         return IRModule(self.functions, self.attrs)
 
     def script(self, show_meta: bool = False, **kwargs) -> str:
-        from .printer import module_to_script
-
         return module_to_script(self, show_meta=show_meta, **kwargs)
 
     def show(self, show_meta: bool = False, **kwargs) -> None:

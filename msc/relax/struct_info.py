@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..errors import ValidationError
 from ..tir import expr as tir
+from .text_form import sinfo_text
 
 __all__ = [
     "FuncStructInfo",
@@ -20,6 +21,7 @@ __all__ = [
     "TensorStructInfo",
     "TupleStructInfo",
     "normalize_dtype",
+    "set_shape_kinds",
 ]
 
 # numpy / torch spellings -> Relax dtype names.
@@ -36,6 +38,17 @@ def normalize_dtype(dtype) -> str:
         name = getattr(dtype, "name", None) or str(dtype)
     name = str(name).replace("torch.", "")
     return _DTYPE_ALIASES.get(name, name)
+
+
+# A TensorStructInfo holds its shape as an expression (a ShapeExpr, or a Var bound to an
+# R.Shape), and expressions carry struct info themselves. expr.py builds on this module and
+# hands its two shape classes in when it loads, so this module never imports it.
+_SHAPE_KINDS: list[type] = []
+
+
+def set_shape_kinds(shape_expr: type, shape_var: type) -> None:
+    """Called once by expr.py: the ShapeExpr and Var classes a tensor shape may be."""
+    _SHAPE_KINDS[:] = [shape_expr, shape_var]
 
 
 class StructInfo:
@@ -60,9 +73,7 @@ class StructInfo:
         return hash(self._key())
 
     def __repr__(self) -> str:
-        from .printer import sinfo_to_str  # printer owns the text form
-
-        return sinfo_to_str(self)
+        return sinfo_text(self)
 
 
 class ObjectStructInfo(StructInfo):
@@ -107,11 +118,10 @@ class TensorStructInfo(StructInfo):
     __slots__ = ("dtype", "ndim", "shape", "vdevice")
 
     def __init__(self, shape=None, dtype="float32", ndim: int = -1, vdevice=None):
-        from .expr import ShapeExpr, Var  # expr imports this module
-
-        if shape is not None and not isinstance(shape, (ShapeExpr, Var)):
-            shape = ShapeExpr(shape)
-        if isinstance(shape, ShapeExpr):
+        shape_expr, shape_var = _SHAPE_KINDS
+        if shape is not None and not isinstance(shape, (shape_expr, shape_var)):
+            shape = shape_expr(shape)
+        if isinstance(shape, shape_expr):
             if ndim not in (-1, len(shape.values)):
                 raise ValidationError(f"shape {shape} has rank {len(shape.values)}, not {ndim}")
             ndim = len(shape.values)

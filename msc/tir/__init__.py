@@ -37,6 +37,8 @@ from .expr import (
     truncdiv,
     truncmod,
 )
+from .function import install_printer
+from .printer import prim_func_to_script
 
 __all__ = [
     "BINARY_KINDS", "BinaryOp", "Cast", "FloatImm", "IntImm", "Not", "PrimCall", "PrimExpr",
@@ -44,3 +46,6 @@ __all__ = [
     "evaluate", "floordiv", "floormod", "free_vars", "if_then_else", "max", "min", "mul", "sub",
     "substitute", "to_str", "truncdiv", "truncmod",
 ]
+
+# PrimFunc.script() prints through this hook: the printer imports function.py, not the reverse.
+install_printer(prim_func_to_script)

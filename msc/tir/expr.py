@@ -228,6 +228,14 @@ def convert(value) -> PrimExpr:
                           hint="use an int, a float or a tir.Var")
 
 
+def is_float(dtype: str) -> bool:
+    return dtype.startswith(("float", "bfloat"))
+
+
+def is_int(dtype: str) -> bool:
+    return dtype.startswith(("int", "uint"))
+
+
 def _is_np_int(value) -> bool:
     return hasattr(value, "dtype") and getattr(value.dtype, "kind", "") in "iu" and \
         getattr(value, "ndim", 1) == 0

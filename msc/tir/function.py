@@ -21,10 +21,41 @@ from ..errors import ValidationError
 from .expr import BinaryOp, IntImm, PrimExpr, Var
 
 __all__ = [
-    "FOR_KINDS", "ITER_KINDS", "AllocBuffer", "AttrStmt", "Block", "Buffer", "BufferLoad", "BufferRegion",
-    "BufferStore", "Evaluate", "For", "IfThenElse", "IterVar", "LetStmt", "PrimFunc", "SBlock",
-    "SeqStmt", "Stmt", "StringImm", "While", "range_extent", "range_stop", "seq", "walk_stmts",
+    "FOR_KINDS",
+    "ITER_KINDS",
+    "AllocBuffer",
+    "AttrStmt",
+    "Block",
+    "Buffer",
+    "BufferLoad",
+    "BufferRegion",
+    "BufferStore",
+    "Evaluate",
+    "For",
+    "IfThenElse",
+    "IterVar",
+    "LetStmt",
+    "PrimFunc",
+    "SBlock",
+    "SeqStmt",
+    "Stmt",
+    "StringImm",
+    "While",
+    "install_printer",
+    "range_extent",
+    "range_stop",
+    "seq",
+    "walk_stmts",
 ]
+
+# PrimFunc.script prints through msc.tir.printer, which imports this module; the package
+# (msc/tir/__init__.py) installs the printer here once, so the two do not import each other.
+_PRINTER: list = []
+
+
+def install_printer(prim_func_to_script) -> None:
+    """Called once by msc/tir/__init__.py: ``(func, name) -> TVMScript text``."""
+    _PRINTER[:] = [prim_func_to_script]
 
 FOR_KINDS = ("serial", "parallel", "vectorized", "unroll", "thread_binding")
 # Block iter var kinds -> the letter T.axis.remap uses (None: no remap letter).
@@ -259,9 +290,7 @@ class PrimFunc:
         return [v for v in self.signature_vars() if v.dtype == "int64"]
 
     def script(self, name: str | None = None) -> str:
-        from .printer import prim_func_to_script
-
-        return prim_func_to_script(self, name or self.name)
+        return _PRINTER[0](self, name or self.name)
 
 
 def range_extent(lo: PrimExpr, stop: PrimExpr) -> PrimExpr:

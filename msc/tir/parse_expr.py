@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import ParseError
 from . import expr as E
 from . import intrin
+from .expr import is_float, is_int
 from .function import Buffer, BufferLoad, StringImm
 
 _BINOPS = {ast.Add: "Add", ast.Sub: "Sub", ast.Mult: "Mul", ast.Div: "Div",
@@ -40,14 +41,6 @@ def is_literal(node: ast.expr) -> bool:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         node = node.operand
     return isinstance(node, ast.Constant) and type(node.value) in (int, float)
-
-
-def is_float(dtype: str) -> bool:
-    return dtype.startswith(("float", "bfloat"))
-
-
-def is_int(dtype: str) -> bool:
-    return dtype.startswith(("int", "uint"))
 
 
 def make_imm(value, dtype: str) -> E.PrimExpr:

@@ -19,6 +19,7 @@ import math
 from ..errors import ValidationError
 from . import expr as E
 from . import intrin
+from .expr import is_float
 from .function import (
     ITER_KINDS,
     AllocBuffer,
@@ -37,7 +38,6 @@ from .function import (
     While,
     range_stop,
 )
-from .parse_expr import is_float
 
 __all__ = ["expr_to_script", "format_float", "module_var_decls", "prim_func_to_script"]
 

@@ -22,9 +22,9 @@ from ...errors import ParseError
 from ...tir import expr as tir
 from .context import NAMESPACE_MODULES, ParseContext
 from .metadata import normalize_metadata
-from .module import OpaquePrimFunc, parse_tree
+from .module import parse_tree
 
-__all__ = ["OpaquePrimFunc", "ParseContext", "from_script", "parse_object"]
+__all__ = ["ParseContext", "from_script", "parse_object"]
 
 
 def from_script(text: str, metadata: dict | None = None, filename: str | None = None):

@@ -57,12 +57,6 @@ class ParseContext:
         text = (", ".join(where) + ": " if where else "") + err.message
         return self.error(node, prefix + text, hint=err.hint)
 
-    def segment(self, node) -> str:
-        """The source text of ``node`` (decorators included), for opaque functions."""
-        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
-        lines = self.source.splitlines()
-        return "\n".join(lines[start - 1:node.end_lineno])
-
     def namespace(self, node) -> tuple[str | None, list[str]]:
         """``R.nn.conv2d`` -> ("R", ["nn", "conv2d"]); (None, [...]) if not a namespace."""
         parts = []

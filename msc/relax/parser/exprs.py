@@ -26,7 +26,7 @@ from ..expr import (
     const,
 )
 from ..op import registry
-from ..printer import SINFO_KEYWORDS, sinfo_keyword
+from ..printer.calls import SINFO_KEYWORDS, sinfo_keyword
 from ..struct_info import ObjectStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
 from .sinfo import PrimParser, SinfoParser
 

@@ -21,7 +21,7 @@ from ..expr import (
     Var,
     VarBinding,
 )
-from ..printer import sinfo_to_str
+from ..printer.sinfo import sinfo_to_str
 from ..struct_info import FuncStructInfo, ObjectStructInfo, PrimStructInfo
 from .exprs import ExprParser
 from .sinfo import SymScope

@@ -7,33 +7,13 @@ import ast
 
 from ...errors import MSCError, ParseError
 from ...tir import expr as tir
+from ...tir.parser import parse_prim_func as tir_parse
 from ..expr import GlobalVar
 from ..module import IRModule
 from ..struct_info import FuncStructInfo
 from .context import ParseContext
 from .function import FunctionParser, decorator_flags
 from .metadata import parse_metadata
-
-
-class OpaquePrimFunc:
-    """A ``@T.prim_func`` kept as its source text (when msc.tir.parser is unavailable):
-    printed back verbatim, never dropped."""
-
-    def __init__(self, name: str, source_text: str, private: bool = False):
-        self.name = name
-        self.source_text = source_text
-        self.private = private
-        self.struct_info = FuncStructInfo.opaque_func()
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, OpaquePrimFunc) and \
-            self.source_text.strip() == other.source_text.strip()
-
-    def __hash__(self) -> int:
-        return hash(self.source_text.strip())
-
-    def __repr__(self) -> str:
-        return f"OpaquePrimFunc({self.name!r})"
 
 
 class _Signature:
@@ -148,12 +128,7 @@ def _parse_functions(ctx, nodes, metadata) -> dict:
 
 
 def parse_prim_func(ctx, node: ast.FunctionDef):
-    """Hand a ``@T.prim_func`` to msc.tir.parser; keep it opaque while that is missing."""
-    try:
-        from ...tir.parser import parse_prim_func as tir_parse
-    except ImportError:
-        flags = decorator_flags(ctx, node, ("T", "prim_func")) or {}
-        return OpaquePrimFunc(node.name, ctx.segment(node), bool(flags.get("private")))
+    """Hand a ``@T.prim_func`` to msc.tir.parser."""
     try:
         return tir_parse(node, ctx.source, ctx)
     except ParseError:

@@ -1,11 +1,14 @@
 """``from_onnx``: an ONNX model -> MSCGraph (through Relax), or the Relax module itself.
 
-    from frontends.onnx_api import from_onnx
+    from frontends.onnx.api import from_onnx    # or frontends.translate.from_onnx
     graph, weights = from_onnx("model.onnx", input_info={"data": [1, 3, 224, 224]})
     mod, weights = from_onnx(model_proto, as_msc=False)      # Relax IRModule, weights bound
 """
 
 from __future__ import annotations
+
+from ..relax.translate import from_relax
+from .importer import OnnxImporter
 
 __all__ = ["from_onnx"]
 
@@ -31,11 +34,7 @@ def from_onnx(model, input_info=None, opset: int | None = None, trans_config=Non
         UnsupportedOpError: listing every op that cannot be converted (op type, opset, count,
             first node name, reason).
     """
-    from .onnx.importer import OnnxImporter
-
     mod, weights = OnnxImporter(model, input_info, opset, custom_convert_map).convert()
     if not as_msc:
         return mod, weights
-    from . import translate
-
-    return translate.from_relax(mod, trans_config=trans_config, build_config=build_config)
+    return from_relax(mod, trans_config=trans_config, build_config=build_config)

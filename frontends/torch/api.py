@@ -13,7 +13,8 @@ import hashlib
 
 import numpy as np
 
-from .torch import translate_torch
+from ..relax.translate import from_relax
+from .importer import translate_torch
 
 __all__ = ["from_torch", "set_weight_aliases"]
 
@@ -46,8 +47,6 @@ def from_torch(model, input_info, trans_config=None, build_config=None,
     result = translate_torch(model, input_info, custom_convert_map, via)
     if not as_msc:
         return result.mod
-    from .translate import from_relax
-
     graph, weights = from_relax(result.mod, trans_config=trans_config,
                                 build_config=build_config)
     set_weight_aliases(graph, weights, result.weight_names)

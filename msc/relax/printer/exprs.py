@@ -1,31 +1,24 @@
-"""TVMScript printer for msc Relax modules, in TVM 0.27's style.
+"""Expressions and the functions that hold them, as TVMScript.
 
 Generic: a call prints as ``R.<op name>(args..., attr=value...)`` from the op table, with no
-per-op code. Hand-written syntax covers only functions, blocks, tuples, constants and struct
-info. The output parses back with :func:`msc.relax.from_script` into an equal module::
+per-op code. One module for both, since a function is itself an expression (an inner
+function, or an attribute value) and a function's body is made of expressions::
 
-    text = module_to_script(mod)                  # what mod.script() returns
-    text = module_to_script(mod, show_meta=True)  # + a metadata section with constant values
-    expr_to_str(call)                             # 'R.nn.relu(x)'
-    sinfo_to_str(TensorStructInfo((1, 3), "float32"))   # 'R.Tensor((1, 3), dtype="float32")'
+    expr_to_str(call)                 # 'R.nn.relu(x)'
+    function_to_script(func, "main")  # '@R.function\ndef main(x: R.Tensor(...)) -> ...'
 """
 
 from __future__ import annotations
 
-import base64
-import inspect
-import json
-import math
-import re
-
 import numpy as np
 
-from ..tir import expr as tir
-from .expr import (
+from ...tir import expr as tir
+from ..expr import (
     BindingBlock,
     Call,
     Constant,
     DataflowBlock,
+    DataflowVar,
     DataTypeImm,
     Expr,
     ExternFunc,
@@ -42,53 +35,22 @@ from .expr import (
     Var,
     VarBinding,
 )
-from .struct_info import (
-    FuncStructInfo,
-    ObjectStructInfo,
-    PrimStructInfo,
-    ShapeStructInfo,
-    StructInfo,
-    TensorStructInfo,
-    TupleStructInfo,
-)
+from ..op.registry import Op
+from ..struct_info import StructInfo
+from .calls import is_dps_call, keyword_only_args, sinfo_args_text, sinfo_keyword
+from .metadata import META_KEY
+from .sinfo import sinfo_to_str, sinfo_vars
+from .text import INDENT, format_float, format_str, prim_to_str, script_header
 
-__all__ = [
-    "METADATA_NOTE",
-    "META_KEY",
-    "expr_to_str",
-    "format_float",
-    "function_to_script",
-    "module_to_script",
-    "sinfo_to_str",
-]
+__all__ = ["FunctionPrinter", "expr_to_str", "function_to_script", "literal"]
 
-META_KEY = "relax.expr.Constant"
-METADATA_NOTE = "# Metadata omitted. Use show_meta=True in script() method to show it."
 # Scalar constants of these dtypes print inline as R.const(v, dtype); others go to metadata.
 INLINE_CONST_DTYPES = ("bool", "int8", "int16", "int32", "int64", "float16", "float32",
                        "float64")
-# Builder parameter names that carry a call's sinfo_args -> TVM 0.27's keyword for them.
-SINFO_KEYWORDS = {"out_sinfo": "out_ty", "out_ty": "out_ty", "sinfo_args": "ty_args",
-                  "ty_args": "ty_args"}
-INDENT = "    "
 
 
 # --------------------------------------------------------------------------------------------
-# Literals.
-
-def format_float(value: float) -> str:
-    """TVM's float text: integral values as ``6.0``, others with 17 significant digits."""
-    value = float(value)
-    if not math.isfinite(value):
-        return format_str(str(value))
-    if value.is_integer():
-        return f"{value:.1f}"
-    return f"{value:.17g}"
-
-
-def format_str(value: str) -> str:
-    return json.dumps(value)
-
+# Attribute values.
 
 def literal(value) -> str:
     """Python-literal text of an attribute value (lists for tuples, None for void dtypes)."""
@@ -118,151 +80,6 @@ def literal(value) -> str:
 
 def _sorted_items(mapping: dict):
     return sorted(mapping.items(), key=lambda kv: str(kv[0]))
-
-
-def prim_to_str(e: tir.PrimExpr) -> str:
-    """A PrimExpr in Relax context: int64 ints bare, other typed immediates as ``T.f32(v)``."""
-    if isinstance(e, tir.IntImm) and e.dtype not in ("int64", "bool"):
-        return f"T.{e.dtype}({e.value})"
-    if isinstance(e, tir.FloatImm):
-        return f"T.{e.dtype}({format_float(e.value)})"
-    return tir.to_str(e)
-
-
-# --------------------------------------------------------------------------------------------
-# Struct info.
-
-def sinfo_to_str(sinfo: StructInfo, signature: bool = False) -> str:
-    """``R.Tensor((n, 3), dtype="float32")`` etc. In a signature, compound dims print as
-    strings (``"n * 3"``), as TVM 0.27 does."""
-    printer = _SINFO_PRINTERS.get(type(sinfo))
-    if printer is None:
-        return f"R.Object  # {type(sinfo).__name__}"
-    return printer(sinfo, signature)
-
-
-def _dim(value, signature: bool) -> str:
-    text = prim_to_str(value)
-    if signature and not isinstance(value, (tir.IntImm, tir.Var)):
-        return format_str(text)
-    return text
-
-
-def _dims(values, signature: bool) -> str:
-    parts = [_dim(v, signature) for v in values]
-    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-
-
-def _tensor_sinfo(s: TensorStructInfo, signature: bool) -> str:
-    parts = []
-    if s.values is not None:
-        parts.append(_dims(s.values, signature))
-    elif isinstance(s.shape, Var):
-        parts.append(s.shape.name_hint)
-    if s.dtype != "void":
-        parts.append(f"dtype={format_str(s.dtype)}")
-    if s.shape is None and s.ndim != -1:
-        parts.append(f"ndim={s.ndim}")
-    return f"R.Tensor({', '.join(parts)})" if parts else "R.Tensor"
-
-
-def _tuple_sinfo(s: TupleStructInfo, signature: bool) -> str:
-    if not s.fields:
-        return "R.Tuple"
-    return "R.Tuple(" + ", ".join(sinfo_to_str(f, signature) for f in s.fields) + ")"
-
-
-def _shape_sinfo(s: ShapeStructInfo, signature: bool) -> str:
-    if s.values is None:
-        return f"R.Shape(ndim={s.ndim})"
-    return "R.Shape([" + ", ".join(_dim(v, signature) for v in s.values) + "])"
-
-
-def _func_sinfo(s: FuncStructInfo, signature: bool) -> str:
-    if s.params is None:
-        return "R.Callable"
-    params = [sinfo_to_str(p, signature) for p in s.params]
-    params_text = "(" + ", ".join(params) + ("," if len(params) == 1 else "") + ")"
-    return f"R.Callable({params_text}, {sinfo_to_str(s.ret, signature)}, {s.purity})"
-
-
-_SINFO_PRINTERS = {
-    ObjectStructInfo: lambda s, sig: "R.Any",
-    PrimStructInfo: lambda s, sig: f"T.{s.dtype}",
-    TensorStructInfo: _tensor_sinfo,
-    TupleStructInfo: _tuple_sinfo,
-    ShapeStructInfo: _shape_sinfo,
-    FuncStructInfo: _func_sinfo,
-}
-
-
-def sinfo_vars(sinfo: StructInfo | None, found: dict) -> None:
-    """Collect the symbolic vars of a struct info (name -> tir.Var), in first-use order."""
-    if isinstance(sinfo, (TensorStructInfo, ShapeStructInfo)):
-        _prim_vars(sinfo.values or (), found)
-    elif isinstance(sinfo, PrimStructInfo) and sinfo.value is not None:
-        _prim_vars((sinfo.value,), found)
-    elif isinstance(sinfo, TupleStructInfo):
-        for f in sinfo.fields:
-            sinfo_vars(f, found)
-    elif isinstance(sinfo, FuncStructInfo):
-        for p in sinfo.params or ():
-            sinfo_vars(p, found)
-        sinfo_vars(sinfo.ret, found)
-
-
-def _prim_vars(values, found: dict) -> None:
-    for value in values:
-        for v in tir.free_vars(tir.convert(value)):
-            found.setdefault(v.name, v)
-
-
-# --------------------------------------------------------------------------------------------
-# Calls: the generic op form.
-
-def sinfo_keyword(op_def) -> tuple[str, int | None]:
-    """(keyword, position) for a call's sinfo_args: the op table's ``facts["sinfo_kw"]``
-    (``out_ty`` for call_tir & co, else ``ty_args``). For ``out_ty`` the position is where
-    the builder takes it: later args print as keywords (``tir_vars=``), as TVM does."""
-    keyword = op_def.facts.get("sinfo_kw", "ty_args")
-    if keyword != "out_ty" or op_def.builder is None:
-        return keyword, None
-    try:
-        names = list(inspect.signature(op_def.builder).parameters)
-    except (TypeError, ValueError):
-        return keyword, None
-    for i, name in enumerate(names):
-        if SINFO_KEYWORDS.get(name) == "out_ty":
-            return keyword, i
-    return keyword, None
-
-
-def keyword_only_args(op_def) -> set:
-    """Op args the op's builder takes by keyword only (``R.print(x, format=...)``)."""
-    if op_def.builder is None:
-        return set()
-    try:
-        params = inspect.signature(op_def.builder).parameters.values()
-    except (TypeError, ValueError):
-        return set()
-    arg_names = {a.name for a in op_def.args}
-    return {p.name for p in params if p.kind is p.KEYWORD_ONLY and p.name in arg_names}
-
-
-def _sinfo_args_text(call: Call, keyword: str) -> str:
-    if keyword == "out_ty":
-        sinfo = call.sinfo_args[0]
-        if isinstance(sinfo, TupleStructInfo) and len(call.sinfo_args) == 1:
-            return "[" + ", ".join(sinfo_to_str(f) for f in sinfo.fields) + "]"
-        return sinfo_to_str(sinfo)
-    texts = [sinfo_to_str(s) for s in call.sinfo_args]
-    return "(" + ", ".join(texts) + ("," if len(texts) == 1 else "") + ")"
-
-
-def is_dps_call(call) -> bool:
-    """Calls whose result struct info is printed in ``out_ty`` (no binding annotation)."""
-    op_def = getattr(call.op, "op_def", None) if isinstance(call, Call) else None
-    return op_def is not None and bool(call.sinfo_args) and sinfo_keyword(op_def)[0] == "out_ty"
 
 
 # --------------------------------------------------------------------------------------------
@@ -352,7 +169,7 @@ class _ExprPrinter:
         else:
             head = self.expr(call.op)
         if call.sinfo_args:
-            args.append(f"ty_args={_sinfo_args_text(call, 'ty_args')}")
+            args.append(f"ty_args={sinfo_args_text(call, 'ty_args')}")
         return f"{head}({', '.join(args)})"
 
     def _op_call(self, call: Call, op_def) -> str:
@@ -367,12 +184,12 @@ class _ExprPrinter:
             else:
                 parts.append(self.expr(a))
         if call.sinfo_args and position is not None:
-            parts.append(f"{keyword}={_sinfo_args_text(call, keyword)}")
+            parts.append(f"{keyword}={sinfo_args_text(call, keyword)}")
         parts += kw_parts
         for name, value in (call.attrs or {}).items():
             parts.append(f"{name}={self._attr(op_def, name, value)}")
         if call.sinfo_args and position is None:
-            parts.append(f"{keyword}={_sinfo_args_text(call, keyword)}")
+            parts.append(f"{keyword}={sinfo_args_text(call, keyword)}")
         return f"R.{op_def.name}({', '.join(parts)})"
 
     def _attr(self, op_def, name: str, value) -> str:
@@ -422,16 +239,8 @@ _EXPR_PRINTERS = {
     If: _ExprPrinter.if_,
     SeqExpr: _ExprPrinter.seq,
     Function: _ExprPrinter.function,
+    Op: _ExprPrinter.op,
 }
-
-
-def _register_op_printer() -> None:
-    from .op.registry import Op
-
-    _EXPR_PRINTERS[Op] = _ExprPrinter.op
-
-
-_register_op_printer()
 
 
 def expr_to_str(expr) -> str:
@@ -464,7 +273,7 @@ class _Namer:
         return name
 
 
-class _FunctionPrinter:
+class FunctionPrinter:
     """Prints one Relax function at a given indent; shares the module's constant list."""
 
     def __init__(self, func: Function, name: str, constants: list, indent: int = 1,
@@ -518,7 +327,7 @@ class _FunctionPrinter:
         if attrs:
             self.lines.append(f"{pad}R.func_attr({literal(attrs)})")
 
-    def _signature_vars(self) -> dict:
+    def signature_vars(self) -> dict:
         found: dict = {}
         for p in self.func.params:
             sinfo_vars(p.struct_info, found)
@@ -526,7 +335,7 @@ class _FunctionPrinter:
         return found
 
     def _body_vars(self) -> list:
-        sig = self._signature_vars()
+        sig = self.signature_vars()
         found: dict = {}
         for binding in _all_bindings(self.func.body):
             sinfo_vars(binding.var.struct_info, found)
@@ -582,7 +391,7 @@ class _FunctionPrinter:
 
     def _inner_function(self, binding, pad: str) -> list[str]:
         name = self.namer.name(binding.var)
-        inner = _FunctionPrinter(binding.value, name, self.ep.constants, indent=0, inner=True)
+        inner = FunctionPrinter(binding.value, name, self.ep.constants, indent=0, inner=True)
         inner.namer.used |= self.namer.used
         inner.namer.names.update(self.namer.names)
         lines = [pad + line for line in inner.print()]
@@ -592,8 +401,6 @@ class _FunctionPrinter:
 
 
 def _is_output(var) -> bool:
-    from .expr import DataflowVar
-
     return not isinstance(var, DataflowVar)
 
 
@@ -610,108 +417,9 @@ def _all_bindings(expr):
 def function_to_script(func: Function, name: str | None = None) -> str:
     """A single Relax function as TVMScript, named by ``name`` or its global symbol."""
     name = name or func.attrs.get("global_symbol", "main")
-    printer = _FunctionPrinter(func, name, [], indent=0)
+    printer = FunctionPrinter(func, name, [], indent=0)
     body = "\n".join(printer.print())
-    type_vars = sorted(n for n, v in printer._signature_vars().items() if v.dtype == "int64")
-    lines = _header(body, bool(type_vars), module=False)
+    type_vars = sorted(n for n, v in printer.signature_vars().items() if v.dtype == "int64")
+    lines = script_header(body, bool(type_vars), module=False)
     return "\n".join(lines + [f'{n} = TypeVar("{n}")' for n in type_vars] + [body])
 
-
-# --------------------------------------------------------------------------------------------
-# Modules.
-
-_TIR_PRIORITY, _EXTERN_PRIORITY, _RELAX_PRIORITY, _MAIN_PRIORITY = 1, 2, 3, 1000
-
-
-def _func_order(item) -> tuple:
-    """TVM's order: TIR functions, externs, Relax functions, by name; ``main`` last."""
-    gv, func = item
-    if gv.name_hint == "main":
-        return (_MAIN_PRIORITY, gv.name_hint)
-    if isinstance(func, Function):
-        return (_RELAX_PRIORITY, gv.name_hint)
-    if isinstance(func, ExternFunc):
-        return (_EXTERN_PRIORITY, gv.name_hint)
-    return (_TIR_PRIORITY, gv.name_hint)
-
-
-def module_to_script(mod, show_meta: bool = False, **_kwargs) -> str:
-    """An IRModule as TVM 0.27 TVMScript. ``show_meta`` appends the constants' values."""
-    constants: list = []
-    type_vars: dict = {}
-    blocks = []
-    for gv, func in sorted(mod.functions.items(), key=_func_order):
-        blocks.append(_print_func(func, gv.name_hint, constants, type_vars))
-    body = "\n\n".join(blocks)
-    if mod.attrs:
-        body = f"{INDENT}I.module_attrs({literal(mod.attrs)})\n" + body
-    lines = _header(body, bool(type_vars))
-    lines += [f'{name} = TypeVar("{name}")' for name in sorted(type_vars)]
-    text = "\n".join(lines + ["@I.ir_module", "class Module:", body])
-    if constants:
-        text += "\n\n" + (metadata_section(constants) if show_meta else METADATA_NOTE)
-    return text
-
-
-def _print_func(func, name: str, constants: list, type_vars: dict) -> str:
-    if isinstance(func, Function):
-        printer = _FunctionPrinter(func, name, constants)
-        for var_name, var in printer._signature_vars().items():
-            if var.dtype == "int64":
-                type_vars.setdefault(var_name, var)
-        return "\n".join(printer.print())
-    for var in getattr(func, "module_vars", list)():
-        type_vars.setdefault(var.name, var)
-    return _prim_func_text(func, name)
-
-
-def _prim_func_text(func, name: str) -> str:
-    source = getattr(func, "source_text", None)
-    if source is not None:  # a parsed but not yet understood prim func: keep its text
-        return _reindent(source, 1)
-    try:
-        from ..tir.printer import prim_func_to_script
-    except ImportError:
-        return (f"{INDENT}# PrimFunc {name!r} not printed: msc.tir.printer is not available"
-                f"\n{INDENT}# (NotImplemented)")
-    return prim_func_to_script(func, name, len(INDENT)).rstrip("\n")
-
-
-def _reindent(source: str, level: int) -> str:
-    lines = source.strip("\n").splitlines()
-    margin = min((len(ln) - len(ln.lstrip()) for ln in lines if ln.strip()), default=0)
-    pad = INDENT * level
-    return "\n".join(pad + ln[margin:] if ln.strip() else "" for ln in lines)
-
-
-def _header(body: str, has_type_vars: bool, module: bool = True) -> list[str]:
-    lines = ["# from typing import TypeVar"] if has_type_vars else []
-    if module:
-        lines.append("# from tvm.script import ir as I")
-    if re.search(r"\bT\.", body):
-        lines += ["# from tvm.script import tirx as T", "# from tvm.tirx.layout import Axis"]
-    return lines + ["# from tvm.script import relax as R", ""]
-
-
-# --------------------------------------------------------------------------------------------
-# Metadata.
-
-def metadata_section(constants: list) -> str:
-    """``metadata = {...}``: each constant's dtype, shape and base64 of its little-endian C-order
-    bytes. Parsed back by the parser; never executed."""
-    lines = ["# Metadata: constant values (base64 of little-endian C-order bytes).",
-             "metadata = {", f"    {format_str(META_KEY)}: ["]
-    for c in constants:
-        lines.append(f"        {_constant_entry(c.data)},")
-    lines += ["    ],", "}"]
-    return "\n".join(lines)
-
-
-def _constant_entry(data: np.ndarray) -> str:
-    arr = np.ascontiguousarray(data)
-    if arr.dtype.byteorder == ">":
-        arr = arr.astype(arr.dtype.newbyteorder("<"))
-    encoded = base64.b64encode(arr.tobytes()).decode("ascii")
-    dtype = "bool" if arr.dtype == np.bool_ else arr.dtype.name
-    return (f'{{"dtype": {format_str(dtype)}, "shape": {list(arr.shape)}, '
-            f'"data": {format_str(encoded)}}}')
