@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from msc import relax
-from msc.backend.legalize import legalize_call, legalized_ops
+from msc.backend.legalize import legalize_call
 from msc.backend.legalize.testing import build_call, check_call, check_op, kernel_jit
 from msc.backend.tir_compile import compile_prim_func
 from msc.errors import ShapeError
@@ -54,10 +54,6 @@ def _exact(got, want, bits=True):
 
 def _check(op, arrays, *args, interp=True, bits=True, **attrs):
     _exact(*check_op(op, arrays, *args, interp=interp, **attrs), bits=bits)
-
-
-def test_rules_are_attached():
-    assert {"sort", "argsort", "topk", "median", "bucketize"} <= set(legalized_ops())
 
 
 # ------------------------------------------------------------------------ sort / argsort

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from msc.relax.expr import Call, Constant, PrimValue, ShapeExpr, Tuple
+from msc.relax.op.facts import load_facts
 from msc.relax.op.registry import Op
 from msc.relax.struct_info import TensorStructInfo
 from msc.tir import expr as tir
@@ -43,7 +44,8 @@ _ARITH = {
 
 
 def _numpy_ref():
-    from msc.relax.op import numpy_ref  # attaches the "numpy" facts on first import
+    load_facts("numpy")
+    from msc.relax.op import numpy_ref  # its evaluation helpers; loaded on first use
 
     return numpy_ref
 
@@ -62,7 +64,7 @@ def _numel(sinfo) -> int | None:
 def _foldable_op(call: Call) -> bool:
     if not isinstance(call.op, Op):
         return False
-    _numpy_ref()
+    load_facts("numpy")
     return "numpy" in call.op.op_def.facts
 
 
