@@ -143,7 +143,7 @@ def _layout_transform(w: RelaxWriter, ctx: JointContext) -> str:
     return _call("layout_transform", [w.input(ctx.node, 0)], kwargs)
 
 
-# Ops of the table written by hand (their attrs are no plain values).
+# Ops of the table written by hand (their attrs are no plain values): this codegen's rows.
 SPECIAL: dict[str, Callable[[RelaxWriter, JointContext], str]] = {
     "layout_transform": _layout_transform,
 }

@@ -29,7 +29,8 @@ __all__ = ["as_known", "fold_constant_call", "fold_symbolic_call", "is_fully_con
 # A folded constant may be larger than its inputs only up to this many elements
 # (ConstantOfShape of a huge shape stays a runtime op).
 _MAX_CREATED = 1 << 20
-# Ops folded over PrimExpr elements (all of them move or combine integers exactly).
+# Ops folded over PrimExpr elements (all of them move or combine integers exactly). Not an op
+# fact: the ops this folder's own symbolic evaluator implements.
 _SYMBOLIC_OPS = frozenset({
     "take", "concat", "expand_dims", "squeeze", "reshape", "strided_slice", "astype",
     "add", "subtract", "multiply", "divide", "floor_divide", "maximum", "minimum",
