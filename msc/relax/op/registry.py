@@ -1,12 +1,14 @@
 """The op table: one record per Relax op, read by every consumer.
 
 An op is declared once with its expression arguments, its attributes (typed, with defaults, in
-TVM's declaration order) and its struct-info inference. Consumers attach their own facts from
-their own modules (``attach("nn.conv2d", "torch", ...)``); nothing re-derives defaults::
+TVM's declaration order), its struct-info inference and its traits (what is true of the op:
+``pure``, ``view``... see TRAITS). Consumers read the traits (``ops_with("view")``) and attach
+their own facts from their own modules (``attach("nn.conv2d", "torch", ...)``, loaded by
+facts.py); nothing re-derives defaults (``attrs_with_defaults``)::
 
     register("nn.relu", [Arg("data")], [], infer=unary_infer, family="unary")
     call = make_call("nn.relu", x)              # relax.op.nn.relu(x) does the same
-    OPS["nn.relu"].facts["torch"]               # a consumer's fact, if attached
+    OPS["nn.relu"].facts["torch"]               # a consumer's fact, once load_facts("torch")
 """
 
 from __future__ import annotations
