@@ -22,9 +22,6 @@ __all__ = ["JointContext", "find_weight", "joint_comment", "unsupported", "write
 
 # Weight roles named differently from the op argument they fill (conventions 4.3).
 ROLE_OF_ARG = {"moving_mean": "mean", "moving_var": "var"}
-# Ops whose shape argument is the joint's output shape (exact, symbolic dims included).
-SHAPE_IS_OUTPUT = frozenset({"reshape", "broadcast_to", "full", "ones", "zeros",
-                             "collapse_sum_to"})
 
 
 class JointContext:
@@ -89,7 +86,7 @@ class JointContext:
     def _bind_one(self, i: int, arg, pos: int, n_inputs: int):
         if self.weight_role(arg.name):
             return ("weight", self.weight_role(arg.name))
-        if arg.kind == "shape" and self.node.optype in SHAPE_IS_OUTPUT:
+        if arg.kind == "shape" and self.op_def.shape_is_output:  # the joint's output shape
             return ("output", None)
         if arg.kind != "tensor" and self.node.attrs.get(arg.name, "") != "":
             return ("value", self.raw(arg.name, arg.kind))

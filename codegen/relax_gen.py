@@ -39,20 +39,12 @@ from .naming import Namer, comment, literal
 from .prims import PrimRenderer
 from .templates import test_section
 
-__all__ = ["RELAX_GAPS", "RelaxWriter", "to_relax"]
+__all__ = ["RelaxWriter", "emits", "to_relax"]
 
-# Ops of the table a graph cannot carry to Relax source (calls into other functions, effects,
-# runtime objects).
-RELAX_GAPS = frozenset({
-    "call_tir", "call_tir_inplace", "call_dps_packed", "call_pure_packed",
-    "call_inplace_packed", "call_builtin_with_ctx", "print", "assert_op", "null_value",
-})
 # How the script rebuilds a layout_transform's index map (from its initial vars / final exprs).
 _INDEX_MAP_IMPORT = "\nfrom msc.relax.op.defs_manipulate import IndexMap"
 # "any" arguments that take a shape value (a ShapeExpr) rather than a tuple.
 SHAPE_VALUE_ARGS = {("shape_to_tensor", "expr")}
-# Ops whose Relax value is a tuple although the graph keeps only output 0 (conventions 4.1).
-TUPLE_VALUED = frozenset({"nn.batch_norm"})
 _RESERVED = set(dir(builtins)) | {"relax", "tir", "np", "os", "sys", "bb", "params", "data",
                                   "IndexMap",
                                   "mod", "build", "run", "main", "HERE", "PARAMS", "BASELINE",
@@ -143,11 +135,11 @@ def _layout_transform(w: RelaxWriter, ctx: JointContext) -> str:
     return _call("layout_transform", [w.input(ctx.node, 0)], kwargs)
 
 
-# Ops of the table written by hand (their attrs are no plain values).
+# Ops of the table written by hand (their attrs are no plain values): this codegen's rows.
 SPECIAL: dict[str, Callable[[RelaxWriter, JointContext], str]] = {
     "layout_transform": _layout_transform,
 }
-
+# Fused msc.* optypes, written as the Relax op sequences they stand for (this codegen's rows).
 FUSED: dict[str, Callable[[RelaxWriter, JointContext], str]] = {
     "msc.conv1d_bias": _conv_bias,
     "msc.conv2d_bias": _conv_bias,
@@ -159,6 +151,22 @@ FUSED: dict[str, Callable[[RelaxWriter, JointContext], str]] = {
     "msc.matmul": lambda w, ctx: _call(
         "matmul", [w.input(ctx.node, 0), w.input(ctx.node, 1)], _kw(ctx.attrs(True))),
 }
+
+
+def emits(optype: str) -> bool:
+    """Whether a graph node of ``optype`` can be written as Relax source: a fused msc.* node
+    with its op sequence, or a table op that is not runtime plumbing (calls into other
+    functions, effects, runtime objects)."""
+    if optype in FUSED:
+        return True
+    op_def = OPS.get(optype)
+    return op_def is not None and not op_def.runtime and op_def.family != "msc"
+
+
+def _stat_outputs(optype: str) -> bool:
+    """The Relax value is a tuple although the graph keeps only output 0 (conventions 4.1)."""
+    op_def = OPS.get(optype)
+    return op_def is not None and bool(op_def.stat_outputs)
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,7 +212,8 @@ class RelaxWriter:
     # ---- joints --------------------------------------------------------------------------
     def write(self) -> None:
         write_nodes(self.graph, self._node, self.vars, "the Relax codegen",
-                    "see RELAX_GAPS in codegen/relax_gen.py; fix or remove these nodes")
+                    "runtime ops (OpDef.runtime) have no Relax source; fix or remove these "
+                    "nodes")
 
     def _node(self, node: MSCJoint) -> None:
         if node.optype == "input":
@@ -217,7 +226,7 @@ class RelaxWriter:
         if node.optype == "get_item":
             return self._get_item(node)
         expr = self._expr(node)
-        if node.optype == "tuple" or len(node.outputs) > 1 or node.optype in TUPLE_VALUED:
+        if node.optype == "tuple" or len(node.outputs) > 1 or _stat_outputs(node.optype):
             self.tuple_nodes.add(node.name)
         self._emit(node, expr)
 
@@ -243,7 +252,7 @@ class RelaxWriter:
             return "[" + ", ".join(self.input(node, i) for i in range(len(node.inputs))) + "]"
         if node.optype in FUSED:
             return FUSED[node.optype](self, JointContext(self.graph, node))
-        if node.optype not in OPS or node.optype in RELAX_GAPS:
+        if not emits(node.optype):
             raise UnsupportedOpError(f"no Relax op {node.optype!r}", node=node.name)
         ctx = JointContext(self.graph, node)
         if node.optype in SPECIAL:

@@ -25,9 +25,9 @@ from torch import nn
 from msc.errors import UnsupportedOpError, ValidationError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.graph.files import write_atomic
+from msc.relax.op.facts import load_facts
 from msc.relax.op.registry import OPS
 
-from . import torch_table
 from .baseline import baseline_keys, read_config, write_manifest
 from .files import load_script, save_npz, write_binary_atomic
 from .joint import JointContext, find_weight, joint_comment, write_nodes
@@ -204,11 +204,12 @@ class TorchWriter:
 
     # ---- joints --------------------------------------------------------------------------
     def write(self) -> None:
+        load_facts("torch")
         for name in self.graph.input_names:
             node = self.graph.find_producer(name)
             self.vars[node.name] = self.namer(node.name, "inp")
         write_nodes(self.graph, self._node, self.vars, "the torch codegen",
-                    "see KNOWN_GAPS in codegen/torch_table.py; fix or remove these nodes")
+                    "runtime ops (OpDef.runtime) have no torch row; fix or remove these nodes")
 
     def _node(self, node: MSCJoint) -> None:
         if node.optype == "input":
@@ -428,5 +429,3 @@ def _class_name(name: str) -> str:
     cls = "".join(w[:1].upper() + w[1:] for w in words) or "Model"
     return Namer(_RESERVED)(cls if not cls[0].isdigit() else f"M{cls}", "Model")
 
-
-torch_table.attach_rows()

@@ -4,8 +4,11 @@ A row names the torch callable and renames attrs (``Row("F.softmax", {"axis": "d
 ``F.softmax(x, dim=-1)``); rows whose arguments need more than renames (padding pairs, layouts,
 modules with weights) have a small ``convert(ctx)`` (ctx: ``torch_gen.TorchContext``)::
 
+    load_facts("torch")                    # imports this module, which attaches the rows
     OPS["nn.relu"].facts["torch"]          # Row(func='F.relu', ...)
-    KNOWN_GAPS                             # ops without a row, and why
+
+Runtime ops (``OpDef.runtime``: calls into other functions, effects) have no row; the known
+gaps are listed in tests/test_op_facts.py.
 """
 
 from __future__ import annotations
@@ -47,17 +50,7 @@ from .torch_nn import (
     _tuple,
 )
 
-__all__ = ["KNOWN_GAPS", "ROWS", "Row", "attach_rows"]
-
-# Ops without a torch row, and why.
-KNOWN_GAPS = {
-    "call_tir": "calls a TIR function", "call_tir_inplace": "calls a TIR function",
-    "call_dps_packed": "calls an external function",
-    "call_pure_packed": "calls an external function",
-    "call_inplace_packed": "calls an external function",
-    "call_builtin_with_ctx": "calls a VM builtin", "print": "an effect",
-    "assert_op": "an effect", "null_value": "a runtime object",
-}
+__all__ = ["ROWS", "Row", "attach_rows"]
 
 
 @dataclass(frozen=True)
@@ -608,3 +601,6 @@ def attach_rows() -> None:
     for name, row in ROWS.items():
         if name in OPS:
             attach(name, "torch", row)
+
+
+attach_rows()  # the op fact "torch" is attached on import (see msc/relax/op/facts.py)

@@ -127,7 +127,9 @@ RUNNERS = {"msc": run_msc, "onnxruntime": run_onnxruntime}
 
 def interpret(func, inputs: list):
     """Evaluate a Relax function on numpy inputs with the ops' "numpy" facts."""
-    from msc.relax.op import numpy_ref  # noqa: F401  (attaches the facts)
+    from msc.relax.op.facts import load_facts
+
+    load_facts("numpy")
 
     env, dims = {}, {}
     for param, value in zip(func.params, inputs):

@@ -1,17 +1,17 @@
 """Every op through both codegens: graph (one joint) -> to_torch / to_relax -> run -> the op's
 numpy reference (the cases of test_numpy_ref), float32 within rtol 1e-5, atol 1e-5 (looser only
-where the numpy-reference case itself is looser), integers exactly. Plus the completeness of
-the tables against explicit lists of known gaps."""
+where the numpy-reference case itself is looser), integers exactly. The completeness of
+the tables against explicit lists of known gaps is tests/test_op_facts.py."""
 
 import numpy as np
 import pytest
 from test_codegen_support import assert_outputs, graph_of_call, relax_build_and_run, torch_run
 from test_numpy_ref import CASES
 
-from codegen import relax_gen, to_relax, to_torch, torch_table
+from codegen import relax_gen, to_relax, to_torch
 from msc.errors import UnsupportedOpError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
-from msc.relax.op.registry import OPS, ops_missing
+from msc.relax.op.registry import OPS
 
 # Cases a codegen cannot write (the op is supported, this form of it is not), and why.
 TORCH_CASE_GAPS = {
@@ -44,21 +44,11 @@ def test_op_through_relax_codegen(case, tmp_path):
     assert_outputs(relax_build_and_run(mod, inputs), expected, *_tolerance(case))
 
 
-def test_every_op_has_a_torch_row_except_the_known_gaps():
-    assert set(ops_missing("torch")) == set(torch_table.KNOWN_GAPS)
-
-
-def test_every_op_has_a_relax_emit_except_the_known_gaps():
-    missing = {n for n in OPS if n not in relax_gen.FUSED and
-               (n.startswith("msc.") or n in relax_gen.RELAX_GAPS)}
-    assert missing == set(relax_gen.RELAX_GAPS)
-
-
 def test_every_row_and_emit_runs_in_a_case():
     ran_torch = {c.op for c in CASES if c.id not in TORCH_CASE_GAPS}
     ran_relax = {c.op for c in CASES if c.id not in RELAX_CASE_GAPS}
     rows = {n for n, d in OPS.items() if "torch" in d.facts}
-    emits = set(OPS) - relax_gen.RELAX_GAPS
+    emits = {n for n in OPS if relax_gen.emits(n)}
     assert sorted(rows - ran_torch) == ["nn.dropout"]  # random: see the test below
     assert sorted(emits - ran_relax) == ["nn.dropout"]
 

@@ -339,19 +339,10 @@ class _Loss(nn.Module):
 
 
 ROWS = [(dyn, row) for dyn in (True, False) for row in cases("bz" if dyn else 1)]
-# Known gaps of from_relax (frontends/relax), not of the torch frontend; the Relax modules
-# are TVM's (see test_from_torch.py).
-FROM_RELAX_GAPS: dict[str, str] = {}
 
 
-def _param(dyn, row):
-    key = f"{row[0]}-{'dyn' if dyn else 'static'}"
-    reason = FROM_RELAX_GAPS.get(key) or FROM_RELAX_GAPS.get(row[0])
-    marks = [pytest.mark.xfail(reason=reason, strict=False)] if reason else []
-    return pytest.param(row, id=key, marks=marks)
-
-
-@pytest.mark.parametrize("row", [_param(d, r) for d, r in ROWS])
+@pytest.mark.parametrize("row", [pytest.param(r, id=f"{r[0]}-{'dyn' if d else 'static'}")
+                                 for d, r in ROWS])
 def test_inspect(row):
     _, make, info, want = row
     check(make(), info, want)

@@ -1,39 +1,20 @@
-"""Every op of the op table runs in the VM: compiled (a TIR legalization or a native kernel)
-or as a VM builtin (runtime calls, effects, shape values), and the builtins behave like TVM's."""
+"""The VM runs every runtime op (calls into other code, effects, runtime objects) itself, and
+the builtins behave like TVM's. (That every other op is compiled: tests/test_op_facts.py.)"""
 
 import numpy as np
 import pytest
 
 from msc import relax
 from msc.backend.dispatch.callouts import SPECIAL
-from msc.backend.dispatch.resolve import load_facts
 from msc.errors import BuildError, RuntimeCallError
 from msc.relax import op as R
-from msc.relax.op.registry import OPS
+from msc.relax.op.registry import ops_with
 from msc.tir import expr as tir
 
 F32 = "float32"
 
-# Ops that are not computations on tensors: calls into other code, effects, runtime objects
-# and shape values. The VM runs them itself (SPECIAL of msc/backend/dispatch/callouts.py, or its
-# shape evaluation).
-VM_BUILTINS = {
-    "call_tir", "call_tir_inplace", "call_dps_packed", "call_pure_packed",
-    "call_inplace_packed", "call_builtin_with_ctx", "print", "assert_op", "null_value",
-    "shape_of", "shape_to_tensor", "tensor_to_shape", "size",
-}
-
-
-def test_every_op_has_a_compiled_kernel_or_is_a_vm_builtin():
-    load_facts()
-    import msc.backend.legalize  # noqa: F401 - attaches the rules
-
-    missing = sorted(name for name, op in OPS.items() if name not in VM_BUILTINS
-                     and "legalize" not in op.facts and "kernel" not in op.facts)
-    assert missing == []
-    runtime_calls = {n for n in VM_BUILTINS if n.startswith("call_")} | {
-        "print", "assert_op", "null_value"}
-    assert runtime_calls <= set(SPECIAL)
+def test_every_runtime_op_is_a_vm_builtin():
+    assert sorted(ops_with("runtime") - set(SPECIAL)) == []
 
 
 def _tensor(shape, dtype=F32):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from msc.relax.expr import Call, Constant, PrimValue, ShapeExpr, Tuple
+from msc.relax.op.facts import load_facts
 from msc.relax.op.registry import Op
 from msc.relax.struct_info import TensorStructInfo
 from msc.tir import expr as tir
@@ -28,7 +29,8 @@ __all__ = ["as_known", "fold_constant_call", "fold_symbolic_call", "is_fully_con
 # A folded constant may be larger than its inputs only up to this many elements
 # (ConstantOfShape of a huge shape stays a runtime op).
 _MAX_CREATED = 1 << 20
-# Ops folded over PrimExpr elements (all of them move or combine integers exactly).
+# Ops folded over PrimExpr elements (all of them move or combine integers exactly). Not an op
+# fact: the ops this folder's own symbolic evaluator implements.
 _SYMBOLIC_OPS = frozenset({
     "take", "concat", "expand_dims", "squeeze", "reshape", "strided_slice", "astype",
     "add", "subtract", "multiply", "divide", "floor_divide", "maximum", "minimum",
@@ -43,7 +45,8 @@ _ARITH = {
 
 
 def _numpy_ref():
-    from msc.relax.op import numpy_ref  # attaches the "numpy" facts on first import
+    load_facts("numpy")
+    from msc.relax.op import numpy_ref  # its evaluation helpers; loaded on first use
 
     return numpy_ref
 
@@ -62,7 +65,7 @@ def _numel(sinfo) -> int | None:
 def _foldable_op(call: Call) -> bool:
     if not isinstance(call.op, Op):
         return False
-    _numpy_ref()
+    load_facts("numpy")
     return "numpy" in call.op.op_def.facts
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from msc.relax.expr import Call, Constant, Expr, Var
+from msc.relax.op.registry import OPS
 from msc.relax.struct_info import TensorStructInfo
 
 from .walk import FunctionView, op_name
@@ -26,8 +27,6 @@ from .walk import FunctionView, op_name
 __all__ = ["ANY", "CONST", "PATTERNS", "FusedGroup", "FusedPattern", "fuse", "op"]
 
 ANCHOR = "anchor"
-# Ops whose two arguments may match in either order (as in TVM's pattern matcher).
-COMMUTATIVE = frozenset({"add", "multiply"})
 
 
 @dataclass(frozen=True)
@@ -230,7 +229,7 @@ class _Matcher:
                 or len(call.args) != len(pat.args):
             return None
         orders = [pat.args]
-        if pat.op in COMMUTATIVE:
+        if OPS[pat.op].commutative:  # the arguments may match in either order (as in TVM)
             orders.append(pat.args[::-1])
         for args in orders:
             trial = m.copy()

@@ -27,7 +27,8 @@ from .walk import op_name
 
 __all__ = ["BuildConfig", "GraphBuilder", "NodeSpec", "WeightRef"]
 
-# Optypes whose ``weight`` is stored [out, in] (``OI``) whatever the constant's layout.
+# Optypes whose ``weight`` is stored [out, in] (``OI``) whatever the constant's layout. Not an
+# op fact: a graph convention (msc-conventions) for the fused msc.linear optypes.
 LINEAR_OPTYPES = frozenset({"msc.linear", "msc.linear_bias"})
 SHAPE_DTYPE = "int32"
 

@@ -617,7 +617,8 @@ RULES: dict[str, LayoutRule] = {
                      "nn.max_pool3d", "nn.avg_pool1d", "nn.avg_pool3d",
                      "nn.adaptive_avg_pool1d", "nn.adaptive_avg_pool3d"), SAME),
 }
-"""Rows by op name (Relax names without ``relax.``); every other op: family, then common."""
+"""Rows by op name (Relax names without ``relax.``); every other op: family, then common.
+Attached as the op fact "layout" on import (``load_facts("layout")``)."""
 
 # Binary elementwise ops all take MSC's binary rule, including the few (floor_mod, shifts…)
 # MSC forgot: the rule is the same, and rank-1 inputs then get one letter, not the whole

@@ -24,24 +24,18 @@ from msc.relax.expr import (
     TupleGetItem,
     Var,
 )
-from msc.relax.op.registry import OPS, Op
+from msc.relax.op.registry import OPS, Op, ops_with
 from msc.relax.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 
 from .walk import FunctionView, callee_name, op_name
 
-__all__ = ["FIRST_OUTPUT_ONLY", "RUNTIME_OPS", "VANISHING_OPS", "call_optype",
-           "find_unsupported"]
+__all__ = ["FIRST_OUTPUT_ONLY", "VANISHING_OPS", "call_optype", "find_unsupported",
+           "op_optype"]
 
-# Ops that only move data between the VM and kernels: a graph cannot say what they compute.
-RUNTIME_OPS = frozenset({
-    "call_tir", "call_tir_inplace", "call_tir_with_grad", "call_pure_packed",
-    "call_inplace_packed", "call_builtin_with_ctx", "call_py_func", "invoke_closure",
-    "invoke_pure_closure", "make_closure", "null_value", "print", "assert_op",
-})
 # Identity at inference time: the node disappears and its consumers read its input.
-VANISHING_OPS = frozenset({"nn.dropout"})
+VANISHING_OPS = ops_with("inference_identity")
 # Tuple-valued ops whose graph node keeps only output 0 (the rest are training statistics).
-FIRST_OUTPUT_ONLY = frozenset({"nn.batch_norm"})
+FIRST_OUTPUT_ONLY = ops_with("stat_outputs")
 # Function attrs naming the optype of a composite function, by priority.
 FUNC_OPTYPE_ATTRS = ("Codegen", "Optype", "Composite")
 
@@ -60,14 +54,21 @@ def _func_optype(func) -> str | None:
     return None
 
 
+def op_optype(name: str) -> str | None:
+    """The graph optype of a table op: its name, or None for runtime plumbing (calls into
+    TIR / packed functions, effects, runtime objects), whose computation a graph cannot say.
+    """
+    return None if OPS[name].runtime else name
+
+
 def call_optype(call: Call, mod=None) -> str | None:
     """The optype of a call, or None when no graph optype describes it."""
     op = call.op
     if isinstance(op, Op):
         name = op_name(call)
         if name == "call_dps_packed" and call.args and isinstance(call.args[0], ExternFunc):
-            return call.args[0].global_symbol
-        return None if name in RUNTIME_OPS or name == "call_dps_packed" else name
+            return call.args[0].global_symbol  # a plugin, named by its symbol
+        return op_optype(name)
     if isinstance(op, GlobalVar) and mod is not None and op in mod:
         return _func_optype(mod[op])
     if isinstance(op, Function):

@@ -24,7 +24,8 @@ _CONV = ("input", "weight")
 _NORM = ("input", "gamma", "beta")
 _CONV_BIAS = ("input", "weight", "bias", "expand_bias")
 
-# optype -> roles of its arguments, in argument order. Optypes not listed: all "input".
+# optype -> roles of its arguments, in argument order. Optypes not listed: all "input". Not an
+# op fact: the graph's role names (msc-conventions 4.3), for graph optypes incl. fused ones.
 ROLES: dict[str, tuple[str, ...]] = {
     "nn.conv1d": _CONV,
     "nn.conv2d": _CONV,

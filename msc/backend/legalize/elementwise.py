@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+from ...relax.op.registry import ops_with
 from ...tir import expr as E
 from . import te
 from .common import attrs, broadcast, float_of, inputs, op_name, output, rule
@@ -45,8 +46,7 @@ for _name in ("acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil", "cos", 
               "exp", "floor", "log", "round", "rsqrt", "sigmoid", "sin", "sinh", "sqrt", "tan",
               "tanh", "trunc"):
     UNARY[_name] = functools.partial(_call, _name)
-FLOAT_MATH = frozenset(["acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "erf",
-                        "exp", "log", "rsqrt", "sigmoid", "sin", "sinh", "sqrt", "tan", "tanh"])
+FLOAT_MATH = ops_with("float_only")  # the op trait: integer inputs are computed in float32
 
 
 def _power(a, b):

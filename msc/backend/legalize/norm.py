@@ -4,9 +4,10 @@ updates the moving ones, as TVM does)."""
 
 from __future__ import annotations
 
+from ...relax.op.registry import attrs_with_defaults
 from ...tir import expr as E
 from . import te
-from .common import acc_dtype, attrs, axes_of, float_of, inputs, outputs, rule, size_of
+from .common import acc_dtype, axes_of, float_of, inputs, outputs, rule, size_of
 from .te import cast
 
 
@@ -80,20 +81,20 @@ class Stats:
 
 
 def _affine(y, a, gamma, beta, index, dt):
-    if gamma is not None and a.get("scale", True):
+    if gamma is not None and a["scale"]:
         y = E.BinaryOp("Mul", y, cast(gamma[index], dt))
-    if beta is not None and a.get("center", True):
+    if beta is not None and a["center"]:
         y = E.BinaryOp("Add", y, cast(beta[index], dt))
     return y
 
 
 def _standardize(call, axes_fn, param_index, group_fn=None, name="layer_norm"):
     b, (x, gamma, beta) = inputs(call)
-    a, out = attrs(call), outputs(call)[0]
+    a, out = attrs_with_defaults(call), outputs(call)[0]
     st = Stats(b, x, axes_fn(a, x.ndim), group_fn(a, x.ndim) if group_fn else None)
     total = st.mean_sum()
     var_sum = st.var_sum(total)
-    eps = float(a.get("epsilon", 1e-5))
+    eps = float(a["epsilon"])
 
     def norm(*i):
         y = E.BinaryOp("Mul", E.BinaryOp("Sub", st.value(i), st.mean(total, i)),
@@ -130,10 +131,10 @@ def _group_norm(call):
 @rule("nn.rms_norm")
 def _rms_norm(call):
     b, (x, weight) = inputs(call)
-    a, out = attrs(call), outputs(call)[0]
-    st = Stats(b, x, axes_of(a.get("axes", -1), x.ndim))
+    a, out = attrs_with_defaults(call), outputs(call)[0]
+    st = Stats(b, x, axes_of(a["axes"], x.ndim))
     sq = st.mean_sum(square=True)
-    eps = te.const(float(a.get("epsilon", 1e-5)), st.dt)
+    eps = te.const(float(a["epsilon"]), st.dt)
 
     def norm(*i):
         rms = _call("rsqrt", E.BinaryOp("Add", E.BinaryOp("Div", sq[st.at(i)], st.count), eps))
@@ -146,17 +147,17 @@ def _rms_norm(call):
 @rule("nn.batch_norm")
 def _batch_norm(call):
     b, (x, gamma, beta, mean, var) = inputs(call)
-    a = attrs(call)
+    a = attrs_with_defaults(call)
     outs = outputs(call)
-    axis, eps = int(a["axis"]) % x.ndim, float(a.get("epsilon", 1e-5))
+    axis, eps = int(a["axis"]) % x.ndim, float(a["epsilon"])
     dt = acc_dtype(x.dtype)
-    if a.get("training", False):
+    if a["training"]:
         st = Stats(b, x, [d for d in range(x.ndim) if d != axis])
         total = st.mean_sum()
         var_sum = st.var_sum(total)
         center = lambda i: st.mean(total, i)
         scale = lambda i: st.inv_std(var_sum, i, eps)
-        m = float(a.get("momentum", 0.1))
+        m = float(a["momentum"])
 
         def moving(t, stat):
             return lambda c: E.BinaryOp("Add", E.BinaryOp("Mul", cast(t[(c,)], dt),

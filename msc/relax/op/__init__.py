@@ -17,7 +17,19 @@ from . import (  # noqa: F401  (each module registers its ops)
     defs_special,
 )
 from .defs_manipulate import OP_ALIASES
-from .registry import OPS, REQUIRED, Arg, AttrDef, Op, attach, get_op, install, make_call
+from .facts import load_all_facts, load_facts
+from .registry import (
+    OPS,
+    REQUIRED,
+    Arg,
+    AttrDef,
+    Op,
+    attach,
+    get_op,
+    install,
+    make_call,
+    ops_with,
+)
 
 install(globals())
 
@@ -25,4 +37,4 @@ install(globals())
 from . import image, nn
 
 __all__ = ["OPS", "OP_ALIASES", "REQUIRED", "Arg", "AttrDef", "Op", "attach", "get_op",
-           "image", "install", "make_call", "nn"]
+           "image", "install", "load_all_facts", "load_facts", "make_call", "nn", "ops_with"]

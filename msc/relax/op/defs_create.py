@@ -106,11 +106,13 @@ def hamming_window_infer(ctx):
 
 _SHAPE = Arg("shape", "shape")
 _DTYPE_OPT = AttrDef("dtype", "dtype", None)
-register("full", [_SHAPE, Arg("fill_value")], [_DTYPE_OPT], infer=full_infer, family="create")
+register("full", [_SHAPE, Arg("fill_value")], [_DTYPE_OPT], infer=full_infer, family="create",
+         shape_is_output=True)
 register("full_like", [Arg("x"), Arg("fill_value")], [_DTYPE_OPT], infer=full_like_infer,
          family="create")
 for _name in ("ones", "zeros"):
-    register(_name, [_SHAPE], [AttrDef("dtype", "dtype")], infer=init_infer, family="create")
+    register(_name, [_SHAPE], [AttrDef("dtype", "dtype")], infer=init_infer, family="create",
+             shape_is_output=True)
     register(f"{_name}_like", [Arg("x")], [_DTYPE_OPT], infer=like_infer, family="create")
 for _name in ("tril", "triu"):
     register(_name, [Arg("x"), Arg("k", "prim", 0)], infer=tri_infer, family="create")

@@ -21,13 +21,17 @@ ARITH = (
     "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift",
     "right_shift", "log_add_exp",
 )
+# Binary ops whose two arguments may be swapped.
+COMMUTATIVE = ("add", "multiply", "maximum", "minimum", "bitwise_and", "bitwise_or",
+               "bitwise_xor", "log_add_exp", "equal", "not_equal", "logical_and", "logical_or",
+               "logical_xor")
 COMPARE = ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
            "logical_and", "logical_or", "logical_xor")
 
 
 def unary_infer(ctx):
     data = ctx.tensor(0)
-    if ctx.op_def.name in FLOAT_ONLY and data.dtype not in FLOAT_DTYPES + ("void",):
+    if ctx.op_def.float_only and data.dtype not in FLOAT_DTYPES + ("void",):
         raise ctx.error(f"needs a float input, got {data.dtype}", 0,
                         hint="cast the input with R.astype(x, 'float32') first")
     return data
@@ -50,10 +54,13 @@ def compare_infer(ctx):
 
 
 for _name in UNARY:
-    register(_name, [Arg("x")], infer=unary_infer, family="unary")
+    register(_name, [Arg("x")], infer=unary_infer, family="unary",
+             float_only=_name in FLOAT_ONLY)
 for _name in UNARY_CHECK:
     register(_name, [Arg("x")], infer=check_infer, family="unary")
 for _name in ARITH:
-    register(_name, [Arg("x1"), Arg("x2")], infer=binary_infer, family="binary")
+    register(_name, [Arg("x1"), Arg("x2")], infer=binary_infer, family="binary",
+             commutative=_name in COMMUTATIVE)
 for _name in COMPARE:
-    register(_name, [Arg("x1"), Arg("x2")], infer=compare_infer, family="compare")
+    register(_name, [Arg("x1"), Arg("x2")], infer=compare_infer, family="compare",
+             commutative=_name in COMMUTATIVE)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from ...tir import expr as tir
 from ..expr import Constant
 from .infer import (
@@ -253,36 +255,35 @@ def bucketize_infer(ctx):
     return with_dtype(data, "int32" if ctx.attrs.out_int32 else "int64")
 
 
-register("strided_slice", [Arg("x"), Arg("axes", "any"), Arg("begin", "any"),
-                           Arg("end", "any"), Arg("strides", "any", None)],
-         [AttrDef("assume_inbound", "bool", False)], infer=strided_slice_infer, family="index")
-register("dynamic_strided_slice", [Arg("x"), Arg("begin"), Arg("end"), Arg("strides")],
-         infer=dynamic_strided_slice_infer, family="index")
-register("take", [Arg("x"), Arg("indices")],
-         [AttrDef("axis", "int", None), AttrDef("mode", "str", "fast")], infer=take_infer,
-         family="index")
-register("gather_elements", [Arg("data"), Arg("indices")], [AttrDef("axis", "int", 0)],
-         infer=gather_elements_infer, family="index")
-register("gather_nd", [Arg("data"), Arg("indices")], [AttrDef("batch_dims", "int", 0)],
-         infer=gather_nd_infer, family="index")
-register("scatter_elements", [Arg("data"), Arg("indices"), Arg("updates")],
-         [AttrDef("axis", "int", 0), AttrDef("reduction", "str", "update")],
-         infer=scatter_elements_infer, family="index")
-register("scatter_nd", [Arg("data"), Arg("indices"), Arg("updates")],
-         [AttrDef("reduction", "str", "update")], infer=scatter_nd_infer, family="index")
-register("one_hot", [Arg("indices"), Arg("on_value", "prim"), Arg("off_value", "prim")],
-         [AttrDef("depth", "int"), AttrDef("axis", "int", -1)], infer=one_hot_infer,
-         family="index")
-register("index_tensor", [Arg("data"), Arg("indices", "tensors")], infer=index_tensor_infer,
-         family="index")
-register("index_put", [Arg("data"), Arg("indices", "tensors"), Arg("values")],
-         [AttrDef("accumulate", "bool", False)], infer=index_put_infer, family="index")
-register("slice_scatter", [Arg("input_tensor"), Arg("src"), Arg("start", "prim"),
-                           Arg("end", "prim"), Arg("step", "prim")],
-         [AttrDef("axis", "int", 0)], infer=keep_data_infer, family="index")
-register("reverse_sequence", [Arg("data"), Arg("seq_lengths")],
-         [AttrDef("seq_axis", "int", 1), AttrDef("batch_axis", "int", 0)],
-         infer=keep_data_infer, family="index")
-register("bucketize", [Arg("input_tensor"), Arg("boundaries")],
-         [AttrDef("out_int32", "bool", False), AttrDef("right", "bool", False)],
-         infer=bucketize_infer, family="index")
+# Index results may be slices of the data (numpy views): may_alias, conservatively.
+_index = partial(register, family="index", may_alias=True)
+_index("strided_slice", [Arg("x"), Arg("axes", "any"), Arg("begin", "any"),
+                         Arg("end", "any"), Arg("strides", "any", None)],
+       [AttrDef("assume_inbound", "bool", False)], infer=strided_slice_infer)
+_index("dynamic_strided_slice", [Arg("x"), Arg("begin"), Arg("end"), Arg("strides")],
+       infer=dynamic_strided_slice_infer)
+_index("take", [Arg("x"), Arg("indices")],
+       [AttrDef("axis", "int", None), AttrDef("mode", "str", "fast")], infer=take_infer)
+_index("gather_elements", [Arg("data"), Arg("indices")], [AttrDef("axis", "int", 0)],
+       infer=gather_elements_infer)
+_index("gather_nd", [Arg("data"), Arg("indices")], [AttrDef("batch_dims", "int", 0)],
+       infer=gather_nd_infer)
+_index("scatter_elements", [Arg("data"), Arg("indices"), Arg("updates")],
+       [AttrDef("axis", "int", 0), AttrDef("reduction", "str", "update")],
+       infer=scatter_elements_infer)
+_index("scatter_nd", [Arg("data"), Arg("indices"), Arg("updates")],
+       [AttrDef("reduction", "str", "update")], infer=scatter_nd_infer)
+_index("one_hot", [Arg("indices"), Arg("on_value", "prim"), Arg("off_value", "prim")],
+       [AttrDef("depth", "int"), AttrDef("axis", "int", -1)], infer=one_hot_infer)
+_index("index_tensor", [Arg("data"), Arg("indices", "tensors")], infer=index_tensor_infer)
+_index("index_put", [Arg("data"), Arg("indices", "tensors"), Arg("values")],
+       [AttrDef("accumulate", "bool", False)], infer=index_put_infer)
+_index("slice_scatter", [Arg("input_tensor"), Arg("src"), Arg("start", "prim"),
+                         Arg("end", "prim"), Arg("step", "prim")],
+       [AttrDef("axis", "int", 0)], infer=keep_data_infer)
+_index("reverse_sequence", [Arg("data"), Arg("seq_lengths")],
+       [AttrDef("seq_axis", "int", 1), AttrDef("batch_axis", "int", 0)],
+       infer=keep_data_infer)
+_index("bucketize", [Arg("input_tensor"), Arg("boundaries")],
+       [AttrDef("out_int32", "bool", False), AttrDef("right", "bool", False)],
+       infer=bucketize_infer)

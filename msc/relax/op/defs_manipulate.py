@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import inspect
+from functools import partial
 
 from ...errors import ValidationError
 from ...tir import expr as tir
@@ -428,46 +429,43 @@ _SPLIT_EXTENTS = {
 # --------------------------------------------------------------------------------------------
 # The records.
 
+# Manipulations may return views of their input (reshape, permute_dims, broadcast_to...):
+# may_alias, conservatively. The pure reshapes are views: the same data, a new shape.
+_manipulate = partial(register, family="manipulate", may_alias=True)
+_view = partial(_manipulate, view=True)
+_shape = partial(register, family="shape", may_alias=True)
 _X = [Arg("x")]
-register("astype", _X, [AttrDef("dtype", "dtype")], infer=astype_infer, family="manipulate")
-register("broadcast_to", [Arg("x"), Arg("shape", "shape")], infer=broadcast_to_infer,
-         family="manipulate")
-register("clip", [Arg("x"), Arg("min", "prim"), Arg("max", "prim")], infer=same_as_input,
-         family="manipulate")
-register("where", [Arg("condition"), Arg("x1"), Arg("x2")], infer=where_infer,
-         family="manipulate")
-register("reshape", [Arg("x"), Arg("shape", "shape")], infer=reshape_infer,
-         family="manipulate", builder=reshape)
-register("flatten", _X, infer=flatten_infer, family="manipulate")
-register("expand_dims", _X, [AttrDef("axis", "ints")], infer=expand_dims_infer,
-         family="manipulate")
-register("squeeze", _X, [AttrDef("axis", "ints", None)], infer=squeeze_infer,
-         family="manipulate")
-register("collapse_sum_like", [Arg("data"), Arg("collapse_target")],
-         infer=collapse_sum_like_infer, family="manipulate")
-register("collapse_sum_to", [Arg("data"), Arg("shape", "shape")], infer=collapse_sum_to_infer,
-         family="manipulate")
-register("permute_dims", _X, [AttrDef("axes", "ints", None)], infer=permute_dims_infer,
-         family="manipulate")
-register("flip", [Arg("data")], [AttrDef("axis", "int")], infer=flip_infer,
-         family="manipulate")
-register("repeat", [Arg("data")], [AttrDef("repeats", "int"), AttrDef("axis", "int", None)],
-         infer=repeat_infer, family="manipulate")
-register("tile", [Arg("data")], [AttrDef("repeats", "ints")], infer=tile_infer,
-         family="manipulate")
-register("concat", [Arg("tensors", "tensors")], [AttrDef("axis", "int", 0)],
-         infer=concat_infer, family="manipulate")
-register("stack", [Arg("tensors", "tensors")], [AttrDef("axis", "int", 0)],
-         infer=stack_infer, family="manipulate")
-register("split", _X, [AttrDef("indices_or_sections", "any"), AttrDef("axis", "int", 0)],
-         infer=split_infer, family="manipulate", normalize=split_normalize)
-register("meshgrid", [Arg("tensors", "tensors")], [AttrDef("indexing", "str", "ij")],
-         infer=meshgrid_infer, family="manipulate")
-register("layout_transform", _X,
-         [AttrDef("index_map", "any"), AttrDef("pad_value", "any", None)],
-         infer=layout_transform_infer, family="manipulate",
-         normalize=layout_transform_normalize)
-register("shape_of", [Arg("expr")], infer=shape_of_infer, family="shape")
-register("tensor_to_shape", [Arg("expr")], infer=tensor_to_shape_infer, family="shape")
-register("shape_to_tensor", [Arg("expr", "any")], infer=shape_to_tensor_infer, family="shape")
-register("size", [Arg("expr")], infer=size_infer, family="shape")
+_manipulate("astype", _X, [AttrDef("dtype", "dtype")], infer=astype_infer)
+_manipulate("broadcast_to", [Arg("x"), Arg("shape", "shape")], infer=broadcast_to_infer,
+            shape_is_output=True)
+_manipulate("clip", [Arg("x"), Arg("min", "prim"), Arg("max", "prim")], infer=same_as_input)
+_manipulate("where", [Arg("condition"), Arg("x1"), Arg("x2")], infer=where_infer)
+_view("reshape", [Arg("x"), Arg("shape", "shape")], infer=reshape_infer, builder=reshape,
+      shape_is_output=True)
+_view("flatten", _X, infer=flatten_infer)
+_view("expand_dims", _X, [AttrDef("axis", "ints")], infer=expand_dims_infer)
+_view("squeeze", _X, [AttrDef("axis", "ints", None)], infer=squeeze_infer)
+_manipulate("collapse_sum_like", [Arg("data"), Arg("collapse_target")],
+            infer=collapse_sum_like_infer)
+_manipulate("collapse_sum_to", [Arg("data"), Arg("shape", "shape")],
+            infer=collapse_sum_to_infer, shape_is_output=True)
+_manipulate("permute_dims", _X, [AttrDef("axes", "ints", None)], infer=permute_dims_infer)
+_manipulate("flip", [Arg("data")], [AttrDef("axis", "int")], infer=flip_infer)
+_manipulate("repeat", [Arg("data")], [AttrDef("repeats", "int"), AttrDef("axis", "int", None)],
+            infer=repeat_infer)
+_manipulate("tile", [Arg("data")], [AttrDef("repeats", "ints")], infer=tile_infer)
+_manipulate("concat", [Arg("tensors", "tensors")], [AttrDef("axis", "int", 0)],
+            infer=concat_infer)
+_manipulate("stack", [Arg("tensors", "tensors")], [AttrDef("axis", "int", 0)],
+            infer=stack_infer)
+_manipulate("split", _X, [AttrDef("indices_or_sections", "any"), AttrDef("axis", "int", 0)],
+            infer=split_infer, normalize=split_normalize)
+_manipulate("meshgrid", [Arg("tensors", "tensors")], [AttrDef("indexing", "str", "ij")],
+            infer=meshgrid_infer)
+_manipulate("layout_transform", _X,
+            [AttrDef("index_map", "any"), AttrDef("pad_value", "any", None)],
+            infer=layout_transform_infer, normalize=layout_transform_normalize)
+_shape("shape_of", [Arg("expr")], infer=shape_of_infer)
+_shape("tensor_to_shape", [Arg("expr")], infer=tensor_to_shape_infer)
+_shape("shape_to_tensor", [Arg("expr", "any")], infer=shape_to_tensor_infer)
+_shape("size", [Arg("expr")], infer=size_infer)

@@ -327,23 +327,24 @@ NORMS = {  # name: (params after data, attrs, param axes, result)
     "rms_norm": (("weight",), [AttrDef("axes", "ints", -1), AttrDef("epsilon", "float", 1e-5)],
                  _attr_axes, None),
 }
+# batch_norm's outputs 1 and 2 are the new running mean / var (statistics, not the result).
+STAT_OUTPUTS = {"batch_norm": (1, 2)}
 for _name, (_params, _attrs, _axes, _result) in NORMS.items():
     register(f"nn.{_name}", [Arg("data"), *(Arg(p) for p in _params)], _attrs,
-             infer=norm_infer(_axes, _result), family="norm")
+             infer=norm_infer(_axes, _result), family="norm", float_only=True,
+             stat_outputs=STAT_OUTPUTS.get(_name, ()))
 
 
 # --------------------------------------------------------------------------------------------
 # Activations and other shape-preserving ops.
 
-def activation_infer(float_only: bool):
-    def infer(ctx):
-        data = ctx.tensor(0)
-        if float_only:
-            require_float(ctx, data)
-        if "axis" in ctx.attrs and data.ndim >= 0:
-            normalize_axis(ctx, ctx.attrs.axis, data.ndim)
-        return data
-    return infer
+def activation_infer(ctx):
+    data = ctx.tensor(0)
+    if ctx.op_def.float_only:
+        require_float(ctx, data)
+    if "axis" in ctx.attrs and data.ndim >= 0:
+        normalize_axis(ctx, ctx.attrs.axis, data.ndim)
+    return data
 
 
 def dropout_infer(ctx):
@@ -363,9 +364,9 @@ ACTIVATIONS = {  # name: (args after data, attrs, float inputs only)
 }
 for _name, (_args, _attrs, _float) in ACTIVATIONS.items():
     register(f"nn.{_name}", [Arg("data"), *(Arg(a) for a in _args)], _attrs,
-             infer=activation_infer(_float), family="activation")
+             infer=activation_infer, family="activation", float_only=_float)
 register("nn.dropout", [Arg("data")], [AttrDef("rate", "float", 0.5)], infer=dropout_infer,
-         family="activation")
+         family="activation", inference_identity=True)
 
 
 def pad_infer(ctx):
@@ -404,9 +405,10 @@ python_order(register("nn.pad", [Arg("data")],
                       [AttrDef("pad_width", "ints", REQUIRED), AttrDef("pad_value", "float", 0.0),
                        AttrDef("pad_mode", "str", "constant")], infer=pad_infer, family="pad"),
              ["data", "pad_width", "pad_mode", "pad_value"])
-register("nn.batch_flatten", [Arg("data")], infer=batch_flatten_infer, family="reshape")
+register("nn.batch_flatten", [Arg("data")], infer=batch_flatten_infer, family="reshape",
+         view=True, may_alias=True)
 register("nn.pixel_shuffle", [Arg("data")], [AttrDef("upscale_factor", "int", REQUIRED)],
-         infer=pixel_shuffle_infer, family="reshape")
+         infer=pixel_shuffle_infer, family="reshape", may_alias=True)
 
 
 # --------------------------------------------------------------------------------------------

@@ -149,26 +149,31 @@ def object_infer(ctx):
 
 
 _FUNC = Arg("func", "any")
+# Every special op is runtime plumbing (no graph op); the calls reach code outside the op
+# table (runtime_call); the effects are impure. Outputs may alias inputs (the in-place calls).
+_CALL = {"runtime_call": True}
+_EFFECT = {"pure": False}
 _SPECIALS = [
-    # name, args, attrs, infer, builder, keyword that carries the output struct info
+    # name, args, attrs, infer, builder, keyword that carries the output struct info, traits
     ("call_tir", [Arg("gvar", "any"), Arg("args", "tensors"), Arg("tir_vars", "shape", None)],
-     [], given_sinfo_infer, call_tir, "out_ty"),
+     [], given_sinfo_infer, call_tir, "out_ty", _CALL),
     ("call_tir_inplace", [Arg("gvar", "any"), Arg("args", "tensors")],
-     [AttrDef("inplace_indices", "ints")], given_sinfo_infer, call_tir_inplace, "out_ty"),
+     [AttrDef("inplace_indices", "ints")], given_sinfo_infer, call_tir_inplace, "out_ty", _CALL),
     ("call_dps_packed", [_FUNC, Arg("args", "tensors")], [], given_sinfo_infer,
-     call_dps_packed, "out_ty"),
+     call_dps_packed, "out_ty", _CALL),
     ("call_pure_packed", [_FUNC, Arg("args", "any")], [], packed_sinfo_infer,
-     call_pure_packed, "ty_args"),
+     call_pure_packed, "ty_args", _CALL),
     ("call_inplace_packed", [_FUNC, Arg("args", "any")], [AttrDef("inplace_indices", "ints")],
-     packed_sinfo_infer, call_inplace_packed, "ty_args"),
+     packed_sinfo_infer, call_inplace_packed, "ty_args", _CALL),
     ("call_builtin_with_ctx", [_FUNC, Arg("args", "tensors")], [], packed_sinfo_infer,
-     call_builtin_with_ctx, "ty_args"),
-    ("null_value", [], [], object_infer, null_value, None),
-    ("print", [Arg("format", "any"), Arg("values", "any")], [], void_infer, print, None),
+     call_builtin_with_ctx, "ty_args", {**_CALL, **_EFFECT}),
+    ("null_value", [], [], object_infer, null_value, None, {}),
+    ("print", [Arg("format", "any"), Arg("values", "any")], [], void_infer, print, None, _EFFECT),
     ("assert_op", [Arg("condition"), Arg("format", "any"), Arg("format_args", "any")], [],
-     void_infer, assert_op, None),
+     void_infer, assert_op, None, _EFFECT),
 ]
-for _name, _args_, _attrs_, _infer, _builder, _kw in _SPECIALS:
-    register(_name, _args_, _attrs_, infer=_infer, family="special", builder=_builder)
+for _name, _args_, _attrs_, _infer, _builder, _kw, _traits in _SPECIALS:
+    register(_name, _args_, _attrs_, infer=_infer, family="special", builder=_builder,
+             runtime=True, may_alias=True, **_traits)
     if _kw is not None:
         attach(_name, "sinfo_kw", _kw)

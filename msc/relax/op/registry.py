@@ -1,12 +1,14 @@
 """The op table: one record per Relax op, read by every consumer.
 
 An op is declared once with its expression arguments, its attributes (typed, with defaults, in
-TVM's declaration order) and its struct-info inference. Consumers attach their own facts from
-their own modules (``attach("nn.conv2d", "torch", ...)``); nothing re-derives defaults::
+TVM's declaration order), its struct-info inference and its traits (what is true of the op:
+``pure``, ``view``... see TRAITS). Consumers read the traits (``ops_with("view")``) and attach
+their own facts from their own modules (``attach("nn.conv2d", "torch", ...)``, loaded by
+facts.py); nothing re-derives defaults (``attrs_with_defaults``)::
 
     register("nn.relu", [Arg("data")], [], infer=unary_infer, family="unary")
     call = make_call("nn.relu", x)              # relax.op.nn.relu(x) does the same
-    OPS["nn.relu"].facts["torch"]               # a consumer's fact, if attached
+    OPS["nn.relu"].facts["torch"]               # a consumer's fact, once load_facts("torch")
 """
 
 from __future__ import annotations
@@ -62,13 +64,28 @@ class AttrDef:
 
 @dataclass
 class OpDef:
+    """One op's record. The traits (``pure`` ... ``stat_outputs``) are facts of the op itself,
+    declared at registration and read by every consumer (``ops_with("view")``); ``facts``
+    holds what consumers attach (kernels, torch rows, numpy references; see facts.py)."""
+
     name: str  # "nn.conv2d" (the Relax name without "relax.")
     args: tuple
     attrs: tuple
     infer: Callable
-    family: str = ""
+    family: str = ""  # the defs_* group it belongs to ("unary", "conv", "special", ...)
     normalize: Callable | None = None  # attrs dict -> attrs dict (e.g. int -> pair)
     builder: Callable | None = None  # custom Python signature (call_tir & co)
+    # Traits.
+    pure: bool = True  # no side effect (TVM's FPurity): unused calls may be dropped
+    float_only: bool = False  # rejects integer inputs (inference raises)
+    runtime: bool = False  # runtime plumbing: calls out, effects, runtime objects; no graph op
+    runtime_call: bool = False  # calls code outside the op table (TIR, packed, VM builtin)
+    view: bool = False  # the output is the input's data with a new shape: no copy needed
+    may_alias: bool = False  # the output may share memory with an input (views, slices)
+    commutative: bool = False  # the two arguments may be swapped
+    inference_identity: bool = False  # output 0 is the input at inference time (dropout)
+    stat_outputs: tuple = ()  # tuple outputs that are statistics, not the result (batch_norm)
+    shape_is_output: bool = False  # its shape argument is exactly the output's shape
     facts: dict = field(default_factory=dict)
 
     @property
@@ -81,6 +98,9 @@ class OpDef:
 
 
 OPS: dict[str, OpDef] = {}
+# Names of the traits ``register`` takes and ``ops_with`` answers.
+TRAITS = ("pure", "float_only", "runtime", "runtime_call", "view", "may_alias", "commutative",
+          "inference_identity", "stat_outputs", "shape_is_output")
 
 
 class Op(Expr):
@@ -105,14 +125,19 @@ class Op(Expr):
 
 
 def register(name: str, args, attrs=(), *, infer: Callable, family: str = "",
-             normalize: Callable | None = None, builder: Callable | None = None) -> OpDef:
-    """Declare an op. Re-registering a name is an error (one record per op)."""
+             normalize: Callable | None = None, builder: Callable | None = None,
+             **traits) -> OpDef:
+    """Declare an op with its traits (``pure=False``, ``view=True``, ... see TRAITS).
+    Re-registering a name is an error (one record per op)."""
     if name in OPS:
         raise ValidationError(f"op {name!r} is registered twice", op=name)
     for a in args:
         if a.kind not in ARG_KINDS:
             raise ValidationError(f"unknown arg kind {a.kind!r}", op=name, param=a.name)
-    op_def = OpDef(name, tuple(args), tuple(attrs), infer, family, normalize, builder)
+    for trait in traits:
+        _check_trait(trait)
+    op_def = OpDef(name, tuple(args), tuple(attrs), infer, family, normalize, builder,
+                   **traits)
     OPS[name] = op_def
     return op_def
 
@@ -135,6 +160,37 @@ def attach(op_name: str, key: str, value) -> None:
 def ops_missing(key: str) -> list[str]:
     """Names of ops that have no fact ``key`` (for completeness tests)."""
     return sorted(name for name, d in OPS.items() if key not in d.facts)
+
+
+def _check_trait(trait: str) -> None:
+    if trait not in TRAITS:
+        close = difflib.get_close_matches(trait, TRAITS, n=1)
+        raise ValidationError(f"unknown op trait {trait!r}", key=trait,
+                              hint=f"did you mean {close[0]}?" if close else
+                              f"the traits are {', '.join(TRAITS)}")
+
+
+def ops_with(trait: str, value: Any = True) -> frozenset[str]:
+    """Names of the ops whose ``trait`` is ``value`` (truthy for ``True``)::
+
+        ops_with("view")                 # {"reshape", "flatten", ...}
+        ops_with("pure", False)          # {"print", "assert_op", ...}
+    """
+    _check_trait(trait)
+    if value is True:
+        return frozenset(n for n, d in OPS.items() if getattr(d, trait))
+    return frozenset(n for n, d in OPS.items() if getattr(d, trait) == value)
+
+
+def attrs_with_defaults(call: Call) -> Attrs:
+    """A call's attrs with the op's AttrDef defaults filled in where the call lacks them (a
+    call built by hand), so consumers never repeat a default::
+
+        attrs_with_defaults(call)["training"]      # batch_norm's declared default if unset
+    """
+    given = call.attrs if call.attrs is not None else Attrs()
+    defaults = {a.name: a.default for a in call.op.op_def.attrs if a.default is not REQUIRED}
+    return Attrs({**defaults, **dict(given.items())})
 
 
 # --------------------------------------------------------------------------------------------

@@ -25,25 +25,12 @@ from ..struct_info import FuncStructInfo, TensorStructInfo
 from ..visitor import ExprMutator, all_global_vars, used_vars
 from .base import ModulePass, PassContext
 
-__all__ = ["IMPURE_OPS", "DeadCodeElimination", "is_impure", "remove_all_unused"]
-
-# Ops with side effects (TVM's FPurity = False). An op record may also say so itself with a
-# "pure" fact set to False.
-IMPURE_OPS = frozenset({
-    "print", "assert_op", "call_builtin_with_ctx", "invoke_closure", "memory.kill_storage",
-    "memory.kill_tensor", "vm.kill_object", "vm.call_tir_dyn",
-})
-
-
-def _op_is_pure(op: Op) -> bool:
-    op_def = op.op_def
-    pure = op_def.facts.get("pure", getattr(op_def, "pure", None))
-    return bool(pure) if pure is not None else op_def.name not in IMPURE_OPS
+__all__ = ["DeadCodeElimination", "is_impure", "remove_all_unused"]
 
 
 def _callee_is_pure(callee, mod: IRModule | None) -> bool:
     if isinstance(callee, Op):
-        return _op_is_pure(callee)
+        return callee.op_def.pure  # the op's trait (TVM's FPurity)
     if isinstance(callee, ExternFunc):
         return False  # R.call_packed: TVM treats extern calls as impure
     if isinstance(callee, GlobalVar) and mod is not None and callee in mod:

@@ -7,8 +7,8 @@ strings, dtypes, tuples of those, or vars bound to any of them. The result keeps
 op's inference gives (numpy would sometimes upcast). Vars bound to constants (or shapes, prim
 values) are replaced by them at their uses and bindings that become unused are dropped, as
 TVM does.
-Never folded: ops without a numpy fact, impure ops, and the calls into TIR / packed functions
-(call_tir, call_dps_packed, ...).
+Never folded: ops without a numpy fact, impure ops, and runtime ops (``OpDef.runtime``: the
+calls into TIR / packed functions, call_tir, call_dps_packed, ...).
 """
 
 from __future__ import annotations
@@ -19,20 +19,14 @@ import numpy as np
 
 from ..expr import Call, Constant, Function, PrimValue, ShapeExpr, Tuple, TupleGetItem, Var
 from ..module import IRModule
+from ..op.facts import load_facts
 from ..op.registry import Op
 from ..struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from ..visitor import ExprMutator
 from .base import FunctionPass, PassContext
 from .dead_code_elimination import is_impure, remove_all_unused
 
-__all__ = ["NEVER_FOLD", "FoldConstant", "fold_constant"]
-
-# Calls into other functions or the runtime: their value is not the op's to compute.
-NEVER_FOLD = frozenset({
-    "call_tir", "call_tir_inplace", "call_tir_with_grad", "call_dps_packed", "call_pure_packed",
-    "call_inplace_packed", "call_builtin_with_ctx", "call_py_func", "invoke_closure",
-    "invoke_pure_closure", "make_closure", "null_value",
-})
+__all__ = ["FoldConstant", "fold_constant"]
 
 # Struct info -> how a folded value becomes an expression again.
 _TO_EXPR = {
@@ -48,7 +42,8 @@ def value_to_expr(value, sinfo):
 
 
 def _numpy_ref():
-    from ..op import numpy_ref  # loaded on first use: it attaches every op's numpy fact
+    load_facts("numpy")
+    from ..op import numpy_ref  # its evaluation helpers; loaded on first use
 
     return numpy_ref
 
@@ -133,8 +128,9 @@ class _Folder(ExprMutator):
         if not isinstance(call.op, Op):
             return False
         op_def = call.op.op_def
-        _numpy_ref()  # attaches the facts on first use
-        return (op_def.name not in NEVER_FOLD and "numpy" in op_def.facts
+        load_facts("numpy")
+        # runtime ops (calls into other functions, runtime objects): not the op's value
+        return (not op_def.runtime and "numpy" in op_def.facts
                 and not is_impure(call, self.mod) and _static(call.struct_info))
 
     def _known(self, expr):

@@ -1,0 +1,46 @@
+"""The one way consumer facts reach the op table: each kind names the modules that attach it.
+
+A consumer fact (the backend's kernel, a torch codegen row, a numpy reference...) is attached
+by its own module when that module is imported. Nothing relies on which module happened to be
+imported first: a reader of a kind loads it first, and the load is explicit::
+
+    load_facts("numpy")                  # imports msc.relax.op.numpy_ref (once)
+    OPS["nn.relu"].facts["numpy"]        # now attached
+    load_all_facts()                     # every kind (the completeness test does this)
+
+The modules are named by string and imported on demand, so msc/ has no static import of
+frontends/ or codegen/ (which import msc).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ...errors import ValidationError
+
+__all__ = ["FACT_SOURCES", "load_all_facts", "load_facts"]
+
+# fact kind -> the modules whose import attaches it (each attaches at import, idempotently).
+FACT_SOURCES: dict[str, tuple[str, ...]] = {
+    "numpy": ("msc.relax.op.numpy_ref",),
+    "kernel": tuple(f"msc.backend.kernels.{m}" for m in (
+        "conv", "dense", "elementwise", "layout", "nonzero", "pool", "unique")),
+    "legalize": ("msc.backend.legalize",),
+    "torch": ("codegen.torch_table",),
+    "layout": ("frontends.relax.layout_rules",),
+}
+
+
+def load_facts(kind: str) -> None:
+    """Attach every fact of ``kind`` to the op table (imports its modules once)."""
+    if kind not in FACT_SOURCES:
+        raise ValidationError(f"unknown fact kind {kind!r}", key=kind,
+                              hint=f"the kinds are {', '.join(FACT_SOURCES)}")
+    for module in FACT_SOURCES[kind]:
+        importlib.import_module(module)
+
+
+def load_all_facts() -> None:
+    """Attach the facts of every kind."""
+    for kind in FACT_SOURCES:
+        load_facts(kind)
