@@ -63,7 +63,6 @@ __all__ = ["Executable", "build"]
 _MAX_INLINE_DEPTH = 64
 _PURE_PATHS = ("native", "numpy")
 _PATHS = {"native", "numpy", "packed", "tir"}
-_NO_FOLD_FAMILIES = ("special",)
 
 
 def build(mod, target="llvm", params: dict | None = None, *, fuse: bool = True,
@@ -496,7 +495,7 @@ def _evaluate(node: Node, args: list):
 
     op_def = OPS.get(node.op)
     fn = op_def.facts.get("numpy") if op_def is not None else None
-    if node.site is None or fn is None or op_def.family in _NO_FOLD_FAMILIES:
+    if node.site is None or fn is None or op_def.runtime:
         return NOVALUE
     try:
         value = numpy_caller(fn, node.site)(*args)

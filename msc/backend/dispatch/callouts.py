@@ -305,10 +305,10 @@ def _null(call, lower, module) -> Impl:
     return Impl(lambda: None, [], (), "builtin")
 
 
+# The VM's handler of each runtime op (OpDef.runtime): tests/ check the keys are exactly those.
 SPECIAL = {
     "call_dps_packed": _packed_dps,
     "call_pure_packed": _packed_pure,
-    "call_packed": _packed_pure,
     "call_tir": _call_tir,
     "call_tir_inplace": _call_tir_inplace,
     "call_inplace_packed": _packed_inplace,

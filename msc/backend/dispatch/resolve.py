@@ -24,7 +24,8 @@ import numpy as np
 
 from ...errors import BuildError, MSCError, UnsupportedOpError
 from ...relax.expr import Attrs
-from ...relax.op.registry import OPS
+from ...relax.op.facts import load_facts as load_op_facts
+from ...relax.op.registry import OPS, ops_with
 from ...relax.struct_info import (
     PrimStructInfo,
     ShapeStructInfo,
@@ -37,7 +38,7 @@ from ..runtime.arrays import np_dtype
 from ..tir.compile import compile_prim_func
 from .callouts import tensor_fields
 
-__all__ = ["FRESH_FAMILIES", "LEGALIZE_MODES", "NUMPY_FIRST", "VIEW_OPS", "MissingKernelError",
+__all__ = ["LEGALIZE_MODES", "NUMPY_FIRST", "VIEW_OPS", "MissingKernelError",
            "conformer", "legalized", "load_facts", "numpy_caller", "resolve", "static_view"]
 
 _LOW_PRECISION = ("float16", "bfloat16")  # computed in float32 on the numpy path
@@ -47,32 +48,17 @@ class MissingKernelError(BuildError, UnsupportedOpError):
     """Ops that have neither a native kernel nor a numpy reference (all listed at once)."""
 
 
-_FACTS_LOADED = False
-
-
 def load_facts() -> None:
-    """Import the modules that attach the "numpy" and "kernel" facts (once)."""
-    global _FACTS_LOADED
-    if not _FACTS_LOADED:
-        from ...relax.op import numpy_ref  # noqa: F401
-        from ..kernels import (  # noqa: F401
-            conv,
-            dense,
-            elementwise,
-            layout,
-            nonzero,
-            pool,
-            unique,
-        )
-
-        _FACTS_LOADED = True
+    """Attach the facts the backend reads: numpy references and native kernels (once)."""
+    for kind in ("numpy", "kernel"):
+        load_op_facts(kind)
 
 
 LEGALIZE_MODES = ("never", "fallback", "prefer")
 
 # Free view ops: numpy gives a view of the input at no cost; TIR copies every element (with
 # div / mod index math). Static ones run as one bound ndarray.reshape (static_view).
-VIEW_OPS = frozenset({"reshape", "flatten", "expand_dims", "squeeze", "nn.batch_flatten"})
+VIEW_OPS = ops_with("view")
 
 
 def _power_on_numpy(site: Site) -> bool:
@@ -87,6 +73,7 @@ def _power_on_numpy(site: Site) -> bool:
 
 
 # Ops whose numpy fact stays first under legalize="prefer": op -> whether it does for a site.
+# A speed choice of this backend (measured per op), not a fact of the op.
 NUMPY_FIRST = {**dict.fromkeys(VIEW_OPS, lambda site: True), "power": _power_on_numpy}
 
 
@@ -118,7 +105,7 @@ def resolve(site: Site, *, native: bool = True, legalize: str = "prefer") -> Imp
         return legalized(site) if legalize != "never" else None
     if (view := static_view(site)) is not None:
         return Impl(view, [v.id for v in site.args], (), "numpy", aliases=True)
-    fresh = op_def.family in FRESH_FAMILIES
+    fresh = not op_def.may_alias  # its numpy fact computes a new array
     return Impl(numpy_caller(fn, site, fresh), [v.id for v in site.args], (), "numpy",
                 aliases=not fresh)
 
@@ -168,15 +155,6 @@ def _dim_vars(sinfo) -> set:
     if isinstance(sinfo, PrimStructInfo) and sinfo.value is not None:  # R.prim_value(n)
         return {v.name for v in tir.free_vars(sinfo.value)}
     return set()
-
-
-# Op families whose numpy facts compute new arrays. Their results are treated as not aliasing
-# their inputs (so the memory planner may reuse input buffers); a result that does overlap an
-# input anyway is copied. Every other family (reshape, slicing, ...) may return views.
-FRESH_FAMILIES = frozenset({
-    "unary", "binary", "compare", "conv", "pool", "norm", "activation", "pad", "reduce",
-    "linalg", "attention", "loss", "image", "scan", "sort", "create", "relay", "msc", "quant",
-})
 
 
 def _owned(value, args: tuple):

@@ -79,7 +79,8 @@ def _relu_rule(values, attrs, producer_out, axis, rank):
     return [("relu",)]
 
 
-# op -> fn(arg values, attrs, producer value id, channel axis, rank) -> entries or None
+# op -> fn(arg values, attrs, producer value id, channel axis, rank) -> entries or None.
+# This backend's fusion rules (what its kernels can fold in), not facts of the ops.
 EPILOGUE_OPS = {
     "add": _add_rule,
     "subtract": _subtract_rule,

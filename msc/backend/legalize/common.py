@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from ...errors import UnsupportedOpError
 from ...relax.expr import Attrs
-from ...relax.op.registry import attach
+from ...relax.op.registry import attach, attrs_with_defaults
 from ...relax.struct_info import TensorStructInfo, TupleStructInfo
 from ...tir import expr as E
 from . import te
@@ -27,7 +27,8 @@ def rule(*ops: str):
 
 
 def attrs(call) -> Attrs:
-    return call.attrs if call.attrs is not None else Attrs()
+    """The call's attrs with the op's AttrDef defaults filled in: rules never repeat a default."""
+    return attrs_with_defaults(call)
 
 
 def op_name(call) -> str:

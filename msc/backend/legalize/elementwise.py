@@ -140,7 +140,7 @@ def _selu(x, a, i):
 
 
 def _softplus(x, a, i):
-    beta, threshold = float(a.get("beta", 1.0)), float(a.get("threshold", 20.0))
+    beta, threshold = float(a["beta"]), float(a["threshold"])
     bx = E.BinaryOp("Mul", x, _f(beta, x))
     # log(1 + e^z) = max(z, 0) + log1p(e^-|z|): no overflow, no cancellation
     soft = E.BinaryOp("Add", E.BinaryOp("Max", bx, _f(0, x)),
@@ -150,7 +150,7 @@ def _softplus(x, a, i):
 
 
 def _prelu(x, a, alpha, i):
-    axis = int(a.get("axis", 1)) % len(i)
+    axis = int(a["axis"]) % len(i)
     slope = alpha[(i[axis],)] if alpha.ndim == 1 else broadcast(alpha, i)
     return te.select(E.BinaryOp("GT", x, _f(0, x)), x, E.BinaryOp("Mul", x, cast(slope, x.dtype)))
 
@@ -163,7 +163,7 @@ ACTIVATIONS = {
     "nn.selu": _selu,
     "nn.softplus": _softplus,
     "nn.leakyrelu": lambda x, a, i: te.select(
-        E.BinaryOp("GT", x, _f(0, x)), x, E.BinaryOp("Mul", x, _f(float(a.get("alpha", 0.01)),
+        E.BinaryOp("GT", x, _f(0, x)), x, E.BinaryOp("Mul", x, _f(float(a["alpha"]),
                                                                    x))),
     "nn.prelu": _prelu,
 }
@@ -217,7 +217,7 @@ def _where(call):
 def _bias_add(call):
     b, (x, bias) = inputs(call)
     out = output(call)
-    axis = int(attrs(call).get("axis", 1)) % x.ndim
+    axis = int(attrs(call)["axis"]) % x.ndim
     y = b.compute(out.values, lambda *i: E.BinaryOp("Add", x[i], bias[(i[axis],)]), "T_add")
     return b.prim_func([y], "bias_add")
 
@@ -246,7 +246,7 @@ def _quantize(call):
     tie (DynamicQuantizeLinear: 0.5 / (5 / 255) is 25.5 in float32, 25.4999 in float64)."""
     b, (x, scale, zero) = inputs(call)
     out, a = output(call), attrs(call)
-    axis = int(a.get("axis", -1)) % x.ndim
+    axis = int(a["axis"]) % x.ndim
     info = np.iinfo(out.dtype)
     dt = "float64" if x.dtype == "float64" else "float32"
 
@@ -264,7 +264,7 @@ def _quantize(call):
 def _dequantize(call):
     b, (x, scale, zero) = inputs(call)
     out, a = output(call), attrs(call)
-    axis = int(a.get("axis", -1)) % x.ndim
+    axis = int(a["axis"]) % x.ndim
     y = b.compute(out.values, lambda *i: cast(E.BinaryOp(
         "Mul", E.BinaryOp("Sub", cast(x[i], "float64"), _qparam(zero, i, axis)),
         _qparam(scale, i, axis)), out.dtype), "compute", axis="i")

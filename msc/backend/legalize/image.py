@@ -86,8 +86,8 @@ class _ResizeAxis:
     """The tap tables of one axis: ``index[o, t]`` and (linear / cubic) ``weight[o, t]``."""
 
     def __init__(self, b, a, letter: str, n: int, m: int, dt: str):
-        mode = a.get("coordinate_transformation_mode", "half_pixel")
-        method = a.get("method", "linear")
+        mode = a["coordinate_transformation_mode"]
+        method = a["method"]
         self.taps = _TAPS[method]
         coord = b.compute((m,), lambda o: _COORD[mode](E.Cast(F64, o), n, m),
                           f"T_coord_{letter}", dtype=F64)
@@ -119,7 +119,7 @@ class _ResizeAxis:
 
     @staticmethod
     def _cubic(b, a, coord, letter: str, n: int, m: int, dt: str):
-        alpha, exclude = float(a.get("cubic_alpha", -0.75)), bool(a.get("cubic_exclude", 0))
+        alpha, exclude = float(a["cubic_alpha"]), bool(a["cubic_exclude"])
 
         def tap(o, t):
             return E.Cast("int64", _floor(coord[o])) + t - idx(1)
@@ -156,7 +156,7 @@ def resize(call, nd: int):
     out, a = output(call), attrs(call)
     letters = SPATIAL[nd]
     pos = _positions(a.get("layout") or "NC" + letters, "NC" + letters, op)[2:]
-    mode, method = a.get("coordinate_transformation_mode", "half_pixel"), a.get("method",
+    mode, method = a["coordinate_transformation_mode"], a.get("method",
                                                                                "linear")
     rounding = a.get("rounding_method") or ""
     if mode not in _COORD or method not in _TAPS or (rounding and rounding not in _ROUND):
@@ -270,13 +270,13 @@ def _grid_sample(call):
     out, a = output(call), attrs(call)
     layout = a.get("layout") or "NCHW"
     nd = len(layout) - 2
-    method, padding = a.get("method", "bilinear"), a.get("padding_mode", "zeros")
+    method, padding = a["method"], a["padding_mode"]
     if nd not in SPATIAL or method not in ("bilinear", "nearest") or \
             padding not in ("zeros", "border", "reflection") or not te.is_float(x.dtype):
         raise UnsupportedOpError(f"grid_sample {method}/{padding} of {x.dtype} in {layout!r} "
                                  "has no legalization", op=op)
     npos, _, *pos = _positions(layout, "NC" + SPATIAL[nd], op)
-    align = bool(a.get("align_corners", False))
+    align = bool(a["align_corners"])
     dt = acc_dtype(out.dtype)
     tables = []
     for j, (p, letter) in enumerate(zip(pos, SPATIAL[nd])):
@@ -317,7 +317,7 @@ def _affine_grid(call):
     """grid[n, i, h, w] = theta[n, i, 0] * x(w) + theta[n, i, 1] * y(h) + theta[n, i, 2]."""
     b, (theta,) = inputs(call)
     out = output(call)
-    align = bool(attrs(call).get("align_corners", True))
+    align = bool(attrs(call)["align_corners"])
     _, _, height, width = out.values
 
     def value(n, i, h, w):

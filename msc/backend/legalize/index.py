@@ -40,7 +40,7 @@ def _wrap_negative(k: E.PrimExpr, n) -> E.PrimExpr:
 def _gather_elements(call):
     b, (data, indices) = inputs(call)
     out = output(call)
-    axis = int(attrs(call).get("axis", 0)) % data.ndim
+    axis = int(attrs(call)["axis"]) % data.ndim
 
     def value(*i):
         k = _wrap_negative(indices[i], data.shape[axis])
@@ -55,7 +55,7 @@ def _gather_nd(call):
     data[batch..., indices[batch..., Y..., 0], ..., indices[..., M-1], rest...]."""
     b, (data, indices) = inputs(call)
     out = output(call)
-    batch = int(attrs(call).get("batch_dims", 0))
+    batch = int(attrs(call)["batch_dims"])
     m = int(indices.shape[-1])
     lead = indices.ndim - 1  # batch and Y dims of the output
 
@@ -73,7 +73,7 @@ def _one_hot(call):
     b, (indices,) = inputs(call)
     out = output(call)
     on, off = const_arg(call, 1), const_arg(call, 2)
-    axis = int(attrs(call).get("axis", -1)) % out.ndim
+    axis = int(attrs(call)["axis"]) % out.ndim
 
     def value(*i):
         at = tuple(v for d, v in enumerate(i) if d != axis)
@@ -106,7 +106,7 @@ def _scan(kind: str):
         def value(*i):
             prev = y[tuple(E.sub(v, 1) if d == axis else v for d, v in enumerate(i))]
             first = E.BinaryOp("EQ", i[axis], idx(0))
-            if a.get("exclusive", False):
+            if a["exclusive"]:
                 return te.if_then_else(first, identity, E.BinaryOp(kind, prev, load(i, 1)))
             return te.if_then_else(first, load(i, 0), E.BinaryOp(kind, prev, load(i, 0)))
         b.store(y, out.values, lambda *i: i, value, y.name)
@@ -249,7 +249,7 @@ def _slice_scatter(call):
     """out = input with input[.., start:end:step, ..] = src, in one pass over the output."""
     b, (data, src) = inputs(call)
     out = output(call)
-    axis = int(attrs(call).get("axis", 0)) % data.ndim
+    axis = int(attrs(call)["axis"]) % data.ndim
     start, end, step = (prim_arg(call, k) for k in (2, 3, 4))
     dim = data.shape[axis]
     if None in (start, end, step) or not is_const(dim):
@@ -321,7 +321,7 @@ def _reverse_sequence(call):
     Python slice stop: negative counts from the end, clamped to the dim)."""
     b, (data, lengths) = inputs(call)
     out, a = output(call), attrs(call)
-    seq, batch = int(a.get("seq_axis", 1)) % data.ndim, int(a.get("batch_axis", 0)) % data.ndim
+    seq, batch = int(a["seq_axis"]) % data.ndim, int(a["batch_axis"]) % data.ndim
     if seq == batch:
         raise ShapeError("seq_axis and batch_axis must differ", op="reverse_sequence",
                          param="seq_axis")
@@ -367,12 +367,12 @@ def _scatter_stages(b, data, out, at_of, updates, reduction: str, name: str):
 def _scatter_elements(call):
     b, (data, indices, updates) = inputs(call)
     out, a = output(call), attrs(call)
-    axis = int(a.get("axis", 0)) % data.ndim
+    axis = int(a["axis"]) % data.ndim
 
     def at_of(*i):
         k = _wrap_negative(indices[tuple(i)], data.shape[axis])
         return tuple(k if d == axis else v for d, v in enumerate(i))
-    y = _scatter_stages(b, data, out, at_of, updates, a.get("reduction", "update"),
+    y = _scatter_stages(b, data, out, at_of, updates, a["reduction"],
                         "scatter_elements")
     return b.prim_func([y], "scatter_elements")
 
@@ -388,6 +388,6 @@ def _scatter_nd(call):
     def at_of(*i):
         index = [_wrap_negative(indices[(*i[:lead], idx(j))], data.shape[j]) for j in range(m)]
         return tuple(index) + tuple(i[lead:])
-    y = _scatter_stages(b, data, out, at_of, updates, a.get("reduction", "update"),
+    y = _scatter_stages(b, data, out, at_of, updates, a["reduction"],
                         "scatter_nd")
     return b.prim_func([y], "scatter_nd")

@@ -89,7 +89,7 @@ def _embedding(call):
 def _batch_matmul(call):
     b, (x, y) = inputs(call)
     a = attrs(call)
-    ta, tb = bool(a.get("transpose_a", False)), bool(a.get("transpose_b", True))
+    ta, tb = bool(a["transpose_a"]), bool(a["transpose_b"])
 
     def a_index(i, k):
         return _batch(x, 2, i[:-2]) + ((k, i[-2]) if ta else (i[-2], k))
@@ -125,10 +125,10 @@ def _conv(nd: int):
         if not (data.isupper() and kern.isupper() and res.isupper()):
             raise UnsupportedOpError(f"conv layouts {data}/{kern} have no legalization",
                                      op=f"nn.conv{nd}d")
-        strides, dilation = _per_dim(a.get("strides", 1), nd), _per_dim(a.get("dilation", 1), nd)
-        pads = _per_dim(a.get("padding", 0), nd)
+        strides, dilation = _per_dim(a["strides"], nd), _per_dim(a["dilation"], nd)
+        pads = _per_dim(a["padding"], nd)
         pads = pads * 2 if len(pads) == nd else pads
-        groups = int(a.get("groups", 1))
+        groups = int(a["groups"])
         cin_g = w.shape[kern.index("I")]
         cout_g = E.floordiv(out.values[res.index("C")], groups)
         rc = b.reduce_axis(cin_g, "rc")
@@ -187,10 +187,10 @@ def _conv_transpose(nd: int):
                 or (a.get("out_layout") or "NC" + sp) != "NC" + sp):
             raise UnsupportedOpError("conv transpose layouts other than NC*/IO* have no "
                                      "legalization", op=f"nn.conv{nd}d_transpose")
-        strides, dilation = _per_dim(a.get("strides", 1), nd), _per_dim(a.get("dilation", 1), nd)
-        pads = _per_dim(a.get("padding", 0), nd)
+        strides, dilation = _per_dim(a["strides"], nd), _per_dim(a["dilation"], nd)
+        pads = _per_dim(a["padding"], nd)
         before = pads[:nd]
-        groups = int(a.get("groups", 1))
+        groups = int(a["groups"])
         cin_g = E.floordiv(x.shape[1], groups)
         cout_g = w.shape[1]
         rc = b.reduce_axis(cin_g, "rc")

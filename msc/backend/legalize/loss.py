@@ -35,8 +35,8 @@ def _cross_entropy(call):
 def _nll_loss(call):
     b, (pred, target, *weights) = inputs(call)
     out, a = output(call), attrs(call)
-    reduction = a.get("reduction", "mean")
-    ignore = int(a.get("ignore_index", -100))
+    reduction = a["reduction"]
+    ignore = int(a["ignore_index"])
     dt = acc_dtype(out.dtype)
     items = (pred.shape[0], *pred.shape[2:]) if pred.ndim > 1 else ()
 

@@ -84,7 +84,7 @@ def _along(i, axis: int, value) -> tuple:
 def _concat(call):
     b, xs = inputs(call)
     out = output(call)
-    axis = attrs(call).get("axis", 0)
+    axis = attrs(call)["axis"]
     if axis is None:
         raise UnsupportedOpError("concat with axis=None has no legalization", op="concat")
     axis = int(axis) % out.ndim
@@ -101,7 +101,7 @@ def _concat(call):
 def _stack(call):
     b, xs = inputs(call)
     out = output(call)
-    axis = int(attrs(call).get("axis", 0)) % out.ndim
+    axis = int(attrs(call)["axis"]) % out.ndim
     y = b.output(out.values, out.dtype, "T_stack")
     for k, x in enumerate(xs):
         b.store(y, x.shape, lambda *i, k=k: i[:axis] + (idx(k),) + i[axis:],
@@ -112,7 +112,7 @@ def _stack(call):
 @rule("split")
 def _split(call):
     b, (x,) = inputs(call)
-    axis = int(attrs(call).get("axis", 0)) % x.ndim
+    axis = int(attrs(call)["axis"]) % x.ndim
     ys, offset = [], idx(0)
     for out in outputs(call):
         ys.append(b.compute(out.values, lambda *i, o=offset: x[_along(i, axis, E.add(i[axis], o))],
@@ -157,7 +157,7 @@ def _take(call):
     out = output(call)
     a = attrs(call)
     axis = int(a.get("axis") if a.get("axis") is not None else 0) % x.ndim
-    mode, n = a.get("mode", "fast") or "fast", x.shape[axis]
+    mode, n = a["mode"] or "fast", x.shape[axis]
 
     def value(*i):
         k = cast(indices[tuple(i[axis:axis + indices.ndim])], "int64")
@@ -255,8 +255,8 @@ def _pad(call):
     a = attrs(call)
     widths = [int(w) for w in a["pad_width"]]
     before = widths[0::2]
-    mode = a.get("pad_mode", "constant") or "constant"
-    fill = te.const(float(a.get("pad_value", 0.0) or 0.0), x.dtype)
+    mode = a["pad_mode"] or "constant"
+    fill = te.const(float(a["pad_value"] or 0.0), x.dtype)
 
     def value(*i):
         pos = [E.sub(v, before[k]) if before[k] else v for k, v in enumerate(i)]
@@ -338,7 +338,7 @@ def _meshgrid(call):
     """out_k[i...] = x_k[i[axis_k]]; "xy" indexing swaps the first two axes."""
     b, xs = inputs(call)
     outs = outputs(call)
-    swap = attrs(call).get("indexing", "ij") == "xy" and len(xs) > 1
+    swap = attrs(call)["indexing"] == "xy" and len(xs) > 1
     ys = []
     for k, (x, o) in enumerate(zip(xs, outs)):
         axis = {0: 1, 1: 0}.get(k, k) if swap else k

@@ -38,10 +38,10 @@ class Window:
 
     def __init__(self, b, x, out, a, nd: int):
         self.x, self.axes = x, _spatial_axes(a, nd)
-        self.kernel = _per_dim(a.get("pool_size", 1), nd)
-        self.strides = _per_dim(a.get("strides", 1), nd)
-        self.dilation = _per_dim(a.get("dilation", 1), nd)
-        self.before, self.after = _pads(a.get("padding", 0), nd)
+        self.kernel = _per_dim(a["pool_size"], nd)
+        self.strides = _per_dim(a["strides"], nd)
+        self.dilation = _per_dim(a["dilation"], nd)
+        self.before, self.after = _pads(a["padding"], nd)
         self.rvars = [b.reduce_axis(k, f"rv{j}") for j, k in enumerate(self.kernel)]
         self.checked = [self._may_leave(j, out.values[ax]) for j, ax in enumerate(self.axes)]
 
@@ -105,7 +105,7 @@ def _avg_pool(nd: int):
         total = b.compute(out.values, lambda *i: te.sum(cast(win.read(i, te.const(0, x.dtype)),
                                                              dt), win.rvars),
                           "pool_sum", dtype=dt)
-        include = bool(a.get("count_include_pad", False))
+        include = bool(a["count_include_pad"])
         y = b.compute(out.values, lambda *i: E.BinaryOp(
             "Div", total[i], float_of(win.count(i, include), dt)), "pool_avg", dtype=out.dtype,
             attrs={"schedule_rule": "meta_schedule.pool_avg"})

@@ -43,7 +43,7 @@ class Reduction:
 def _setup(call):
     b, (x,) = inputs(call)
     a = attrs(call)
-    red = Reduction(b, x, axes_of(a.get("axis"), x.ndim), bool(a.get("keepdims", False)))
+    red = Reduction(b, x, axes_of(a.get("axis"), x.ndim), bool(a["keepdims"]))
     return b, x, red, output(call)
 
 
@@ -163,7 +163,7 @@ rule("argmin")(_arg("argmin"))
 def _softmax_stages(call):
     """The max along the axis, and ``x - max`` at an index (in the accumulation dtype)."""
     b, (x,) = inputs(call)
-    axis = int(attrs(call).get("axis", -1)) % x.ndim
+    axis = int(attrs(call)["axis"]) % x.ndim
     red = Reduction(b, x, [axis], False)
     red.rvars = [b.reduce_axis(x.shape[axis], "k")]
     stat_shape = [d for k, d in enumerate(x.shape) if k != axis]

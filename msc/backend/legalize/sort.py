@@ -308,7 +308,7 @@ def _known_rows(n: E.PrimExpr, op: str) -> None:
 def _sorting(call, negate: bool, with_index: bool):
     """(builder, x, axis, code) for a call sorting ``x`` along its ``axis`` attr."""
     b, (x,) = inputs(call)
-    axis = int(attrs(call).get("axis", -1)) % max(x.ndim, 1)
+    axis = int(attrs(call)["axis"]) % max(x.ndim, 1)
     if x.ndim == 0:
         raise UnsupportedOpError("sorting a 0-d tensor", op=op_name(call))
     order = order_of(x.dtype, negate, op_name(call))
@@ -318,7 +318,7 @@ def _sorting(call, negate: bool, with_index: bool):
 @rule("sort")
 def _sort(call):
     """out = the ascending sort, reversed for ``descending`` (numpy's flip)."""
-    descending = bool(attrs(call).get("descending", False))
+    descending = bool(attrs(call)["descending"])
     b, x, axis, code = _sorting(call, False, False)
     out = b.output(outputs(call)[0].values, outputs(call)[0].dtype, "T_sort")
     last = E.sub(code.n, 1)
@@ -334,7 +334,7 @@ def _sort(call):
 
 @rule("argsort")
 def _argsort(call):
-    descending = bool(attrs(call).get("descending", False))
+    descending = bool(attrs(call)["descending"])
     b, x, axis, code = _sorting(call, descending, True)
     o = outputs(call)[0]
     out = b.output(o.values, o.dtype, "T_argsort")
@@ -351,11 +351,11 @@ def _argsort(call):
 def _topk(call):
     """The first k of the stable argsort of -x (largest) or x; k from the output shape."""
     a = attrs(call)
-    if a.get("ret_type", "both") not in ("both", "values", "indices"):
+    if a["ret_type"] not in ("both", "values", "indices"):
         raise UnsupportedOpError(f"ret_type {a.get('ret_type')!r}", op="topk")
-    b, x, axis, code = _sorting(call, bool(a.get("largest", True)), True)
+    b, x, axis, code = _sorting(call, bool(a["largest"]), True)
     outs = outputs(call)
-    ret = a.get("ret_type", "both")
+    ret = a["ret_type"]
     kinds = {"both": ("values", "indices"), "values": ("values",),
              "indices": ("indices",)}[ret]
     bufs = [b.output(o.values, o.dtype, f"T_topk_{kind}") for o, kind in zip(outs, kinds)]
@@ -376,7 +376,7 @@ def _median(call):
     """The lower median: element (n - 1) // 2 of the stable ascending sort; along one axis
     also its index (int64). Several axes have no numpy fact to match: not legalized."""
     a = attrs(call)
-    keepdims = bool(a.get("keepdims", False))
+    keepdims = bool(a["keepdims"])
     b, (x,) = inputs(call)
     outs = outputs(call)
     order = order_of(x.dtype, False, "median")
