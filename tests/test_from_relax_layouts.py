@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from frontends.relax.layout_rules import infer_reshape_axes
+from frontends.relax.layout_strings import infer_reshape_axes
 from frontends.translate import from_relax
 from msc import relax
 from msc.graph import testing

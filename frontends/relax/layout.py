@@ -38,14 +38,8 @@ from msc.relax.expr import (
 from msc.relax.op.registry import Op
 from msc.relax.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 
-from .layout_rules import (
-    Inferred,
-    RuleFailed,
-    common_backward,
-    common_forward,
-    initial_layout,
-    rule_for,
-)
+from .layout_rules import Inferred, common_backward, common_forward, rule_for
+from .layout_strings import RuleFailed, initial_layout
 
 __all__ = ["infer_layouts"]
 

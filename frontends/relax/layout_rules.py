@@ -11,26 +11,33 @@ A rule that cannot decide raises :class:`RuleFailed`. Layouts are strings (``""`
 tuples of strings for tuple values::
 
     rule_for(get_op("nn.conv2d")).forward(view)   # Inferred(inputs=("NCHW", "OIHW"), ...)
-    expand_layout("AB", [1, 2])                   # "ACDB"  (sum(x, (2, 1)) backward)
-    infer_reshape_axes([1, 2048, 1, 1], [1, 2048], batch_dim=0)   # ([], [1, 2])
+
+The layout-string algebra the rules use (expand, reduce, permute, InferReshapeAxes) is in
+``layout_strings.py``.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from msc.relax.op.registry import OPS, OpDef, attach
-from msc.tir import expr as tir
+
+from .layout_strings import (
+    MATMUL_DEFAULTS,
+    NORM_DEFAULTS,
+    RuleFailed,
+    as_list,
+    expand_layout,
+    get_index,
+    infer_reshape_axes,
+    initial_layout,
+    permute_layout,
+    reduce_layout,
+)
 
 __all__ = ["COMMON_RULE", "FAMILY_RULES", "PLUGIN_RULES", "RULES", "Inferred", "LayoutRule",
-           "RuleFailed", "attach_rules", "expand_layout", "infer_reshape_axes", "initial_layout",
-           "permute_layout", "reduce_layout", "rule_for"]
-
-
-class RuleFailed(Exception):
-    """A rule cannot decide for this call (MSC: the rule returns nothing or throws)."""
+           "attach_rules", "rule_for"]
 
 
 @dataclass(frozen=True)
@@ -46,145 +53,6 @@ class LayoutRule:
     forward: Callable | None = None
     backward: Callable | None = None
     relax: Callable | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# Layout strings (LayoutUtils in MSC).
-
-PREFERRED = "NCHWD"
-NORM_DEFAULTS = {4: "NCHW", 3: "NCD"}
-MATMUL_DEFAULTS = {4: "NCHW", 3: "NCD", 2: "NC"}
-
-
-def initial_layout(ndim: int) -> str:
-    """Relax's generic layout of a rank: ``"ABCD"`` for 4."""
-    return "".join(chr(ord("A") + i) for i in range(max(ndim, 0)))
-
-
-def expand_layout(layout: str, axes: Iterable[int]) -> str:
-    """Insert a new letter at each axis (ascending). A layout that is a prefix of N,C,H,W,D
-    grows with the next of these; any other takes the first unused letter from ``A``."""
-    if not layout:
-        return layout
-    letters, used = list(layout), set(layout)
-    for axis in sorted(axes):
-        if not 0 <= axis <= len(letters):
-            raise RuleFailed(f"cannot insert an axis at {axis} into {layout!r}")
-        letter = _new_letter(used)
-        used.add(letter)
-        letters.insert(axis, letter)
-    return "".join(letters)
-
-
-def _new_letter(used: set) -> str:
-    count = len(used)
-    if count < len(PREFERRED) and used == set(PREFERRED[:count]):
-        return PREFERRED[count]
-    letter = "A"
-    while letter in used:
-        letter = chr(ord(letter) + 1)
-    return letter
-
-
-def reduce_layout(layout: str, axes: Iterable[int]) -> str:
-    """Drop the letters at ``axes``."""
-    drop = set(axes)
-    return "".join(c for i, c in enumerate(layout) if i not in drop)
-
-
-def permute_layout(layout: str, axes: Iterable[int]) -> str:
-    try:
-        return "".join(layout[a] for a in axes)
-    except IndexError:
-        raise RuleFailed(f"axes {list(axes)} do not fit layout {layout!r}") from None
-
-
-def get_index(axis: int, size: int) -> int:
-    """MSC's CommonUtils::GetIndex: a negative index counts from ``size``."""
-    return axis + size if axis < 0 else axis
-
-
-def as_list(value) -> list:
-    return [value] if isinstance(value, int) else list(value)
-
-
-# --------------------------------------------------------------------------------------------
-# InferReshapeAxes: which axes a reshape inserts (expand) and which it merges away (reduce).
-# Dims are msc.tir expressions (plain ints are converted), so symbolic dims take part: runs
-# match when their tir products are equal, and msc.tir keeps products canonical (``bz * 16``
-# equals ``16 * bz``), so equal symbolic dims, and products of equal symbolic factors, match.
-
-def _factors(size: tir.PrimExpr) -> tuple[int, Counter]:
-    """A product as an integer coefficient and a multiset of its symbolic factors."""
-    if isinstance(size, tir.IntImm):
-        return size.value, Counter()
-    if isinstance(size, tir.BinaryOp) and size.op == "Mul":
-        (ca, fa), (cb, fb) = _factors(size.a), _factors(size.b)
-        return ca * cb, fa + fb
-    return 1, Counter({size: 1})
-
-
-def _is_smaller(a: tir.PrimExpr, b: tir.PrimExpr) -> bool | None:
-    """Whether the run with product ``a`` must grow before it can equal ``b``: the one whose
-    symbolic factors are a proper part of the other's, else (same factors) the smaller
-    coefficient. None when neither holds the other's factors (no match possible)."""
-    (ca, fa), (cb, fb) = _factors(a), _factors(b)
-    if fa == fb:
-        return ca < cb
-    if fa < fb:
-        return True
-    if fb < fa:
-        return False
-    return None
-
-
-def _accumulate_match(src: list, dst: list, s0: int, d0: int):
-    """Smallest runs src[s0:s] and dst[d0:d] with equal products, then trailing 1-dims."""
-    if s0 >= len(src) or d0 >= len(dst):
-        return None
-    s, d, s_acc, d_acc = s0, d0, src[s0], dst[d0]
-    while s_acc != d_acc:
-        smaller = _is_smaller(d_acc, s_acc)
-        if smaller is None:
-            return None
-        if smaller:
-            d += 1
-            if d >= len(dst):
-                return None
-            d_acc = tir.mul(d_acc, dst[d])
-        else:
-            s += 1
-            if s >= len(src):
-                return None
-            s_acc = tir.mul(s_acc, src[s])
-    while s < len(src) - 1 and src[s + 1] == 1:
-        s += 1
-    while d < len(dst) - 1 and dst[d + 1] == 1:
-        d += 1
-    return s - s0, d - d0
-
-
-def infer_reshape_axes(in_shape: list, out_shape: list, batch_dim: int = -1):
-    """``(expand_axes, reduce_axes)`` of a reshape, matching runs of equal products left to
-    right; the leading axes of a merged run are the ones deleted or inserted, and the batch
-    axis is protected by shifting to the next axis. ``([], [])`` when nothing matches.
-    Dims may be ints or msc.tir expressions (symbolic dims match equal symbolic dims)."""
-    in_shape = [tir.convert(d) for d in in_shape]
-    out_shape = [tir.convert(d) for d in out_shape]
-    expand, reduce, s0 = [], [], 0
-    while s0 < len(in_shape):
-        d0 = s0 + len(expand) - len(reduce)
-        match = _accumulate_match(in_shape, out_shape, s0, d0)
-        if match is None:
-            return [], []
-        s_dist, d_dist = match
-        start, target = (d0, expand) if d_dist >= s_dist else (s0, reduce)
-        for i in range(abs(d_dist - s_dist)):
-            target.append(start + i + 1 if start + i == batch_dim else start + i)
-        s0 += s_dist + 1
-    if len(in_shape) + len(expand) - len(reduce) != len(out_shape):
-        return [], []
-    return expand, reduce
 
 
 # --------------------------------------------------------------------------------------------
