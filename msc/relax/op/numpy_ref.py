@@ -2,8 +2,10 @@
 
 Each fact is ``fn(args, attrs) -> np.ndarray | tuple``: ``args`` are the call's argument
 values in the op's argument order (tensors as arrays, shapes as tuples of ints, prim values as
-Python numbers, tuples of tensors as tuples of arrays), ``attrs`` the call's Attrs with TVM's
-names and semantics. FoldConstant evaluates calls through ``evaluate_call``::
+Python numbers, tuples of tensors as tuples of arrays), ``attrs`` the call's attrs with TVM's
+names and semantics. The attached fact fills the op's AttrDef defaults in (``with_defaults``),
+so a fact reads ``attrs["axis"]`` and never repeats a default. FoldConstant evaluates calls
+through ``evaluate_call``::
 
     from msc.relax.op import numpy_ref
     numpy_ref.evaluate_call(call, [np.ones((2, 3), "float32"), (3, 2)])   # reshape
@@ -12,6 +14,8 @@ Loaded lazily (by FoldConstant and the tests), not by ``msc.relax.op``.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -100,7 +104,7 @@ def _reshape(args, attrs):
 
 
 def _permute_dims(args, attrs):
-    axes = attrs.get("axes")
+    axes = attrs["axes"]
     return np.transpose(args[0], None if axes is None else ints(axes))
 
 
@@ -110,21 +114,21 @@ def _expand_dims(args, attrs):
 
 def _squeeze(args, attrs):
     x = args[0]
-    axis = attrs.get("axis")
+    axis = attrs["axis"]
     if axis is None:
         return np.squeeze(x)
     return np.squeeze(x, tuple(a for a in axes_of(axis, x.ndim) if x.shape[a] == 1))
 
 
 def _concat(args, attrs):
-    axis = attrs.get("axis", 0)
+    axis = attrs["axis"]
     if axis is None:
         return np.concatenate([np.ravel(t) for t in args[0]])
     return np.concatenate(args[0], axis=axis)
 
 
 def _split(args, attrs):
-    x, axis = args[0], attrs.get("axis", 0)
+    x, axis = args[0], attrs["axis"]
     sections = attrs["indices_or_sections"]
     if np.ndim(sections) == 0:
         size = -(-x.shape[axis] // int(sections))
@@ -149,11 +153,11 @@ def _dynamic_strided_slice(args, attrs):
 
 def _cumulative(ufunc):
     def apply(args, attrs):
-        x, axis = np.asarray(args[0]), attrs.get("axis")
+        x, axis = np.asarray(args[0]), attrs["axis"]
         if axis is None:
             x, axis = np.ravel(x), 0
         out = ufunc.accumulate(x, axis=axis, dtype=_fill_dtype(attrs))
-        return _shift_exclusive(out, axis, ufunc.identity) if attrs.get("exclusive") else out
+        return _shift_exclusive(out, axis, ufunc.identity) if attrs["exclusive"] else out
     return apply
 
 
@@ -166,8 +170,8 @@ def _shift_exclusive(out, axis: int, identity):
 
 
 def _take(args, attrs):
-    x, indices, axis = args[0], np.asarray(args[1]), attrs.get("axis")
-    mode = {"clip": "clip", "wrap": "wrap"}.get(attrs.get("mode", "fast"), "raise")
+    x, indices, axis = args[0], np.asarray(args[1]), attrs["axis"]
+    mode = {"clip": "clip", "wrap": "wrap"}.get(attrs["mode"], "raise")
     if axis is None:
         return np.take(np.ravel(x), indices, mode=mode)
     return np.take(x, indices, axis=axis, mode=mode)
@@ -176,7 +180,7 @@ def _take(args, attrs):
 def _gather_nd(args, attrs):
     # ONNX / TVM Relax semantics: the LAST axis of indices holds the index tuple.
     data, indices = args[0], np.asarray(args[1])
-    batch = int(attrs.get("batch_dims", 0))
+    batch = int(attrs["batch_dims"])
     if batch == 0:
         return data[tuple(np.moveaxis(indices, -1, 0))]
     return np.stack([_gather_nd([d, i], Attrs({"batch_dims": batch - 1}))
@@ -188,11 +192,11 @@ _SCATTER_UFUNCS = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": 
 
 def _scatter_elements(args, attrs):
     data, indices, updates = (np.asarray(a) for a in args[:3])
-    axis = int(attrs.get("axis", 0)) % data.ndim
+    axis = int(attrs["axis"]) % data.ndim
     out = data.copy()
     grid = list(np.indices(indices.shape, sparse=True))
     grid[axis] = indices
-    _scatter(out, tuple(grid), updates, attrs.get("reduction", "update"))
+    _scatter(out, tuple(grid), updates, attrs["reduction"])
     return out
 
 
@@ -200,7 +204,7 @@ def _scatter_nd(args, attrs):
     data, indices, updates = (np.asarray(a) for a in args[:3])
     out = data.copy()
     index = tuple(np.moveaxis(indices, -1, 0))  # last axis = index tuple, as gather_nd
-    _scatter(out, index, updates, attrs.get("reduction", "update"))
+    _scatter(out, index, updates, attrs["reduction"])
     return out
 
 
@@ -213,7 +217,7 @@ def _scatter(out, index, updates, reduction: str) -> None:
 
 def _one_hot(args, attrs):
     indices, on_value, off_value = np.asarray(args[0]), args[1], args[2]
-    depth, axis = int(attrs["depth"]), int(attrs.get("axis", -1))
+    depth, axis = int(attrs["depth"]), int(attrs["axis"])
     hot = np.expand_dims(indices, -1) == np.arange(depth)
     out = np.where(hot, on_value, off_value)
     return np.moveaxis(out, -1, axis % out.ndim)
@@ -241,7 +245,7 @@ def _tile(args, attrs):
 
 
 def _repeat(args, attrs):
-    return np.repeat(args[0], int(attrs["repeats"]), axis=attrs.get("axis"))
+    return np.repeat(args[0], int(attrs["repeats"]), axis=attrs["axis"])
 
 
 def _flip(args, attrs):
@@ -249,31 +253,31 @@ def _flip(args, attrs):
 
 
 def _sort(args, attrs):
-    x, axis = args[0], attrs.get("axis", -1)
+    x, axis = args[0], attrs["axis"]
     out = np.sort(x, axis=axis, kind="stable")
-    return np.flip(out, axis=axis) if attrs.get("descending") else out
+    return np.flip(out, axis=axis) if attrs["descending"] else out
 
 
 def _argsort(args, attrs):
-    x, axis = args[0], attrs.get("axis", -1)
-    key = -x if attrs.get("descending") and x.dtype.kind != "b" else x
+    x, axis = args[0], attrs["axis"]
+    key = -x if attrs["descending"] and x.dtype.kind != "b" else x
     return np.argsort(key, axis=axis, kind="stable")
 
 
 def _topk(args, attrs):
-    x, axis, k = args[0], int(attrs.get("axis", -1)), int(attrs.get("k", 1))
-    largest = attrs.get("largest", True)
+    x, axis, k = args[0], int(attrs["axis"]), int(attrs["k"])
+    largest = attrs["largest"]
     order = np.argsort(-x if largest else x, axis=axis, kind="stable")
     indices = np.take(order, range(k), axis=axis)
     values = np.take_along_axis(x, indices, axis=axis)
-    ret = attrs.get("ret_type", "both")
+    ret = attrs["ret_type"]
     return {"both": (values, indices), "values": values, "indices": indices}[ret]
 
 
 def _index_put(args, attrs):
     out = np.array(args[0], copy=True)
     index = tuple(np.asarray(i) for i in args[1])
-    if attrs.get("accumulate"):
+    if attrs["accumulate"]:
         np.add.at(out, index, args[2])
     else:
         out[index] = args[2]
@@ -281,7 +285,7 @@ def _index_put(args, attrs):
 
 
 def _slice_scatter(args, attrs):
-    out, axis = np.array(args[0], copy=True), int(attrs.get("axis", 0))
+    out, axis = np.array(args[0], copy=True), int(attrs["axis"])
     index = [slice(None)] * out.ndim
     index[axis] = slice(int(args[2]), int(args[3]), int(args[4]))
     out[tuple(index)] = args[1]
@@ -290,7 +294,7 @@ def _slice_scatter(args, attrs):
 
 def _reverse_sequence(args, attrs):
     out = np.array(args[0], copy=True)
-    seq, batch = int(attrs.get("seq_axis", 1)), int(attrs.get("batch_axis", 0))
+    seq, batch = int(attrs["seq_axis"]), int(attrs["batch_axis"])
     for b, length in enumerate(np.asarray(args[1]).reshape(-1)):
         index = [slice(None)] * out.ndim
         index[batch], index[seq] = b, slice(0, int(length))
@@ -299,9 +303,9 @@ def _reverse_sequence(args, attrs):
 
 
 def _bucketize(args, attrs):
-    side = "right" if attrs.get("right") else "left"
+    side = "right" if attrs["right"] else "left"
     out = np.searchsorted(np.asarray(args[1]), args[0], side=side)
-    return out.astype(np.int32 if attrs.get("out_int32") else np.int64)
+    return out.astype(np.int32 if attrs["out_int32"] else np.int64)
 
 
 def _hamming_window(args, attrs):
@@ -349,7 +353,7 @@ def _layout_transform(args, attrs):
     env = dict(zip((v.name for v in index_map.initial_indices), np.indices(x.shape)))
     index = [np.broadcast_to(_index_value(e, env), x.shape) for e in index_map.final_indices]
     shape = tuple(int(i.max()) + 1 if i.size else 0 for i in index)
-    pad = attrs.get("pad_value")
+    pad = attrs["pad_value"]
     out = np.full(shape, getattr(pad, "value", pad) or 0, x.dtype)
     out[tuple(index)] = x
     return out
@@ -358,11 +362,11 @@ def _layout_transform(args, attrs):
 MANIPULATE = {
     "reshape": _reshape, "permute_dims": _permute_dims, "expand_dims": _expand_dims,
     "squeeze": _squeeze, "flatten": lambda args, attrs: np.ravel(args[0]),
-    "concat": _concat, "split": _split, "stack": lambda a, t: np.stack(a[0], t.get("axis", 0)),
+    "concat": _concat, "split": _split, "stack": lambda a, t: np.stack(a[0], t["axis"]),
     "broadcast_to": lambda args, attrs: np.broadcast_to(args[0], ints(args[1])).copy(),
     "strided_slice": _strided_slice, "dynamic_strided_slice": _dynamic_strided_slice,
     "take": _take, "gather_elements": lambda a, t: np.take_along_axis(a[0], a[1],
-                                                                      t.get("axis", 0)),
+                                                                      t["axis"]),
     "gather_nd": _gather_nd, "scatter_elements": _scatter_elements,
     "scatter_nd": _scatter_nd, "one_hot": _one_hot, "where": _where, "clip": _clip,
     "astype": lambda args, attrs: np.asarray(args[0]).astype(attrs["dtype"]),
@@ -379,7 +383,7 @@ MANIPULATE = {
     "shape_to_tensor": lambda args, attrs: np.asarray(args[0], dtype=np.int64),
     "tensor_to_shape": lambda args, attrs: ints(args[0]),
     "size": lambda args, attrs: np.asarray(np.size(args[0]), dtype=np.int64),
-    "meshgrid": lambda a, t: tuple(np.meshgrid(*a[0], indexing=t.get("indexing", "ij"))),
+    "meshgrid": lambda a, t: tuple(np.meshgrid(*a[0], indexing=t["indexing"])),
     "index_tensor": lambda args, attrs: args[0][tuple(np.asarray(i) for i in args[1])],
     "index_put": _index_put, "slice_scatter": _slice_scatter,
     "reverse_sequence": _reverse_sequence, "bucketize": _bucketize,
@@ -389,14 +393,15 @@ MANIPULATE = {
 
 
 def _k(args, attrs) -> int:
-    return int(args[1]) if len(args) > 1 else int(attrs.get("k", 0))
+    # k is an expression argument of tril/triu (Arg default 0), not an attribute.
+    return int(args[1]) if len(args) > 1 else 0
 
 
 # --------------------------------------------------------------------------------------------
 # Creation.
 
 def _fill_dtype(attrs, like=None):
-    dtype = attrs.get("dtype")
+    dtype = attrs.get("dtype")  # ones/zeros declare dtype REQUIRED: no default fills it
     return dtype if dtype not in (None, "", "void") else getattr(like, "dtype", None)
 
 
@@ -419,15 +424,15 @@ CREATE = {
 def _reduce(fn, **extra):
     def apply(args, attrs):
         x = np.asarray(args[0])
-        axis = axes_of(attrs.get("axis"), x.ndim)
-        return fn(x, axis=axis, keepdims=bool(attrs.get("keepdims", False)), **extra)
+        axis = axes_of(attrs["axis"], x.ndim)
+        return fn(x, axis=axis, keepdims=bool(attrs["keepdims"]), **extra)
     return apply
 
 
 def _arg_reduce(fn):
     def apply(args, attrs):
-        x, axis = np.asarray(args[0]), attrs.get("axis")
-        keepdims = bool(attrs.get("keepdims", False))
+        x, axis = np.asarray(args[0]), attrs["axis"]
+        keepdims = bool(attrs["keepdims"])
         if axis is None:
             out = fn(x.reshape(-1))
             return np.reshape(out, (1,) * x.ndim) if keepdims else np.asarray(out)
@@ -437,8 +442,8 @@ def _arg_reduce(fn):
 
 def _median(args, attrs):
     """The lower median (as torch and TVM); along one axis also its index."""
-    x, axis = np.asarray(args[0]), attrs.get("axis")
-    keepdims = bool(attrs.get("keepdims", False))
+    x, axis = np.asarray(args[0]), attrs["axis"]
+    keepdims = bool(attrs["keepdims"])
     if axis is None:
         value = np.sort(x, axis=None)[(x.size - 1) // 2]
         return np.reshape(value, (1,) * x.ndim) if keepdims else np.asarray(value)
@@ -468,10 +473,26 @@ FACTS: dict = {
 }
 
 
+def with_defaults(fn, defaults: dict):
+    """``fn`` reading the op's AttrDef defaults under the call's attrs: the one place the
+    facts get their defaults, so a partial attrs (a hand-built call, a test) sees what the op
+    declares and no fact repeats a default. Callers keep calling ``fn(args, attrs)``."""
+    if not defaults:
+        return fn
+
+    @functools.wraps(fn)
+    def apply(args, attrs):
+        merged = defaults.copy()
+        if attrs is not None:
+            merged.update(attrs.items())  # items(): a C-level merge for Attrs and dicts
+        return fn(args, merged)
+    return apply
+
+
 def _attach_all() -> None:
     for name, fn in FACTS.items():
         if name in OPS:
-            attach(name, "numpy", fn)
+            attach(name, "numpy", with_defaults(fn, OPS[name].optional_defaults))
 
 
 _attach_all()

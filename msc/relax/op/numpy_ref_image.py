@@ -32,12 +32,12 @@ _ROUND = {
 
 def _resize_axis(x, axis: int, size: int, attrs) -> np.ndarray:
     n = x.shape[axis]
-    mode = attrs.get("coordinate_transformation_mode", "half_pixel")
+    mode = attrs["coordinate_transformation_mode"]
     if mode not in _COORD:
         raise UnsupportedOpError(f"coordinate_transformation_mode {mode!r} has no numpy "
                                  "reference", op="image.resize")
     coord = _COORD[mode](np.arange(size, dtype=np.float64), n, size)
-    method = attrs.get("method", "linear")
+    method = attrs["method"]
     if method == "nearest_neighbor":
         idx = _ROUND[_rounding(attrs, mode)](coord).astype(np.int64)
         return np.take(x, np.clip(idx, 0, n - 1), axis=axis)
@@ -55,13 +55,13 @@ def _linear_taps(coord):
 
 
 def _cubic_taps(coord, attrs, n: int):
-    a = float(attrs.get("cubic_alpha", -0.75))
+    a = float(attrs["cubic_alpha"])
     lo = np.floor(coord)
     taps = (lo[:, None] + np.arange(-1, 3)).astype(np.int64)
     d = np.abs(coord[:, None] - taps)
     w = np.where(d <= 1, ((a + 2) * d - (a + 3)) * d * d + 1,
                  np.where(d < 2, ((a * d - 5 * a) * d + 8 * a) * d - 4 * a, 0.0))
-    if attrs.get("cubic_exclude", 0):
+    if attrs["cubic_exclude"]:
         w = np.where((taps < 0) | (taps >= n), 0.0, w)
         w = w / w.sum(axis=1, keepdims=True)
     return taps, w
@@ -69,14 +69,14 @@ def _cubic_taps(coord, attrs, n: int):
 
 def _rounding(attrs, mode: str) -> str:
     """TVM's nearest-neighbour rounding; "" picks round for align_corners, else floor."""
-    method = attrs.get("rounding_method") or ""
+    method = attrs["rounding_method"] or ""
     return method or ("round" if mode == "align_corners" else "floor")
 
 
 def _resize(nd: int):
     def apply(args, attrs):
         canonical = "NC" + SPATIAL[nd]
-        layout = attrs.get("layout") or canonical
+        layout = attrs["layout"]
         x = accum(to_layout(args[0], layout, canonical))
         for axis, size in enumerate(per_dim(args[1], nd), start=2):
             x = _resize_axis(x, axis, size, attrs)
@@ -95,7 +95,7 @@ def _base_coords(size: int, align_corners: bool) -> np.ndarray:
 
 def _affine_grid(args, attrs):
     theta, (h, w) = accum(np.asarray(args[0])), per_dim(args[1], 2)
-    align = bool(attrs.get("align_corners", True))
+    align = bool(attrs["align_corners"])
     xs, ys = _base_coords(w, align), _base_coords(h, align)
     base = np.stack(np.broadcast_arrays(xs[None, :], ys[:, None], np.ones((1, 1))), -1)
     return np.einsum("nij,hwj->nihw", theta, base)
@@ -115,7 +115,7 @@ def _reflect(c, lo: float, hi: float):
 
 
 def _source_coord(g, size: int, attrs):
-    align, mode = bool(attrs.get("align_corners", False)), attrs.get("padding_mode", "zeros")
+    align, mode = bool(attrs["align_corners"]), attrs["padding_mode"]
     c = _unnormalize(g, size, align)
     if mode == "reflection":
         c = _reflect(c, 0, size - 1) if align else _reflect(c, -0.5, size - 0.5)
@@ -136,13 +136,13 @@ def _gather(x, index: list) -> tuple:
 
 
 def _grid_sample(args, attrs):
-    layout = attrs.get("layout") or "NCHW"
+    layout = attrs["layout"]
     nd = len(layout) - 2
     x = accum(to_layout(args[0], layout, "NC" + SPATIAL[nd]))
     grid = accum(np.asarray(args[1]))
     # grid channel 0 is x (the last spatial axis), channel 1 is y, ...
     coords = [_source_coord(grid[:, nd - 1 - i], n, attrs) for i, n in enumerate(x.shape[2:])]
-    method = attrs.get("method", "bilinear")
+    method = attrs["method"]
     if method == "nearest":
         values, valid = _gather(x, [np.round(c).astype(np.int64) for c in coords])
         out = values * valid

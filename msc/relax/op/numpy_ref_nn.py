@@ -81,34 +81,34 @@ def conv_ncx(x, w, strides, pads, dilation, groups: int) -> np.ndarray:
 def _conv(nd: int):
     def apply(args, attrs):
         sp = SPATIAL[nd]
-        data_layout = attrs.get("data_layout") or "NC" + sp
+        data_layout = attrs["data_layout"]
         x = to_layout(args[0], data_layout, "NC" + sp)
-        w = to_layout(args[1], attrs.get("kernel_layout") or "OI" + sp, "OI" + sp)
-        out = conv_ncx(x, w, per_dim(attrs.get("strides", 1), nd),
-                       _pads(attrs.get("padding", 0), nd),
-                       per_dim(attrs.get("dilation", 1), nd), int(attrs.get("groups", 1)))
-        return to_layout(out, "NC" + sp, attrs.get("out_layout") or data_layout)
+        w = to_layout(args[1], attrs["kernel_layout"], "OI" + sp)
+        out = conv_ncx(x, w, per_dim(attrs["strides"], nd),
+                       _pads(attrs["padding"], nd),
+                       per_dim(attrs["dilation"], nd), int(attrs["groups"]))
+        return to_layout(out, "NC" + sp, attrs["out_layout"] or data_layout)
     return apply
 
 
 def _conv_transpose(nd: int):
     def apply(args, attrs):
         sp = SPATIAL[nd]
-        data_layout = attrs.get("data_layout") or "NC" + sp
+        data_layout = attrs["data_layout"]
         x = to_layout(args[0], data_layout, "NC" + sp)
-        w = to_layout(args[1], attrs.get("kernel_layout") or "IO" + sp, "IO" + sp)
+        w = to_layout(args[1], attrs["kernel_layout"], "IO" + sp)
         out = _deconv(x, w, attrs, nd)
-        return to_layout(out, "NC" + sp, attrs.get("out_layout") or data_layout)
+        return to_layout(out, "NC" + sp, attrs["out_layout"] or data_layout)
     return apply
 
 
 def _deconv(x, w, attrs, nd: int) -> np.ndarray:
     """Transposed conv = stride-dilated input, flipped kernel, stride-1 convolution."""
-    strides = per_dim(attrs.get("strides", 1), nd)
-    dilation = per_dim(attrs.get("dilation", 1), nd)
-    before, after = _pads(attrs.get("padding", 0), nd)
-    extra = per_dim(attrs.get("output_padding", 0), nd)
-    groups = int(attrs.get("groups", 1))
+    strides = per_dim(attrs["strides"], nd)
+    dilation = per_dim(attrs["dilation"], nd)
+    before, after = _pads(attrs["padding"], nd)
+    extra = per_dim(attrs["output_padding"], nd)
+    groups = int(attrs["groups"])
     up = np.zeros(x.shape[:2] + tuple((n - 1) * s + 1 for n, s in zip(x.shape[2:], strides)),
                   x.dtype)
     up[(slice(None),) * 2 + tuple(slice(None, None, s) for s in strides)] = x
@@ -135,11 +135,11 @@ def _crop_negative(x, pads):
 # Pooling.
 
 def _pool_geometry(shape, attrs, nd: int):
-    kernel = per_dim(attrs.get("pool_size", 1), nd)
-    strides = per_dim(attrs.get("strides", 1), nd)
-    dilation = per_dim(attrs.get("dilation", 1), nd)
-    before, after = _pads(attrs.get("padding", 0), nd)
-    ceil = bool(attrs.get("ceil_mode", False))
+    kernel = per_dim(attrs["pool_size"], nd)
+    strides = per_dim(attrs["strides"], nd)
+    dilation = per_dim(attrs["dilation"], nd)
+    before, after = _pads(attrs["padding"], nd)
+    ceil = bool(attrs["ceil_mode"])
     extra = []
     for n, k, s, d, b, a in zip(shape, kernel, strides, dilation, before, after):
         span = n + b + a - ((k - 1) * d + 1)
@@ -151,10 +151,10 @@ def _pool_geometry(shape, attrs, nd: int):
 def _pool(nd: int, kind: str):
     def apply(args, attrs):
         sp = SPATIAL[nd]
-        layout = attrs.get("layout") or "NC" + sp
+        layout = attrs["layout"]
         x = to_layout(args[0], layout, "NC" + sp)
         out = (_max_pool if kind == "max" else _avg_pool)(x, attrs, nd)
-        return to_layout(out, "NC" + sp, attrs.get("out_layout") or layout)
+        return to_layout(out, "NC" + sp, attrs["out_layout"] or layout)
     return apply
 
 
@@ -175,7 +175,7 @@ def _avg_pool(x, attrs, nd: int):
     explicit = [(0, 0)] * 2 + list(zip(before, after))
     ceil_pad = [(0, 0)] * 2 + [(0, e) for e in extra]
     ones = np.ones((1, 1) + x.shape[2:])
-    if attrs.get("count_include_pad", False):
+    if attrs["count_include_pad"]:
         ones = np.pad(ones, explicit, constant_values=1)
     else:
         ones = np.pad(ones, explicit)
@@ -189,13 +189,13 @@ def _avg_pool(x, attrs, nd: int):
 def _adaptive_avg_pool(nd: int):
     def apply(args, attrs):
         sp = SPATIAL[nd]
-        layout = attrs.get("layout") or "NC" + sp
+        layout = attrs["layout"]
         x = accum(to_layout(args[0], layout, "NC" + sp))
-        sizes = attrs.get("output_size")
+        sizes = attrs["output_size"]
         sizes = x.shape[2:] if sizes is None else per_dim(sizes, nd)
         for axis, size in enumerate(sizes, start=2):
             x = _adaptive_axis(x, axis, int(size))
-        return to_layout(x, "NC" + sp, attrs.get("out_layout") or layout)
+        return to_layout(x, "NC" + sp, attrs["out_layout"] or layout)
     return apply
 
 
@@ -235,9 +235,9 @@ def _standardize(x, axes, eps: float):
 
 
 def _affine(y, gamma, beta, attrs, shape_of):
-    if attrs.get("scale", True):
+    if attrs["scale"]:
         y = y * shape_of(gamma)
-    if attrs.get("center", True):
+    if attrs["center"]:
         y = y + shape_of(beta)
     return y
 
@@ -245,7 +245,7 @@ def _affine(y, gamma, beta, attrs, shape_of):
 def _layer_norm(args, attrs):
     x, gamma, beta = args[:3]
     axes = tuple(a % x.ndim for a in _ints(attrs["axes"]))
-    y = _standardize(x, axes, float(attrs.get("epsilon", 1e-5)))
+    y = _standardize(x, axes, float(attrs["epsilon"]))
     return _affine(y, gamma, beta, attrs, lambda v: _over(v, axes, x.ndim))
 
 
@@ -255,7 +255,7 @@ def _group_norm(args, attrs):
     shape = list(x.shape)
     grouped = shape[:channel] + [groups, shape[channel] // groups] + shape[channel + 1:]
     axes = [channel + 1] + [a % x.ndim + (a % x.ndim > channel) for a in _ints(attrs["axes"])]
-    y = _standardize(x.reshape(grouped), tuple(axes), float(attrs.get("epsilon", 1e-5)))
+    y = _standardize(x.reshape(grouped), tuple(axes), float(attrs["epsilon"]))
     y = y.reshape(shape)
     return _affine(y, gamma, beta, attrs, lambda v: _along(v, channel, x.ndim))
 
@@ -263,14 +263,14 @@ def _group_norm(args, attrs):
 def _instance_norm(args, attrs):
     x, gamma, beta = args[:3]
     axes = tuple(a % x.ndim for a in _ints(attrs["axes"]))
-    y = _standardize(x, axes, float(attrs.get("epsilon", 1e-5)))
+    y = _standardize(x, axes, float(attrs["epsilon"]))
     return _affine(y, gamma, beta, attrs, lambda v: _along(v, attrs["channel_axis"], x.ndim))
 
 
 def _rms_norm(args, attrs):
     x, weight = accum(args[0]), args[1]
-    axes = tuple(a % x.ndim for a in _ints(attrs.get("axes", -1)))
-    rms = np.sqrt((x * x).mean(axis=axes, keepdims=True) + float(attrs.get("epsilon", 1e-5)))
+    axes = tuple(a % x.ndim for a in _ints(attrs["axes"]))
+    rms = np.sqrt((x * x).mean(axis=axes, keepdims=True) + float(attrs["epsilon"]))
     return x / rms * _over(weight, axes, x.ndim)
 
 
@@ -278,11 +278,11 @@ def _batch_norm(args, attrs):
     """Returns (out, mean, var); in training mode the batch statistics normalize and the
     moving ones are updated with ``momentum`` (TVM: biased batch variance)."""
     x, gamma, beta, moving_mean, moving_var = (accum(np.asarray(a)) for a in args[:5])
-    axis, eps = int(attrs["axis"]) % x.ndim, float(attrs.get("epsilon", 1e-5))
-    if attrs.get("training", False):
+    axis, eps = int(attrs["axis"]) % x.ndim, float(attrs["epsilon"])
+    if attrs["training"]:
         reduce = tuple(i for i in range(x.ndim) if i != axis)
         mean, var = x.mean(axis=reduce), x.var(axis=reduce)
-        m = float(attrs.get("momentum", 0.1))
+        m = float(attrs["momentum"])
         moving_mean, moving_var = (1 - m) * moving_mean + m * mean, (1 - m) * moving_var + m * var
     else:
         mean, var = moving_mean, moving_var
@@ -292,13 +292,13 @@ def _batch_norm(args, attrs):
 
 
 def _softmax(args, attrs):
-    x, axis = accum(args[0]), int(attrs.get("axis", -1))
+    x, axis = accum(args[0]), int(attrs["axis"])
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
 
 
 def _log_softmax(args, attrs):
-    x, axis = accum(args[0]), int(attrs.get("axis", -1))
+    x, axis = accum(args[0]), int(attrs["axis"])
     shifted = x - x.max(axis=axis, keepdims=True)
     return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
 
@@ -309,7 +309,7 @@ def erf(x):
 
 def _softplus(args, attrs):
     x = accum(args[0])
-    beta, threshold = float(attrs.get("beta", 1.0)), float(attrs.get("threshold", 20.0))
+    beta, threshold = float(attrs["beta"]), float(attrs["threshold"])
     return np.where(x * beta > threshold, x, np.logaddexp(0, beta * x) / beta)
 
 
@@ -335,7 +335,7 @@ ACTIVATIONS = {
 
 def _prelu(args, attrs):
     x, alpha = accum(args[0]), accum(args[1])
-    return np.where(x > 0, x, x * _along(alpha, int(attrs.get("axis", 1)), x.ndim))
+    return np.where(x > 0, x, x * _along(alpha, int(attrs["axis"]), x.ndim))
 
 
 _PAD_MODES = {"constant": "constant", "edge": "edge", "replicate": "edge",
@@ -344,12 +344,11 @@ _PAD_MODES = {"constant": "constant", "edge": "edge", "replicate": "edge",
 
 def _pad(args, attrs):
     x, widths = args[0], _ints(attrs["pad_width"])
-    mode = _PAD_MODES[attrs.get("pad_mode", "constant") or "constant"]
+    mode = _PAD_MODES[attrs["pad_mode"] or "constant"]
     pairs = list(zip(widths[0::2], widths[1::2]))
     if mode != "constant":
         return np.pad(x, pairs, mode=mode)
-    value = attrs["pad_value"] if "pad_value" in attrs else (args[1] if len(args) > 1 else 0)
-    return np.pad(x, pairs, constant_values=np.asarray(value).astype(x.dtype))
+    return np.pad(x, pairs, constant_values=np.asarray(attrs["pad_value"]).astype(x.dtype))
 
 
 def _pixel_shuffle(args, attrs):
@@ -363,15 +362,15 @@ def _pixel_shuffle(args, attrs):
 def _attention(args, attrs):
     """q, k, v are (batch, seq, heads, head_dim); the result has q's layout."""
     q, k, v = (accum(np.asarray(a)).swapaxes(1, 2) for a in args[:3])
-    if attrs.get("window_size") is not None:
+    if attrs["window_size"] is not None:
         raise UnsupportedOpError("sliding-window attention has no numpy reference",
                                  op="nn.attention", hint="window_size must be None")
-    scale = attrs.get("scale")
+    scale = attrs["scale"]
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     scores = q @ k.swapaxes(-1, -2) * scale
     if len(args) > 3 and args[3] is not None:
         scores = scores + args[3]
-    scores = _causal(scores, attrs.get("causal_mask"))
+    scores = _causal(scores, attrs["causal_mask"])
     return (_softmax([scores], {"axis": -1}) @ v).swapaxes(1, 2)
 
 
@@ -398,12 +397,12 @@ def _nll_loss(args, attrs):
     weights = np.asarray(args[2]) if len(args) > 2 else np.ones(classes)
     if pred.ndim == 1:
         pred, target = pred[None], target[None]
-    ignore = target == int(attrs.get("ignore_index", -100))
+    ignore = target == int(attrs["ignore_index"])
     safe = np.where(ignore, 0, target)
     picked = np.take_along_axis(pred, np.expand_dims(safe, 1), axis=1).squeeze(1)
     w = np.where(ignore, 0, weights[safe])
     loss = -picked * w
-    reduction = attrs.get("reduction", "mean")
+    reduction = attrs["reduction"]
     if reduction == "none":
         return loss.reshape(np.shape(args[1]))
     return loss.sum() / (w.sum() if reduction == "mean" else 1)
@@ -424,16 +423,16 @@ def _qparam(v, axis: int, ndim: int):
 def _quantize(args, attrs):
     # Divide in the input's precision (float32 for float32 models), as ONNX and TVM do:
     # float64 division moves ties and changes the rounding of x / scale.
-    x, axis = np.asarray(args[0]), int(attrs.get("axis", -1))
+    x, axis = np.asarray(args[0]), int(attrs["axis"])
     x = x if x.dtype == np.float64 else x.astype(np.float32)
     scale, zero = (_qparam(np.asarray(a), axis, x.ndim) for a in args[1:3])
-    info = np.iinfo(attrs.get("out_dtype", "int8"))
+    info = np.iinfo(attrs["out_dtype"])
     scaled = np.round(x / scale.astype(x.dtype))
     return np.clip(scaled + zero, info.min, info.max)
 
 
 def _dequantize(args, attrs):
-    x, axis = np.asarray(args[0]).astype(np.float64), int(attrs.get("axis", -1))
+    x, axis = np.asarray(args[0]).astype(np.float64), int(attrs["axis"])
     scale, zero = (_qparam(np.asarray(a), axis, x.ndim) for a in args[1:3])
     return (x - zero) * scale
 
@@ -447,14 +446,14 @@ def _dense(args, attrs):
 
 def _batch_matmul(args, attrs):
     x, y = accum(args[0]), accum(args[1])
-    x = x.swapaxes(-1, -2) if attrs.get("transpose_a", False) else x
-    y = y.swapaxes(-1, -2) if attrs.get("transpose_b", True) else y
+    x = x.swapaxes(-1, -2) if attrs["transpose_a"] else x
+    y = y.swapaxes(-1, -2) if attrs["transpose_b"] else y
     return np.matmul(x, y)
 
 
 def _bias_add(args, attrs):
     x = args[0]
-    return x + _along(args[1], int(attrs.get("axis", 1)), x.ndim)
+    return x + _along(args[1], int(attrs["axis"]), x.ndim)
 
 
 def _with_bias(fn, axis_of):
@@ -467,7 +466,7 @@ def _with_bias(fn, axis_of):
 
 
 def _channel_axis(out, attrs):
-    return (attrs.get("out_layout") or attrs.get("data_layout") or "NC").index("C")
+    return (attrs["out_layout"] or attrs["data_layout"]).index("C")
 
 
 def _msc_attention(args, attrs):
@@ -495,7 +494,7 @@ FACTS = {
     **{f"nn.avg_pool{nd}d": _pool(nd, "avg") for nd in (1, 2, 3)},
     **{f"nn.adaptive_avg_pool{nd}d": _adaptive_avg_pool(nd) for nd in (1, 2, 3)},
     **{name: _act(fn) for name, fn in ACTIVATIONS.items()},
-    "nn.leakyrelu": lambda a, t: np.where(a[0] > 0, a[0], a[0] * float(t.get("alpha", 0.01))),
+    "nn.leakyrelu": lambda a, t: np.where(a[0] > 0, a[0], a[0] * float(t["alpha"])),
     "nn.softplus": _softplus, "nn.prelu": _prelu, "nn.softmax": _softmax,
     "nn.log_softmax": _log_softmax, "nn.layer_norm": _layer_norm,
     "nn.group_norm": _group_norm, "nn.instance_norm": _instance_norm, "nn.rms_norm": _rms_norm,

@@ -96,6 +96,11 @@ class OpDef:
     def attr_defaults(self) -> dict:
         return {a.name: a.default for a in self.attrs}
 
+    @property
+    def optional_defaults(self) -> dict:
+        """The defaults a caller may leave out (REQUIRED attrs excluded)."""
+        return {a.name: a.default for a in self.attrs if a.default is not REQUIRED}
+
 
 OPS: dict[str, OpDef] = {}
 # Names of the traits ``register`` takes and ``ops_with`` answers.
@@ -189,8 +194,7 @@ def attrs_with_defaults(call: Call) -> Attrs:
         attrs_with_defaults(call)["training"]      # batch_norm's declared default if unset
     """
     given = call.attrs if call.attrs is not None else Attrs()
-    defaults = {a.name: a.default for a in call.op.op_def.attrs if a.default is not REQUIRED}
-    return Attrs({**defaults, **dict(given.items())})
+    return Attrs({**call.op.op_def.optional_defaults, **dict(given.items())})
 
 
 # --------------------------------------------------------------------------------------------
