@@ -8,7 +8,7 @@ modules with weights) have a small ``convert(ctx)`` (ctx: ``torch_gen.TorchConte
     OPS["nn.relu"].facts["torch"]          # Row(func='F.relu', ...)
 
 Runtime ops (``OpDef.runtime``: calls into other functions, effects) have no row; the known
-gaps are listed in tests/test_op_facts.py.
+gaps are listed in tests/relax/op/test_op_facts.py.
 """
 
 from __future__ import annotations

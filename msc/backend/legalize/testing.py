@@ -1,5 +1,6 @@
 """Helpers for testing legalization rules against the op's numpy reference and the TIR
-interpreter (the tests of ``tests/test_legalize_*.py`` are one line each on top of these)::
+interpreter (the tests of ``tests/backend/legalize/test_legalize_*.py`` are one line each on top
+of these)::
 
     got, ref = check_op("nn.softmax", [x], axis=1)      # raises AssertionError on mismatch
 

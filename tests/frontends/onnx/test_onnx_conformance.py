@@ -1,0 +1,52 @@
+"""The ONNX node conformance suite through msc's whole path, as a ratchet.
+
+Runs every case of ``onnx.backend.test.case.node`` (from_onnx -> relax.build -> VM; see
+tests/helpers/onnx_conformance.py for the tolerances) in 2 workers with a per-case time limit, writes
+the per-op report to ``$MSC_ONNX_CONFORMANCE_REPORT`` (default: pytest's tmp dir), and fails
+when a case that passed when the ratchet was recorded fails now. Raise the ratchet with
+``MSC_ONNX_RATCHET_UPDATE=1`` after an improvement.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import onnx_conformance as conf
+
+RATCHET = Path(__file__).parent / "data" / "onnx_conformance_ratchet.json"
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    cases = conf.load_cases()
+    results = conf.run_suite(cases, ("msc",), workers=2, timeout=30.0)
+    summary = conf.summarize(cases, results)
+    default = tmp_path_factory.mktemp("onnx") / "onnx_conformance.json"
+    path = Path(os.environ.get("MSC_ONNX_CONFORMANCE_REPORT", default))
+    path.write_text(json.dumps(summary, indent=1))
+    return summary
+
+
+def passing(summary) -> list:
+    return sorted(n for n, r in summary["cases"].items() if r["msc"]["status"] == "pass")
+
+
+def test_conformance_does_not_regress(report):
+    now = set(passing(report))
+    if os.environ.get("MSC_ONNX_RATCHET_UPDATE"):
+        RATCHET.write_text(json.dumps({"evaluator": report["evaluator"],
+                                       "total": report["total"], "pass": len(now),
+                                       "passing": sorted(now)}, indent=0) + "\n")
+    ratchet = json.loads(RATCHET.read_text())
+    lost = sorted(set(ratchet["passing"]) - now)
+    details = {n: report["cases"][n]["msc"] for n in lost if n in report["cases"]}
+    assert not lost, f"{len(lost)} conformance cases regressed: {details}"
+    assert len(now) >= ratchet["pass"]
+
+
+def test_report_lists_every_op(report):
+    assert report["total"] == len(report["cases"])
+    for row in report["ops"].values():
+        assert row["msc_pass"] + len(row["failing"]) == row["cases"]

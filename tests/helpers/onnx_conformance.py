@@ -1,0 +1,275 @@
+"""The ONNX node conformance suite (``onnx.backend.test.case.node``) run through msc's path.
+
+Each case's model goes ``from_onnx(as_msc=False) -> relax.build -> VirtualMachine``. Outputs
+are compared as onnx's own backend test runner does (``onnx.backend.test.runner``): same count,
+shape and dtype, then ``np.testing.assert_allclose(out, ref, rtol=case.rtol, atol=case.atol)``
+- by default rtol 1e-3, atol 1e-7 (the values ``collect_testcases`` gives almost every case).
+
+    cases = load_cases()
+    results = run_suite(cases, runners=("msc", "onnxruntime"), workers=2, timeout=20)
+    report = summarize(results)          # per-op pass/fail, JSON-ready
+
+Cases run in forked worker processes; a case over its time limit kills its worker (a fresh
+one takes over) and counts as a timeout.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+import traceback
+import warnings
+from collections import defaultdict, deque
+from multiprocessing.connection import wait
+
+import numpy as np
+
+ORT_MAX_IR_VERSION = 13  # onnxruntime 1.31 rejects the IR version 14 onnx 1.23 writes
+ORT_MAX_OPSET = 26  # and default-domain opsets above 26
+
+
+# --------------------------------------------------------------------------------------------
+# Cases.
+
+def load_cases() -> list:
+    """The node test cases with their (first) data set, in a stable order."""
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = collect_testcases()
+    return sorted((c for c in cases if c.kind == "node" and c.data_sets), key=lambda c: c.name)
+
+
+def case_ops(case) -> list[str]:
+    """Op types in a case's graph (the op under test, or an expanded function body)."""
+    return sorted({(n.domain + ":" if n.domain else "") + n.op_type
+                   for n in case.model.graph.node})
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluators.
+
+def run_msc(model, inputs: list) -> list:
+    """msc's whole path on one model."""
+    from frontends.onnx.api import from_onnx
+    from msc import relax
+
+    mod, _ = from_onnx(model, as_msc=False)
+    vm = relax.VirtualMachine(relax.build(mod, target="llvm"), relax.cpu())
+    out = vm["main"](*inputs)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    return [np.asarray(o.numpy() if hasattr(o, "numpy") else o) for o in outs]
+
+
+def run_onnxruntime(model, inputs: list) -> list:
+    import onnxruntime as ort
+
+    model_copy = type(model)()
+    model_copy.CopyFrom(model)
+    model_copy.ir_version = min(model_copy.ir_version, ORT_MAX_IR_VERSION)
+    _cap_opset(model_copy, ORT_MAX_OPSET)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 4
+    sess = ort.InferenceSession(model_copy.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    return sess.run(None, dict(zip(names, inputs)))
+
+
+def _cap_opset(model, cap: int) -> None:
+    """Lower the default-domain opset to ``cap`` when no node's op changed after ``cap``
+    (the model then means the same at both opsets)."""
+    from onnx import defs
+
+    imports = [i for i in model.opset_import if i.domain in ("", "ai.onnx")]
+    if not imports or imports[0].version <= cap:
+        return
+    version = imports[0].version
+    for node in model.graph.node:
+        if node.domain in ("", "ai.onnx"):
+            try:
+                if defs.get_schema(node.op_type, version, "").since_version > cap:
+                    return
+            except defs.SchemaError:
+                return
+    imports[0].version = cap
+
+
+def _arrays(values) -> list:
+    """Data-set values as numpy (exotic dtypes such as bfloat16 come as TensorProto)."""
+    from onnx import TensorProto, numpy_helper
+
+    return [numpy_helper.to_array(v) if isinstance(v, TensorProto) else v for v in values]
+
+
+def _is_tensor(value) -> bool:
+    return isinstance(value, (np.ndarray, np.generic))
+
+
+RUNNERS = {"msc": run_msc, "onnxruntime": run_onnxruntime}
+
+
+# --------------------------------------------------------------------------------------------
+# One case.
+
+def compare(expected: list, got: list, rtol: float, atol: float) -> None:
+    """onnx's backend runner comparison (assert_similar_outputs); raises AssertionError."""
+    np.testing.assert_equal(len(got), len(expected))
+    for ref, out in zip(expected, got):
+        if isinstance(ref, (list, tuple)) or ref is None or isinstance(out, list):
+            if ref is None or out is None:
+                assert ref is None and out is None, "optional value mismatch"
+                continue
+            compare(list(ref), list(out), rtol, atol)
+            continue
+        out, ref = np.asarray(out), np.asarray(ref)
+        np.testing.assert_array_equal(out.shape, ref.shape, err_msg="incorrect shape")
+        if ref.dtype == object:
+            np.testing.assert_array_equal(out, ref)
+            continue
+        np.testing.assert_equal(out.dtype, ref.dtype)
+        if out.dtype.name == "bfloat16":
+            out, ref, rtol = out.astype(np.float32), ref.astype(np.float32), max(rtol, 2 ** -6)
+        np.testing.assert_allclose(out, ref, rtol=rtol, atol=atol)
+
+
+def run_case(case, runner: str) -> dict:
+    """{"status": pass | fail | error | unsupported, "message": ...} for one runner."""
+    from msc.errors import UnsupportedOpError
+
+    inputs, expected = (_arrays(v) for v in case.data_sets[0])
+    tensors = all(_is_tensor(v) for v in list(inputs) + list(expected))
+    if runner == "msc" and not tensors:
+        return {"status": "unsupported", "message": "sequence or optional values"}
+    inputs = [np.asarray(v) if _is_tensor(v) else v for v in inputs]
+    start = time.perf_counter()
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            got = RUNNERS[runner](case.model, inputs)
+        compare(list(expected), got, case.rtol, case.atol)
+        status, message = "pass", ""
+    except UnsupportedOpError as err:
+        status, message = "unsupported", str(err).splitlines()[-1].strip()
+    except AssertionError as err:
+        status, message = "fail", " ".join(str(err).split())[:300]
+    except Exception as err:  # noqa: BLE001 - any failure is this case's result
+        status, message = "error", _short_error(err)
+    return {"status": status, "message": message,
+            "seconds": round(time.perf_counter() - start, 3)}
+
+
+def _short_error(err: BaseException) -> str:
+    where = traceback.extract_tb(err.__traceback__)[-1]
+    return f"{type(err).__name__}: {str(err)[:250]} ({where.filename.split('/')[-1]}:" \
+           f"{where.lineno})"
+
+
+# --------------------------------------------------------------------------------------------
+# The suite, in parallel workers with a per-case time limit.
+
+_CASES: list = []
+
+
+def _worker(conn, runners: tuple) -> None:
+    while True:
+        index = conn.recv()
+        if index is None:
+            return
+        case = _CASES[index]
+        conn.send((index, {r: run_case(case, r) for r in runners}))
+
+
+class _Slot:
+    def __init__(self, ctx, runners):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker, args=(child, runners), daemon=True)
+        self.proc.start()
+        self.index, self.started = None, 0.0
+
+    def give(self, index: int) -> None:
+        self.index, self.started = index, time.monotonic()
+        self.conn.send(index)
+
+    def stop(self) -> None:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+
+
+def run_suite(cases: list, runners=("msc",), workers: int = 2, timeout: float = 20.0) -> dict:
+    """{case name: {runner: result}}; a case over ``timeout`` seconds (all runners together)
+    is a timeout."""
+    global _CASES
+    _CASES = cases
+    ctx = multiprocessing.get_context("fork")
+    todo, results = deque(range(len(cases))), {}
+    slots = [_Slot(ctx, tuple(runners)) for _ in range(max(1, workers))]
+    try:
+        while todo or any(s.index is not None for s in slots):
+            for slot in slots:
+                if slot.index is None and todo:
+                    slot.give(todo.popleft())
+            _collect(slots, cases, results, runners, timeout, ctx)
+    finally:
+        for slot in slots:
+            if slot.proc.is_alive() and slot.index is None:
+                slot.conn.send(None)
+            slot.stop()
+    return results
+
+
+def _collect(slots, cases, results, runners, timeout, ctx) -> None:
+    busy = [s for s in slots if s.index is not None]
+    for conn in wait([s.conn for s in busy], timeout=0.5):
+        slot = next(s for s in busy if s.conn is conn)
+        try:
+            index, result = conn.recv()
+        except EOFError:  # the worker died (a crash in native code)
+            index, result = slot.index, _all(runners, "error", "worker process died")
+            _replace(slots, slot, ctx, runners)
+        results[cases[index].name] = result
+        slot.index = None
+    now = time.monotonic()
+    for slot in [s for s in slots if s.index is not None and now - s.started > timeout]:
+        results[cases[slot.index].name] = _all(runners, "timeout", f"over {timeout} s")
+        _replace(slots, slot, ctx, runners)
+
+
+def _replace(slots: list, slot: _Slot, ctx, runners) -> None:
+    slot.stop()
+    slots[slots.index(slot)] = _Slot(ctx, tuple(runners))
+
+
+def _all(runners, status: str, message: str) -> dict:
+    return {r: {"status": status, "message": message} for r in runners}
+
+
+# --------------------------------------------------------------------------------------------
+# Report.
+
+def summarize(cases: list, results: dict, runners=("msc",)) -> dict:
+    """Totals per runner, per-op pass/fail (a case counts for every op in its graph) and each
+    case's result."""
+    ops = defaultdict(lambda: {"cases": 0, **{f"{r}_pass": 0 for r in runners},
+                               "failing": []})
+    for case in cases:
+        result = results[case.name]
+        for op in case_ops(case):
+            row = ops[op]
+            row["cases"] += 1
+            for r in runners:
+                row[f"{r}_pass"] += result[r]["status"] == "pass"
+            if result[runners[0]]["status"] != "pass":
+                row["failing"].append(case.name)
+    return {
+        "evaluator": "vm",
+        "tolerance": "per case: rtol=case.rtol, atol=case.atol (default 1e-3, 1e-7)",
+        "total": len(cases),
+        "pass": {r: sum(results[c.name][r]["status"] == "pass" for c in cases)
+                 for r in runners},
+        "ops": dict(sorted(ops.items())),
+        "cases": {c.name: results[c.name] for c in cases},
+    }

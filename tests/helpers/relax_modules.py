@@ -1,0 +1,17 @@
+"""One-function Relax modules built with the BlockBuilder, for the VM tests."""
+
+from msc import relax
+
+
+def tensor(shape, dtype: str = "float32") -> relax.TensorStructInfo:
+    return relax.TensorStructInfo(shape, dtype)
+
+
+def one_function_module(params, body):
+    """One-function module: ``body(bb, *params)`` emits the bindings and returns the output."""
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = bb.emit_output(body(bb, *params))
+        bb.emit_func_output(out)
+    return bb.get()

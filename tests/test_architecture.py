@@ -1,0 +1,215 @@
+"""The project's shape stays as designed: no import circles among its packages, no source file
+above 600 lines, no ``except ImportError`` around imports of its own modules.
+
+The import graph is read from the source with ``ast``, so it sees every ``import`` and
+``from ... import`` (also those inside functions), with relative imports resolved.
+``from pkg import name`` is an edge to the module ``pkg.name`` when there is one, else to
+``pkg``. Importing ``a.b.c`` also runs ``a/__init__.py`` and ``a/b/__init__.py``; that implicit
+step is not an edge, so a package's ``__init__`` may import its submodules. Computed imports
+(``importlib.import_module(name)``) are not seen.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import networkx as nx
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("msc", "frontends", "codegen", "compression")
+MAX_LINES = 600
+IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
+
+
+@dataclass
+class Project:
+    """The Python modules under ``packages`` of ``root``: dotted name -> file."""
+
+    root: Path
+    packages: tuple = PACKAGES
+    files: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        for package in self.packages:
+            for path in sorted((self.root / package).rglob("*.py")):
+                if "__pycache__" not in path.parts:
+                    self.files[module_name(path.relative_to(self.root))] = path
+
+    def owns(self, name: str) -> bool:
+        return name.split(".")[0] in self.packages
+
+    def nearest_module(self, name: str) -> str | None:
+        """``name`` or its longest dotted prefix that is one of the project's modules."""
+        parts = name.split(".")
+        while parts and ".".join(parts) not in self.files:
+            parts.pop()
+        return ".".join(parts) or None
+
+
+def module_name(relative: Path) -> str:
+    parts = list(relative.with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _base_of(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The absolute module a ``from`` import reads from (relative levels resolved)."""
+    if not node.level:
+        return node.module or ""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    base = package[:len(package) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imported_names(node: ast.AST, module: str, is_package: bool) -> list[str]:
+    """Absolute dotted names one import statement reaches (a module, or a package's member)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom):
+        base = _base_of(node, module, is_package)
+        return [base if alias.name == "*" else f"{base}.{alias.name}" for alias in node.names]
+    return []
+
+
+def import_graph(project: Project) -> nx.DiGraph:
+    """Module -> module edges, each with the first line (``line``) that makes it."""
+    graph = nx.DiGraph()
+    for module, path in project.files.items():
+        graph.add_node(module)
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for name in imported_names(node, module, is_package):
+                target = project.nearest_module(name)
+                if target and target != module and not graph.has_edge(module, target):
+                    graph.add_edge(module, target, line=node.lineno)
+    return graph
+
+
+def _rotated(cycle: list) -> tuple:
+    start = cycle.index(min(cycle))
+    return tuple(cycle[start:] + cycle[:start])
+
+
+def cycles_of(graph: nx.DiGraph, component: set) -> list[tuple]:
+    """One shortest cycle through each edge of a strongly connected component."""
+    sub = graph.subgraph(component)
+    found = {_rotated([u] + nx.shortest_path(sub, v, u)[:-1]) for u, v in sub.edges}
+    return sorted(found, key=lambda c: (len(c), c))
+
+
+def chain(graph: nx.DiGraph, cycle: tuple) -> str:
+    """``a:12 -> b:40 -> a``: a's line 12 imports b, b's line 40 imports a."""
+    steps = [f"{u}:{graph.edges[u, v]['line']}" for u, v in zip(cycle, cycle[1:] + cycle[:1])]
+    return " -> ".join(steps + [cycle[0]])
+
+
+def circles(project: Project) -> list[str]:
+    """Every import circle, as readable chains grouped by strongly connected component."""
+    graph = import_graph(project)
+    components = [c for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    report = []
+    for component in sorted(components, key=lambda c: (-len(c), min(c))):
+        report.append(f"{len(component)} modules in a circle: {', '.join(sorted(component))}")
+        report += [f"    {chain(graph, cycle)}" for cycle in cycles_of(graph, component)]
+    return report
+
+
+def big_files(project: Project, limit: int = MAX_LINES) -> list[str]:
+    sizes = {path: len(path.read_text().splitlines()) for path in project.files.values()}
+    return [f"{path.relative_to(project.root)}: {n} lines"
+            for path, n in sorted(sizes.items(), key=lambda kv: -kv[1]) if n > limit]
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(getattr(k, "id", getattr(k, "attr", None)) in IMPORT_ERRORS for k in kinds)
+
+
+def import_fallbacks(project: Project) -> list[str]:
+    """``try: import <own module> except ImportError:`` sites, as ``path:line: names``."""
+    found = []
+    for module, path in project.files.items():
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Try) or not any(map(_catches_import_error,
+                                                            node.handlers)):
+                continue
+            own = sorted({project.nearest_module(name) or name for stmt in node.body
+                          for sub in ast.walk(stmt)
+                          for name in imported_names(sub, module, is_package)
+                          if project.owns(name)})
+            if own:
+                where = path.relative_to(project.root)
+                found.append(f"{where}:{node.lineno}: except ImportError around {', '.join(own)}")
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# The project.
+
+PROJECT = Project(ROOT)
+
+
+def test_no_import_circles():
+    report = circles(PROJECT)
+    assert not report, "import circles (module:line of the import -> imported module):\n" + \
+        "\n".join(report)
+
+
+def test_no_source_file_above_600_lines():
+    offenders = big_files(PROJECT)
+    assert not offenders, f"source files above {MAX_LINES} lines:\n" + "\n".join(offenders)
+
+
+def test_no_import_error_fallbacks_around_own_modules():
+    offenders = import_fallbacks(PROJECT)
+    assert not offenders, "a broken import of our own code must fail, not fall back:\n" + \
+        "\n".join(offenders)
+
+
+def test_the_packages_are_found():
+    assert {"msc", "msc.relax", "frontends", "codegen", "compression"} <= set(PROJECT.files)
+
+
+# --------------------------------------------------------------------------------------------
+# The checker itself, on a synthetic project.
+
+def _write(root: Path, files: dict) -> Project:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return Project(root, packages=("pkg",))
+
+
+def test_a_circle_through_a_function_level_import_is_found(tmp_path):
+    project = _write(tmp_path, {
+        "pkg/__init__.py": "from .a import run\n",  # __init__ -> submodule: no circle
+        "pkg/a.py": "import os\nfrom pkg.b import helper\n\ndef run():\n    return helper()\n",
+        "pkg/b.py": "def helper():\n    from . import a\n    return a\n",
+        "pkg/c.py": "from pkg import a\n",  # a submodule's parent is not an edge back
+    })
+    assert circles(project) == ["2 modules in a circle: pkg.a, pkg.b",
+                                "    pkg.a:2 -> pkg.b:2 -> pkg.a"]
+
+
+def test_relative_imports_and_package_members_resolve(tmp_path):
+    project = _write(tmp_path, {
+        "pkg/__init__.py": "", "pkg/sub/__init__.py": "VALUE = 1\n",
+        "pkg/sub/x.py": "from .. import y\nfrom . import VALUE\nfrom ..sub.z import f\n",
+        "pkg/y.py": "", "pkg/sub/z.py": "def f():\n    pass\n",
+    })
+    assert set(import_graph(project).edges) == {("pkg.sub.x", "pkg.y"), ("pkg.sub.x", "pkg.sub"),
+                                                ("pkg.sub.x", "pkg.sub.z")}
+    assert circles(project) == []
+
+
+def test_big_files_and_own_import_fallbacks_are_found(tmp_path):
+    project = _write(tmp_path, {
+        "pkg/__init__.py": "", "pkg/big.py": "x = 1\n" * 601, "pkg/small.py": "x = 1\n" * 600,
+        "pkg/opt.py": "try:\n    import numpy\nexcept ImportError:\n    numpy = None\n"
+                      "try:\n    from .small import x\nexcept (ImportError, OSError):\n    x = 0\n",
+    })
+    assert big_files(project) == ["pkg/big.py: 601 lines"]
+    assert import_fallbacks(project) == ["pkg/opt.py:5: except ImportError around pkg.small"]
