@@ -51,6 +51,20 @@ def step_relax_builder(out: str) -> None:
             print(f"{b.var.name_hint}: ({dims}) {sinfo.dtype} = {b.value.op.name}")
 
 
+def step_op_table(out: str) -> None:
+    """The op table answers what is true of an op: traits on the record, facts loaded by kind."""
+    from ..relax.op import OPS, load_facts, ops_with
+
+    _banner("The op table: one record per op, traits and facts every consumer reads")
+    load_facts("numpy")
+    load_facts("torch")
+    conv = OPS["nn.conv2d"]
+    print(f"{len(OPS)} ops; nn.conv2d: family {conv.family}, "
+          f"{len(conv.attrs)} attrs, facts {sorted(conv.facts)}")
+    print("views:", sorted(ops_with("view")))
+    print("runtime ops (run by the VM):", sorted(ops_with("runtime")))
+
+
 def step_tvmscript(out: str) -> None:
     """Print the MLP as TVMScript, parse it back (ast only), fold a bound weight."""
     import numpy as np
@@ -177,7 +191,7 @@ def step_torch_codegen(out: str) -> None:
         raise SystemExit("demo: the generated standalone test failed")
 
 
-STEPS = [step_graph_from_json, step_relax_builder, step_tvmscript, step_onnx_to_vm,
+STEPS = [step_graph_from_json, step_relax_builder, step_op_table, step_tvmscript, step_onnx_to_vm,
          step_torch_codegen]
 
 
