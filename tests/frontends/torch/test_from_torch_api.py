@@ -14,6 +14,7 @@ from frontends.torch import translate_torch
 from frontends.torch.api import from_torch
 from msc import relax
 from msc.errors import UnsupportedOpError, ValidationError
+from tests.helpers.torch_cases import Fn, Fn2
 from tests.helpers.torch_tools import run_relax
 
 
@@ -243,17 +244,3 @@ def test_constants_are_copies():
         model[0].weight.add_(1.0)
     (const,) = [c for c, k in result.weight_names.items() if k == "0.weight"]
     assert not np.array_equal(const.data, model[0].weight.detach().numpy())
-
-
-class Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
-
-
-class Fn2(Fn):
-    def forward(self, x, y):
-        return self.fn(x, y)

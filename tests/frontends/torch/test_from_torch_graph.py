@@ -11,27 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from frontends.torch.api import from_torch
-
-
-class Fn(nn.Module):
-    """forward(x) = fn(x); Fn2/Fn3/Fn4 take more inputs (fx cannot trace *args)."""
-
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
-
-
-class Fn2(Fn):
-    def forward(self, x, y):
-        return self.fn(x, y)
-
-
-class Fn3(Fn):
-    def forward(self, x, y, z):
-        return self.fn(x, y, z)
+from tests.helpers.torch_cases import Fn, Fn2, Fn3
 
 
 class Fn4(Fn):
