@@ -16,6 +16,8 @@ pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 from onnx import numpy_helper
 
+from benchmarks.tvm_child import TvmChild
+
 ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ["model", "msc ms", "ORT ms", "TVM ms", "msc / ORT", "msc / TVM",
            "0.02 weights: max rel diff", "random: max abs diff", "random: max abs logit",
@@ -97,7 +99,7 @@ def test_random_copy_gives_distinct_logits_where_the_shipped_model_does_not(back
 ])
 def test_tvm_child_failures_become_a_status(backend, tmp_path, code, status):
     model = backend.as_logits(backend.light_model("squeezenet"))
-    child = backend.TvmChild(model, np.zeros(1, np.float32), 2.0, str(tmp_path), code=code)
+    child = TvmChild(model, np.zeros(1, np.float32), 2.0, str(tmp_path), code=code)
     assert (child.status, child.output, child.timed(0.1)) == (status, None, None)
     assert child.proc.poll() is not None  # never left running
     if status == "error":
@@ -110,7 +112,7 @@ def test_tvm_child_protocol_answers_each_timing_request(backend, tmp_path):
             "print(json.dumps({'build': 1.5}), flush=True)\n"
             "for line in sys.stdin: print(json.dumps({'seconds': int(line) / 1e3}), flush=True)")
     model = backend.as_logits(backend.light_model("squeezenet"))
-    child = backend.TvmChild(model, np.ones(3, np.float32), 60.0, str(tmp_path), code=fake)
+    child = TvmChild(model, np.ones(3, np.float32), 60.0, str(tmp_path), code=fake)
     assert child.status is None and child.build_s == 1.5
     np.testing.assert_array_equal(child.output, [2, 2, 2])
     assert [child.timed(0.25), child.timed(0.5)] == [0.25, 0.5]
