@@ -65,6 +65,7 @@ class BlockBuilder:
         self._bindings: list | None = None
         self._is_dataflow = False
         self._names: set[str] = set()
+        self._next: dict[str, int] = {}  # hint -> the first suffix not yet known taken
 
     # ---- scopes ---------------------------------------------------------------------------
     @contextmanager
@@ -78,6 +79,7 @@ class BlockBuilder:
             attrs.setdefault("global_symbol", name)
         self._func = _FuncScope(name, params, attrs, pure)
         self._names = {p.name_hint for p in (params or [])}
+        self._next = {}
         self._start_block(False)
         try:
             yield self
@@ -154,11 +156,16 @@ class BlockBuilder:
                                   hint="open a function scope with `with bb.function(name):`")
 
     def _fresh(self, hint: str) -> str:
-        name, k = hint, 0
+        """``hint``, else ``hint1``, ``hint2``, ...: the first one not taken. Names are never
+        released, so the search resumes where it stopped for this hint (linear, not quadratic,
+        in the number of bindings)."""
+        k = self._next.get(hint, 0)
+        name = hint if k == 0 else f"{hint}{k}"
         while name in self._names:
             k += 1
             name = f"{hint}{k}"
         self._names.add(name)
+        self._next[hint] = k + 1
         return name
 
     def emit_func_output(self, output, params=None) -> GlobalVar:

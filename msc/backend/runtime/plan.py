@@ -374,7 +374,8 @@ class _Planner:
         sources, specs = [], []
         params = [p.name for p in node.tir.func.params]
         for vid, reg in zip(node.ins, ins):
-            sinfo = self.program.values[vid].sinfo
+            value = self.program.values[vid]
+            sinfo = value.sinfo
             fields = (((None, sinfo),) if isinstance(sinfo, TensorStructInfo) else
                       enumerate(sinfo.fields) if isinstance(sinfo, TupleStructInfo) else None)
             if fields is None:
@@ -384,7 +385,10 @@ class _Planner:
                 if spec is None or len(specs) >= len(params):
                     return None
                 sources.append((reg, index))
-                specs.append(ArgSpec(params[len(specs)], *spec, False))
+                # errors name the program's value (kernels are shared by position-named params)
+                name = value.name or params[len(specs)]
+                name = name if index is None else f"{name}[{index}]"
+                specs.append(ArgSpec(name, *spec, False))
         buffers = []
         for k, sinfo in zip(kinds, node.dps):
             spec = self._static_tensor(sinfo)

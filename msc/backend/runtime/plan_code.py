@@ -30,6 +30,11 @@ import numpy as np
 from ...errors import MSCError, RuntimeCallError
 from .native_run import Chain, compile_chains, guard, workspace_error
 
+# Native calls per chain function at most: LLVM's time on one function grows faster than its
+# length (building a 20,000-op chain model took 77 s with one chain, 33 s with chains of 256);
+# models have far fewer consecutive native calls, so this only splits very long programs.
+MAX_CHAIN = 256
+
 __all__ = ["NativeCall", "Pooled", "Runner", "compile_run"]
 
 _SOURCE = "<msc plan {}>"
@@ -121,7 +126,7 @@ class _Writer:
         for instr in instructions:
             if isinstance(instr[4], NativeCall):
                 run.append(instr)
-                if self.use_chains:
+                if self.use_chains and len(run) < MAX_CHAIN:
                     continue
             self._chain(run)
             run = []
