@@ -100,7 +100,11 @@ class _FuncParser(ExprParser):
     def _decorator(self, node: ast.FunctionDef) -> tuple[bool, bool]:
         flags = {"private": False, "s_tir": False}
         for deco in node.decorator_list:
-            if isinstance(deco, ast.Call) and t_name(deco.func) == "prim_func":
+            if t_name(deco.func if isinstance(deco, ast.Call) else deco) != "prim_func":
+                shown = ast.unparse(deco.func if isinstance(deco, ast.Call) else deco)
+                raise self.error(deco, f"unknown decorator @{shown:.60}",
+                                 hint="a prim func takes @T.prim_func only")
+            if isinstance(deco, ast.Call):
                 for kw in deco.keywords:
                     if kw.arg in flags:
                         flags[kw.arg] = bool(self.constant(kw.value))
