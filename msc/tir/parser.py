@@ -61,7 +61,12 @@ def parse_prim_func(node: ast.FunctionDef, source: str, ctx=None) -> PrimFunc:
     mapping name -> ``tir.Var``, or an object with such a mapping as ``tir_vars``; None is fine.
     Names a param buffer's shape uses without a definition become int64 vars.
     """
-    return _FuncParser(source, _module_vars(ctx)).parse(node)
+    parser = _FuncParser(source, _module_vars(ctx))
+    try:
+        return parser.parse(node)
+    except RecursionError:  # the expression reader recurses on depth; no prim func nests so
+        raise parser.error(node, "expression nested too deeply",
+                           hint="split the expression into several statements") from None
 
 
 def _module_vars(ctx) -> dict:
@@ -231,7 +236,8 @@ class _FuncParser(ExprParser):
         if name in _BLOCK_ONLY:
             raise self.error(value, f"T.{name} is only allowed directly inside a T.sblock")
         if name is None or name not in intrin.EXPR_NAMES:
-            self.check_known(value)
+            if isinstance(value, ast.Call):
+                self.check_known(value)
             raise self.error(value, "expected a statement, got an expression",
                              hint="wrap it in T.evaluate(...)")
         return Evaluate(self.expr(value))
@@ -540,6 +546,9 @@ def parse_tir_text(text: str) -> dict:
     except SyntaxError as err:
         raise ParseError(f"invalid Python syntax: {err.msg}", source=text, line=err.lineno,
                          col=err.offset) from None
+    except (RecursionError, MemoryError):  # Python's own parser on thousands of nested ops
+        raise ParseError("expression nested too deeply for Python's parser",
+                         hint="is this a TVMScript text?") from None
     module_vars, defs = {}, []
     for node in tree.body:
         name, dtype = _var_decl(node, typevar=True)

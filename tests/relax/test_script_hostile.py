@@ -91,3 +91,11 @@ def test_no_code_execution_on_the_input_path(folder):
     for path in sorted((ROOT / folder).glob("*.py")):
         code = "\n".join(line.split("#")[0] for line in path.read_text().splitlines())
         assert not _RUNS.search(code), path
+
+
+@pytest.mark.parametrize("expr", ["-" * 5000 + "x", "-" * 50000 + "x", "x + " * 5000 + "x"])
+def test_deeply_nested_expression_is_a_parse_error(expr):
+    """Was RecursionError / MemoryError from Python's own parser."""
+    with pytest.raises(ParseError, match="nested too deeply"):
+        relax.from_script(MAIN.format(outer="@R.function").replace("    return x",
+                                                                   f"    y = {expr}\n    return x"))
