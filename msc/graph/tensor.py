@@ -25,7 +25,9 @@ __all__ = ["MSCTensor", "normalize_dtype"]
 # The element types a graph may hold (TVM's names); a vector type adds lanes: "float32x4".
 DTYPES = frozenset(
     ["bool", "handle", "void", "bfloat16", "float16", "float32", "float64",
-     "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float4_e2m1fn"]
+     "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3",
+     "float8_e3m4", "float8_e4m3b11fnuz", "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn",
+     "float4_e2m1fn"]
     + [f"{sign}int{bits}" for sign in ("", "u") for bits in (1, 2, 4, 8, 16, 32, 64)]
 )
 _LANES = re.compile(r"(.+?)(?:x[1-9][0-9]{0,3})?")
