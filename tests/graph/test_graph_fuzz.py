@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from frontends.translate import from_relax
 from msc import relax
-from msc.graph import MSCGraph
+from msc.graph import MSCGraph, WeightGraph
 from tests.helpers.fuzz import FUZZ_SETTINGS, loads_or_refuses, mutated_text
 
 ROOT = pathlib.Path(__file__).parents[2]
@@ -35,6 +35,9 @@ def _seeds() -> list[dict]:
 
 
 SEEDS = _seeds()
+_MAIN = {"msc.conv2d_bias": ["weight"], "msc.linear": ["weight"]}
+WEIGHT_SEEDS = [WeightGraph(MSCGraph.from_dict(s), _MAIN, {"add": "passby"}).to_dict()
+                for s in SEEDS]
 SEED_TEXTS = [json.dumps(s, indent=1) for s in SEEDS]
 NAMES = sorted({n["name"] for s in SEEDS for n in s["nodes"]})
 
@@ -75,8 +78,8 @@ def _mutate_at(data, path: tuple, kind: str, new):
 
 
 @st.composite
-def mutated_graph(draw):
-    data = copy.deepcopy(draw(st.sampled_from(SEEDS)))
+def mutated_graph(draw, seeds=SEEDS):
+    data = copy.deepcopy(draw(st.sampled_from(seeds)))
     for _ in range(draw(st.integers(1, 3))):
         path = draw(st.sampled_from(_paths(data)))
         kind = draw(st.sampled_from(["drop", "duplicate", "rename", "replace"]))
@@ -124,3 +127,18 @@ def test_fuzz_graph_json_cycles(data, name):
     first["parents"] = [*first["parents"], name]
     first["inputs"] = [*first["inputs"], f"{name}:0"]
     loads_or_refuses(_load_and_use, data)
+
+
+def _load_weight_graph(text: str) -> WeightGraph:
+    graph = WeightGraph.from_json(text)
+    graph.check()
+    graph.to_json(), str(graph), graph.inspect()
+    return graph
+
+
+@FUZZ_SETTINGS
+@given(mutated_graph(WEIGHT_SEEDS))
+def test_fuzz_weight_graph_json(data):
+    text = json.dumps(data)
+    if text.lstrip()[:1] in ("{", "["):
+        loads_or_refuses(_load_weight_graph, text)
