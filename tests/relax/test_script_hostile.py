@@ -99,3 +99,24 @@ def test_deeply_nested_expression_is_a_parse_error(expr):
     with pytest.raises(ParseError, match="nested too deeply"):
         relax.from_script(MAIN.format(outer="@R.function").replace("    return x",
                                                                    f"    y = {expr}\n    return x"))
+
+
+SHAPED = '''@R.function
+def main(x: R.Tensor(({dim}, 3), "float32")) -> R.Tensor(({dim}, 3), "float32"):
+    return x
+'''
+
+
+@pytest.mark.parametrize("dim, words", [
+    ("1.5", "integer"), ("True", "integer"), ("-5", "out of range"),
+    (str(10 ** 30), "out of range"), ('"n * 0.5"', "integer")])
+def test_bad_tensor_dims_are_refused(dim, words):
+    """Were accepted: a float, bool, negative or int64-overflowing dim."""
+    with pytest.raises(ParseError, match=words) as info:
+        relax.from_script(SHAPED.format(dim=dim))
+    assert info.value.context["line"] == 2
+
+
+@pytest.mark.parametrize("dim", ["0", "7", '"n"', '"n * 2"', str(2 ** 63 - 1)])
+def test_good_tensor_dims_parse(dim):
+    assert relax.from_script(SHAPED.format(dim=dim)) is not None
