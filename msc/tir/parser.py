@@ -51,6 +51,7 @@ _REMAP = {letter: kind for kind, letter in ITER_KINDS.items() if letter}
 _ALLOCS = {"alloc_buffer": "global", "sblock_alloc_buffer": "global",
            "alloc_shared": "shared", "alloc_local": "local"}
 _BLOCKS = ("sblock", "block")
+_INT64_MAX = 2 ** 63 - 1
 _BLOCK_ONLY = ("reads", "writes", "where", "sblock_attr", "block_attr", "init")
 
 
@@ -172,7 +173,7 @@ class _FuncParser(ExprParser):
         kw = {k.arg: k.value for k in keywords}
         self.implicit_vars = signature
         try:
-            shape = self._shape(args[0])
+            shape = self._sizes(args[0])
             dtype_node = args[1] if len(args) > 1 else kw.pop("dtype", None)
             dtype = "float32" if dtype_node is None else self.dtype_arg(dtype_node)
             strides = kw.pop("strides", None)
@@ -193,6 +194,17 @@ class _FuncParser(ExprParser):
     def _shape(self, node: ast.expr) -> tuple:
         elts = node.elts if isinstance(node, (ast.Tuple, ast.List)) else [node]
         return tuple(self.expr(e) for e in elts)
+
+    def _sizes(self, node: ast.expr) -> tuple:
+        """A buffer's shape: integer dims, constant ones in 0 .. int64 max."""
+        shape = self._shape(node)
+        elts = node.elts if isinstance(node, (ast.Tuple, ast.List)) else [node]
+        for elt, dim in zip(elts, shape):
+            if dim.dtype == "bool" or not dim.dtype.startswith(("int", "uint")):
+                raise self.error(elt, f"a buffer dim must be an integer, got {dim.dtype}")
+            if isinstance(dim, E.IntImm) and not 0 <= dim.value <= _INT64_MAX:
+                raise self.error(elt, f"buffer dim {dim.value} is out of range (0 .. 2**63 - 1)")
+        return shape
 
     # ---------------------------------------------------------------- statements
     def _stmts(self, nodes: list, top: bool = False) -> list:

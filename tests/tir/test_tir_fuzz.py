@@ -58,3 +58,24 @@ def test_deep_expression_is_a_parse_error(op, depth):
         parse_tir_text(BARE.format(line=line))
     except ParseError as err:
         assert "deep" in str(err)
+
+
+SHAPED = '''@T.prim_func
+def f(a: T.Buffer(({dim},), "float32")):
+    a[0] = T.float32(1)
+'''
+
+
+@pytest.mark.parametrize("dim, words", [
+    ("-5", "out of range"), (str(10 ** 30), "out of range"),
+    ("T.int64(99999999999999999999999)", "out of range"), ("T.float32(2)", "integer")])
+def test_bad_buffer_dims_are_refused(dim, words):
+    """Were accepted: negative, int64-overflowing and float buffer dims."""
+    with pytest.raises(ParseError, match=words) as info:
+        parse_tir_text(SHAPED.format(dim=dim))
+    assert info.value.context["line"] == 2
+
+
+@pytest.mark.parametrize("dim", ["0", "7", "n", "T.int64(3)", str(2 ** 63 - 1)])
+def test_good_buffer_dims_parse(dim):
+    assert parse_tir_text(SHAPED.format(dim=dim))
