@@ -47,10 +47,13 @@ def test_fuzz_relax_script_random_text(text):
 
 
 @FUZZ_SETTINGS
-@given(st.sampled_from(GOLDEN), st.sampled_from(["(", "[", "R.add(x, ", "-"]),
-       st.integers(50, 3000))
-def test_fuzz_relax_script_deep_nesting(text, opener, depth):
+@given(st.sampled_from(GOLDEN),
+       st.sampled_from([("(", ")"), ("[", "]"), ("R.nn.relu(", ")"), ("-", ""), ("x + ", ""),
+                        ("(", ""), ("R.add(x, ", ")")]),
+       st.integers(50, 6000))
+def test_fuzz_relax_script_deep_nesting(text, pair, depth):
     """Deep expressions: a clean error (or a parse), never a RecursionError or a crash."""
+    opener, closer = pair
     line = "        with R.dataflow():"
-    deep = text.replace(line, f"        y = {opener * depth}\n{line}", 1)
+    deep = text.replace(line, f"        y = {opener * depth}x{closer * depth}\n{line}", 1)
     loads_or_refuses(_parse_and_print, deep)
