@@ -31,7 +31,7 @@ def _read(path: Path) -> str:
     except FileNotFoundError:
         raise SerializationError("no such file", file=str(path),
                                  hint="pass a JSON string or an existing file path") from None
-    except (OSError, UnicodeDecodeError) as err:
+    except (OSError, UnicodeDecodeError, ValueError) as err:  # ValueError: a NUL in the path
         raise SerializationError(f"cannot read file: {err}", file=str(path)) from None
 
 
@@ -43,6 +43,13 @@ def _parse(text: str, file: str | None) -> Any:
             f"malformed JSON at line {err.lineno} column {err.colno}: {err.msg}",
             file=file, line=err.lineno, col=err.colno,
             hint="check the file is a complete JSON document written by msc") from None
+    except RecursionError:
+        # json's C scanner guards its own recursion; no msc file nests more than a few levels
+        raise SerializationError("JSON nested too deeply to be an msc graph", file=file,
+                                 hint="the file is not an msc JSON document") from None
+    except ValueError as err:  # bytes that are not UTF-8, an int of more than 4300 digits
+        raise SerializationError(f"undecodable JSON: {err}", file=file,
+                                 hint="msc JSON is UTF-8 text with plain numbers") from None
 
 
 def load_json(source: Any) -> tuple[Any, str | None]:

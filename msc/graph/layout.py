@@ -36,10 +36,16 @@ class Layout:
         name = name or ""
         if not isinstance(name, str) or not _VALID.fullmatch(name):
             raise ValidationError(
-                f"invalid layout {name!r}", hint="use axis letters such as 'NCHW', or '' for none"
+                f"invalid layout {name!r:.60}", key="layout",
+                hint="use axis letters such as 'NCHW', or '' for none"
             )
+        axes = tuple(_AXIS.findall(name))
+        twice = sorted({a for a in axes if axes.count(a) > 1})
+        if twice:  # an axis named twice makes index_of ambiguous (tir.Layout refuses it too)
+            raise ValidationError(f"layout {name!r} names axis {twice[0]!r} twice", key="layout",
+                                  hint="each axis letter appears once, e.g. 'NCHW'")
         self._name = name
-        self._axes = tuple(_AXIS.findall(name))
+        self._axes = axes
 
     @property
     def name(self) -> str:

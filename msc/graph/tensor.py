@@ -22,7 +22,15 @@ from .layout import Layout
 
 __all__ = ["MSCTensor", "normalize_dtype"]
 
-_DTYPE = re.compile(r"(bool|handle|void|u?int\d+|b?float\d+(_[0-9a-z]+)?)(x\d+)?")
+# The element types a graph may hold (TVM's names); a vector type adds lanes: "float32x4".
+DTYPES = frozenset(
+    ["bool", "handle", "void", "bfloat16", "float16", "float32", "float64",
+     "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3",
+     "float8_e3m4", "float8_e4m3b11fnuz", "float8_e8m0fnu", "float6_e2m3fn", "float6_e3m2fn",
+     "float4_e2m1fn"]
+    + [f"{sign}int{bits}" for sign in ("", "u") for bits in (1, 2, 4, 8, 16, 32, 64)]
+)
+_LANES = re.compile(r"(.+?)(?:x[1-9][0-9]{0,3})?")
 _KEYS = tuple(row[0] for row in schema.TENSOR)
 _DTYPE_ALIASES = {"float": "float32", "double": "float64", "int": "int32", "uint": "uint32",
                   "half": "float16"}
@@ -41,9 +49,10 @@ def normalize_dtype(dtype: Any) -> str:
             name = np.dtype(dtype).name
         except TypeError:
             name = None
-    if not isinstance(name, str) or not _DTYPE.fullmatch(name):
-        raise ValidationError(f"invalid dtype {dtype!r}",
-                              hint="use a name such as 'float32', 'int64' or 'bool'")
+    base = _LANES.fullmatch(name) if isinstance(name, str) else None
+    if base is None or base.group(1) not in DTYPES:
+        raise ValidationError(f"unknown dtype {dtype!r:.60}", key="dtype",
+                              hint=f"use one of {', '.join(sorted(DTYPES))}")
     return name
 
 
@@ -72,13 +81,17 @@ def _layout(layout: str | Layout) -> Layout:
     return cached
 
 
+_INT64_MAX = 2 ** 63 - 1
+
+
 def _is_dim(d: Any) -> bool:
-    return (type(d) is int or isinstance(d, np.integer)) and d >= -1
+    """An int64 dim, or -1 for a dynamic one (bools and floats are not dims)."""
+    return (type(d) is int or isinstance(d, np.integer)) and -1 <= d <= _INT64_MAX
 
 
 def _check_dims(name: str, shape: Any, prims: Any) -> tuple[tuple[int, ...], tuple[str, ...]]:
     if not isinstance(shape, (list, tuple)) or not all(_is_dim(d) for d in shape):
-        raise ValidationError(f"shape must be a list of ints >= -1, got {shape!r:.80}",
+        raise ValidationError(f"shape must be a list of int64 ints >= -1, got {shape!r:.80}",
                               tensor=name, key="shape", hint="use -1 for a dynamic dim")
     if prims is not None and not isinstance(prims, (list, tuple)):
         raise ValidationError(f"prims must be a list of strings, got {prims!r:.80}",
@@ -112,7 +125,8 @@ class MSCTensor:
             self._dtype = _dtype(dtype)
             self._layout = _layout(layout)
         except ValidationError as err:
-            raise ValidationError(err.message, tensor=name, hint=err.hint) from None
+            raise ValidationError(err.message, tensor=name, key=err.context.get("key"),
+                                  hint=err.hint) from None
         self._shape, self._prims = _check_dims(name, shape, prims)
 
     # ---- fields -------------------------------------------------------------------------

@@ -51,6 +51,7 @@ _REMAP = {letter: kind for kind, letter in ITER_KINDS.items() if letter}
 _ALLOCS = {"alloc_buffer": "global", "sblock_alloc_buffer": "global",
            "alloc_shared": "shared", "alloc_local": "local"}
 _BLOCKS = ("sblock", "block")
+_INT64_MAX = 2 ** 63 - 1
 _BLOCK_ONLY = ("reads", "writes", "where", "sblock_attr", "block_attr", "init")
 
 
@@ -61,7 +62,12 @@ def parse_prim_func(node: ast.FunctionDef, source: str, ctx=None) -> PrimFunc:
     mapping name -> ``tir.Var``, or an object with such a mapping as ``tir_vars``; None is fine.
     Names a param buffer's shape uses without a definition become int64 vars.
     """
-    return _FuncParser(source, _module_vars(ctx)).parse(node)
+    parser = _FuncParser(source, _module_vars(ctx))
+    try:
+        return parser.parse(node)
+    except RecursionError:  # the expression reader recurses on depth; no prim func nests so
+        raise parser.error(node, "expression nested too deeply",
+                           hint="split the expression into several statements") from None
 
 
 def _module_vars(ctx) -> dict:
@@ -100,7 +106,11 @@ class _FuncParser(ExprParser):
     def _decorator(self, node: ast.FunctionDef) -> tuple[bool, bool]:
         flags = {"private": False, "s_tir": False}
         for deco in node.decorator_list:
-            if isinstance(deco, ast.Call) and t_name(deco.func) == "prim_func":
+            if t_name(deco.func if isinstance(deco, ast.Call) else deco) != "prim_func":
+                shown = ast.unparse(deco.func if isinstance(deco, ast.Call) else deco)
+                raise self.error(deco, f"unknown decorator @{shown:.60}",
+                                 hint="a prim func takes @T.prim_func only")
+            if isinstance(deco, ast.Call):
                 for kw in deco.keywords:
                     if kw.arg in flags:
                         flags[kw.arg] = bool(self.constant(kw.value))
@@ -163,7 +173,7 @@ class _FuncParser(ExprParser):
         kw = {k.arg: k.value for k in keywords}
         self.implicit_vars = signature
         try:
-            shape = self._shape(args[0])
+            shape = self._sizes(args[0])
             dtype_node = args[1] if len(args) > 1 else kw.pop("dtype", None)
             dtype = "float32" if dtype_node is None else self.dtype_arg(dtype_node)
             strides = kw.pop("strides", None)
@@ -184,6 +194,17 @@ class _FuncParser(ExprParser):
     def _shape(self, node: ast.expr) -> tuple:
         elts = node.elts if isinstance(node, (ast.Tuple, ast.List)) else [node]
         return tuple(self.expr(e) for e in elts)
+
+    def _sizes(self, node: ast.expr) -> tuple:
+        """A buffer's shape: integer dims, constant ones in 0 .. int64 max."""
+        shape = self._shape(node)
+        elts = node.elts if isinstance(node, (ast.Tuple, ast.List)) else [node]
+        for elt, dim in zip(elts, shape):
+            if dim.dtype == "bool" or not dim.dtype.startswith(("int", "uint")):
+                raise self.error(elt, f"a buffer dim must be an integer, got {dim.dtype}")
+            if isinstance(dim, E.IntImm) and not 0 <= dim.value <= _INT64_MAX:
+                raise self.error(elt, f"buffer dim {dim.value} is out of range (0 .. 2**63 - 1)")
+        return shape
 
     # ---------------------------------------------------------------- statements
     def _stmts(self, nodes: list, top: bool = False) -> list:
@@ -227,7 +248,8 @@ class _FuncParser(ExprParser):
         if name in _BLOCK_ONLY:
             raise self.error(value, f"T.{name} is only allowed directly inside a T.sblock")
         if name is None or name not in intrin.EXPR_NAMES:
-            self.check_known(value)
+            if isinstance(value, ast.Call):
+                self.check_known(value)
             raise self.error(value, "expected a statement, got an expression",
                              hint="wrap it in T.evaluate(...)")
         return Evaluate(self.expr(value))
@@ -536,6 +558,9 @@ def parse_tir_text(text: str) -> dict:
     except SyntaxError as err:
         raise ParseError(f"invalid Python syntax: {err.msg}", source=text, line=err.lineno,
                          col=err.offset) from None
+    except (RecursionError, MemoryError):  # Python's own parser on thousands of nested ops
+        raise ParseError("expression nested too deeply for Python's parser",
+                         hint="is this a TVMScript text?") from None
     module_vars, defs = {}, []
     for node in tree.body:
         name, dtype = _var_decl(node, typevar=True)

@@ -75,8 +75,8 @@ def test_node_wrong_types(key, value):
     ("shape", [1, "6", 4, 4], ValidationError, "shape"),
     ("shape", [1, 6.0, 4, 4], ValidationError, "shape"),
     ("prims", ["bz"], ValidationError, "prims"),
-    ("dtype", "floaty", ValidationError, None),
-    ("layout", "NC-HW", ValidationError, None),
+    ("dtype", "floaty", ValidationError, "dtype"),
+    ("layout", "NC-HW", ValidationError, "layout"),
     ("alias", 7, SerializationError, "alias")])
 def test_tensor_wrong_values(field, value, error, key):
     def change(data):

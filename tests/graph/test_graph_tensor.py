@@ -56,9 +56,9 @@ def test_dtype_normalized(dtype, name):
 
 
 @pytest.mark.parametrize("kw, key", [
-    ({"dtype": "floaty"}, None), ({"shape": [1, "3"]}, "shape"), ({"shape": [1, -2]}, "shape"),
+    ({"dtype": "floaty"}, "dtype"), ({"shape": [1, "3"]}, "shape"), ({"shape": [1, -2]}, "shape"),
     ({"shape": [True]}, "shape"), ({"shape": "1,3"}, "shape"), ({"prims": ["bz"]}, "prims"),
-    ({"prims": "bz,3"}, "prims"), ({"layout": "N!"}, None)])
+    ({"prims": "bz,3"}, "prims"), ({"layout": "N!"}, "layout")])
 def test_constructor_rejects_bad_values(kw, key):
     args = {"name": "x:0", "dtype": "float32", "layout": "NC", "shape": [1, 3], **kw}
     with pytest.raises(ValidationError) as info:

@@ -34,7 +34,18 @@ def from_script(text: str, metadata: dict | None = None, filename: str | None = 
     if not isinstance(text, str):
         raise ParseError(f"from_script takes TVMScript text, got {type(text).__name__}")
     ctx = ParseContext(text, filename)
-    return parse_tree(ctx, _parse_ast(ctx, text), normalize_metadata(metadata))
+    tree = _parse_ast(ctx, text)
+    try:
+        return parse_tree(ctx, tree, normalize_metadata(metadata))
+    except RecursionError:  # the readers recurse on expression depth; a script never nests so
+        raise _too_deep(ctx, None) from None
+
+
+def _too_deep(ctx: ParseContext, err: SyntaxError | None) -> ParseError:
+    node = ast.Module(body=[], type_ignores=[])
+    node.lineno, node.col_offset = getattr(err, "lineno", None) or 1, 0
+    return ctx.error(node, "expression nested too deeply", hint="TVMScript nests a few levels; "
+                                                              "is this file a TVMScript text?")
 
 
 def _parse_ast(ctx: ParseContext, text: str) -> ast.Module:
@@ -44,6 +55,8 @@ def _parse_ast(ctx: ParseContext, text: str) -> ast.Module:
         node = ast.Module(body=[], type_ignores=[])
         node.lineno, node.col_offset = err.lineno or 1, max((err.offset or 1) - 1, 0)
         raise ctx.error(node, f"syntax error: {err.msg}") from None
+    except (RecursionError, MemoryError):  # Python's own parser on thousands of nested ops
+        raise _too_deep(ctx, None) from None
 
 
 def parse_object(obj, frame_locals: dict | None = None):

@@ -26,13 +26,25 @@ from ..struct_info import FuncStructInfo, ObjectStructInfo, PrimStructInfo
 from .exprs import ExprParser
 from .sinfo import SymScope
 
+# The decorators TVM prints (any import alias of I/R/T); any other one is refused, not run.
+DECORATORS = (("I", "ir_module"), ("R", "function"), ("T", "prim_func"))
 
-def decorator_flags(ctx, node: ast.FunctionDef, expected: str) -> dict | None:
+
+def _decorator_name(ctx, dec: ast.expr) -> tuple[str | None, str]:
+    space, parts = ctx.namespace(dec.func if isinstance(dec, ast.Call) else dec)
+    name = (space, ".".join(parts))
+    if name not in DECORATORS:
+        shown = ast.unparse(dec.func if isinstance(dec, ast.Call) else dec)
+        raise ctx.error(dec, f"unknown decorator @{shown:.60}",
+                        hint="supported: @I.ir_module, @R.function, @T.prim_func")
+    return name
+
+
+def decorator_flags(ctx, node: ast.FunctionDef, expected: tuple) -> dict | None:
     """``@R.function(private=True)`` -> {"private": True}; None if not decorated so."""
-    for dec in node.decorator_list:
-        target = dec.func if isinstance(dec, ast.Call) else dec
-        space, parts = ctx.namespace(target)
-        if (space, ".".join(parts)) != expected:
+    names = [_decorator_name(ctx, dec) for dec in node.decorator_list]  # all checked first
+    for dec, name in zip(node.decorator_list, names):
+        if name != expected:
             continue
         flags = {}
         for kw in dec.keywords if isinstance(dec, ast.Call) else ():

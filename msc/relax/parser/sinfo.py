@@ -32,6 +32,7 @@ _BARE_SINFO = {
     "Callable": FuncStructInfo.opaque_func,
 }
 SINFO_NAMES = frozenset(_BARE_SINFO) | {"Prim"}
+_INT64_MAX = 2 ** 63 - 1
 
 
 class SymScope:
@@ -235,7 +236,7 @@ class SinfoParser:
 
     def _s_Tensor(self, node, args, kwargs):
         b = self._bind(node, args, kwargs, ["shape", "dtype", "vdevice", "ndim"])
-        shape = self._dims(b["shape"]) if "shape" in b else None
+        shape = self._dims(b["shape"], sizes=True) if "shape" in b else None
         dtype = self._str(b["dtype"]) if "dtype" in b else "void"
         ndim = self._int(b["ndim"]) if "ndim" in b else -1
         return TensorStructInfo(shape, dtype or "void", ndim)
@@ -276,12 +277,21 @@ class SinfoParser:
         purity = self._bool(b["purity"]) if "purity" in b else True
         return FuncStructInfo(param_sinfo, ret or ObjectStructInfo(), purity)
 
-    def _dims(self, node):
+    def _dims(self, node, sizes: bool = False):
+        """Integer dims; ``sizes``: constant ones are tensor sizes, 0 .. int64 max."""
         if isinstance(node, ast.Constant) and node.value is None:
             return None
         if not isinstance(node, (ast.Tuple, ast.List)):
             raise self.ctx.error(node, "expected a tuple of dims such as (1, n, 3)")
-        return [self.prims.prim(e) for e in node.elts]
+        return [self._dim(e, sizes) for e in node.elts]
+
+    def _dim(self, node, size: bool):
+        value = self.prims.prim(node)
+        if value.dtype == "bool" or not value.dtype.startswith(("int", "uint")):
+            raise self.ctx.error(node, f"a dim must be an integer, got {value.dtype}")
+        if size and isinstance(value, tir.IntImm) and not 0 <= value.value <= _INT64_MAX:
+            raise self.ctx.error(node, f"dim {value.value} is out of range (0 .. 2**63 - 1)")
+        return value
 
     def _str(self, node):
         if isinstance(node, ast.Constant) and (node.value is None or isinstance(node.value,
