@@ -22,8 +22,15 @@ def _from_onnx(path: str):
 def _from_tvmscript(path: str):
     from frontends.translate import from_relax
 
-    with open(path, encoding="utf-8") as f:
-        return from_relax(f.read())[0]
+    from ..relax import from_script
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        raise SerializationError(f"not UTF-8 text (byte {e.start})", file=path,
+                                 hint="TVMScript files are UTF-8 Python source") from None
+    return from_relax(from_script(text, filename=path))[0]  # parse errors name the file
 
 
 # Readers by file extension: MSCGraph JSON, ONNX, TVMScript text (parsed, never executed).

@@ -116,3 +116,15 @@ def test_inspect_onnx_and_tvmscript(tmp_path, capsys):
         "        return gv\n")
     assert main(["inspect", str(script), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["nodes"] == {"total": 2, "input": 1, "nn.relu": 1}
+
+
+def test_tvmscript_errors_name_the_file_and_line(tmp_path, capsys):
+    binary = tmp_path / "binary.py"
+    binary.write_bytes(b"\xff\xfe not text")
+    bad_op = tmp_path / "bad_op.py"
+    bad_op.write_text('@I.ir_module\nclass M:\n    @R.function\n'
+                      '    def main(x: R.Tensor((2,), "float32")):\n        return R.bogus(x)\n')
+    assert main(["inspect", str(binary)]) != 0
+    assert f"{binary}: not UTF-8 text" in capsys.readouterr().err
+    assert main(["inspect", str(bad_op)]) != 0
+    assert f"{bad_op}:5: unknown op R.bogus" in capsys.readouterr().err
