@@ -10,6 +10,7 @@ Ops that cannot be converted are collected; one UnsupportedOpError lists them al
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import Counter
@@ -17,7 +18,7 @@ from collections import Counter
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import external_data_helper, numpy_helper
+from onnx import external_data_helper, helper, numpy_helper
 
 from msc import relax
 from msc.errors import MSCError, SerializationError, UnsupportedOpError, ValidationError
@@ -348,16 +349,48 @@ class OnnxImporter:
 
 
 def _check_required(schema, inputs: list, attrs: dict, name: str, op_type: str) -> None:
-    """Converters index required inputs and attributes freely; a model lacking one stops here."""
+    """Converters index required inputs and attributes freely and trust their dtypes (a shape
+    is int64); a model breaking its schema stops here."""
     single = onnx.defs.OpSchema.FormalParameterOption.Single
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
     for k, formal in enumerate(schema.inputs):
         if formal.option == single and (k >= len(inputs) or inputs[k] is None):
             raise ValidationError(f"required input {k} ({formal.name!r}) is missing",
                                   node=name, op=op_type, hint="fix or re-export the model")
+    for k, value in enumerate(inputs):
+        formal = schema.inputs[min(k, len(schema.inputs) - 1)] if schema.inputs else None
+        kind = _onnx_type(value)
+        types = allowed.get(formal.type_str, {formal.type_str}) if formal else None
+        if kind is not None and types and kind not in types:
+            raise ValidationError(f"input {k} ({formal.name!r}) is {kind}, the schema allows "
+                                  f"{', '.join(sorted(types))}", node=name, op=op_type,
+                                  hint="fix or re-export the model")
     for attr_name, attr in schema.attributes.items():
         if attr.required and attrs.get(attr_name) is None:
             raise ValidationError(f"required attribute {attr_name!r} is missing", node=name,
                                   op=op_type, hint="fix or re-export the model")
+
+
+@functools.cache
+def _onnx_names() -> dict:
+    """numpy dtype name -> ONNX type name (``float32`` -> ``float``); names two ONNX types
+    share (none today) are left out, so their inputs go unchecked."""
+    names: dict = {}
+    for elem in onnx.TensorProto.DataType.values():
+        try:
+            key = helper.tensor_dtype_to_np_dtype(elem).name
+        except (KeyError, TypeError, ValueError):
+            continue
+        names[key] = None if key in names else onnx.TensorProto.DataType.Name(elem).lower()
+    return names
+
+
+def _onnx_type(value) -> str | None:
+    """``tensor(<elem>)`` of a converted input, None when not a plain typed tensor."""
+    sinfo = getattr(value, "struct_info", None)
+    dtype = getattr(sinfo, "dtype", None) if isinstance(sinfo, relax.TensorStructInfo) else None
+    name = _onnx_names().get(dtype) if dtype else None
+    return f"tensor({name})" if name else None
 
 
 def _variadic(schema) -> bool:

@@ -116,3 +116,18 @@ def test_inspect_onnx_and_tvmscript(tmp_path, capsys):
         "        return gv\n")
     assert main(["inspect", str(script), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["nodes"] == {"total": 2, "input": 1, "nn.relu": 1}
+
+
+def test_export_never_overwrites_its_input(tmp_path, capsys):
+    model = tmp_path / "m.json"
+    model.write_text(Path(EXAMPLE).read_text())
+    before = model.read_text()
+    assert main(["export", str(model), "-o", str(model), "--force"]) == 1
+    assert "input model" in capsys.readouterr().err
+    assert model.read_text() == before
+
+
+def test_export_writes_only_the_output(tmp_path):
+    out = tmp_path / "sub" / "g.prototxt"
+    assert main(["export", EXAMPLE, "-o", str(out)]) == 0
+    assert [p.name for p in tmp_path.rglob("*")] == ["sub", "g.prototxt"]

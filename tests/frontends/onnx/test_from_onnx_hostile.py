@@ -89,3 +89,11 @@ def test_absurd_opset(version):
         from_onnx(model, as_msc=False)
     except MSCError as err:
         assert "opset" in str(err)
+
+
+def test_input_dtype_outside_the_schema_names_the_node():
+    """Found by the fuzzer: a float shape for Reshape built a rank-256 tensor, slowly."""
+    nodes = [helper.make_node("Reshape", ["x", "s"], ["y"], name="r")]
+    model = graph_model(nodes, {"x": X}, ["y"], initializers={"s": np.array([3, 2], "float32")})
+    with pytest.raises(ValidationError, match="node 'r'.*tensor\\(float\\).*tensor\\(int64\\)"):
+        from_onnx(model, as_msc=False)
