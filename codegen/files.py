@@ -3,6 +3,7 @@ pickled, and the generated script imported as a fresh module."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import itertools
 import os
@@ -15,9 +16,24 @@ import numpy as np
 
 from msc.errors import SerializationError
 
-__all__ = ["load_script", "save_npz", "write_binary_atomic"]
+from .naming import Namer
+
+__all__ = ["load_script", "save_npz", "script_stem", "write_binary_atomic"]
 
 _SCRIPTS = itertools.count()  # fresh module names for load_script
+# Room for "<stem>_weights.safetensors" and the atomic writer's ".<name>.XXXX.tmp" within
+# the usual 255-byte limit on a file name.
+_MAX_STEM = 80
+
+
+def script_stem(graph_name: str) -> str:
+    """The file stem of a graph's generated files: an identifier (so no ``/``, ``..`` or
+    NUL can lead outside the build folder), cut to a length every file system accepts."""
+    stem = Namer()(graph_name, "main")
+    if len(stem) <= _MAX_STEM:
+        return stem
+    digest = hashlib.sha1(stem.encode()).hexdigest()[:8]  # long names stay distinct
+    return f"{stem[:_MAX_STEM - 9]}_{digest}"
 
 
 def write_binary_atomic(path: str | os.PathLike, write: Callable[[str], None]) -> None:

@@ -33,7 +33,7 @@ from msc.relax.op.registry import OPS, make_function
 
 from .attrs import index_map
 from .baseline import baseline_keys, read_config, write_manifest
-from .files import load_script, save_npz
+from .files import load_script, save_npz, script_stem
 from .joint import JointContext, find_weight, joint_comment, write_nodes
 from .naming import Namer, comment, literal
 from .prims import PrimRenderer
@@ -424,7 +424,7 @@ def to_relax(graph: MSCGraph, weights: dict | None = None, codegen_config: dict 
     folder = Path(build_folder or tempfile.mkdtemp(prefix="msc_codegen_"))
     writer = RelaxWriter(graph, weights)
     writer.write()
-    stem = Namer()(graph.name, "main")
+    stem = script_stem(graph.name)
     script, params_file = f"{stem}.py", f"{stem}_params.npz"
     inputs, outputs = graph.get_inputs(), graph.get_outputs()
     test = test_section(script, baseline_keys(inputs), baseline_keys(outputs), config["atol"],

@@ -29,7 +29,7 @@ from msc.relax.op.facts import load_facts
 from msc.relax.op.registry import OPS
 
 from .baseline import baseline_keys, read_config, write_manifest
-from .files import load_script, save_npz, write_binary_atomic
+from .files import load_script, save_npz, script_stem, write_binary_atomic
 from .joint import JointContext, find_weight, joint_comment, write_nodes
 from .naming import Namer, comment, identifier, literal
 from .prims import PrimRenderer
@@ -407,7 +407,7 @@ def to_torch(graph: MSCGraph, weights: dict | None = None, codegen_config: dict 
     folder = Path(build_folder or tempfile.mkdtemp(prefix="msc_codegen_"))
     writer = TorchWriter(graph, weights)
     writer.write()
-    stem = Namer()(graph.name, "main")
+    stem = script_stem(graph.name)
     script, class_name = f"{stem}.py", _class_name(graph.name)
     weights_file = _weights_file(stem)
     inputs, outputs = baseline_keys(graph.get_inputs()), baseline_keys(graph.get_outputs())

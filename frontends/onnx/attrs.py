@@ -15,6 +15,8 @@ from functools import cache
 import onnx
 from onnx import AttributeProto, defs, helper, numpy_helper
 
+from msc.errors import ValidationError
+
 __all__ = ["attr_value", "node_attrs", "schema_of"]
 
 
@@ -54,9 +56,42 @@ def _defaults(op_type: str, opset: int, domain: str) -> tuple:
     return tuple(out)
 
 
-def node_attrs(node: onnx.NodeProto, opset: int) -> dict:
-    """The node's attributes merged over its schema's defaults."""
+def node_attrs(node: onnx.NodeProto, opset: int, name: str | None = None) -> dict:
+    """The node's attributes merged over its schema's defaults.
+
+    An attribute whose type differs from the schema's (``perm="0,1"``) is refused here, so
+    converters can trust the kinds of what they read."""
     attrs = {k: list(v) if isinstance(v, list) else v
              for k, v in _defaults(node.op_type, opset, node.domain or "")}
-    attrs.update((a.name, attr_value(a)) for a in node.attribute)
+    declared = _declared_types(node.op_type, opset, node.domain or "")
+    for attr in node.attribute:
+        want = declared.get(attr.name)
+        if want is not None and attr.type != want:
+            raise ValidationError(
+                f"attribute {attr.name!r} is {_type_name(attr.type)}, the schema declares "
+                f"{_type_name(want)}", node=name or node.name, op=node.op_type,
+                hint="fix or re-export the model")
+        attrs[attr.name] = _checked_value(attr, node, name)
     return attrs
+
+
+def _checked_value(attr: AttributeProto, node: onnx.NodeProto, name: str | None):
+    try:
+        return attr_value(attr)
+    except (TypeError, ValueError) as err:  # e.g. a tensor attribute of undefined dtype
+        raise ValidationError(f"attribute {attr.name!r} cannot be read ({err})",
+                              node=name or node.name, op=node.op_type,
+                              hint="fix or re-export the model") from None
+
+
+def _type_name(kind: int) -> str:
+    return AttributeProto.AttributeType.Name(kind) if kind in \
+        AttributeProto.AttributeType.values() else str(kind)
+
+
+@cache
+def _declared_types(op_type: str, opset: int, domain: str) -> dict:
+    schema = schema_of(op_type, opset, domain)
+    if schema is None:
+        return {}
+    return {name: int(attr.type) for name, attr in schema.attributes.items()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import onnx
 from onnx import helper
 
-from msc.errors import UnsupportedOpError
+from msc.errors import UnsupportedOpError, ValidationError
 
 __all__ = ["relax_dtype"]
 
@@ -14,4 +14,8 @@ def relax_dtype(elem_type: int) -> str:
     """``onnx.TensorProto.FLOAT`` -> ``"float32"``; string tensors are unsupported."""
     if elem_type == onnx.TensorProto.STRING:
         raise UnsupportedOpError("string tensors are not supported")
-    return helper.tensor_dtype_to_np_dtype(elem_type).name
+    try:
+        return helper.tensor_dtype_to_np_dtype(elem_type).name
+    except KeyError:
+        raise ValidationError(f"unknown ONNX element type {elem_type}",
+                              hint="the model is corrupted; re-export it") from None

@@ -10,22 +10,25 @@ Ops that cannot be converted are collected; one UnsupportedOpError lists them al
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import Counter
 
 import numpy as np
 import onnx
+from google.protobuf.message import DecodeError
 from onnx import external_data_helper, helper, numpy_helper
 
 from msc import relax
-from msc.errors import MSCError, UnsupportedOpError, ValidationError
+from msc.errors import MSCError, SerializationError, UnsupportedOpError, ValidationError
 from msc.relax.expr import Expr, TupleGetItem
 from msc.relax.struct_info import TupleStructInfo
 from msc.relax.transform.dead_code_elimination import remove_all_unused
 from msc.tir import expr as tir
 
 from . import opset as opsets
+from . import tensor_check
 from .attrs import node_attrs, schema_of
 from .context import Context, OnnxNode
 from .dtypes import relax_dtype
@@ -41,21 +44,42 @@ def load_model(model) -> tuple[onnx.ModelProto, str]:
     if isinstance(model, onnx.ModelProto):
         return model, ""
     if isinstance(model, (bytes, bytearray)):
-        return onnx.load_from_string(bytes(model)), ""
+        return _parse(bytes(model), "<bytes>"), ""
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
         if not os.path.isfile(path):
             raise ValidationError(f"ONNX model file {path!r} does not exist", file=path)
+        with open(path, "rb") as f:
+            data = f.read()
         # External data stays in its files: initializer_array maps it without a copy.
-        return onnx.load(path, load_external_data=False), os.path.dirname(os.path.abspath(path))
+        return _parse(data, path), os.path.dirname(os.path.abspath(path))
     raise ValidationError(f"cannot read an ONNX model from {type(model).__name__}",
                           hint="pass an onnx.ModelProto, a file path or serialized bytes")
 
 
+def _parse(data: bytes, source: str) -> onnx.ModelProto:
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, RuntimeWarning) as err:  # truncated or corrupted protobuf
+        raise SerializationError(f"not a valid ONNX model ({err})", file=source,
+                                 hint="the file is truncated or corrupted; re-export or "
+                                      "download it again") from None
+    return model
+
+
 def initializer_array(tensor: onnx.TensorProto, base_dir: str) -> np.ndarray:
-    """The tensor's data as numpy, read once; external data is memory-mapped."""
+    """The tensor's data as numpy, read once; external data is memory-mapped.
+
+    The declared dims are checked against the stored data first, so a tensor declaring more
+    elements than it holds fails here instead of allocating them."""
     if not external_data_helper.uses_external_data(tensor):
-        return numpy_helper.to_array(tensor)
+        tensor_check.check_stored(tensor)
+        try:
+            return numpy_helper.to_array(tensor)
+        except (ValueError, TypeError) as err:
+            raise SerializationError(f"initializer data cannot be read ({err})",
+                                     tensor=tensor.name) from None
     info = external_data_helper.ExternalDataInfo(tensor)
     path = os.path.realpath(os.path.join(base_dir, info.location))
     if not path.startswith(os.path.realpath(base_dir) + os.sep):
@@ -64,10 +88,11 @@ def initializer_array(tensor: onnx.TensorProto, base_dir: str) -> np.ndarray:
     if not os.path.isfile(path):
         raise ValidationError(f"external data file {path!r} is missing", tensor=tensor.name,
                               hint="keep the data files next to the model (paths are relative)")
-    dtype = helper.tensor_dtype_to_np_dtype(tensor.data_type)
+    dtype = tensor_check.np_dtype(tensor)
+    shape = tuple(tensor.dims)
+    tensor_check.check_external(tensor, shape, dtype, os.path.getsize(path) - (info.offset or 0))
     if dtype.kind not in "biuf" or dtype.itemsize * 8 < 8:
         return numpy_helper.to_array(tensor, base_dir)
-    shape = tuple(tensor.dims)
     return np.memmap(path, dtype=dtype.newbyteorder("<"), mode="r", offset=info.offset or 0,
                      shape=shape)
 
@@ -132,6 +157,11 @@ def _proto_dims(value_info: onnx.ValueInfoProto) -> list:
 # --------------------------------------------------------------------------------------------
 # The importer.
 
+# The Python errors a converter makes on a malformed node (a rank, attr or dim it cannot use);
+# anything else is a bug in msc and is left to surface as it is.
+CONVERTER_SLIPS = (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError,
+                   OverflowError)
+
 class OnnxImporter:
     """Converts one ModelProto; ``convert()`` returns ``(IRModule, weights)``."""
 
@@ -145,6 +175,7 @@ class OnnxImporter:
         self.bb = relax.BlockBuilder()
         self.ctx = Context(self.bb, subgraph=self._inline_graph)
         self.env: dict[str, Expr] = {}
+        self.bound: set[str] = set()  # names produced by nodes so far (they must be unique)
         self.weights: dict[str, np.ndarray] = {}
         self.dims = _Dims()
         self.problems: list[dict] = []
@@ -176,6 +207,7 @@ class OnnxImporter:
         for v in inputs:
             var = self._param(v, *overrides.get(v.name, (None, None)))
             self.env[v.name] = var
+            self.bound.add(v.name)
             params.append(var)
         return params
 
@@ -220,8 +252,14 @@ class OnnxImporter:
         self._raise_problems()
 
     def _convert_node(self, proto: onnx.NodeProto) -> None:
-        if any(name and name not in self.env for name in proto.input):
+        missing = [name for name in proto.input if name and name not in self.env]
+        if missing and self.problems:
             return  # an input comes from a node that could not be converted (reported)
+        if missing:  # a dangling name, or a cycle (ONNX lists nodes in topological order)
+            raise ValidationError(f"input {missing[0]!r} is produced by no earlier node",
+                                  node=proto.name or proto.op_type, op=proto.op_type,
+                                  hint="the graph must be a DAG in topological order; "
+                                       "check the model with onnx.checker.check_model")
         node = self._node(proto)
         converter = opsets.select(self.table, opsets.key_of(proto.op_type, proto.domain),
                                   node.opset)
@@ -234,13 +272,20 @@ class OnnxImporter:
             err.add_note(f"while converting ONNX node {node.name!r} ({node.op_type}, "
                          f"opset {node.opset})")
             raise
+        except CONVERTER_SLIPS as err:
+            # Converters are written for valid models; on a hostile one (wrong ranks, attrs
+            # of the wrong kind, impossible shapes) their Python errors end here, named.
+            raise ValidationError(f"cannot convert this node of the model ({type(err).__name__}"
+                                  f": {err})", node=node.name, op=node.op_type,
+                                  hint="the model is malformed here; check it with "
+                                       "onnx.checker.check_model") from err
         self._bind(proto, result)
 
     def _inline_graph(self, graph: onnx.GraphProto, inputs: list = ()) -> list:
         """Convert a subgraph (an If branch, a Scan body) in place, its inputs bound to
         ``inputs``; outer values stay visible and inner names stay inner. Returns its
         outputs (None where one could not be converted)."""
-        outer = dict(self.env)
+        outer, bound = dict(self.env), set(self.bound)
         for value, expr in zip(graph.input, inputs):
             self.env[value.name] = expr
         for tensor in graph.initializer:
@@ -248,7 +293,7 @@ class OnnxImporter:
         for node in graph.node:
             self._convert_node(node)
         outputs = [self.env.get(v.name) for v in graph.output]
-        self.env = outer
+        self.env, self.bound = outer, bound  # sibling subgraphs may reuse inner names
         return outputs
 
     def _node(self, proto: onnx.NodeProto) -> OnnxNode:
@@ -258,8 +303,11 @@ class OnnxImporter:
         if schema is not None and not _variadic(schema):
             inputs += [None] * (len(schema.inputs) - len(inputs))
         name = proto.name or f"{proto.op_type}_{len(self.env)}"
-        return OnnxNode(proto.op_type, name, proto.domain, opset, inputs,
-                        node_attrs(proto, opset), len(proto.output), list(proto.output))
+        attrs = node_attrs(proto, opset, name)
+        if schema is not None:
+            _check_required(schema, inputs, attrs, name, proto.op_type)
+        return OnnxNode(proto.op_type, name, proto.domain, opset, inputs, attrs,
+                        len(proto.output), list(proto.output))
 
     def _bind(self, proto: onnx.NodeProto, result) -> None:
         if isinstance(result, Expr) and isinstance(result.struct_info, TupleStructInfo) \
@@ -268,7 +316,12 @@ class OnnxImporter:
                       for i in range(len(result.struct_info.fields))]
         results = list(result) if isinstance(result, (list, tuple)) else [result]
         for name, value in zip(proto.output, results):
+            if name in self.bound:
+                raise ValidationError(f"output {name!r} is already produced by another node "
+                                      "or is a graph input", node=proto.name or proto.op_type,
+                                      op=proto.op_type, hint="ONNX names must be unique (SSA)")
             if name and value is not None:
+                self.bound.add(name)
                 self.env[name] = value
 
     def _record(self, node: OnnxNode, err: UnsupportedOpError) -> None:
@@ -293,6 +346,51 @@ class OnnxImporter:
             raise ValidationError(f"graph output {name!r} is produced by no node",
                                   tensor=name)
         return self.env[name]
+
+
+def _check_required(schema, inputs: list, attrs: dict, name: str, op_type: str) -> None:
+    """Converters index required inputs and attributes freely and trust their dtypes (a shape
+    is int64); a model breaking its schema stops here."""
+    single = onnx.defs.OpSchema.FormalParameterOption.Single
+    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+    for k, formal in enumerate(schema.inputs):
+        if formal.option == single and (k >= len(inputs) or inputs[k] is None):
+            raise ValidationError(f"required input {k} ({formal.name!r}) is missing",
+                                  node=name, op=op_type, hint="fix or re-export the model")
+    for k, value in enumerate(inputs):
+        formal = schema.inputs[min(k, len(schema.inputs) - 1)] if schema.inputs else None
+        kind = _onnx_type(value)
+        types = allowed.get(formal.type_str, {formal.type_str}) if formal else None
+        if kind is not None and types and kind not in types:
+            raise ValidationError(f"input {k} ({formal.name!r}) is {kind}, the schema allows "
+                                  f"{', '.join(sorted(types))}", node=name, op=op_type,
+                                  hint="fix or re-export the model")
+    for attr_name, attr in schema.attributes.items():
+        if attr.required and attrs.get(attr_name) is None:
+            raise ValidationError(f"required attribute {attr_name!r} is missing", node=name,
+                                  op=op_type, hint="fix or re-export the model")
+
+
+@functools.cache
+def _onnx_names() -> dict:
+    """numpy dtype name -> ONNX type name (``float32`` -> ``float``); names two ONNX types
+    share (none today) are left out, so their inputs go unchecked."""
+    names: dict = {}
+    for elem in onnx.TensorProto.DataType.values():
+        try:
+            key = helper.tensor_dtype_to_np_dtype(elem).name
+        except (KeyError, TypeError, ValueError):
+            continue
+        names[key] = None if key in names else onnx.TensorProto.DataType.Name(elem).lower()
+    return names
+
+
+def _onnx_type(value) -> str | None:
+    """``tensor(<elem>)`` of a converted input, None when not a plain typed tensor."""
+    sinfo = getattr(value, "struct_info", None)
+    dtype = getattr(sinfo, "dtype", None) if isinstance(sinfo, relax.TensorStructInfo) else None
+    name = _onnx_names().get(dtype) if dtype else None
+    return f"tensor({name})" if name else None
 
 
 def _variadic(schema) -> bool:

@@ -50,6 +50,10 @@ def _run_export(args) -> int:
     if ext not in EXPORTERS:
         raise SerializationError(f"unknown output format {ext or '(none)'!r}", file=args.output,
                                  hint=f"use one of {', '.join(EXPORTERS)}")
+    if os.path.exists(args.output) and os.path.exists(args.model) and \
+            os.path.samefile(args.output, args.model):  # --force never replaces the input
+        raise SerializationError("output file is the input model; not overwriting it",
+                                 file=args.output, hint="write to another file")
     if os.path.exists(args.output) and not args.force:
         raise SerializationError("output file exists; not overwriting it", file=args.output,
                                  hint="pass --force to replace it")

@@ -128,3 +128,18 @@ def test_tvmscript_errors_name_the_file_and_line(tmp_path, capsys):
     assert f"{binary}: not UTF-8 text" in capsys.readouterr().err
     assert main(["inspect", str(bad_op)]) != 0
     assert f"{bad_op}:5: unknown op R.bogus" in capsys.readouterr().err
+
+
+def test_export_never_overwrites_its_input(tmp_path, capsys):
+    model = tmp_path / "m.json"
+    model.write_text(Path(EXAMPLE).read_text())
+    before = model.read_text()
+    assert main(["export", str(model), "-o", str(model), "--force"]) == 1
+    assert "input model" in capsys.readouterr().err
+    assert model.read_text() == before
+
+
+def test_export_writes_only_the_output(tmp_path):
+    out = tmp_path / "sub" / "g.prototxt"
+    assert main(["export", EXAMPLE, "-o", str(out)]) == 0
+    assert [p.name for p in tmp_path.rglob("*")] == ["sub", "g.prototxt"]
