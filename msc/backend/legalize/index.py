@@ -3,9 +3,10 @@ collapse_sum_to / collapse_sum_like; index_tensor, index_put, slice_scatter,
 dynamic_strided_slice, reverse_sequence; scatter_elements and scatter_nd (into a copy).
 
 Indices read from data are normalized as numpy does (negative counts from the end) and the
-compiler clamps every load or store index that comes from data into its buffer. Writes whose
-position comes from data (index_put) run only when the position is in range (numpy raises
-there), so a write can never land outside the output, even in an empty one. ``nonzero`` has a
+compiler clamps every load or store index that comes from data into its buffer and flags it
+when it was out of range: the call then raises RuntimeCallError, as numpy raises IndexError.
+Blocks whose indexed dims may be empty run only when they have elements (``_nonempty``), so
+a clamped access can never land outside a buffer. ``nonzero`` has a
 data-dependent output shape: it is a native kernel (msc/backend/kernels/nonzero.py)."""
 
 from __future__ import annotations
@@ -214,7 +215,7 @@ def _index_tensor(call):
 @rule("index_put")
 def _index_put(call):
     """A copy of data, then out[i0[b], i1[b], ...] = values[b] (+= with accumulate, in loop
-    order, so repeated indices add up as numpy's ``add.at``); out-of-range writes are skipped."""
+    order, so repeated indices add up as numpy's ``add.at``); an out-of-range index fails."""
     b, (data, *indices, values) = inputs(call)
     out = output(call)
     _int_indices(indices, "index_put")
@@ -231,17 +232,9 @@ def _index_put(call):
         v = cast(_at(values, i, shape, "index_put", "values"), out.dtype)
         return E.BinaryOp(combine, y[at_of(*i)], v) if attrs(call).get("accumulate") else v
     b.store(y, shape, at_of, value, y.name)
-    ivars = _stage_vars(b)
-    _where(b, all_of([in_bounds(k, data.shape[d]) for d, k in enumerate(at_of(*ivars))]))
+    # an out-of-range position fails the call (numpy raises): the compiler flags it
+    _where(b, _nonempty(data.shape[:len(indices)]))
     return b.prim_func([y], "index_put")
-
-
-def _stage_vars(b) -> list:
-    """The block vars of the last stage (its loops' bindings, outermost first)."""
-    s = b.stages[-1].stmt
-    while isinstance(s, For):
-        s = s.body
-    return [iv.var for iv in s.iter_vars]
 
 
 @rule("slice_scatter")
