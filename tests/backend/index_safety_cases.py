@@ -47,6 +47,21 @@ def _cases_take():
         yield f"embedding-{kind}", "msc.embedding", [_arr(k, "int32")[:, None], X.T.copy()], [], {}
 
 
+def _cases_empty():
+    """Indices into an empty axis: no element to clamp to (numpy raises)."""
+    empty, k = np.zeros((0, 4), "float32"), _arr([0])
+    yield "take-empty-axis", "take", [empty, k], [], {"axis": 0}
+    yield "take-empty-clip", "take", [empty, k], [], {"axis": 0, "mode": "clip"}
+    yield "embedding-empty-table", "msc.embedding", [k, empty], [], {}
+    yield "index_tensor-empty", "index_tensor", [empty, [k]], [], {}
+    yield "gather_nd-empty", "gather_nd", [empty, _arr([[0, 1]])], [], {}
+    yield ("scatter_nd-empty", "scatter_nd", [empty, _arr([[0]]), np.ones((1, 4), "float32")],
+           [], {"reduction": "update"})
+    yield ("scatter_elements-empty", "scatter_elements",
+           [np.zeros((2, 0), "float32"), np.zeros((2, 0), "int64"), np.zeros((2, 0), "float32")],
+           [], {"axis": 1, "reduction": "update"})
+
+
 def _cases_gather():
     for kind, k in index_values(4).items():
         rows = _arr([k] * 3)
@@ -93,7 +108,7 @@ def _cases_slice():
 
 
 FAMILIES = {"take": _cases_take, "gather": _cases_gather, "scatter": _cases_scatter,
-            "slice": _cases_slice}
+            "slice": _cases_slice, "empty": _cases_empty}
 
 
 def _param(name: str, a):

@@ -3,10 +3,9 @@ collapse_sum_to / collapse_sum_like; index_tensor, index_put, slice_scatter,
 dynamic_strided_slice, reverse_sequence; scatter_elements and scatter_nd (into a copy).
 
 Indices read from data are normalized as numpy does (negative counts from the end) and the
-compiler clamps every load or store index that comes from data into its buffer and flags it
-when it was out of range: the call then raises RuntimeCallError, as numpy raises IndexError.
-Blocks whose indexed dims may be empty run only when they have elements (``_nonempty``), so
-a clamped access can never land outside a buffer. ``nonzero`` has a
+compiler clamps every load or store index that comes from data into its buffer (an access
+into an empty dim goes to a spare slot) and flags it when it was out of range: the call then
+raises RuntimeCallError, as numpy raises IndexError. So no access lands outside a buffer. ``nonzero`` has a
 data-dependent output shape: it is a native kernel (msc/backend/kernels/nonzero.py)."""
 
 from __future__ import annotations
@@ -186,8 +185,7 @@ def _where(b, cond) -> None:
 
 
 def _nonempty(dims) -> E.PrimExpr | None:
-    """``0 < d`` for the dims that may be 0 at run time: a clamped load from an empty dim would
-    still read out of bounds, so such a block runs only when the dims have elements."""
+    """``0 < d`` for the dims that may be 0 at run time (a block that need not run there)."""
     return all_of([E.BinaryOp("LT", idx(0), d) for d in dims if not is_const(d) or
                    d.value <= 0])
 
@@ -208,7 +206,6 @@ def _index_tensor(call):
               for d, t in enumerate(indices)]
         return data[(*at, *i[nb:])]
     y = b.compute(out.values, value, "T_index_tensor")
-    _where(b, _nonempty(data.shape[:len(indices)]))
     return b.prim_func([y], "index_tensor")
 
 
@@ -231,9 +228,7 @@ def _index_put(call):
     def value(*i):
         v = cast(_at(values, i, shape, "index_put", "values"), out.dtype)
         return E.BinaryOp(combine, y[at_of(*i)], v) if attrs(call).get("accumulate") else v
-    b.store(y, shape, at_of, value, y.name)
-    # an out-of-range position fails the call (numpy raises): the compiler flags it
-    _where(b, _nonempty(data.shape[:len(indices)]))
+    b.store(y, shape, at_of, value, y.name)  # out of range (or into an empty dim): flagged
     return b.prim_func([y], "index_put")
 
 
