@@ -3,9 +3,9 @@ collapse_sum_to / collapse_sum_like; index_tensor, index_put, slice_scatter,
 dynamic_strided_slice, reverse_sequence; scatter_elements and scatter_nd (into a copy).
 
 Indices read from data are normalized as numpy does (negative counts from the end) and the
-compiler clamps every load or store index that comes from data into its buffer. Writes whose
-position comes from data (index_put) run only when the position is in range (numpy raises
-there), so a write can never land outside the output, even in an empty one. ``nonzero`` has a
+compiler clamps every load or store index that comes from data into its buffer (an access
+into an empty dim goes to a spare slot) and flags it when it was out of range: the call then
+raises RuntimeCallError, as numpy raises IndexError. So no access lands outside a buffer. ``nonzero`` has a
 data-dependent output shape: it is a native kernel (msc/backend/kernels/nonzero.py)."""
 
 from __future__ import annotations
@@ -185,8 +185,7 @@ def _where(b, cond) -> None:
 
 
 def _nonempty(dims) -> E.PrimExpr | None:
-    """``0 < d`` for the dims that may be 0 at run time: a clamped load from an empty dim would
-    still read out of bounds, so such a block runs only when the dims have elements."""
+    """``0 < d`` for the dims that may be 0 at run time (a block that need not run there)."""
     return all_of([E.BinaryOp("LT", idx(0), d) for d in dims if not is_const(d) or
                    d.value <= 0])
 
@@ -207,14 +206,13 @@ def _index_tensor(call):
               for d, t in enumerate(indices)]
         return data[(*at, *i[nb:])]
     y = b.compute(out.values, value, "T_index_tensor")
-    _where(b, _nonempty(data.shape[:len(indices)]))
     return b.prim_func([y], "index_tensor")
 
 
 @rule("index_put")
 def _index_put(call):
     """A copy of data, then out[i0[b], i1[b], ...] = values[b] (+= with accumulate, in loop
-    order, so repeated indices add up as numpy's ``add.at``); out-of-range writes are skipped."""
+    order, so repeated indices add up as numpy's ``add.at``); an out-of-range index fails."""
     b, (data, *indices, values) = inputs(call)
     out = output(call)
     _int_indices(indices, "index_put")
@@ -230,18 +228,8 @@ def _index_put(call):
     def value(*i):
         v = cast(_at(values, i, shape, "index_put", "values"), out.dtype)
         return E.BinaryOp(combine, y[at_of(*i)], v) if attrs(call).get("accumulate") else v
-    b.store(y, shape, at_of, value, y.name)
-    ivars = _stage_vars(b)
-    _where(b, all_of([in_bounds(k, data.shape[d]) for d, k in enumerate(at_of(*ivars))]))
+    b.store(y, shape, at_of, value, y.name)  # out of range (or into an empty dim): flagged
     return b.prim_func([y], "index_put")
-
-
-def _stage_vars(b) -> list:
-    """The block vars of the last stage (its loops' bindings, outermost first)."""
-    s = b.stages[-1].stmt
-    while isinstance(s, For):
-        s = s.body
-    return [iv.var for iv in s.iter_vars]
 
 
 @rule("slice_scatter")

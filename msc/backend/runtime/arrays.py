@@ -125,20 +125,24 @@ def _is_shape(value: tuple) -> bool:
     return bool(value) and all(type(v) is int for v in value)
 
 
-def to_numpy(value, param: str = "input") -> np.ndarray:
+def to_numpy(value, param: str = "input", contiguous: bool = True) -> np.ndarray:
     """An input tensor as a C-contiguous numpy array, without a copy when it already is one.
 
     Accepts numpy arrays, :class:`NDArray`, and objects with ``__dlpack__`` (torch tensors,
-    detached first when they require grad). Strided inputs are copied (documented).
+    detached first when they require grad). Strided inputs are copied (documented), unless
+    ``contiguous=False``: the VM checks shapes first, so a huge broadcast view is refused
+    before its copy is allocated.
     """
     if type(value) is np.ndarray:
-        return value if value.flags.c_contiguous else np.ascontiguousarray(value)
+        if contiguous and not value.flags.c_contiguous:
+            return np.ascontiguousarray(value)
+        return value
     if isinstance(value, NDArray):
-        return to_numpy(value.numpy(), param)
+        return to_numpy(value.numpy(), param, contiguous)
     if isinstance(value, np.ndarray):  # subclasses (np.matrix, memmap): plain view
-        return to_numpy(np.asarray(value).view(np.ndarray), param)
+        return to_numpy(np.asarray(value).view(np.ndarray), param, contiguous)
     if hasattr(value, "__dlpack__"):
-        return to_numpy(_from_dlpack(value, param), param)
+        return to_numpy(_from_dlpack(value, param), param, contiguous)
     if isinstance(value, (bool, int, float, np.generic)):
         return np.asarray(value)
     raise ShapeError(f"expected a numpy array or a tensor with __dlpack__, got "

@@ -39,7 +39,7 @@ def match_value(value, sinfo, env: dict, param: str, owners: dict | None = None)
 
 
 def _match_tensor(value, sinfo: TensorStructInfo, env, param, owners):
-    arr = to_numpy(value, param)
+    arr = to_numpy(value, param, contiguous=False)  # checked before any copy is made
     if sinfo.dtype != "void" and arr.dtype != np_dtype(sinfo.dtype):
         raise ShapeError(f"expected dtype {sinfo.dtype}, got {arr.dtype} (shape {arr.shape})",
                          param=param, hint=f"convert with .astype('{sinfo.dtype}')")
@@ -48,7 +48,7 @@ def _match_tensor(value, sinfo: TensorStructInfo, env, param, owners):
                          f"{arr.shape}", param=param)
     if sinfo.values is not None:
         _match_dims(sinfo.values, arr.shape, env, param, owners, "shape")
-    return arr
+    return arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
 
 
 def _match_dims(values, shape, env, param, owners, what: str) -> None:

@@ -26,11 +26,12 @@ from llvmlite import ir
 
 from ...errors import MSCError, RuntimeCallError, ShapeError
 
-__all__ = ["Chain", "NativeStep", "compile_chains", "guard", "native_step"]
+__all__ = ["STATUS_INDEX", "STATUS_WORKSPACE", "Chain", "NativeStep", "compile_chains", "guard",
+           "native_step", "status_error"]
 
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
 _I8P = ir.IntType(8).as_pointer()
-_CHAIN_VERSION = "msc-chain-1"
+_CHAIN_VERSION = "msc-chain-2"
 
 
 def guard(value, shape: tuple, dtype: np.dtype, op: str, param: str) -> np.ndarray:
@@ -93,14 +94,25 @@ class NativeStep:
         arrays = [guard(v, s.shape, s.dtype, self.op, s.name) for v, s in zip(flat, self.specs)]
         if any(a is not v for a, v in zip(arrays[len(arrays) - len(outs):], outs)):
             raise ShapeError("an output buffer must be C-contiguous and aligned", op=self.op)
-        if self.cfunc(*[a.ctypes.data for a in arrays], *self.dims):
-            raise workspace_error(self.op, self.where)
+        status = self.cfunc(*[a.ctypes.data for a in arrays], *self.dims)
+        if status:
+            raise status_error(status, self.op, self.where)
         return outs[0] if self.single else tuple(outs)
 
 
-def workspace_error(op: str, where: str) -> RuntimeCallError:
-    return RuntimeCallError("the kernel could not allocate its workspace", op=op, node=where,
-                            hint="the shapes need more memory than is available")
+STATUS_WORKSPACE, STATUS_INDEX = 1, 2  # what a compiled kernel's non-zero return means
+_STATUS = {
+    STATUS_WORKSPACE: ("the kernel could not allocate its workspace",
+                       "the shapes need more memory than is available"),
+    STATUS_INDEX: ("an index read from an index tensor is out of range (result dropped)",
+                   "pass indices in [-dim, dim) for each indexed axis"),
+}
+
+
+def status_error(status: int, op: str, where: str | None = None) -> RuntimeCallError:
+    """The error for a kernel's non-zero return ``status``."""
+    message, hint = _STATUS.get(status, (f"the kernel failed with status {status}", None))
+    return RuntimeCallError(message, op=op, node=where, hint=hint)
 
 
 def native_step(kernel, specs: list, n_in: int, single: bool, where: str,
@@ -162,8 +174,8 @@ def _emit_chain(module: ir.Module, symbol: str, chain: Chain) -> None:
         args += [ir.Constant(_I64, d) for d in step.dims]
         status = b.call(callee, args)
         failed = b.icmp_signed("!=", status, ir.Constant(_I32, 0))
-        with b.if_then(failed, likely=False):
-            b.ret(ir.Constant(_I32, k + 1))
+        with b.if_then(failed, likely=False):  # step number above, the step's status below
+            b.ret(b.or_(status, ir.Constant(_I32, (k + 1) << 8)))
     b.ret(ir.Constant(_I32, 0))
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import MSCError, RuntimeCallError
-from .native_run import Chain, compile_chains, guard, workspace_error
+from .native_run import Chain, compile_chains, guard, status_error
 
 # Native calls per chain function at most: LLVM's time on one function grows faster than its
 # length (building a 20,000-op chain model took 77 s with one chain, 33 s with chains of 256);
@@ -264,8 +264,8 @@ def _pointer(value, check: tuple, keep: list) -> int:
 
 
 def _fail(steps: list, status: int):
-    step = steps[status - 1]
-    raise workspace_error(step.op, step.where)
+    step = steps[(status >> 8) - 1]  # a chain returns its failing step above the step's status
+    raise status_error(status & 0xFF, step.op, step.where)
 
 
 def _reraise(exc: BaseException, where: dict):

@@ -2,8 +2,9 @@
 
 The generated entry point is ``i32 sym(T0* buf0, ..., i64 n, ...)``: one pointer per buffer
 param (C-contiguous data, ``noalias``), each scalar param, then each symbolic dim of the
-buffer shapes that is not already a scalar param. It returns 0, or 1 when a workspace
-allocation failed. Shapes and dtypes are *not* checked here; ``compile`` does that before
+buffer shapes that is not already a scalar param. It returns 0, 1 when a workspace
+allocation failed (``STATUS_WORKSPACE``), or 2 when an index read from data was out of range
+(``STATUS_INDEX``: the accesses were clamped, the caller raises and drops the result). Shapes and dtypes are *not* checked here; ``compile`` does that before
 every call::
 
     module, abi = codegen(func, "msc_tir_add_1f2e")
@@ -21,7 +22,8 @@ How code is produced:
   head, main and tail ranges; in the main range those conditions are known true, so padded
   loads become plain vector loads.
 - Safety: ``T.if_then_else`` evaluates both sides with the loads of the untaken side clamped
-  into their buffer; indices read from data (take, gather) are clamped; integer division by 0
+  into their buffer; indices read from data (take, gather) are clamped and, outside a
+  speculated side, an out-of-range one sets a flag that makes the call return 2; integer division by 0
   (or INT_MIN / -1) gives 0 instead of a trap.
 """
 
@@ -49,11 +51,12 @@ from ...tir.function import (
     expr_children,
 )
 from ..llvm.loops import entry_alloca, imin
+from ..runtime.native_run import STATUS_INDEX, STATUS_WORKSPACE
 from .dtypes import AS_LT, Types, is_int_expr
 from .exprs import ExprEmitter
 from .schedule import BufferView, lower_blocks
 
-__all__ = ["KernelABI", "codegen", "ir_text"]
+__all__ = ["STATUS_INDEX", "STATUS_WORKSPACE", "KernelABI", "codegen", "ir_text"]
 
 I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
 _STACK_BYTES = 64 * 1024  # constant-size workspaces up to this live on the stack
@@ -141,7 +144,14 @@ class _FuncEmitter(ExprEmitter):
         except (KeyError, TypeError, ValueError, AttributeError) as err:
             raise BuildError(f"cannot compile prim func: {type(err).__name__}: {err}",
                              op=self.func.name) from None
-        self.b.ret(ir.Constant(I32, 0))
+        self.b.ret(self._status())
+
+    def _status(self) -> ir.Value:
+        """0, or STATUS_INDEX when an index read from data was out of range."""
+        if self.oob is None:
+            return ir.Constant(I32, 0)
+        bad = self.b.icmp_unsigned("!=", self.b.load(self.oob), ir.Constant(I8, 0))
+        return self.b.select(bad, ir.Constant(I32, STATUS_INDEX), ir.Constant(I32, 0))
 
     # -- statements -----------------------------------------------------------------------
     def stmt(self, s) -> None:
@@ -204,7 +214,7 @@ class _FuncEmitter(ExprEmitter):
         raw = self.b.call(self.libc("malloc"), [self.b.mul(count, ir.Constant(I64, size))])
         with self.b.if_then(self.b.icmp_unsigned("==", raw, ir.Constant(raw.type, None)),
                             likely=False):
-            self.b.ret(ir.Constant(I32, 1))
+            self.b.ret(ir.Constant(I32, STATUS_WORKSPACE))
         self.bind_buffer(buf, self.b.bitcast(raw, self.types.storage(buf.dtype).as_pointer()))
         return raw
 

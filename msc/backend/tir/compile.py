@@ -26,12 +26,13 @@ import threading
 import llvmlite.binding as llvm
 import numpy as np
 
-from ...errors import BuildError, RuntimeCallError, ShapeError
+from ...errors import BuildError, ShapeError
 from ...tir import expr as E
 from ...tir.function import Buffer, BufferStore, PrimFunc, walk_stmts
 from ...tir.interp import np_dtype
 from ..llvm.cache import cache_key
 from ..llvm.jit import JIT, CodeLibrary, get_jit
+from ..runtime.native_run import status_error
 from ..runtime.threads import WORKER_PREFIX
 from .codegen import KernelABI, codegen, ir_text
 from .dtypes import EXTERNAL_SYMBOLS, Types
@@ -84,7 +85,7 @@ def _optimize_isolated(jit: JIT, text: str, symbol: str, name: str) -> None:
     llvmlite's LLVM is built with assertions, and its optimizer aborts the whole process on
     some inputs (a loop-vectorizer cost-model assertion was hit while writing this). In a
     child, such a crash becomes a BuildError here; the parent then only loads the object.
-    Skipped (compiled in process) when the JIT has no disk cache, the entry is already there,
+    Skipped (compiled in process) when the JIT has no disk cache, a valid entry is already there,
     the platform cannot fork, other threads run (a child forked while another thread holds an
     LLVM lock could hang; the kernel worker pool's threads do not count: they never call
     LLVM, and the child only runs LLVM), or MSC_TIR_ISOLATE=0.
@@ -93,7 +94,7 @@ def _optimize_isolated(jit: JIT, text: str, symbol: str, name: str) -> None:
             or os.environ.get("MSC_TIR_ISOLATE") == "0":
         return
     key = cache_key(text, *jit.target.key_parts())
-    if jit.cache.path(key).exists():
+    if jit.cache.valid(key):  # a damaged entry is rebuilt here too, isolated
         return
     read, write = os.pipe()
     pid = os.fork()
@@ -191,9 +192,9 @@ class CompiledPrimFunc:
         if self._specs is not None and len(args) == len(self._specs):
             cargs = self._fast_args(args)
             if cargs is not None:
-                if self._cfunc(*cargs) != 0:
-                    raise RuntimeCallError("the kernel could not allocate its workspace",
-                                           op=self.name)
+                status = self._cfunc(*cargs)
+                if status:
+                    raise status_error(status, self.name)
                 return None
         return self._call(args, known)
 
@@ -240,9 +241,8 @@ class CompiledPrimFunc:
         cargs = [a.ctypes.data if isinstance(p, _Param) else a for p, a in zip(params, arrays)]
         cargs += [self._dim(env, name) for name in self._dims]
         status = self._cfunc(*cargs)
-        if status != 0:
-            raise RuntimeCallError("the kernel could not allocate its workspace", op=self.name,
-                                   hint="the shapes need more memory than is available")
+        if status:
+            raise status_error(status, self.name)
         if not outs:
             return None
         return outs[0] if len(outs) == 1 else tuple(outs)

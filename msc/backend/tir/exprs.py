@@ -16,6 +16,7 @@ from llvmlite import ir
 from ...errors import BuildError
 from ...tir import expr as E
 from ...tir.function import BufferLoad
+from ..llvm.loops import entry_alloca
 from . import math as M
 from . import ops
 from .dtypes import (
@@ -23,6 +24,7 @@ from .dtypes import (
     F32,
     F64,
     FM,
+    I8,
     I64,
     INT_BITS,
     LIBC,
@@ -50,6 +52,8 @@ class ExprEmitter:
         self.known: set = set()     # keys of canonical e with e < 0
         self.spec = 0               # > 0 while emitting a speculated if_then_else side
         self.in_index = 0
+        self.oob = None             # i8 slot set when an index read from data is out of range
+        self.spares: dict = {}      # element type -> spare slot (see _spare)
 
     # -- scopes ---------------------------------------------------------------------------
     def save_scope(self):
@@ -174,17 +178,36 @@ class ExprEmitter:
         except KeyError:
             raise BuildError(f"buffer {buf.name!r} is used but not declared",
                              hint="buffers are params or T.alloc_buffer / sblock allocations") from None
-        flat = None
+        flat = empty = None
         for k, (i, stride) in enumerate(zip(indices, strides)):
             v = self.index(i)
             if self._needs_clamp(i, buf.shape[k]):
+                if has_load(i) and not self.spec:
+                    self._flag_out_of_range(v, dims[k])
                 v = self._clamp(v, dims[k])
+                empty = self._or_empty(empty, dims[k])
             term = v if (isinstance(stride, ir.Constant) and stride.constant == 1) else \
                 self.b.mul(v, stride, flags=("nsw",))
             flat = term if flat is None else self.b.add(flat, term, flags=("nsw",))
         if flat is None:
             return ptr
-        return self.b.gep(ptr, [flat], inbounds=True)
+        at = self.b.gep(ptr, [flat], inbounds=True)
+        return at if empty is None else self.b.select(empty, self._spare(ptr.type), at)
+
+    def _or_empty(self, empty, dim: ir.Value):
+        """``empty or dim == 0``: a clamped index has no place in an empty dim; constant
+        dims above 0 cost nothing."""
+        if isinstance(dim, ir.Constant) and dim.constant > 0:
+            return empty
+        zero = self.b.icmp_signed("<=", dim, ir.Constant(dim.type, 0))
+        return zero if empty is None else self.b.or_(empty, zero)
+
+    def _spare(self, ptr_type: ir.PointerType) -> ir.Value:
+        """A stack slot of one element: where a clamped access into an empty buffer goes."""
+        key = str(ptr_type)
+        if key not in self.spares:
+            self.spares[key] = entry_alloca(self.b, ptr_type.pointee, name="spare")
+        return self.spares[key]
 
     def _needs_clamp(self, i: E.PrimExpr, dim: E.PrimExpr) -> bool:
         if has_load(i):
@@ -192,6 +215,17 @@ class ExprEmitter:
         if not self.spec:
             return False
         return not (self.proven(AS_LT["LE"](E.IntImm(0), i)) and self.proven(lt_key(i, dim)))
+
+    def _flag_out_of_range(self, v: ir.Value, dim: ir.Value) -> None:
+        """Record (branch-free, one unsigned compare) that a data index left ``[0, dim)``; the
+        access itself is still clamped, and the function returns status 2 (codegen)."""
+        if self.oob is None:
+            self.oob = entry_alloca(self.b, I8, name="oob")
+            with self.b.goto_entry_block():
+                self.b.position_after(self.oob)  # zeroed before any loop can set it
+                self.b.store(ir.Constant(I8, 0), self.oob)
+        bad = self.b.zext(self.b.icmp_unsigned(">=", v, dim), I8)
+        self.b.store(self.b.or_(self.b.load(self.oob), bad), self.oob)
 
     def _clamp(self, v: ir.Value, dim: ir.Value) -> ir.Value:
         zero = ir.Constant(I64, 0)

@@ -214,6 +214,8 @@ def _accesses(stmt) -> list:
         elif isinstance(s, BufferStore):
             found.append((s.buffer, s.indices))
             expr(s.value)
+            for i in s.indices:  # loads in a store's index (index_put's y[i0[b], i1[b]])
+                expr(i)
         elif isinstance(s, LetStmt):
             expr(s.value)
 

@@ -173,7 +173,10 @@ def _take(args, attrs):
     x, indices, axis = args[0], np.asarray(args[1]), attrs["axis"]
     mode = {"clip": "clip", "wrap": "wrap"}.get(attrs["mode"], "raise")
     if axis is None:
-        return np.take(np.ravel(x), indices, mode=mode)
+        x, axis = np.ravel(x), 0
+    if mode == "wrap" and x.shape[axis]:
+        # numpy's wrap mode steps by the dim (9e18 / 3 steps for int64 max: a hang)
+        indices, mode = np.mod(indices, x.shape[axis]), "raise"
     return np.take(x, indices, axis=axis, mode=mode)
 
 
@@ -268,6 +271,8 @@ def _topk(args, attrs):
     x, axis, k = args[0], int(attrs["axis"]), int(attrs["k"])
     largest = attrs["largest"]
     order = np.argsort(-x if largest else x, axis=axis, kind="stable")
+    dim = x.shape[axis]
+    k = dim if k < 1 else min(k, dim)  # as topk_infer (and TVM): k past the end is clipped
     indices = np.take(order, range(k), axis=axis)
     values = np.take_along_axis(x, indices, axis=axis)
     ret = attrs["ret_type"]
