@@ -42,17 +42,24 @@ def hostile_model(name: str, other: str):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
+# Names whose generated script also runs standalone in a subprocess (~1.5 s each): the
+# injections, the empty and the long name. Every name's code runs in process (the codegen
+# loads the script it wrote), which executes any payload as well; the canary checks both.
+STANDALONE = {0, 1, 2, 3, 4, 17, 18}
+
+
 def _cases():
     for i, name in enumerate(HOSTILE):
         other = HOSTILE[(i + 1) % len(HOSTILE)] or "w"
         if other == name:
             other = name + "_w"
-        yield pytest.param(name, other, id=f"name{i}")
+        yield pytest.param(name, other, i in STANDALONE, id=f"name{i}")
 
 
 @pytest.mark.parametrize("kind", list(CODEGENS))
-@pytest.mark.parametrize(("name", "other"), list(_cases()))
-def test_hostile_onnx_names_generate_safe_running_code(kind, name, other, tmp_path):
+@pytest.mark.parametrize(("name", "other", "standalone"), list(_cases()))
+def test_hostile_onnx_names_generate_safe_running_code(kind, name, other, standalone,
+                                                       tmp_path):
     if not name:  # ONNX input names cannot be empty ("" means "no input")
         name = "\n"
     work = tmp_path / "work"
@@ -66,9 +73,10 @@ def test_hostile_onnx_names_generate_safe_running_code(kind, name, other, tmp_pa
     np.testing.assert_allclose(run(model, [x])[0], want, rtol=1e-5, atol=1e-6)
     scripts = list(build.glob("*.py"))
     assert len(scripts) == 1 and ruff_check(scripts[0]) == ""
-    save_baseline(build, [x], [want])
-    result = run_script(scripts[0], cwd=build)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.splitlines()[-1] == "PASS"
+    if standalone:
+        save_baseline(build, [x], [want])
+        result = run_script(scripts[0], cwd=build)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.splitlines()[-1] == "PASS"
     assert not [p for p in tmp_path.rglob("*") if p.name == CANARY]
     assert all(p.is_relative_to(build) for p in tmp_path.rglob("*") if p not in (work, build))
