@@ -65,6 +65,27 @@ def step_op_table(out: str) -> None:
     print("runtime ops (run by the VM):", sorted(ops_with("runtime")))
 
 
+def step_hostile_input(out: str) -> None:
+    """Bad input ends in a typed msc error that names the input, never a crash."""
+    from frontends import translate
+
+    from .. import errors, relax
+    from ..graph import MSCGraph
+
+    _banner("Hostile input: typed errors that name the input, nothing executed")
+    cases = {"corrupt ONNX bytes": lambda: translate.from_onnx(b"\x08\x07 not onnx"),
+             "@__import__ decorator": lambda: relax.from_script(
+                 '@__import__("os").system\ndef f(): pass'),
+             "JSON nested 100,000 deep": lambda: MSCGraph.from_json("[" * 100000)}
+    for what, load in cases.items():
+        try:
+            load()
+        except errors.MSCError as e:
+            print(f"{what}: {type(e).__name__}: {str(e).splitlines()[0][:90]}")
+        else:
+            raise SystemExit(f"demo: {what} was accepted")
+
+
 def step_tvmscript(out: str) -> None:
     """Print the MLP as TVMScript, parse it back (ast only), fold a bound weight."""
     import numpy as np
@@ -192,7 +213,7 @@ def step_torch_codegen(out: str) -> None:
 
 
 STEPS = [step_graph_from_json, step_relax_builder, step_op_table, step_tvmscript, step_onnx_to_vm,
-         step_torch_codegen]
+         step_torch_codegen, step_hostile_input]
 
 
 def run_demo(out: str) -> int:
