@@ -7,8 +7,6 @@ exception, never a hang. CI runs a few examples with a fixed seed; a long run:
 """
 
 import os
-import signal
-from contextlib import contextmanager
 from pathlib import Path
 
 import onnx
@@ -19,6 +17,7 @@ from onnx import AttributeProto, helper
 
 from frontends.onnx.api import from_onnx
 from msc.errors import MSCError
+from tests.helpers.fuzz import time_guard
 
 EXAMPLES = int(os.environ.get("MSC_FUZZ_EXAMPLES", "40"))
 LIGHT = Path(onnx.__file__).parent / "backend/test/data/light"
@@ -27,21 +26,8 @@ FUZZ = settings(derandomize=True, max_examples=EXAMPLES, deadline=None,
                 suppress_health_check=list(HealthCheck))
 
 
-@contextmanager
-def time_guard(seconds: int = 20):
-    def expire(*_):
-        raise TimeoutError(f"from_onnx ran over {seconds} s")
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
-
-
 def translate_or_msc_error(source) -> None:
-    with time_guard():
+    with time_guard(20):
         try:
             from_onnx(source, as_msc=False)
         except MSCError as err:
