@@ -31,6 +31,7 @@ from msc.backend.runtime.threads import (
 from msc.errors import ValidationError
 from msc.relax import op as R
 from tests.helpers.concurrency import run_on_threads
+from tests.helpers.relax_modules import one_function_module
 
 RNG = np.random.default_rng(0)
 TOL = {"rtol": 1e-4, "atol": 1e-4}  # against float64 / torch: a different summation order
@@ -284,12 +285,7 @@ def test_small_gemm_stays_on_one_thread(monkeypatch):
 
 
 def _build(params, body):
-    bb = relax.BlockBuilder()
-    with bb.function("main", params):
-        with bb.dataflow():
-            out = bb.emit_output(body(bb, *params))
-        bb.emit_func_output(out)
-    ex = relax.build(bb.get())
+    ex = relax.build(one_function_module(params, body))
     vm = relax.VirtualMachine(ex, relax.cpu())["main"]
     return (lambda *args: vm(*args).numpy()), ex
 

@@ -6,6 +6,7 @@ import numpy as np
 from frontends.translate import from_relax
 from msc import relax
 from msc.relax import op as R
+from tests.helpers.relax_modules import one_function_module as module
 
 RNG = np.random.default_rng(0)
 
@@ -18,14 +19,6 @@ def const(*shape, dtype="float32"):
     return relax.const(RNG.standard_normal(shape).astype(dtype))
 
 
-def module(params, body, name="main"):
-    """``body(bb, *params)`` emits bindings into a dataflow block and returns the output."""
-    bb = relax.BlockBuilder()
-    with bb.function(name, params):
-        with bb.dataflow():
-            out = bb.emit_output(body(bb, *params))
-        bb.emit_func_output(out)
-    return bb.get()
 
 
 def translate(params, body, **kw):

@@ -435,11 +435,11 @@ def _cases() -> dict:
         "nn.Embedding_1d": mod(lambda: nn.Embedding(10, 6), i(5)),
         "F.embedding": fn(lambda x: F.embedding(x, torch.arange(30.0).reshape(10, 3)),
                           i(2, 5), tvm=""),
-        "nn.CrossEntropyLoss": custom(lambda: _Loss(nn.CrossEntropyLoss()), f(4, 5),
+        "nn.CrossEntropyLoss": custom(lambda: LossOf(nn.CrossEntropyLoss()), f(4, 5),
                                       i(4, high=5), dyn=False),
-        "nn.CrossEntropyLoss_sum": custom(lambda: _Loss(nn.CrossEntropyLoss(
+        "nn.CrossEntropyLoss_sum": custom(lambda: LossOf(nn.CrossEntropyLoss(
             reduction="sum")), f(4, 5), i(4, high=5), dyn=False),
-        "nn.NLLLoss": custom(lambda: _Loss(nn.NLLLoss()), f(4, 5), i(4, high=5),
+        "nn.NLLLoss": custom(lambda: LossOf(nn.NLLLoss()), f(4, 5), i(4, high=5),
                              dyn=False, tvm=""),
         "F.cross_entropy": fn(lambda x, t: F.cross_entropy(x, t), f(4, 5), i(4, high=5),
                               dyn=False),
@@ -467,7 +467,7 @@ def _bn(m: nn.Module) -> nn.Module:
     return m
 
 
-class _Loss(nn.Module):
+class LossOf(nn.Module):
     def __init__(self, loss):
         super().__init__()
         self.loss = loss

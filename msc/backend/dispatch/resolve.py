@@ -18,7 +18,6 @@ callouts.py instead::
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -111,26 +110,38 @@ def resolve(site: Site, *, native: bool = True, legalize: str = "prefer") -> Imp
                 aliases=not fresh)
 
 
-def _positional(call: Call) -> Call:
-    """``call`` with its Var arguments (tuple fields too) renamed by position: A, B, ... The
-    legalization names its buffers after the vars, so without this every site of an op got its
-    own kernel text: a 4,000-op chain compiled 2,000 identical kernels (130 s). Equal calls now
-    share one compiled kernel."""
-    count = itertools.count()
+def _positional(call: Call) -> tuple[Call, dict]:
+    """``call`` with its tensor Vars (tuple fields too) renamed by position (arg0, arg1, ...),
+    and the new names' program names. The legalization names its buffers after the vars, so
+    without this every site of an op got its own kernel text: a 4,000-op chain compiled 2,000
+    identical kernels (130 s). Equal calls now share one compiled kernel; errors still name
+    the program's values. Positions count tensors as the legalization's flat list does."""
+    flat, names = 0, {}
 
     def rename(expr):
-        if isinstance(expr, Var):
-            k = next(count)
-            return Var("ABCDEFGHIJ"[k % 10] + (str(k // 10) if k >= 10 else ""),
-                       expr.struct_info)
-        if isinstance(expr, Tuple) and any(isinstance(f, Var) for f in expr.fields):
-            return Tuple([rename(f) for f in expr.fields])
-        return expr
+        nonlocal flat
+        name, flat = f"arg{flat}", flat + 1
+        if not isinstance(expr, Var):
+            return expr
+        names[name] = expr.name_hint
+        return Var(name, expr.struct_info)
 
-    renamed = Call(call.op, [rename(a) for a in call.args], call.attrs, call.sinfo_args,
-                   call.span)
+    def is_tensor(expr) -> bool:
+        return isinstance(expr.struct_info, TensorStructInfo)
+
+    args = []
+    for arg in call.args:
+        sinfo = arg.struct_info
+        if isinstance(arg, Tuple):
+            arg = Tuple([rename(f) if is_tensor(f) else f for f in arg.fields])
+        elif isinstance(sinfo, TupleStructInfo):  # a tuple var: its fields have no names
+            flat += sum(isinstance(f, TensorStructInfo) for f in sinfo.fields)
+        elif is_tensor(arg):
+            arg = rename(arg)
+        args.append(arg)
+    renamed = Call(call.op, args, call.attrs, call.sinfo_args, call.span)
     renamed._set_struct_info(call.struct_info)
-    return renamed
+    return renamed, names
 
 
 def legalized(site: Site) -> Impl | None:
@@ -139,7 +150,8 @@ def legalized(site: Site) -> Impl | None:
     from ..legalize import legalize_call  # importing attaches the rules: on first use
 
     try:
-        func = legalize_call(_positional(site.call)) if site.call is not None else None
+        call, names = _positional(site.call) if site.call is not None else (None, {})
+        func = legalize_call(call) if call is not None else None
         kernel = compile_prim_func(func) if func is not None else None
         outs = tensor_fields(site.out, site.op)
     except MSCError:
@@ -157,7 +169,6 @@ def legalized(site: Site) -> Impl | None:
     if not _dim_vars(site.out) <= set().union(*(_dim_vars(v.sinfo) for v in site.args)):
         return None  # output dims the inputs do not bind: the buffer could not be sized
     n_in, single = len(tensors), isinstance(site.out, TensorStructInfo)
-    names = _param_names(func, site.call)
 
     def run(env, *args):  # the PrimFunc takes the tensor args, tuples flattened, then outputs
         flat = []
@@ -175,20 +186,6 @@ def legalized(site: Site) -> Impl | None:
 
     return Impl(run, [site.args[i].id for i in tensors], outs, "tir",
                 extra={"tir": kernel, "env": True})
-
-
-def _param_names(func, call: Call) -> dict:
-    """Kernel param name -> the name of the program's value it receives (tensor args in
-    order, tuple fields flattened), for errors raised by a kernel shared between sites."""
-    values = []
-    for arg in call.args:
-        sinfo = arg.struct_info
-        if isinstance(sinfo, TupleStructInfo):  # a tuple var's fields have no names of their own
-            fields = arg.fields if isinstance(arg, Tuple) else [None] * len(sinfo.fields)
-            values += [f for f, s in zip(fields, sinfo.fields) if isinstance(s, TensorStructInfo)]
-        elif isinstance(sinfo, TensorStructInfo):
-            values.append(arg)
-    return {p.name: v.name_hint for p, v in zip(func.params, values) if isinstance(v, Var)}
 
 
 def _dim_vars(sinfo) -> set:

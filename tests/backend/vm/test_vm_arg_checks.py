@@ -11,6 +11,7 @@ from msc import relax
 from msc.errors import ShapeError
 from msc.relax.op.registry import make_call
 from msc.tir import expr as tir
+from tests.helpers.relax_modules import one_function_module
 
 X = np.arange(12, dtype="float32").reshape(3, 4)
 I = np.array([2, 0])
@@ -22,12 +23,8 @@ def take():
     """take(x: (3, 4) float32, i: (2,) int64, axis=0) on its compiled kernel."""
     x = relax.Var("x", relax.TensorStructInfo((3, 4), "float32"))
     i = relax.Var("i", relax.TensorStructInfo((2,), "int64"))
-    bb = relax.BlockBuilder()
-    with bb.function("main", [x, i]):
-        with bb.dataflow():
-            out = bb.emit_output(make_call("take", x, i, axis=0))
-        bb.emit_func_output(out)
-    return relax.VirtualMachine(relax.build(bb.get()), relax.cpu())["main"]
+    mod = one_function_module([x, i], lambda bb, x, i: make_call("take", x, i, axis=0))
+    return relax.VirtualMachine(relax.build(mod), relax.cpu())["main"]
 
 
 BAD = {
@@ -85,12 +82,8 @@ def test_strided_and_subclassed_inputs_give_the_plain_result(take, case):
 def test_symbolic_dim_bound_twice_must_agree():
     x = relax.Var("x", relax.TensorStructInfo((N, 4), "float32"))
     y = relax.Var("y", relax.TensorStructInfo((N, 4), "float32"))
-    bb = relax.BlockBuilder()
-    with bb.function("main", [x, y]):
-        with bb.dataflow():
-            out = bb.emit_output(make_call("add", x, y))
-        bb.emit_func_output(out)
-    f = relax.VirtualMachine(relax.build(bb.get()), relax.cpu())["main"]
+    mod = one_function_module([x, y], lambda bb, x, y: make_call("add", x, y))
+    f = relax.VirtualMachine(relax.build(mod), relax.cpu())["main"]
     np.testing.assert_array_equal(f(X, X).numpy(), X + X)
     with pytest.raises(ShapeError, match="dim n is 2") as err:
         f(X, X[:2].copy())

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from frontends.torch.api import from_torch
-from tests.helpers.torch_cases import Fn, Fn2, Fn3
+from tests.helpers.torch_cases import Fn, Fn2, Fn3, LossOf
 
 
 class Fn4(Fn):
@@ -134,10 +134,10 @@ def cases(bz):
     ce_info = [([bz, 2], "float32"), ([bz], "int32")]
     ce_in = [io("inp_0", [bz, 2]), io("inp_1", [bz], "int32")]
     for name, make, nodes in [
-            ("cross_entropy", lambda: _Loss(nn.CrossEntropyLoss()), {}),
-            ("cross_entropy_weight", lambda: _Loss(nn.CrossEntropyLoss(torch.ones(2))),
+            ("cross_entropy", lambda: LossOf(nn.CrossEntropyLoss()), {}),
+            ("cross_entropy_weight", lambda: LossOf(nn.CrossEntropyLoss(torch.ones(2))),
              {"constant": 1}),
-            ("cross_entropy_sum", lambda: _Loss(nn.CrossEntropyLoss(ignore_index=1,
+            ("cross_entropy_sum", lambda: LossOf(nn.CrossEntropyLoss(ignore_index=1,
                                                                     reduction="sum")), {})]:
         add(name, make, ce_info, ce_in, [io("nll_loss", [])],
             {"input": 2, "nn.log_softmax": 1, **nodes, "nn.nll_loss": 1})
@@ -307,14 +307,6 @@ class _FunctionalLayerNorm(nn.Module):
     def forward(self, x):
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
 
-
-class _Loss(nn.Module):
-    def __init__(self, loss):
-        super().__init__()
-        self.loss = loss
-
-    def forward(self, x, t):
-        return self.loss(x, t)
 
 
 ROWS = [(dyn, row) for dyn in (True, False) for row in cases("bz" if dyn else 1)]
