@@ -236,6 +236,19 @@ def is_int(dtype: str) -> bool:
     return dtype.startswith(("int", "uint"))
 
 
+INT64_MAX = 2 ** 63 - 1
+
+
+def dim_problem(dim: PrimExpr, size: bool = True) -> str | None:
+    """Why ``dim`` cannot be a tensor dim, or None: it must be integer typed and, when a
+    constant ``size``, within 0 .. int64 max (parsers name the offending dim with this)."""
+    if dim.dtype == "bool" or not is_int(dim.dtype):
+        return f"must be an integer, got {dim.dtype}"
+    if size and isinstance(dim, IntImm) and not 0 <= dim.value <= INT64_MAX:
+        return f"{dim.value} is out of range (0 .. 2**63 - 1)"
+    return None
+
+
 def _is_np_int(value) -> bool:
     return hasattr(value, "dtype") and getattr(value.dtype, "kind", "") in "iu" and \
         getattr(value, "ndim", 1) == 0

@@ -51,7 +51,6 @@ _REMAP = {letter: kind for kind, letter in ITER_KINDS.items() if letter}
 _ALLOCS = {"alloc_buffer": "global", "sblock_alloc_buffer": "global",
            "alloc_shared": "shared", "alloc_local": "local"}
 _BLOCKS = ("sblock", "block")
-_INT64_MAX = 2 ** 63 - 1
 _BLOCK_ONLY = ("reads", "writes", "where", "sblock_attr", "block_attr", "init")
 
 
@@ -200,10 +199,8 @@ class _FuncParser(ExprParser):
         shape = self._shape(node)
         elts = node.elts if isinstance(node, (ast.Tuple, ast.List)) else [node]
         for elt, dim in zip(elts, shape):
-            if dim.dtype == "bool" or not dim.dtype.startswith(("int", "uint")):
-                raise self.error(elt, f"a buffer dim must be an integer, got {dim.dtype}")
-            if isinstance(dim, E.IntImm) and not 0 <= dim.value <= _INT64_MAX:
-                raise self.error(elt, f"buffer dim {dim.value} is out of range (0 .. 2**63 - 1)")
+            if (problem := E.dim_problem(dim)) is not None:
+                raise self.error(elt, f"a buffer dim {problem}")
         return shape
 
     # ---------------------------------------------------------------- statements

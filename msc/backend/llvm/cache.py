@@ -102,14 +102,8 @@ class KernelCache:
 
     def load(self, key: str) -> bytes | None:
         """The stored object code, or None when the entry is missing or fails its checks."""
-        try:
-            blob = self.path(key).read_bytes()
-        except OSError:
-            self.stats.misses += 1
-            return None
-        payload = _unwrap(blob)
+        payload = self._payload(key)
         if payload is None:
-            self.stats.corrupt += 1
             self.stats.misses += 1
             return None
         self.stats.hits += 1
@@ -119,14 +113,18 @@ class KernelCache:
     def valid(self, key: str) -> bool:
         """Whether a complete, undamaged entry is stored (not counted as a lookup; a damaged
         one counts as ``corrupt``)."""
+        return self._payload(key) is not None
+
+    def _payload(self, key: str) -> bytes | None:
+        """The entry's checked payload; None when missing or damaged (counted as corrupt)."""
         try:
             blob = self.path(key).read_bytes()
         except OSError:
-            return False
-        if _unwrap(blob) is None:
+            return None
+        payload = _unwrap(blob)
+        if payload is None:
             self.stats.corrupt += 1
-            return False
-        return True
+        return payload
 
     def store(self, key: str, data: bytes) -> None:
         """Write atomically; a cache that cannot be written only costs speed, so warn once."""

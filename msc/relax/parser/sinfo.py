@@ -32,7 +32,6 @@ _BARE_SINFO = {
     "Callable": FuncStructInfo.opaque_func,
 }
 SINFO_NAMES = frozenset(_BARE_SINFO) | {"Prim"}
-_INT64_MAX = 2 ** 63 - 1
 
 
 class SymScope:
@@ -287,10 +286,8 @@ class SinfoParser:
 
     def _dim(self, node, size: bool):
         value = self.prims.prim(node)
-        if value.dtype == "bool" or not value.dtype.startswith(("int", "uint")):
-            raise self.ctx.error(node, f"a dim must be an integer, got {value.dtype}")
-        if size and isinstance(value, tir.IntImm) and not 0 <= value.value <= _INT64_MAX:
-            raise self.ctx.error(node, f"dim {value.value} is out of range (0 .. 2**63 - 1)")
+        if (problem := tir.dim_problem(value, size)) is not None:
+            raise self.ctx.error(node, f"a dim {problem}")
         return value
 
     def _str(self, node):
