@@ -93,7 +93,8 @@ def _tensor(key: str, info, data: memoryview, file: str) -> np.ndarray:
                                  file=file, tensor=key)
     offsets = info.get("data_offsets")
     if not (isinstance(offsets, list) and len(offsets) == 2
-            and all(type(o) is int for o in offsets) and 0 <= offsets[0] <= offsets[1] <= len(data)):
+            and all(type(o) is int for o in offsets)
+            and 0 <= offsets[0] <= offsets[1] <= len(data)):
         raise SerializationError(f"data_offsets {offsets!r:.60} are not inside the data "
                                  f"({len(data)} bytes)", file=file, tensor=key)
     begin, end = offsets

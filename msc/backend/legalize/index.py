@@ -5,8 +5,9 @@ dynamic_strided_slice, reverse_sequence; scatter_elements and scatter_nd (into a
 Indices read from data are normalized as numpy does (negative counts from the end) and the
 compiler clamps every load or store index that comes from data into its buffer (an access
 into an empty dim goes to a spare slot) and flags it when it was out of range: the call then
-raises RuntimeCallError, as numpy raises IndexError. So no access lands outside a buffer. ``nonzero`` has a
-data-dependent output shape: it is a native kernel (msc/backend/kernels/nonzero.py)."""
+raises RuntimeCallError, as numpy raises IndexError. So no access lands outside a buffer.
+``nonzero`` has a data-dependent output shape: it is a native kernel
+(msc/backend/kernels/nonzero.py)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ The generated entry point is ``i32 sym(T0* buf0, ..., i64 n, ...)``: one pointer
 param (C-contiguous data, ``noalias``), each scalar param, then each symbolic dim of the
 buffer shapes that is not already a scalar param. It returns 0, 1 when a workspace
 allocation failed (``STATUS_WORKSPACE``), or 2 when an index read from data was out of range
-(``STATUS_INDEX``: the accesses were clamped, the caller raises and drops the result). Shapes and dtypes are *not* checked here; ``compile`` does that before
-every call::
+(``STATUS_INDEX``: the accesses were clamped, the caller raises and drops the result).
+Shapes and dtypes are *not* checked here; ``compile`` does that before every call::
 
     module, abi = codegen(func, "msc_tir_add_1f2e")
     abi.args      # ("buffer", x), ("buffer", y), ("buffer", T_add), ("dim", n)
@@ -23,8 +23,8 @@ How code is produced:
   loads become plain vector loads.
 - Safety: ``T.if_then_else`` evaluates both sides with the loads of the untaken side clamped
   into their buffer; indices read from data (take, gather) are clamped and, outside a
-  speculated side, an out-of-range one sets a flag that makes the call return 2; integer division by 0
-  (or INT_MIN / -1) gives 0 instead of a trap.
+  speculated side, an out-of-range one sets a flag that makes the call return 2; integer
+  division by 0 (or INT_MIN / -1) gives 0 instead of a trap.
 """
 
 from __future__ import annotations
