@@ -3,8 +3,7 @@
     python benchmarks/onnx_conformance.py [--workers 2] [--timeout 20] [--report out.json]
                                           [--filter REGEX] [--no-ort]
 
-Prints ``onnx_node: pass P/N`` (through msc's path: from_onnx -> relax.build -> VM, or the
-numpy reference evaluator while relax.build does not exist; the line says which) and
+Prints ``onnx_node: pass P/N`` (through msc's path: from_onnx -> relax.build -> VM) and
 ``onnxruntime: pass Q/N``. Tolerances are onnx's per case (default rtol 1e-3, atol 1e-7).
 """
 
@@ -19,9 +18,8 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-import onnx_conformance as conf
+from tests.helpers import onnx_conformance as conf
 
 
 def _ort_available() -> bool:

@@ -118,3 +118,12 @@ def test_tvm_child_protocol_answers_each_timing_request(backend, tmp_path):
     assert [child.timed(0.25), child.timed(0.5)] == [0.25, 0.5]
     child.close()
     assert child.proc.returncode == 0
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "benchmarks").glob("*.py")
+                                          if p.name != "tvm_child.py"))  # a module, no CLI
+def test_every_benchmark_script_starts(script):
+    """Each documented benchmark command at least imports and parses its arguments."""
+    proc = subprocess.run([sys.executable, f"benchmarks/{script}", "--help"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0 and "usage:" in proc.stdout, proc.stderr[-2000:]
