@@ -28,6 +28,7 @@ FACT_SOURCES: dict[str, tuple[str, ...]] = {
     "legalize": ("msc.backend.legalize",),
     "torch": ("codegen.torch_table",),
     "layout": ("frontends.relax.layout_rules",),
+    "prune": ("compression.prune.rules",),
 }
 
 

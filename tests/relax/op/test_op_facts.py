@@ -38,7 +38,8 @@ HAS = {
     "layout": lambda d: "layout" in d.facts,
 }
 # Fact kinds loaded but not walked, and why.
-NOT_WALKED = {"kernel": "a speed-up, walked as part of \"compiled\" (a kernel or a legalize)"}
+NOT_WALKED = {"kernel": "a speed-up, walked as part of \"compiled\" (a kernel or a legalize)",
+              "prune": "an op without a channel rule freezes the channels it touches (safe)"}
 
 _RUNTIME = sorted(ops_with("runtime"))
 _SHAPE_OPS = ("shape_of", "shape_to_tensor", "size", "tensor_to_shape")

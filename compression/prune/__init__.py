@@ -1,0 +1,13 @@
+"""Structured pruning on the MSCGraph: tied channels found from layouts and the op table,
+physically smaller graphs and weights, a JSON plan and a before/after report.
+
+    from compression.prune import prune
+    small, small_weights, report = prune(graph, weights, {"density": 0.5})
+"""
+
+from .analysis import Analysis
+from .api import prune
+from .plan import load_plan, make_plan, save_plan
+from .report import format_report
+
+__all__ = ["Analysis", "format_report", "load_plan", "make_plan", "prune", "save_plan"]

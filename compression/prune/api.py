@@ -1,0 +1,49 @@
+"""``prune(graph, weights, config) -> (graph, weights, report)``: structured pruning that
+gives a physically smaller MSCGraph and weights.
+
+    from compression.prune import prune, save_plan
+    small, small_w, report = prune(graph, weights, {"density": 0.5, "stride": 4})
+    save_plan(report["plan"], "out/plan.json")           # edit it, then re-apply:
+    again, again_w, _ = prune(graph, weights, {"plan": "out/plan.json"})
+
+The steps: the channel-dependency analysis (``analysis.py``) groups tied channels; the strategy
+(``strategy.py``) keeps the most important ``density`` of each group (or the plan says which);
+``apply.py`` cuts tensors, weights and attrs; ``report.py`` measures before/after.
+"""
+
+from __future__ import annotations
+
+from msc.errors import ValidationError
+
+from .analysis import Analysis
+from .apply import apply_keep
+from .plan import keep_from_plan, load_plan, make_plan
+from .report import latency_pair, summarize
+from .strategy import choose_channels, read_config
+
+__all__ = ["prune"]
+
+
+def prune(graph, weights: dict, config=None):
+    """Prune ``graph`` (an MSCGraph) and ``weights`` (``{weight name: array}``).
+
+    ``config``: a density (``0.5``) or a dict (see ``strategy.py``: density global or per
+    layer, stride, excludes, importance, prune_head_dims, plan, latency). Returns the pruned
+    graph, its weights and the report (``report["plan"]`` is the plan that was applied).
+    """
+    cfg = read_config(config)
+    missing = sorted({w.name for w in graph.get_weights()} - set(weights or {}))
+    if missing:
+        raise ValidationError(f"weights missing for {missing[:5]}", key="weights",
+                              hint="pass the weights that came with the graph")
+    analysis = Analysis(graph, prune_head_dims=cfg["prune_head_dims"])
+    if cfg["plan"] is not None:
+        keep = keep_from_plan(analysis, load_plan(cfg["plan"]))
+    else:
+        keep = choose_channels(analysis, weights, cfg)
+    pruned, pruned_weights = apply_keep(analysis, weights, keep)
+    latency = latency_pair(graph, weights, pruned, pruned_weights, cfg["latency_repeat"]) \
+        if cfg["latency"] else None
+    report = summarize(graph, pruned, analysis, keep, latency)
+    report["plan"] = make_plan(analysis, keep)
+    return pruned, pruned_weights, report

@@ -1,0 +1,178 @@
+"""Which channels to keep: the config, layer selectors, importance and the kept count.
+
+Config keys (all optional but one of ``density`` / ``plan``)::
+
+    {"density": 0.5,                      # kept fraction of every group's channels, or per layer:
+     "density": {"default": 0.5, "conv2d_3": 0.25, "optype:nn.conv2d": 0.75, "re:^l2\\.": 0.6},
+     "stride": 8,                         # kept channels are a multiple of 8 (1: any count)
+     "excludes": ["fc", "optype:msc.linear_bias", "re:^head"],   # never prune these outputs
+     "importance": "l2",                  # "l1", "l2" or a callable (array, axis) -> scores
+     "prune_head_dims": False,            # also prune inside attention heads
+     "plan": "plan.json",                 # re-apply a saved plan (a dict or a path) instead
+     "latency": True}                     # measure latency before/after on the msc backend
+
+A *selector* names layers: a node name, a weight name or alias (``"l2.c1.weight"``),
+``"optype:<optype>"`` or ``"re:<regex>"`` (searched in node names and weight aliases). A group
+is selected when one of its owners (the nodes whose output channels it is) is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import numpy as np
+
+from msc.errors import ValidationError
+
+from .analysis import IMPORTANCE_ROLES, Analysis, Group
+
+__all__ = ["DEFAULTS", "choose_channels", "read_config"]
+
+DEFAULTS = {"density": None, "stride": 8, "excludes": [], "importance": "l2",
+            "prune_head_dims": False, "plan": None, "latency": True, "latency_repeat": 20}
+NORMS = {"l1": 1, "l2": 2}
+
+
+def read_config(config) -> dict:
+    """The config with defaults filled in; unknown keys and bad values raise."""
+    if config is None:
+        config = {}
+    if isinstance(config, (int, float)) and not isinstance(config, bool):
+        config = {"density": config}
+    if not isinstance(config, dict):
+        raise ValidationError(f"config must be a dict, got {type(config).__name__}",
+                              key="config", hint='e.g. {"density": 0.5}')
+    unknown = sorted(set(config) - set(DEFAULTS))
+    if unknown:
+        raise ValidationError(f"unknown prune config keys {unknown}", key="config",
+                              hint=f"use {', '.join(DEFAULTS)}")
+    cfg = {**DEFAULTS, **config}
+    if cfg["density"] is None and cfg["plan"] is None:
+        raise ValidationError("give a density or a plan", key="density",
+                              hint='e.g. {"density": 0.5} keeps half the channels')
+    _check_density(cfg["density"])
+    if not isinstance(cfg["stride"], int) or isinstance(cfg["stride"], bool) or \
+            cfg["stride"] < 1:
+        raise ValidationError(f"stride must be an int >= 1, got {cfg['stride']!r}",
+                              key="stride")
+    if not (callable(cfg["importance"]) or cfg["importance"] in NORMS):
+        raise ValidationError(f"unknown importance {cfg['importance']!r}", key="importance",
+                              hint="use 'l1', 'l2' or a callable (array, axis) -> scores")
+    if isinstance(cfg["excludes"], str) or not isinstance(cfg["excludes"], (list, tuple)):
+        raise ValidationError("excludes must be a list of selectors", key="excludes")
+    return cfg
+
+
+def _check_density(density) -> None:
+    values = density.values() if isinstance(density, dict) else [density]
+    for value in values:
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+                not 0 < value <= 1:
+            raise ValidationError(f"density must be in (0, 1], got {value!r}", key="density",
+                                  hint="the fraction of channels to keep, e.g. 0.5")
+
+
+# ---- selectors ------------------------------------------------------------------------------
+def _node_names(node) -> list[str]:
+    return [node.name, *(w.name for w in node.weights.values()),
+            *(w.alias for w in node.weights.values() if w.alias)]
+
+
+def matches(selector: str, node) -> bool:
+    if not isinstance(selector, str) or not selector:
+        raise ValidationError(f"a selector must be a non-empty string, got {selector!r}",
+                              key="selector", hint="a name, 'optype:<optype>' or 're:<regex>'")
+    if selector.startswith("optype:"):
+        return node.optype == selector[len("optype:"):]
+    if selector.startswith("re:"):
+        pattern = selector[len("re:"):]
+        try:
+            return any(re.search(pattern, n) for n in _node_names(node))
+        except re.error as err:
+            raise ValidationError(f"bad regex {pattern!r}: {err}", key="selector") from None
+    return selector in _node_names(node)
+
+
+def check_selectors(graph, selectors, key: str) -> None:
+    """Every selector names at least one node (a typo must not silently prune everything)."""
+    nodes = list(graph.get_nodes())
+    for selector in selectors:
+        if not any(matches(selector, node) for node in nodes):
+            raise ValidationError(f"selector {selector!r} matches no node", key=key,
+                                  hint="use a node name, a weight alias, 'optype:<optype>' "
+                                       "or 're:<regex>'")
+
+
+def _selected(graph, group: Group, selector: str) -> bool:
+    return any(matches(selector, graph.find_node(owner)) for owner in group.owners)
+
+
+def density_of(graph, group: Group, density) -> float:
+    if not isinstance(density, dict):
+        return float(density)
+    for selector, value in density.items():
+        if selector != "default" and _selected(graph, group, selector):
+            return float(value)
+    return float(density.get("default", 1.0))
+
+
+# ---- importance -----------------------------------------------------------------------------
+def _magnitude(p: int) -> Callable:
+    def score(array: np.ndarray, axis: int) -> np.ndarray:
+        other = tuple(k for k in range(array.ndim) if k != axis)
+        return (np.abs(array.astype(np.float64)) ** p).sum(axis=other)
+    return score
+
+
+def group_scores(group: Group, weights: dict, importance) -> np.ndarray:
+    """Channel scores of a group: each voting member's per-channel score (sum of |w|^p over
+    the rest of the weight, as Torch-Pruning's GroupMagnitudeImportance), scattered onto the
+    group's channels and averaged over members."""
+    score = _magnitude(NORMS[importance]) if isinstance(importance, str) else importance
+    total, count = np.zeros(group.size), 0
+    for member in group.members:
+        if member.role not in IMPORTANCE_ROLES or member.weight not in weights:
+            continue
+        array = np.asarray(weights[member.weight])
+        values = np.asarray(score(array, member.axis), dtype=np.float64).reshape(-1)
+        if values.shape != (array.shape[member.axis],):
+            raise ValidationError(f"importance gave shape {values.shape} for axis "
+                                  f"{member.axis} of {array.shape}", tensor=member.weight,
+                                  hint="return one score per position along the axis")
+        ok = member.index >= 0
+        np.add.at(total, member.index[ok], values[ok])
+        count += 1
+    return total / max(count, 1)
+
+
+def kept_count(size: int, density: float, stride: int) -> int:
+    """``int(size * density)`` rounded down to a multiple of ``stride`` (at least one
+    stride); a group narrower than the stride is kept whole."""
+    keep = int(size * density)
+    if stride > 1:
+        if size < stride:
+            return size
+        keep = max(stride, keep - keep % stride)
+    return min(max(keep, 1), size)
+
+
+def choose_channels(analysis: Analysis, weights: dict, cfg: dict) -> dict[int, np.ndarray]:
+    """``{space id: kept channel indices (sorted)}`` for every group that shrinks."""
+    graph = analysis.graph
+    check_selectors(graph, cfg["excludes"], "excludes")
+    if isinstance(cfg["density"], dict):
+        check_selectors(graph, [s for s in cfg["density"] if s != "default"], "density")
+    keep = {}
+    for group in analysis.groups:
+        if any(_selected(graph, group, s) for s in cfg["excludes"]):
+            continue
+        count = kept_count(group.size, density_of(graph, group, cfg["density"]), cfg["stride"])
+        if count >= group.size:
+            continue
+        scores = group_scores(group, weights, cfg["importance"])
+        order = np.argsort(-scores, kind="stable")
+        keep[group.sid] = np.sort(order[:count])
+    return keep
