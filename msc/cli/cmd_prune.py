@@ -1,0 +1,88 @@
+"""``msc prune MODEL --density 0.5 [--config cfg.json] [--plan plan.json] -o OUT.json``.
+
+Writes the pruned graph (``OUT.json``), its weights (``OUT.npz``, read back by ``msc`` and
+``load_model``), the report (``OUT.report.json``) and the applied plan (``OUT.plan.json``, edit
+it and pass it back with ``--plan``), and prints the before/after table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from ..errors import SerializationError
+from .loaders import load_model
+
+HELP = "prune a model's channels: a smaller graph + weights, a plan and a before/after report"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("model", help="model file with weights: MSCGraph .json (+ sibling .npz / "
+                                 ".safetensors) or ONNX .onnx")
+    p.add_argument("-o", "--output", required=True, help="pruned graph JSON to write "
+                   "(weights, report and plan go next to it: .npz, .report.json, .plan.json)")
+    p.add_argument("--density", type=float, help="fraction of each channel group to keep, "
+                   "e.g. 0.5 (overrides the config's)")
+    p.add_argument("--stride", type=int, help="kept channels are a multiple of this (default 8)")
+    p.add_argument("--config", help="JSON prune config: density (global or per layer), stride, "
+                   "excludes, importance 'l1'/'l2', prune_head_dims")
+    p.add_argument("--plan", help="JSON plan to re-apply instead of choosing channels")
+    p.add_argument("--no-latency", action="store_true",
+                   help="skip measuring latency before/after on the msc backend")
+    p.add_argument("--force", action="store_true", help="overwrite existing output files")
+
+
+def _config(args) -> dict:
+    config = {}
+    if args.config:
+        try:
+            with open(args.config, encoding="utf-8") as f:
+                config = json.load(f)
+        except (OSError, json.JSONDecodeError) as err:
+            raise SerializationError(f"cannot read the config: {err}", file=args.config,
+                                     hint='a JSON object such as {"density": 0.5}') from None
+        if not isinstance(config, dict):
+            raise SerializationError("the config must be a JSON object", file=args.config)
+    for key in ("density", "stride", "plan"):
+        if getattr(args, key) is not None:
+            config[key] = getattr(args, key)
+    if args.no_latency:
+        config["latency"] = False
+    return config
+
+
+def _outputs(output: str, force: bool) -> dict[str, str]:
+    stem = os.path.splitext(output)[0]
+    paths = {"graph": output, "weights": stem + ".npz", "report": stem + ".report.json",
+             "plan": stem + ".plan.json"}
+    if not force:
+        for path in paths.values():
+            if os.path.exists(path):
+                raise SerializationError("output file exists; not overwriting it", file=path,
+                                         hint="pass --force to replace it")
+    return paths
+
+
+def run(args) -> int:
+    from compression.prune import format_report, prune, save_plan
+
+    if os.path.splitext(args.output)[1].lower() != ".json":
+        raise SerializationError("the pruned graph is written as JSON", file=args.output,
+                                 hint="name the output <name>.json")
+    paths = _outputs(args.output, args.force)
+    graph, weights = load_model(args.model)
+    small, small_weights, report = prune(graph, weights, _config(args))
+    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    small.to_json(paths["graph"])
+    np.savez(paths["weights"], **{k: np.asarray(v) for k, v in small_weights.items()})
+    save_plan(report["plan"], paths["plan"])
+    with open(paths["report"], "w", encoding="utf-8") as f:
+        json.dump({k: v for k, v in report.items() if k != "plan"}, f, indent=1)
+    print(format_report(report))
+    print("wrote " + ", ".join(paths.values()))
+    return 0
+
+
+COMMAND = (HELP, add_arguments, run)

@@ -1,0 +1,75 @@
+"""``msc prune`` (msc/cli/cmd_prune.py, called through its own argparse wiring) and the demo
+step: files written, the pruned model loads back smaller, a plan re-applies, errors name the
+file."""
+
+import argparse
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from frontends.translate import from_torch
+from msc.cli import cmd_prune
+from msc.cli.loaders import load_model
+from msc.errors import SerializationError, ValidationError
+from tests.helpers import prune_models as pm
+
+
+def _run(*argv) -> int:
+    help_text, add_arguments, run = cmd_prune.COMMAND
+    parser = argparse.ArgumentParser(prog="msc prune", description=help_text)
+    add_arguments(parser)
+    return run(parser.parse_args([str(a) for a in argv]))
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("prune_cli")
+    torch.manual_seed(0)
+    graph, weights = from_torch(pm.randomize_norms(pm.ResNet()), [([1, 3, 8, 8], "float32")])
+    graph.to_json(folder / "net.json")
+    np.savez(folder / "net.npz", **weights)
+    return folder / "net.json", graph, weights
+
+
+def test_prune_writes_a_smaller_model_its_plan_and_report(model_file, tmp_path, capsys):
+    model, _, weights = model_file
+    out = tmp_path / "small.json"
+    assert _run(model, "--density", "0.5", "--no-latency", "-o", out) == 0
+    assert "total params" in capsys.readouterr().out
+    small, small_w = load_model(str(out))
+    small.check()
+    assert sum(a.size for a in small_w.values()) < sum(a.size for a in weights.values())
+    report = json.loads((tmp_path / "small.report.json").read_text())
+    assert report["total"]["params"][1] == sum(a.size for a in small_w.values())
+    plan = json.loads((tmp_path / "small.plan.json").read_text())
+    again = tmp_path / "again.json"
+    assert _run(model, "--plan", tmp_path / "small.plan.json", "--no-latency", "-o", again) == 0
+    assert json.loads(again.read_text()) == json.loads(out.read_text())
+    assert json.loads((tmp_path / "again.plan.json").read_text()) == plan
+
+
+def test_prune_errors_name_the_file(model_file, tmp_path):
+    model, graph, _ = model_file
+    out = tmp_path / "small.json"
+    out.write_text("{}")
+    with pytest.raises(SerializationError, match="exists") as err:
+        _run(model, "--density", "0.5", "-o", out)
+    assert str(out) in str(err.value)
+    bad = tmp_path / "cfg.json"
+    bad.write_text("[1, 2]")
+    with pytest.raises(SerializationError, match="JSON object"):
+        _run(model, "--config", bad, "-o", tmp_path / "x.json")
+    bare = tmp_path / "bare.json"
+    graph.to_json(bare)  # no weights next to it
+    with pytest.raises(ValidationError, match="weights missing"):
+        _run(bare, "--density", "0.5", "--no-latency", "-o", tmp_path / "y.json")
+
+
+def test_demo_step_runs(tmp_path, capsys):
+    from msc.cli.demo_prune import step_prune
+
+    step_prune(str(tmp_path))
+    text = capsys.readouterr().out
+    assert "latency" in text and (tmp_path / "prune_plan.json").exists()
