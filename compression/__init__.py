@@ -1,1 +1,3 @@
 """msc compression package."""
+
+from .prune import load_prune_plan, prune, save_prune_plan  # noqa: F401

@@ -10,4 +10,8 @@ from .api import prune
 from .plan import load_plan, make_plan, save_plan
 from .report import format_report
 
-__all__ = ["Analysis", "format_report", "load_plan", "make_plan", "prune", "save_plan"]
+# The names ``compression`` exports (its quantizer has plans too).
+load_prune_plan, save_prune_plan = load_plan, save_plan
+
+__all__ = ["Analysis", "format_report", "load_plan", "load_prune_plan", "make_plan", "prune",
+           "save_plan", "save_prune_plan"]
