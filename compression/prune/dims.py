@@ -17,6 +17,7 @@ importance scatter.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -142,11 +143,75 @@ class Dims:
     def _align(self, a, b, why: str) -> None:
         """Unify two Cats (or two Prods) segment by segment where their boundaries meet."""
         for seg_a, seg_b in _segments(a, b):
-            if len(seg_a) == 1 or len(seg_b) == 1:
+            if len(seg_a) > 1 and len(seg_b) > 1 and isinstance(a, Prod):
+                seg_a, seg_b = self._refine(seg_a, seg_b)
+            if len(seg_a) == len(seg_b) and len(seg_a) > 1:
+                for x, y in zip(seg_a, seg_b):
+                    self.unify(x, y, why)
+            elif len(seg_a) == 1 or len(seg_b) == 1:
                 self.unify(_simplify(type(a), seg_a), _simplify(type(b), seg_b), why)
             else:
                 self.freeze(_simplify(type(a), seg_a), why or "parts do not line up")
                 self.freeze(_simplify(type(b), seg_b), why or "parts do not line up")
+
+    def reshape(self, source, sizes: list[int]) -> list | None:
+        """The expressions of axes of ``sizes`` (product = the source's size) that view
+        ``source``: a plain space splits into new spaces (outer ones prunable, the innermost
+        marked ``inner``); a product is cut at the new boundaries; None when it cannot be."""
+        source = self.resolve(source)
+        if isinstance(source, Leaf):
+            last = len(sizes) - 1
+            parts = [self.leaf(n, inner=k == last) for k, n in enumerate(sizes)]
+            self.unify(source, Prod(tuple(parts)))
+            return parts
+        if isinstance(source, Cat):
+            return None
+        factors = list(source.parts) if isinstance(source, Prod) else [source]
+        targets = _bounds([Fixed(n) for n in sizes])
+        pieces = self._cut(factors, sorted(set(_bounds(factors)) | set(targets)))
+        if pieces is None:
+            return None
+        out, group, total = [], [], 1
+        for piece in pieces:
+            group.append(piece)
+            total *= size_of(piece)
+            if total == targets[len(out)]:
+                out.append(_simplify(Prod, group))
+                group = []
+        return out
+
+    def _refine(self, seg_a: list, seg_b: list) -> tuple[list, list]:
+        """Split the factors of two products of the same size at each other's boundaries
+        (batch x heads merged into one axis, then split back), when the boundaries divide;
+        else return them as they are (they will freeze)."""
+        bounds = sorted(set(_bounds(seg_a)) | set(_bounds(seg_b)))
+        pieces_a, pieces_b = self._cut(seg_a, bounds), self._cut(seg_b, bounds)
+        if pieces_a is None or pieces_b is None:
+            return seg_a, seg_b
+        return pieces_a, pieces_b
+
+    def _cut(self, factors: list, bounds: list[int]) -> list | None:
+        out, low = [], 1
+        for factor in factors:
+            high = low * size_of(factor)
+            inside = [t for t in bounds if low < t < high]
+            points = [low, *inside, high]
+            if any(q % p for p, q in itertools.pairwise(points)):
+                return None
+            sizes = [q // p for p, q in itertools.pairwise(points)]
+            out.extend(self._split(factor, sizes) if len(sizes) > 1 else [factor])
+            low = high
+        return out
+
+    def _split(self, factor, sizes: list[int]) -> list:
+        if isinstance(factor, Fixed):
+            return [Fixed(n) for n in sizes]
+        # Only the innermost piece keeps the factor's "inner" (head dim) mark: cutting
+        # batch x heads at the batch leaves the heads prunable.
+        inner = bool(self.leaves(factor)) and self.leaves(factor)[0].inner
+        parts = [self.leaf(n, inner=inner and k == len(sizes) - 1) for k, n in enumerate(sizes)]
+        self.unify(factor, Prod(tuple(parts)))
+        return parts
 
     def freeze(self, expr, why: str = "") -> None:
         for space in self.leaves(expr):
@@ -208,6 +273,14 @@ def _simplify(kind, parts: list):
     if all(isinstance(p, Fixed) for p in parts):
         return Fixed(size_of(kind(tuple(parts))))
     return kind(tuple(parts))
+
+
+def _bounds(factors: list) -> list[int]:
+    out, total = [], 1
+    for factor in factors:
+        total *= size_of(factor)
+        out.append(total)
+    return out
 
 
 def _segments(a, b) -> list[tuple[list, list]]:

@@ -259,6 +259,20 @@ def attention(ctx: RuleContext) -> list:
     return [[out[p] for p in back]]
 
 
+def take(ctx: RuleContext) -> list:
+    """Gather along ``axis``: that axis is fixed (indices name its positions), the index
+    tensor's axes come in its place, the other data axes pass (q/k/v picked from a packed
+    projection keep their channels)."""
+    rank = len(ctx.in_shapes[0])
+    axis = ctx.axis("axis", rank)
+    if axis is None or len(ctx.ins) != 2:
+        return ctx.freeze_all()
+    data = ctx.ins[0]
+    ctx.freeze(data[axis])
+    ctx.freeze_input(1)
+    return [[*data[:axis], *ctx.fixed(ctx.in_shapes[1]), *data[axis + 1:]]]
+
+
 def permute(ctx: RuleContext) -> list:
     axes = ctx.ints("axes") or list(reversed(range(len(ctx.in_shapes[0]))))
     return [[ctx.ins[0][a] for a in axes]]
@@ -298,7 +312,7 @@ def _split_rewrite(node: dict, old: dict, new: dict) -> None:
 def view(ctx: RuleContext) -> list:
     """reshape / flatten / expand_dims / squeeze: runs of dims with equal products are the
     same positions; a merged run is a product; a split axis becomes new spaces, its outer
-    factor prunable (whole heads, whole channels of C x H x W) and the inner ones marked
+    factors prunable (whole heads, whole channels of C x H x W) and the innermost one marked
     ``inner`` (head dims: frozen unless ``prune_head_dims``)."""
     in_shape, out_shape = ctx.in_shapes[0], ctx.out_shapes[0]
     runs = _runs(in_shape, out_shape)
@@ -310,10 +324,12 @@ def view(ctx: RuleContext) -> list:
         if len(out_axes) == 1:
             out[out_axes[0]] = ctx.dims.resolve(source)
             continue
-        factors = [ctx.dims.leaf(out_shape[k], inner=i > 0) for i, k in enumerate(out_axes)]
-        ctx.unify(source, Prod(tuple(factors)))
-        for k, factor in zip(out_axes, factors):
-            out[k] = factor
+        parts = ctx.dims.reshape(source, [out_shape[k] for k in out_axes])
+        if parts is None:
+            ctx.freeze(source)
+            continue
+        for k, part in zip(out_axes, parts):
+            out[k] = part
     return [out]
 
 
@@ -390,6 +406,7 @@ _BY_OP = {
     "nn.attention": ChannelRule(attention, flops=_attention_flops),
     "nn.attention_bias": ChannelRule(attention, flops=_attention_flops),
     "permute_dims": ChannelRule(permute),
+    "take": ChannelRule(take),
     "concat": ChannelRule(concat),
     "split": ChannelRule(split, _split_rewrite),
     "nn.prelu": ChannelRule(norm, flops=_elementwise_flops),  # alpha per channel of ``axis``

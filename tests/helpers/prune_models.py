@@ -214,3 +214,48 @@ def randomize_norms(model: nn.Module, seed: int = 0) -> nn.Module:
                     m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=gen))
                     m.running_var.copy_(torch.rand(m.running_var.shape, generator=gen) + 0.5)
     return model.eval()
+
+
+class _Functional(nn.Module):
+    """A torch reference written with F.* over indexed tensors (registered as buffers, so
+    ``state_dict`` counts them)."""
+
+    def __init__(self, forward, tensors: dict, modules: dict):
+        super().__init__()
+        self._forward = forward
+        for name, value in tensors.items():
+            self.register_buffer(name, value.detach().clone())
+        for name, module in modules.items():
+            self.add_module(name, module)
+
+    def forward(self, x):
+        return self._forward(self, x)
+
+
+def encoder_layer_reference(full: nn.TransformerEncoderLayer, keep: dict) -> nn.Module:
+    """``nn.TransformerEncoderLayer`` (packed q/k/v ``in_proj``) with whole heads removed:
+    nn.MultiheadAttention cannot hold fewer heads of the same size, so the reference is the
+    layer's math over the indexed weights."""
+    attn = full.self_attn
+    d, hd = attn.embed_dim, attn.embed_dim // attn.num_heads
+    heads, hidden = _t(keep["heads"]), _t(keep["ff1"])
+    rows = (heads[:, None] * hd + torch.arange(hd)[None, :]).reshape(-1)
+    packed = torch.cat([t * d + rows for t in range(3)])
+    tensors = {"w_in": attn.in_proj_weight[packed], "b_in": attn.in_proj_bias[packed],
+               "w_out": attn.out_proj.weight[:, rows], "b_out": attn.out_proj.bias,
+               "w1": full.linear1.weight[hidden], "b1": full.linear1.bias[hidden],
+               "w2": full.linear2.weight[:, hidden], "b2": full.linear2.bias}
+
+    def forward(m, x):
+        b, n, _ = x.shape
+        q, k, v = (t.reshape(b, n, len(heads), hd).transpose(1, 2)
+                   for t in F.linear(x, m.w_in, m.b_in).chunk(3, -1))
+        a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, -1)
+        x = m.norm1(x + F.linear(a, m.w_out, m.b_out))
+        return m.norm2(x + F.linear(F.relu(F.linear(x, m.w1, m.b1)), m.w2, m.b2))
+
+    return _Functional(forward, tensors, {"norm1": full.norm1, "norm2": full.norm2}).eval()
+
+
+def torch_encoder_layer() -> nn.TransformerEncoderLayer:
+    return nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)

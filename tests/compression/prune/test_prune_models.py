@@ -1,4 +1,5 @@
-"""Pruning four model families at density 0.5 gives physically smaller graphs whose codegens
+"""Pruning four model families (and torch's own TransformerEncoderLayer, whose q/k/v are one
+packed projection) at density 0.5 gives physically smaller graphs whose codegens
 (to_torch, and to_relax run by relax.build + VirtualMachine) compute what a torch model pruned
 *by hand* computes: the narrow torch model with each parameter indexed by torch from one kept
 set per channel group (tests/helpers/prune_models.py). A wrong grouping in msc (a residual
@@ -45,6 +46,13 @@ def _encoder_keep(plan, full):
             "ff1": plan["ff1.weight"]["out_indices"]}
 
 
+def _layer_keep(plan, full):
+    d, hd = full.self_attn.embed_dim, full.self_attn.head_dim
+    return {"heads": sorted({i // hd for i in plan["self_attn.in_proj_weight"]["out_indices"]
+                             if i < d}),
+            "ff1": plan["linear1.weight"]["out_indices"]}
+
+
 # name: (model factory, input shape, keep reader, by-hand reference, expected narrow widths)
 CASES = {
     "resnet": (pm.ResNet, (1, 3, 8, 8), _resnet_keep, pm.resnet_reference,
@@ -57,6 +65,8 @@ CASES = {
                 {"heads": 2, "ff1": 32}),
     "encoder_sdpa": (lambda: pm.Encoder(sdpa=True), (2, 5, 32), _encoder_keep,
                      pm.encoder_reference, {"heads": 2, "ff1": 32}),
+    "torch_encoder_layer": (pm.torch_encoder_layer, (2, 5, 32), _layer_keep,
+                            pm.encoder_layer_reference, {"heads": 2, "ff1": 32}),
 }
 
 
