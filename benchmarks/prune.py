@@ -1,0 +1,234 @@
+"""Structured pruning, msc vs Torch-Pruning (torch-pruning on PyPI), side by side in one run.
+
+    .venv/bin/python benchmarks/prune.py [--quick] [--repeat 20] [--density 0.5]
+
+On the same models, importance (group L2 magnitude) and density, per model:
+
+- msc: parameters and FLOPs after/before, latency before -> after on the msc backend
+  (``relax.build`` + VirtualMachine) and in torch eager (the ``to_torch`` codegen), and whether
+  the two codegens of the pruned graph agree;
+- Torch-Pruning: whether pruning and the pruned model's forward work (its users' reported
+  failure classes: residual + concat/split, attention heads, packed q/k/v), its parameter and
+  MAC ratios and torch eager latency, and how many pruned weights keep the same channels as
+  msc ("agree k/n": the out-channel index sets of the conv/linear weights both pruned).
+
+Torch-Pruning gets the settings its docs give: ``ignored_layers`` = the classifier, and for
+attention ``num_heads`` with ``prune_num_heads=True, prune_head_dims=False`` (whole heads, as
+msc). Where its forward fails because the module's head count is stale (its documented manual
+step), the row says so and the script applies that patch and retries.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import argparse
+import copy
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def _models(quick: bool) -> dict:
+    """name: (what it exercises, factory, input shape, tp settings(model) -> dict)."""
+    from torch import nn
+
+    from tests.helpers import prune_models as pm
+
+    s = 2 if quick else 1  # --quick: half the widths
+    enc = {"d": 128 // s, "heads": 8, "head_dim": 16 // s, "hidden": 512 // s}
+    return {
+        "resnet": ("residual + downsample", lambda: pm.ResNet((64 // s, 64 // s, 128 // s,
+                                                               128 // s)),
+                   (1, 3, 32, 32), lambda m: {"ignored_layers": [m.fc]}),
+        "densenet": ("concat + split + flatten", lambda: pm.Dense((64 // s, 32 // s, 32 // s,
+                                                                   64 // s)),
+                     (1, 3, 8, 8), lambda m: {"ignored_layers": [m.fc]}),
+        "mobilenet": ("depthwise + grouped + GN", lambda: pm.Mobile((64 // s, 128 // s,
+                                                                     128 // s)),
+                      (1, 3, 32, 32), lambda m: {"ignored_layers": [m.fc]}),
+        "encoder": ("attention heads (q/k/v/o)", lambda: pm.Encoder(**enc), (1, 64, enc["d"]),
+                    lambda m: {"num_heads": {m.q: m.heads, m.k: m.heads, m.v: m.heads},
+                               "prune_num_heads": True, "prune_head_dims": False}),
+        "torch_layer": ("nn.TransformerEncoderLayer (packed q/k/v)",
+                        lambda: nn.TransformerEncoderLayer(enc["d"], 8, enc["hidden"],
+                                                           dropout=0.0, batch_first=True),
+                        (1, 64, enc["d"]),
+                        lambda m: {"num_heads": {m.self_attn: m.self_attn.num_heads},
+                                   "prune_num_heads": True, "prune_head_dims": False}),
+    }
+
+
+def _median_ms(fn, repeat: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)) * 1e3
+
+
+def _vm(graph, weights):
+    from codegen import to_relax
+    from msc import relax
+
+    with tempfile.TemporaryDirectory() as folder:
+        mod = to_relax(graph, weights, {"need_test": False}, build_folder=folder)
+    vm = relax.VirtualMachine(relax.build(mod), relax.cpu())
+    return vm[mod.get_global_vars()[0].name_hint]
+
+
+def _torch_ms(model, x, repeat: int) -> float:
+    import torch
+
+    with torch.no_grad():
+        return _median_ms(lambda: model(x), repeat)
+
+
+def run_msc(full, shape, density: float, repeat: int) -> dict:
+    import torch
+
+    from codegen import to_torch
+    from compression.prune import prune
+    from frontends.translate import from_torch
+
+    graph, weights = from_torch(copy.deepcopy(full), [(list(shape), "float32")])
+    small, small_w, report = prune(graph, weights, {"density": density, "stride": 1,
+                                                    "importance": "l2", "latency": False})
+    x = np.random.default_rng(0).standard_normal(shape).astype("float32")
+    before, after = _vm(graph, weights), _vm(small, small_w)
+    with tempfile.TemporaryDirectory() as folder:
+        pruned_torch = to_torch(small, small_w, {"need_test": False}, build_folder=folder)
+    tx = torch.from_numpy(x)
+    with torch.no_grad():
+        diff = float(np.abs(after(x).numpy() - pruned_torch(tx).numpy()).max())
+    plan = {graph.find_tensor(k).alias: v["out_indices"] for k, v in report["plan"].items()}
+    return {"params": report["total"]["params"][2], "flops": report["total"]["flops"][2],
+            "vm": (_median_ms(lambda: before(x), repeat), _median_ms(lambda: after(x), repeat)),
+            "torch": (_torch_ms(full, tx, repeat), _torch_ms(pruned_torch, tx, repeat)),
+            "diff": diff, "plan": plan}
+
+
+def _tp_prune(model, shape, density: float, settings: dict) -> dict[str, list[int]]:
+    import torch
+    import torch_pruning as tp
+
+    pruner = tp.pruner.BasePruner(model, torch.randn(*shape),
+                                  importance=tp.importance.GroupMagnitudeImportance(p=2),
+                                  pruning_ratio=1 - density, **settings)
+    names = {m: n for n, m in model.named_modules()}
+    out_fns = (tp.prune_conv_out_channels, tp.prune_linear_out_channels)
+    kept = {}
+    for group in pruner.step(interactive=True):
+        for dep, idxs in group:
+            layer = dep.target.module
+            if dep.handler in out_fns and hasattr(layer, "weight"):
+                size = layer.weight.shape[0]
+                kept[f"{names[layer]}.weight"] = sorted(set(range(size)) - {int(i) for i in idxs})
+        group.prune()
+    return kept
+
+
+def _patch_heads(model) -> bool:
+    """Torch-Pruning's documented manual step: update the head count the module keeps."""
+    if hasattr(model, "head_dim") and hasattr(model, "q"):
+        model.heads = model.q.out_features // model.head_dim
+        return True
+    return False
+
+
+def _forward(model, x):
+    import torch
+
+    try:
+        with torch.no_grad():
+            return model(x)
+    except Exception as err:  # noqa: BLE001 - the reference's failure is the measurement
+        return err
+
+
+def run_tp(full, shape, density: float, settings, repeat: int) -> dict:
+    import torch
+    import torch_pruning as tp
+
+    model = copy.deepcopy(full).eval()
+    x = torch.randn(*shape)
+    macs0, params0 = tp.utils.count_ops_and_params(model, x)
+    try:
+        kept = _tp_prune(model, shape, density, settings(model))
+    except Exception as err:  # noqa: BLE001 - the reference's failure is the measurement
+        return {"status": f"prune fails: {type(err).__name__}"}
+    status, out = "ok", _forward(model, x)
+    if isinstance(out, Exception) and _patch_heads(model):
+        status, out = "ok after manual heads patch", _forward(model, x)
+        if isinstance(out, Exception):
+            return {"status": f"forward fails: {type(out).__name__} (also after the manual "
+                              f"heads patch)", "kept": kept}
+    if isinstance(out, Exception):
+        return {"status": f"forward fails: {type(out).__name__}", "kept": kept}
+    with torch.no_grad():
+        if out.shape != full(x).shape:
+            status = f"output shape {tuple(out.shape)}"
+    macs1, params1 = tp.utils.count_ops_and_params(model, x)
+    return {"status": status, "kept": kept, "params": params1 / params0, "macs": macs1 / macs0,
+            "torch": _torch_ms(model, x, repeat)}
+
+
+def _agrees(diff: float) -> str:
+    return "yes" if diff < 1e-3 else f"NO ({diff:.1e})"
+
+
+def _agree(msc_plan: dict, tp_kept: dict | None) -> str:
+    if not tp_kept:
+        return "-"
+    both = [k for k in tp_kept if msc_plan.get(k)]
+    return f"{sum(msc_plan[k] == tp_kept[k] for k in both)}/{len(both)}"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="half widths, 3 timing runs")
+    parser.add_argument("--repeat", type=int, default=20, help="timed runs per latency")
+    parser.add_argument("--density", type=float, default=0.5, help="kept channel fraction")
+    args = parser.parse_args(argv)
+    import torch
+
+    repeat = 3 if args.quick else args.repeat
+    try:
+        import torch_pruning
+    except ImportError:
+        torch_pruning = None
+    print("| model | exercises | msc params x | msc FLOPs x | msc VM ms (speedup) | "
+          "msc torch ms (speedup) | codegens agree | TP status | TP params x | TP MACs x | "
+          "TP torch ms (speedup) | channels agree |")
+    print("|" + "---|" * 12)
+    for name, (what, make, shape, settings) in _models(args.quick).items():
+        torch.manual_seed(0)
+        full = make().eval()
+        m = run_msc(full, shape, args.density, repeat)
+        t = run_tp(full, shape, args.density, settings, repeat) if torch_pruning else \
+            {"status": "not installed"}
+        vm0, vm1 = m["vm"]
+        th0, th1 = m["torch"]
+        tp_ms = f"{th0:.3f} -> {t['torch']:.3f} ({th0 / t['torch']:.2f}x)" \
+            if "torch" in t else "-"
+        print(f"| {name} | {what} | {m['params']:.3f} | {m['flops']:.3f} | "
+              f"{vm0:.3f} -> {vm1:.3f} ({vm0 / vm1:.2f}x) | "
+              f"{th0:.3f} -> {th1:.3f} ({th0 / th1:.2f}x) | "
+              f"{_agrees(m['diff'])} | "
+              f"{t['status']} | {t.get('params', float('nan')):.3f} | "
+              f"{t.get('macs', float('nan')):.3f} | {tp_ms} | {_agree(m['plan'], t.get('kept'))} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
