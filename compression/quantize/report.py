@@ -79,7 +79,8 @@ def _layer_row(i: int, r: dict) -> str:
 
 
 def _tensor_row(t: dict) -> str:
-    return (f"{t['tensor']:<26.26} {t['kind']:<10} {t['sqnr_db']:>8.2f} "
+    name = f"{t['tensor']}({t['alias']})" if t["alias"] else t["tensor"]
+    return (f"{name:<26.26} {t['kind']:<10} {t['sqnr_db']:>8.2f} "
             f"{t['local_sqnr_db']:>8.2f} {t['cosine']:>9.6f} {t['max_abs_error']:>11.4g}")
 
 
@@ -87,10 +88,11 @@ def _tensor_rows(graph: MSCGraph, errors: dict, plan: dict) -> list[dict]:
     rows = []
     for name, err in errors.items():
         if err["kind"] == "weight":
-            where = {"producer": "", "consumers": list(graph.weight_holders[name])}
+            where = {"producer": "", "consumers": list(graph.weight_holders[name]),
+                     "alias": graph.find_tensor(name).alias}
         else:
             where = {"producer": graph.find_producer(name).name,
-                     "consumers": list(plan[name].get("consumers", []))}
+                     "consumers": list(plan[name].get("consumers", [])), "alias": ""}
         rows.append({"tensor": name, **err, **where})
     return sorted(rows, key=lambda r: r["sqnr_db"])
 
