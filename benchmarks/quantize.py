@@ -197,11 +197,11 @@ COLUMNS = ["model", "method", "msc dB", "ORT dB", "msc - ORT dB", "msc Q/DQ", "O
            "msc quantize s", "ORT quantize s"]
 
 
-def print_table(rows: list[dict]) -> None:
-    print("| " + " | ".join(COLUMNS) + " |")
-    print("|" + "|".join("---" for _ in COLUMNS) + "|")
-    for r in rows:
-        print("| " + " | ".join(r[c] for c in COLUMNS) + " |", flush=True)
+def print_row(r: dict) -> None:
+    print("| " + " | ".join(r[c] for c in COLUMNS) + " |", flush=True)
+
+
+def print_summary(rows: list[dict]) -> None:
     diffs = [float(r["msc - ORT dB"]) for r in rows]
     if diffs:
         wins = sum(d >= 0 for d in diffs)
@@ -228,11 +228,14 @@ def main() -> None:
     models = args.models or (["squeezenet", "transformer"] if args.quick else
                              ZOO + ZOO_MORE + ["transformer"] if args.all else
                              ZOO + ["transformer"])
+    print("| " + " | ".join(COLUMNS) + " |")
+    print("|" + "|".join("---" for _ in COLUMNS) + "|", flush=True)
     rows = []
     for name in models:
         for method in args.methods:
             rows.append(row(name, method, args))
-    print_table(rows)
+            print_row(rows[-1])
+    print_summary(rows)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from msc.errors import ValidationError
-from msc.graph import MSCGraph, MSCJoint
+from msc.graph import MSCGraph, MSCJoint, serialize
 
 __all__ = ["activation_names", "fresh_prims", "input_arrays", "make_runner", "rebuild", "with_outputs"]
 
@@ -36,10 +36,9 @@ def rebuild(graph: MSCGraph, joints: Iterable[MSCJoint], outputs: Sequence[str] 
                     list(fresh_prims(graph)))
 
 
-def fresh_prims(graph: MSCGraph):
-    if graph.prims:
-        return MSCGraph.from_dict(graph.to_dict()).get_prims()
-    return ()
+def fresh_prims(graph: MSCGraph) -> list:
+    """Unowned copies of the graph's shape prims, for a new graph."""
+    return serialize.graph_parts(graph.to_dict())[4] if graph.prims else []
 
 
 def activation_names(graph: MSCGraph) -> list[str]:

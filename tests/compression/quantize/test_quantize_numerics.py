@@ -157,3 +157,19 @@ def test_qdq_model_agrees_on_both_codegens(net):
             assert diff.max() <= 1 and (diff > 0).mean() < 1e-3, name
         else:
             np.testing.assert_allclose(a[name], b[name], rtol=1e-5, atol=1e-5, err_msg=name)
+
+
+def test_dynamic_batch_calibrates_on_any_batch_size():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(),
+                                torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                torch.nn.Linear(4, 2)).eval()
+    graph, weights = translate.from_torch(model, [(["bz", 3, 8, 8], "float32")])
+    rng = np.random.default_rng(0)
+    data = [rng.standard_normal((n, 3, 8, 8)).astype("float32") for n in (1, 3)]
+    qgraph, qweights = apply_plan(graph, weights, calibrate(graph, weights, data))
+    qgraph.check()
+    assert qgraph.inspect()["inputs"][0]["shape"] == ["bz", 3, 8, 8]
+    got = make_runner(qgraph, qweights, "relax")([data[1]])[qgraph.output_names[0]]
+    ref = model(torch.from_numpy(data[1])).detach().numpy()
+    np.testing.assert_allclose(got, ref, atol=0.05 * np.abs(ref).max())
