@@ -13,7 +13,8 @@ symmetric int8 weights and per-tensor asymmetric uint8 activations (onnxruntime:
 QDQ graph from ``compression.quantize`` on the msc backend (relax.build + VirtualMachine), the
 QDQ model from onnxruntime on onnxruntime; the SQNR (dB) of each against the float model's
 output (onnxruntime, float) is printed side by side, with the number of Q/DQ pairs each
-inserted. onnxruntime's Entropy keeps its own default of 128 bins (quantize_static does not
+inserted. msc runs twice: QDQ on the chosen ops' inputs (its default: what an int8 kernel
+needs) and on their outputs too (``quantize_outputs``, onnxruntime's placement). onnxruntime's Entropy keeps its own default of 128 bins (quantize_static does not
 pass ``num_bins``), which makes it a MinMax; msc's entropy is TensorRT's (2048 bins).
 """
 
@@ -158,7 +159,8 @@ def ort_quantized(model, input_name: str, calib: list, held_out: list, method: s
     return outputs, pairs, seconds
 
 
-def msc_quantized(model, calib: list, held_out: list, method: str, executor: str):
+def msc_quantized(model, calib: list, held_out: list, method: str, executor: str,
+                  outputs: bool):
     from codegen import to_relax
     from compression.quantize import quantize
     from frontends.translate import from_onnx
@@ -167,7 +169,7 @@ def msc_quantized(model, calib: list, held_out: list, method: str, executor: str
     graph, weights = from_onnx(model)
     start = time.perf_counter()
     qgraph, qweights, _ = quantize(graph, weights, calib,
-                              {"method": method, "per_layer": False,
+                              {"method": method, "per_layer": False, "quantize_outputs": outputs,
                                "executor": executor, "report_batches": 2})
     seconds = time.perf_counter() - start
     with tempfile.TemporaryDirectory() as folder:
@@ -178,22 +180,29 @@ def msc_quantized(model, calib: list, held_out: list, method: str, executor: str
     return outputs, pairs, seconds
 
 
-def row(name: str, method: str, args) -> dict:
+def rows(name: str, method: str, args) -> list[dict]:
+    """One row per msc QDQ placement, each against the same onnxruntime run."""
     model, input_name, shape = model_and_input(name)
     image = name != "transformer"
     calib = batches(shape, args.calib, 1, image)
     held_out = batches(shape, args.eval, 2, image)
     ref = ort_float(model, input_name, held_out)
     ort_out, ort_pairs, ort_s = ort_quantized(model, input_name, calib, held_out, method)
-    msc_out, msc_pairs, msc_s = msc_quantized(model, calib, held_out, method, args.executor)
-    msc_db, ort_db = sqnr(ref, msc_out), sqnr(ref, ort_out)
-    return {"model": name, "method": method, "msc dB": f"{msc_db:.2f}",
-            "ORT dB": f"{ort_db:.2f}", "msc - ORT dB": f"{msc_db - ort_db:+.2f}",
-            "msc Q/DQ": str(msc_pairs), "ORT Q/DQ": str(ort_pairs),
-            "msc quantize s": f"{msc_s:.1f}", "ORT quantize s": f"{ort_s:.1f}"}
+    ort_db = sqnr(ref, ort_out)
+    out = []
+    for placement in args.placements:
+        msc_out, msc_pairs, msc_s = msc_quantized(model, calib, held_out, method, args.executor,
+                                                  placement == "inputs+outputs")
+        msc_db = sqnr(ref, msc_out)
+        out.append({"model": name, "method": method, "msc QDQ on": placement,
+                    "msc dB": f"{msc_db:.2f}", "ORT dB": f"{ort_db:.2f}",
+                    "msc - ORT dB": f"{msc_db - ort_db:+.2f}", "msc Q/DQ": str(msc_pairs),
+                    "ORT Q/DQ": str(ort_pairs), "msc quantize s": f"{msc_s:.1f}",
+                    "ORT quantize s": f"{ort_s:.1f}"})
+    return out
 
 
-COLUMNS = ["model", "method", "msc dB", "ORT dB", "msc - ORT dB", "msc Q/DQ", "ORT Q/DQ",
+COLUMNS = ["model", "method", "msc QDQ on", "msc dB", "ORT dB", "msc - ORT dB", "msc Q/DQ", "ORT Q/DQ",
            "msc quantize s", "ORT quantize s"]
 
 
@@ -218,6 +227,10 @@ def parse_args(argv=None):
     p.add_argument("--methods", nargs="+", default=["minmax"], choices=list(ORT_METHODS))
     p.add_argument("--calib", type=int, default=8, help="calibration batches (default 8)")
     p.add_argument("--eval", type=int, default=4, help="held-out batches (default 4)")
+    p.add_argument("--placements", nargs="+", default=["inputs", "inputs+outputs"],
+                   choices=["inputs", "inputs+outputs"],
+                   help="where msc puts QDQ: chosen ops' inputs (its default), or their outputs "
+                        "too (onnxruntime's placement); one row each")
     p.add_argument("--executor", default="torch", choices=["torch", "relax"],
                    help="what runs msc's float graph during calibration (default torch)")
     return p.parse_args(argv)
@@ -230,12 +243,13 @@ def main() -> None:
                              ZOO + ["transformer"])
     print("| " + " | ".join(COLUMNS) + " |")
     print("|" + "|".join("---" for _ in COLUMNS) + "|", flush=True)
-    rows = []
+    table = []
     for name in models:
         for method in args.methods:
-            rows.append(row(name, method, args))
-            print_row(rows[-1])
-    print_summary(rows)
+            for r in rows(name, method, args):
+                print_row(r)
+                table.append(r)
+    print_summary(table)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ DEFAULTS = {
     "weight_dtype": "int8",        # per channel, symmetric
     "weight_roles": ("weight",),   # which weights of a chosen joint are quantized
     "optypes": DEFAULT_OPTYPES,
+    "quantize_outputs": False,     # also QDQ the chosen joints' outputs (onnxruntime's way)
     "exclude": {},                 # {"names": [...], "optypes": [...], "regex": "..."}
     "target_sqnr": 30.0,           # dB, for the suggested exclude list
     "executor": "torch",           # torch | relax: what runs the float and QDQ graphs

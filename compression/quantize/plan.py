@@ -34,17 +34,29 @@ from .runner import input_arrays, make_runner, with_outputs
 __all__ = ["activation_targets", "calibrate", "load_plan", "save_plan", "weight_axis"]
 
 
-def activation_targets(graph: MSCGraph, chosen: dict[str, MSCJoint]) -> dict[str, list[str]]:
-    """{float tensor read by a chosen joint (not a constant): [its chosen readers]}."""
+def activation_targets(graph: MSCGraph, chosen: dict[str, MSCJoint],
+                       outputs: bool = False) -> dict[str, list[str]]:
+    """{float tensor read by a chosen joint (not a constant): [its chosen readers]}; with
+    ``outputs``, also each chosen joint's outputs for all their readers (onnxruntime's QDQ
+    placement), graph outputs excepted."""
     targets: dict[str, list[str]] = {}
+
+    def add(tensor, reader: str) -> None:
+        readers = targets.setdefault(tensor.name, [])
+        if reader not in readers:
+            readers.append(reader)
     for node in chosen.values():
         for parent, out_idx in node.input_pairs():
             tensor = parent.output_at(out_idx)
             if parent.optype != "constant" and tensor.dtype.startswith("float"):
-                readers = targets.setdefault(tensor.name, [])
-                if node.name not in readers:
-                    readers.append(node.name)
-    return targets
+                add(tensor, node.name)
+    for node in chosen.values() if outputs else ():
+        for tensor in node.outputs:
+            if tensor.dtype.startswith("float") and tensor.name not in graph.output_names:
+                for reader, _ in graph.find_consumers_and_indices(tensor):
+                    add(tensor, reader.name)
+    order = {n: i for i, n in enumerate(graph.node_names)}
+    return {t: sorted(r, key=order.__getitem__) for t, r in targets.items()}
 
 
 def weight_axis(node: MSCJoint, role: str) -> int:
@@ -126,7 +138,7 @@ def calibrate(graph: MSCGraph, weights: dict, calib_data, config: dict | None = 
     """
     config = read_config(config)
     chosen = chosen_nodes(graph, config)
-    readers = activation_targets(graph, chosen)
+    readers = activation_targets(graph, chosen, config["quantize_outputs"])
     calibration = Calibration(graph, weights, readers, config)
     calibration.feed(calib_data)
     plan = {**calibration.entries(readers), **_weight_entries(chosen, weights, config)}

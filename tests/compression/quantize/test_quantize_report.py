@@ -139,3 +139,13 @@ def test_bad_input_names_what_to_fix(tmp_path):
         calibrate(graph, weights, [{"x": data[0]["inp_0"]}])
     with pytest.raises(ValidationError, match="no batch"):
         calibrate(graph, weights, [])
+
+
+def test_quantize_outputs_places_qdq_after_the_chosen_joints_too():
+    _, graph, weights, data = _mlp(damaged=False)
+    plan = calibrate(graph, weights, data, {"quantize_outputs": True})
+    qgraph, _ = apply_plan(graph, weights, plan)
+    relus = [n for n in qgraph.get_nodes() if n.optype == "nn.relu"]
+    assert [r.parents[0].optype for r in relus] == ["dequantize", "dequantize"]
+    assert graph.output_names[0] not in plan  # the graph output stays float
+    assert qgraph.find_producer(qgraph.output_names[0]).optype == "msc.linear_bias"
