@@ -1,0 +1,41 @@
+"""``quantize``: calibrate, apply the plan, measure, report."""
+
+from __future__ import annotations
+
+from msc.graph import MSCGraph
+
+from .analysis import Measurer, layer_names
+from .config import read_config
+from .plan import calibrate
+from .qdq import apply_plan
+from .report import QuantReport, build_report
+
+__all__ = ["quantize"]
+
+
+def quantize(graph: MSCGraph, weights: dict, calib_data, config: dict | None = None
+             ) -> tuple[MSCGraph, dict, QuantReport]:
+    """Post-training int8 quantization: ``(qdq_graph, weights, report)``.
+
+    ``calib_data`` is any iterable of input dicts (by input name or alias), arrays, or lists
+    of arrays, read once. ``config`` overrides ``DEFAULTS`` (method, activation_dtype,
+    optypes, exclude, target_sqnr, executor, per_layer, ...). The report ranks the layers by
+    their measured effect on the output and suggests the joints to keep float so that the
+    output SQNR reaches ``target_sqnr`` dB.
+
+    >>> qgraph, qweights, report = quantize(graph, weights, batches)   # doctest: +SKIP
+    >>> print(report.table())                                          # doctest: +SKIP
+    """
+    config = read_config(config)
+    plan, kept = calibrate(graph, weights, calib_data, config, return_inputs=True)
+    qgraph, qweights = apply_plan(graph, weights, plan)
+    measurer = Measurer(graph, weights, kept, config["executor"])
+    output = measurer.output_error(plan)
+    tensors = measurer.tensor_errors(plan)
+    layer_errors = search = None
+    if config["per_layer"]:
+        layer_errors = measurer.layer_errors(plan, layer_names(plan, graph))
+        ranked = sorted(layer_errors, key=lambda n: layer_errors[n]["sqnr_db"])
+        search = measurer.suggest_excludes(plan, ranked, config["target_sqnr"])
+    report = build_report(graph, plan, config, len(kept), output, tensors, layer_errors, search)
+    return qgraph, qweights, report

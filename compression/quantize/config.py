@@ -1,0 +1,102 @@
+"""Quantization settings: defaults, checking, and which joints get quantized.
+
+    config = read_config({"method": "entropy", "exclude": {"names": ["head"]}})
+    chosen = chosen_nodes(graph, config)       # {node name: joint} whose inputs get QDQ
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from msc.errors import ValidationError
+from msc.graph import MSCGraph, MSCJoint
+
+from .observers import METHODS
+from .qparams import DTYPE_RANGES
+
+__all__ = ["DEFAULTS", "DEFAULT_OPTYPES", "chosen_nodes", "is_excluded", "read_config"]
+
+# Optypes whose float inputs (and "weight"s) are quantized by default: the ops an int8 kernel
+# exists for (conv, linear, matmul, pools, add), as graph optypes (fused msc.* included).
+DEFAULT_OPTYPES = (
+    "nn.conv1d", "nn.conv2d", "msc.conv1d_bias", "msc.conv2d_bias", "msc.linear",
+    "msc.linear_bias", "nn.dense", "matmul", "nn.batch_matmul", "msc.matmul",
+    "nn.max_pool2d", "nn.avg_pool2d", "nn.adaptive_avg_pool2d", "add",
+)
+
+DEFAULTS = {
+    "method": "minmax",            # activations: minmax | percentile | entropy
+    "percentile": 99.999,          # onnxruntime's CalibPercentile default
+    "bins": 2048,                  # histogram bins of |x| (percentile, entropy)
+    "activation_dtype": "uint8",   # uint8 (asymmetric) or int8 (symmetric), per tensor
+    "weight_dtype": "int8",        # per channel, symmetric
+    "weight_roles": ("weight",),   # which weights of a chosen joint are quantized
+    "optypes": DEFAULT_OPTYPES,
+    "quantize_outputs": False,     # also QDQ the chosen joints' outputs (onnxruntime's way)
+    "exclude": {},                 # {"names": [...], "optypes": [...], "regex": "..."}
+    "target_sqnr": 30.0,           # dB, for the suggested exclude list
+    "executor": "torch",           # torch | relax: what runs the float and QDQ graphs
+    "report_batches": 8,           # calibration batches kept (inputs only) for the report
+    "per_layer": True,             # rank layers and search the excludes (a pass per layer)
+    "max_batches": None,           # stop calibrating after this many batches
+}
+_EXCLUDE_KEYS = ("names", "optypes", "regex")
+
+
+def read_config(config: Mapping | None) -> dict:
+    """``DEFAULTS`` updated with ``config``; unknown keys and bad values raise."""
+    config = dict(config or {})
+    unknown = sorted(set(config) - set(DEFAULTS))
+    if unknown:
+        raise ValidationError(f"unknown quantization setting(s) {unknown}", key=unknown[0],
+                              hint=f"settings: {', '.join(DEFAULTS)}")
+    merged = {**DEFAULTS, **config}
+    _check_choice(merged, "method", METHODS)
+    _check_choice(merged, "activation_dtype", DTYPE_RANGES)
+    if merged["weight_dtype"] != "int8":
+        raise ValidationError("weights are quantized per channel to int8 only",
+                              key="weight_dtype", hint="use 'int8'")
+    _check_choice(merged, "executor", ("torch", "relax"))
+    merged["exclude"] = _exclude(merged["exclude"])
+    return merged
+
+
+def _check_choice(config: dict, key: str, allowed) -> None:
+    if config[key] not in allowed:
+        raise ValidationError(f"{key}={config[key]!r} is not supported", key=key,
+                              hint=f"use one of {', '.join(allowed)}")
+
+
+def _exclude(value) -> dict:
+    if isinstance(value, (list, tuple)):  # a plain list means node names
+        value = {"names": list(value)}
+    if not isinstance(value, Mapping) or set(value) - set(_EXCLUDE_KEYS):
+        raise ValidationError(f"exclude must be a dict with keys {list(_EXCLUDE_KEYS)}, got "
+                              f"{value!r:.80}", key="exclude")
+    regex = value.get("regex") or None
+    try:
+        pattern = re.compile(regex) if regex else None
+    except re.error as err:
+        raise ValidationError(f"exclude regex {regex!r} does not compile: {err}",
+                              key="exclude") from None
+    return {"names": set(value.get("names", ())), "optypes": set(value.get("optypes", ())),
+            "regex": pattern}
+
+
+def is_excluded(node: MSCJoint, exclude: dict) -> bool:
+    regex = exclude["regex"]
+    return (node.name in exclude["names"] or node.optype in exclude["optypes"]
+            or bool(regex and regex.search(node.name)))
+
+
+def chosen_nodes(graph: MSCGraph, config: dict, extra_excludes=()) -> dict[str, MSCJoint]:
+    """The joints of ``config["optypes"]`` not excluded by name, optype or regex."""
+    names = set(config["exclude"]["names"])
+    missing = sorted(names - set(graph.node_names))
+    if missing:
+        raise ValidationError(f"exclude names {missing} are not nodes of the graph",
+                              key="exclude", hint="use node names as in print(graph)")
+    exclude = {**config["exclude"], "names": names | set(extra_excludes)}
+    return {n.name: n for n in graph.get_nodes()
+            if n.optype in config["optypes"] and not is_excluded(n, exclude)}

@@ -1,0 +1,118 @@
+"""Apply a plan: ``quantize`` / ``dequantize`` joints (QDQ) on activations, and weights
+replaced by their dequantized int8 values.
+
+For an activation ``t`` in the plan the graph gets, right after ``t``'s producer::
+
+    t_scale (constant) ─┐
+    t_zero  (constant) ─┼─ t_q = quantize(t, t_scale, t_zero)  -> int8 / uint8
+                        └─ t_dq = dequantize(t_q, t_scale, t_zero) -> float32
+
+and the plan's consumers read ``t_dq:0`` instead of ``t``; every other reader keeps the float
+tensor. A weight in the plan keeps its joint (so fused ``msc.*`` joints stay fused) and its
+data becomes ``dequantize(quantize(w))`` per channel: bit for bit what a dequantize joint on
+the int8 weight computes, so the plan's int8 values are recovered exactly by ``round(w /
+scale)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from codegen.joint import find_weight
+from msc.errors import ValidationError
+from msc.graph import MSCGraph, MSCJoint, MSCTensor
+from msc.naming import UniqueNamer
+
+from .plan import load_plan
+from .qparams import fake_quant
+from .runner import fresh_prims
+
+__all__ = ["apply_plan", "qdq_names"]
+
+
+def qdq_names(tensor: str) -> str:
+    """The stem of the QDQ joints of ``tensor`` (``relu:0`` -> ``relu_0``)."""
+    return tensor.replace(":", "_").replace(".", "_")
+
+
+def _constant(index: int, name: str, value: np.ndarray) -> MSCJoint:
+    weight = MSCTensor(name, value.dtype.name, "", list(value.shape))
+    out = MSCTensor(f"{name}:0", value.dtype.name, "", list(value.shape))
+    attrs = {"scalar": float(value)} if value.ndim == 0 else {}
+    return MSCJoint(index, name, "", "constant", attrs, outputs=[out], weights={"const": weight})
+
+
+def _qdq_joints(start: int, producer: MSCJoint, out_idx: int, entry: dict, namer: UniqueNamer,
+                arrays: dict) -> list[MSCJoint]:
+    tensor = producer.output_at(out_idx)
+    stem = qdq_names(tensor.name)
+    scale = np.asarray(entry["scale"], np.float32)
+    zero = np.asarray(entry["zero_point"], entry["dtype"])
+    s = _constant(start, namer(f"{stem}_scale"), scale)
+    z = _constant(start + 1, namer(f"{stem}_zero"), zero)
+    arrays[s.name], arrays[z.name] = scale, zero
+    attrs = {"axis": int(entry["axis"])}
+    q_name, dq_name = namer(f"{stem}_q"), namer(f"{stem}_dq")
+    q = MSCJoint(start + 2, q_name, "", "quantize", {**attrs, "out_dtype": entry["dtype"]},
+                 [(producer, out_idx), (s, 0), (z, 0)],
+                 [tensor.clone(name=f"{q_name}:0", dtype=entry["dtype"], alias="")],
+                 scope=producer.scope)
+    dq = MSCJoint(start + 3, dq_name, "", "dequantize", {**attrs, "out_dtype": tensor.dtype},
+                  [(q, 0), (s, 0), (z, 0)],
+                  [tensor.clone(name=f"{dq_name}:0", alias="")], scope=producer.scope)
+    return [s, z, q, dq]
+
+
+def _weights(graph: MSCGraph, weights: dict, plan: dict) -> dict:
+    out = dict(weights)
+    for tensor in {w.name: w for w in graph.get_weights()}.values():
+        entry = plan.get(tensor.name)
+        if entry is None:
+            continue
+        value = find_weight(weights, tensor).reshape(tensor.shape)
+        zero = np.asarray(entry["zero_point"], entry["dtype"])
+        out[tensor.name] = fake_quant(value, entry["scale"], zero, entry["axis"])
+        if tensor.alias in out and tensor.alias != tensor.name:
+            out[tensor.alias] = out[tensor.name]
+    return out
+
+
+def _check_plan(graph: MSCGraph, plan: dict) -> None:
+    weight_names = {w.name for w in graph.get_weights()}
+    for name in plan:
+        if name not in weight_names and not graph.has_tensor(name):
+            raise ValidationError("plan entry names no tensor of the graph", tensor=name,
+                                  hint="was the plan made for another graph?")
+
+
+def apply_plan(graph: MSCGraph, weights: dict, plan) -> tuple[MSCGraph, dict]:
+    """``(qdq_graph, weights)``: ``graph`` with QDQ joints for the plan's activations and the
+    plan's weights fake-quantized. ``plan`` is a dict or a JSON path (``load_plan``).
+
+    >>> qgraph, qweights = apply_plan(graph, weights, "plan.json")   # doctest: +SKIP
+    """
+    plan = load_plan(plan)
+    _check_plan(graph, plan)
+    namer = UniqueNamer(graph.node_names)
+    arrays: dict[str, np.ndarray] = {}
+    made: dict[str, MSCJoint] = {}
+    swap: dict[tuple[str, str], MSCJoint] = {}  # (consumer, tensor) -> its dequantize joint
+    nodes: list[MSCJoint] = []
+    for node in graph.get_nodes():
+        pairs = [(swap.get((node.name, p.output_at(i).name), made.get(p.name, p)),
+                  0 if (node.name, p.output_at(i).name) in swap else i)
+                 for p, i in node.input_pairs()]
+        clone = node.clone(inputs=pairs, index=len(nodes))
+        made[clone.name] = clone
+        nodes.append(clone)
+        for out_idx, tensor in enumerate(clone.outputs):
+            entry = plan.get(tensor.name)
+            if entry is None or tensor.name in graph.weight_holders:
+                continue
+            joints = _qdq_joints(len(nodes), clone, out_idx, entry, namer, arrays)
+            nodes.extend(joints)
+            readers = entry.get("consumers") or [c.name for c in node.children]
+            swap.update({(reader, tensor.name): joints[-1] for reader in readers})
+    qgraph = MSCGraph(graph.name, nodes, list(graph.input_names), list(graph.output_names),
+                      list(fresh_prims(graph)))
+    return qgraph, {**_weights(graph, weights, plan), **arrays}
