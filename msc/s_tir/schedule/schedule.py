@@ -71,6 +71,7 @@ class Schedule:
         self._rvs: dict = {}      # key -> (kind, payload)
         self._names: dict = {}    # key -> trace name
         self._counter = 0
+        self._forced: list = []   # decisions for the next sampling calls (force_decisions)
 
     # ------------------------------------------------------------------ state
     @property
@@ -86,6 +87,16 @@ class Schedule:
         other.trace = Trace(list(self.trace.insts), dict(self.trace.decisions))
         other._rng = random.Random(self._rng.random())
         return other
+
+    def force_decisions(self, decisions: list) -> None:
+        """The next sampling calls take these decisions in order (a search's candidate is the
+        decisions of one run of a sketch); afterwards sampling is random again."""
+        self._forced = list(decisions)
+
+    def _next_decision(self, decision):
+        if decision is None and self._forced:
+            return self._forced.pop(0)
+        return decision
 
     def seed(self, seed: int) -> None:
         self._rng = random.Random(seed)
@@ -219,6 +230,7 @@ class Schedule:
         """``n`` factors whose product is the loop's constant extent, innermost at most
         ``max_innermost_factor`` (or the given ``decision``)."""
         extent = E.as_int(self.get(loop).extent)
+        decision = self._next_decision(decision)
         if extent is None:
             raise ScheduleError("sample_perfect_tile needs a loop of constant extent")
         if decision is None:
@@ -232,6 +244,7 @@ class Schedule:
         return rvs
 
     def sample_categorical(self, candidates: list, probs: list, decision=None) -> ExprRV:
+        decision = self._next_decision(decision)
         if decision is None:
             decision = self._rng.choices(range(len(candidates)), weights=probs)[0]
         if not 0 <= int(decision) < len(candidates):

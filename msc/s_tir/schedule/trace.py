@@ -112,7 +112,7 @@ class Trace:
             method, names = INSTRUCTIONS[inst.kind]
             args = [_resolve(x, rvs, inst) for x in inst.inputs]
             kwargs = dict(zip(names, inst.attrs))
-            if k in decided:
+            if k in decided and inst.kind.startswith("Sample"):
                 kwargs["decision"] = decided[k]
             result = _call(sch, method, inst.kind, args, kwargs)
             outs = result if isinstance(result, (list, tuple)) else [result]
