@@ -15,6 +15,7 @@ __all__ = [
     "MSCError",
     "ParseError",
     "RuntimeCallError",
+    "ScheduleError",
     "SerializationError",
     "ShapeError",
     "UnsupportedOpError",
@@ -122,3 +123,8 @@ class BuildError(MSCError):
 
 class RuntimeCallError(MSCError):
     """A failure while running a compiled function or a registered packed function."""
+
+
+class ScheduleError(MSCError):
+    """A schedule primitive that does not apply to the given block or loops (TensorIR's
+    ``tir.Schedule``); the function is left unchanged."""

@@ -19,6 +19,11 @@ class IRModule:
         for key, func in (functions or {}).items():
             self[key] = func
 
+    @staticmethod
+    def from_expr(func, name: str = "main") -> IRModule:
+        """A module holding ``func`` as ``name`` (TVM: ``IRModule.from_expr(f)``)."""
+        return IRModule({name: func})
+
     @property
     def functions(self) -> dict:
         return {gv: f for gv, f in self._funcs.values()}

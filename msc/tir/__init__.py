@@ -49,3 +49,15 @@ __all__ = [
 
 # PrimFunc.script() prints through this hook: the printer imports function.py, not the reverse.
 install_printer(prim_func_to_script)
+
+# TVM spells the scheduler tir.Schedule (s_tir.Schedule since 0.27). It lives in msc/s_tir,
+# above the IR, and loads on first use, so msc.tir keeps importing nothing but the IR.
+_SCHEDULE = {"Schedule", "Trace", "BlockRV", "LoopRV", "ExprRV"}
+
+
+def __getattr__(name):
+    if name in _SCHEDULE:
+        from importlib import import_module
+
+        return getattr(import_module("msc.s_tir"), name)
+    raise AttributeError(f"module 'msc.tir' has no attribute {name!r}")

@@ -15,7 +15,7 @@ form: :class:`LetStmt` and :class:`AllocBuffer` bind for the rest of the enclosi
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import ValidationError
 from .expr import BinaryOp, IntImm, PrimExpr, Var
@@ -291,6 +291,10 @@ class PrimFunc:
 
     def script(self, name: str | None = None) -> str:
         return _PRINTER[0](self, name or self.name)
+
+    def with_attr(self, key: str, value) -> PrimFunc:
+        """A copy with ``attrs[key] = value`` (TVM's ``func.with_attr("global_symbol", ...)``)."""
+        return replace(self, attrs={**self.attrs, key: value})
 
 
 def range_extent(lo: PrimExpr, stop: PrimExpr) -> PrimExpr:

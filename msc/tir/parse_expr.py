@@ -337,3 +337,26 @@ _CALL_GROUPS = {
     "math": ExprParser._math,
     "typed": ExprParser._typed_call,
 }
+
+
+def sym_var_decls(node: ast.stmt, typevar: bool) -> list:
+    """[(name, dtype)] of ``n = T.int64()`` or ``m, n = T.int64(), T.int64()`` (or, at module
+    level, ``n = TypeVar("n")``); [] for any other statement."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+        return []
+    target, value = node.targets[0], node.value
+    pairs = [(target, value)]
+    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and \
+            len(target.elts) == len(value.elts):
+        pairs = list(zip(target.elts, value.elts))
+    decls = [_var_decl(t, v, typevar) for t, v in pairs]
+    return decls if all(decls) else []
+
+
+def _var_decl(target: ast.expr, call: ast.expr, typevar: bool):
+    if not (isinstance(target, ast.Name) and isinstance(call, ast.Call)):
+        return None
+    if typevar and isinstance(call.func, ast.Name) and call.func.id == "TypeVar":
+        return target.id, "int64"
+    dtype = t_name(call.func)
+    return (target.id, dtype) if dtype in intrin.DTYPES and not call.args else None

@@ -40,7 +40,7 @@ from .function import (
     range_extent,
     seq,
 )
-from .parse_expr import ExprParser, is_literal, t_name
+from .parse_expr import ExprParser, is_literal, sym_var_decls, t_name
 
 __all__ = ["TIR_NAMES", "parse_prim_func", "parse_tir_text"]
 
@@ -125,8 +125,7 @@ class _FuncParser(ExprParser):
         """Declare ``n = T.int64()`` vars first: the signature may use them (TVM prints an
         int32 var's first use in the signature as the string ``"n"``)."""
         for st in body:
-            name, dtype = _var_decl(st, typevar=False)
-            if name:
+            for name, dtype in sym_var_decls(st, typevar=False):
                 var = E.Var(name, dtype)
                 self.sym_vars[name] = var
                 self.frames[-1][name] = var
@@ -263,8 +262,8 @@ class _FuncParser(ExprParser):
         if isinstance(target, ast.Subscript):
             return self._store(target, value)
         name = t_name(value.func) if isinstance(value, ast.Call) else None
-        if name in intrin.DTYPES and not value.args:
-            return None  # predeclared symbolic var
+        if sym_var_decls(node, typevar=False):
+            return None  # predeclared symbolic var(s)
         if name == "match_buffer":
             return self._match_buffer(node, target, value, top)
         if name in _ALLOCS:
@@ -560,26 +559,15 @@ def parse_tir_text(text: str) -> dict:
                          hint="is this a TVMScript text?") from None
     module_vars, defs = {}, []
     for node in tree.body:
-        name, dtype = _var_decl(node, typevar=True)
-        if name:
-            module_vars[name] = E.Var(name, dtype)
-        elif isinstance(node, ast.ClassDef):
+        decls = sym_var_decls(node, typevar=True)
+        module_vars.update((name, E.Var(name, dtype)) for name, dtype in decls)
+        if decls:
+            continue
+        if isinstance(node, ast.ClassDef):
             defs.extend(n for n in node.body if _is_prim_func(n))
         elif _is_prim_func(node):
             defs.append(node)
     return {d.name: parse_prim_func(d, text, module_vars) for d in defs}
-
-
-def _var_decl(node: ast.stmt, typevar: bool) -> tuple:
-    """(name, dtype) of ``n = T.int64()`` (or, at module level, ``n = TypeVar("n")``)."""
-    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and
-            isinstance(node.targets[0], ast.Name) and isinstance(node.value, ast.Call)):
-        return None, None
-    func, name = node.value.func, node.targets[0].id
-    if typevar and isinstance(func, ast.Name) and func.id == "TypeVar":
-        return name, "int64"
-    dtype = t_name(func)
-    return (name, dtype) if dtype in intrin.DTYPES and not node.value.args else (None, None)
 
 
 def _is_prim_func(node: ast.stmt) -> bool:

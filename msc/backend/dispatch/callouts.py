@@ -70,12 +70,39 @@ def _packed_dps(call, lower, module) -> Impl:
     single = isinstance(call.sinfo_args[0], TensorStructInfo)
     inputs = _flat_args(call.args[1:], lower)
     n_in = len(inputs)
+    own = _own_prim_func(module, name)
+    call_it, path = (_call_packed, "packed") if own is None else _prefer_registered(own, name)
 
     def run(*args):
-        _call_packed(name, args)
+        call_it(name, args)
         return args[n_in] if single else tuple(args[n_in:])
 
-    return Impl(run, inputs, outs, "packed", extra={"func": name})
+    return Impl(run, inputs, outs, path, extra={"func": name})
+
+
+def _own_prim_func(module, name: str):
+    """The module's PrimFunc called ``name`` (by global var or global_symbol), or None: TVM's
+    built library exports its prim funcs by name, so ``call_dps_packed("linear0", ...)``
+    reaches the module's ``linear0``."""
+    for gvar in module.get_global_vars() if module is not None else ():
+        func = module[gvar]
+        if isinstance(func, PrimFunc) and name in (gvar.name_hint,
+                                                   func.attrs.get("global_symbol")):
+            return func
+    return None
+
+
+def _prefer_registered(func: PrimFunc, name: str):
+    """(caller, path): a function registered under ``name`` wins, as in TVM, looked up on
+    every call so a later registration takes over; else the module's compiled PrimFunc."""
+    kernel, path = _tir_kernel(func, name)
+
+    def call_it(_, args):
+        if packed.lookup(name) is not None:
+            return _call_packed(name, args)
+        return kernel(*args)
+
+    return call_it, path
 
 
 def _packed_pure(call, lower, module, start: int = 1, args=None) -> Impl:

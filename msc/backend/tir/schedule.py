@@ -42,6 +42,8 @@ __all__ = ["lower_blocks"]
 _SHORT_REDUCE = 16
 # Reduce loops with at most this many iterations in all are unrolled inside the inner loop.
 _UNROLL_WINDOW = 32
+# T.unroll loops up to this many iterations are unrolled explicitly (longer ones stay loops).
+_UNROLL_STEPS = 64
 
 
 def lower_blocks(stmt: Stmt) -> Stmt:
@@ -51,6 +53,11 @@ def lower_blocks(stmt: Stmt) -> Stmt:
 
 
 def _for(s: For) -> Stmt:
+    if s.kind == "unroll" and isinstance(s.extent, E.IntImm) and \
+            isinstance(s.min, E.IntImm) and 1 <= s.extent.value <= _UNROLL_STEPS:
+        body = lower_blocks(s.body)  # T.unroll (a schedule's choice): one copy per value
+        return seq([SeqStmt((LetStmt(s.var, E.IntImm(s.min.value + v, s.var.dtype)), body))
+                    for v in range(s.extent.value)])
     nest = _reduction_nest(s)
     if nest is None:
         nest = _fused_nest(s)

@@ -109,18 +109,28 @@ class FunctionParser:
         """``n = T.int64()`` anywhere at the top of the body declares ``n`` for the whole
         function, so signatures may use it before the declaration line."""
         for stmt in stmts:
-            decl = self._sym_decl(stmt)
-            if decl is not None:
+            for decl in self._sym_decls(stmt):
                 self.syms.declare(*decl)
 
-    def _sym_decl(self, stmt):
-        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-                and isinstance(stmt.targets[0], ast.Name) and isinstance(stmt.value, ast.Call)):
+    def _sym_decls(self, stmt) -> list:
+        """[(name, dtype)] of ``n = T.int64()`` or ``m, n = T.int64(), T.int64()``, else []."""
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+            return []
+        target, value = stmt.targets[0], stmt.value
+        pairs = [(target, value)]
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and \
+                len(target.elts) == len(value.elts):
+            pairs = list(zip(target.elts, value.elts))
+        decls = [self._sym_decl(t, v) for t, v in pairs]
+        return decls if all(decls) else []
+
+    def _sym_decl(self, target, value):
+        if not (isinstance(target, ast.Name) and isinstance(value, ast.Call)):
             return None
-        space, parts = self.ctx.namespace(stmt.value.func)
+        space, parts = self.ctx.namespace(value.func)
         if space == "T" and len(parts) == 1 and parts[0] in intrin.DTYPES and \
-                not stmt.value.args and not stmt.value.keywords:
-            return stmt.targets[0].id, parts[0]
+                not value.args and not value.keywords:
+            return target.id, parts[0]
         return None
 
     # ---- body ------------------------------------------------------------------------------
@@ -201,15 +211,15 @@ class FunctionParser:
         self.attrs.update(attrs)
 
     def _s_Assign(self, stmt, dataflow, outputs, top) -> None:
+        for name, dtype in self._sym_decls(stmt):
+            if name not in self.syms.vars or self.syms.vars[name].dtype != dtype:
+                self.syms.declare(name, dtype)
+        if self._sym_decls(stmt):
+            return
         if len(stmt.targets) != 1 or not isinstance(stmt.targets[0], ast.Name):
             raise self.ctx.error(stmt, "bind one name per statement: `x = ...`",
                                  hint="tuple unpacking is not supported; index the tuple")
         name = stmt.targets[0].id
-        if self._sym_decl(stmt) is not None:
-            dtype = self._sym_decl(stmt)[1]
-            if name not in self.syms.vars or self.syms.vars[name].dtype != dtype:
-                self.syms.declare(name, dtype)
-            return
         if isinstance(stmt.value, ast.Name) and stmt.value.id == self.ctx.module_name and \
                 name == "cls":
             return

@@ -1,0 +1,153 @@
+"""Build, check and time one candidate on the llvmlite backend.
+
+Each stage runs in its own try: a candidate that fails to schedule, compile, run, or to
+reproduce the untuned function's outputs raises :class:`CandidateError` naming the stage,
+which the search logs and records as a failure, then goes on::
+
+    task = Workload(func)                      # random inputs, reference outputs
+    secs = measure(task, candidate_func)       # [seconds per call, ...] or CandidateError
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import MSCError
+from ..tir import expr as E
+from ..tir.function import BufferStore, PrimFunc, walk_stmts
+
+__all__ = ["CandidateError", "Workload", "measure"]
+
+
+class CandidateError(Exception):
+    """A candidate failed at ``stage`` (schedule, build, run, check)."""
+
+    def __init__(self, stage: str, message: str):
+        self.stage = stage
+        super().__init__(f"{stage}: {message}")
+
+
+@dataclass
+class Workload:
+    """A prim func with static shapes, its random inputs and the untuned outputs."""
+
+    func: PrimFunc
+    seed: int = 0
+    args: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)   # param indices written by the function
+    reference: list = field(default_factory=list)
+
+    def __post_init__(self):
+        rng = np.random.default_rng(self.seed)
+        written = {s.buffer.name for s in walk_stmts(self.func.body)
+                   if isinstance(s, BufferStore)}
+        for k, buf in enumerate(self.func.buffers):
+            shape = tuple(E.as_int(d) for d in buf.shape)
+            if any(d is None for d in shape):
+                raise MSCError(f"function {self.func.name!r} has a symbolic shape "
+                               f"{buf.name}{list(map(str, buf.shape))}",
+                               hint="tuning needs static shapes: bind the dims first")
+            self.args.append(_random(rng, shape, buf.dtype))
+            if buf.name in written:
+                self.outputs.append(k)
+        self.reference = [a.copy() for a in self._run(_compile(self.func, "reference"))]
+
+    @property
+    def flops(self) -> float:
+        return _flops(self.func)
+
+    def _run(self, kernel) -> list:
+        args = [a if k not in self.outputs else np.zeros_like(a)
+                for k, a in enumerate(self.args)]
+        kernel(*args)
+        return [args[k] for k in self.outputs]
+
+    def fresh_args(self) -> list:
+        return [a if k not in self.outputs else np.zeros_like(a)
+                for k, a in enumerate(self.args)]
+
+
+def _random(rng, shape: tuple, dtype: str) -> np.ndarray:
+    if dtype.startswith("float"):
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype == "bool":
+        return rng.random(shape) < 0.5
+    return rng.integers(0, 8, shape).astype(dtype)
+
+
+def _compile(func: PrimFunc, stage: str):
+    from ..backend.tir.compile import compile_prim_func
+
+    try:
+        return compile_prim_func(func)
+    except MSCError as exc:
+        raise CandidateError(stage, str(exc)) from exc
+    except Exception as exc:  # LLVM or llvmlite rejecting generated code: a bad candidate
+        raise CandidateError(stage, f"{type(exc).__name__}: {exc}") from exc
+
+
+def measure(task: Workload, func: PrimFunc, min_repeat_ms: float = 40.0,
+            repeat: int = 3) -> list:
+    """Seconds per call of ``func`` (each repeat lasts ``min_repeat_ms`` at least), after
+    checking its outputs against the untuned function's."""
+    kernel = _compile(func, "build")
+    args = task.fresh_args()
+    try:
+        kernel(*args)
+    except Exception as exc:
+        raise CandidateError("run", f"{type(exc).__name__}: {exc}") from exc
+    for k, ref in zip(task.outputs, task.reference):
+        if not _close(args[k], ref):
+            raise CandidateError("check", f"output {func.buffers[k].name!r} differs from the "
+                                          "untuned function's")
+    return [_timed(kernel, args, min_repeat_ms) for _ in range(max(repeat, 1))]
+
+
+def _close(got: np.ndarray, ref: np.ndarray) -> bool:
+    if not np.issubdtype(ref.dtype, np.floating):
+        return bool(np.array_equal(got, ref))
+    scale = float(np.abs(ref).max()) if ref.size else 1.0
+    return bool(np.allclose(got, ref, rtol=1e-3, atol=1e-4 * max(scale, 1.0)))
+
+
+def _timed(kernel, args: list, min_repeat_ms: float) -> float:
+    number = 1
+    while True:
+        start = time.perf_counter()
+        for _ in range(number):
+            kernel(*args)
+        elapsed = time.perf_counter() - start
+        if elapsed * 1e3 >= min_repeat_ms or number >= 1 << 20:
+            return elapsed / number
+        number *= max(2, min(int(min_repeat_ms / max(elapsed * 1e3, 1e-3)) + 1, 64))
+
+
+def _flops(func: PrimFunc) -> float:
+    """Floating-point operations of one call: per store, the product of its enclosing loop
+    extents times the arithmetic ops of its value (2 for a multiply-add)."""
+    total = 0.0
+
+    def visit(s, trips: float):
+        from ..tir.function import For, SBlock, SeqStmt
+
+        if isinstance(s, For):
+            visit(s.body, trips * (E.as_int(s.extent) or 1))
+        elif isinstance(s, SeqStmt):
+            for c in s.stmts:
+                visit(c, trips)
+        elif isinstance(s, SBlock):
+            visit(s.body, trips)
+        elif isinstance(s, BufferStore):
+            nonlocal total
+            total += trips * _ops(s.value)
+
+    visit(func.body, 1.0)
+    return total
+
+
+def _ops(e) -> int:
+    own = 1 if isinstance(e, E.BinaryOp) and e.op in ("Add", "Sub", "Mul", "Div") else 0
+    return own + sum(_ops(c) for c in E.children(e))

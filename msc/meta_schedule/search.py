@@ -1,0 +1,212 @@
+"""The search over one function's design space: sample, rank with the cost model, measure.
+
+A candidate is the list of decisions of one run of the sketch (``space.apply_sketch``), in
+sampling order; the sketch's sampling instructions (their kind, tile count, innermost limit
+and loop extent) are read once from an analytic run, so new candidates are drawn and
+mutated without scheduling anything. Per round of ``num_trials_per_iter``:
+
+1. the first round measures the analytic point (a 4-row by 64-lane register tile; it is
+   the reliable 10x over the untuned loops), then random samples;
+2. later rounds fit the cost model on everything measured (this run and the database's
+   earlier runs), score a pool of random samples and mutations of the best measured
+   candidates (a prime factor moved between two tile levels, a choice flipped), and measure
+   the best predicted, 1 in 20 picked at random (eps-greedy, as TVM's search does);
+3. every measured candidate, failed ones included, goes to the database at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import MSCError
+from ..progress import progress
+from ..s_tir.schedule import Schedule, Trace
+from ..s_tir.schedule.schedule import _perfect_tile
+from .database import FAILED, JSONDatabase, TuningRecord
+from .runner import CandidateError, Workload, measure
+from .space import apply_sketch
+
+__all__ = ["SearchResult", "search"]
+
+LOG = logging.getLogger("msc.meta_schedule")
+_EPS_GREEDY = 0.05
+_TOP_K = 8
+
+
+@dataclass
+class Spec:
+    """One sampling instruction of the sketch."""
+
+    kind: str       # "tile" or "choice"
+    n: int          # factors of a tile / number of candidates of a choice
+    limit: int      # innermost factor limit of a tile
+    extent: int     # the tiled loop's extent
+
+
+@dataclass
+class SearchResult:
+    name: str
+    trials: int
+    failures: int
+    best_secs: float
+    untuned_secs: float
+    seconds: float
+
+
+def sketch_specs(func) -> tuple:
+    """(specs, analytic decisions) from one analytic run of the sketch."""
+    sch = Schedule(func)
+    apply_sketch(sch, analytic=True)
+    specs, decisions = [], []
+    for k, inst in enumerate(sch.trace.insts):
+        if inst.kind == "SamplePerfectTile":
+            d = sch.trace.decisions[k]
+            specs.append(Spec("tile", inst.attrs[0], inst.attrs[1], math.prod(d)))
+            decisions.append(list(d))
+        elif inst.kind == "SampleCategorical":
+            specs.append(Spec("choice", len(inst.attrs[0]), 0, 0))
+            decisions.append(sch.trace.decisions[k])
+    return specs, decisions
+
+
+def apply_candidate(func, decisions: list) -> Schedule:
+    sch = Schedule(func)
+    sch.force_decisions(decisions)
+    apply_sketch(sch)
+    return sch
+
+
+def _sample(rng: random.Random, specs: list) -> list:
+    return [_perfect_tile(rng, s.extent, s.n, s.limit) if s.kind == "tile"
+            else rng.randrange(s.n) for s in specs]
+
+
+def _mutate(rng: random.Random, specs: list, decisions: list) -> list:
+    out = [list(d) if isinstance(d, list) else d for d in decisions]
+    k = rng.randrange(len(specs))
+    spec = specs[k]
+    if spec.kind == "choice":
+        out[k] = rng.randrange(spec.n)
+        return out
+    tile = out[k]
+    src = rng.choice([i for i, f in enumerate(tile) if f > 1] or [0])
+    dst = rng.randrange(len(tile))
+    factor = next((p for p in range(2, tile[src] + 1) if tile[src] % p == 0), 1)
+    tile[src] //= factor
+    tile[dst] *= factor
+    return out if tile[-1] <= spec.limit else decisions
+
+
+def features(specs: list, decisions: list) -> list:
+    """log2 of every tile factor, every choice, and the register-tile size (rows x vector)."""
+    row = []
+    for spec, d in zip(specs, decisions):
+        row += [math.log2(f) for f in d] if spec.kind == "tile" else [float(d)]
+    tiles = [d for s, d in zip(specs, decisions) if s.kind == "tile" and s.n == 4]
+    row.append(sum(math.log2(t[2] * t[3]) for t in tiles))
+    return row
+
+
+def _key(decisions: list) -> str:
+    return repr(decisions)
+
+
+def _decisions_of(trace) -> list:
+    return [trace.decisions[k] for k in sorted(trace.decisions)]
+
+
+class _Search:
+    def __init__(self, func, db: JSONDatabase, target: str, cost_model, seed: int,
+                 min_repeat_ms: float, name: str):
+        self.func, self.db, self.target, self.model = func, db, target, cost_model
+        self.rng = random.Random(seed)
+        self.min_repeat_ms, self.name = min_repeat_ms, name
+        self.task = Workload(func, seed)
+        self.workload = db.commit_workload(func)
+        self.specs, self.analytic = sketch_specs(func)
+        self.measured: dict = {}   # key -> (decisions, mean secs)
+        for record in db.records_of(func, target):
+            d = _decisions_of(record.trace)
+            self.measured[_key(d)] = (d, record.mean_secs)
+        self.failures = 0
+
+    def propose(self, n: int) -> list:
+        pool: dict = {}
+        if _key(self.analytic) not in self.measured:
+            pool[_key(self.analytic)] = self.analytic
+        valid = sorted((v for v in self.measured.values() if v[1] < FAILED),
+                       key=lambda v: v[1])
+        for _ in range(max(8 * n, 64)):
+            if valid and self.rng.random() < 0.5:
+                parent = self.rng.choice(valid[:_TOP_K])[0]
+                cand = _mutate(self.rng, self.specs, parent)
+            else:
+                cand = _sample(self.rng, self.specs)
+            if _key(cand) not in self.measured:
+                pool.setdefault(_key(cand), cand)
+        return self._rank(list(pool.values()), n, first=list(pool)[:1] == [_key(self.analytic)])
+
+    def _rank(self, pool: list, n: int, first: bool) -> list:
+        head, rest = (pool[:1], pool[1:]) if first else ([], pool)
+        valid = [v for v in self.measured.values() if v[1] < FAILED]
+        if len(valid) >= 4 and rest:
+            x = [features(self.specs, d) for d, _ in valid]
+            best = min(s for _, s in valid)
+            self.model.fit(x, [math.log(best / s) for _, s in valid])
+            scores = self.model.predict([features(self.specs, d) for d in rest])
+            rest = [rest[i] for i in np.argsort(-scores)]
+            explore = [c for c in rest if self.rng.random() < _EPS_GREEDY]
+            rest = explore + [c for c in rest if c not in explore]
+        else:
+            self.rng.shuffle(rest)
+        return (head + rest)[:n]
+
+    def run_one(self, decisions: list) -> float:
+        trace, error, secs = None, "", [FAILED]
+        try:
+            sch = apply_candidate(self.func, decisions)
+            trace = sch.trace
+            secs = measure(self.task, sch.mod["main"], self.min_repeat_ms)
+        except (CandidateError, MSCError) as exc:
+            error = str(exc) if isinstance(exc, CandidateError) else f"schedule: {exc}"
+            self.failures += 1
+            LOG.warning("%s: candidate %s failed: %s", self.name, decisions, error)
+        trace = trace if trace is not None else Trace()
+        args = [["TENSOR", b.dtype, [int(d) for d in a.shape]]
+                for b, a in zip(self.func.buffers, self.task.args)]
+        self.db.commit_record(self.workload, TuningRecord(trace, secs, self.target, args,
+                                                          error))
+        mean = sum(secs) / len(secs)
+        self.measured[_key(decisions)] = (decisions, mean)
+        return mean
+
+
+def search(func, db: JSONDatabase, target: str, budget: int, per_iter: int, cost_model,
+           seed: int = 0, min_repeat_ms: float = 40.0, name: str = "main",
+           time_budget_s: float | None = None) -> SearchResult:
+    """Measure up to ``budget`` new candidates of ``func``; the database keeps them all."""
+    start = time.perf_counter()
+    s = _Search(func, db, target, cost_model, seed, min_repeat_ms, name)
+    untuned = measure(s.task, func, min_repeat_ms)
+    trials = 0
+    with progress(total=budget, desc=f"tune {name}", unit="trial") as bar:
+        while trials < budget:
+            batch = s.propose(min(per_iter, budget - trials))
+            if not batch:
+                break  # the whole space is measured
+            for cand in batch:
+                s.run_one(cand)
+                trials += 1
+                bar.update(1)
+                if time_budget_s is not None and time.perf_counter() - start > time_budget_s:
+                    budget = trials
+                    break
+    valid = [v[1] for v in s.measured.values() if v[1] < FAILED]
+    return SearchResult(name, trials, s.failures, min(valid) if valid else FAILED,
+                        min(untuned), time.perf_counter() - start)

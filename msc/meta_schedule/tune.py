@@ -1,0 +1,127 @@
+"""``tune_tir`` / ``tune_relax`` and getting the best schedules back (MetaSchedule's API).
+
+    from msc import meta_schedule as ms
+    db = ms.tune_tir(mod, target="llvm --num-cores=1", work_dir="out/tune",
+                     max_trials_global=64, num_trials_per_iter=16)
+    sch = ms.tir_integration.compile_tir(db, mod, "llvm --num-cores=1")
+    print(sch.mod.script())
+    print(sch.trace)
+
+One task per prim func of ``mod``; the trial budget is shared equally among them. Every
+measured candidate goes to the database in ``work_dir`` as it is measured, and a later run
+with the same ``work_dir`` trains on those records and does not measure them again.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ..errors import MSCError, ValidationError
+from ..s_tir.schedule import Schedule
+from ..tir.function import PrimFunc
+from .cost_model import make_cost_model
+from .database import JSONDatabase
+from .search import SearchResult, search
+
+__all__ = ["compile_relax", "compile_tir", "tune_relax", "tune_tir"]
+
+LOG = logging.getLogger("msc.meta_schedule")
+
+
+def _prim_funcs(mod) -> dict:
+    if isinstance(mod, PrimFunc):
+        return {"main": mod}
+    funcs = {gv.name_hint: mod[gv] for gv in mod.get_global_vars()}
+    return {name: f for name, f in funcs.items() if isinstance(f, PrimFunc)}
+
+
+def _shares(total: int, count: int) -> list:
+    base, extra = divmod(total, count)
+    return [base + (k < extra) for k in range(count)]
+
+
+def tune_tir(mod, target, work_dir: str, max_trials_global: int, *,
+             max_trials_per_task: int | None = None, num_trials_per_iter: int = 64,
+             cost_model="xgb", seed: int | None = None, min_repeat_ms: float = 40.0,
+             time_budget_s: float | None = None, **ignored) -> JSONDatabase:
+    """Tune every prim func of ``mod`` (an IRModule or a PrimFunc) by measured search on the
+    llvmlite backend; returns the database (``work_dir``'s JSON-lines files).
+
+    ``max_trials_global`` bounds the measured candidates of this run; ``time_budget_s`` may
+    stop it earlier. TVM's other options (builder, runner, strategy, ...) are accepted and
+    ignored. ``db.results`` lists each task's trials, failures and best/untuned seconds.
+    """
+    funcs = _prim_funcs(mod)
+    if not funcs:
+        raise ValidationError("tune_tir needs a module with at least one T.prim_func")
+    if int(max_trials_global) < 1 or int(num_trials_per_iter) < 1:
+        raise ValidationError("max_trials_global and num_trials_per_iter must be >= 1",
+                              key="max_trials_global")
+    db = JSONDatabase(work_dir)
+    db.results = []
+    target = str(target)
+    for (name, func), budget in zip(funcs.items(), _shares(int(max_trials_global),
+                                                           len(funcs))):
+        if max_trials_per_task is not None:
+            budget = min(budget, int(max_trials_per_task))
+        db.results.append(_tune_one(name, func, db, target, budget, num_trials_per_iter,
+                                    cost_model, seed, min_repeat_ms, time_budget_s))
+    return db
+
+
+def _tune_one(name, func, db, target, budget, per_iter, cost_model, seed, min_repeat_ms,
+              time_budget_s) -> SearchResult | None:
+    if budget < 1:
+        return None
+    try:
+        return search(func, db, target, budget, int(per_iter),
+                      make_cost_model(cost_model, seed or 0), seed or 0, min_repeat_ms, name,
+                      time_budget_s)
+    except MSCError as exc:  # e.g. symbolic shapes: this task stays untuned, the rest go on
+        LOG.warning("tune %s: skipped (%s)", name, exc)
+        return None
+
+
+def compile_tir(database: JSONDatabase, mod, target=None, *, func_name: str | None = None,
+                fallback: bool = True) -> Schedule | None:
+    """A Schedule of ``mod`` with the best recorded trace of its prim func replayed
+    (``func_name`` when the module has several). Without a valid record (or when the replay
+    fails) the untuned Schedule when ``fallback``, else None."""
+    funcs = _prim_funcs(mod)
+    name = func_name or ("main" if "main" in funcs else next(iter(funcs), None))
+    if name not in funcs:
+        raise ValidationError(f"no prim func {name!r} in the module", key=name,
+                              hint=f"prim funcs: {sorted(funcs)}")
+    best = database.query_schedule(mod, target, workload_name=name)
+    if best is not None or not fallback:
+        return best
+    sch = Schedule(mod)
+    sch.work_on(name)
+    return sch
+
+
+def tune_relax(mod, params=None, target="llvm", work_dir: str = "tune",
+               max_trials_global: int = 64, **kwargs) -> JSONDatabase:
+    """Tune every prim func a Relax module calls (``call_tir`` kernels), sharing the budget
+    (TVM: ``relax_integration.tune_relax``). ``params`` are accepted for TVM's signature."""
+    return tune_tir(mod, target, work_dir, max_trials_global, **kwargs)
+
+
+def apply_database(database: JSONDatabase, mod, target=None):
+    """``mod`` with each prim func replaced by its best recorded schedule."""
+    from ..relax.module import IRModule
+
+    out = IRModule({gv.name_hint: mod[gv] for gv in mod.get_global_vars()}, mod.attrs)
+    for name, func in _prim_funcs(mod).items():
+        sch = compile_tir(database, IRModule({name: func}), target, func_name=name)
+        out[out.get_global_var(name)] = sch.mod[name]
+    return out
+
+
+def compile_relax(database: JSONDatabase, mod, target="llvm", params=None):
+    """``relax.build`` of ``mod`` with its prim funcs replaced by their best schedules."""
+    from .. import relax
+
+    if params:
+        mod = relax.transform.BindParams("main", params)(mod)
+    return relax.build(apply_database(database, mod, target), target=target)

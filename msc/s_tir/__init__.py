@@ -1,0 +1,11 @@
+"""``s_tir``: schedulable TIR (TVM 0.27's ``tvm.s_tir``; ``tvm.tir.Schedule`` before it).
+
+    from msc import s_tir          # or: from msc import tir; tir.Schedule(...)
+    sch = s_tir.Schedule(mod)
+"""
+
+from ..errors import ScheduleError
+from .schedule import BlockRV, ExprRV, Instruction, LoopRV, SBlockRV, Schedule, Trace
+
+__all__ = ["BlockRV", "ExprRV", "Instruction", "LoopRV", "SBlockRV", "Schedule",
+           "ScheduleError", "Trace"]

@@ -1,0 +1,191 @@
+"""Loop primitives on a PrimFunc: split, fuse, reorder, and the loop kinds (parallel,
+vectorize, unroll). Each takes the function and loop vars (identity: the For's ``var``
+object) and returns the new function (plus the new loops' vars); ScheduleError when the
+primitive does not apply, the function unchanged."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...errors import ScheduleError
+from ...tir import expr as E
+from ...tir.function import For, PrimFunc, SBlock, SeqStmt
+from .tree import blocks_in, find_path, kids, replace_at, subst_stmt, var_names
+
+__all__ = ["find_loop", "fresh_name", "fuse", "reorder", "set_kind", "split"]
+
+
+def find_loop(func: PrimFunc, var: E.Var, what: str = "loop") -> list:
+    path = find_path(func.body, lambda s: isinstance(s, For) and s.var is var)
+    if path is None:
+        raise ScheduleError(f"{what}: loop {var.name!r} is not in function {func.name!r} "
+                            "(any more)", key=var.name,
+                            hint="split/fuse/reorder replace loops: use the loops they return")
+    return path
+
+
+def fresh_name(func: PrimFunc, base: str, taken: set | None = None) -> str:
+    taken = taken if taken is not None else var_names(func.body)
+    name, k = base, 0
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    taken.add(name)
+    return name
+
+
+def _const(e) -> int | None:
+    return e.value if isinstance(e, E.IntImm) else None
+
+
+def split(func: PrimFunc, var: E.Var, factors: list) -> tuple[PrimFunc, list]:
+    """``for v in range(n)`` -> ``for v_0 .. for v_k`` with ``v = v_0 * f1*..*fk + ..``; one
+    factor may be None (inferred); when the factors overshoot ``n`` the blocks get a
+    ``T.where`` guard."""
+    path = find_loop(func, var, "split")
+    loop = path[-1]
+    factors = _factors(loop, factors)
+    taken = var_names(func.body)
+    new_vars = [E.Var(fresh_name(func, f"{var.name}_{k}", taken), var.dtype)
+                for k in range(len(factors))]
+    fused = E.IntImm(0, var.dtype)
+    for v, f in zip(new_vars, factors):
+        fused = E.add(E.mul(fused, f), v)
+    fused = E.add(fused, loop.min)
+    body = subst_stmt(loop.body, {var.name: fused})
+    total = E.IntImm(1, var.dtype)
+    for f in factors:
+        total = E.mul(total, f)
+    if E.sub(total, loop.extent) != E.IntImm(0, var.dtype):
+        body = _guard(body, E.binary("LT", fused, E.add(loop.min, loop.extent)))
+    for v, f in reversed(list(zip(new_vars, factors))):
+        body = For(v, E.IntImm(0, var.dtype), f, "serial", body)
+    return replace(func, body=replace_at(path, body)), new_vars
+
+
+def _factors(loop: For, factors: list) -> list:
+    if not factors or sum(f is None for f in factors) > 1:
+        raise ScheduleError(f"split of loop {loop.var.name!r} needs factors with at most one "
+                            f"None, got {factors}", key=loop.var.name)
+    dtype = loop.var.dtype
+    known = E.IntImm(1, dtype)
+    for f in factors:
+        if f is not None:
+            if int(f) < 1:
+                raise ScheduleError(f"split factors must be positive, got {factors}",
+                                    key=loop.var.name)
+            known = E.mul(known, int(f))
+    return [E.ceildiv(loop.extent, known) if f is None else E.IntImm(int(f), dtype)
+            for f in factors]
+
+
+def _guard(body, cond):
+    """Add ``cond`` to the predicate of each outermost block in ``body``."""
+    blocks = blocks_in(body, nested=False)
+    if not blocks:
+        raise ScheduleError("a split that does not divide the loop needs a block below it to "
+                            "guard", hint="pick factors that divide the extent")
+    for block in blocks:
+        pred = cond if block.predicate is None else E.binary("And", block.predicate, cond)
+        path = find_path(body, lambda s, b=block: s is b)
+        body = replace_at(path, replace(block, predicate=pred))
+    return body
+
+
+def _chain_from(loop: For, count: int) -> list:
+    """``loop`` and the loops perfectly nested in it, ``count`` deep at most."""
+    chain = [loop]
+    while len(chain) < count and isinstance(chain[-1].body, For):
+        chain.append(chain[-1].body)
+    return chain
+
+
+def fuse(func: PrimFunc, variables: list) -> tuple[PrimFunc, E.Var]:
+    """Perfectly nested loops (outer to inner, each the only child of the previous) -> one
+    loop over the product of their extents."""
+    if len(variables) < 2:
+        raise ScheduleError("fuse needs at least two loops")
+    path = find_loop(func, variables[0], "fuse")
+    chain = _chain_from(path[-1], len(variables))
+    if [lp.var for lp in chain] != list(variables) or \
+            any(v2 is not lp.var for v2, lp in zip(variables, chain)):
+        raise ScheduleError("fuse needs perfectly nested loops given outer to inner",
+                            key=",".join(v.name for v in variables))
+    if any(_const(lp.min) != 0 for lp in chain):
+        raise ScheduleError("fuse needs loops starting at 0")
+    dtype = chain[0].var.dtype
+    fused = E.Var(fresh_name(func, "_".join(v.name for v in variables) + "_fused"), dtype)
+    mapping, stride = {}, E.IntImm(1, dtype)
+    for k, lp in reversed(list(enumerate(chain))):
+        value = E.floordiv(fused, stride) if _const(stride) != 1 else fused
+        mapping[lp.var.name] = value if k == 0 else E.floormod(value, lp.extent)
+        stride = E.mul(stride, lp.extent)
+    body = subst_stmt(chain[-1].body, mapping)
+    new = For(fused, E.IntImm(0, dtype), stride, "serial", body)
+    return replace(func, body=replace_at(path, new)), fused
+
+
+def reorder(func: PrimFunc, variables: list) -> PrimFunc:
+    """Put the given loops of one perfect nest in the given order (others stay in place)."""
+    if len({id(v) for v in variables}) != len(variables):
+        raise ScheduleError("reorder got the same loop twice")
+    paths = [find_loop(func, v, "reorder") for v in variables]
+    top = min(paths, key=len)
+    depth = max(len(p) for p in paths) - len(top) + 1
+    chain = _chain_from(top[-1], depth)
+    position = {id(lp.var): k for k, lp in enumerate(chain)}
+    if any(id(v) not in position for v in variables):
+        raise ScheduleError("reorder needs loops of one perfect nest (no statement between them)",
+                            key=",".join(v.name for v in variables))
+    slots = sorted(position[id(v)] for v in variables)
+    order = list(chain)
+    for slot, v in zip(slots, variables):
+        order[slot] = chain[position[id(v)]]
+    _check_ranges(order)
+    body = chain[-1].body
+    for lp in reversed(order):
+        body = replace(lp, body=body)
+    return replace(func, body=replace_at(top, body))
+
+
+def _check_ranges(order: list) -> None:
+    outer: set = set()
+    for lp in order:
+        used = {v.name for v in E.free_vars(lp.min) + E.free_vars(lp.extent)}
+        inner = {o.var.name for o in order} - outer - {lp.var.name}
+        if used & inner:
+            raise ScheduleError(f"loop {lp.var.name!r} has a range that depends on loops "
+                                f"{sorted(used & inner)} that would be inside it")
+        outer.add(lp.var.name)
+
+
+_KINDS = {"parallel": "parallel", "vectorize": "vectorized", "unroll": "unroll"}
+
+
+def set_kind(func: PrimFunc, var: E.Var, what: str) -> PrimFunc:
+    """Mark a loop parallel / vectorized / unrolled. Parallel and vectorized loops may not
+    feed a reduce axis (iterations would race on one accumulator)."""
+    path = find_loop(func, var, what)
+    loop = path[-1]
+    if what in ("parallel", "vectorize"):
+        for block in blocks_in(loop.body):
+            for iv in block.iter_vars:
+                if iv.kind != "spatial" and var.name in {v.name for v in
+                                                         E.free_vars(iv.binding)}:
+                    raise ScheduleError(f"cannot {what} loop {var.name!r}: it is bound to the "
+                                        f"{iv.kind} axis {iv.var.name!r} of block "
+                                        f"{block.name!r}", key=var.name,
+                                        hint="only loops of spatial axes can run in "
+                                             "parallel or as vector lanes")
+    if what == "vectorize" and _has_inner_loop(loop.body):
+        raise ScheduleError(f"cannot vectorize loop {var.name!r}: it has loops inside",
+                            key=var.name, hint="vectorize the innermost loop")
+    return replace(func, body=replace_at(path, replace(loop, kind=_KINDS[what])))
+
+
+def _has_inner_loop(s) -> bool:
+    if isinstance(s, For):
+        return True
+    if isinstance(s, (SeqStmt, SBlock)):
+        return any(_has_inner_loop(k) for k in kids(s))
+    return False

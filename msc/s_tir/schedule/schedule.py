@@ -1,0 +1,359 @@
+"""``Schedule``: TensorIR's loop transformations over msc prim funcs, with a replayable trace.
+
+    sch = Schedule(mod)                            # an IRModule or a PrimFunc ("main")
+    block = sch.get_block("Y", func_name="mm_relu")
+    i, j, k = sch.get_loops(block)
+    j0, j1 = sch.split(j, factors=[None, 4])
+    sch.reorder(j0, k, j1)
+    sch.decompose_reduction(block, k)
+    print(sch.mod.script())                        # the scheduled module as TVMScript
+    print(sch.trace)                               # b0 = sch.get_sblock(name="Y", ...)
+
+Every primitive either applies whole or raises :class:`msc.errors.ScheduleError` naming the
+block or loop and leaves the schedule as it was; nothing else escapes (an unexpected failure
+inside a primitive is reported as a ScheduleError too).
+"""
+
+from __future__ import annotations
+
+import copy as _copy
+import random
+
+from ...errors import MSCError, ScheduleError
+from ...tir import expr as E
+from ...tir.function import PrimFunc
+from . import blocks as B
+from . import loops as L
+from .trace import Instruction, Trace
+from .tree import block_loops
+
+__all__ = ["BlockRV", "ExprRV", "LoopRV", "Schedule"]
+
+
+class _RV:
+    __slots__ = ("key", "sch_id")
+
+    def __init__(self, sch_id: int, key: int):
+        self.sch_id, self.key = sch_id, key
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.key})"
+
+
+class BlockRV(_RV):
+    """A block of the schedule (TVM: SBlockRV)."""
+
+
+class LoopRV(_RV):
+    """A loop of the schedule."""
+
+
+class ExprRV(_RV):
+    """A sampled integer (``sample_perfect_tile``, ``sample_categorical``)."""
+
+
+SBlockRV = BlockRV
+_PREFIX = {BlockRV: "b", LoopRV: "l", ExprRV: "v"}
+
+
+class Schedule:
+    """A schedule over the prim funcs of ``mod`` (TVM's ``tir.Schedule`` / ``s_tir``)."""
+
+    def __init__(self, mod, *, seed: int | None = None, debug_mask="none",
+                 error_render_level: str = "detail", enable_check: bool = True):
+        self._funcs = _functions(mod)
+        prims = [n for n, f in self._funcs.items() if isinstance(f, PrimFunc)]
+        if not prims:
+            raise ScheduleError("a Schedule needs a module with at least one T.prim_func")
+        self.func_working_on = prims[0] if len(prims) == 1 else None
+        self._rng = random.Random(seed)
+        self.trace = Trace()
+        self._rvs: dict = {}      # key -> (kind, payload)
+        self._names: dict = {}    # key -> trace name
+        self._counter = 0
+        self._forced: list = []   # decisions for the next sampling calls (force_decisions)
+
+    # ------------------------------------------------------------------ state
+    @property
+    def mod(self):
+        from ...relax.module import IRModule
+
+        return IRModule(dict(self._funcs))
+
+    def copy(self) -> Schedule:
+        other = _copy.copy(self)
+        other._funcs, other._rvs, other._names = dict(self._funcs), dict(self._rvs), \
+            dict(self._names)
+        other.trace = Trace(list(self.trace.insts), dict(self.trace.decisions))
+        other._rng = random.Random(self._rng.random())
+        return other
+
+    def force_decisions(self, decisions: list) -> None:
+        """The next sampling calls take these decisions in order (a search's candidate is the
+        decisions of one run of a sketch); afterwards sampling is random again."""
+        self._forced = list(decisions)
+
+    def _next_decision(self, decision):
+        if decision is None and self._forced:
+            return self._forced.pop(0)
+        return decision
+
+    def seed(self, seed: int) -> None:
+        self._rng = random.Random(seed)
+
+    def work_on(self, func_name: str) -> None:
+        self._func(func_name)
+        self.func_working_on = func_name
+
+    def show(self) -> None:
+        print(self.mod.script())
+
+    def get(self, rv):
+        """The SBlock, For, or int an RV stands for."""
+        kind, payload = self._lookup(rv)
+        if kind == "block":
+            func_name, name = payload
+            return B.find_block(self._funcs[func_name], name)[-1]
+        if kind == "loop":
+            func_name, var = payload
+            return L.find_loop(self._funcs[func_name], var)[-1]
+        return payload
+
+    # ------------------------------------------------------------------ blocks and loops
+    def get_block(self, name: str, func_name: str | None = None) -> BlockRV:
+        func_name = func_name or self.func_working_on
+        B.find_block(self._func(func_name), name)
+        rv = self._new(BlockRV, "block", (func_name, name))
+        self._record("GetSBlock", [], [name, func_name], [rv])
+        return rv
+
+    get_sblock = get_block
+
+    def get_loops(self, block: BlockRV) -> list:
+        func_name, name = self._block(block)
+        path = B.find_block(self._funcs[func_name], name, "get_loops")
+        rvs = [self._new(LoopRV, "loop", (func_name, lp.var)) for lp in block_loops(path)]
+        self._record("GetLoops", [block], [], rvs)
+        return rvs
+
+    def split(self, loop: LoopRV, factors, preserve_unit_iters: bool = True) -> list:
+        func_name, var = self._loop(loop)
+        values = [None if f is None else self._int(f) for f in factors]
+        func, new_vars = self._apply("split", L.split, self._funcs[func_name], var, values)
+        self._funcs[func_name] = func
+        rvs = [self._new(LoopRV, "loop", (func_name, v)) for v in new_vars]
+        self._record("Split", [loop, *factors], [preserve_unit_iters], rvs)
+        return rvs
+
+    def fuse(self, *loops: LoopRV, preserve_unit_iters: bool = True) -> LoopRV:
+        func_name, variables = self._same_func(loops, "fuse")
+        func, var = self._apply("fuse", L.fuse, self._funcs[func_name], variables)
+        self._funcs[func_name] = func
+        rv = self._new(LoopRV, "loop", (func_name, var))
+        self._record("Fuse", list(loops), [preserve_unit_iters], [rv])
+        return rv
+
+    def reorder(self, *ordered_loops: LoopRV) -> None:
+        func_name, variables = self._same_func(ordered_loops, "reorder")
+        self._funcs[func_name] = self._apply("reorder", L.reorder, self._funcs[func_name],
+                                             variables)
+        self._record("Reorder", list(ordered_loops), [], [])
+
+    def parallel(self, loop: LoopRV) -> None:
+        self._kind(loop, "parallel", "Parallel")
+
+    def vectorize(self, loop: LoopRV) -> None:
+        self._kind(loop, "vectorize", "Vectorize")
+
+    def unroll(self, loop: LoopRV) -> None:
+        self._kind(loop, "unroll", "Unroll")
+
+    def _kind(self, loop: LoopRV, what: str, kind: str) -> None:
+        func_name, var = self._loop(loop)
+        self._funcs[func_name] = self._apply(what, L.set_kind, self._funcs[func_name], var, what)
+        self._record(kind, [loop], [], [])
+
+    # ------------------------------------------------------------------ block primitives
+    def cache_read(self, block: BlockRV, read_buffer_index: int, storage_scope: str,
+                   consumer_blocks=None) -> BlockRV:
+        return self._cache("cache_read", B.cache_read, "CacheRead", block, read_buffer_index,
+                           storage_scope)
+
+    def cache_write(self, block: BlockRV, write_buffer_index: int, storage_scope: str,
+                    consumer_blocks=None) -> BlockRV:
+        return self._cache("cache_write", B.cache_write, "CacheWrite", block,
+                           write_buffer_index, storage_scope)
+
+    def _cache(self, what, fn, kind, block, index, scope) -> BlockRV:
+        func_name, name = self._block(block)
+        func, new = self._apply(what, fn, self._funcs[func_name], name, int(index), str(scope))
+        self._funcs[func_name] = func
+        rv = self._new(BlockRV, "block", (func_name, new))
+        self._record(kind, [block], [int(index), str(scope)], [rv])
+        return rv
+
+    def compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False,
+                   index: int = -1) -> None:
+        self._at("compute_at", B.compute_at, "ComputeAt", block, loop, preserve_unit_loops,
+                 index)
+
+    def reverse_compute_at(self, block: BlockRV, loop: LoopRV,
+                           preserve_unit_loops: bool = False, index: int = -1) -> None:
+        self._at("reverse_compute_at", B.reverse_compute_at, "ReverseComputeAt", block, loop,
+                 preserve_unit_loops, index)
+
+    def _at(self, what, fn, kind, block, loop, preserve, index) -> None:
+        func_name, name = self._block(block)
+        loop_func, var = self._loop(loop)
+        if loop_func != func_name:
+            raise ScheduleError(f"{what}: the block and the loop are in different functions")
+        self._funcs[func_name] = self._apply(what, fn, self._funcs[func_name], name, var)
+        self._record(kind, [block, loop], [bool(preserve), int(index)], [])
+
+    def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
+        func_name, name = self._block(block)
+        loop_func, var = self._loop(loop)
+        if loop_func != func_name:
+            raise ScheduleError("decompose_reduction: the block and the loop are in different "
+                                "functions")
+        func, init, update = self._apply("decompose_reduction", B.decompose_reduction,
+                                         self._funcs[func_name], name, var)
+        self._funcs[func_name] = func
+        self._rvs[block.key] = ("block", (func_name, update))  # TVM: block -> the update
+        rv = self._new(BlockRV, "block", (func_name, init))
+        self._record("DecomposeReduction", [block, loop], [], [rv])
+        return rv
+
+    # ------------------------------------------------------------------ sampling
+    def sample_perfect_tile(self, loop: LoopRV, n: int, max_innermost_factor: int = 16,
+                            decision=None) -> list:
+        """``n`` factors whose product is the loop's constant extent, innermost at most
+        ``max_innermost_factor`` (or the given ``decision``)."""
+        extent = E.as_int(self.get(loop).extent)
+        decision = self._next_decision(decision)
+        if extent is None:
+            raise ScheduleError("sample_perfect_tile needs a loop of constant extent")
+        if decision is None:
+            decision = _perfect_tile(self._rng, extent, int(n), int(max_innermost_factor))
+        decision = [int(d) for d in decision]
+        if len(decision) != n or _prod(decision) != extent:
+            raise ScheduleError(f"tile decision {decision} does not split {extent} in {n}")
+        rvs = [self._new(ExprRV, "value", d) for d in decision]
+        self._record("SamplePerfectTile", [loop], [int(n), int(max_innermost_factor)], rvs,
+                     decision)
+        return rvs
+
+    def sample_categorical(self, candidates: list, probs: list, decision=None) -> ExprRV:
+        decision = self._next_decision(decision)
+        if decision is None:
+            decision = self._rng.choices(range(len(candidates)), weights=probs)[0]
+        if not 0 <= int(decision) < len(candidates):
+            raise ScheduleError(f"categorical decision {decision} outside {candidates}")
+        rv = self._new(ExprRV, "value", candidates[int(decision)])
+        self._record("SampleCategorical", [], [list(candidates), list(probs)], [rv],
+                     int(decision))
+        return rv
+
+    def enter_postproc(self) -> None:
+        self._record("EnterPostproc", [], [], [])
+
+    # ------------------------------------------------------------------ internals
+    def _func(self, name: str | None) -> PrimFunc:
+        prims = [n for n, f in self._funcs.items() if isinstance(f, PrimFunc)]
+        if name is None:
+            raise ScheduleError("the module has several prim funcs: pass func_name",
+                                hint=f"prim funcs: {prims}")
+        if not isinstance(self._funcs.get(name), PrimFunc):
+            raise ScheduleError(f"no prim func {name!r} in the module", key=name,
+                                hint=f"prim funcs: {prims}")
+        return self._funcs[name]
+
+    def _new(self, cls, kind: str, payload) -> _RV:
+        rv = cls(id(self), self._counter)
+        self._rvs[rv.key] = (kind, payload)
+        self._names[rv.key] = f"{_PREFIX[cls]}{self._counter}"
+        self._counter += 1
+        return rv
+
+    def _lookup(self, rv):
+        if not isinstance(rv, _RV) or rv.key not in self._rvs:
+            raise ScheduleError(f"{rv!r} is not a block, loop or value of this schedule")
+        return self._rvs[rv.key]
+
+    def _block(self, rv) -> tuple:
+        kind, payload = self._lookup(rv)
+        if kind != "block":
+            raise ScheduleError(f"expected a block, got a {kind}")
+        return payload
+
+    def _loop(self, rv) -> tuple:
+        kind, payload = self._lookup(rv)
+        if kind != "loop":
+            raise ScheduleError(f"expected a loop, got a {kind}")
+        return payload
+
+    def _int(self, value) -> int:
+        if isinstance(value, ExprRV):
+            return int(self.get(value))
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ScheduleError(f"a split factor must be a positive int or None, got {value!r}")
+        return value
+
+    def _same_func(self, loops, what: str) -> tuple:
+        pairs = [self._loop(lp) for lp in loops]
+        if not pairs or len({f for f, _ in pairs}) != 1:
+            raise ScheduleError(f"{what} needs loops of one function")
+        return pairs[0][0], [v for _, v in pairs]
+
+    def _apply(self, what: str, fn, *args):
+        try:
+            return fn(*args)
+        except MSCError:
+            raise
+        except Exception as exc:  # a primitive's bug must not crash a search: report it
+            raise ScheduleError(f"{what} failed: {type(exc).__name__}: {exc}") from exc
+
+    def _record(self, kind: str, inputs: list, attrs: list, outputs: list,
+                decision=None) -> None:
+        names = [self._names[x.key] if isinstance(x, _RV) else x for x in inputs]
+        self.trace.append(Instruction(kind, names, attrs, [self._names[o.key] for o in outputs]),
+                          decision)
+
+
+def _functions(mod) -> dict:
+    if isinstance(mod, PrimFunc):
+        return {"main": mod}
+    if hasattr(mod, "get_global_vars"):
+        return {gv.name_hint: mod[gv] for gv in mod.get_global_vars()}
+    raise ScheduleError(f"a Schedule takes an IRModule or a PrimFunc, got {type(mod).__name__}")
+
+
+def _prod(values) -> int:
+    out = 1
+    for v in values:
+        out *= v
+    return out
+
+
+def _prime_factors(n: int) -> list:
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    return out + ([n] if n > 1 else [])
+
+
+def _perfect_tile(rng: random.Random, extent: int, n: int, max_inner: int) -> list:
+    """Each prime factor of ``extent`` goes to a random position; redrawn while the innermost
+    factor is too large (then the innermost gets what fits)."""
+    primes = _prime_factors(extent)
+    for _ in range(32):
+        tile = [1] * n
+        for p in primes:
+            tile[rng.randrange(n)] *= p
+        if tile[-1] <= max_inner:
+            return tile
+    inner = max(d for d in range(1, max_inner + 1) if extent % d == 0)
+    return [extent // inner] + [1] * (n - 2) + [inner]
