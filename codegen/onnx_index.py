@@ -26,10 +26,29 @@ def _strided_slice(ctx):
     begin, end = ctx.arg_value("begin", []), ctx.arg_value("end", [])
     strides = ctx.arg_value("strides", []) or [1] * len(axes)
     if not axes:
-        return ctx.emit("Identity", [ctx.input(0)])
-    clamp = [min(max(int(v), -_INT64_MAX), _INT64_MAX) for v in end]
-    return ctx.emit("Slice", [ctx.input(0), ctx.ints(begin, "starts"), ctx.ints(clamp, "ends"),
+        return ctx.input(0)
+    ends = [_slice_end(ctx, a, int(b), int(e), int(s))
+            for a, b, e, s in zip(axes, begin, end, strides)]
+    if all(isinstance(e, int) for e in ends):
+        ends = ctx.ints(ends, "ends")
+    else:
+        ends = ctx.emit("Concat", [ctx.ints([e], "end") if isinstance(e, int) else e
+                                   for e in ends], axis=0)
+    return ctx.emit("Slice", [ctx.input(0), ctx.ints(begin, "starts"), ends,
                               ctx.ints(axes, "axes"), ctx.ints(strides, "steps")])
+
+
+def _slice_end(ctx, axis: int, begin: int, end: int, stride: int):
+    """The end of one sliced axis. A symbolic end reaches the graph as a placeholder, but the
+    output's length along the axis is known (a prim): from a begin >= 0 with a step > 0 the
+    end is begin + length * step, exactly."""
+    prims = ctx.out.prims
+    if not prims or prims[axis].lstrip("-").isdigit() or begin < 0 or stride <= 0:
+        return min(max(end, -_INT64_MAX), _INT64_MAX)
+    length = ctx.writer.shapes.dim(ctx, ctx.out, axis)
+    if stride != 1:
+        length = ctx.emit("Mul", [length, ctx.ints([stride], "step")])
+    return length if begin == 0 else ctx.emit("Add", [length, ctx.ints([begin], "begin")])
 
 
 def _dynamic_slice(ctx):
@@ -97,35 +116,41 @@ def _bucketize(ctx):
     return ctx.cast(count, "int64", ctx.out.dtype)
 
 
-def _stacked_indices(ctx, first: int, count: int) -> tuple[str, list[int]]:
+def _stacked_indices(ctx, first: int, count: int, rank: int | None = None) -> str:
     """Index tensors (inputs first..first+count) broadcast and stacked on a last axis, as
-    GatherND / ScatterND take them; also their common shape."""
+    GatherND / ScatterND take them. ``rank``: their common rank when the output's leading
+    dims are that common shape (then dynamic index shapes come from the output's prims)."""
     shapes = [ctx.in_tensor(first + i).shape for i in range(count)]
-    if any(d < 0 for s in shapes for d in s):
-        raise ctx.fail("advanced indexing with dynamic index shapes")
-    common = list(np.broadcast_shapes(*[tuple(s) for s in shapes]))
-    target = ctx.ints(common, "shape")
+    if not any(d < 0 for s in shapes for d in s):
+        common = list(np.broadcast_shapes(*[tuple(s) for s in shapes]))
+        target = ctx.ints(common, "shape")
+    elif rank is not None:
+        common = [None] * rank
+        target = ctx.emit("Concat", [ctx.writer.shapes.dim(ctx, ctx.out, i)
+                                     for i in range(rank)], axis=0)
+    else:
+        raise ctx.fail("index_put with dynamic index shapes")
     parts = []
     for i in range(count):
         index = ctx.cast(ctx.input(first + i), ctx.in_tensor(first + i).dtype, "int64")
         parts.append(ctx.unsqueeze(ctx.emit("Expand", [index, target]), [len(common)]))
-    stacked = parts[0] if count == 1 else ctx.emit("Concat", parts, axis=-1)
-    return stacked, common
+    return parts[0] if count == 1 else ctx.emit("Concat", parts, axis=-1)
 
 
 def _index_tensor(ctx):
     count = len(ctx.node.inputs) - 1
     if count == 1:
         return ctx.emit("Gather", [ctx.input(0), ctx.input(1)], axis=0)
-    stacked, _ = _stacked_indices(ctx, 1, count)
-    return ctx.emit("GatherND", [ctx.input(0), stacked])
+    rank = ctx.out.ndim - (ctx.in_tensor(0).ndim - count)
+    return ctx.emit("GatherND", [ctx.input(0), _stacked_indices(ctx, 1, count, rank)])
 
 
 def _index_put(ctx):
     count = len(ctx.node.inputs) - 2
-    stacked, common = _stacked_indices(ctx, 1, count)
+    stacked = _stacked_indices(ctx, 1, count)
     data = ctx.in_tensor(0)
-    target = common + list(data.shape[count:])
+    shapes = [tuple(ctx.in_tensor(1 + i).shape) for i in range(count)]
+    target = list(np.broadcast_shapes(*shapes)) + list(data.shape[count:])
     values = ctx.emit("Expand", [ctx.input(count + 1), ctx.ints(target, "values")])
     attrs = {}
     if ctx.attr("accumulate"):

@@ -105,11 +105,31 @@ def _adaptive_pool(n: int) -> Row:
         if all(d == 1 for d in out.shape[2:]):
             return ctx.emit("GlobalAveragePool", [ctx.input(0)])
         sizes, outs = src.shape[2:], out.shape[2:]
-        if any(s < 0 or s % o for s, o in zip(sizes, outs)):
-            raise ctx.fail("an adaptive pool whose input is no multiple of its output")
+        if any(s < 0 for s in sizes):
+            raise ctx.fail("an adaptive pool over dynamic spatial dims")
+        if any(s % o for s, o in zip(sizes, outs)):
+            return _uneven_pool(ctx, sizes, outs)
         kernel = [s // o for s, o in zip(sizes, outs)]
         return ctx.emit("AveragePool", [ctx.input(0)], kernel_shape=kernel, strides=kernel)
     return Row(write)
+
+
+def _uneven_pool(ctx, sizes: list[int], outs: list[int]) -> str:
+    """Windows of unequal sizes: a mean is separable, so each spatial axis in turn is cut into
+    its windows (floor(i*in/out) .. ceil((i+1)*in/out)), each averaged, and concatenated."""
+    x = ctx.input(0)
+    for k, (size, out) in enumerate(zip(sizes, outs)):
+        axis = 2 + k
+        if size == out:
+            continue
+        cells = []
+        for i in range(out):
+            begin, end = (i * size) // out, -((-(i + 1) * size) // out)
+            cut = ctx.emit("Slice", [x, ctx.ints([begin], "b"), ctx.ints([end], "e"),
+                                     ctx.ints([axis], "axis")])
+            cells.append(ctx.reduce("ReduceMean", cut, [axis], True))
+        x = ctx.emit("Concat", cells, axis=axis)
+    return x
 
 
 # --------------------------------------------------------------------------------------------

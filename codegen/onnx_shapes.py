@@ -14,7 +14,9 @@ __all__ = ["ShapeValues"]
 # Prim optype -> ONNX op on two int64 1-element values (dims are never negative, so the
 # truncating Div / Mod of ONNX agree with the floor forms).
 _PRIM_OPS = {"Add": "Add", "Sub": "Sub", "Mul": "Mul", "FloorDiv": "Div", "Div": "Div",
-             "FloorMod": "Mod", "Mod": "Mod", "Min": "Min", "Max": "Max"}
+             "FloorMod": "Mod", "Mod": "Mod", "Min": "Min", "Max": "Max",
+             "LT": "Less", "LE": "LessOrEqual", "GT": "Greater", "GE": "GreaterOrEqual",
+             "EQ": "Equal", "if_then_else": "Where"}
 
 
 class ShapeValues:
@@ -60,10 +62,13 @@ class ShapeValues:
         elif prim.optype in _PRIM_OPS:
             args = [self.prim(ctx, p.name) for p in prim.parents]
             value = ctx.emit(_PRIM_OPS[prim.optype], args)
+        elif prim.optype == "NE":
+            value = ctx.emit("Not", [ctx.emit("Equal", [self.prim(ctx, p.name)
+                                                        for p in prim.parents])])
         else:
             raise UnsupportedOpError(f"shape prim {name!r} of optype {prim.optype!r} has no "
                                      "ONNX form", node=ctx.name,
-                                     hint="supported: shape, Int, " + ", ".join(_PRIM_OPS))
+                                     hint="supported: shape, Int, NE, " + ", ".join(_PRIM_OPS))
         self.prims[name] = value
         return value
 

@@ -43,8 +43,18 @@ _BINARY = {
     "greater_equal": "GreaterOrEqual", "less": "Less", "less_equal": "LessOrEqual",
     "logical_and": "And", "logical_or": "Or", "logical_xor": "Xor", "where": "Where",
 }
-_BITWISE = {"bitwise_and": "BitwiseAnd", "bitwise_or": "BitwiseOr",
-            "bitwise_xor": "BitwiseXor", "bitwise_not": "BitwiseNot"}
+_BITWISE = {"bitwise_and": ("BitwiseAnd", "And"), "bitwise_or": ("BitwiseOr", "Or"),
+            "bitwise_xor": ("BitwiseXor", "Xor"), "bitwise_not": ("BitwiseNot", "Not")}
+
+
+def _bitwise(op_type: str, logical: str) -> Row:
+    """Bitwise ops on ints (opset 18); on bools they are the logical ones (any opset)."""
+    def write(ctx):
+        if ctx.out.dtype == "bool":
+            return ctx.emit(logical, ctx.inputs)
+        ctx.need(18, f"{op_type} on {ctx.out.dtype}")
+        return ctx.emit(op_type, ctx.inputs)
+    return Row(write)
 
 
 def _is_int(dtype: str) -> bool:
@@ -99,7 +109,7 @@ def _outer(ctx):
 ELEMENTWISE = {
     **{op: plain(onnx) for op, onnx in _UNARY.items()},
     **{op: plain(onnx) for op, onnx in _BINARY.items()},
-    **{op: plain(onnx, since=18) for op, onnx in _BITWISE.items()},
+    **{op: _bitwise(*names) for op, names in _BITWISE.items()},
     "not_equal": Row(lambda c: c.emit("Not", [c.emit("Equal", c.inputs)])),
     "rsqrt": Row(lambda c: c.emit("Reciprocal", [c.emit("Sqrt", c.inputs)])),
     "square": Row(lambda c: c.emit("Mul", [c.input(0), c.input(0)])),
@@ -123,7 +133,7 @@ def _reduce(op_type: str, since: int) -> Row:
     def write(ctx):
         axes = axes_of(ctx.attr("axis"), ctx.in_tensor(0).ndim)
         if axes == []:  # no axis reduced: the value itself
-            return ctx.emit("Identity", [ctx.input(0)])
+            return ctx.input(0)
         out = ctx.reduce(op_type, ctx.input(0), axes, ctx.attr("keepdims"), since)
         return ctx.cast(out, ctx.in_tensor(0).dtype, ctx.out.dtype)
     return Row(write)
@@ -287,7 +297,7 @@ def _squeeze(ctx):
     if axes is None:
         axes = [i for i, d in enumerate(tensor.shape) if d == 1]
     if not axes:
-        return ctx.emit("Identity", [ctx.input(0)])
+        return ctx.input(0)
     extra = ctx.axes_input(axes, 13)
     if isinstance(extra, list):
         return ctx.emit("Squeeze", [ctx.input(0), *extra])
@@ -308,7 +318,7 @@ def _split(ctx):
     if any(s < 0 for s in sizes):
         raise ctx.fail("a split along a dynamic axis")
     if len(sizes) == 1:
-        return [ctx.emit("Identity", [ctx.input(0)])]
+        return [ctx.input(0)]
     return ctx.emit("Split", [ctx.input(0), ctx.ints(sizes, "split")], n_out=len(sizes),
                     axis=axis)
 
@@ -424,8 +434,18 @@ def _full_like(ctx):
 
 
 def _arange(ctx):
+    """Range; a symbolic end reaches the graph as a placeholder, so with a dynamic length the
+    end is start + length * step (the length is the output's prim)."""
     dtype = ctx.out.dtype
-    start, end, step = (ctx.scalar(ctx.arg_value(n), dtype, n) for n in ("start", "end", "step"))
+    first, by = ctx.arg_value("start"), ctx.arg_value("step")
+    start, step = ctx.scalar(first, dtype, "start"), ctx.scalar(by, dtype, "step")
+    prims = ctx.out.prims
+    if not prims or prims[0].lstrip("-").isdigit():
+        return ctx.emit("Range", [start, ctx.scalar(ctx.arg_value("end"), dtype, "end"), step])
+    length = ctx.cast(ctx.writer.shapes.dim(ctx, ctx.out, 0), "int64", dtype)
+    span = ctx.emit("Mul", [length, ctx.const(np.asarray([by], dtype=dtype), "step")])
+    end = ctx.emit("Add", [span, ctx.const(np.asarray([first], dtype=dtype), "start")])
+    end = ctx.emit("Reshape", [end, ctx.const(np.zeros(0, dtype=np.int64), "scalar")])
     return ctx.emit("Range", [start, end, step])
 
 
