@@ -27,6 +27,7 @@ from msc.relax.op.registry import OPS
 from .joint import JointContext, find_weight, write_nodes
 from .onnx_context import OnnxContext, onnx_dtype
 from .onnx_shapes import ShapeValues
+from .onnx_tidy import tidy
 
 __all__ = ["DEFAULT_OPSET", "MIN_OPSET", "OnnxWriter", "max_opset", "to_onnx"]
 
@@ -65,6 +66,7 @@ class OnnxWriter:
         self.tuples: set[str] = set()
         self.shapes = ShapeValues(graph)
         self.row_start = 0
+        self.static: dict[str, list[int]] = {}  # value -> its static shape (graph tensors)
 
     # ---- values --------------------------------------------------------------------------
     def name(self, hint: str) -> str:
@@ -115,6 +117,7 @@ class OnnxWriter:
         for tensor in self.graph.get_inputs():
             node = self.graph.find_producer(tensor.name)
             self.values[node.name] = [self.name(tensor.alias or node.name)]
+            self._note_shapes(node)
         write_nodes(self.graph, self._node, self.values, "the ONNX codegen",
                     "ops with no ONNX form are listed in msc/relax/op facts 'onnx_codegen'; "
                     "remove or replace these nodes")
@@ -124,7 +127,7 @@ class OnnxWriter:
             return
         if node.optype == "constant":
             self.values[node.name] = [self.initializer(node.weight_at("const"))]
-            return
+            return self._note_shapes(node)
         if node.optype == "get_item":
             return self._get_item(node)
         ctx = OnnxContext(self, node)
@@ -136,6 +139,13 @@ class OnnxWriter:
         result = self._row(node).write(ctx)
         result = [result] if isinstance(result, str) else list(result)
         self.values[node.name] = self._rename(node, result)
+        self._note_shapes(node)
+
+    def _note_shapes(self, node: MSCJoint) -> None:
+        for value, tensor in zip(self.values[node.name], node.outputs):
+            dims = ShapeValues.static_dims(tensor)
+            if dims is not None:
+                self.static.setdefault(value, dims)
 
     def _row(self, node: MSCJoint):
         op_def = OPS.get(node.optype)
@@ -225,11 +235,12 @@ def build_model(writer: OnnxWriter, producer: str = "msc"):
     from onnx import helper, numpy_helper
 
     outputs = writer.graph_outputs()
+    specs = tidy(writer.nodes, writer.inits, {v for v, _ in outputs}, writer.static)
     nodes = [helper.make_node(n["op_type"], n["inputs"], n["outputs"], name=n["name"],
-                              domain=n["domain"] or None, **n["attrs"]) for n in writer.nodes]
+                              domain=n["domain"] or None, **n["attrs"]) for n in specs]
     inputs = [_value_info(v, t) for v, t in zip(writer.values_of_inputs(),
                                                  writer.graph.get_inputs())]
-    used = {v for n in writer.nodes for v in n["inputs"]} | {v for v, _ in outputs}
+    used = {v for n in specs for v in n["inputs"]} | {v for v, _ in outputs}
     inits = [numpy_helper.from_array(np.require(a, requirements="C"), name)
              for name, a in writer.inits.items() if name in used]
     graph = helper.make_graph(nodes, clean_name(writer.graph.name), inputs,

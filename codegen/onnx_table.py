@@ -134,6 +134,11 @@ def _reduce(op_type: str, since: int) -> Row:
         axes = axes_of(ctx.attr("axis"), ctx.in_tensor(0).ndim)
         if axes == []:  # no axis reduced: the value itself
             return ctx.input(0)
+        ndim = ctx.in_tensor(0).ndim
+        if op_type == "ReduceMean" and ndim > 2 and axes == list(range(2, ndim)) and \
+                ctx.in_tensor(0).dtype.startswith("float") and \
+                ctx.attr("keepdims"):  # what CNN exporters write (and runtimes sum alike)
+            return ctx.emit("GlobalAveragePool", [ctx.input(0)])
         out = ctx.reduce(op_type, ctx.input(0), axes, ctx.attr("keepdims"), since)
         return ctx.cast(out, ctx.in_tensor(0).dtype, ctx.out.dtype)
     return Row(write)

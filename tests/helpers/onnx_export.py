@@ -57,7 +57,8 @@ def round_trip_case(case, opset: int | None = None) -> dict:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            compare(list(expected), run_onnxruntime(case.model, list(inputs)), case.rtol,
+            compare(list(expected), run_onnxruntime(case.model, [np.asarray(v) for v in inputs]),
+                    case.rtol,
                     case.atol)
     except Exception as err:  # noqa: BLE001 - then there is no reference run to match
         return {**result, "status": "ort-fails",
