@@ -3,13 +3,14 @@
     from codegen import to_relax, to_torch, save_baseline
     mod = to_relax(graph, weights, build_folder="out/relax")   # BlockBuilder script + .npz
     model = to_torch(graph, weights, build_folder="out/torch") # nn.Module source + weights
+    proto = to_onnx(graph, weights, "out/model.onnx")          # onnx.ModelProto, checked
     save_baseline("out/torch", inputs, golden)                 # then: python out/torch/main.py
 """
 
 from .baseline import save_baseline
 from .relax_gen import to_relax
 
-__all__ = ["save_baseline", "to_relax", "to_torch"]
+__all__ = ["save_baseline", "to_onnx", "to_relax", "to_torch"]
 
 
 def __getattr__(name):
@@ -17,4 +18,8 @@ def __getattr__(name):
         from .torch_gen import to_torch
 
         return to_torch
+    if name == "to_onnx":  # and onnx only when the ONNX codegen is used
+        from .onnx_gen import to_onnx
+
+        return to_onnx
     raise AttributeError(name)

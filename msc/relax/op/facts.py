@@ -27,6 +27,7 @@ FACT_SOURCES: dict[str, tuple[str, ...]] = {
         "conv", "dense", "elementwise", "layout", "nonzero", "pool", "unique")),
     "legalize": ("msc.backend.legalize",),
     "torch": ("codegen.torch_table",),
+    "onnx_codegen": ("codegen.onnx_table",),
     "layout": ("frontends.relax.layout_rules",),
     "prune": ("compression.prune.rules",),
 }

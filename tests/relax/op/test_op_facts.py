@@ -34,6 +34,7 @@ HAS = {
     "compiled": lambda d: "legalize" in d.facts or "kernel" in d.facts,  # native in the VM
     "relax_codegen": lambda d: relax_gen.emits(d.name),
     "torch": lambda d: "torch" in d.facts,
+    "onnx_codegen": lambda d: "onnx_codegen" in d.facts,
     "from_relax": lambda d: op_optype(d.name) is not None,
     "layout": lambda d: "layout" in d.facts,
 }
@@ -70,6 +71,11 @@ KNOWN_GAPS: dict[str, dict[str, str]] = {
                  **dict.fromkeys(_SHAPE_OPS, "shape values: the VM computes them")},
     "relax_codegen": dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
     "torch": dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
+    "onnx_codegen": {**dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
+                     "layout_transform": "an arbitrary index map: no ONNX op or short "
+                                         "sequence for it",
+                     "nn.attention_var_len": "packed variable-length sequences: a loop over "
+                                             "spans, no static ONNX graph"},
     "from_relax": {**dict.fromkeys(_RUNTIME, "runtime op: no graph optype"),
                    "call_dps_packed": "a plugin (named by its symbol) only for an extern func"},
     "layout": {**dict.fromkeys(set(_RUNTIME) - {"call_dps_packed"}, "runtime op: no layout"),
@@ -110,7 +116,7 @@ def test_load_facts_rejects_an_unknown_kind():
 
 def test_one_load_attaches_a_kind_whatever_was_imported_before():
     """In a fresh interpreter, load_facts alone attaches as many facts as this process has."""
-    kinds = ("numpy", "legalize", "torch", "layout")
+    kinds = ("numpy", "legalize", "torch", "layout", "onnx_codegen")
     code = ("from msc.relax.op.facts import load_facts; from msc.relax.op.registry import OPS\n"
             f"for k in {kinds!r}:\n"
             "    load_facts(k); print(sum(k in d.facts for d in OPS.values()))")

@@ -1,0 +1,323 @@
+"""MSCGraph -> ONNX ModelProto, built with the onnx package's own helpers.
+
+Each joint is written by its op's "onnx_codegen" row (``codegen/onnx_table.py``,
+``codegen/onnx_nn.py``): one standard ONNX node where there is one, a small subgraph
+otherwise. Weights become initializers (or external data), graph inputs keep their names and
+their symbolic dims as ``dim_param``, and every model passes ``onnx.checker.check_model(...,
+full_check=True)`` before it is returned::
+
+    model = to_onnx(graph, weights, "out/model.onnx", opset=17)
+    onnxruntime.InferenceSession("out/model.onnx").run(None, {"inp_0": x})
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from msc.errors import UnsupportedOpError, ValidationError
+from msc.graph import MSCGraph, MSCJoint, MSCTensor
+from msc.naming import UniqueNamer
+from msc.relax.op.facts import load_facts
+from msc.relax.op.registry import OPS
+
+from .joint import JointContext, find_weight, write_nodes
+from .onnx_context import OnnxContext, onnx_dtype
+from .onnx_shapes import ShapeValues
+from .onnx_tidy import tidy
+
+__all__ = ["DEFAULT_OPSET", "MIN_OPSET", "OnnxWriter", "max_opset", "to_onnx"]
+
+MIN_OPSET = 13
+# The default: new enough for Gelu, LayerNormalization and the QDQ ops runtimes fuse, old
+# enough that every runtime of the last two years runs it (onnxruntime has no kernel yet for
+# some ops of the newest opsets).
+DEFAULT_OPSET = 21
+_UNSAFE = re.compile(r"[^0-9A-Za-z_.\-/]")
+
+
+def max_opset() -> int:
+    """The newest default-domain opset the installed onnx knows."""
+    from onnx import defs
+
+    return defs.onnx_opset_version()
+
+
+def clean_name(name: str) -> str:
+    """A model name as an ONNX value name: printable ASCII, no spaces or quotes."""
+    return _UNSAFE.sub("_", str(name))[:200] or "v"
+
+
+class OnnxWriter:
+    """Writes the nodes, initializers, inputs and outputs of one graph."""
+
+    def __init__(self, graph: MSCGraph, weights: dict | None, opset: int):
+        self.graph, self.weights, self.opset = graph, weights, opset
+        self.namer = UniqueNamer()
+        self.node_namer = UniqueNamer()
+        self.nodes: list[dict] = []
+        self.inits: dict[str, np.ndarray] = {}
+        self.const_data = self.inits  # value -> numbers, for constant folding in rows
+        self.init_of: dict[str, str] = {}  # weight name -> initializer
+        self.values: dict[str, list[str]] = {}  # graph node -> its output values
+        self.tuples: set[str] = set()
+        self.shapes = ShapeValues(graph)
+        self.row_start = 0
+        self.static: dict[str, list[int]] = {}  # value -> its static shape (graph tensors)
+
+    # ---- values --------------------------------------------------------------------------
+    def name(self, hint: str) -> str:
+        return self.namer(clean_name(hint))
+
+    def value(self, node: MSCJoint, idx: int) -> str:
+        values = self.values[node.name]
+        return values[idx] if idx < len(values) else values[-1]
+
+    def data(self, tensor: MSCTensor) -> np.ndarray | None:
+        if self.weights is None:
+            return None
+        return find_weight(self.weights, tensor).reshape(tensor.shape).astype(
+            tensor.dtype, copy=False)
+
+    def initializer(self, tensor: MSCTensor) -> str:
+        if tensor.name not in self.init_of:
+            data = self.data(tensor)
+            if data is None:  # no weights: the shape is still right (random-free zeros)
+                data = np.zeros(tensor.shape, dtype=tensor.dtype)
+            name = self.name(tensor.alias or tensor.name)
+            self.inits[name] = data
+            self.init_of[tensor.name] = name
+        return self.init_of[tensor.name]
+
+    def constant(self, array: np.ndarray, hint: str) -> str:
+        name = self.name(hint)
+        self.inits[name] = array
+        return name
+
+    def emit(self, node: MSCJoint, op_type: str, inputs: list[str], n_out: int, domain: str,
+             attrs: dict):
+        outputs = [self.name(f"{node.name}_{op_type.lower()}") for _ in range(n_out)]
+        self.nodes.append({"op_type": op_type, "inputs": list(inputs), "outputs": outputs,
+                           "name": self.node_namer(clean_name(f"{node.name}_{op_type}")),
+                           "domain": domain, "attrs": attrs})
+        return outputs[0] if n_out == 1 else outputs
+
+    # ---- joints --------------------------------------------------------------------------
+    def write(self) -> None:
+        load_facts("onnx_codegen")
+        unlinked = runtime_values(self.graph)
+        if unlinked:
+            raise UnsupportedOpError(
+                "the graph holds run-time shape values it does not link to their uses",
+                items=unlinked, hint="import the model with its shapes known (input_info / "
+                "static shapes), or export from the Relax module")
+        for tensor in self.graph.get_inputs():
+            node = self.graph.find_producer(tensor.name)
+            self.values[node.name] = [self.name(tensor.alias or node.name)]
+            self._note_shapes(node)
+        write_nodes(self.graph, self._node, self.values, "the ONNX codegen",
+                    "ops with no ONNX form are listed in msc/relax/op facts 'onnx_codegen'; "
+                    "remove or replace these nodes")
+
+    def _node(self, node: MSCJoint) -> None:
+        if node.optype == "input":
+            return
+        if node.optype == "constant":
+            self.values[node.name] = [self.initializer(node.weight_at("const"))]
+            return self._note_shapes(node)
+        if node.optype == "get_item":
+            return self._get_item(node)
+        ctx = OnnxContext(self, node)
+        if node.optype == "tuple":
+            self.tuples.add(node.name)
+            self.values[node.name] = ctx.inputs
+            return
+        self.row_start = len(self.nodes)
+        result = self._row(node).write(ctx)
+        result = [result] if isinstance(result, str) else list(result)
+        self.values[node.name] = self._rename(node, result)
+        self._note_shapes(node)
+
+    def _note_shapes(self, node: MSCJoint) -> None:
+        for value, tensor in zip(self.values[node.name], node.outputs):
+            dims = ShapeValues.static_dims(tensor)
+            if dims is not None:
+                self.static.setdefault(value, dims)
+
+    def _row(self, node: MSCJoint):
+        op_def = OPS.get(node.optype)
+        row = op_def.facts.get("onnx_codegen") if op_def is not None else None
+        if row is None:
+            raise UnsupportedOpError(f"no ONNX form for {node.optype!r}", op=node.optype,
+                                     node=node.name)
+        return row
+
+    def _get_item(self, node: MSCJoint) -> None:
+        index = JointContext(self.graph, node).raw("index", "int", 0)
+        producer, _ = node.producer_and_idx_of(0)
+        if producer.name in self.tuples or len(producer.outputs) > 1:
+            self.values[node.name] = [self.values[producer.name][index]]
+        else:  # the producer's value is one tensor (e.g. batch_norm's output 0)
+            ctx = OnnxContext(self, node)
+            self.values[node.name] = [ctx.input(min(index, len(node.inputs) - 1))]
+
+    def _rename(self, node: MSCJoint, values: list[str]) -> list[str]:
+        """Values made for this joint take the joint's name (``split_0``... for several)."""
+        made = {o: n for n in self.nodes[self.row_start:] for o in n["outputs"]}
+        renamed = {}
+        for i, value in enumerate(values):
+            if value not in made or value in renamed:
+                continue
+            hint = node.name if len(values) == 1 else f"{node.name}_{i}"
+            renamed[value] = self.name(hint)
+        for spec in self.nodes[self.row_start:]:
+            spec["inputs"] = [renamed.get(v, v) for v in spec["inputs"]]
+            spec["outputs"] = [renamed.get(v, v) for v in spec["outputs"]]
+        return [renamed.get(v, v) for v in values]
+
+    # ---- the model -----------------------------------------------------------------------
+    def graph_outputs(self) -> list[tuple[str, MSCTensor]]:
+        """(value, tensor) per graph output; an Identity where the value is an input, an
+        initializer or an earlier output (ONNX outputs are distinct node outputs)."""
+        outs, taken = [], set(self.values_of_inputs())
+        for tensor in self.graph.get_outputs():
+            host, _, idx = tensor.name.rpartition(":")
+            value = self.value(self.graph.find_node(host), int(idx))
+            if value in taken or value in self.inits:
+                want = self.name(tensor.alias or host)
+                self.nodes.append({"op_type": "Identity", "inputs": [value], "outputs": [want],
+                                   "name": self.node_namer(f"{clean_name(want)}_Identity"),
+                                   "domain": "", "attrs": {}})
+                value = want
+            taken.add(value)
+            outs.append((value, tensor))
+        return outs
+
+    def values_of_inputs(self) -> list[str]:
+        return [self.values[self.graph.find_producer(t.name).name][0]
+                for t in self.graph.get_inputs()]
+
+
+def runtime_values(graph: MSCGraph) -> list[dict]:
+    """Values read at run time whose uses the MSCGraph does not record: a ``shape`` prim of no
+    graph input, or a ``tensor_to_shape`` nobody consumes (its numbers went into attrs as
+    placeholders). Such a graph cannot be written faithfully."""
+    items = [{"op": "prim", "node": p.name, "why": "a run-time value, no input dim"}
+             for p in graph.get_prims() if p.optype == "shape" and "producer" not in p.attrs]
+    outputs = set(graph.output_names)
+    for node in graph.get_nodes():
+        if node.optype == "tensor_to_shape" and not node.children and \
+                not any(t.name in outputs for t in node.outputs):
+            items.append({"op": node.optype, "node": node.name,
+                          "why": "its values reach other nodes unlinked"})
+    return items
+
+
+def _value_info(name: str, tensor: MSCTensor):
+    from onnx import helper
+
+    prims = tensor.prims
+    dims = []
+    for i, size in enumerate(tensor.shape):
+        if prims and not prims[i].lstrip("-").isdigit():
+            prim = prims[i]
+            dims.append(prim if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prim) else None)
+        else:
+            dims.append(int(prims[i]) if prims else (size if size >= 0 else None))
+    return helper.make_tensor_value_info(name, onnx_dtype(tensor.dtype), dims)
+
+
+def build_model(writer: OnnxWriter, producer: str = "msc"):
+    """The ModelProto of a written graph (checked by the caller)."""
+    from onnx import helper, numpy_helper
+
+    outputs = writer.graph_outputs()
+    specs = tidy(writer.nodes, writer.inits, {v for v, _ in outputs}, writer.static)
+    nodes = [helper.make_node(n["op_type"], n["inputs"], n["outputs"], name=n["name"],
+                              domain=n["domain"] or None, **n["attrs"]) for n in specs]
+    inputs = [_value_info(v, t) for v, t in zip(writer.values_of_inputs(),
+                                                 writer.graph.get_inputs())]
+    used = {v for n in specs for v in n["inputs"]} | {v for v, _ in outputs}
+    inits = [numpy_helper.from_array(np.require(a, requirements="C"), name)
+             for name, a in writer.inits.items() if name in used]
+    graph = helper.make_graph(nodes, clean_name(writer.graph.name), inputs,
+                              [_value_info(v, t) for v, t in outputs], inits)
+    opsets = [helper.make_opsetid("", writer.opset)]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name=producer)
+    model.ir_version = helper.find_min_ir_version_for(opsets)
+    return model
+
+
+def _check_opset(opset: int | None) -> int:
+    newest = max_opset()
+    opset = min(DEFAULT_OPSET, newest) if opset is None else opset
+    if not isinstance(opset, int) or not MIN_OPSET <= opset <= newest:
+        raise ValidationError(f"opset {opset!r} is out of range", key="opset",
+                              hint=f"pick {MIN_OPSET}..{newest} (the installed onnx's newest)")
+    return opset
+
+
+def to_onnx(graph: MSCGraph, weights: dict | None = None, path: str | os.PathLike | None = None,
+            opset: int | None = None, external_data: int | bool | None = None):
+    """The graph as an ONNX ModelProto, checked (``full_check=True``); also saved at ``path``.
+
+    ``opset``: 13 up to the installed onnx's newest (default 21). ``external_data``: weights go to
+    ``<path>.data`` beside the model (True: every tensor above 1 KiB; an int: the size
+    threshold in bytes; None: only when the model would pass protobuf's 2 GB limit).
+
+    >>> model = to_onnx(graph, weights, "out/model.onnx", opset=17)   # doctest: +SKIP
+    """
+    writer = OnnxWriter(graph, weights, _check_opset(opset))
+    writer.write()
+    model = build_model(writer)
+    if path is None:
+        _check(model, None)
+        return model
+    return _save(model, Path(path), external_data)
+
+
+def _check(model, path: Path | None) -> None:
+    from onnx import checker, shape_inference
+
+    try:
+        checker.check_model(str(path) if path is not None else model, full_check=True)
+    except (checker.ValidationError, shape_inference.InferenceError) as err:
+        raise ValidationError(f"the written model fails the ONNX checker: {err}",
+                              file=str(path) if path else None,
+                              hint="please report this graph (a codegen bug)") from err
+
+
+_TWO_GB = 2 ** 31 - 2 ** 24  # protobuf's limit, less room for the graph itself
+
+
+def _save(model, path: Path, external_data: int | bool | None):
+    import onnx
+
+    size = sum(t.ByteSize() for t in model.graph.initializer)
+    threshold = _threshold(external_data, size)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if threshold is None:
+        tmp = path.with_name(path.name + ".tmp")
+        onnx.save_model(model, str(tmp))
+        os.replace(tmp, path)
+    else:
+        location = path.name + ".data"
+        if (path.parent / location).exists():
+            os.unlink(path.parent / location)  # save_model appends to an existing file
+        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=location, size_threshold=threshold, convert_attribute=False)
+    _check(model, path)
+    return onnx.load(str(path), load_external_data=False) if threshold is not None else model
+
+
+def _threshold(external_data: int | bool | None, size: int) -> int | None:
+    if external_data is None:
+        return 1024 if size > _TWO_GB else None
+    if external_data is True:
+        return 1024
+    if external_data is False:
+        return None
+    return int(external_data)
