@@ -18,6 +18,7 @@ never be executed by accident.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import os
@@ -26,7 +27,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import SerializationError, ValidationError
+from ..errors import MSCError, SerializationError, ValidationError
+from ..graph.files import with_context
 
 __all__ = ["Model", "load_graph", "load_model", "open_model", "split_torch_spec"]
 
@@ -121,8 +123,20 @@ def open_model(spec: str, input_info: list | None = None) -> Model:
     if input_info and kind not in TAKES_INPUT_INFO:
         raise ValidationError(f"--input-info applies to ONNX and torch models, not {ext} files",
                               file=spec, hint="the shapes of this model are in its file")
-    graph, weights = LOADERS[ext](spec, input_info)
+    with _naming(spec):
+        graph, weights = LOADERS[ext](spec, input_info)
     return Model(spec, spec, kind, graph, weights, input_info=input_info)
+
+
+@contextlib.contextmanager
+def _naming(path: str):
+    """Errors raised while reading a model name its file (an unsupported op, a bad shape)."""
+    try:
+        yield
+    except MSCError as err:
+        if "file" in err.context:
+            raise
+        raise with_context(err, file=path) from err
 
 
 def load_model(spec: str, input_info: list | None = None):
@@ -148,7 +162,8 @@ def _open_torch(spec: str, path: str, factory: str, input_info: list) -> Model:
                               hint='pass --input-info "x:1,3,224,224:float32" (one per forward '
                                    'argument, in order; a named dim is dynamic)')
     module = _call_factory(path, factory)
-    graph, weights = from_torch(module, [(dims, dtype) for _, dims, dtype in input_info])
+    with _naming(spec):
+        graph, weights = from_torch(module, [(dims, dtype) for _, dims, dtype in input_info])
     for tensor, (name, _, _) in zip(graph.get_inputs(), input_info):
         graph.set_tensor_alias(tensor, name)  # --input and baselines use the user's names
     return Model(spec, path, "torch", graph, weights, module=module, input_info=input_info)
