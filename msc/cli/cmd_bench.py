@@ -11,6 +11,7 @@ from .inputs import make_inputs
 from .loaders import open_model
 from .runners import msc_runner, reference_name, reference_runner
 from .specs import parse_dims
+from .stages import Stages
 
 NAME = "bench"
 HELP = "time msc against onnxruntime (ONNX) or torch (torch models): a latency table"
@@ -66,12 +67,15 @@ def format_table(seconds: dict[str, list[float]]) -> str:
 
 
 def run(args) -> int:
-    model = open_model(args.model, options.input_info(args))
-    arrays = make_inputs(model.graph, options.given_inputs(args), parse_dims(args.dim),
-                         args.seed)
-    msc_fn, _ = msc_runner(model, args.threads)
+    with Stages("msc bench", ["load", "build"]) as stage:
+        stage("load")
+        model = open_model(args.model, options.input_info(args))
+        arrays = make_inputs(model.graph, options.given_inputs(args), parse_dims(args.dim),
+                             args.seed)
+        stage("build")
+        msc_fn, _ = msc_runner(model, args.threads)
+        reference = reference_runner(model, args.threads)
     calls = {"msc": lambda: msc_fn(arrays)}
-    reference = reference_runner(model, args.threads)
     if reference is None:
         print(f"({model.kind} model: no runtime of its own to compare with; msc only)")
     else:

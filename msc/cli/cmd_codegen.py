@@ -13,6 +13,7 @@ from .inputs import make_inputs
 from .loaders import open_model
 from .runners import check_weights, msc_runner, reference_name, reference_runner
 from .specs import parse_dims
+from .stages import Stages
 
 NAME = "codegen"
 HELP = "write a model as a Relax builder script or a torch nn.Module (+ weights, standalone test)"
@@ -61,11 +62,14 @@ def _check_folder(folder: str, spec: str, force: bool) -> None:
 
 def run(args) -> int:
     _check_folder(args.output, args.model, args.force)
-    model = open_model(args.model, options.input_info(args))
-    check_weights(model)
-    config = {"need_test": True, "atol": args.atol, "rtol": args.rtol}
-    _codegen(args.to)(model.graph, model.weights, codegen_config=config,
-                      build_folder=args.output)
+    with Stages("msc codegen", ["load", "codegen"]) as stage:
+        stage("load")
+        model = open_model(args.model, options.input_info(args))
+        check_weights(model)
+        stage("codegen")
+        config = {"need_test": True, "atol": args.atol, "rtol": args.rtol}
+        _codegen(args.to)(model.graph, model.weights, codegen_config=config,
+                          build_folder=args.output)
     from codegen.baseline import read_manifest
 
     script = read_manifest(args.output)["script"]

@@ -13,6 +13,7 @@ from .inputs import make_inputs
 from .loaders import open_model
 from .runners import compare, msc_runner, reference_name, reference_runner
 from .specs import parse_dims
+from .stages import Stages
 
 NAME = "run"
 HELP = "compile a model with msc's backend, run it, and optionally check it against its runtime"
@@ -64,19 +65,23 @@ def run(args) -> int:
             raise ValidationError(f"--save {args.save!r} is not an .npz file",
                                   hint="write --save outputs.npz")
         check_writable([args.save], input_files(args.model), args.force)
-    model = open_model(args.model, options.input_info(args))
-    reference = reference_runner(model, args.threads) if args.check else None
-    if args.check and reference is None:
-        raise ValidationError(f"--check needs a runtime of the model's own; a {model.kind} "
-                              "model has none", file=model.spec,
-                              hint="check an ONNX model (onnxruntime) or a torch model")
-    arrays = make_inputs(model.graph, options.given_inputs(args), parse_dims(args.dim),
-                         args.seed)
-    start = time.perf_counter()
-    fn, executable = msc_runner(model, args.threads)
-    built = time.perf_counter()
-    outputs = fn(arrays)
-    ran = time.perf_counter()
+    with Stages("msc run", ["load", "build", "run"]) as stage:
+        stage("load")
+        model = open_model(args.model, options.input_info(args))
+        reference = reference_runner(model, args.threads) if args.check else None
+        if args.check and reference is None:
+            raise ValidationError(f"--check needs a runtime of the model's own; a {model.kind} "
+                                  "model has none", file=model.spec,
+                                  hint="check an ONNX model (onnxruntime) or a torch model")
+        arrays = make_inputs(model.graph, options.given_inputs(args), parse_dims(args.dim),
+                             args.seed)
+        stage("build")
+        start = time.perf_counter()
+        fn, executable = msc_runner(model, args.threads)
+        built = time.perf_counter()
+        stage("run")
+        outputs = fn(arrays)
+        ran = time.perf_counter()
     names = [t.alias or t.name for t in model.graph.get_outputs()]
     print(f"msc: built in {built - start:.2f} s, ran in {(ran - built) * 1e3:.1f} ms "
           f"({executable.stats['kernels']['native']} native kernels)")

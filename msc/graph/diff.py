@@ -252,7 +252,7 @@ def _joint_changes(x, y, matcher: _Matcher) -> list[tuple]:
     for i, (tx, ty) in enumerate(zip(x.outputs, y.outputs)):
         changes += _tensor_changes(f"output {i}", tx, ty)
     wx, wy = x.get_weights(), y.get_weights()
-    for role in sorted(set(wx) | set(wy), key=lambda r: (r not in wx, r)):
+    for role in [*wx, *(r for r in wy if r not in wx)]:
         if role not in wx or role not in wy:
             changes.append((f"weight {role}", _weight_text(wx.get(role)),
                             _weight_text(wy.get(role))))

@@ -137,3 +137,11 @@ def test_bench_table(cnn, capsys):
     assert best_msc > 0 and best_ort > 0
     ratio = float(rows["onnxruntime"][3].rstrip("x"))  # msc / onnxruntime, of unrounded times
     assert ratio == pytest.approx(best_msc / best_ort, rel=0.05, abs=0.01)
+
+
+def test_demo_step(tmp_path, capsys):
+    from msc.cli.demo_cli import step_cli
+
+    step_cli(str(tmp_path))
+    out = capsys.readouterr().out
+    assert "PASS" in out and "# exit 2" in out and "identical structure" in out
