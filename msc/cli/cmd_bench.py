@@ -7,10 +7,8 @@ import time
 
 from ..progress import progress
 from . import options
-from .inputs import make_inputs
 from .loaders import open_model
 from .runners import msc_runner, reference_name, reference_runner
-from .specs import parse_dims
 from .stages import Stages
 
 NAME = "bench"
@@ -70,8 +68,7 @@ def run(args) -> int:
     with Stages("msc bench", ["load", "build"]) as stage:
         stage("load")
         model = open_model(args.model, options.input_info(args))
-        arrays = make_inputs(model.graph, options.given_inputs(args), parse_dims(args.dim),
-                             args.seed)
+        arrays = options.model_inputs(args, model)
         stage("build")
         msc_fn, _ = msc_runner(model, args.threads)
         reference = reference_runner(model, args.threads)

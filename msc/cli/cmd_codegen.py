@@ -9,10 +9,8 @@ import sys
 from ..errors import SerializationError
 from . import options
 from .guard import input_files
-from .inputs import make_inputs
 from .loaders import open_model
 from .runners import check_weights, msc_runner, reference_name, reference_runner
-from .specs import parse_dims
 from .stages import Stages
 
 NAME = "codegen"
@@ -82,8 +80,7 @@ def run(args) -> int:
 def _test(args, model, script: str) -> int:
     from codegen import save_baseline
 
-    arrays = make_inputs(model.graph, options.given_inputs(args), parse_dims(args.dim),
-                         args.seed)
+    arrays = options.model_inputs(args, model)
     reference = reference_runner(model)
     golden_from = reference_name(model) if reference else "msc's VM"
     golden = (reference or msc_runner(model)[0])(arrays)

@@ -9,10 +9,8 @@ import numpy as np
 from ..errors import ValidationError
 from . import options
 from .guard import check_writable, input_files
-from .inputs import make_inputs
 from .loaders import open_model
 from .runners import compare, msc_runner, reference_name, reference_runner
-from .specs import parse_dims
 from .stages import Stages
 
 NAME = "run"
@@ -73,8 +71,7 @@ def run(args) -> int:
             raise ValidationError(f"--check needs a runtime of the model's own; a {model.kind} "
                                   "model has none", file=model.spec,
                                   hint="check an ONNX model (onnxruntime) or a torch model")
-        arrays = make_inputs(model.graph, options.given_inputs(args), parse_dims(args.dim),
-                             args.seed)
+        arrays = options.model_inputs(args, model)
         stage("build")
         start = time.perf_counter()
         fn, executable = msc_runner(model, args.threads)

@@ -29,10 +29,12 @@ def random_array(rng: np.random.Generator, shape: list[int], dtype: str) -> np.n
     return rng.random(shape).astype(dtype)
 
 
-def _by_name(graph, given: list) -> dict:
-    """``{input alias: value}`` of the user's inputs (named by alias or tensor name)."""
+def _by_name(graph, given: list, source_names: list) -> dict:
+    """``{input alias: value}`` of the user's inputs (named by alias, tensor name or the name in
+    the source model)."""
     tensors = graph.get_inputs()
     lookup = {t.alias or t.name: t for t in tensors} | {t.name: t for t in tensors}
+    lookup |= dict(zip(source_names, tensors))
     found = {}
     for name, value in given:
         if name not in lookup:
@@ -72,10 +74,11 @@ def _resolve(tensor, name: str, dims: dict) -> list[int]:
     return shape
 
 
-def make_inputs(graph, given: list | None = None, dims: dict | None = None,
-                seed: int = 0) -> dict[str, np.ndarray]:
-    """The arrays to feed ``graph``: ``given`` as ``[(name, array | (dims, dtype|None))]``."""
-    values, dims = _by_name(graph, given or []), dict(dims or {})
+def make_inputs(graph, given: list | None = None, dims: dict | None = None, seed: int = 0,
+                source_names: list | None = None) -> dict[str, np.ndarray]:
+    """The arrays to feed ``graph``: ``given`` as ``[(name, array | (dims, dtype|None))]``;
+    ``source_names``: the inputs' names in the source model, also accepted."""
+    values, dims = _by_name(graph, given or [], source_names or []), dict(dims or {})
     tensors = {t.alias or t.name: t for t in graph.get_inputs()}
     for name, value in values.items():
         shape = value.shape if isinstance(value, np.ndarray) else value[0]

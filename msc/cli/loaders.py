@@ -47,6 +47,9 @@ class Model:
     weights: dict
     module: Any = None  # the torch nn.Module of a torch model (the --check reference)
     input_info: list = field(default_factory=list)
+    # the inputs' names in the source model (ONNX names such as "input.1", which the graph
+    # sanitizes to "input_1"); --input accepts these too
+    source_names: list = field(default_factory=list)
 
 
 def _from_json(path: str, input_info):
@@ -125,7 +128,17 @@ def open_model(spec: str, input_info: list | None = None) -> Model:
                               file=spec, hint="the shapes of this model are in its file")
     with _naming(spec):
         graph, weights = LOADERS[ext](spec, input_info)
-    return Model(spec, spec, kind, graph, weights, input_info=input_info)
+    names = _onnx_input_names(spec) if kind == "onnx" else []
+    return Model(spec, spec, kind, graph, weights, input_info=input_info, source_names=names)
+
+
+def _onnx_input_names(path: str) -> list[str]:
+    """The ONNX graph inputs that are not initializers, in order (the file is known good)."""
+    import onnx
+
+    proto = onnx.load(path, load_external_data=False)
+    constants = {i.name for i in proto.graph.initializer}
+    return [i.name for i in proto.graph.input if i.name not in constants]
 
 
 @contextlib.contextmanager
@@ -166,7 +179,8 @@ def _open_torch(spec: str, path: str, factory: str, input_info: list) -> Model:
         graph, weights = from_torch(module, [(dims, dtype) for _, dims, dtype in input_info])
     for tensor, (name, _, _) in zip(graph.get_inputs(), input_info):
         graph.set_tensor_alias(tensor, name)  # --input and baselines use the user's names
-    return Model(spec, path, "torch", graph, weights, module=module, input_info=input_info)
+    return Model(spec, path, "torch", graph, weights, module=module, input_info=input_info,
+                 source_names=[name for name, _, _ in input_info])
 
 
 def _call_factory(path: str, factory: str):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .specs import INFO_FORM, INPUT_FORM, parse_input, parse_input_info
+from .inputs import make_inputs
+from .specs import INFO_FORM, INPUT_FORM, parse_dims, parse_input, parse_input_info
 
 MODEL_HELP = ("the model: an ONNX .onnx file, an MSCGraph .json (weights from a sibling "
               ".npz), a TVMScript .py (parsed, never executed), or a torch model "
@@ -43,6 +44,12 @@ def add_tolerances(p, atol: float = 1e-4, rtol: float = 1e-4) -> None:
 def add_threads(p) -> None:
     p.add_argument("--threads", type=int, default=None, metavar="N",
                    help="threads of msc's VM and of the reference runtime (default: theirs)")
+
+
+def model_inputs(args, model) -> dict:
+    """The arrays to run ``model`` on: --input, --dim and --seed applied."""
+    return make_inputs(model.graph, given_inputs(args), parse_dims(args.dim), args.seed,
+                       model.source_names)
 
 
 def input_info(args) -> list:

@@ -75,10 +75,24 @@ def reference_name(model) -> str | None:
 def reference_runner(model, threads: int | None = None):
     """The model's own runtime, or None when it has none (graph JSON, TVMScript)."""
     if model.kind == "onnx":
-        return _onnxruntime(model.path, threads)
-    if model.kind == "torch":
-        return _torch(model.module, threads)
-    return None
+        run = _onnxruntime(model.path, threads)
+    elif model.kind == "torch":
+        run = _torch(model.module, threads)
+    else:
+        return None
+    return _reporting(run, REFERENCES[model.kind], model.spec)
+
+
+def _reporting(run, who: str, spec: str):
+    """``run`` whose failures (the reference refusing the inputs) are RuntimeCallErrors."""
+    def call(arrays: dict) -> list[np.ndarray]:
+        try:
+            return run(arrays)
+        except Exception as err:  # the reference's own error types: re-raised as ours
+            raise RuntimeCallError(f"{who} failed on these inputs: {type(err).__name__}: "
+                                   f"{str(err)[:500]}", file=spec,
+                                   hint="check --input / --input-info / --dim") from err
+    return call
 
 
 def _onnxruntime(path: str, threads: int | None):
@@ -95,8 +109,8 @@ def _onnxruntime(path: str, threads: int | None):
         session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     except Exception as err:  # noqa: BLE001 - ORT's own types: the reference cannot load it
         raise RuntimeCallError(f"onnxruntime cannot load the model: {err}", file=path) from None
-    names = [i.name for i in session.get_inputs()]
-    return lambda arrays: session.run(None, {k: arrays[k] for k in names if k in arrays})
+    names = [i.name for i in session.get_inputs()]  # ONNX names, in the graph's input order
+    return lambda arrays: session.run(None, dict(zip(names, arrays.values())))
 
 
 def _torch(module, threads: int | None):

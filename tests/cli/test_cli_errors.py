@@ -135,3 +135,11 @@ def test_a_bug_exits_3_with_a_traceback(capsys, monkeypatch):
     assert main(["inspect", EXAMPLE]) == 3
     err = capsys.readouterr().err
     assert "ZeroDivisionError: oops" in err and "internal error" in err
+
+
+def test_a_reference_refusing_the_inputs_is_an_input_error(tmp_path, capsys):
+    from tests.helpers.cli_models import relu_onnx
+
+    model = relu_onnx(tmp_path / "relu.onnx", dims=(2, 4))
+    assert main(["run", model, "--input-info", "input.1:3,4", "--check"]) == 2
+    assert "relu.onnx: onnxruntime failed on these inputs" in capsys.readouterr().err

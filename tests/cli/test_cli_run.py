@@ -145,3 +145,16 @@ def test_demo_step(tmp_path, capsys):
     step_cli(str(tmp_path))
     out = capsys.readouterr().out
     assert "PASS" in out and "# exit 2" in out and "identical structure" in out
+
+
+def test_onnx_input_names_the_graph_sanitizes(tmp_path, capsys):
+    """`input.1` becomes the graph input `input_1` and dim `batch size` becomes `batch_size`:
+    --input takes either name, and onnxruntime is fed by position."""
+    from tests.helpers.cli_models import relu_onnx
+
+    model = relu_onnx(tmp_path / "relu.onnx")
+    for name in ("input.1", "input_1"):
+        assert main(["run", model, "--input", f"{name}:3,4", "--check"]) == 0
+        assert "float32[3, 4]" in capsys.readouterr().out
+    assert main(["run", model, "--dim", "batch_size=2", "--check"]) == 0
+    assert "PASS" in capsys.readouterr().out

@@ -132,3 +132,16 @@ def tvmscript_file(folder) -> str:
     path = Path(folder) / "relu.py"
     path.write_text(TVMSCRIPT)
     return str(path)
+
+
+def relu_onnx(path, dims=("batch size", 4)) -> str:
+    """Relu on an input named ``input.1`` (the graph sanitizes it to ``input_1``)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["input.1"], ["out:0"])], "g",
+        [helper.make_tensor_value_info("input.1", TensorProto.FLOAT, list(dims))],
+        [helper.make_tensor_value_info("out:0", TensorProto.FLOAT, list(dims))])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return str(path)
