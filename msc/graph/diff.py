@@ -126,7 +126,7 @@ def diff_graphs(a, b) -> GraphDiff:
         if changes:
             result.changed.append(JointChange(x.name, y.name, x.optype, changes))
     result.added = [(y.name, y.optype) for y in b.get_nodes() if y.name not in matcher.taken]
-    outputs = [matcher.tensor_in_b(a, t.name) for t in a.get_outputs()]
+    outputs = [matcher.tensor_in_b(t.name) for t in a.get_outputs()]
     b_outputs = [t.name for t in b.get_outputs()]
     if outputs != b_outputs:
         result.graph_changes.append(("outputs", outputs, b_outputs))
@@ -141,6 +141,8 @@ class _Matcher:
         self.match: dict = {}
         self.taken: set[str] = set()
         self._anchors: dict[str, list] = {}
+        self._producers = {t.name: (node.name, i) for node in a.get_nodes()
+                           for i, t in enumerate(node.outputs)}
 
     def pair(self, x, y) -> None:
         self.match[x.name] = y
@@ -159,19 +161,21 @@ class _Matcher:
 
     def _best(self, x):
         """Step 2: the best same-optype candidate near ``x``'s place, or None."""
-        scored = [(self._score(x, y, depth), y) for y, depth in self._near(x)
-                  if y.optype == x.optype]
+        mapped, shapes = self.mapped_inputs(x), _shapes(x)
+        # Candidates with the very same inputs are children of the anchors: a cheap first look
+        # that settles most joints (the full walk below would rank them first anyway).
+        direct = [y for anchor in self.anchors(x) for y in anchor.children
+                  if y.optype == x.optype and y.name not in self.taken and _inputs(y) == mapped]
+        near = [(y, 1) for y in direct] or [(y, d) for y, d in self._near(x)
+                                            if y.optype == x.optype]
+        scored = [((_inputs(y) == mapped, x.name == y.name, _shapes(y) == shapes, -d, -y.index),
+                   y) for y, d in near]
         return max(scored, key=lambda item: item[0])[1] if scored else None
 
     def _root(self, x, roots: list):
         same = [y for y in roots if y.optype == x.optype and y.name not in self.taken]
         named = [y for y in same if y.name == x.name]
         return (named or same or [None])[0]
-
-    def _score(self, x, y, depth: int) -> tuple:
-        return (self.mapped_inputs(x) == _inputs(y), x.name == y.name,
-                [t.get_shape(True) for t in x.outputs] == [t.get_shape(True) for t in y.outputs],
-                -depth, -y.index)
 
     def _loose(self) -> None:
         """Step 3: leftovers pair by name, else by the same mapped inputs."""
@@ -218,12 +222,12 @@ class _Matcher:
 
     def mapped_inputs(self, x) -> list:
         """``x``'s inputs as B tensor names through the pairs (A-only ones keep a marker)."""
-        return [self.tensor_in_b(self.a, t.name) for t in x.get_inputs()]
+        return [self.tensor_in_b(t.name) for t in x.get_inputs()]
 
-    def tensor_in_b(self, graph, tensor_name: str) -> str:
-        node = graph.find_producer(tensor_name)
-        idx = next(i for i, t in enumerate(node.outputs) if t.name == tensor_name)
-        partner = self.match.get(node.name)
+    def tensor_in_b(self, tensor_name: str) -> str:
+        """The B tensor standing for A's tensor ``tensor_name``."""
+        node, idx = self._producers[tensor_name]
+        partner = self.match.get(node)
         if partner is None or idx >= len(partner.outputs):
             return f"(A only) {tensor_name}"
         return partner.outputs[idx].name
@@ -231,6 +235,10 @@ class _Matcher:
 
 def _inputs(y) -> list[str]:
     return [t.name for t in y.get_inputs()]
+
+
+def _shapes(y) -> list:
+    return [t.get_shape(True) for t in y.outputs]
 
 
 def _tensor_changes(what: str, x, y) -> list[tuple]:
