@@ -20,10 +20,13 @@ def test_inspect_json(capsys):
     assert summary["inputs"][0]["name"] == "inp_0"
 
 
-def test_inspect_prints_graph(capsys):
+def test_inspect_prints_summary_and_graph(capsys):
     assert main(["inspect", EXAMPLE]) == 0
     out = capsys.readouterr().out
-    assert "ID_1 conv2d <PARENTS: inp_0| CHILDERN: relu>" in out
+    assert "input    inp_0  [1, 3, 10, 10]  float32  NCHW" in out
+    assert "ID_1 conv2d" not in out
+    assert main(["inspect", EXAMPLE, "--graph"]) == 0
+    assert "ID_1 conv2d <PARENTS: inp_0| CHILDERN: relu>" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("ext, marker", [(".json", '"nodes"'), (".prototxt", "layer {"),
@@ -37,21 +40,21 @@ def test_export_formats(tmp_path, ext, marker):
 def test_export_refuses_to_overwrite(tmp_path, capsys):
     out = tmp_path / "g.json"
     out.write_text("precious")
-    assert main(["export", EXAMPLE, "-o", str(out)]) == 1
+    assert main(["export", EXAMPLE, "-o", str(out)]) == 2
     assert out.read_text() == "precious"
     assert "--force" in capsys.readouterr().err
     assert main(["export", EXAMPLE, "-o", str(out), "--force"]) == 0
     assert '"nodes"' in out.read_text()
 
 
-def test_bad_inputs_exit_non_zero(tmp_path, capsys):
-    assert main(["inspect", str(tmp_path / "missing.json")]) == 1
+def test_bad_inputs_exit_2(tmp_path, capsys):
+    assert main(["inspect", str(tmp_path / "missing.json")]) == 2
     assert "no such file" in capsys.readouterr().err
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    assert main(["inspect", str(bad)]) == 1
+    assert main(["inspect", str(bad)]) == 2
     assert "bad.json" in capsys.readouterr().err
-    assert main(["export", EXAMPLE, "-o", str(tmp_path / "g.xyz")]) == 1
+    assert main(["export", EXAMPLE, "-o", str(tmp_path / "g.xyz")]) == 2
     assert "unknown output format" in capsys.readouterr().err
 
 
@@ -59,7 +62,7 @@ def test_python_dash_m_and_help():
     proc = subprocess.run([sys.executable, "-m", "msc", "--help"], capture_output=True, check=False,
                           text=True, timeout=60)
     assert proc.returncode == 0
-    for name in ("inspect", "export", "demo"):
+    for name in ("inspect", "export", "codegen", "run", "bench", "diff", "demo", "exit status"):
         assert name in proc.stdout
 
 
@@ -134,8 +137,8 @@ def test_export_never_overwrites_its_input(tmp_path, capsys):
     model = tmp_path / "m.json"
     model.write_text(Path(EXAMPLE).read_text())
     before = model.read_text()
-    assert main(["export", str(model), "-o", str(model), "--force"]) == 1
-    assert "input model" in capsys.readouterr().err
+    assert main(["export", str(model), "-o", str(model), "--force"]) == 2
+    assert "is an input of the command" in capsys.readouterr().err
     assert model.read_text() == before
 
 
