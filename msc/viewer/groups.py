@@ -29,10 +29,11 @@ _SPLIT = re.compile(r"[/.]")
 class Group:
     """A box of the view: ``items`` are joint indices (int) or sub-Groups, in topo order."""
 
-    __slots__ = ("first", "gid", "items", "label", "parent", "size")
+    __slots__ = ("block", "first", "gid", "items", "label", "parent", "size")
 
-    def __init__(self, label: str, items: list | None = None):
+    def __init__(self, label: str, items: list | None = None, block: bool = False):
         self.label = label
+        self.block = block  # cut from a long level (no scope of its own)
         self.items: list = items or []
         self.gid = -1
         self.parent: Group | None = None
@@ -101,8 +102,9 @@ def _simplify(root: Group) -> None:
                 if not isinstance(item, Group):
                     continue
                 if len(item.items) == 1 or item.size >= FLATTEN_SHARE * group.size > 1:
-                    if len(item.items) == 1 and isinstance(item.items[0], Group):
-                        item.items[0].label = f"{item.label}/{item.items[0].label}"
+                    for child in item.items:  # keep the dropped level in the names
+                        if isinstance(child, Group):
+                            child.label = f"{item.label}/{child.label}"
                     group.items[pos:pos + 1] = item.items
                     changed = True
                     break
@@ -133,13 +135,15 @@ def _clean_cuts(count: int, pairs: list[tuple[int, int]]) -> list[bool]:
     return clean
 
 
+def _end_label(item, names: Sequence[str], last: bool) -> str:
+    """A scope group by its label (``3``), a joint or a cut block by its end joint's name."""
+    while isinstance(item, Group) and item.block:
+        item = item.items[-1 if last else 0]
+    return item.label if isinstance(item, Group) else names[item]
+
+
 def _block_label(items: list, names: Sequence[str]) -> str:
-    first, last = items[0], items[-1]
-    while isinstance(first, Group):
-        first = first.items[0]
-    while isinstance(last, Group):
-        last = last.items[-1]
-    return f"{names[first]} .. {names[last]}"
+    return f"{_end_label(items[0], names, False)} .. {_end_label(items[-1], names, True)}"
 
 
 def _cut_blocks(group: Group, names: Sequence[str], edges) -> None:
@@ -165,7 +169,7 @@ def _cut_blocks(group: Group, names: Sequence[str], edges) -> None:
 
 
 def _block(items: list, names: Sequence[str]) -> Group:
-    block = Group(_block_label(items, names), items)
+    block = Group(_block_label(items, names), items, block=True)
     _finish(block)
     return block
 

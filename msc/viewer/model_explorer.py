@@ -57,7 +57,10 @@ def _node(scene: Scene, index: int, owners) -> dict:
     rec = scene.joints[index]
     return {
         "id": rec["name"], "label": rec["optype"],
-        "namespace": "/".join(scene.namespace(index, owners)), "subgraphIds": [],
+        # "/" separates Model Explorer layers; inside one group label it would split the group
+        "namespace": "/".join(label.replace("/", ".") for label in
+                              scene.namespace(index, owners)),
+        "subgraphIds": [],
         "attrs": _attrs(rec, scene.joints),
         "incomingEdges": [{"sourceNodeId": scene.joints[p]["name"],
                            "sourceNodeOutputId": str(out), "targetNodeInputId": str(pos)}

@@ -147,9 +147,11 @@
     setBox({x: -20 - (r.width / s - w) / 2 * (r.width / s > w), y: -20, w: r.width / s,
       h: r.height / s});
   }
-  function centerOn(i) {
-    const p = placed.get(i);
-    if (p) setBox({x: p[0] - box.w / 2, y: p[1] - box.h / 2, w: box.w, h: box.h});
+  function centerOn(i) { // and zoom in to full size when the view is zoomed out
+    const p = placed.get(i), r = svg.getBoundingClientRect();
+    if (!p) return;
+    const k = Math.max(1, r.width / box.w), w = r.width / k, h = r.height / k;
+    setBox({x: p[0] - w / 2, y: p[1] - h / 2, w, h});
   }
 
   function invalidate(gid) { for (let g = gid; g >= 0; g = G[g].parent) cache.delete(g); }
@@ -203,8 +205,8 @@
     if (i === undefined) { render(); return; }
     reveal(i);
     render();
+    showPanel(i); // first: the panel narrows the canvas
     centerOn(i);
-    showPanel(i);
   }
 
   svg.addEventListener("click", e => {
@@ -258,6 +260,7 @@
     toggle, search, reveal, render,
     visibleJoints: () => scene.querySelectorAll("g.joint").length,
     groupOf: i => owner[i],
+    subgroups: gid => G[gid].items.filter(it => it < 0).map(it => -it - 1),
   };
   fit(render());
   window.mscView.loadMs = performance.now() - T0; // parse + first layout and render
