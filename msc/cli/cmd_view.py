@@ -26,7 +26,9 @@ def add_arguments(p) -> None:
                    ".svg, or with --model-explorer a .json (example: -o resnet50.html)")
     p.add_argument("--overlay", metavar="JSON", help="per-joint values {joint name: number} "
                    "shown as colors and in the details panel (example: --overlay sqnr.json)")
-    p.add_argument("--no-open", action="store_true", help="write the file, do not open it")
+    p.add_argument("--no-open", action="store_true",
+                   help="write the file(s) only; with --model-explorer, print the command that "
+                        "opens them")
     p.add_argument("--model-explorer", action="store_true",
                    help="export Model Explorer graph JSON (+ node data from --overlay) and open "
                         "it in Model Explorer (needs: pip install 'msc[explorer]')")
@@ -54,7 +56,10 @@ def run(args) -> int:
     if args.model_explorer:
         paths = model_explorer.write_model_explorer(graph, weights, path, overlay)
         print(f"wrote {', '.join(paths)} ({len(graph.node_names)} joints)")
-        model_explorer.open_model_explorer(paths, open_browser=not args.no_open)
+        if args.no_open:
+            print("open with: " + model_explorer.command_line(paths))
+        else:
+            model_explorer.open_model_explorer(paths)  # a local server, until Ctrl+C
         return 0
     writer = write_svg if path.lower().endswith(".svg") else write_html
     writer(graph, weights, path, overlay)

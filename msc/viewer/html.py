@@ -49,7 +49,8 @@ def page_data(scene: Scene, overlay: Overlay | None = None) -> dict:
 def render_html(scene: Scene, overlay: Overlay | None = None) -> str:
     """The page's text."""
     data = json.dumps(page_data(scene, overlay), separators=(",", ":"))
-    data = data.replace("</", "<\\/")  # a joint name must not close the <script> element
+    # no "<" inside the <script> element: a joint name like "</script>" or "<!--" stays data
+    data = data.replace("<", "\\u003c")
     stats = f"{len(scene.joints)} joints, {len(scene.groups()) - 1} groups"
     if overlay is not None:
         stats += f", overlay {overlay.title!r} on {len(overlay.values)}"

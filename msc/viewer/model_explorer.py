@@ -22,7 +22,8 @@ from ..graph.files import write_atomic
 from .overlay import GRADIENT, Overlay
 from .scene import FAMILY_COLORS, Scene
 
-__all__ = ["graph_collection", "node_data", "open_model_explorer", "write_model_explorer"]
+__all__ = ["command_line", "graph_collection", "node_data", "open_model_explorer",
+           "write_model_explorer"]
 
 INSTALL_HINT = "pip install 'msc[explorer]'  (or: pip install ai-edge-model-explorer)"
 
@@ -101,6 +102,12 @@ def write_model_explorer(graph, weights: Mapping[str, Any] | None, path: str,
         write_atomic(data_path, json.dumps(node_data(scene, overlay)))
         written.append(data_path)
     return written
+
+
+def command_line(paths: list[str]) -> str:
+    """The shell command that opens the files of ``write_model_explorer`` in Model Explorer."""
+    data = f" --node_data_paths={','.join(paths[1:])}" if len(paths) > 1 else ""
+    return f"model-explorer {paths[0]}{data}"
 
 
 def open_model_explorer(paths: list[str], open_browser: bool = True) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..progress import progress
 from ..relax.op import OPS
 from .groups import Group, group_joints
 
@@ -54,9 +55,9 @@ def _stats(array: Any) -> dict:
     data = np.asarray(array)
     if data.size == 0 or not np.issubdtype(data.dtype, np.number):
         return {}
-    flat = data.astype(np.float64, copy=False).ravel()
-    return {"min": float(flat.min()), "max": float(flat.max()), "mean": float(flat.mean()),
-            "std": float(flat.std())}
+    # float64 accumulators, no float64 copy of a big weight
+    return {"min": float(data.min()), "max": float(data.max()),
+            "mean": float(data.mean(dtype=np.float64)), "std": float(data.std(dtype=np.float64))}
 
 
 def _weights(joint, weights: Mapping[str, Any]) -> list[dict]:
@@ -93,7 +94,8 @@ class Scene:
     @classmethod
     def of(cls, graph, weights: Mapping[str, Any] | None = None) -> Scene:
         nodes = list(graph.get_nodes())
-        joints = [_record(joint, weights or {}) for joint in nodes]
+        joints = [_record(joint, weights or {})
+                  for joint in progress(nodes, desc="view: joints", unit="joint")]
         edges = [(p, j) for j, rec in enumerate(joints) for p in rec["parents"]]
         root = group_joints([j.name for j in nodes], edges, [j.scope for j in nodes])
         return cls(graph.name, joints, root)

@@ -52,15 +52,22 @@ def test_view_svg_with_overlay_no_open(model, tmp_path, monkeypatch):
     assert code == 0 and opened == [] and "density=0.5" in out.read_text()
 
 
-def test_view_model_explorer_json_then_open(model, tmp_path, monkeypatch):
+def test_view_model_explorer_writes_json_and_says_how_to_open(model, tmp_path, monkeypatch,
+                                                               capsys):
     import sys
 
-    _, path = model
-    out = tmp_path / "g.json"
+    graph, path = model
+    out, overlay = tmp_path / "g.json", tmp_path / "t.json"
+    overlay.write_text(json.dumps({graph.node_names[-1]: 3}))
+    code, _ = _run([path, "--model-explorer", "-o", str(out), "--overlay", str(overlay),
+                    "--no-open"], monkeypatch)
+    assert code == 0 and json.loads(out.read_text())["graphs"][0]["nodes"]
+    data = tmp_path / "g.node_data.json"
+    assert f"model-explorer {out} --node_data_paths={data}" in capsys.readouterr().out
+    # opening needs the optional package; without it the error says how to install it
     monkeypatch.setitem(sys.modules, "model_explorer", None)
-    with pytest.raises(MSCError, match="pip install"):
-        _run([path, "--model-explorer", "-o", str(out), "--no-open"], monkeypatch)
-    assert json.loads(out.read_text())["graphs"][0]["nodes"]  # written before opening
+    with pytest.raises(MSCError, match=r"pip install 'msc\[explorer\]'"):
+        _run([path, "--model-explorer", "-o", str(out)], monkeypatch)
 
 
 @pytest.mark.parametrize("extra, words", [

@@ -12,6 +12,7 @@ import pytest
 from msc.viewer import write_html
 from msc.viewer.overlay import gradient_color, load_overlay
 from msc.viewer.scene import FAMILY_COLORS, Scene
+from msc.viewer.synthetic import decoder_graph
 from tests.helpers.browser import browser_missing, open_page, start_chromium
 
 _MISSING = browser_missing()
@@ -120,3 +121,17 @@ def test_overlay_colors_the_joints_it_names(driver, pages):
     others = {n: f for n, f in fills.items() if n not in pages["values"]}
     assert others and set(others.values()) == {"#ffffff"}
     assert "latency" in driver.find_element("id", "legend").text
+
+
+def test_search_opens_nested_groups_of_a_big_graph(driver, tmp_path):
+    graph = decoder_graph(120)  # 2,524 joints: layers/k inside blocks of layers
+    page = write_html(graph, {}, str(tmp_path / "decoder.html"))
+    assert open_page(driver, page) < 2000
+    before = driver.execute_script("return mscView.visibleJoints()")
+    driver.execute_script("mscView.search('layers.77.mlp.act')")
+    hit = driver.find_elements("css selector", "g.joint.hit")
+    assert [h.get_attribute("data-name") for h in hit] == ["layers.77.mlp.act"]
+    # its block, its layer and its mlp scope are open: three nested frames around it
+    frames = driver.execute_script("return document.querySelectorAll('g.cluster').length")
+    assert frames == 3 and driver.execute_script("return mscView.visibleJoints()") > before
+    assert driver.execute_script("return mscView.lastRenderMs") < 500
