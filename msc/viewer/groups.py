@@ -1,7 +1,7 @@
 """Collapsible groups of joints: the scope/module tree, with long flat runs cut into blocks.
 
 A joint's scope path comes from its ``scope`` list and its name (``layer1.0.conv1`` ->
-``layer1/0``, ONNX ``/layer1/layer1.0/conv1/Conv`` -> ``layer1/layer1.0/conv1``). Names without
+``layer1/0``; ONNX ``/layer1/layer1.0/conv1/Conv`` -> ``layer1/layer1.0/conv1``). Names without
 a shared prefix (``conv2d_3``, as from_relax gives) have no scope; any level that still holds
 more than ``MAX_ITEMS`` items is cut, in topological order, at the points where only one
 tensor is alive (the end of a residual block, the output of a transformer layer), so each
@@ -14,7 +14,6 @@ level stays small enough to lay out quickly in a browser.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 __all__ = ["MAX_ITEMS", "Group", "group_joints", "joint_paths"]
@@ -23,7 +22,6 @@ MAX_ITEMS = 40  # items shown at one level; dagre lays out ~40 boxes in well und
 MIN_BLOCK = 6  # a cut block closes at the first single-tensor point after this many items
 FLATTEN_SHARE = 0.9  # a scope holding >= 90% of its parent's joints adds a level, no meaning
 
-_SPLIT = re.compile(r"[/.]")
 
 
 class Group:
@@ -54,7 +52,8 @@ def joint_paths(names: Sequence[str], scopes: Sequence[Sequence[str]] | None = N
     scopes = scopes or [()] * len(names)
     paths = []
     for name, scope in zip(names, scopes):
-        segs = [s for s in _SPLIT.split(name) if s]
+        # ONNX scopes use "/" and keep module paths whole inside ("/layer1/layer1.0/Conv")
+        segs = [s for s in name.split("/" if "/" in name else ".") if s]
         paths.append([*scope, *segs[:-1]])
     return paths
 

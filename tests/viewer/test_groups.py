@@ -52,3 +52,11 @@ def test_a_long_chain_is_split_into_levels_of_bounded_size():
     root = group_joints([f"op_{i}" for i in range(n)], [(i, i + 1) for i in range(n - 1)])
     assert all(len(g.items) <= MAX_ITEMS for g in root.walk())
     assert root.size == n and _joints_under(root) == list(range(n))
+
+
+def test_onnx_paths_keep_dotted_module_names_whole():
+    names = ["/layer1/layer1.0/conv1/Conv", "/layer1/layer1.0/relu/Relu",
+             "/layer1/layer1.1/conv1/Conv", "/layer1/layer1.1/relu/Relu", "/fc/Gemm"]
+    root = group_joints(names, [(i, i + 1) for i in range(4)])
+    assert _labels(root) == ["layer1", 4]
+    assert _labels(root.items[0]) == ["layer1.0", "layer1.1"]

@@ -227,6 +227,10 @@
       goTo(hits[hitPos]);
     } else { input.dataset.last = input.value; search(input.value); }
   });
+  document.addEventListener("keydown", e => { // "/" searches, Escape closes the panel
+    if (e.key === "/" && document.activeElement !== input) { e.preventDefault(); input.focus(); }
+    if (e.key === "Escape") document.getElementById("panel").classList.remove("open");
+  });
   svg.addEventListener("wheel", e => {
     e.preventDefault();
     const r = svg.getBoundingClientRect(), k = Math.exp(e.deltaY * 0.0015);
