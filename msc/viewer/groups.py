@@ -65,8 +65,8 @@ def _scope_tree(paths: list[list[str]]) -> Group:
         for k in range(1, len(path) + 1):
             key = tuple(path[:k])
             counts[key] = counts.get(key, 0) + 1
-    root, by_key = Group(""), {(): None}
-    by_key[()] = root
+    root = Group("")
+    by_key: dict[tuple, Group] = {(): root}
     for idx, path in enumerate(paths):
         k = len(path)
         while k and counts[tuple(path[:k])] < 2:
@@ -91,31 +91,31 @@ def _finish(group: Group) -> None:
 
 def _simplify(root: Group) -> None:
     """Merge single-child chains (``a`` holding only ``b`` -> ``a/b``) and flatten levels that
-    hold nearly all of their parent."""
+    hold nearly all of their parent (a scope every joint shares tells nothing)."""
     _finish(root)
     for group in list(root.walk()):
-        changed = True
-        while changed:
-            changed = False
-            for pos, item in enumerate(group.items):
-                if not isinstance(item, Group):
-                    continue
-                if len(item.items) == 1 or item.size >= FLATTEN_SHARE * group.size > 1:
-                    for child in item.items:  # keep the dropped level in the names
-                        if isinstance(child, Group):
-                            child.label = f"{item.label}/{child.label}"
-                    group.items[pos:pos + 1] = item.items
-                    changed = True
-                    break
+        items, stack = [], list(reversed(group.items))
+        while stack:
+            item = stack.pop()
+            if isinstance(item, Group) and (
+                    len(item.items) == 1 or item.size >= FLATTEN_SHARE * group.size > 1):
+                for child in item.items:  # keep the dropped level in the names
+                    if isinstance(child, Group):
+                        child.label = f"{item.label}/{child.label}"
+                stack.extend(reversed(item.items))
+            else:
+                items.append(item)
+        group.items = items
 
 
-def _item_edges(items: list, owner: dict, edges) -> list[tuple[int, int]]:
-    """Edges between the positions of ``items``; ``owner`` maps joint -> item position."""
+def _item_edges(owner: dict[int, int], parents: Sequence[Sequence[int]]) -> list:
+    """Edges between item positions; ``owner`` maps each joint under the items -> position."""
     out = set()
-    for src, dst in edges:
-        a, b = owner.get(src), owner.get(dst)
-        if a is not None and b is not None and a != b:
-            out.add((a, b))
+    for joint, pos in owner.items():
+        for parent in parents[joint]:
+            src = owner.get(parent)
+            if src is not None and src != pos:
+                out.add((src, pos))
     return sorted(out)
 
 
@@ -145,12 +145,11 @@ def _block_label(items: list, names: Sequence[str]) -> str:
     return f"{_end_label(items[0], names, False)} .. {_end_label(items[-1], names, True)}"
 
 
-def _cut_blocks(group: Group, names: Sequence[str], edges) -> None:
+def _cut_blocks(group: Group, names: Sequence[str], parents) -> None:
     """Split a level with too many items into blocks at single-tensor points (repeatedly)."""
     while len(group.items) > MAX_ITEMS:
         group.items.sort(key=lambda i: i.first if isinstance(i, Group) else i)
-        owner = _owners(group.items)
-        clean = _clean_cuts(len(group.items), _item_edges(group.items, owner, edges))
+        clean = _clean_cuts(len(group.items), _item_edges(_owners(group.items), parents))
         limit = max(MIN_BLOCK, min(MAX_ITEMS, len(group.items) // MIN_BLOCK))
         blocks, current = [], []
         for pos, item in enumerate(group.items):
@@ -192,8 +191,11 @@ def group_joints(names: Sequence[str], edges: Sequence[tuple[int, int]],
     """
     root = _scope_tree(joint_paths(names, scopes))
     _simplify(root)
+    parents: list[list[int]] = [[] for _ in names]
+    for src, dst in edges:
+        parents[dst].append(src)
     for group in list(root.walk()):
-        _cut_blocks(group, names, edges)
+        _cut_blocks(group, names, parents)
     _finish(root)
     for gid, group in enumerate(root.walk()):
         group.gid = gid
