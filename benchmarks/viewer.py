@@ -1,0 +1,177 @@
+"""The graph views on big graphs, in a real browser (headless Chromium): seconds to write, to
+open, to expand a group, to search; the SVG layout; Model Explorer as the anchor.
+
+    .venv/bin/python benchmarks/viewer.py [--layers 476] [--model-explorer PATH]
+    .venv/bin/python benchmarks/viewer.py --screenshot docs/images/resnet50_view.png
+
+Graphs: ONNX's light resnet50 (230 joints), and a decoder of ``--layers`` layers (21 joints
+each, 476 -> 10,000 joints) named by module path and, flat, the way from_relax names joints.
+Targets (issue 18): a 10,000-joint page opens in under 2 s and a group expands in under
+0.5 s. ``open`` is the page's own time from navigation start to its first render;
+``expand`` is the click handler's time (layout + DOM) for the first and a nested group.
+grandalf on one flat level of N boxes shows why the SVG lays out one group level at a time.
+Model Explorer (``model-explorer`` on PATH, or ``--model-explorer`` its executable) opens the
+same graph exported as its JSON: seconds until its graph is drawn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import onnx
+
+from frontends.translate import from_onnx
+from msc.viewer import write_html, write_svg
+from msc.viewer.layout import layout_level
+from msc.viewer.model_explorer import write_model_explorer
+from msc.viewer.synthetic import decoder_graph
+from tests.helpers.browser import browser_missing, open_page, start_chromium
+
+RESNET50 = os.path.join(os.path.dirname(onnx.__file__),
+                        "backend/test/data/light/light_resnet50.onnx")
+OPEN_TARGET_MS, EXPAND_TARGET_MS = 2000, 500
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start
+
+
+def _browser_row(driver, page: str, search: str) -> dict:
+    open_ms = min(open_page(driver, page) for _ in range(2))  # second load: warm disk cache
+    first = driver.execute_script("mscView.toggle(1, true); return mscView.lastToggleMs")
+    nested = driver.execute_script(
+        "const sub = mscView.subgroups(1); if (!sub.length) return null;"
+        "mscView.toggle(sub[sub.length >> 1], true); return mscView.lastToggleMs")
+    _, search_s = _timed(lambda: driver.execute_script("return mscView.search(arguments[0])",
+                                                       search))
+    shown = driver.execute_script("return mscView.visibleJoints()")
+    return {"open": open_ms, "expand": first, "nested": nested, "search": search_s * 1e3,
+            "shown": shown}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def model_explorer_open_s(exe: str, graph_json: str, driver, nodes: int) -> float | None:
+    """Seconds from loading Model Explorer's page until the graph is drawn (its "Processing"
+    notice gone, the WebGL canvas up), or None when it did not finish in 120 s."""
+    port = _free_port()
+    proc = subprocess.Popen([exe, graph_json, f"--port={port}", "--no_open_in_browser"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        url = next(line.strip() for line in proc.stdout if "http://localhost" in line)
+        start = time.perf_counter()
+        driver.get(url)
+        while time.perf_counter() - start < 120:
+            text = driver.execute_script("return document.body ? document.body.innerText : ''")
+            canvases = driver.execute_script("return document.querySelectorAll('canvas').length")
+            if f"{nodes} nodes" in text and "Processing" not in text and canvases:
+                return time.perf_counter() - start
+            time.sleep(0.05)
+        return None
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def screenshot(path: str) -> None:
+    """The README's picture: resnet50, a search hit opened in its block, its details shown."""
+    graph, weights = from_onnx(RESNET50)
+    driver = start_chromium(1400, 1100)
+    with tempfile.TemporaryDirectory() as out:
+        page = write_html(graph, weights, os.path.join(out, "resnet50.html"))
+        open_page(driver, page)
+        driver.execute_script("mscView.search('conv2d_6')")
+        driver.save_screenshot(path)
+    driver.quit()
+    print(f"wrote {path}")
+
+
+def _graphs(layers: int) -> list[tuple[str, object, dict, str]]:
+    graph, weights = from_onnx(RESNET50)
+    return [("resnet50", graph, weights, "conv2d_40"),
+            (f"decoder x{layers}", decoder_graph(layers), {}, f"layers.{layers // 2}.mlp.act"),
+            (f"decoder x{layers} flat", decoder_graph(layers, flat=True), {}, "silu_7")]
+
+
+def _print_table(rows: list[dict]) -> None:
+    cols = ["graph", "joints", "write html s", "html MB", "open ms", "expand ms", "nested ms",
+            "search ms", "svg s", "open / 2 s", "expand / 0.5 s", "Model Explorer open s",
+            "msc / ME open"]
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for r in rows:
+        me = r.get("me")
+        cells = [r["name"], r["joints"], f"{r['write']:.2f}", f"{r['mb']:.1f}",
+                 f"{r['open']:.0f}", f"{r['expand']:.0f}",
+                 "-" if r["nested"] is None else f"{r['nested']:.0f}", f"{r['search']:.0f}",
+                 f"{r['svg']:.2f}", f"{r['open'] / OPEN_TARGET_MS:.2f}x",
+                 f"{max(r['expand'], r['nested'] or 0) / EXPAND_TARGET_MS:.2f}x",
+                 "-" if me is None else f"{me:.2f}",
+                 "-" if me is None else f"{r['open'] / 1e3 / me:.2f}x"]
+        print("| " + " | ".join(str(c) for c in cells) + " |")
+
+
+def _flat_grandalf(sizes: list[int]) -> None:
+    print("\ngrandalf on ONE flat level (what the SVG avoids by laying out group levels):")
+    for n in sizes:
+        edges = [(i - 1, i) for i in range(1, n)] + [(i - 4, i) for i in range(4, n, 4)]
+        _, secs = _timed(lambda n=n, edges=edges: layout_level([(120, 46)] * n, edges))
+        print(f"  {n:6d} boxes: {secs:6.2f} s")
+
+
+def _measure(name, graph, weights, search, out, driver, me_exe) -> dict:
+    page = os.path.join(out, "view.html")
+    _, write_s = _timed(lambda: write_html(graph, weights, page))
+    _, svg_s = _timed(lambda: write_svg(graph, weights, os.path.join(out, "v.svg")))
+    row = {"name": name, "joints": len(graph.node_names), "write": write_s,
+           "mb": os.path.getsize(page) / 2**20, "svg": svg_s,
+           **_browser_row(driver, page, search)}
+    if me_exe:
+        me_json = write_model_explorer(graph, weights, os.path.join(out, "me.json"))[0]
+        row["me"] = model_explorer_open_s(me_exe, me_json, driver, len(graph.node_names))
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layers", type=int, default=476, help="decoder layers (21 joints each)")
+    parser.add_argument("--model-explorer", default=shutil.which("model-explorer"),
+                        help="Model Explorer executable (default: model-explorer on PATH)")
+    parser.add_argument("--flat-sizes", default="300,1000,3000",
+                        help="box counts for the one-level grandalf timing")
+    parser.add_argument("--screenshot", metavar="PNG",
+                        help="only write the README's screenshot of resnet50 to PNG")
+    args = parser.parse_args()
+    missing = browser_missing()
+    if missing:
+        raise SystemExit(f"benchmarks/viewer.py needs a browser: {missing}")
+    if args.screenshot:
+        return screenshot(args.screenshot)
+    driver, rows = start_chromium(), []
+    with tempfile.TemporaryDirectory() as out:
+        for name, graph, weights, search in _graphs(args.layers):
+            rows.append(_measure(name, graph, weights, search, out, driver, args.model_explorer))
+            print(f"{name}: done", file=sys.stderr, flush=True)
+    driver.quit()
+    _print_table(rows)
+    _flat_grandalf([int(n) for n in args.flat_sizes.split(",") if n])
+
+
+if __name__ == "__main__":
+    main()

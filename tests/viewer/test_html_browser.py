@@ -1,0 +1,137 @@
+"""The HTML view of resnet50 in a real browser (headless Chromium): it opens offline, draws
+one element per visible joint, expands groups, finds joints and colors overlays.
+
+One browser session serves the whole module; each test reloads the page it needs.
+"""
+
+import json
+import os
+
+import pytest
+
+from msc.viewer import write_html
+from msc.viewer.overlay import gradient_color, load_overlay
+from msc.viewer.scene import FAMILY_COLORS, Scene
+from msc.viewer.synthetic import decoder_graph
+from tests.helpers.browser import browser_missing, open_page, start_chromium
+
+_MISSING = browser_missing()
+if _MISSING and os.environ.get("CI"):
+    raise RuntimeError(f"the viewer tests need a browser under CI: {_MISSING}")
+pytestmark = pytest.mark.skipif(bool(_MISSING), reason=str(_MISSING))
+
+
+@pytest.fixture(scope="module")
+def driver():
+    drv = start_chromium()
+    yield drv
+    drv.quit()
+
+
+@pytest.fixture(scope="module")
+def pages(resnet50, tmp_path_factory):
+    """resnet50 as HTML, plain and with an overlay on three joints."""
+    graph, weights = resnet50
+    out = tmp_path_factory.mktemp("view")
+    values = {"conv2d": 1.0, "conv2d_1": 4.0, "relu_3": 9.0}
+    (out / "latency.json").write_text(json.dumps(values))
+    overlay = load_overlay(str(out / "latency.json"), graph.node_names)
+    return {"plain": write_html(graph, weights, str(out / "r50.html")),
+            "overlay": write_html(graph, weights, str(out / "r50_ov.html"), overlay),
+            "values": values, "scene": Scene.of(graph, weights)}
+
+
+def _root_joints(scene):
+    return sum(1 for item in scene.root.items if isinstance(item, int))
+
+
+def _group_of(scene, name):
+    index = next(i for i, rec in enumerate(scene.joints) if rec["name"] == name)
+    return scene.joint_groups()[index]
+
+
+def _fills(driver):
+    return driver.execute_script(
+        "const o = {}; document.querySelectorAll('g.joint').forEach(g => "
+        "o[g.dataset.name] = g.querySelector('rect').getAttribute('fill')); return o;")
+
+
+def test_page_opens_offline_and_draws(driver, pages):
+    load_ms = open_page(driver, pages["plain"])
+    assert load_ms < 5000
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []
+    # everything is inline: the page fetched nothing, not even from disk
+    assert driver.execute_script("return performance.getEntriesByType('resource').length") == 0
+    shot = driver.get_screenshot_as_png()
+    driver.get("data:text/html,<body></body>")
+    blank = driver.get_screenshot_as_png()
+    assert len(shot) > 5 * len(blank)  # boxes and text, not an empty page (PNG sizes)
+    open_page(driver, pages["plain"])
+    groups = driver.find_elements("css selector", "g.group")
+    assert len(groups) == len([i for i in pages["scene"].root.items if not isinstance(i, int)])
+
+
+def test_one_element_per_visible_joint_and_group_expands(driver, pages):
+    open_page(driver, pages["plain"])
+    scene = pages["scene"]
+    joints = driver.find_elements("css selector", "g.joint")
+    assert len(joints) == _root_joints(scene)
+    group = _group_of(scene, "conv2d_1")
+    box = driver.find_element("css selector", f'g.group[data-g="{group.gid}"]')
+    box.click()
+    names = {e.get_attribute("data-name") for e in driver.find_elements("css selector", "g.joint")}
+    inside = {scene.joints[i]["name"] for i in group.items if isinstance(i, int)}
+    assert inside <= names and "conv2d_1" in names
+    assert len(names) == _root_joints(scene) + len(inside)
+    assert driver.execute_script("return mscView.lastToggleMs") < 500
+    # family colors: a conv joint is drawn in the conv color
+    assert _fills(driver)["conv2d_1"] == FAMILY_COLORS["conv"]
+    # clicking the frame's header collapses it again
+    driver.find_element("css selector", f'g.cluster[data-g="{group.gid}"] text').click()
+    assert len(driver.find_elements("css selector", "g.joint")) == _root_joints(scene)
+
+
+def test_search_finds_a_joint_and_shows_its_details(driver, pages):
+    open_page(driver, pages["plain"])
+    box = driver.find_element("id", "search")
+    box.send_keys("conv2d_52\n")
+    hit = driver.find_elements("css selector", "g.joint.hit")
+    assert [h.get_attribute("data-name") for h in hit] == ["conv2d_52"]
+    panel = driver.find_element("id", "panel").text
+    assert "conv2d_52" in panel and "nn.conv2d" in panel and "batch_norm_52" in panel
+    assert "min" in panel  # weight statistics of its kernel
+    view = driver.execute_script("return document.getElementById('canvas').getAttribute('viewBox')")
+    x, y, w, h = map(float, view.split())
+    cx, cy = driver.execute_script(
+        "const r = document.querySelector('g.joint.hit rect').getBBox();"
+        "const t = document.querySelector('g.joint.hit').transform.baseVal[0].matrix;"
+        "return [t.e + r.width / 2, t.f + r.height / 2];")
+    assert x < cx < x + w and y < cy < y + h  # the view moved onto the hit
+
+
+def test_overlay_colors_the_joints_it_names(driver, pages):
+    open_page(driver, pages["overlay"])
+    for name in pages["values"]:
+        driver.execute_script("mscView.reveal(mscView.search(arguments[0])[0]);", name)
+    fills = _fills(driver)
+    lo, hi = min(pages["values"].values()), max(pages["values"].values())
+    for name, value in pages["values"].items():
+        assert fills[name] == gradient_color((value - lo) / (hi - lo)), name
+    others = {n: f for n, f in fills.items() if n not in pages["values"]}
+    assert others and set(others.values()) == {"#ffffff"}
+    assert "latency" in driver.find_element("id", "legend").text
+
+
+def test_search_opens_nested_groups_of_a_big_graph(driver, tmp_path):
+    graph = decoder_graph(120)  # 2,524 joints: layers/k inside blocks of layers
+    page = write_html(graph, {}, str(tmp_path / "decoder.html"))
+    assert open_page(driver, page) < 2000
+    before = driver.execute_script("return mscView.visibleJoints()")
+    driver.execute_script("mscView.search('layers.77.mlp.act')")
+    hit = driver.find_elements("css selector", "g.joint.hit")
+    assert [h.get_attribute("data-name") for h in hit] == ["layers.77.mlp.act"]
+    # its block, its layer and its mlp scope are open: three nested frames around it
+    frames = driver.execute_script("return document.querySelectorAll('g.cluster').length")
+    assert frames == 3 and driver.execute_script("return mscView.visibleJoints()") > before
+    assert driver.execute_script("return mscView.lastRenderMs") < 500
