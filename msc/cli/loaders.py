@@ -205,12 +205,16 @@ def _call_factory(path: str, factory: str):
 
 def _exec_file(path: str):
     folder = os.path.dirname(os.path.abspath(path))
-    spec = importlib.util.spec_from_file_location(f"msc_user_model_{next(_MODULES)}", path)
+    name = f"msc_user_model_{next(_MODULES)}"
+    spec = importlib.util.spec_from_file_location(name, path)
     source = importlib.util.module_from_spec(spec)
+    # registered like an import: dataclasses, pickling and tracing look modules up by name
+    sys.modules[name] = source
     sys.path.insert(0, folder)  # the model file may import its neighbours
     try:
         spec.loader.exec_module(source)
     except (Exception, SystemExit) as err:
+        del sys.modules[name]
         raise SerializationError(f"running the model file failed: {type(err).__name__}: {err}",
                                  file=path) from err
     finally:

@@ -158,3 +158,15 @@ def test_onnx_input_names_the_graph_sanitizes(tmp_path, capsys):
         assert "float32[3, 4]" in capsys.readouterr().out
     assert main(["run", model, "--dim", "batch_size=2", "--check"]) == 0
     assert "PASS" in capsys.readouterr().out
+
+
+def test_progress_on_a_terminal_and_quiet(cnn, capsys, monkeypatch):
+    """Stage bars go to stderr when it is a terminal; -q / --quiet turns them off."""
+    from msc import progress
+
+    monkeypatch.setattr(progress, "_quiet", False)
+    monkeypatch.setattr(progress, "enabled", lambda: not progress._quiet)  # as on a terminal
+    assert main(["run", cnn, "--dim", "N=1"]) == 0
+    assert "msc run" in capsys.readouterr().err
+    assert main(["run", cnn, "--dim", "N=1", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
