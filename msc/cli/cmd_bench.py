@@ -28,7 +28,7 @@ def add_arguments(p) -> None:
     options.add_model(p)
     options.add_inputs(p)
     options.add_threads(p)
-    p.add_argument("--repeat", type=int, default=5, metavar="R",
+    p.add_argument("--repeat", type=options.positive_int, default=5, metavar="R",
                    help="rounds; the best one counts (default 5)")
     p.add_argument("--min-time", type=float, default=0.2, metavar="SECONDS",
                    help="time of one round of one runtime (default 0.2)")
@@ -48,7 +48,7 @@ def measure(calls: dict, repeat: int, min_time: float) -> dict[str, list[float]]
     for fn in calls.values():
         fn()  # warm up: lazy kernels, buffers, caches
     seconds = {who: [] for who in calls}
-    for _ in progress(range(max(repeat, 1)), desc="bench", unit="round"):
+    for _ in progress(range(repeat), desc="bench", unit="round"):
         for who, fn in calls.items():
             seconds[who].append(timed(fn, min_time))
     return seconds

@@ -1,5 +1,6 @@
 """`msc run` / `codegen` / `bench`: msc's backend against onnxruntime and torch."""
 
+import json
 import re
 
 import numpy as np
@@ -170,3 +171,11 @@ def test_progress_on_a_terminal_and_quiet(cnn, capsys, monkeypatch):
     assert "msc run" in capsys.readouterr().err
     assert main(["run", cnn, "--dim", "N=1", "--quiet"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_run_json_report(cnn, capsys):
+    assert main(["run", cnn, "--dim", "N=2", "--check", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["outputs"][0]["shape"] == [2, 10] and report["check"]["ok"] is True
+    assert report["check"]["reference"] == "onnxruntime"
+    assert report["check"]["outputs"][0]["max_abs"] < 1e-4
