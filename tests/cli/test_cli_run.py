@@ -2,6 +2,7 @@
 
 import json
 import re
+import sys
 
 import numpy as np
 import onnxruntime as ort
@@ -179,3 +180,13 @@ def test_run_json_report(cnn, capsys):
     assert report["outputs"][0]["shape"] == [2, 10] and report["check"]["ok"] is True
     assert report["check"]["reference"] == "onnxruntime"
     assert report["check"]["outputs"][0]["max_abs"] < 1e-4
+
+
+def test_without_onnxruntime(cnn, capsys, monkeypatch):
+    """onnxruntime is optional: --check says how to get it (exit 2), bench times msc alone."""
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    assert main(["run", cnn, "--dim", "N=1", "--check"]) == 2
+    assert "pip install onnxruntime" in capsys.readouterr().err
+    assert main(["bench", cnn, "--dim", "N=1", "--repeat", "1", "--min-time", "0.01"]) == 0
+    out = capsys.readouterr().out
+    assert "onnxruntime is not installed" in out and "\nmsc " in out and "\nonnxruntime " not in out
