@@ -5,6 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 
+from ..errors import ValidationError
 from ..progress import progress
 from . import options
 from .loaders import open_model
@@ -28,7 +29,7 @@ def add_arguments(p) -> None:
     options.add_model(p)
     options.add_inputs(p)
     options.add_threads(p)
-    p.add_argument("--repeat", type=int, default=5, metavar="R",
+    p.add_argument("--repeat", type=options.positive_int, default=5, metavar="R",
                    help="rounds; the best one counts (default 5)")
     p.add_argument("--min-time", type=float, default=0.2, metavar="SECONDS",
                    help="time of one round of one runtime (default 0.2)")
@@ -48,7 +49,7 @@ def measure(calls: dict, repeat: int, min_time: float) -> dict[str, list[float]]
     for fn in calls.values():
         fn()  # warm up: lazy kernels, buffers, caches
     seconds = {who: [] for who in calls}
-    for _ in progress(range(max(repeat, 1)), desc="bench", unit="round"):
+    for _ in progress(range(repeat), desc="bench", unit="round"):
         for who, fn in calls.items():
             seconds[who].append(timed(fn, min_time))
     return seconds
@@ -64,6 +65,18 @@ def format_table(seconds: dict[str, list[float]]) -> str:
     return "\n".join(rows)
 
 
+def _reference(model, threads):
+    """The model's own runtime, or None (said so) when it has none or it is not installed."""
+    try:
+        reference = reference_runner(model, threads)
+    except ValidationError as err:  # onnxruntime not installed: time msc alone
+        print(f"({err}; msc only)")
+        return None
+    if reference is None:
+        print(f"({model.kind} model: no runtime of its own to compare with; msc only)")
+    return reference
+
+
 def run(args) -> int:
     with Stages("msc bench", ["load", "build"]) as stage:
         stage("load")
@@ -71,11 +84,9 @@ def run(args) -> int:
         arrays = options.model_inputs(args, model)
         stage("build")
         msc_fn, _ = msc_runner(model, args.threads)
-        reference = reference_runner(model, args.threads)
+        reference = _reference(model, args.threads)
     calls = {"msc": lambda: msc_fn(arrays)}
-    if reference is None:
-        print(f"({model.kind} model: no runtime of its own to compare with; msc only)")
-    else:
+    if reference is not None:
         calls[reference_name(model)] = lambda: reference(arrays)
     shapes = ", ".join(f"{k} {list(v.shape)}" for k, v in arrays.items())
     threads = args.threads or "default"

@@ -14,6 +14,7 @@ EPILOG = """examples:
   msc diff model.onnx pruned.json                   # before / after a compression
   msc diff model.onnx net.py:make_model --input-info-b "x:1,3,224,224"   # ONNX vs torch import
   msc diff a.json b.json --json
+  msc diff a.json b.json --brief                    # the verdict line only
 Joints pair by their place in the graph (inputs by position, then each joint with a joint of
 the same optype below its matched parents), names breaking ties, so graphs whose names differ
 still pair up; renames alone do not make graphs differ.
@@ -30,6 +31,8 @@ def add_arguments(p) -> None:
     p.add_argument("--input-info-b", action="append", metavar="SPEC",
                    help="--input-info of B (torch or ONNX model)")
     p.add_argument("--json", action="store_true", help="print the diff as JSON")
+    p.add_argument("--brief", action="store_true",
+                   help="print only the verdict line (counts of added, removed, changed...)")
 
 
 def run(args) -> int:
@@ -41,6 +44,8 @@ def run(args) -> int:
     result.a_name, result.b_name = args.a, args.b
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
+    elif args.brief:
+        print(result.format().splitlines()[-1])
     else:
         print(f"--- {args.a} ({len(a.graph.node_names)} joints)")
         print(f"+++ {args.b} ({len(b.graph.node_names)} joints)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -21,6 +22,7 @@ EPILOG = """examples:
   msc run model.onnx --input x:4,3,224,224 --check --atol 1e-3 --rtol 1e-3
   msc run net.py:make_model --input-info "x:N,3,32,32" --dim N=2 --check   # vs torch
   msc run model.onnx --save out/outputs.npz
+  msc run model.onnx --check --json | jq .check.ok
 --check compares every output with |msc - ref| <= atol + rtol * |ref| and exits 1 when one
 differs; it needs an ONNX model (onnxruntime) or a torch model (torch).
 """
@@ -38,18 +40,29 @@ def add_arguments(p) -> None:
     p.add_argument("--save", metavar="FILE.npz",
                    help="write the outputs to an .npz keyed by output name")
     p.add_argument("--force", action="store_true", help="replace an existing --save file")
+    p.add_argument("--json", action="store_true",
+                   help="print a JSON report (timings, output stats, check rows)")
 
 
-def _stats(name: str, array: np.ndarray) -> str:
-    head = f"{name}: {array.dtype}{list(array.shape)}"
-    if array.size == 0 or array.dtype.kind not in "biuf":
+def stats(name: str, array: np.ndarray) -> dict:
+    """Name, dtype, shape and (for numbers) min / max / mean / std of one output."""
+    row = {"name": name, "dtype": str(array.dtype), "shape": list(array.shape)}
+    if array.size and array.dtype.kind in "biuf":
+        values = array.astype(np.float64)
+        row |= {"min": float(values.min()), "max": float(values.max()),
+                "mean": float(values.mean()), "std": float(values.std())}
+    return row
+
+
+def _stats_line(row: dict) -> str:
+    head = f"{row['name']}: {row['dtype']}{row['shape']}"
+    if "min" not in row:
         return head
-    values = array.astype(np.float64)
-    return (f"{head}  min {values.min():.4g}  max {values.max():.4g}  "
-            f"mean {values.mean():.4g}  std {values.std():.4g}")
+    return (f"{head}  min {row['min']:.4g}  max {row['max']:.4g}  mean {row['mean']:.4g}  "
+            f"std {row['std']:.4g}")
 
 
-def _check_row(row: dict) -> str:
+def _check_line(row: dict) -> str:
     if "error" in row:
         return f"{row['output']}: {row['error']} -> MISMATCH"
     status = "ok" if row["ok"] else f"MISMATCH ({row['mismatched']} of {row['size']})"
@@ -57,12 +70,16 @@ def _check_row(row: dict) -> str:
             f"{row['max_rel']:.3g} -> {status}")
 
 
+def _check_save(args) -> None:
+    if not args.save.endswith(".npz"):
+        raise ValidationError(f"--save {args.save!r} is not an .npz file",
+                              hint="write --save outputs.npz")
+    check_writable([args.save], input_files(args.model), args.force)
+
+
 def run(args) -> int:
     if args.save:
-        if not args.save.endswith(".npz"):
-            raise ValidationError(f"--save {args.save!r} is not an .npz file",
-                                  hint="write --save outputs.npz")
-        check_writable([args.save], input_files(args.model), args.force)
+        _check_save(args)
     with Stages("msc run", ["load", "build", "run"]) as stage:
         stage("load")
         model = open_model(args.model, options.input_info(args))
@@ -80,24 +97,31 @@ def run(args) -> int:
         outputs = fn(arrays)
         ran = time.perf_counter()
     names = [t.alias or t.name for t in model.graph.get_outputs()]
-    print(f"msc: built in {built - start:.2f} s, ran in {(ran - built) * 1e3:.1f} ms "
-          f"({executable.stats['kernels']['native']} native kernels)")
-    for name, array in zip(names, outputs):
-        print("  " + _stats(name, array))
+    report = {"model": model.spec, "build_s": built - start, "run_ms": (ran - built) * 1e3,
+              "native_kernels": executable.stats["kernels"]["native"],
+              "outputs": [stats(n, a) for n, a in zip(names, outputs)]}
     if args.save:
         from codegen.files import save_npz
 
         save_npz(args.save, dict(zip(names, outputs)))
-        print(f"wrote {args.save}")
-    return _check(reference, arrays, outputs, names, args, reference_name(model)) \
-        if reference else 0
+    if reference:
+        rows = compare(outputs, reference(arrays), names, args.atol, args.rtol)
+        report["check"] = {"reference": reference_name(model), "atol": args.atol,
+                           "rtol": args.rtol, "ok": all(r["ok"] for r in rows), "outputs": rows}
+    print(json.dumps(report, indent=2) if args.json else _text(report, args.save))
+    return 0 if report.get("check", {"ok": True})["ok"] else 1
 
 
-def _check(reference, arrays, outputs, names, args, who: str) -> int:
-    rows = compare(outputs, reference(arrays), names, args.atol, args.rtol)
-    print(f"check against {who} (atol {args.atol:g}, rtol {args.rtol:g}):")
-    for row in rows:
-        print("  " + _check_row(row))
-    ok = all(row["ok"] for row in rows)
-    print("PASS" if ok else "FAIL")
-    return 0 if ok else 1
+def _text(report: dict, saved: str | None) -> str:
+    head = (f"msc: built in {report['build_s']:.2f} s, ran in {report['run_ms']:.1f} ms "
+            f"({report['native_kernels']} native kernels)")
+    lines = [head]
+    lines += ["  " + _stats_line(row) for row in report["outputs"]]
+    lines += [f"wrote {saved}"] if saved else []
+    check = report.get("check")
+    if check:
+        lines.append(f"check against {check['reference']} (atol {check['atol']:g}, "
+                     f"rtol {check['rtol']:g}):")
+        lines += ["  " + _check_line(row) for row in check["outputs"]]
+        lines.append("PASS" if check["ok"] else "FAIL")
+    return "\n".join(lines)

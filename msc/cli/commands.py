@@ -2,7 +2,17 @@
 
 Each command lives in its own module (``cmd_<name>.py``) with ``NAME``, ``HELP``,
 ``add_arguments(parser)`` (which also sets the parser's ``epilog`` of examples) and
-``run(args) -> exit status``. Another package adds a command by adding a row here.
+``run(args) -> exit status``. Another package adds a command by adding a row here. The
+contract of a row (``main.py`` holds the rule):
+
+- ``run`` returns 0, or 1 when it ran and the answer is no (a failed check, a difference);
+- bad input is an ``msc.errors`` error (naming the file, node, key...) raised out of ``run``:
+  main prints it on stderr and exits 2; anything else is a bug (exit 3);
+- models are read with ``loaders.open_model`` (every MODEL form, ``--input-info``) and
+  arguments shared with other commands come from ``options`` (``add_model``,
+  ``add_input_info``, ``add_inputs``, ``add_tolerances``, ``add_threads``).
+
+Export formats are the other table: ``cmd_export.EXPORTERS[".ext"] = fn(graph, weights, path)``.
 """
 
 from __future__ import annotations

@@ -47,9 +47,16 @@ class Model:
     weights: dict
     module: Any = None  # the torch nn.Module of a torch model (the --check reference)
     input_info: list = field(default_factory=list)
-    # the inputs' names in the source model (ONNX names such as "input.1", which the graph
-    # sanitizes to "input_1"); --input accepts these too
-    source_names: list = field(default_factory=list)
+    names: list | None = None  # see source_names
+
+    @property
+    def source_names(self) -> list[str]:
+        """The inputs' names in the source model (ONNX names such as ``input.1``, which the
+        graph sanitizes to ``input_1``; torch --input-info names); --input accepts these too.
+        Read on first use: inspect, export and diff never need them."""
+        if self.names is None:
+            self.names = _onnx_input_names(self.path) if self.kind == "onnx" else []
+        return self.names
 
 
 def _from_json(path: str, input_info):
@@ -128,8 +135,7 @@ def open_model(spec: str, input_info: list | None = None) -> Model:
                               file=spec, hint="the shapes of this model are in its file")
     with _naming(spec):
         graph, weights = LOADERS[ext](spec, input_info)
-    names = _onnx_input_names(spec) if kind == "onnx" else []
-    return Model(spec, spec, kind, graph, weights, input_info=input_info, source_names=names)
+    return Model(spec, spec, kind, graph, weights, input_info=input_info)
 
 
 def _onnx_input_names(path: str) -> list[str]:
@@ -180,7 +186,7 @@ def _open_torch(spec: str, path: str, factory: str, input_info: list) -> Model:
     for tensor, (name, _, _) in zip(graph.get_inputs(), input_info):
         graph.set_tensor_alias(tensor, name)  # --input and baselines use the user's names
     return Model(spec, path, "torch", graph, weights, module=module, input_info=input_info,
-                 source_names=[name for name, _, _ in input_info])
+                 names=[name for name, _, _ in input_info])
 
 
 def _call_factory(path: str, factory: str):
@@ -205,12 +211,16 @@ def _call_factory(path: str, factory: str):
 
 def _exec_file(path: str):
     folder = os.path.dirname(os.path.abspath(path))
-    spec = importlib.util.spec_from_file_location(f"msc_user_model_{next(_MODULES)}", path)
+    name = f"msc_user_model_{next(_MODULES)}"
+    spec = importlib.util.spec_from_file_location(name, path)
     source = importlib.util.module_from_spec(spec)
+    # registered like an import: dataclasses, pickling and tracing look modules up by name
+    sys.modules[name] = source
     sys.path.insert(0, folder)  # the model file may import its neighbours
     try:
         spec.loader.exec_module(source)
     except (Exception, SystemExit) as err:
+        del sys.modules[name]
         raise SerializationError(f"running the model file failed: {type(err).__name__}: {err}",
                                  file=path) from err
     finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from .inputs import make_inputs
 from .specs import INFO_FORM, INPUT_FORM, parse_dims, parse_input, parse_input_info
 
@@ -9,6 +11,17 @@ MODEL_HELP = ("the model: an ONNX .onnx file, an MSCGraph .json (weights from a 
               ".npz), a TVMScript .py (parsed, never executed), or a torch model "
               "file.py:factory (the file is executed; factory() returns an nn.Module; needs "
               "--input-info)")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an int >= 1 (a bad value is a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
 
 
 def add_model(p, name: str = "model", help_text: str = MODEL_HELP) -> None:
@@ -42,7 +55,7 @@ def add_tolerances(p, atol: float = 1e-4, rtol: float = 1e-4) -> None:
 
 
 def add_threads(p) -> None:
-    p.add_argument("--threads", type=int, default=None, metavar="N",
+    p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="threads of msc's VM and of the reference runtime (default: theirs)")
 
 

@@ -41,8 +41,8 @@ def flatten(value) -> list[np.ndarray]:
 
 def check_weights(model) -> None:
     """A graph that holds weights needs their data (a JSON graph takes them from a sibling)."""
-    names = [w.name for w in model.graph.get_weights()]
-    missing = [n for n in names if n not in model.weights]
+    names = [(w.name, w.alias) for w in model.graph.get_weights()]
+    missing = [n for n, alias in names if n not in model.weights and alias not in model.weights]
     if missing:
         stem = os.path.splitext(os.path.basename(model.path))[0]
         raise SerializationError(
@@ -74,13 +74,8 @@ def reference_name(model) -> str | None:
 
 def reference_runner(model, threads: int | None = None):
     """The model's own runtime, or None when it has none (graph JSON, TVMScript)."""
-    if model.kind == "onnx":
-        run = _onnxruntime(model.path, threads)
-    elif model.kind == "torch":
-        run = _torch(model.module, threads)
-    else:
-        return None
-    return _reporting(run, REFERENCES[model.kind], model.spec)
+    make = _REFERENCE_RUNNERS.get(model.kind)
+    return _reporting(make(model, threads), REFERENCES[model.kind], model.spec) if make else None
 
 
 def _reporting(run, who: str, spec: str):
@@ -127,6 +122,10 @@ def _torch(module, threads: int | None):
             torch.set_num_threads(previous)
 
     return run
+
+
+_REFERENCE_RUNNERS = {"onnx": lambda model, threads: _onnxruntime(model.path, threads),
+                      "torch": lambda model, threads: _torch(model.module, threads)}
 
 
 def compare(got: list[np.ndarray], want: list[np.ndarray], names: list[str], atol: float,

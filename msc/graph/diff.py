@@ -8,7 +8,7 @@
         output 0 shape: [1, 64, 55, 55] -> [1, 32, 55, 55]
 
 **Matching.** Names alone cannot pair joints: the same model imported from ONNX and from torch
-gets different names (``x`` / ``inp_0``), and a pruned graph can reuse a name at another place.
+gets different names (``x`` / ``inp_0``), and an edited graph can carry a name to another place.
 So joints are paired by their place in the graph first, with the name as a tie-breaker:
 
 1. The graph inputs pair by position (the i-th input of A with the i-th of B).
@@ -24,8 +24,9 @@ So joints are paired by their place in the graph first, with the name as a tie-b
 4. What is still unpaired was removed (in A only) or added (in B only).
 
 A pair is *changed* when its optype, mapped inputs, outputs (count, shape with symbolic dims,
-dtype, layout), weights (roles, shape, dtype, layout) or attrs differ. Names and aliases are
-not structure: a pair with different names is *renamed*, which does not make graphs differ.
+dtype, layout), weights (roles, shape, dtype, layout) or attrs differ; the graph changes when
+its outputs (mapped) differ. Names and aliases are not structure: a pair with different names
+is *renamed*, which does not make graphs differ. Weight values are not compared.
 """
 
 from __future__ import annotations

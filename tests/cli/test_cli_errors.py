@@ -113,6 +113,8 @@ def test_usage_errors_exit_2(capsys):
     assert main(["frobnicate"]) == 2
     assert main([]) == 2
     assert "COMMAND" in capsys.readouterr().err
+    assert main(["bench", EXAMPLE, "--repeat", "0"]) == 2
+    assert "not a whole number >= 1" in capsys.readouterr().err
     assert main(["codegen", EXAMPLE, "--to", "java", "-o", "x"]) == 2
     assert "invalid choice: 'java'" in capsys.readouterr().err
 

@@ -1,6 +1,8 @@
 """`msc run` / `codegen` / `bench`: msc's backend against onnxruntime and torch."""
 
+import json
 import re
+import sys
 
 import numpy as np
 import onnxruntime as ort
@@ -158,3 +160,33 @@ def test_onnx_input_names_the_graph_sanitizes(tmp_path, capsys):
         assert "float32[3, 4]" in capsys.readouterr().out
     assert main(["run", model, "--dim", "batch_size=2", "--check"]) == 0
     assert "PASS" in capsys.readouterr().out
+
+
+def test_progress_on_a_terminal_and_quiet(cnn, capsys, monkeypatch):
+    """Stage bars go to stderr when it is a terminal; -q / --quiet turns them off."""
+    from msc import progress
+
+    monkeypatch.setattr(progress, "_quiet", False)
+    monkeypatch.setattr(progress, "enabled", lambda: not progress._quiet)  # as on a terminal
+    assert main(["run", cnn, "--dim", "N=1"]) == 0
+    assert "msc run" in capsys.readouterr().err
+    assert main(["run", cnn, "--dim", "N=1", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_run_json_report(cnn, capsys):
+    assert main(["run", cnn, "--dim", "N=2", "--check", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["outputs"][0]["shape"] == [2, 10] and report["check"]["ok"] is True
+    assert report["check"]["reference"] == "onnxruntime"
+    assert report["check"]["outputs"][0]["max_abs"] < 1e-4
+
+
+def test_without_onnxruntime(cnn, capsys, monkeypatch):
+    """onnxruntime is optional: --check says how to get it (exit 2), bench times msc alone."""
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)
+    assert main(["run", cnn, "--dim", "N=1", "--check"]) == 2
+    assert "pip install onnxruntime" in capsys.readouterr().err
+    assert main(["bench", cnn, "--dim", "N=1", "--repeat", "1", "--min-time", "0.01"]) == 0
+    out = capsys.readouterr().out
+    assert "onnxruntime is not installed" in out and "\nmsc " in out and "\nonnxruntime " not in out

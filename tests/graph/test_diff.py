@@ -93,3 +93,13 @@ def test_dtype_layout_and_attr_changes():
     assert changes["relu"] == [("output 0 dtype", "float32", "float16"),
                                ("output 0 layout", "NCHW", "NHWC")]
     assert changes["conv2d"] == [("attr strides", "1,1", "2,2")]
+
+
+def test_graph_outputs_in_another_order_differ():
+    graph = testing.residual_graph()
+    data = json.loads(graph.to_json())
+    data["outputs"] = data["outputs"][::-1]
+    result = diff_graphs(graph, MSCGraph.from_json(json.dumps(data)))
+    assert not result.identical and not result.changed
+    assert result.graph_changes == [("outputs", ["add:0", "sigmoid:0"], ["sigmoid:0", "add:0"])]
+    assert "~ graph outputs: ['add:0', 'sigmoid:0'] -> ['sigmoid:0', 'add:0']" in result.format()

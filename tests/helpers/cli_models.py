@@ -61,14 +61,23 @@ def cnn_onnx(path, channels: int = 8, extra: str | None = None, seed: int = 0) -
 
 
 TORCH_NET = '''
+from __future__ import annotations
+
+from dataclasses import dataclass
+
 import torch
 from torch import nn
+
+
+@dataclass
+class Config:  # a dataclass needs its module registered in sys.modules while it runs
+    channels: int = 8
 
 
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
-        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv = nn.Conv2d(3, Config().channels, 3, padding=1)
         self.bn = nn.BatchNorm2d(8)
         self.fc = nn.Linear(8, 10)
 
