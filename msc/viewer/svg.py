@@ -39,6 +39,7 @@ class _Placer:
         self.scene = scene
         self.levels: dict[int, Any] = {}
         self.size: dict[int, tuple[float, float]] = {}
+        self.boxes: dict[int, tuple[float, float, float]] = {}  # joint -> x, y, width drawn
         edges = scene.level_edges()
         groups = list(scene.root.walk())
         for group in progress(reversed(groups), total=len(groups), desc="svg layout"):
@@ -66,7 +67,9 @@ def _joint(rec: dict, x: float, y: float, w: float, fill: str, title: str) -> st
 
 def _draw(placer: _Placer, group: Group, ox: float, oy: float, overlay, out: list) -> None:
     level, sizes = placer.levels[group.gid]
-    for _, _, pts in level.paths:
+    for a, b, pts in level.paths:
+        if isinstance(group.items[a], Group) or isinstance(group.items[b], Group):
+            continue  # drawn joint to joint by _cross_edges
         d = "L".join(f"{x + ox:.1f},{y + oy:.1f}" for x, y in pts)
         out.append(f'<path class="edge" d="M{d}"/>')
     for item, (cx, cy), (w, h) in zip(group.items, level.centers, sizes):
@@ -84,6 +87,21 @@ def _draw(placer: _Placer, group: Group, ox: float, oy: float, overlay, out: lis
             if rec["name"] in overlay.values:
                 title += f" {overlay.title}={overlay.values[rec['name']]:g}"
         out.append(_joint(rec, x, y, w, fill, title))
+        placer.boxes[item] = (x, y, w)
+
+
+def _cross_edges(scene: Scene, boxes: dict) -> list[str]:
+    """Edges between joints of different groups, as curves from box to box."""
+    owner, paths = scene.joint_groups(), []
+    for src, dst in scene.edges:
+        if owner[src] is owner[dst]:
+            continue
+        (x1, y1, w1), (x2, y2, w2) = boxes[src], boxes[dst]
+        a, b, top = (x1 + w1 / 2, y1 + JOINT_H), (x2 + w2 / 2, y2), y2
+        dy = max(abs(top - a[1]) / 2, 20)
+        paths.append(f'<path class="edge" d="M{a[0]:.1f},{a[1]:.1f}C{a[0]:.1f},{a[1] + dy:.1f} '
+                     f'{b[0]:.1f},{b[1] - dy:.1f} {b[0]:.1f},{b[1]:.1f}"/>')
+    return paths
 
 
 _STYLE = """
@@ -102,6 +120,7 @@ def render_svg(scene: Scene, overlay: Overlay | None = None) -> str:
     width, height = placer.size[0]
     body: list[str] = []
     _draw(placer, scene.root, PAD, PAD, overlay, body)
+    body = _cross_edges(scene, placer.boxes) + body  # under the boxes
     head = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
             f'viewBox="0 0 {width:.1f} {height:.1f}">'
             f'<title>{escape(scene.name)}</title><style>{_STYLE}</style>'

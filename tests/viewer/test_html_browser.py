@@ -78,8 +78,11 @@ def test_one_element_per_visible_joint_and_group_expands(driver, pages):
     joints = driver.find_elements("css selector", "g.joint")
     assert len(joints) == _root_joints(scene)
     group = _group_of(scene, "conv2d_1")
+    assert driver.find_elements("css selector", "path.edge.x") == []  # one level: no curves
     box = driver.find_element("css selector", f'g.group[data-g="{group.gid}"]')
     box.click()
+    # max_pool2d's block -> conv2d_1 and conv2d_4, relu_3 -> the next block: curves
+    assert len(driver.find_elements("css selector", "path.edge.x")) == 3
     names = {e.get_attribute("data-name") for e in driver.find_elements("css selector", "g.joint")}
     inside = {scene.joints[i]["name"] for i in group.items if isinstance(i, int)}
     assert inside <= names and "conv2d_1" in names

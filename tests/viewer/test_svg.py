@@ -24,6 +24,10 @@ def test_resnet50_svg_has_one_node_per_joint(resnet50, tmp_path):
     assert texts == ["conv2d", "nn.conv2d", "1x64x112x112 float32 NCHW"]
     assert conv.find(NS + "rect").get("fill") == FAMILY_COLORS["conv"]
     assert joints["add"].find(NS + "rect").get("fill") == FAMILY_COLORS["binary"]
+    # every producer -> consumer link is drawn once (inside a group or from group to group)
+    root = ET.parse(path).getroot()
+    edges = [e for e in root.iter(NS + "path") if e.get("class") == "edge"]
+    assert len(edges) == len({(p.name, j.name) for j in graph.get_nodes() for p in j.parents})
     # top to bottom: a consumer is drawn below its producer
     def top(name):
         return float(joints[name].find(NS + "rect").get("y"))

@@ -9,7 +9,8 @@
   const PAD = 14, HEAD = 22, JH = 46, GH = 40;
   const expanded = new Set([0]);
   const cache = new Map(); // gid -> layout of its level (valid while nothing inside changes)
-  const placed = new Map(); // joint index -> [cx, cy] of the last render
+  const placed = new Map(); // joint index -> [x, y, w, h] of the last render
+  const placedGroups = new Map(); // collapsed group id -> [x, y, w, h]
   let hits = [], hitPos = 0, box = {x: 0, y: 0, w: 100, h: 100};
 
   // joint -> innermost group, group -> parent; consumers from the producers lists
@@ -80,7 +81,7 @@
     grp.edges.forEach(([a, b]) => g.setEdge(String(a), String(b)));
     dagre.layout(g);
     const nodes = grp.items.map((it, k) => g.node(String(k)));
-    const edges = g.edges().map(e => g.edge(e).points);
+    const edges = g.edges().map(e => [+e.v, +e.w, g.edge(e).points]);
     const out = {nodes, edges, w: g.graph().width || 0, h: g.graph().height || 0};
     cache.set(gid, out);
     return out;
@@ -92,7 +93,7 @@
   }
   function drawJoint(out, i, x, y, w) {
     const j = J[i], cls = hits.includes(i) ? "joint hit" : "joint";
-    placed.set(i, [x + w / 2, y + JH / 2]);
+    placed.set(i, [x, y, w, JH]);
     const tip = OV && j.name in OV.values ? ` ${OV.title}=${fmt(OV.values[j.name])}` : "";
     out.push(`<g class="${cls}" data-i="${i}" data-name="${esc(j.name)}" transform="translate(${
       x},${y})"><title>${esc(j.name + tip)}</title><rect width="${w}" height="${JH}" rx="4" fill="${
@@ -102,6 +103,7 @@
   }
   function drawGroup(out, gid, x, y, w) {
     const g = G[gid], m = OV ? meanOf(gid) : null, fill = m === null ? "#f4f6fb" : ovColor(m);
+    placedGroups.set(gid, [x, y, w, GH]);
     out.push(`<g class="group" data-g="${gid}" transform="translate(${x},${y})"><title>${
       esc(g.label)} (${g.size} joints; click to expand)</title><rect width="${w}" height="${GH
       }" rx="7" fill="${fill}"/><text x="10" y="16" class="gl">\u25B8 ${esc(clip(g.label, 34))
@@ -110,7 +112,9 @@
   }
   function drawLevel(out, gid, ox, oy) {
     const lay = layout(gid), items = G[gid].items;
-    for (const pts of lay.edges) {
+    const open = k => items[k] < 0 && expanded.has(-items[k] - 1);
+    for (const [a, b, pts] of lay.edges) {
+      if (open(a) || open(b)) continue; // crossEdges draws these joint to joint
       out.push(`<path class="edge" d="M${pts.map(p => `${p.x + ox},${p.y + oy}`).join("L")}"/>`);
     }
     items.forEach((it, k) => {
@@ -128,10 +132,12 @@
   }
 
   function render() {
-    const t = performance.now(), out = [];
+    const t = performance.now(), out = [], cross = [];
     placed.clear();
+    placedGroups.clear();
     drawLevel(out, 0, 0, 0);
-    scene.innerHTML = out.join("");
+    crossEdges(cross);
+    scene.innerHTML = cross.join("") + out.join(""); // the curves under the boxes
     const root = layout(0);
     window.mscView.lastRenderMs = performance.now() - t;
     return root;
@@ -147,11 +153,27 @@
     setBox({x: -20 - (r.width / s - w) / 2 * (r.width / s > w), y: -20, w: r.width / s,
       h: r.height / s});
   }
+  function shown(i) { // [box, level] of what stands for joint i: itself or a closed group
+    let rep = -1;
+    for (let g = owner[i]; g > 0; g = G[g].parent) if (!expanded.has(g)) rep = g;
+    return rep < 0 ? [placed.get(i), owner[i]] : [placedGroups.get(rep), G[rep].parent];
+  }
+  function crossEdges(out) { // edges between levels, as curves from box to box
+    const seen = new Set();
+    J.forEach((j, c) => j.parents.forEach(p => {
+      const [a, la] = shown(p), [b, lb] = shown(c), key = a && b && `${a}|${b}`;
+      if (!a || !b || a === b || la === lb || seen.has(key)) return;
+      seen.add(key);
+      const x1 = a[0] + a[2] / 2, y1 = a[1] + a[3], x2 = b[0] + b[2] / 2, y2 = b[1];
+      const dy = Math.max(Math.abs(y2 - y1) / 2, 20);
+      out.push(`<path class="edge x" d="M${x1},${y1}C${x1},${y1 + dy} ${x2},${y2 - dy} ${x2},${y2}"/>`);
+    }));
+  }
   function centerOn(i) { // and zoom in to full size when the view is zoomed out
     const p = placed.get(i), r = svg.getBoundingClientRect();
     if (!p) return;
     const k = Math.max(1, r.width / box.w), w = r.width / k, h = r.height / k;
-    setBox({x: p[0] - w / 2, y: p[1] - h / 2, w, h});
+    setBox({x: p[0] + p[2] / 2 - w / 2, y: p[1] + p[3] / 2 - h / 2, w, h});
   }
 
   function invalidate(gid) { for (let g = gid; g >= 0; g = G[g].parent) cache.delete(g); }
