@@ -10,7 +10,8 @@ from .guard import check_writable, input_files
 from .loaders import open_model
 
 NAME = "export"
-HELP = "write a model's graph as MSC JSON (+ .npz weights), prototxt (Netron) or DOT"
+HELP = ("write a model's graph as MSC JSON (+ .npz weights), prototxt (Netron), DOT, SVG, "
+        "a self-contained HTML viewer, or an ONNX model")
 
 
 def _json(graph, weights, path: str) -> None:
@@ -25,12 +26,30 @@ def _sibling_npz(path: str) -> str:
     return os.path.splitext(path)[0] + ".npz"
 
 
-# Output formats by extension: fn(graph, weights, path). Other packages add theirs here
-# (.svg / .html from the viewer, .onnx from the ONNX codegen).
+def _viewer(ext: str):
+    def write(graph, weights, path: str) -> None:
+        from ..viewer import EXPORTERS as VIEWS  # grandalf loads only for pictures
+
+        VIEWS[ext](graph, weights, path)
+
+    return write
+
+
+def _onnx(graph, weights, path: str) -> None:
+    from codegen import to_onnx  # onnx helpers load only for .onnx
+
+    to_onnx(graph, weights, path)
+
+
+# Output formats by extension: fn(graph, weights, path); the viewer writes the pictures and
+# the ONNX codegen the model.
 EXPORTERS = {
     ".json": _json,
     ".prototxt": lambda graph, weights, path: graph.visualize(path),
     ".dot": lambda graph, weights, path: graph.to_dot(path),
+    ".svg": _viewer(".svg"),
+    ".html": _viewer(".html"),
+    ".onnx": _onnx,
 }
 # Files an exporter writes next to OUT: ext -> fn(path, weights) -> [paths].
 SIDE_FILES = {".json": lambda path, weights: [_sibling_npz(path)] if weights else []}
@@ -38,6 +57,8 @@ SIDE_FILES = {".json": lambda path, weights: [_sibling_npz(path)] if weights els
 EPILOG = """examples:
   msc export model.onnx -o out/model.json       # graph JSON + out/model.npz (weights)
   msc export model.onnx -o out/model.prototxt   # open it in Netron
+  msc export model.onnx -o out/model.html       # offline viewer: groups, search, details
+  msc export net.json -o out/net.onnx           # an ONNX model onnxruntime runs
   msc export net.py:make_model --input-info "x:1,3,32,32" -o net.dot
 An existing output is never replaced without --force, and the input never at all.
 """

@@ -17,7 +17,17 @@ Export formats are the other table: ``cmd_export.EXPORTERS[".ext"] = fn(graph, w
 
 from __future__ import annotations
 
-from . import cmd_bench, cmd_codegen, cmd_diff, cmd_export, cmd_inspect, cmd_run
+from . import (  # their COMMAND rows, below
+    cmd_bench,
+    cmd_codegen,
+    cmd_diff,
+    cmd_export,
+    cmd_inspect,
+    cmd_prune,
+    cmd_quantize,
+    cmd_run,
+    cmd_view,
+)
 from .cmd_export import EXPORTERS  # noqa: F401  (the export formats, by extension)
 
 
@@ -27,11 +37,14 @@ def _add_demo(p) -> None:
 
 
 def _run_demo(args) -> int:
-    from .demo import run_demo
+    from .tour import run_demo
 
     return run_demo(args.out)
 
 
 COMMANDS = {m.NAME: (m.HELP, m.add_arguments, m.run)
             for m in (cmd_inspect, cmd_export, cmd_codegen, cmd_run, cmd_bench, cmd_diff)}
+COMMANDS["view"] = cmd_view.COMMAND
+COMMANDS["prune"] = cmd_prune.COMMAND
+COMMANDS["quantize"] = cmd_quantize.COMMAND
 COMMANDS["demo"] = ("run the end-to-end tour of msc", _add_demo, _run_demo)

@@ -210,15 +210,3 @@ def step_torch_codegen(out: str) -> None:
     print(f"python {relax_dir}/main.py -> {proc.stdout.strip().splitlines()[-1]}")
     if proc.returncode != 0:
         raise SystemExit("demo: the generated standalone test failed")
-
-
-STEPS = [step_graph_from_json, step_relax_builder, step_op_table, step_tvmscript, step_onnx_to_vm,
-         step_torch_codegen, step_hostile_input]
-
-
-def run_demo(out: str) -> int:
-    os.makedirs(out, exist_ok=True)
-    for step in STEPS:
-        step(out)
-    _banner("done")
-    return 0

@@ -1,4 +1,4 @@
-"""Demo step: graphs as pictures (``step_view``; the lead wires it into demo.py's STEPS)."""
+"""Demo step: graphs as pictures (``step_view``, run by ``msc demo``: tour.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,24 @@
+"""``msc demo``: the end-to-end tour, one step per capability, in the order a newcomer meets them.
+
+The steps live beside the code they show (``demo.py`` for the core, ``demo_<topic>.py`` for the
+rest); this module only orders them, so a step module may use ``demo.py``'s helpers freely.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import demo, demo_cli, demo_prune, demo_quantize, demo_view
+
+STEPS = [demo.step_graph_from_json, demo.step_relax_builder, demo.step_op_table,
+         demo.step_tvmscript, demo.step_onnx_to_vm, demo.step_torch_codegen,
+         demo_prune.step_prune, demo_quantize.step_quantize, demo_view.step_view,
+         demo_cli.step_cli, demo.step_hostile_input]
+
+
+def run_demo(out: str) -> int:
+    os.makedirs(out, exist_ok=True)
+    for step in STEPS:
+        step(out)
+    demo._banner("done")
+    return 0
