@@ -20,6 +20,10 @@ __all__ = ["COMMAND", "calibration_batches"]
 
 
 def _add_arguments(p) -> None:
+    p.epilog = ("examples:\n"
+                "  msc quantize net.json --calib calib.npz -o out/int8.json\n"
+                "  msc quantize model.onnx --calib calib.npz --method entropy --target-sqnr 30 "
+                "-o out/int8.json\n")
     p.add_argument("model", help="model file: MSCGraph .json (+ .npz weights), ONNX .onnx, or "
                                  "TVMScript .py / .tvmscript")
     p.add_argument("--calib", required=True,
