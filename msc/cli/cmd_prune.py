@@ -20,8 +20,9 @@ HELP = "prune a model's channels: a smaller graph + weights, a plan and a before
 
 def add_arguments(p) -> None:
     p.epilog = ("examples:\n"
-                "  msc prune net.json --density 0.5 -o out/small.json   # + .npz, .report.json, .plan.json\n"
-                "  msc prune net.json --plan out/small.plan.json -o out/again.json  # re-apply a plan\n")
+                "  msc prune net.json --density 0.5 -o out/small.json\n"
+                "      # writes out/small.npz, .report.json and .plan.json beside it\n"
+                "  msc prune net.json --plan out/small.plan.json -o out/again.json  # re-apply\n")
     p.add_argument("model", help="model file with weights: MSCGraph .json (+ sibling .npz / "
                                  ".safetensors) or ONNX .onnx")
     p.add_argument("-o", "--output", required=True, help="pruned graph JSON to write "

@@ -21,9 +21,9 @@ VIEW_FORMATS = (".html", ".svg")
 
 def add_arguments(p) -> None:
     p.epilog = ("examples:\n"
-                "  msc view model.onnx                          # out/model.html, opened in the browser\n"
+                "  msc view model.onnx                # writes out/model.html, opens the browser\n"
                 "  msc view net.json --overlay sqnr.json --no-open -o out/net.html\n"
-                "  msc view model.onnx --model-explorer         # needs pip install 'msc[explorer]'\n")
+                "  msc view model.onnx --model-explorer   # needs pip install 'msc[explorer]'\n")
     p.add_argument("model", help="model file: .onnx, MSC graph .json (weights from a sibling "
                                ".npz), TVMScript .py")
     p.add_argument("-o", "--output", help="file to write: .html (default out/<model>.html), "
