@@ -106,6 +106,12 @@ def norm(ctx: RuleContext) -> list:
     for role, weight in ctx.node.weights.items():
         if weight.ndim == len(exprs):
             ctx.set_weight(role, exprs)
+    for i, shape in enumerate(ctx.in_shapes[1:], 1):  # params given as inputs (PReLU alpha)
+        if len(shape) == len(exprs):
+            for param, expr in zip(ctx.ins[i], exprs):
+                ctx.unify(param, expr)
+        else:
+            ctx.freeze_input(i)
     return [list(ctx.ins[0]) for _ in ctx.out_shapes]
 
 
