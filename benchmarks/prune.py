@@ -8,9 +8,10 @@ On the same models, importance (group L2 magnitude) and density, per model:
   (``relax.build`` + VirtualMachine) and in torch eager (the ``to_torch`` codegen), and whether
   the two codegens of the pruned graph agree;
 - Torch-Pruning: whether pruning and the pruned model's forward work (its users' reported
-  failure classes: residual + concat/split, attention heads, packed q/k/v), its parameter and
-  MAC ratios and torch eager latency, and how many pruned weights keep the same channels as
-  msc ("agree k/n": the out-channel index sets of the conv/linear weights both pruned).
+  failure classes: residual + concat/split, attention heads, packed q/k/v, HF GPT-2), its
+  parameter and MAC ratios and torch eager latency, and how many pruned weights keep the same
+  channels as msc ("agree k/n": the out-channel index sets of the conv/linear weights both
+  pruned).
 
 Torch-Pruning gets the settings its docs give: ``ignored_layers`` = the classifier, and for
 attention ``num_heads`` with ``prune_num_heads=True, prune_head_dims=False`` (whole heads, as
@@ -64,7 +65,36 @@ def _models(quick: bool) -> dict:
                         (1, 64, enc["d"]),
                         lambda m: {"num_heads": {m.self_attn: m.self_attn.num_heads},
                                    "prune_num_heads": True, "prune_head_dims": False}),
+        "gpt2": ("HF GPT-2 (packed q/k/v Conv1D + split)", lambda: _gpt2(enc["d"]), (1, 32),
+                 lambda m: {"num_heads": {b.attn.c_attn: 8 for b in m.h},
+                            "prune_num_heads": True, "prune_head_dims": False,
+                            "ignored_layers": [m.wte, m.wpe]}),
     }
+
+
+def _gpt2(width: int):
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_embd=width, n_layer=2, n_head=8,
+                                     n_positions=64, use_cache=False)
+    return transformers.GPT2Model(config)
+
+
+VOCAB = 100
+
+
+def _input(shape):
+    """Token ids for 2-D inputs (the language model), images / sequences otherwise."""
+    rng = np.random.default_rng(0)
+    if len(shape) == 2:
+        return rng.integers(0, VOCAB, shape).astype("int64")
+    return rng.standard_normal(shape).astype("float32")
+
+
+def _first(out):
+    return out[0] if isinstance(out, (tuple, list)) or hasattr(out, "last_hidden_state") \
+        else out
 
 
 def _median_ms(fn, repeat: int) -> float:
@@ -101,16 +131,16 @@ def run_msc(full, shape, density: float, repeat: int) -> dict:
     from compression.prune import prune
     from frontends.translate import from_torch
 
-    graph, weights = from_torch(copy.deepcopy(full), [(list(shape), "float32")])
+    x = _input(shape)
+    graph, weights = from_torch(copy.deepcopy(full), [(list(shape), str(x.dtype))])
     small, small_w, report = prune(graph, weights, {"density": density, "stride": 1,
                                                     "importance": "l2", "latency": False})
-    x = np.random.default_rng(0).standard_normal(shape).astype("float32")
     before, after = _vm(graph, weights), _vm(small, small_w)
     with tempfile.TemporaryDirectory() as folder:
         pruned_torch = to_torch(small, small_w, {"need_test": False}, build_folder=folder)
     tx = torch.from_numpy(x)
     with torch.no_grad():
-        diff = float(np.abs(after(x).numpy() - pruned_torch(tx).numpy()).max())
+        diff = float(np.abs(_first(after(x)).numpy() - _first(pruned_torch(tx)).numpy()).max())
     plan = {graph.find_tensor(k).alias: v["out_indices"] for k, v in report["plan"].items()}
     return {"params": report["total"]["params"][2], "flops": report["total"]["flops"][2],
             "vm": (_median_ms(lambda: before(x), repeat), _median_ms(lambda: after(x), repeat)),
@@ -118,11 +148,10 @@ def run_msc(full, shape, density: float, repeat: int) -> dict:
             "diff": diff, "plan": plan}
 
 
-def _tp_prune(model, shape, density: float, settings: dict) -> dict[str, list[int]]:
-    import torch
+def _tp_prune(model, x, density: float, settings: dict) -> dict[str, list[int]]:
     import torch_pruning as tp
 
-    pruner = tp.pruner.BasePruner(model, torch.randn(*shape),
+    pruner = tp.pruner.BasePruner(model, x,
                                   importance=tp.importance.GroupMagnitudeImportance(p=2),
                                   pruning_ratio=1 - density, **settings)
     names = {m: n for n, m in model.named_modules()}
@@ -161,10 +190,10 @@ def run_tp(full, shape, density: float, settings, repeat: int) -> dict:
     import torch_pruning as tp
 
     model = copy.deepcopy(full).eval()
-    x = torch.randn(*shape)
+    x = torch.from_numpy(_input(shape))
     macs0, params0 = tp.utils.count_ops_and_params(model, x)
     try:
-        kept = _tp_prune(model, shape, density, settings(model))
+        kept = _tp_prune(model, x, density, settings(model))
     except Exception as err:  # noqa: BLE001 - the reference's failure is the measurement
         return {"status": f"prune fails: {type(err).__name__}"}
     status, out = "ok", _forward(model, x)
@@ -176,9 +205,11 @@ def run_tp(full, shape, density: float, settings, repeat: int) -> dict:
     if isinstance(out, Exception):
         return {"status": f"forward fails: {type(out).__name__}", "kept": kept}
     with torch.no_grad():
-        if out.shape != full(x).shape:
-            status = f"output shape {tuple(out.shape)}"
+        if _first(out).shape != _first(full(x)).shape:
+            status = f"output shape {tuple(_first(out).shape)}"
     macs1, params1 = tp.utils.count_ops_and_params(model, x)
+    if params1 == params0:
+        status = "runs, prunes nothing"
     return {"status": status, "kept": kept, "params": params1 / params0, "macs": macs1 / macs0,
             "torch": _torch_ms(model, x, repeat)}
 
