@@ -1,6 +1,6 @@
 """Structured pruning, msc vs Torch-Pruning (torch-pruning on PyPI), side by side in one run.
 
-    .venv/bin/python benchmarks/prune.py [--quick] [--repeat 20] [--density 0.5]
+    .venv/bin/python benchmarks/prune.py [--quick] [--repeat 20] [--density 0.5] [--zoo]
 
 On the same models, importance (group L2 magnitude) and density, per model:
 
@@ -12,6 +12,10 @@ On the same models, importance (group L2 magnitude) and density, per model:
   parameter and MAC ratios and torch eager latency, and how many pruned weights keep the same
   channels as msc ("agree k/n": the out-channel index sets of the conv/linear weights both
   pruned).
+
+``--zoo`` adds the onnx package's light zoo (ONNX in, so msc only; random weights, stride 8):
+parameters and FLOPs after/before and the msc VM latency before -> after, next to
+onnxruntime's latency on the unpruned model.
 
 Torch-Pruning gets the settings its docs give: ``ignored_layers`` = the classifier, and for
 attention ``num_heads`` with ``prune_num_heads=True, prune_head_dims=False`` (whole heads, as
@@ -28,6 +32,7 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import argparse
 import copy
+import functools
 import sys
 import tempfile
 import time
@@ -225,11 +230,58 @@ def _agree(msc_plan: dict, tp_kept: dict | None) -> str:
     return f"{sum(msc_plan[k] == tp_kept[k] for k in both)}/{len(both)}"
 
 
+ZOO = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "densenet121"]
+
+
+def zoo_rows(density: float, repeat: int) -> None:
+    import onnx
+
+    from compression.prune import prune
+    from frontends.translate import from_onnx
+
+    folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    print("\n| zoo model | params x | FLOPs x | groups | msc VM ms (speedup) | ORT ms (unpruned) |")
+    print("|---|---|---|---|---|---|")
+    for name in ZOO:
+        rng = np.random.default_rng(0)
+        graph, weights = from_onnx(str(folder / f"light_{name}.onnx"))
+        weights = {k: _random_like(v, rng) for k, v in weights.items()}
+        small, small_w, report = prune(graph, weights, {"density": density, "latency": False})
+        x = rng.standard_normal([max(d, 1) for d in graph.get_inputs()[0].shape])
+        x = x.astype("float32")
+        vm0, vm1 = (_median_ms(functools.partial(_vm(g, w), x), repeat)
+                    for g, w in ((graph, weights), (small, small_w)))
+        print(f"| {name} | {report['total']['params'][2]:.3f} | "
+              f"{report['total']['flops'][2]:.3f} | {len(report['groups'])} | "
+              f"{vm0:.2f} -> {vm1:.2f} ({vm0 / vm1:.2f}x) | {_ort_ms(folder, name, x, repeat)} |")
+
+
+def _random_like(array, rng):
+    """The light zoo ships constant weights; BN variances stay positive."""
+    if array.dtype.kind != "f":
+        return array
+    return (np.abs(rng.standard_normal(array.shape)) * 0.1 + 0.01).astype(array.dtype)
+
+
+def _ort_ms(folder: Path, name: str, x, repeat: int) -> str:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return "-"
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(folder / f"light_{name}.onnx"), options)
+    feed = {session.get_inputs()[0].name: x}
+    return f"{_median_ms(lambda: session.run(None, feed), repeat):.2f}"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="half widths, 3 timing runs")
     parser.add_argument("--repeat", type=int, default=20, help="timed runs per latency")
     parser.add_argument("--density", type=float, default=0.5, help="kept channel fraction")
+    parser.add_argument("--zoo", action="store_true",
+                        help="also the onnx light zoo (msc only, next to onnxruntime)")
     args = parser.parse_args(argv)
     import torch
 
@@ -258,6 +310,8 @@ def main(argv=None) -> int:
               f"{_agrees(m['diff'])} | "
               f"{t['status']} | {t.get('params', float('nan')):.3f} | "
               f"{t.get('macs', float('nan')):.3f} | {tp_ms} | {_agree(m['plan'], t.get('kept'))} |")
+    if args.zoo:
+        zoo_rows(args.density, repeat)
     return 0
 
 
