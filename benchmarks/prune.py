@@ -1,6 +1,6 @@
 """Structured pruning, msc vs Torch-Pruning (torch-pruning on PyPI), side by side in one run.
 
-    .venv/bin/python benchmarks/prune.py [--quick] [--repeat 20] [--density 0.5]
+    .venv/bin/python benchmarks/prune.py [--quick] [--repeat 20] [--density 0.5] [--zoo]
 
 On the same models, importance (group L2 magnitude) and density, per model:
 
@@ -8,9 +8,14 @@ On the same models, importance (group L2 magnitude) and density, per model:
   (``relax.build`` + VirtualMachine) and in torch eager (the ``to_torch`` codegen), and whether
   the two codegens of the pruned graph agree;
 - Torch-Pruning: whether pruning and the pruned model's forward work (its users' reported
-  failure classes: residual + concat/split, attention heads, packed q/k/v), its parameter and
-  MAC ratios and torch eager latency, and how many pruned weights keep the same channels as
-  msc ("agree k/n": the out-channel index sets of the conv/linear weights both pruned).
+  failure classes: residual + concat/split, attention heads, packed q/k/v, HF GPT-2), its
+  parameter and MAC ratios and torch eager latency, and how many pruned weights keep the same
+  channels as msc ("agree k/n": the out-channel index sets of the conv/linear weights both
+  pruned).
+
+``--zoo`` adds the onnx package's light zoo (ONNX in, so msc only; random weights, stride 8):
+parameters and FLOPs after/before and the msc VM latency before -> after, next to
+onnxruntime's latency on the unpruned model.
 
 Torch-Pruning gets the settings its docs give: ``ignored_layers`` = the classifier, and for
 attention ``num_heads`` with ``prune_num_heads=True, prune_head_dims=False`` (whole heads, as
@@ -27,6 +32,7 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import argparse
 import copy
+import functools
 import sys
 import tempfile
 import time
@@ -64,7 +70,36 @@ def _models(quick: bool) -> dict:
                         (1, 64, enc["d"]),
                         lambda m: {"num_heads": {m.self_attn: m.self_attn.num_heads},
                                    "prune_num_heads": True, "prune_head_dims": False}),
+        "gpt2": ("HF GPT-2 (packed q/k/v Conv1D + split)", lambda: _gpt2(enc["d"]), (1, 32),
+                 lambda m: {"num_heads": {b.attn.c_attn: 8 for b in m.h},
+                            "prune_num_heads": True, "prune_head_dims": False,
+                            "ignored_layers": [m.wte, m.wpe]}),
     }
+
+
+def _gpt2(width: int):
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    config = transformers.GPT2Config(vocab_size=VOCAB, n_embd=width, n_layer=2, n_head=8,
+                                     n_positions=64, use_cache=False)
+    return transformers.GPT2Model(config)
+
+
+VOCAB = 100
+
+
+def _input(shape):
+    """Token ids for 2-D inputs (the language model), images / sequences otherwise."""
+    rng = np.random.default_rng(0)
+    if len(shape) == 2:
+        return rng.integers(0, VOCAB, shape).astype("int64")
+    return rng.standard_normal(shape).astype("float32")
+
+
+def _first(out):
+    return out[0] if isinstance(out, (tuple, list)) or hasattr(out, "last_hidden_state") \
+        else out
 
 
 def _median_ms(fn, repeat: int) -> float:
@@ -101,16 +136,16 @@ def run_msc(full, shape, density: float, repeat: int) -> dict:
     from compression.prune import prune
     from frontends.translate import from_torch
 
-    graph, weights = from_torch(copy.deepcopy(full), [(list(shape), "float32")])
+    x = _input(shape)
+    graph, weights = from_torch(copy.deepcopy(full), [(list(shape), str(x.dtype))])
     small, small_w, report = prune(graph, weights, {"density": density, "stride": 1,
                                                     "importance": "l2", "latency": False})
-    x = np.random.default_rng(0).standard_normal(shape).astype("float32")
     before, after = _vm(graph, weights), _vm(small, small_w)
     with tempfile.TemporaryDirectory() as folder:
         pruned_torch = to_torch(small, small_w, {"need_test": False}, build_folder=folder)
     tx = torch.from_numpy(x)
     with torch.no_grad():
-        diff = float(np.abs(after(x).numpy() - pruned_torch(tx).numpy()).max())
+        diff = float(np.abs(_first(after(x)).numpy() - _first(pruned_torch(tx)).numpy()).max())
     plan = {graph.find_tensor(k).alias: v["out_indices"] for k, v in report["plan"].items()}
     return {"params": report["total"]["params"][2], "flops": report["total"]["flops"][2],
             "vm": (_median_ms(lambda: before(x), repeat), _median_ms(lambda: after(x), repeat)),
@@ -118,11 +153,10 @@ def run_msc(full, shape, density: float, repeat: int) -> dict:
             "diff": diff, "plan": plan}
 
 
-def _tp_prune(model, shape, density: float, settings: dict) -> dict[str, list[int]]:
-    import torch
+def _tp_prune(model, x, density: float, settings: dict) -> dict[str, list[int]]:
     import torch_pruning as tp
 
-    pruner = tp.pruner.BasePruner(model, torch.randn(*shape),
+    pruner = tp.pruner.BasePruner(model, x,
                                   importance=tp.importance.GroupMagnitudeImportance(p=2),
                                   pruning_ratio=1 - density, **settings)
     names = {m: n for n, m in model.named_modules()}
@@ -161,10 +195,10 @@ def run_tp(full, shape, density: float, settings, repeat: int) -> dict:
     import torch_pruning as tp
 
     model = copy.deepcopy(full).eval()
-    x = torch.randn(*shape)
+    x = torch.from_numpy(_input(shape))
     macs0, params0 = tp.utils.count_ops_and_params(model, x)
     try:
-        kept = _tp_prune(model, shape, density, settings(model))
+        kept = _tp_prune(model, x, density, settings(model))
     except Exception as err:  # noqa: BLE001 - the reference's failure is the measurement
         return {"status": f"prune fails: {type(err).__name__}"}
     status, out = "ok", _forward(model, x)
@@ -176,9 +210,11 @@ def run_tp(full, shape, density: float, settings, repeat: int) -> dict:
     if isinstance(out, Exception):
         return {"status": f"forward fails: {type(out).__name__}", "kept": kept}
     with torch.no_grad():
-        if out.shape != full(x).shape:
-            status = f"output shape {tuple(out.shape)}"
+        if _first(out).shape != _first(full(x)).shape:
+            status = f"output shape {tuple(_first(out).shape)}"
     macs1, params1 = tp.utils.count_ops_and_params(model, x)
+    if params1 == params0:
+        status = "runs, prunes nothing"
     return {"status": status, "kept": kept, "params": params1 / params0, "macs": macs1 / macs0,
             "torch": _torch_ms(model, x, repeat)}
 
@@ -194,11 +230,58 @@ def _agree(msc_plan: dict, tp_kept: dict | None) -> str:
     return f"{sum(msc_plan[k] == tp_kept[k] for k in both)}/{len(both)}"
 
 
+ZOO = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "densenet121"]
+
+
+def zoo_rows(density: float, repeat: int) -> None:
+    import onnx
+
+    from compression.prune import prune
+    from frontends.translate import from_onnx
+
+    folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    print("\n| zoo model | params x | FLOPs x | groups | msc VM ms (speedup) | ORT ms (unpruned) |")
+    print("|---|---|---|---|---|---|")
+    for name in ZOO:
+        rng = np.random.default_rng(0)
+        graph, weights = from_onnx(str(folder / f"light_{name}.onnx"))
+        weights = {k: _random_like(v, rng) for k, v in weights.items()}
+        small, small_w, report = prune(graph, weights, {"density": density, "latency": False})
+        x = rng.standard_normal([max(d, 1) for d in graph.get_inputs()[0].shape])
+        x = x.astype("float32")
+        vm0, vm1 = (_median_ms(functools.partial(_vm(g, w), x), repeat)
+                    for g, w in ((graph, weights), (small, small_w)))
+        print(f"| {name} | {report['total']['params'][2]:.3f} | "
+              f"{report['total']['flops'][2]:.3f} | {len(report['groups'])} | "
+              f"{vm0:.2f} -> {vm1:.2f} ({vm0 / vm1:.2f}x) | {_ort_ms(folder, name, x, repeat)} |")
+
+
+def _random_like(array, rng):
+    """The light zoo ships constant weights; BN variances stay positive."""
+    if array.dtype.kind != "f":
+        return array
+    return (np.abs(rng.standard_normal(array.shape)) * 0.1 + 0.01).astype(array.dtype)
+
+
+def _ort_ms(folder: Path, name: str, x, repeat: int) -> str:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return "-"
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(folder / f"light_{name}.onnx"), options)
+    feed = {session.get_inputs()[0].name: x}
+    return f"{_median_ms(lambda: session.run(None, feed), repeat):.2f}"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="half widths, 3 timing runs")
     parser.add_argument("--repeat", type=int, default=20, help="timed runs per latency")
     parser.add_argument("--density", type=float, default=0.5, help="kept channel fraction")
+    parser.add_argument("--zoo", action="store_true",
+                        help="also the onnx light zoo (msc only, next to onnxruntime)")
     args = parser.parse_args(argv)
     import torch
 
@@ -227,6 +310,8 @@ def main(argv=None) -> int:
               f"{_agrees(m['diff'])} | "
               f"{t['status']} | {t.get('params', float('nan')):.3f} | "
               f"{t.get('macs', float('nan')):.3f} | {tp_ms} | {_agree(m['plan'], t.get('kept'))} |")
+    if args.zoo:
+        zoo_rows(args.density, repeat)
     return 0
 
 

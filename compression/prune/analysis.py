@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from msc.errors import ValidationError
+from msc.progress import progress
 from msc.relax.op.facts import load_facts
 
 from .context import RuleContext
-from .dims import Dims, Fixed
+from .dims import Dims, Fixed, Leaf
 from .rules import rule_of
 
 __all__ = ["IMPORTANCE_ROLES", "Analysis", "Group", "Member"]
@@ -91,7 +92,8 @@ class Analysis:
         self.texprs: dict[str, list] = {}
         self.wexprs: dict[str, list] = {}
         self.wroles: dict[str, str] = {}
-        for node in graph.get_nodes():
+        for node in progress(graph.get_nodes(), total=len(graph.node_names),
+                             desc="prune: channel analysis"):
             self._visit(node)
         for tensor in graph.get_outputs():
             for expr in self.texprs[tensor.name]:
@@ -99,15 +101,9 @@ class Analysis:
         if not prune_head_dims:
             for space in self.dims.spaces:
                 if space.inner and space.parent is None and space.binding is None:
-                    self.dims.freeze(self._leaf(space), "inside an attention head (pass "
-                                                        "prune_head_dims to prune it)")
+                    self.dims.freeze(Leaf(space), "inside an attention head (pass "
+                                                  "prune_head_dims to prune it)")
         self.groups = self._groups()
-
-    @staticmethod
-    def _leaf(space):
-        from .dims import Leaf
-
-        return Leaf(space)
 
     # ---- the walk -----------------------------------------------------------------------
     def _visit(self, node) -> None:
@@ -170,12 +166,13 @@ class Analysis:
             axis = out_axis_of(weight)
             if self.wroles[name] not in IMPORTANCE_ROLES or axis >= len(exprs):
                 continue
-            leaves = [e.space for e in [exprs[axis]] if hasattr(e, "space")]
-            for space in leaves:
-                root = self.dims.find(space)
-                if isinstance(root.binding, Fixed):
-                    out.append({"node": self.graph.weight_holders[name][0], "weight": name,
-                                "reason": root.reason})
+            expr = exprs[axis]  # as the rule made it: the weight's own space, if any
+            if not isinstance(expr, Leaf):
+                continue
+            if not self.dims.leaves(expr):
+                reason = self.dims.find(expr.space).reason or "its parts are tied to fixed axes"
+                out.append({"node": self.graph.weight_holders[name][0], "weight": name,
+                            "reason": reason})
         return out
 
 

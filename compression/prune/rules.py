@@ -106,6 +106,12 @@ def norm(ctx: RuleContext) -> list:
     for role, weight in ctx.node.weights.items():
         if weight.ndim == len(exprs):
             ctx.set_weight(role, exprs)
+    for i, shape in enumerate(ctx.in_shapes[1:], 1):  # params given as inputs (PReLU alpha)
+        if len(shape) == len(exprs):
+            for param, expr in zip(ctx.ins[i], exprs):
+                ctx.unify(param, expr)
+        else:
+            ctx.freeze_input(i)
     return [list(ctx.ins[0]) for _ in ctx.out_shapes]
 
 
@@ -244,16 +250,25 @@ def matmul(ctx: RuleContext) -> list:
 
 def attention(ctx: RuleContext) -> list:
     """q, k, v as [B, S, H, D] after each input's permute (``axes``, ``axes_1``, ``axes_2``):
-    heads tied across q, k, v; D of q ~ D of k; S of k ~ S of v. A mask fixes its axes."""
+    heads tied across q, k, v; D of q ~ D of k; S of k ~ S of v; a bias/mask broadcasts
+    against the scores [B, H, Sq, Sk] (a relative position bias loses the pruned heads)."""
     perms = [ctx.ints(key, [0, 1, 2, 3]) for key in ("axes", "axes_1", "axes_2")]
     if any(len(s) != 4 for s in ctx.in_shapes[:3]):
         return ctx.freeze_all()
     q, k, v = ([ctx.ins[i][p] for p in perm] for i, perm in enumerate(perms))
-    for i in range(3, len(ctx.ins)):
-        ctx.freeze_input(i)
     for x, y in ((q[0], k[0]), (k[0], v[0]), (q[2], k[2]), (k[2], v[2]), (q[3], k[3]),
                  (k[1], v[1])):
         ctx.unify(x, y)
+    scores = [q[0], q[2], q[1], k[1]]  # [B, H, Sq, Sk]: a bias broadcasts against these
+    sizes = [ctx.in_shapes[0][perms[0][a]] for a in (0, 2, 1)] + [ctx.in_shapes[1][perms[1][1]]]
+    for i in range(3, len(ctx.ins)):
+        shape = ctx.in_shapes[i]
+        for axis, expr in enumerate(ctx.ins[i]):
+            target = axis - len(shape) + 4
+            if 0 <= target < 4 and shape[axis] == sizes[target]:
+                ctx.unify(expr, scores[target])
+            else:
+                ctx.freeze(expr)
     out = [q[0], q[1], q[2], v[3]]
     back = ctx.ints("axes_3", [0, 1, 2, 3])
     return [[out[p] for p in back]]

@@ -13,7 +13,10 @@ Config keys (all optional but one of ``density`` / ``plan``)::
 
 A *selector* names layers: a node name, a weight name or alias (``"l2.c1.weight"``),
 ``"optype:<optype>"`` or ``"re:<regex>"`` (searched in node names and weight aliases). A group
-is selected when one of its owners (the nodes whose output channels it is) is.
+is selected when one of its owners (the nodes whose output channels it is) is; in a per-layer
+density the first selector (in dict order) that selects the group wins, and groups no selector
+picks take ``"default"`` (1.0, unpruned, when absent). A selector that matches no node is an
+error, so a typo never goes unnoticed.
 """
 
 from __future__ import annotations

@@ -137,3 +137,24 @@ def test_an_onnx_graph_prunes_to_the_same_function(tmp_path):
     want = ort.InferenceSession(model(zeroed).SerializeToString()).run(None, {"x": x})[0]
     got = relax_build_and_run(to_relax(small, small_w, build_folder=tmp_path), [x])[0]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_params_given_as_inputs_follow_their_channels(tmp_path):
+    """PReLU's alpha reaches the graph as a constant input, not a weight role."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 16, 3), nn.PReLU(16), nn.Conv2d(16, 4, 3)).eval()
+    with torch.no_grad():
+        model[1].weight.uniform_(0.0, 0.5)
+    graph, weights = from_torch(model, [([1, 3, 8, 8], "float32")])
+    small, small_w, report = prune(graph, weights, {"density": 0.5, "stride": 1,
+                                                    "latency": False})
+    kept = torch.tensor(report["plan"][graph.find_tensor("0.weight").name]["out_indices"])
+    narrow = nn.Sequential(nn.Conv2d(3, 8, 3), nn.PReLU(8), nn.Conv2d(8, 4, 3)).eval()
+    narrow.load_state_dict({"0.weight": model[0].weight[kept], "0.bias": model[0].bias[kept],
+                            "1.weight": model[1].weight[kept], "2.weight": model[2].weight[:, kept],
+                            "2.bias": model[2].bias})
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8)).astype("float32")
+    with torch.no_grad():
+        want = narrow(torch.from_numpy(x)).numpy()
+    got = relax_build_and_run(to_relax(small, small_w, build_folder=tmp_path), [x])[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
