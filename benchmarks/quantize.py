@@ -159,8 +159,7 @@ def ort_quantized(model, input_name: str, calib: list, held_out: list, method: s
     return outputs, pairs, seconds
 
 
-def msc_quantized(model, calib: list, held_out: list, method: str, executor: str,
-                  outputs: bool):
+def msc_quantized(model, calib: list, held_out: list, method: str, args, outputs: bool):
     from codegen import to_relax
     from compression.quantize import quantize
     from frontends.translate import from_onnx
@@ -170,7 +169,8 @@ def msc_quantized(model, calib: list, held_out: list, method: str, executor: str
     start = time.perf_counter()
     qgraph, qweights, _ = quantize(graph, weights, calib,
                               {"method": method, "per_layer": False, "quantize_outputs": outputs,
-                               "executor": executor, "report_batches": 2})
+                               "executor": args.executor, "report_batches": 2,
+                               "bins": args.bins})
     seconds = time.perf_counter() - start
     with tempfile.TemporaryDirectory() as folder:
         mod = to_relax(qgraph, qweights, build_folder=folder)
@@ -191,7 +191,7 @@ def rows(name: str, method: str, args) -> list[dict]:
     ort_db = sqnr(ref, ort_out)
     out = []
     for placement in args.placements:
-        msc_out, msc_pairs, msc_s = msc_quantized(model, calib, held_out, method, args.executor,
+        msc_out, msc_pairs, msc_s = msc_quantized(model, calib, held_out, method, args,
                                                   placement == "inputs+outputs")
         msc_db = sqnr(ref, msc_out)
         out.append({"model": name, "method": method, "msc QDQ on": placement,
@@ -231,6 +231,9 @@ def parse_args(argv=None):
                    choices=["inputs", "inputs+outputs"],
                    help="where msc puts QDQ: chosen ops' inputs (its default), or their outputs "
                         "too (onnxruntime's placement); one row each")
+    p.add_argument("--bins", type=int, default=2048,
+                   help="msc's histogram bins (percentile, entropy); 128 gives onnxruntime's "
+                        "default Entropy, which then has a single candidate range")
     p.add_argument("--executor", default="torch", choices=["torch", "relax"],
                    help="what runs msc's float graph during calibration (default torch)")
     return p.parse_args(argv)

@@ -141,8 +141,14 @@ def _pool(kind: str, ndim: int) -> Callable:
             if any(d != 1 for d in ctx.attr("dilation")):
                 raise ctx.fail("torch's avg_pool has no dilation")
             kw["count_include_pad"] = ctx.attr("count_include_pad")
-        return _call(f"F.{kind}_pool{ndim}d", data, **{k: literal(v) if isinstance(v, bool)
-                                                       else v for k, v in kw.items()})
+        kw = {k: literal(v) if isinstance(v, bool) else v for k, v in kw.items()}
+        out = _call(f"F.{kind}_pool{ndim}d", data, **kw)
+        if kind == "avg" and data != ctx.input(0) and not ctx.attr("count_include_pad"):
+            # asymmetric pads were added as real zeros: divide by the count of input elements
+            begin, end = _pads(ctx.attr("padding"), ndim)
+            ones = _pad_source(f"torch.ones_like({ctx.input(0)})", begin, end)
+            out = f"{out} / {_call(f'F.avg_pool{ndim}d', ones, **kw)}"
+        return out
     return convert
 
 

@@ -10,7 +10,8 @@ pass over the data.
 - ``percentile``: the |x| threshold where the CDF reaches ``percentile`` (onnxruntime's
   CalibPercentile: 2048 bins, 99.999); asymmetric ranges cut (100 - p) / 2 % per side.
 - ``entropy``: TensorRT's KL-divergence threshold (2048 bins into 128 levels; every candidate
-  edge from 128 bins up). Unlike onnxruntime's default Entropy (128 bins = MinMax).
+  edge from 128 bins up; see ``kl_threshold`` for its two guards). Unlike onnxruntime's
+  default Entropy (128 bins, which leaves one candidate: MinMax).
 """
 
 from __future__ import annotations
@@ -128,13 +129,21 @@ def _kl_at(hist: np.ndarray, i: int, levels: int) -> float:
 
 def kl_threshold(hist: np.ndarray, levels: int = 128) -> int:
     """The number of |x| bins whose clipped, ``levels``-level copy is closest (KL) to the
-    histogram; the threshold is that many bin widths. TensorRT's calibration (GTC'17)."""
-    hist = np.asarray(hist)
-    last = int(np.flatnonzero(hist)[-1]) + 1 if hist.any() else hist.size
-    if last <= levels:
+    histogram; the threshold is that many bin widths. TensorRT's calibration (GTC'17), with
+    two guards: bin 0 counts as bin 1 (NVIDIA pytorch-quantization's, so the zeros of a ReLU
+    do not pull the threshold down), and a window must hold ``levels`` non-empty bins (a
+    window with fewer has a Q equal to P whatever it clips, so its KL says nothing: a
+    narrow band such as [0.3, 1.0] would get the threshold 0.3)."""
+    hist = np.asarray(hist, np.float64).copy()
+    if hist.size > 1:
+        hist[0] = hist[1]
+    nonzero = np.flatnonzero(hist)
+    last = int(nonzero[-1]) + 1 if nonzero.size else hist.size
+    if nonzero.size <= levels:
         return last
+    first = max(levels, int(nonzero[levels - 1]) + 1)
     best, best_i = np.inf, last
-    for i in range(levels, last + 1):
+    for i in range(first, last + 1):
         kl = _kl_at(hist, i, levels)
         if kl < best:
             best, best_i = kl, i

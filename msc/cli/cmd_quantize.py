@@ -37,6 +37,13 @@ def _add_arguments(p) -> None:
     p.add_argument("--exclude", nargs="*", default=[], metavar="NODE",
                    help="node names to keep float")
     p.add_argument("--exclude-regex", default=None, help="keep float the nodes matching this")
+    p.add_argument("--quantize-outputs", action="store_true",
+                   help="also put QDQ on the chosen ops' outputs (onnxruntime's placement)")
+    p.add_argument("--no-per-layer", action="store_true",
+                   help="skip the per-layer ranking and the exclude search (one pass per "
+                        "layer; slow on big models)")
+    p.add_argument("--executor", default="torch", choices=["torch", "relax"],
+                   help="what runs the float and QDQ graphs while measuring (default torch)")
     p.add_argument("-o", "--output", required=True, help="QDQ graph JSON to write")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
 
@@ -102,7 +109,8 @@ def _run(args) -> int:
     graph, weights = load_model(args.model)
     batches = calibration_batches(graph, _calib_arrays(args.calib), args.calib)
     config = {"method": args.method, "activation_dtype": args.activation_dtype,
-              "target_sqnr": args.target_sqnr,
+              "target_sqnr": args.target_sqnr, "quantize_outputs": args.quantize_outputs,
+              "per_layer": not args.no_per_layer, "executor": args.executor,
               "exclude": {"names": args.exclude, "regex": args.exclude_regex}}
     qgraph, qweights, report = quantize(graph, weights, batches, config)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)

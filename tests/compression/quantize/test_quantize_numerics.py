@@ -79,6 +79,12 @@ def test_percentile_and_entropy_ranges():
     t = obs.range("entropy", True)[1]
     assert 3.0 < t < 8.0
     assert kl_threshold(np.ones(100)) == 100  # fewer bins than levels: keep everything
+    relu = Observer()  # half zeros: bin 0 counts as bin 1, else the zeros pull t down to ~2
+    relu.update(np.maximum(rng.standard_normal(200_000), 0).astype("float32"))
+    assert 3.0 < relu.range("entropy", False)[1] < 4.5
+    band = Observer()  # a narrow band keeps its range (no degenerate 1-bin window)
+    band.update(rng.uniform(0.3, 1.0, 50_000).astype("float32"))
+    assert band.range("entropy", False)[1] > 0.9
 
 
 def test_fake_quant_numerics_equal_numpy_reference(net):
