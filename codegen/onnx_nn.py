@@ -150,7 +150,18 @@ def _batch_norm(ctx):
     args = [_param(ctx, "gamma", 1, [channels], "scale"),
             _param(ctx, "beta", 0, [channels], "center"),
             ctx.tensor_arg("moving_mean"), ctx.tensor_arg("moving_var")]
-    return ctx.emit("BatchNormalization", [ctx.input(0), *args], epsilon=ctx.attr("epsilon"))
+    if not ctx.attr("training"):
+        return ctx.emit("BatchNormalization", [ctx.input(0), *args],
+                        epsilon=ctx.attr("epsilon"))
+    # Relax's training=True normalizes with the batch's own statistics (TVM's from_fx writes
+    # it even for eval models); onnxruntime's inference kernels ignore training_mode, so the
+    # statistics are computed here
+    ndim = ctx.in_tensor(0).ndim
+    normed = _normalize(ctx, ctx.input(0), [a for a in range(ndim) if a != 1],
+                        ctx.attr("epsilon"))
+    gamma = _channel_shaped(ctx, args[0], "gamma", ndim)
+    return ctx.emit("Add", [ctx.emit("Mul", [normed, gamma]),
+                            _channel_shaped(ctx, args[1], "beta", ndim)])
 
 
 def _trailing(ctx, axes) -> list[int]:
