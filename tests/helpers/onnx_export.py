@@ -100,11 +100,11 @@ def node_cases(modules: dict[str, list[str]]) -> dict:
 
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        node_pkg._TargetOpType = None  # noqa: SLF001 - as collect_testcases() leaves it
+        node_pkg._TargetOpType = None  # as collect_testcases() leaves it
         for module in modules:
             importlib.import_module(f"onnx.backend.test.case.node.{module}")
     wanted = {n for names in modules.values() for n in names}
-    found = {c.name: c for c in node_pkg._NodeTestCases if c.name in wanted}  # noqa: SLF001
+    found = {c.name: c for c in node_pkg._NodeTestCases if c.name in wanted}
     missing = sorted(wanted - set(found))
     if missing:
         raise KeyError(f"no conformance cases {missing}")
