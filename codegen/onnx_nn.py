@@ -259,12 +259,18 @@ def _gelu(approximate: str) -> Row:
 
 
 def _softplus(ctx):
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (torch's form); the
+    threshold is written only where it changes a float32 (below ~16)."""
     x, dtype = ctx.input(0), ctx.in_tensor(0).dtype
-    beta = float(ctx.attr("beta"))
-    if beta == 1.0:
-        return ctx.emit("Softplus", [x])
-    scaled = ctx.emit("Mul", [x, ctx.scalar(beta, dtype, "beta")])
-    return ctx.emit("Div", [ctx.emit("Softplus", [scaled]), ctx.scalar(beta, dtype, "beta")])
+    beta, threshold = float(ctx.attr("beta")), float(ctx.attr("threshold"))
+    scaled = x if beta == 1.0 else ctx.emit("Mul", [x, ctx.scalar(beta, dtype, "beta")])
+    out = ctx.emit("Softplus", [scaled])
+    if beta != 1.0:
+        out = ctx.emit("Div", [out, ctx.scalar(beta, dtype, "beta")])
+    if threshold >= 16:
+        return out
+    above = ctx.emit("Greater", [scaled, ctx.scalar(threshold, dtype, "threshold")])
+    return ctx.emit("Where", [above, x, out])
 
 
 def _prelu(ctx):

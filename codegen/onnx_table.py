@@ -487,10 +487,17 @@ def _hamming(ctx):
 
 
 def _shift(direction: str) -> Row:
+    """BitShift takes unsigned ints; signed ones shift as a product with 2^b (left) or its
+    floor division (right, arithmetic), which is what a two's-complement shift is."""
     def write(ctx):
-        if not ctx.out.dtype.startswith("uint"):
-            ctx.need(28, f"BitShift on {ctx.out.dtype} (signed)")
-        return ctx.emit("BitShift", ctx.inputs, direction=direction)
+        if ctx.out.dtype.startswith("uint"):
+            return ctx.emit("BitShift", ctx.inputs, direction=direction)
+        a, b = ctx.inputs
+        power = ctx.emit("Pow", [ctx.scalar(2, ctx.out.dtype, "two"), b])
+        if direction == "LEFT":
+            return ctx.emit("Mul", [a, power])
+        exact = ctx.emit("Sub", [a, ctx.emit("Mod", [a, power], fmod=0)])
+        return ctx.emit("Div", [exact, power])
     return Row(write)
 
 
