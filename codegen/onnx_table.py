@@ -487,17 +487,19 @@ def _hamming(ctx):
 
 
 def _shift(direction: str) -> Row:
-    """BitShift takes unsigned ints; signed ones shift as a product with 2^b (left) or its
-    floor division (right, arithmetic), which is what a two's-complement shift is."""
+    """BitShift (unsigned ints; signed ones from opset 28). Before that a signed shift is a
+    product with 2^b (left) or its floor division (right, arithmetic) in int64, which is what
+    a two's-complement shift of an in-range amount is."""
     def write(ctx):
-        if ctx.out.dtype.startswith("uint"):
+        dtype = ctx.out.dtype
+        if dtype.startswith("uint") or ctx.opset >= 28:
             return ctx.emit("BitShift", ctx.inputs, direction=direction)
-        a, b = ctx.inputs
-        power = ctx.emit("Pow", [ctx.scalar(2, ctx.out.dtype, "two"), b])
+        a, b = (ctx.cast(v, dtype, "int64") for v in ctx.inputs)
+        power = ctx.emit("Pow", [ctx.scalar(2, "int64", "two"), b])
         if direction == "LEFT":
-            return ctx.emit("Mul", [a, power])
+            return ctx.cast(ctx.emit("Mul", [a, power]), "int64", dtype)
         exact = ctx.emit("Sub", [a, ctx.emit("Mod", [a, power], fmod=0)])
-        return ctx.emit("Div", [exact, power])
+        return ctx.cast(ctx.emit("Div", [exact, power]), "int64", dtype)
     return Row(write)
 
 
