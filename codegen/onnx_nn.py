@@ -386,11 +386,14 @@ def _sdpa(ctx, q: str, k: str, v: str, bias: str | None, q_dim: int, seqs: tuple
         raise ctx.fail("sliding-window attention has no ONNX form here")
     scale = ctx.attr("scale")
     scale = 1 / math.sqrt(q_dim) if scale is None else float(scale)
+    causal = ctx.attr("causal_mask")
+    if ctx.opset >= 23 and causal in (None, "TopLeft"):  # ONNX's own Attention op
+        inputs = [q, k, v] + ([bias] if bias is not None else [])
+        return ctx.emit("Attention", inputs, scale=scale, is_causal=int(causal is not None))
     scores = ctx.emit("MatMul", [q, ctx.emit("Transpose", [k], perm=[0, 1, 3, 2])])
     scores = ctx.emit("Mul", [scores, ctx.scalar(scale, dtype, "scale")])
     if bias is not None:
         scores = ctx.emit("Add", [scores, bias])
-    causal = ctx.attr("causal_mask")
     if causal is not None:
         scores = _causal(ctx, scores, causal, seqs)
     return ctx.emit("MatMul", [ctx.emit("Softmax", [scores], axis=-1), v])
