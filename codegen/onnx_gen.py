@@ -274,6 +274,10 @@ def to_onnx(graph: MSCGraph, weights: dict | None = None, path: str | os.PathLik
     writer.write()
     model = build_model(writer)
     if path is None:
+        if sum(t.ByteSize() for t in model.graph.initializer) > _TWO_GB:
+            raise ValidationError("the model's weights pass protobuf's 2 GB limit",
+                                  key="path", hint="give a path: the weights then go to "
+                                  "external data beside it")
         _check(model, None)
         return model
     return _save(model, Path(path), external_data)
