@@ -21,6 +21,7 @@ import numpy as np
 from msc.errors import UnsupportedOpError, ValidationError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.naming import UniqueNamer
+from msc.progress import progress
 from msc.relax.op.facts import load_facts
 from msc.relax.op.registry import OPS
 
@@ -241,10 +242,13 @@ def build_model(writer: OnnxWriter, producer: str = "msc"):
     inputs = [_value_info(v, t) for v, t in zip(writer.values_of_inputs(),
                                                  writer.graph.get_inputs())]
     used = {v for n in specs for v in n["inputs"]} | {v for v, _ in outputs}
-    inits = [numpy_helper.from_array(np.require(a, requirements="C"), name)
-             for name, a in writer.inits.items() if name in used]
     graph = helper.make_graph(nodes, clean_name(writer.graph.name), inputs,
-                              [_value_info(v, t) for v, t in outputs], inits)
+                              [_value_info(v, t) for v, t in outputs])
+    kept = [(name, a) for name, a in writer.inits.items() if name in used]
+    for name, array in progress(kept, desc="ONNX weights", unit="tensor"):
+        # added in place: one copy of each weight into the proto, not two
+        graph.initializer.add().CopyFrom(numpy_helper.from_array(
+            np.require(array, requirements="C"), name))
     opsets = [helper.make_opsetid("", writer.opset)]
     model = helper.make_model(graph, opset_imports=opsets, producer_name=producer)
     model.ir_version = helper.find_min_ir_version_for(opsets)
@@ -274,7 +278,7 @@ def to_onnx(graph: MSCGraph, weights: dict | None = None, path: str | os.PathLik
     writer.write()
     model = build_model(writer)
     if path is None:
-        if sum(t.ByteSize() for t in model.graph.initializer) > _TWO_GB:
+        if _weight_bytes(model) > _TWO_GB:
             raise ValidationError("the model's weights pass protobuf's 2 GB limit",
                                   key="path", hint="give a path: the weights then go to "
                                   "external data beside it")
@@ -300,8 +304,7 @@ _TWO_GB = 2 ** 31 - 2 ** 24  # protobuf's limit, less room for the graph itself
 def _save(model, path: Path, external_data: int | bool | None):
     import onnx
 
-    size = sum(t.ByteSize() for t in model.graph.initializer)
-    threshold = _threshold(external_data, size)
+    threshold = _threshold(external_data, _weight_bytes(model))
     path.parent.mkdir(parents=True, exist_ok=True)
     if threshold is None:
         tmp = path.with_name(path.name + ".tmp")
@@ -315,6 +318,10 @@ def _save(model, path: Path, external_data: int | bool | None):
                         location=location, size_threshold=threshold, convert_attribute=False)
     _check(model, path)
     return onnx.load(str(path), load_external_data=False) if threshold is not None else model
+
+
+def _weight_bytes(model) -> int:
+    return sum(len(t.raw_data) for t in model.graph.initializer)
 
 
 def _threshold(external_data: int | bool | None, size: int) -> int | None:
