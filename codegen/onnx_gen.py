@@ -68,6 +68,7 @@ class OnnxWriter:
         self.shapes = ShapeValues(graph)
         self.row_start = 0
         self.static: dict[str, list[int]] = {}  # value -> its static shape (graph tensors)
+        self.dtypes: dict[str, str] = {}  # value -> its dtype (graph tensors)
 
     # ---- values --------------------------------------------------------------------------
     def name(self, hint: str) -> str:
@@ -144,6 +145,7 @@ class OnnxWriter:
 
     def _note_shapes(self, node: MSCJoint) -> None:
         for value, tensor in zip(self.values[node.name], node.outputs):
+            self.dtypes.setdefault(value, tensor.dtype)
             dims = ShapeValues.static_dims(tensor)
             if dims is not None:
                 self.static.setdefault(value, dims)
@@ -236,7 +238,8 @@ def build_model(writer: OnnxWriter, producer: str = "msc"):
     from onnx import helper, numpy_helper
 
     outputs = writer.graph_outputs()
-    specs = tidy(writer.nodes, writer.inits, {v for v, _ in outputs}, writer.static)
+    specs = tidy(writer.nodes, writer.inits, {v for v, _ in outputs}, writer.static,
+                 writer.dtypes)
     nodes = [helper.make_node(n["op_type"], n["inputs"], n["outputs"], name=n["name"],
                               domain=n["domain"] or None, **n["attrs"]) for n in specs]
     inputs = [_value_info(v, t) for v, t in zip(writer.values_of_inputs(),
