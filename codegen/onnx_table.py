@@ -426,10 +426,13 @@ def _fill_like(value) -> Row:
 
 
 def _full(ctx):
-    fill = ctx.tensor_arg("fill_value")
-    source = ctx.emit("Expand", [fill, ctx.dims(ctx.out)])
-    dtype = ctx.node.input_at(0).dtype if ctx.node.inputs else ctx.out.dtype
-    return ctx.cast(source, dtype, ctx.out.dtype)
+    fill, dtype = ctx.tensor_arg("fill_value"), ctx.out.dtype
+    data = ctx.const_of(fill)
+    if data is not None:  # a known value (a weight, or an attr of numpy's default dtype)
+        fill = ctx.const(data.astype(dtype), "fill")
+    elif ctx.node.inputs:
+        fill = ctx.cast(fill, ctx.node.input_at(0).dtype, dtype)
+    return ctx.emit("Expand", [fill, ctx.dims(ctx.out)])
 
 
 def _full_like(ctx):
