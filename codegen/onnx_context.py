@@ -101,7 +101,9 @@ class OnnxContext(JointContext):
     def const(self, array, hint: str = "c", dtype: str | None = None) -> str:
         """An initializer holding ``array`` (as ``dtype``)."""
         array = np.asarray(array, dtype=dtype) if dtype else np.asarray(array)
-        return self.writer.constant(array, f"{self.name}_{hint}")
+        # "node.hint": onnxruntime's optimizers make initializers named like "squeeze_axes"
+        # and fail on a name that is taken
+        return self.writer.constant(array, f"{self.name}.{hint}")
 
     def ints(self, values, hint: str = "i") -> str:
         return self.const(np.asarray(list(values), dtype=np.int64).reshape(-1), hint)

@@ -21,6 +21,7 @@ import numpy as np
 from msc.errors import UnsupportedOpError, ValidationError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.naming import UniqueNamer
+from msc.progress import progress
 from msc.relax.op.facts import load_facts
 from msc.relax.op.registry import OPS
 
@@ -67,6 +68,7 @@ class OnnxWriter:
         self.shapes = ShapeValues(graph)
         self.row_start = 0
         self.static: dict[str, list[int]] = {}  # value -> its static shape (graph tensors)
+        self.dtypes: dict[str, str] = {}  # value -> its dtype (graph tensors)
 
     # ---- values --------------------------------------------------------------------------
     def name(self, hint: str) -> str:
@@ -143,6 +145,7 @@ class OnnxWriter:
 
     def _note_shapes(self, node: MSCJoint) -> None:
         for value, tensor in zip(self.values[node.name], node.outputs):
+            self.dtypes.setdefault(value, tensor.dtype)
             dims = ShapeValues.static_dims(tensor)
             if dims is not None:
                 self.static.setdefault(value, dims)
@@ -235,16 +238,20 @@ def build_model(writer: OnnxWriter, producer: str = "msc"):
     from onnx import helper, numpy_helper
 
     outputs = writer.graph_outputs()
-    specs = tidy(writer.nodes, writer.inits, {v for v, _ in outputs}, writer.static)
+    specs = tidy(writer.nodes, writer.inits, {v for v, _ in outputs}, writer.static,
+                 writer.dtypes)
     nodes = [helper.make_node(n["op_type"], n["inputs"], n["outputs"], name=n["name"],
                               domain=n["domain"] or None, **n["attrs"]) for n in specs]
     inputs = [_value_info(v, t) for v, t in zip(writer.values_of_inputs(),
                                                  writer.graph.get_inputs())]
     used = {v for n in specs for v in n["inputs"]} | {v for v, _ in outputs}
-    inits = [numpy_helper.from_array(np.require(a, requirements="C"), name)
-             for name, a in writer.inits.items() if name in used]
     graph = helper.make_graph(nodes, clean_name(writer.graph.name), inputs,
-                              [_value_info(v, t) for v, t in outputs], inits)
+                              [_value_info(v, t) for v, t in outputs])
+    kept = [(name, a) for name, a in writer.inits.items() if name in used]
+    for name, array in progress(kept, desc="ONNX weights", unit="tensor"):
+        # added in place: one copy of each weight into the proto, not two
+        graph.initializer.add().CopyFrom(numpy_helper.from_array(
+            np.require(array, requirements="C"), name))
     opsets = [helper.make_opsetid("", writer.opset)]
     model = helper.make_model(graph, opset_imports=opsets, producer_name=producer)
     model.ir_version = helper.find_min_ir_version_for(opsets)
@@ -274,6 +281,10 @@ def to_onnx(graph: MSCGraph, weights: dict | None = None, path: str | os.PathLik
     writer.write()
     model = build_model(writer)
     if path is None:
+        if _weight_bytes(model) > _TWO_GB:
+            raise ValidationError("the model's weights pass protobuf's 2 GB limit",
+                                  key="path", hint="give a path: the weights then go to "
+                                  "external data beside it")
         _check(model, None)
         return model
     return _save(model, Path(path), external_data)
@@ -296,8 +307,7 @@ _TWO_GB = 2 ** 31 - 2 ** 24  # protobuf's limit, less room for the graph itself
 def _save(model, path: Path, external_data: int | bool | None):
     import onnx
 
-    size = sum(t.ByteSize() for t in model.graph.initializer)
-    threshold = _threshold(external_data, size)
+    threshold = _threshold(external_data, _weight_bytes(model))
     path.parent.mkdir(parents=True, exist_ok=True)
     if threshold is None:
         tmp = path.with_name(path.name + ".tmp")
@@ -311,6 +321,10 @@ def _save(model, path: Path, external_data: int | bool | None):
                         location=location, size_threshold=threshold, convert_attribute=False)
     _check(model, path)
     return onnx.load(str(path), load_external_data=False) if threshold is not None else model
+
+
+def _weight_bytes(model) -> int:
+    return sum(len(t.raw_data) for t in model.graph.initializer)
 
 
 def _threshold(external_data: int | bool | None, size: int) -> int | None:

@@ -64,6 +64,13 @@ def _take(ctx):
     axis = ctx.attr("axis")
     if axis is None:
         x, axis = flat(ctx, x), 0
+    if ctx.attr("mode") == "clip":  # out-of-range indices read the first / last element
+        size = ctx.emit("Gather", [ctx.emit("Shape", [x]), ctx.ints([axis], "axis")], axis=0)
+        last = ctx.emit("Sub", [ctx.cast(size, "int64", ctx.in_tensor(1).dtype),
+                                ctx.scalar(1, ctx.in_tensor(1).dtype, "one")])
+        indices = ctx.emit("Min", [ctx.emit("Max", [indices, ctx.scalar(
+            0, ctx.in_tensor(1).dtype, "zero")]), ctx.emit("Reshape", [last, ctx.const(
+                np.zeros(0, dtype=np.int64), "scalar")])])
     if ctx.attr("mode") == "wrap":
         size = ctx.emit("Gather", [ctx.emit("Shape", [x]), ctx.ints([axis], "axis")], axis=0)
         size = ctx.cast(size, "int64", ctx.in_tensor(1).dtype)
@@ -97,7 +104,8 @@ def _one_hot(ctx):
     dtype = ctx.out.dtype
     values = ctx.const(np.asarray([ctx.arg_value("off_value"), ctx.arg_value("on_value")],
                                   dtype=dtype), "values")
-    return ctx.emit("OneHot", [ctx.input(0), ctx.ints([ctx.attr("depth")], "depth"), values],
+    indices = ctx.cast(ctx.input(0), ctx.in_tensor(0).dtype, "int64")  # what runtimes take
+    return ctx.emit("OneHot", [indices, ctx.ints([ctx.attr("depth")], "depth"), values],
                     axis=ctx.attr("axis"))
 
 
@@ -180,8 +188,10 @@ def _unique(ctx):
     attrs = {"sorted": int(flags[0])}
     if axis is not None:
         attrs["axis"] = int(axis)
-    outs = ctx.emit("Unique", [ctx.input(0)], n_out=4, **attrs)
-    chosen = [outs[0]] + [o for o, f in zip(outs[1:], flags[1:]) if f]
+    dtype = ctx.in_tensor(0).dtype
+    wide = "int64" if dtype.startswith(("int", "uint")) else dtype  # onnxruntime's types
+    outs = ctx.emit("Unique", [ctx.cast(ctx.input(0), dtype, wide)], n_out=4, **attrs)
+    chosen = [ctx.cast(outs[0], wide, dtype)] + [o for o, f in zip(outs[1:], flags[1:]) if f]
     return chosen[0] if len(ctx.node.outputs) == 1 else chosen
 
 

@@ -150,7 +150,18 @@ def _batch_norm(ctx):
     args = [_param(ctx, "gamma", 1, [channels], "scale"),
             _param(ctx, "beta", 0, [channels], "center"),
             ctx.tensor_arg("moving_mean"), ctx.tensor_arg("moving_var")]
-    return ctx.emit("BatchNormalization", [ctx.input(0), *args], epsilon=ctx.attr("epsilon"))
+    if not ctx.attr("training"):
+        return ctx.emit("BatchNormalization", [ctx.input(0), *args],
+                        epsilon=ctx.attr("epsilon"))
+    # Relax's training=True normalizes with the batch's own statistics (TVM's from_fx writes
+    # it even for eval models); onnxruntime's inference kernels ignore training_mode, so the
+    # statistics are computed here
+    ndim = ctx.in_tensor(0).ndim
+    normed = _normalize(ctx, ctx.input(0), [a for a in range(ndim) if a != 1],
+                        ctx.attr("epsilon"))
+    gamma = _channel_shaped(ctx, args[0], "gamma", ndim)
+    return ctx.emit("Add", [ctx.emit("Mul", [normed, gamma]),
+                            _channel_shaped(ctx, args[1], "beta", ndim)])
 
 
 def _trailing(ctx, axes) -> list[int]:
@@ -248,12 +259,18 @@ def _gelu(approximate: str) -> Row:
 
 
 def _softplus(ctx):
+    """log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (torch's form); the
+    threshold is written only where it changes a float32 (below ~16)."""
     x, dtype = ctx.input(0), ctx.in_tensor(0).dtype
-    beta = float(ctx.attr("beta"))
-    if beta == 1.0:
-        return ctx.emit("Softplus", [x])
-    scaled = ctx.emit("Mul", [x, ctx.scalar(beta, dtype, "beta")])
-    return ctx.emit("Div", [ctx.emit("Softplus", [scaled]), ctx.scalar(beta, dtype, "beta")])
+    beta, threshold = float(ctx.attr("beta")), float(ctx.attr("threshold"))
+    scaled = x if beta == 1.0 else ctx.emit("Mul", [x, ctx.scalar(beta, dtype, "beta")])
+    out = ctx.emit("Softplus", [scaled])
+    if beta != 1.0:
+        out = ctx.emit("Div", [out, ctx.scalar(beta, dtype, "beta")])
+    if threshold >= 16:
+        return out
+    above = ctx.emit("Greater", [scaled, ctx.scalar(threshold, dtype, "threshold")])
+    return ctx.emit("Where", [above, x, out])
 
 
 def _prelu(ctx):
@@ -369,11 +386,14 @@ def _sdpa(ctx, q: str, k: str, v: str, bias: str | None, q_dim: int, seqs: tuple
         raise ctx.fail("sliding-window attention has no ONNX form here")
     scale = ctx.attr("scale")
     scale = 1 / math.sqrt(q_dim) if scale is None else float(scale)
+    causal = ctx.attr("causal_mask")
+    if ctx.opset >= 23 and causal in (None, "TopLeft"):  # ONNX's own Attention op
+        inputs = [q, k, v] + ([bias] if bias is not None else [])
+        return ctx.emit("Attention", inputs, scale=scale, is_causal=int(causal is not None))
     scores = ctx.emit("MatMul", [q, ctx.emit("Transpose", [k], perm=[0, 1, 3, 2])])
     scores = ctx.emit("Mul", [scores, ctx.scalar(scale, dtype, "scale")])
     if bias is not None:
         scores = ctx.emit("Add", [scores, bias])
-    causal = ctx.attr("causal_mask")
     if causal is not None:
         scores = _causal(ctx, scores, causal, seqs)
     return ctx.emit("MatMul", [ctx.emit("Softmax", [scores], axis=-1), v])

@@ -426,10 +426,13 @@ def _fill_like(value) -> Row:
 
 
 def _full(ctx):
-    fill = ctx.tensor_arg("fill_value")
-    source = ctx.emit("Expand", [fill, ctx.dims(ctx.out)])
-    dtype = ctx.node.input_at(0).dtype if ctx.node.inputs else ctx.out.dtype
-    return ctx.cast(source, dtype, ctx.out.dtype)
+    fill, dtype = ctx.tensor_arg("fill_value"), ctx.out.dtype
+    data = ctx.const_of(fill)
+    if data is not None:  # a known value (a weight, or an attr of numpy's default dtype)
+        fill = ctx.const(data.astype(dtype), "fill")
+    elif ctx.node.inputs:
+        fill = ctx.cast(fill, ctx.node.input_at(0).dtype, dtype)
+    return ctx.emit("Expand", [fill, ctx.dims(ctx.out)])
 
 
 def _full_like(ctx):
@@ -487,10 +490,19 @@ def _hamming(ctx):
 
 
 def _shift(direction: str) -> Row:
+    """BitShift (unsigned ints; signed ones from opset 28). Before that a signed shift is a
+    product with 2^b (left) or its floor division (right, arithmetic) in int64, which is what
+    a two's-complement shift of an in-range amount is."""
     def write(ctx):
-        if not ctx.out.dtype.startswith("uint"):
-            ctx.need(28, f"BitShift on {ctx.out.dtype} (signed)")
-        return ctx.emit("BitShift", ctx.inputs, direction=direction)
+        dtype = ctx.out.dtype
+        if dtype.startswith("uint") or ctx.opset >= 28:
+            return ctx.emit("BitShift", ctx.inputs, direction=direction)
+        a, b = (ctx.cast(v, dtype, "int64") for v in ctx.inputs)
+        power = ctx.emit("Pow", [ctx.scalar(2, "int64", "two"), b])
+        if direction == "LEFT":
+            return ctx.cast(ctx.emit("Mul", [a, power]), "int64", dtype)
+        exact = ctx.emit("Sub", [a, ctx.emit("Mod", [a, power], fmod=0)])
+        return ctx.cast(ctx.emit("Div", [exact, power]), "int64", dtype)
     return Row(write)
 
 

@@ -15,11 +15,13 @@ __all__ = ["tidy"]
 _NEGATIVE_OK = {"Gather", "GatherElements", "ScatterElements"}
 
 
-def tidy(nodes: list[dict], consts: dict, keep: set[str], shapes: dict) -> list[dict]:
+def tidy(nodes: list[dict], consts: dict, keep: set[str], shapes: dict,
+         dtypes: dict) -> list[dict]:
     """``nodes`` with the rules applied (``keep``: values that must stay, graph outputs;
-    ``shapes``: value -> static shape, where known)."""
+    ``shapes`` / ``dtypes``: value -> static shape / dtype, where known)."""
     nodes = _unwrap_indices(nodes, consts, shapes)
     nodes = _fold_transposes(nodes, keep)
+    nodes = _fold_gemm(nodes, consts, keep, shapes, dtypes)
     return _drop_dead(nodes, keep)
 
 
@@ -91,6 +93,46 @@ def _fold_transposes(nodes: list[dict], keep: set[str]) -> list[dict]:
         perm = node["attrs"].get("perm") if node["op_type"] == "Transpose" else None
         if perm is not None and perm == sorted(perm) and node["outputs"][0] not in keep:
             _replace_uses(nodes, node["outputs"][0], node["inputs"][0])
+    return nodes
+
+
+def _shape(value: str, consts: dict, shapes: dict):
+    if value in consts:
+        return list(np.shape(consts[value]))
+    return shapes.get(value)
+
+
+_GEMM_TYPES = {"float16", "float32", "float64", "int32", "int64", "uint32", "uint64"}
+
+
+def _fold_gemm(nodes: list[dict], consts: dict, keep: set[str], shapes: dict,
+               dtypes: dict) -> list[dict]:
+    """``Add(MatMul(a, b), c)`` on 2-D a, b (of a type Gemm takes) with c broadcast to the
+    product: one Gemm."""
+    made, users = _producers(nodes), _consumers(nodes)
+    for node in nodes:
+        if node["op_type"] != "Add":
+            continue
+        for side in (0, 1):
+            product = made.get(node["inputs"][side])
+            if product is None or product["op_type"] != "MatMul" or product["domain"]:
+                continue
+            a, b = (_shape(v, consts, shapes) for v in product["inputs"])
+            c = _shape(node["inputs"][1 - side], consts, shapes)
+            out = product["outputs"][0]
+            if dtypes.get(out) not in _GEMM_TYPES:
+                continue
+            if a is None or b is None or c is None or len(a) != 2 or len(b) != 2 or \
+                    out in keep or len(users.get(out, [])) != 1 or len(c) > 2:
+                continue
+            try:
+                if list(np.broadcast_shapes(tuple(c), (a[0], b[1]))) != [a[0], b[1]]:
+                    continue
+            except ValueError:
+                continue
+            node.update(op_type="Gemm", attrs={},
+                        inputs=[*product["inputs"], node["inputs"][1 - side]])
+            break
     return nodes
 
 

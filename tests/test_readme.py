@@ -18,7 +18,11 @@ def test_python_example_runs(index, tmp_path):
     # Our own documentation, run in a fresh interpreter from the repo root.
     script = tmp_path / "example.py"
     script.write_text(PY_BLOCKS[index])
+    # PYTHONPATH: the checkout under test, whichever install the interpreter has.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     proc = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, check=False,
+                          env=env,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
 

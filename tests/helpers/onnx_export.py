@@ -88,3 +88,24 @@ def round_trip_case(case, opset: int | None = None) -> dict:
         message = f"{stage}: {type(err).__name__}: " + " ".join(str(err).split())[:300]
     return {**result, "status": status, "message": message,
             "seconds": round(time.perf_counter() - start, 3)}
+
+
+def node_cases(modules: dict[str, list[str]]) -> dict:
+    """Named node conformance cases from a few case modules of onnx (``{"conv":
+    ["test_conv_with_strides_padding"]}``): importing a module runs its exports only, so this
+    costs a fraction of ``load_cases()``."""
+    import importlib
+
+    import onnx.backend.test.case.node as node_pkg
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        node_pkg._TargetOpType = None  # as collect_testcases() leaves it
+        for module in modules:
+            importlib.import_module(f"onnx.backend.test.case.node.{module}")
+    wanted = {n for names in modules.values() for n in names}
+    found = {c.name: c for c in node_pkg._NodeTestCases if c.name in wanted}
+    missing = sorted(wanted - set(found))
+    if missing:
+        raise KeyError(f"no conformance cases {missing}")
+    return found
