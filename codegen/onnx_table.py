@@ -233,37 +233,6 @@ def _cumprod(ctx):
     return ctx.emit("CumProd", [x, ctx.ints([axis], "axis")], exclusive=int(ctx.attr("exclusive")))
 
 
-def _median(ctx):
-    """The lower middle value: the last of the (n + 1) // 2 smallest (what TVM and torch
-    give)."""
-    x, axis, keep = ctx.input(0), ctx.attr("axis"), ctx.attr("keepdims")
-    tensor = ctx.in_tensor(0)
-    axes = axes_of(axis, tensor.ndim)
-    if axes is None:
-        x, axis, size = flat(ctx, x), 0, tensor.get_size()
-    elif len(axes) == 1:
-        axis, size = axes[0], tensor.shape[axes[0]]
-    else:
-        raise ctx.fail("a median over several axes")
-    if size < 0:
-        raise ctx.fail("a median along a dynamic axis")
-    k = (size - 1) // 2 + 1
-    parts = ctx.emit("TopK", [x, ctx.ints([k], "k")], n_out=2, axis=axis, largest=0, sorted=1)
-    picked = [ctx.emit("Slice", [p, ctx.ints([k - 1], "start"), ctx.ints([k], "end"),
-                                 ctx.ints([axis], "axis")]) for p in parts]
-    if axes is None or not keep:
-        picked = [ctx.reshape(p, t) for p, t in zip(picked, ctx.node.outputs)]
-    return picked[0] if len(ctx.node.outputs) == 1 else picked
-
-
-def _cumprod(ctx):
-    x, axis = ctx.input(0), ctx.attr("axis")
-    if axis is None:
-        x, axis = flat(ctx, x), 0
-    x = ctx.cast(x, ctx.in_tensor(0).dtype, ctx.attr("dtype"))
-    return ctx.emit("CumProd", [x, ctx.ints([axis], "axis")], exclusive=int(ctx.attr("exclusive")))
-
-
 REDUCE = {
     "median": Row(_median), "cumprod": Row(_cumprod, since=26),
     **{op: _reduce(*spec) for op, spec in _REDUCE.items()},
