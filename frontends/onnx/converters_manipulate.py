@@ -213,8 +213,8 @@ def convert_squeeze(g: Context, node: OnnxNode):
 def convert_unsqueeze(g: Context, node: OnnxNode):
     x = node.inputs[0]
     if axes_input(g, node) is not None:
-        count = len(_need(node, g.shape(node.inputs[1]), "the axes' length"))
-        axes = runtime_axes.axes_at_runtime(g, node, node.inputs[1], g.ndim(x) + count)
+        axes = runtime_axes.axes_at_runtime(g, node, node.inputs[1], None)
+        axes = runtime_axes.wrap(axes, g.ndim(x) + len(axes))
         dims = _need(node, g.shape(x), "the input shape")
         return g.emit(call("reshape", x, runtime_axes.unsqueeze_dims(dims, axes)))
     axes = _need(node, _axes(node, g, 1), "axes")

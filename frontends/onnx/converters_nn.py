@@ -420,24 +420,31 @@ def _pad_at_runtime(node: OnnxNode, g: Context, x, pads, value, axes):
 
 
 def _pad_by_gather(g: Context, x, axis: int, before, after, mode: str):
-    """edge / reflect / wrap padding of one axis: a take of the source index of every output
-    position ``i - before``, ``i`` in ``[0, n + before + after)``."""
+    """edge / reflect / wrap padding of one axis, as onnxruntime does it: negative amounts
+    crop first, then a take of the source index of every output position."""
     n = g.shape(x)[axis]
-    i = call("subtract", call("arange", 0, n + before + after, 1, "int64"),
-             call("reshape", call("shape_to_tensor", relax.ShapeExpr([before])), []))
-    size = call("reshape", call("shape_to_tensor", relax.ShapeExpr([n])), [])
-    one = relax.const(1, "int64")
+    low, high = tir.max(-tir.convert(before), 0), tir.max(-tir.convert(after), 0)
+    grow = [tir.max(tir.convert(v), 0) for v in (before, after)]
+    kept = tir.convert(n) - low - high
+    i = call("subtract", call("arange", 0, kept + grow[0] + grow[1], 1, "int64"),
+             _int_tensor(grow[0]))
+    size, one = _int_tensor(kept), relax.const(1, "int64")
     if mode == "edge":
-        src = call("clip", i, 0, n - 1) if tir.as_int(n) is not None else call(
-            "minimum", call("maximum", i, relax.const(0, "int64")), call("subtract", size, one))
+        src = call("minimum", call("maximum", i, relax.const(0, "int64")),
+                   call("subtract", size, one))
     elif mode == "wrap":
         src = call("floor_mod", i, size)
-    else:  # reflect: period 2 (n - 1), mirrored in its second half
+    else:  # reflect: period 2 (kept - 1), mirrored in its second half
         period = call("maximum", call("multiply", call("subtract", size, one),
                                       relax.const(2, "int64")), one)
         j = call("floor_mod", i, period)
         src = call("where", call("less", j, size), j, call("subtract", period, j))
-    return g.emit(call("take", x, g.emit(src), axis))
+    return g.emit(call("take", x, g.emit(call("add", src, _int_tensor(low))), axis))
+
+
+def _int_tensor(value):
+    """A 0-d int64 tensor of a (symbolic) int."""
+    return call("reshape", call("shape_to_tensor", relax.ShapeExpr([value])), [])
 
 
 def _pads_for_axes(node: OnnxNode, g: Context, pads, axes, rank: int) -> list:

@@ -24,15 +24,21 @@ from .common import call
 from .context import Context, OnnxNode
 
 __all__ = ["ReductionView", "axes_at_runtime", "listed", "pick_per_dim", "squeeze_dims",
-           "unsqueeze_dims"]
+           "unsqueeze_dims", "wrap"]
 
 
-def axes_at_runtime(g: Context, node: OnnxNode, axes, rank: int) -> list:
-    """The axes input's values as symbolic ints in ``[0, rank)`` (negatives wrapped)."""
+def axes_at_runtime(g: Context, node: OnnxNode, axes, rank: int | None) -> list:
+    """The axes input's values as symbolic ints, negatives wrapped into ``[0, rank)`` (left
+    as they are when ``rank`` is None)."""
     values = g.runtime_ints(axes, "axis")
     if values is None:
         raise node.unsupported("axes must have a static length")
-    return [tir.if_then_else(tir.binary("LT", a, 0), tir.add(a, rank), a) for a in values]
+    return values if rank is None else wrap(values, rank)
+
+
+def wrap(axes: list, rank: int) -> list:
+    """Negative axes counted from the end of a rank-``rank`` tensor."""
+    return [tir.if_then_else(tir.binary("LT", a, 0), tir.add(a, rank), a) for a in axes]
 
 
 def listed(axes: list, d: int):
