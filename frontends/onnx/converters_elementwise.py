@@ -224,6 +224,11 @@ def convert_cast(g: Context, node: OnnxNode):
     return _cast(g, node, node.inputs[0], relax_dtype(node.attrs["to"]))
 
 
+def convert_bitcast(g: Context, node: OnnxNode):
+    """BitCast: the same bytes as another dtype of the same width."""
+    return g.emit(call("reinterpret", node.inputs[0], relax_dtype(node.attrs["to"])))
+
+
 def convert_cast_like(g: Context, node: OnnxNode):
     x, like = node.inputs[:2]
     return _cast(g, node, x, g.dtype(like))
@@ -247,5 +252,6 @@ CONVERTERS = {
     "Mish": {18: convert_mish}, "Gelu": {20: convert_gelu}, "Swish": {24: convert_swish},
     "Shrink": {9: convert_shrink},
     "Cast": {1: convert_cast}, "CastLike": {15: convert_cast_like},
+    "BitCast": {26: convert_bitcast},
     "Identity": {1: convert_identity},
 }
