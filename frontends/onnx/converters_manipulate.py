@@ -294,6 +294,9 @@ def convert_split(g: Context, node: OnnxNode):
         return _split_at_runtime(node, g, x, axis, split)
     sizes = _axes(node, g, 1, "split")
     count = node.attrs.get("num_outputs") or node.num_outputs
+    dims = g.shape(x)
+    if sizes is None and dims is not None and tir.as_int(dims[axis]) is None:
+        return _split_symbolic(g, x, axis, dims[axis], count)
     if sizes is None:
         sizes = _even_sizes(node, g, x, axis, count)
     points = list(np.cumsum(sizes[:-1])) if sizes else []
@@ -309,6 +312,13 @@ def _split_at_runtime(node: OnnxNode, g: Context, x, axis: int, split):
         parts.append(g.emit(call("strided_slice", x, [axis], [start], [start + size])))
         start = start + size
     return parts
+
+
+def _split_symbolic(g: Context, x, axis: int, dim, count: int) -> list:
+    """``count`` parts of ceil(dim / count) (the last one shorter) of a symbolic dim."""
+    size = tir.ceildiv(dim, count)
+    return [g.emit(call("strided_slice", x, [axis], [tir.min(size * k, dim)],
+                        [tir.min(size * (k + 1), dim)])) for k in range(count)]
 
 
 def _even_sizes(node: OnnxNode, g: Context, x, axis: int, count: int) -> list:
