@@ -295,8 +295,8 @@ def convert_split(g: Context, node: OnnxNode):
     sizes = _axes(node, g, 1, "split")
     count = node.attrs.get("num_outputs") or node.num_outputs
     dims = g.shape(x)
-    if sizes is None and dims is not None and tir.as_int(dims[axis]) is None:
-        return _split_symbolic(g, x, axis, dims[axis], count)
+    if sizes is None and (dims is None or tir.as_int(dims[axis]) is None):
+        return _split_symbolic(g, x, axis, _axis_size(node, g, x, axis), count)
     if sizes is None:
         sizes = _even_sizes(node, g, x, axis, count)
     points = list(np.cumsum(sizes[:-1])) if sizes else []
@@ -312,6 +312,16 @@ def _split_at_runtime(node: OnnxNode, g: Context, x, axis: int, split):
         parts.append(g.emit(call("strided_slice", x, [axis], [start], [start + size])))
         start = start + size
     return parts
+
+
+def _axis_size(node: OnnxNode, g: Context, x, axis: int):
+    """The size of ``x``'s axis: from its struct info, else read at run time."""
+    dims = g.shape(x)
+    if dims is not None:
+        return dims[axis]
+    whole = call("shape_to_tensor", call("shape_of", x))
+    size = g.emit(call("reshape", call("take", whole, relax.const(axis, "int64"), 0), [1]))
+    return _need(node, g.runtime_ints(size, "size"), "the split axis' size")[0]
 
 
 def _split_symbolic(g: Context, x, axis: int, dim, count: int) -> list:

@@ -129,3 +129,12 @@ def test_hugging_face_bert_with_dynamic_axes_builds_once_runs_at_two_lengths():
         mask[0, -2:] = 0  # padded positions: the mask broadcasts over heads and queries
         feeds = {"input_ids": RNG.integers(0, 64, (batch, length)), "attention_mask": mask}
         _same(_run(vm, feeds), run_ort(model, feeds))
+
+
+def test_split_of_a_symbolic_dim_into_num_outputs_parts():
+    node = helper.make_node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2)
+    feeds = [{"x": RNG.standard_normal((2, n)).astype("float32")} for n in (5, 4)]
+    model = graph_model([node], feeds[0], ["a", "b"], input_dims={"x": [2, "n"]})
+    vm = _vm(model)
+    for feed in feeds:
+        _same(_run(vm, feed), run_ort(model, feed))
