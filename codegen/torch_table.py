@@ -377,6 +377,7 @@ ROWS: dict[str, Row] = {
     "einsum": Row(convert=lambda c: _call("torch.einsum", literal(c.attr("subscripts")),
                                           *c.inputs)),
     "astype": Row(convert=lambda c: f"{c.input(0)}.to({c.dtype()})"),
+    "reinterpret": Row(convert=lambda c: f"{c.input(0)}.view({c.dtype()})"),
     "broadcast_to": Row("torch.broadcast_to"),
     "clip": Row("torch.clamp"), "reshape": Row("torch.reshape"),
     "flatten": Row("torch.flatten"), "expand_dims": Row(convert=_expand_dims),

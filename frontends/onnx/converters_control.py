@@ -1,5 +1,6 @@
 """Control flow ONNX ops whose structure is known at conversion time: If on a constant
-condition (the taken branch is inlined) and Scan over a static sequence (unrolled)."""
+condition (the taken branch is inlined) or on one known at run time (both branches and a
+``where``), and Scan over a static sequence (unrolled; Scan-8 per batch item)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,36 @@ from .context import Context, OnnxNode
 
 
 def convert_if(g: Context, node: OnnxNode):
-    """If on a condition known at conversion time: the taken branch, inlined."""
+    """If on a condition known at conversion time: the taken branch, inlined. Known only at
+    run time: both branches (ONNX subgraphs are pure) and a ``where`` per output, when their
+    outputs agree in shape and dtype (an ``R.If`` would need the importer to leave its
+    dataflow block)."""
     cond = g.value(node.inputs[0])
     if cond is None:
-        raise node.unsupported("If with a condition known only at run time")
+        return _if_at_runtime(g, node)
     branch = node.attrs["then_branch" if bool(cond.reshape(-1)[0]) else "else_branch"]
     outputs = g.subgraph(branch)
     if any(o is None for o in outputs):
         raise node.unsupported("the taken If branch could not be converted")
     return outputs
+
+
+def _if_at_runtime(g: Context, node: OnnxNode):
+    then, other = (g.subgraph(node.attrs[k]) for k in ("then_branch", "else_branch"))
+    if any(o is None for o in then + other):
+        raise node.unsupported("an If branch could not be converted")
+    if any(not _same_sinfo(g, a, b) for a, b in zip(then, other)):
+        raise node.unsupported("If with a condition known only at run time needs branches "
+                               "whose outputs agree in shape and dtype")
+    cond = g.emit(call("reshape", node.inputs[0], []))
+    return [g.emit(call("where", cond, a, b)) for a, b in zip(then, other)]
+
+
+def _same_sinfo(g: Context, a, b) -> bool:
+    sa, sb = g.sinfo(a), g.sinfo(b)
+    return sa.dtype == sb.dtype and sa.values is not None and sb.values is not None and \
+        len(sa.values) == len(sb.values) and all(
+            tir.as_int(tir.sub(x, y)) == 0 for x, y in zip(sa.values, sb.values))
 
 
 def convert_scan(g: Context, node: OnnxNode):
@@ -44,6 +66,28 @@ def convert_scan(g: Context, node: OnnxNode):
     return states + _stack_scan_outputs(g, node, collected)
 
 
+def convert_scan_v8(g: Context, node: OnnxNode):
+    """Scan-8: every input has a leading batch axis (scan inputs then their sequence axis);
+    each batch item is a Scan-9 over axis 0, the results stacked back."""
+    lens, inputs = node.inputs[0], node.inputs[1:]
+    if lens is not None:
+        raise node.unsupported("Scan-8 with sequence_lens is not supported")
+    batch = tir.as_int(g.shape(inputs[0])[0]) if g.shape(inputs[0]) else None
+    if batch is None:
+        raise node.unsupported("Scan-8 needs a static batch size")
+    count = node.attrs["num_scan_inputs"]
+    per_item = []
+    for b in range(batch):
+        items = [g.emit(call("take", x, relax.const(b), 0)) for x in inputs]
+        sub = OnnxNode(node.op_type, node.name, node.domain, 9, items,
+                       {"body": node.attrs["body"], "num_scan_inputs": count,
+                        "scan_input_axes": None, "scan_output_axes": None,
+                        "scan_input_directions": node.attrs.get("directions"),
+                        "scan_output_directions": None}, node.num_outputs)
+        per_item.append(convert_scan(g, sub))
+    return [g.emit(call("stack", list(outs), 0)) for outs in zip(*per_item)]
+
+
 def _stack_scan_outputs(g: Context, node: OnnxNode, collected: list) -> list:
     count = len(collected[0])
     axes = node.attrs["scan_output_axes"] or [0] * count
@@ -57,4 +101,4 @@ def _stack_scan_outputs(g: Context, node: OnnxNode, collected: list) -> list:
     return outs
 
 
-CONVERTERS = {"If": {1: convert_if}, "Scan": {9: convert_scan}}
+CONVERTERS = {"If": {1: convert_if}, "Scan": {8: convert_scan_v8, 9: convert_scan}}

@@ -224,6 +224,25 @@ def convert_cast(g: Context, node: OnnxNode):
     return _cast(g, node, node.inputs[0], relax_dtype(node.attrs["to"]))
 
 
+def convert_bitcast(g: Context, node: OnnxNode):
+    """BitCast: the same bytes as another dtype of the same width."""
+    return g.emit(call("reinterpret", node.inputs[0], relax_dtype(node.attrs["to"])))
+
+
+def convert_binarizer(g: Context, node: OnnxNode):
+    """ai.onnx.ml Binarizer: 1 where x > threshold, else 0, in x's dtype."""
+    x = node.inputs[0]
+    above = call("greater", x, scalar(g, node.attrs["threshold"] or 0.0, x))
+    return g.emit(call("astype", above, g.dtype(x)))
+
+
+def convert_array_feature_extractor(g: Context, node: OnnxNode):
+    """ai.onnx.ml ArrayFeatureExtractor: the given indices of the last axis."""
+    x, indices = node.inputs[:2]
+    flat = g.emit(call("reshape", indices, [-1]))
+    return g.emit(call("take", x, flat, g.ndim(x) - 1))
+
+
 def convert_cast_like(g: Context, node: OnnxNode):
     x, like = node.inputs[:2]
     return _cast(g, node, x, g.dtype(like))
@@ -247,5 +266,7 @@ CONVERTERS = {
     "Mish": {18: convert_mish}, "Gelu": {20: convert_gelu}, "Swish": {24: convert_swish},
     "Shrink": {9: convert_shrink},
     "Cast": {1: convert_cast}, "CastLike": {15: convert_cast_like},
+    "BitCast": {26: convert_bitcast}, "ai.onnx.ml:Binarizer": {1: convert_binarizer},
+    "ai.onnx.ml:ArrayFeatureExtractor": {1: convert_array_feature_extractor},
     "Identity": {1: convert_identity},
 }

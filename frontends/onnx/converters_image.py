@@ -37,7 +37,10 @@ def _resize(g: Context, node: OnnxNode, x, sizes: list, **attrs):
 def _output_sizes(g: Context, node: OnnxNode, x, scales, sizes, axes: list) -> list:
     """Target dims for every axis of ``x`` (the given axes only; others keep theirs)."""
     dims = list(_need(node, g.shape(x), "the input shape"))
-    if sizes is not None:
+    policy = node.attrs.get("keep_aspect_ratio_policy") or "stretch"
+    if sizes is not None and policy != "stretch" and g.ints(sizes) is None:
+        values = _keep_aspect_at_runtime(node, g, x, sizes, axes, policy)
+    elif sizes is not None:
         values = _need(node, g.runtime_ints(sizes, "size"), "sizes")
         values = _keep_aspect(node, dims, values, axes)
     else:
@@ -79,6 +82,18 @@ def _keep_aspect(node: OnnxNode, dims, values, axes) -> list:
     ratios = [int(v) / d for v, d in zip(values, ins)]
     scale = min(ratios) if policy == "not_larger" else max(ratios)
     return [int(np.floor(d * scale + 0.5)) for d in ins]
+
+
+def _keep_aspect_at_runtime(node: OnnxNode, g: Context, x, sizes, axes, policy: str) -> list:
+    """keep_aspect_ratio_policy with sizes given at run time: one scale (the smallest or
+    largest of size / dim), every resized dim round(dim * scale)."""
+    whole = call("astype", call("shape_to_tensor", call("shape_of", x)), "float32")
+    dims = call("take", whole, relax.const(np.asarray(axes, "int64")), 0)
+    ratio = call("divide", call("astype", sizes, "float32"), dims)
+    scale = call("min" if policy == "not_larger" else "max", ratio, None, True)
+    out = call("floor", call("add", call("multiply", dims, scale), relax.const(0.5, "float32")))
+    out = g.emit(call("astype", out, "int64"))
+    return _need(node, g.runtime_ints(out, "size"), "sizes")
 
 
 def convert_resize_v10(g: Context, node: OnnxNode):

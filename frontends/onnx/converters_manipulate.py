@@ -12,6 +12,7 @@ import numpy as np
 from msc import relax
 from msc.tir import expr as tir
 
+from . import runtime_axes
 from .common import call, norm_axis, pad_axis, scalar
 from .context import Context, OnnxNode
 from .dtypes import relax_dtype
@@ -35,6 +36,16 @@ def _axes(node: OnnxNode, g: Context, index: int, attr: str = "axes"):
                                                          for d in g.shape(x)):
         return []  # an empty tensor, even one given at run time
     return None if x is None else _need(node, g.ints(x), attr)
+
+
+def axes_input(g: Context, node: OnnxNode, index: int = 1):
+    """The axes input when its values are known only at run time (a non-empty tensor that
+    is not a constant), else None."""
+    x = node.inputs[index] if len(node.inputs) > index else None
+    if x is None or node.attrs.get("axes") is not None or g.ints(x) is not None:
+        return None
+    dims = g.shape(x)
+    return None if dims is not None and any(tir.as_int(d) == 0 for d in dims) else x
 
 
 # --------------------------------------------------------------------------------------------
@@ -187,6 +198,12 @@ def convert_transpose(g: Context, node: OnnxNode):
 
 def convert_squeeze(g: Context, node: OnnxNode):
     x = node.inputs[0]
+    if axes_input(g, node) is not None:
+        axes = runtime_axes.axes_at_runtime(g, node, node.inputs[1], g.ndim(x))
+        dims = _need(node, g.shape(x), "the input shape")
+        hit = [runtime_axes.listed(axes, d) for d in range(len(dims))]
+        return g.emit(call("reshape", x, runtime_axes.squeeze_dims(dims, hit,
+                                                                   len(dims) - len(axes))))
     axes = _axes(node, g, 1)
     if axes is not None:
         axes = [norm_axis(a, g.ndim(x)) for a in axes]
@@ -195,6 +212,11 @@ def convert_squeeze(g: Context, node: OnnxNode):
 
 def convert_unsqueeze(g: Context, node: OnnxNode):
     x = node.inputs[0]
+    if axes_input(g, node) is not None:
+        axes = runtime_axes.axes_at_runtime(g, node, node.inputs[1], None)
+        axes = runtime_axes.wrap(axes, g.ndim(x) + len(axes))
+        dims = _need(node, g.shape(x), "the input shape")
+        return g.emit(call("reshape", x, runtime_axes.unsqueeze_dims(dims, axes)))
     axes = _need(node, _axes(node, g, 1), "axes")
     rank = g.ndim(x) + len(axes)
     return g.emit(call("expand_dims", x, sorted(norm_axis(a, rank) for a in axes)))
@@ -272,6 +294,9 @@ def convert_split(g: Context, node: OnnxNode):
         return _split_at_runtime(node, g, x, axis, split)
     sizes = _axes(node, g, 1, "split")
     count = node.attrs.get("num_outputs") or node.num_outputs
+    dims = g.shape(x)
+    if sizes is None and (dims is None or tir.as_int(dims[axis]) is None):
+        return _split_symbolic(g, x, axis, _axis_size(node, g, x, axis), count)
     if sizes is None:
         sizes = _even_sizes(node, g, x, axis, count)
     points = list(np.cumsum(sizes[:-1])) if sizes else []
@@ -287,6 +312,23 @@ def _split_at_runtime(node: OnnxNode, g: Context, x, axis: int, split):
         parts.append(g.emit(call("strided_slice", x, [axis], [start], [start + size])))
         start = start + size
     return parts
+
+
+def _axis_size(node: OnnxNode, g: Context, x, axis: int):
+    """The size of ``x``'s axis: from its struct info, else read at run time."""
+    dims = g.shape(x)
+    if dims is not None:
+        return dims[axis]
+    whole = call("shape_to_tensor", call("shape_of", x))
+    size = g.emit(call("reshape", call("take", whole, relax.const(axis, "int64"), 0), [1]))
+    return _need(node, g.runtime_ints(size, "size"), "the split axis' size")[0]
+
+
+def _split_symbolic(g: Context, x, axis: int, dim, count: int) -> list:
+    """``count`` parts of ceil(dim / count) (the last one shorter) of a symbolic dim."""
+    size = tir.ceildiv(dim, count)
+    return [g.emit(call("strided_slice", x, [axis], [tir.min(size * k, dim)],
+                        [tir.min(size * (k + 1), dim)])) for k in range(count)]
 
 
 def _even_sizes(node: OnnxNode, g: Context, x, axis: int, count: int) -> list:
@@ -308,10 +350,23 @@ def convert_slice(g: Context, node: OnnxNode):
     x = node.inputs[0]
     starts, ends, steps = (g.runtime_ints(v, "slice") if v is not None else None
                            for v in (node.inputs[1], node.inputs[2], node.inputs[4]))
-    axes = node.inputs[3] and _need(node, g.ints(node.inputs[3]), "axes")
     if starts is None or ends is None:
         raise node.unsupported("starts and ends must have a static length")
+    if axes_input(g, node, 3) is not None:
+        return _slice_runtime_axes(g, node, x, starts, ends, steps)
+    axes = node.inputs[3] and _need(node, g.ints(node.inputs[3]), "axes")
     return _slice(g, x, starts, ends, axes, steps)
+
+
+def _slice_runtime_axes(g: Context, node: OnnxNode, x, starts, ends, steps):
+    """Slice every dim, each by the bounds given for it (axes known only at run time)."""
+    rank = g.ndim(x)
+    axes = runtime_axes.axes_at_runtime(g, node, node.inputs[3], rank)
+    steps = [1] * len(starts) if steps is None else steps
+    per_dim = [runtime_axes.pick_per_dim(axes, [_clamp_int64(v) for v in values], rank,
+                                         default)
+               for values, default in ((starts, 0), (ends, _INT64_MAX), (steps, 1))]
+    return g.emit(call("strided_slice", x, list(range(rank)), *per_dim))
 
 
 def _slice(g: Context, x, starts, ends, axes, steps):

@@ -5,11 +5,13 @@ from __future__ import annotations
 import math
 
 from msc import relax
+from msc.tir import expr as tir
 
 from .common import call, norm_axis, scalar
 from .context import Context, OnnxNode
-from .converters_manipulate import _axes, _need
+from .converters_manipulate import _axes, _need, axes_input
 from .dtypes import relax_dtype
+from .runtime_axes import ReductionView, axes_at_runtime
 
 # --------------------------------------------------------------------------------------------
 # Reductions: ONNX op -> (Relax reduction, elementwise op before it, op after it).
@@ -28,15 +30,24 @@ def reduce(op_type: str):
 
     def convert(g: Context, node: OnnxNode):
         x = node.inputs[0]
-        axes = _reduce_axes(g, node)
-        y = x if before is None else call(before, x)
-        if axes == []:
-            return g.emit(y) if before is not None else x
-        y = call(reduction, y, axes, bool(node.attrs["keepdims"]))
-        return g.emit(y if after is None else call(after, y))
+        y = x if before is None else g.emit(call(before, x))
+        y = _over_axes(g, node, y, lambda v, axes, keep: g.emit(call(reduction, v, axes, keep)))
+        return y if after is None or y is x else g.emit(call(after, y))
 
     convert.__name__ = f"convert_{op_type}"
     return convert
+
+
+def _over_axes(g: Context, node: OnnxNode, x, fn):
+    """``fn(view, axes, keepdims)`` applied over the node's axes (constant, or known only at
+    run time: then on the pair view of runtime_axes.ReductionView); ``x`` when the axes are
+    empty and noop_with_empty_axes is set."""
+    keep = bool(node.attrs["keepdims"])
+    if axes_input(g, node) is not None:
+        view = ReductionView(g, x, axes_at_runtime(g, node, node.inputs[1], g.ndim(x)))
+        return view.finish(fn(view.x, view.axes, False), keep)
+    axes = _reduce_axes(g, node)
+    return x if axes == [] else fn(x, axes, keep)
 
 
 def _reduce_axes(g: Context, node: OnnxNode):
@@ -48,10 +59,11 @@ def _reduce_axes(g: Context, node: OnnxNode):
 
 
 def convert_reduce_log_sum_exp(g: Context, node: OnnxNode):
-    x, axes = node.inputs[0], _reduce_axes(g, node)
-    if axes == []:
-        return x
-    keep = bool(node.attrs["keepdims"])
+    return _over_axes(g, node, node.inputs[0], lambda x, axes, keep: _log_sum_exp(g, x, axes,
+                                                                                  keep))
+
+
+def _log_sum_exp(g: Context, x, axes, keep: bool):
     peak = g.emit(call("max", x, axes, True))
     safe = call("where", call("isinf", peak), scalar(g, 0, x), peak)
     total = call("sum", call("exp", call("subtract", x, safe)), axes, keep)
@@ -110,8 +122,15 @@ def convert_topk_v1(g: Context, node: OnnxNode):
 
 
 def convert_topk(g: Context, node: OnnxNode):
-    """TopK-10+: k as an input (a constant: it sizes the outputs)."""
-    return _topk(g, node, node.inputs[0], _need(node, g.ints(node.inputs[1]), "k")[0])
+    """TopK-10+: k as an input; known only at run time, it slices a full sort."""
+    x, k = node.inputs[:2]
+    if g.ints(k) is not None:
+        return _topk(g, node, x, g.ints(k)[0])
+    axis = norm_axis(node.attrs["axis"], g.ndim(x))
+    size = tir.as_int(_need(node, g.shape(x), "the input shape")[axis])
+    count = _need(node, g.runtime_ints(k, "k"), "k")[0]
+    whole = _topk(g, node, x, _need(node, size, "the sorted axis' size"))
+    return [g.emit(call("strided_slice", y, [axis], [0], [count])) for y in whole]
 
 
 def _topk(g: Context, node: OnnxNode, x, k: int):

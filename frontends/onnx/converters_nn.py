@@ -7,6 +7,7 @@ import numpy as np
 from msc import relax
 from msc.tir import expr as tir
 
+from . import runtime_axes
 from .common import call, norm_axis, pad_axis, scalar
 from .context import Context, OnnxNode
 from .converters_manipulate import _need
@@ -379,6 +380,8 @@ def convert_pad(g: Context, node: OnnxNode):
     if g.ints(pads) is None or (value is not None and g.value(value) is None):
         return _pad_at_runtime(node, g, x, pads, value, axes)
     pads = g.ints(pads)
+    if axes is not None and g.ints(axes) is None:
+        return _pad_at_runtime(node, g, x, relax.const(np.asarray(pads, "int64")), value, axes)
     if axes is not None:
         pads = _pads_for_axes(node, g, pads, axes, g.ndim(x))
     return _pad(g, node, x, pads, 0 if value is None else g.value(value))
@@ -392,19 +395,56 @@ def _pad(g: Context, node: OnnxNode, x, pads: list, value):
 
 
 def _pad_at_runtime(node: OnnxNode, g: Context, x, pads, value, axes):
-    """Constant padding by amounts known only at run time: blocks of the fill value
-    concatenated on both sides (symbolic sizes), then a slice for negative amounts."""
-    if node.attrs["mode"] != "constant":
-        raise node.unsupported("pads known only at run time need mode='constant'")
+    """Padding by amounts (or along axes) known only at run time, one axis at a time:
+    constant fill blocks concatenated on both sides (symbolic sizes), or, for the other
+    modes, a gather of source indices; negative amounts crop."""
     rank = g.ndim(x)
-    axes = list(range(rank)) if axes is None else [
-        norm_axis(a, rank) for a in _need(node, g.ints(axes), "axes")]
     pads = _need(node, g.runtime_ints(pads, "pad"), "pads (static length)")
+    half = len(pads) // 2
+    if axes is not None and g.ints(axes) is None:
+        axes = runtime_axes.axes_at_runtime(g, node, axes, rank)
+        befores, afters = (runtime_axes.pick_per_dim(axes, p, rank, 0)
+                           for p in (pads[:half], pads[half:]))
+        pads, axes = befores + afters, list(range(rank))
+    else:
+        axes = list(range(rank)) if axes is None else [
+            norm_axis(a, rank) for a in _need(node, g.ints(axes), "axes")]
     fill = scalar(g, 0, x) if value is None else call(
         "astype", call("reshape", value, []), g.dtype(x))
+    mode = node.attrs["mode"]
     for i, axis in enumerate(axes):
-        x = pad_axis(g, x, axis, pads[i], pads[i + len(axes)], fill)
+        before, after = pads[i], pads[i + len(axes)]
+        x = pad_axis(g, x, axis, before, after, fill) if mode == "constant" else \
+            _pad_by_gather(g, x, axis, before, after, mode)
     return x
+
+
+def _pad_by_gather(g: Context, x, axis: int, before, after, mode: str):
+    """edge / reflect / wrap padding of one axis, as onnxruntime does it: negative amounts
+    crop first, then a take of the source index of every output position."""
+    n = g.shape(x)[axis]
+    low, high = tir.max(-tir.convert(before), 0), tir.max(-tir.convert(after), 0)
+    grow = [tir.max(tir.convert(v), 0) for v in (before, after)]
+    kept = tir.convert(n) - low - high
+    i = call("subtract", call("arange", 0, kept + grow[0] + grow[1], 1, "int64"),
+             _int_tensor(grow[0]))
+    size, one = _int_tensor(kept), relax.const(1, "int64")
+    if mode == "edge":
+        src = call("minimum", call("maximum", i, relax.const(0, "int64")),
+                   call("subtract", size, one))
+    elif mode == "wrap":
+        src = call("floor_mod", i, size)
+    else:  # reflect: period 2 (kept - 1), mirrored in its second half
+        period = call("maximum", call("multiply", call("subtract", size, one),
+                                      relax.const(2, "int64")), one)
+        j = call("floor_mod", i, period)
+        src = call("where", call("less", j, size), j, call("subtract", period, j))
+    return g.emit(call("take", x, g.emit(call("add", src, _int_tensor(low))), axis))
+
+
+def _int_tensor(value):
+    """A 0-d int64 tensor of a (symbolic) int."""
+    return call("reshape", call("shape_to_tensor", relax.ShapeExpr([value])), [])
 
 
 def _pads_for_axes(node: OnnxNode, g: Context, pads, axes, rank: int) -> list:

@@ -478,7 +478,7 @@ RULES: dict[str, LayoutRule] = {
     # Relax rules that keep the input's layout. (Relax's rules for flip, repeat, tile,
     # scatter_*, gather_elements arrived weeks before MSC's removal; MSC's tests expect ""
     # for scatter, so those ops stay on the common rule.)
-    **dict.fromkeys(("astype", "strided_slice", "dynamic_strided_slice", "nn.softmax",
+    **dict.fromkeys(("astype", "reinterpret", "strided_slice", "dynamic_strided_slice", "nn.softmax",
                      "nn.relu", "nn.gelu", "nn.gelu_tanh", "nn.silu", "nn.selu", "nn.prelu",
                      "nn.instance_norm", "nn.rms_norm", "image.resize3d", "nn.conv3d",
                      "nn.conv1d_transpose", "nn.conv3d_transpose", "nn.max_pool1d",

@@ -185,6 +185,7 @@ CASES += [
     Case("where", [_b(3, 4), X34, Y4], torch.where),
     Case("clip", [X34, -0.5, 0.5], torch.clamp),
     Case("astype", [X34 * 3], lambda x: x.to(torch.int32), dtype="int32"),
+    Case("reinterpret", [X34], lambda x: x.view(torch.int32), dtype="int32"),
     Case("cumsum", [X234], lambda x: x.cumsum(1), axis=1),
     Case("cumsum", [I34], lambda x: x.flatten().cumsum(0) - x.flatten(), exclusive=True,
          id="cumsum-exclusive-flat"),

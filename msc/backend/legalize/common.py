@@ -62,13 +62,22 @@ def axes_of(axis, ndim: int) -> list[int]:
     return sorted({int(a) % ndim for a in axis}) if ndim else []
 
 
-def broadcast(t: Tensor, ivars) -> E.PrimExpr:
-    """``t`` read at output position ``ivars`` under numpy broadcasting (right-aligned)."""
+def broadcast(t: Tensor, ivars, out_dims=None) -> E.PrimExpr:
+    """``t`` read at output position ``ivars`` under numpy broadcasting (right-aligned).
+
+    With the output's ``out_dims``, a symbolic dim of ``t`` that is not the output's may be 1
+    at run time (a mask expanded to a shape computed by the model): it is read at
+    ``dim == 1 ? 0 : i``."""
     lead = len(ivars) - t.ndim
     index = []
     for k, dim in enumerate(t.shape):
         out_var = ivars[lead + k]
-        index.append(idx(0) if (isinstance(dim, E.IntImm) and dim.value == 1) else out_var)
+        if isinstance(dim, E.IntImm):
+            index.append(idx(0) if dim.value == 1 else out_var)
+        elif out_dims is not None and dim != out_dims[lead + k]:
+            index.append(te.select(E.BinaryOp("EQ", dim, idx(1)), idx(0), out_var))
+        else:
+            index.append(out_var)
     return t[tuple(index)]
 
 

@@ -96,8 +96,9 @@ def _binary_rule(call):
     b, (x1, x2) = inputs(call)
     name, out = op_name(call), output(call)
     fn = BINARY[name]
-    y = b.compute(out.values, lambda *i: fn(broadcast(x1, i), broadcast(x2, i)), "T_" + name,
-                  dtype=out.dtype)
+    dims = out.values
+    y = b.compute(dims, lambda *i: fn(broadcast(x1, i, dims), broadcast(x2, i, dims)),
+                  "T_" + name, dtype=out.dtype)
     return b.prim_func([y], name)
 
 
@@ -206,9 +207,10 @@ def _clip(call):
 def _where(call):
     b, (c, x1, x2) = inputs(call)
     out = output(call)
-    y = b.compute(out.values, lambda *i: te.select(cast(broadcast(c, i), "bool"),
-                                                   cast(broadcast(x1, i), out.dtype),
-                                                   cast(broadcast(x2, i), out.dtype)),
+    dims = out.values
+    y = b.compute(dims, lambda *i: te.select(cast(broadcast(c, i, dims), "bool"),
+                                             cast(broadcast(x1, i, dims), out.dtype),
+                                             cast(broadcast(x2, i, dims), out.dtype)),
                   "T_where")
     return b.prim_func([y], "where")
 

@@ -176,7 +176,7 @@ def _take(call):
 def _broadcast_to(call):
     b, (x,) = inputs(call)
     out = output(call)
-    y = b.compute(out.values, lambda *i: broadcast(x, i), "T_broadcast_to")
+    y = b.compute(out.values, lambda *i: broadcast(x, i, out.values), "T_broadcast_to")
     return b.prim_func([y], "broadcast_to")
 
 

@@ -50,6 +50,23 @@ def astype_infer(ctx):
     return with_dtype(ctx.tensor(0), ctx.attrs.dtype)
 
 
+# Bytes per element of the dtypes reinterpret accepts (16-bit floats are left out: the numpy
+# path computes them in float32, which would view the wrong bytes).
+_ITEM_BYTES = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "int32": 4,
+               "uint32": 4, "float32": 4, "int64": 8, "uint64": 8, "float64": 8}
+
+
+def reinterpret_infer(ctx):
+    """The same bytes read as another dtype of the same width (ONNX BitCast)."""
+    data, dtype = ctx.tensor(0), ctx.attrs.dtype
+    sizes = [_ITEM_BYTES.get(d) for d in (data.dtype, dtype)]
+    if None in sizes or sizes[0] != sizes[1]:
+        raise ctx.error(f"cannot reinterpret {data.dtype} as {dtype}",
+                        hint="both dtypes must have the same width; supported: "
+                             + ", ".join(_ITEM_BYTES))
+    return with_dtype(data, dtype)
+
+
 def broadcast_to_infer(ctx):
     data, target = ctx.tensor(0), ctx.shape_values(1)
     if target is None:
@@ -436,6 +453,7 @@ _view = partial(_manipulate, view=True)
 _shape = partial(register, family="shape", may_alias=True)
 _X = [Arg("x")]
 _manipulate("astype", _X, [AttrDef("dtype", "dtype")], infer=astype_infer)
+_manipulate("reinterpret", _X, [AttrDef("dtype", "dtype")], infer=reinterpret_infer)
 _manipulate("broadcast_to", [Arg("x"), Arg("shape", "shape")], infer=broadcast_to_infer,
             shape_is_output=True)
 _manipulate("clip", [Arg("x"), Arg("min", "prim"), Arg("max", "prim")], infer=same_as_input)

@@ -53,8 +53,9 @@ def _broadcast_dim(ctx, da, db):
     if da.is_const and db.is_const:
         raise ctx.error(f"shapes do not broadcast: dim {da} vs {db}",
                         hint="the two inputs' dims must be equal or 1")
-    # Symbolic vs anything: assume they match at run time, as TVM does; keep the symbolic.
-    return da if not da.is_const else db
+    # A static dim other than 1 wins: the symbolic one must be 1 or equal to it at run time.
+    # Symbolic vs symbolic: assume they match, as TVM does, and keep the first.
+    return db if db.is_const else da
 
 
 def broadcast_sinfo(ctx, sinfos: list, dtype: str | None = None) -> TensorStructInfo:

@@ -375,6 +375,7 @@ MANIPULATE = {
     "gather_nd": _gather_nd, "scatter_elements": _scatter_elements,
     "scatter_nd": _scatter_nd, "one_hot": _one_hot, "where": _where, "clip": _clip,
     "astype": lambda args, attrs: np.asarray(args[0]).astype(attrs["dtype"]),
+    "reinterpret": lambda args, attrs: _contiguous(args[0]).view(attrs["dtype"]),
     "cumsum": _cumulative(np.add), "cumprod": _cumulative(np.multiply),
     "collapse_sum_to": _collapse_sum_to,
     "collapse_sum_like": lambda a, t: _collapse_sum_to([a[0], np.shape(a[1])], t),
@@ -527,6 +528,12 @@ _VALUE_OF = {
     DataTypeImm: lambda e: e.value,
     Tuple: lambda e: tuple(expr_value(f) for f in e.fields),
 }
+
+
+def _contiguous(x) -> np.ndarray:
+    """``x`` as a C-contiguous array of the same rank (ascontiguousarray makes 0-d 1-d)."""
+    x = np.asarray(x)
+    return x if x.flags.c_contiguous else x.copy(order="C")
 
 
 def expr_value(expr):

@@ -1,5 +1,5 @@
-"""Control flow known at conversion time: If on a constant condition (inlined branch), Scan
-over a static sequence (unrolled); and the newer sequence-model ops (opsets 24-28) against
+"""Control flow: If on a constant condition (inlined branch) or a run-time one (both branches
+and a where), Scan over a static sequence (unrolled); and the newer sequence-model ops (opsets 24-28) against
 onnx's reference evaluator."""
 
 import numpy as np
@@ -29,9 +29,20 @@ def test_if_on_a_constant_condition_inlines_the_branch(cond):
     assert "R.If" not in from_onnx(model, as_msc=False)[0].script()
 
 
-def test_if_on_a_runtime_condition_is_unsupported():
+def test_if_on_a_runtime_condition_selects_between_both_branches():
     node = helper.make_node("If", ["c"], ["y"], then_branch=branch("then", "Relu"),
                             else_branch=branch("else", "Neg"))
+    for cond in (True, False):
+        feeds = {"x": X, "c": np.array(cond)}
+        assert_matches_ort(graph_model([node], feeds, ["y"]), feeds)
+
+
+def test_if_on_a_runtime_condition_with_differently_shaped_branches_is_unsupported():
+    other = helper.make_graph(
+        [helper.make_node("ReduceSum", ["x"], ["else_out"], keepdims=0)], "else", [],
+        [helper.make_tensor_value_info("else_out", onnx.TensorProto.FLOAT, [])])
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch("then", "Relu"),
+                            else_branch=other)
     model = graph_model([node], {"x": X, "c": np.array(True)}, ["y"])
     with pytest.raises(UnsupportedOpError, match="run time"):
         from_onnx(model, as_msc=False)

@@ -60,15 +60,18 @@ _COMMON_LAYOUT = (
 
 # The known gaps: kind -> {op: why it has no such fact}. Runtime ops (OpDef.runtime: calls into
 # TIR / packed functions, effects, runtime objects) have no graph meaning.
+_BYTES_VIEW = "the same bytes as another dtype: numpy's ndarray.view, nothing to compute"
 KNOWN_GAPS: dict[str, dict[str, str]] = {
     "numpy": {**dict.fromkeys(_RUNTIME, "runtime op: not a value numpy can compute"),
               "nn.dropout": "random"},
     "legalize": {**dict.fromkeys(_RUNTIME, "runtime op: the VM runs it itself"),
                  **dict.fromkeys(_SHAPE_OPS, "shape values: the VM computes them"),
                  "nonzero": "data-dependent output shape: a native kernel",
-                 "unique": "data-dependent output shape: a native kernel"},
+                 "unique": "data-dependent output shape: a native kernel",
+                 "reinterpret": _BYTES_VIEW},
     "compiled": {**dict.fromkeys(_RUNTIME, "runtime op: the VM runs it itself (SPECIAL)"),
-                 **dict.fromkeys(_SHAPE_OPS, "shape values: the VM computes them")},
+                 **dict.fromkeys(_SHAPE_OPS, "shape values: the VM computes them"),
+                 "reinterpret": _BYTES_VIEW},
     "relax_codegen": dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
     "torch": dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
     "onnx_codegen": {**dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
