@@ -497,6 +497,9 @@ CREATE = {
     "shape_to_tensor": Row(_shape_to_tensor), "size": Row(_size),
     "shape_of": Row(lambda c: c.emit("Shape", c.inputs)),
     "tensor_to_shape": Row(lambda c: c.cast(c.input(0), c.in_tensor(0).dtype, "int64")),
+    # the same bytes read as another dtype of the same width: ONNX's BitCast (opset 26)
+    "reinterpret": Row(lambda c: c.emit("BitCast", c.inputs, to=onnx_dtype(c.attr("dtype"))),
+                       since=26),
 }
 
 ROWS: dict[str, Row] = {**ELEMENTWISE, **REDUCE, **MANIPULATE, **INDEX, **CREATE, **NN_ROWS}

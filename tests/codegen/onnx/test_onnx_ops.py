@@ -22,7 +22,7 @@ CASE_GAPS = {
     "conv2d-nhwc": "ONNX convolutions are NCHW",
     "nn.attention_var_len": "packed variable-length sequences",
 }
-OPSET = {"cumprod": 26}  # CumProd came in opset 26
+OPSET = {"cumprod": 26, "reinterpret": 26}  # CumProd and BitCast came in opset 26
 SHAPE_VALUES = {"shape_of", "tensor_to_shape"}  # a shape in Relax, an int64 tensor in ONNX
 
 
