@@ -31,6 +31,7 @@ from ..progress import progress
 from ..s_tir.schedule import Schedule, Trace
 from ..s_tir.schedule.schedule import _perfect_tile
 from .database import FAILED, JSONDatabase, TuningRecord
+from .popen_runner import PopenRunner
 from .runner import CandidateError, Workload, measure
 from .space import ANALYTIC, apply_sketch
 
@@ -129,11 +130,14 @@ def _decisions_of(trace) -> list:
 
 class _Search:
     def __init__(self, func, db: JSONDatabase, target: str, cost_model, seed: int,
-                 min_repeat_ms: float, name: str):
+                 min_repeat_ms: float, name: str, runner: str = "local",
+                 timeout: float = 60.0):
         self.func, self.db, self.target, self.model = func, db, target, cost_model
         self.rng = random.Random(seed)
         self.min_repeat_ms, self.name = min_repeat_ms, name
         self.task = Workload(func, seed)
+        self.popen = PopenRunner(self.task, timeout, min_repeat_ms) if runner == "popen" \
+            else None
         self.workload = db.commit_workload(func)
         self.specs, self.starts = sketch_specs(func)
         self.measured: dict = {}   # key -> (decisions, mean secs)
@@ -192,7 +196,8 @@ class _Search:
         try:
             sch = apply_candidate(self.func, decisions)
             trace = sch.trace
-            secs = measure(self.task, sch.mod["main"], self.min_repeat_ms)
+            secs = self.popen(sch.mod["main"]) if self.popen is not None else \
+                measure(self.task, sch.mod["main"], self.min_repeat_ms)
         except (CandidateError, MSCError) as exc:
             error = str(exc) if isinstance(exc, CandidateError) else f"schedule: {exc}"
             self.failures += 1
@@ -207,14 +212,26 @@ class _Search:
 
 def search(func, db: JSONDatabase, target: str, budget: int, per_iter: int, cost_model,
            seed: int = 0, min_repeat_ms: float = 40.0, name: str = "main",
-           time_budget_s: float | None = None) -> SearchResult:
-    """Measure up to ``budget`` new candidates of ``func``; the database keeps them all."""
+           time_budget_s: float | None = None, runner: str = "local",
+           timeout: float = 60.0) -> SearchResult:
+    """Measure up to ``budget`` new candidates of ``func``; the database keeps them all.
+    ``runner="popen"`` measures them in a worker process (a crash or a hang of more than
+    ``timeout`` seconds costs one candidate)."""
     start = time.perf_counter()
-    s = _Search(func, db, target, cost_model, seed, min_repeat_ms, name)
+    s = _Search(func, db, target, cost_model, seed, min_repeat_ms, name, runner, timeout)
+    try:
+        return _loop(s, budget, per_iter, start, time_budget_s, func, min_repeat_ms)
+    finally:
+        if s.popen is not None:
+            s.popen.close()
+
+
+def _loop(s: _Search, budget: int, per_iter: int, start: float, time_budget_s, func,
+          min_repeat_ms: float) -> SearchResult:
     untuned = measure(s.task, func, min_repeat_ms)
     s.record_baseline(untuned)
     trials = 0
-    with progress(total=budget, desc=f"tune {name}", unit="trial") as bar:
+    with progress(total=budget, desc=f"tune {s.name}", unit="trial") as bar:
         while trials < budget:
             batch = s.propose(min(per_iter, budget - trials))
             if not batch:
@@ -227,5 +244,5 @@ def search(func, db: JSONDatabase, target: str, budget: int, per_iter: int, cost
                     budget = trials
                     break
     valid = [v[1] for v in s.measured.values() if v[1] < FAILED]
-    return SearchResult(name, trials, s.failures, min(valid) if valid else FAILED,
+    return SearchResult(s.name, trials, s.failures, min(valid) if valid else FAILED,
                         min(untuned), time.perf_counter() - start)

@@ -158,3 +158,26 @@ def test_the_gbt_cost_model_ranks_better_than_random():
 
     assert rank_corr(model.predict(x[80:])) > 0.8
     assert rank_corr(ms.RandomModel(0).predict(x[80:])) < 0.5
+
+
+def test_popen_runner_survives_a_dying_worker(mm, tmp_path, monkeypatch, caplog):
+    from msc.meta_schedule.popen_runner import PopenRunner
+
+    real_read, reads = PopenRunner._read, []
+
+    def read(self, timeout):
+        reads.append(1)
+        if len(reads) == 3:  # ready, 1st candidate, then the worker dies on the 2nd
+            self.proc.kill()
+            self.proc.wait()
+        return real_read(self, timeout)
+
+    monkeypatch.setattr(PopenRunner, "_read", read)
+    with caplog.at_level(logging.WARNING, logger="msc.meta_schedule"):
+        db = ms.tune_tir(mm, "llvm", str(tmp_path), max_trials_global=3, runner="popen",
+                         **FAST)
+    result = db.results[0]
+    assert result.trials == 3 and result.failures == 1
+    failed = [r for r in db.get_all_tuning_records() if not r.valid]
+    assert len(failed) == 1 and failed[0].error.startswith("crash: the measuring process died")
+    assert sum(r.valid for r in db.get_all_tuning_records()) == 3   # untuned + 2 candidates
