@@ -199,6 +199,24 @@ def run_tvm(func, args: list, trials: int, timeout: float) -> dict:
     return found
 
 
+def model_check(db, func) -> float | None:
+    """Rank correlation between the GBT cost model's predictions and the measured times of
+    held-out candidates (trained on the first 2/3 of the records, tested on the rest)."""
+    from msc import meta_schedule as ms
+    from msc.meta_schedule.search import _decisions_of, features, sketch_specs
+
+    specs = sketch_specs(func)[0]
+    rows = [(features(specs, _decisions_of(r.trace)), -np.log(r.mean_secs))
+            for r in db.records_of(func) if r.valid and r.trace.insts]
+    if len(rows) < 9:
+        return None
+    cut = len(rows) * 2 // 3
+    x, y = np.array([f for f, _ in rows]), np.array([t for _, t in rows])
+    pred = ms.GBTModel().fit(x[:cut], y[:cut]).predict(x[cut:])
+    ranks = [np.argsort(np.argsort(v)) for v in (pred, y[cut:])]
+    return float(np.corrcoef(*ranks)[0, 1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=64, help="msc tune_tir trials per kernel")
@@ -215,6 +233,7 @@ def main() -> None:
     from msc.meta_schedule.runner import Workload
 
     rows = []
+    scratch = tempfile.TemporaryDirectory(prefix="msc_tune_bench_")
     for name, func, flops in workloads(args.workloads.split(",")):
         task = Workload(func)
         call = task.fresh_args()
@@ -223,7 +242,7 @@ def main() -> None:
             kernel = compile_prim_func(f)
             return best_time(lambda: kernel(*call))
 
-        work = args.work_dir or tempfile.mkdtemp(prefix=f"tune_{name}_")
+        work = args.work_dir or scratch.name
         start = time.perf_counter()
         db = ms.tune_tir(func, "llvm --num-cores=1", os.path.join(work, name),
                          max_trials_global=args.trials, num_trials_per_iter=args.per_iter,
@@ -233,18 +252,19 @@ def main() -> None:
         row = {"name": name, "flops": flops, "written": timed(as_written(func)),
                "default": timed(func), "tuned": timed(tuned), "tune_s": tune_s,
                "trials": db.results[0].trials, "failures": db.results[0].failures,
-               "ceiling": best_time(ceiling(name, call))}
+               "ceiling": best_time(ceiling(name, call)), "model": model_check(db, func)}
         row["tvm"] = {} if args.no_tvm else run_tvm(func, task.args, args.tvm_trials,
                                                     args.tvm_timeout)
         rows.append(row)
         print(f"{name}: done", file=sys.stderr, flush=True)
+    scratch.cleanup()
     report(rows)
 
 
 def report(rows: list) -> None:
     head = ["kernel", "untuned (as written) ms", "msc default ms", "tuned ms", "tuned GFLOP/s",
             "tuned / as written", "tuned / default", "ceiling ms", "tuned / ceiling",
-            "tune s (trials, failed)", "TVM untuned ms", "TVM tune_tir"]
+            "tune s (trials, failed)", "GBT rank corr", "TVM untuned ms", "TVM tune_tir"]
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
@@ -256,10 +276,13 @@ def report(rows: list) -> None:
                  f"{r['tuned'] * 1e3:.3f}", f"{r['flops'] / r['tuned'] / 1e9:.1f}",
                  f"{r['written'] / r['tuned']:.1f}x", f"{r['default'] / r['tuned']:.2f}x",
                  f"{r['ceiling'] * 1e3:.3f}", f"{r['tuned'] / r['ceiling']:.2f}x",
-                 f"{r['tune_s']:.0f} ({r['trials']}, {r['failures']})", tvm_untuned, tvm_tuned]
+                 f"{r['tune_s']:.0f} ({r['trials']}, {r['failures']})",
+                 "-" if r["model"] is None else f"{r['model']:.2f}", tvm_untuned, tvm_tuned]
         print("| " + " | ".join(cells) + " |")
     print("\nOne thread; best of 7 timed runs of at least 50 ms. ceiling: msc's packed GEMM "
-          "(B packed once) for linear0/matmul, its native conv kernel for the conv.")
+          "(B packed once) for linear0/matmul, its native conv kernel for the conv. GBT rank "
+          "corr: the cost model's rank correlation with measured speed on held-out candidates "
+          "(random ranking: about 0).")
 
 
 if __name__ == "__main__":
