@@ -232,7 +232,7 @@ def main() -> None:
     from msc.backend.tir.compile import compile_prim_func
     from msc.meta_schedule.runner import Workload
 
-    rows = []
+    print_header()
     scratch = tempfile.TemporaryDirectory(prefix="msc_tune_bench_")
     for name, func, flops in workloads(args.workloads.split(",")):
         task = Workload(func)
@@ -255,34 +255,36 @@ def main() -> None:
                "ceiling": best_time(ceiling(name, call)), "model": model_check(db, func)}
         row["tvm"] = {} if args.no_tvm else run_tvm(func, task.args, args.tvm_trials,
                                                     args.tvm_timeout)
-        rows.append(row)
-        print(f"{name}: done", file=sys.stderr, flush=True)
+        print_row(row)
     scratch.cleanup()
-    report(rows)
-
-
-def report(rows: list) -> None:
-    head = ["kernel", "untuned (as written) ms", "msc default ms", "tuned ms", "tuned GFLOP/s",
-            "tuned / as written", "tuned / default", "ceiling ms", "tuned / ceiling",
-            "tune s (trials, failed)", "GBT rank corr", "TVM untuned ms", "TVM tune_tir"]
-    print("| " + " | ".join(head) + " |")
-    print("|" + "---|" * len(head))
-    for r in rows:
-        tvm = r["tvm"]
-        tvm_untuned = f"{tvm['untuned'] * 1e3:.3f}" if "untuned" in tvm else "-"
-        tvm_tuned = (f"{tvm['tuned'] * 1e3:.3f} ms in {tvm['tune_s']:.0f} s" if "tuned" in tvm
-                     else tvm.get("status", "-"))
-        cells = [r["name"], f"{r['written'] * 1e3:.3f}", f"{r['default'] * 1e3:.3f}",
-                 f"{r['tuned'] * 1e3:.3f}", f"{r['flops'] / r['tuned'] / 1e9:.1f}",
-                 f"{r['written'] / r['tuned']:.1f}x", f"{r['default'] / r['tuned']:.2f}x",
-                 f"{r['ceiling'] * 1e3:.3f}", f"{r['tuned'] / r['ceiling']:.2f}x",
-                 f"{r['tune_s']:.0f} ({r['trials']}, {r['failures']})",
-                 "-" if r["model"] is None else f"{r['model']:.2f}", tvm_untuned, tvm_tuned]
-        print("| " + " | ".join(cells) + " |")
     print("\nOne thread; best of 7 timed runs of at least 50 ms. ceiling: msc's packed GEMM "
           "(B packed once) for linear0/matmul, its native conv kernel for the conv. GBT rank "
           "corr: the cost model's rank correlation with measured speed on held-out candidates "
           "(random ranking: about 0).")
+
+
+HEAD = ["kernel", "untuned (as written) ms", "msc default ms", "tuned ms", "tuned GFLOP/s",
+        "tuned / as written", "tuned / default", "ceiling ms", "tuned / ceiling",
+        "tune s (trials, failed)", "GBT rank corr", "TVM untuned ms", "TVM tune_tir"]
+
+
+def print_header() -> None:
+    print("| " + " | ".join(HEAD) + " |")
+    print("|" + "---|" * len(HEAD), flush=True)
+
+
+def print_row(r: dict) -> None:
+    tvm = r["tvm"]
+    tvm_untuned = f"{tvm['untuned'] * 1e3:.3f}" if "untuned" in tvm else "-"
+    tvm_tuned = (f"{tvm['tuned'] * 1e3:.3f} ms in {tvm['tune_s']:.0f} s" if "tuned" in tvm
+                 else tvm.get("status", "-"))
+    cells = [r["name"], f"{r['written'] * 1e3:.3f}", f"{r['default'] * 1e3:.3f}",
+             f"{r['tuned'] * 1e3:.3f}", f"{r['flops'] / r['tuned'] / 1e9:.1f}",
+             f"{r['written'] / r['tuned']:.1f}x", f"{r['default'] / r['tuned']:.2f}x",
+             f"{r['ceiling'] * 1e3:.3f}", f"{r['tuned'] / r['ceiling']:.2f}x",
+             f"{r['tune_s']:.0f} ({r['trials']}, {r['failures']})",
+             "-" if r["model"] is None else f"{r['model']:.2f}", tvm_untuned, tvm_tuned]
+    print("| " + " | ".join(cells) + " |", flush=True)
 
 
 if __name__ == "__main__":

@@ -90,19 +90,25 @@ def _compile(func: PrimFunc, stage: str):
 
 
 def measure(task: Workload, func: PrimFunc, min_repeat_ms: float = 40.0,
-            repeat: int = 3) -> list:
+            repeat: int = 3, cutoff: float | None = None) -> list:
     """Seconds per call of ``func`` (each repeat lasts ``min_repeat_ms`` at least), after
-    checking its outputs against the untuned function's."""
+    checking its outputs against the untuned function's. A candidate whose checked run
+    already took more than ``cutoff`` seconds is not timed further (its one run is the
+    measurement): a slow candidate costs one call, not ``repeat`` long ones."""
     kernel = _compile(func, "build")
     args = task.fresh_args()
     try:
+        start = time.perf_counter()
         kernel(*args)
+        first = time.perf_counter() - start
     except Exception as exc:
         raise CandidateError("run", f"{type(exc).__name__}: {exc}") from exc
     for k, ref in zip(task.outputs, task.reference):
         if not _close(args[k], ref):
             raise CandidateError("check", f"output {func.buffers[k].name!r} differs from the "
                                           "untuned function's")
+    if cutoff is not None and first > cutoff:
+        return [first]
     return [_timed(kernel, args, min_repeat_ms) for _ in range(max(repeat, 1))]
 
 

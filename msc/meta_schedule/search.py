@@ -157,6 +157,11 @@ class _Search:
                                                               self._args_info()))
             self.has_baseline = True
 
+    def _cutoff(self) -> float | None:
+        """Candidates 4x slower than the best so far are not worth timing precisely."""
+        valid = [v[1] for v in self.measured.values() if v[1] < FAILED]
+        return 4 * min(valid) if valid else None
+
     def _args_info(self) -> list:
         return [["TENSOR", b.dtype, [int(d) for d in a.shape]]
                 for b, a in zip(self.func.buffers, self.task.args)]
@@ -197,7 +202,7 @@ class _Search:
             sch = apply_candidate(self.func, decisions)
             trace = sch.trace
             secs = self.popen(sch.mod["main"]) if self.popen is not None else \
-                measure(self.task, sch.mod["main"], self.min_repeat_ms)
+                measure(self.task, sch.mod["main"], self.min_repeat_ms, cutoff=self._cutoff())
         except (CandidateError, MSCError) as exc:
             error = str(exc) if isinstance(exc, CandidateError) else f"schedule: {exc}"
             self.failures += 1
