@@ -27,6 +27,7 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TVM_
     os.environ[_var] = "1"
 
 import argparse
+import dataclasses
 import json
 import subprocess
 import sys
@@ -181,7 +182,8 @@ def run_tvm(func, args: list, trials: int, timeout: float) -> dict:
     """TVM's untuned and tuned seconds (or its failure) from a child process."""
     with tempfile.TemporaryDirectory() as wd:
         src, npz = Path(wd) / "func.py", Path(wd) / "args.npz"
-        src.write_text(func.script("main"))
+        # TVM compiles a private func without its packed API: print it public.
+        src.write_text(dataclasses.replace(func, private=False).script("main"))
         np.savez(npz, **{f"a{k:02d}": a for k, a in enumerate(args)})
         try:
             proc = subprocess.run([sys.executable, "-c", TVM_CHILD, str(src), str(trials),
