@@ -16,6 +16,13 @@ from tqdm import tqdm
 _quiet = os.environ.get("MSC_QUIET", "") not in ("", "0")
 
 
+class _Bar(tqdm):
+    """tqdm without its monitor thread: tqdm starts that thread for every bar, disabled ones
+    included, and a live foreign thread makes msc compile LLVM unisolated (no fork)."""
+
+    monitor_interval = 0
+
+
 def set_quiet(quiet: bool) -> None:
     global _quiet
     _quiet = bool(quiet)
@@ -32,5 +39,5 @@ def progress(iterable: Iterable | None = None, total: int | None = None, desc: s
     Used as an iterator (``for x in progress(xs, desc="calibrate")``) or, with ``total`` and no
     iterable, as a bar that the caller advances with ``.update(n)`` inside ``with``.
     """
-    return tqdm(iterable, total=total, desc=desc, unit=unit, file=sys.stderr,
+    return _Bar(iterable, total=total, desc=desc, unit=unit, file=sys.stderr,
                 disable=not enabled(), leave=False, dynamic_ncols=True)

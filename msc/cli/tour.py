@@ -8,10 +8,19 @@ from __future__ import annotations
 
 import os
 
-from . import demo, demo_cli, demo_onnx, demo_onnx_runtime, demo_prune, demo_quantize, demo_view
+from . import (
+    demo,
+    demo_cli,
+    demo_onnx,
+    demo_onnx_runtime,
+    demo_prune,
+    demo_quantize,
+    demo_tir,
+    demo_view,
+)
 
 STEPS = [demo.step_graph_from_json, demo.step_relax_builder, demo.step_op_table,
-         demo.step_tvmscript, demo.step_onnx_to_vm,
+         demo.step_tvmscript, demo_tir.step_tir, demo.step_onnx_to_vm,
          demo_onnx_runtime.step_onnx_runtime_values, demo.step_torch_codegen,
          demo_onnx.step_onnx_export,
          demo_prune.step_prune, demo_quantize.step_quantize, demo_view.step_view,

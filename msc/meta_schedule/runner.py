@@ -55,10 +55,6 @@ class Workload:
                 self.outputs.append(k)
         self.reference = [a.copy() for a in self._run(_compile(self.func, "reference"))]
 
-    @property
-    def flops(self) -> float:
-        return _flops(self.func)
-
     def _run(self, kernel) -> list:
         args = [a if k not in self.outputs else np.zeros_like(a)
                 for k, a in enumerate(self.args)]
@@ -90,19 +86,25 @@ def _compile(func: PrimFunc, stage: str):
 
 
 def measure(task: Workload, func: PrimFunc, min_repeat_ms: float = 40.0,
-            repeat: int = 3) -> list:
+            repeat: int = 3, cutoff: float | None = None) -> list:
     """Seconds per call of ``func`` (each repeat lasts ``min_repeat_ms`` at least), after
-    checking its outputs against the untuned function's."""
+    checking its outputs against the untuned function's. A candidate whose checked run
+    already took more than ``cutoff`` seconds is not timed further (its one run is the
+    measurement): a slow candidate costs one call, not ``repeat`` long ones."""
     kernel = _compile(func, "build")
     args = task.fresh_args()
     try:
+        start = time.perf_counter()
         kernel(*args)
+        first = time.perf_counter() - start
     except Exception as exc:
         raise CandidateError("run", f"{type(exc).__name__}: {exc}") from exc
     for k, ref in zip(task.outputs, task.reference):
         if not _close(args[k], ref):
             raise CandidateError("check", f"output {func.buffers[k].name!r} differs from the "
                                           "untuned function's")
+    if cutoff is not None and first > cutoff:
+        return [first]
     return [_timed(kernel, args, min_repeat_ms) for _ in range(max(repeat, 1))]
 
 
@@ -123,31 +125,3 @@ def _timed(kernel, args: list, min_repeat_ms: float) -> float:
         if elapsed * 1e3 >= min_repeat_ms or number >= 1 << 20:
             return elapsed / number
         number *= max(2, min(int(min_repeat_ms / max(elapsed * 1e3, 1e-3)) + 1, 64))
-
-
-def _flops(func: PrimFunc) -> float:
-    """Floating-point operations of one call: per store, the product of its enclosing loop
-    extents times the arithmetic ops of its value (2 for a multiply-add)."""
-    total = 0.0
-
-    def visit(s, trips: float):
-        from ..tir.function import For, SBlock, SeqStmt
-
-        if isinstance(s, For):
-            visit(s.body, trips * (E.as_int(s.extent) or 1))
-        elif isinstance(s, SeqStmt):
-            for c in s.stmts:
-                visit(c, trips)
-        elif isinstance(s, SBlock):
-            visit(s.body, trips)
-        elif isinstance(s, BufferStore):
-            nonlocal total
-            total += trips * _ops(s.value)
-
-    visit(func.body, 1.0)
-    return total
-
-
-def _ops(e) -> int:
-    own = 1 if isinstance(e, E.BinaryOp) and e.op in ("Add", "Sub", "Mul", "Div") else 0
-    return own + sum(_ops(c) for c in E.children(e))

@@ -5,13 +5,15 @@ sampling order; the sketch's sampling instructions (their kind, tile count, inne
 and loop extent) are read once from an analytic run, so new candidates are drawn and
 mutated without scheduling anything. Per round of ``num_trials_per_iter``:
 
-1. the first round measures the analytic point (a 4-row by 64-lane register tile; it is
-   the reliable 10x over the untuned loops), then random samples;
+1. the first round measures the analytic points (a 4-row by 64-lane register tile, the
+   reliable 10x over the untuned loops of a matmul; 4 rows of contiguous reductions, for a
+   matrix-vector product), then random samples;
 2. later rounds fit the cost model on everything measured (this run and the database's
    earlier runs), score a pool of random samples and mutations of the best measured
    candidates (a prime factor moved between two tile levels, a choice flipped), and measure
    the best predicted, 1 in 20 picked at random (eps-greedy, as TVM's search does);
-3. every measured candidate, failed ones included, goes to the database at once.
+3. every measured candidate, failed ones included, goes to the database at once; so does
+   the untuned function (as an empty trace, once), so the best record is never slower.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from ..progress import progress
 from ..s_tir.schedule import Schedule, Trace
 from ..s_tir.schedule.schedule import _perfect_tile
 from .database import FAILED, JSONDatabase, TuningRecord
+from .popen_runner import PopenRunner
 from .runner import CandidateError, Workload, measure
-from .space import apply_sketch
+from .space import ANALYTIC, apply_sketch
 
 __all__ = ["SearchResult", "search"]
 
@@ -60,19 +63,23 @@ class SearchResult:
 
 
 def sketch_specs(func) -> tuple:
-    """(specs, analytic decisions) from one analytic run of the sketch."""
-    sch = Schedule(func)
-    apply_sketch(sch, analytic=True)
-    specs, decisions = [], []
-    for k, inst in enumerate(sch.trace.insts):
-        if inst.kind == "SamplePerfectTile":
-            d = sch.trace.decisions[k]
-            specs.append(Spec("tile", inst.attrs[0], inst.attrs[1], math.prod(d)))
-            decisions.append(list(d))
-        elif inst.kind == "SampleCategorical":
-            specs.append(Spec("choice", len(inst.attrs[0]), 0, 0))
-            decisions.append(sch.trace.decisions[k])
-    return specs, decisions
+    """(specs, [analytic decisions]) from the analytic runs of the sketch."""
+    specs, starts = [], []
+    for variant in ANALYTIC:
+        sch = Schedule(func)
+        apply_sketch(sch, analytic=variant)
+        specs, decisions = [], []
+        for k, inst in enumerate(sch.trace.insts):
+            if inst.kind == "SamplePerfectTile":
+                d = sch.trace.decisions[k]
+                specs.append(Spec("tile", inst.attrs[0], inst.attrs[1], math.prod(d)))
+                decisions.append(list(d))
+            elif inst.kind == "SampleCategorical":
+                specs.append(Spec("choice", len(inst.attrs[0]), 0, 0))
+                decisions.append(sch.trace.decisions[k])
+        if decisions not in starts:
+            starts.append(decisions)
+    return specs, starts
 
 
 def apply_candidate(func, decisions: list) -> Schedule:
@@ -123,23 +130,45 @@ def _decisions_of(trace) -> list:
 
 class _Search:
     def __init__(self, func, db: JSONDatabase, target: str, cost_model, seed: int,
-                 min_repeat_ms: float, name: str):
+                 min_repeat_ms: float, name: str, runner: str = "local",
+                 timeout: float = 60.0):
         self.func, self.db, self.target, self.model = func, db, target, cost_model
         self.rng = random.Random(seed)
         self.min_repeat_ms, self.name = min_repeat_ms, name
         self.task = Workload(func, seed)
+        self.popen = PopenRunner(self.task, timeout, min_repeat_ms) if runner == "popen" \
+            else None
         self.workload = db.commit_workload(func)
-        self.specs, self.analytic = sketch_specs(func)
+        self.specs, self.starts = sketch_specs(func)
         self.measured: dict = {}   # key -> (decisions, mean secs)
+        self.has_baseline = False
         for record in db.records_of(func, target):
             d = _decisions_of(record.trace)
+            if not record.trace.insts:  # the untuned function, recorded once
+                self.has_baseline = True
+                continue
             self.measured[_key(d)] = (d, record.mean_secs)
         self.failures = 0
 
+    def record_baseline(self, secs: list) -> None:
+        """The untuned function as an empty trace: the database's best is never slower."""
+        if not self.has_baseline:
+            self.db.commit_record(self.workload, TuningRecord(Trace(), secs, self.target,
+                                                              self._args_info()))
+            self.has_baseline = True
+
+    def _cutoff(self) -> float | None:
+        """Candidates 4x slower than the best so far are not worth timing precisely."""
+        valid = [v[1] for v in self.measured.values() if v[1] < FAILED]
+        return 4 * min(valid) if valid else None
+
+    def _args_info(self) -> list:
+        return [["TENSOR", b.dtype, [int(d) for d in a.shape]]
+                for b, a in zip(self.func.buffers, self.task.args)]
+
     def propose(self, n: int) -> list:
-        pool: dict = {}
-        if _key(self.analytic) not in self.measured:
-            pool[_key(self.analytic)] = self.analytic
+        head = [d for d in self.starts if _key(d) not in self.measured]
+        pool: dict = {_key(d): d for d in head}
         valid = sorted((v for v in self.measured.values() if v[1] < FAILED),
                        key=lambda v: v[1])
         for _ in range(max(8 * n, 64)):
@@ -150,10 +179,10 @@ class _Search:
                 cand = _sample(self.rng, self.specs)
             if _key(cand) not in self.measured:
                 pool.setdefault(_key(cand), cand)
-        return self._rank(list(pool.values()), n, first=list(pool)[:1] == [_key(self.analytic)])
+        return self._rank(list(pool.values()), n, len(head))
 
-    def _rank(self, pool: list, n: int, first: bool) -> list:
-        head, rest = (pool[:1], pool[1:]) if first else ([], pool)
+    def _rank(self, pool: list, n: int, first: int) -> list:
+        head, rest = pool[:first], pool[first:]
         valid = [v for v in self.measured.values() if v[1] < FAILED]
         if len(valid) >= 4 and rest:
             x = [features(self.specs, d) for d, _ in valid]
@@ -172,16 +201,15 @@ class _Search:
         try:
             sch = apply_candidate(self.func, decisions)
             trace = sch.trace
-            secs = measure(self.task, sch.mod["main"], self.min_repeat_ms)
+            secs = self.popen(sch.mod["main"]) if self.popen is not None else \
+                measure(self.task, sch.mod["main"], self.min_repeat_ms, cutoff=self._cutoff())
         except (CandidateError, MSCError) as exc:
             error = str(exc) if isinstance(exc, CandidateError) else f"schedule: {exc}"
             self.failures += 1
             LOG.warning("%s: candidate %s failed: %s", self.name, decisions, error)
         trace = trace if trace is not None else Trace()
-        args = [["TENSOR", b.dtype, [int(d) for d in a.shape]]
-                for b, a in zip(self.func.buffers, self.task.args)]
-        self.db.commit_record(self.workload, TuningRecord(trace, secs, self.target, args,
-                                                          error))
+        self.db.commit_record(self.workload, TuningRecord(trace, secs, self.target,
+                                                          self._args_info(), error))
         mean = sum(secs) / len(secs)
         self.measured[_key(decisions)] = (decisions, mean)
         return mean
@@ -189,13 +217,26 @@ class _Search:
 
 def search(func, db: JSONDatabase, target: str, budget: int, per_iter: int, cost_model,
            seed: int = 0, min_repeat_ms: float = 40.0, name: str = "main",
-           time_budget_s: float | None = None) -> SearchResult:
-    """Measure up to ``budget`` new candidates of ``func``; the database keeps them all."""
+           time_budget_s: float | None = None, runner: str = "local",
+           timeout: float = 60.0) -> SearchResult:
+    """Measure up to ``budget`` new candidates of ``func``; the database keeps them all.
+    ``runner="popen"`` measures them in a worker process (a crash or a hang of more than
+    ``timeout`` seconds costs one candidate)."""
     start = time.perf_counter()
-    s = _Search(func, db, target, cost_model, seed, min_repeat_ms, name)
+    s = _Search(func, db, target, cost_model, seed, min_repeat_ms, name, runner, timeout)
+    try:
+        return _loop(s, budget, per_iter, start, time_budget_s, func, min_repeat_ms)
+    finally:
+        if s.popen is not None:
+            s.popen.close()
+
+
+def _loop(s: _Search, budget: int, per_iter: int, start: float, time_budget_s, func,
+          min_repeat_ms: float) -> SearchResult:
     untuned = measure(s.task, func, min_repeat_ms)
+    s.record_baseline(untuned)
     trials = 0
-    with progress(total=budget, desc=f"tune {name}", unit="trial") as bar:
+    with progress(total=budget, desc=f"tune {s.name}", unit="trial") as bar:
         while trials < budget:
             batch = s.propose(min(per_iter, budget - trials))
             if not batch:
@@ -208,5 +249,5 @@ def search(func, db: JSONDatabase, target: str, budget: int, per_iter: int, cost
                     budget = trials
                     break
     valid = [v[1] for v in s.measured.values() if v[1] < FAILED]
-    return SearchResult(name, trials, s.failures, min(valid) if valid else FAILED,
+    return SearchResult(s.name, trials, s.failures, min(valid) if valid else FAILED,
                         min(untuned), time.perf_counter() - start)

@@ -28,6 +28,8 @@ __all__ = ["apply_sketch", "tunable_blocks"]
 _MAX_VECTOR = 64
 _MAX_INNER = 16
 _UNROLL_MAX = 16  # S2 tiles up to this size may be unrolled (register rows)
+# An inner reduce tile is a contiguous loop LLVM vectorizes (reassociating): it may be long.
+_MAX_REDUCE = 1024
 
 
 def tunable_blocks(func) -> list:
@@ -44,10 +46,16 @@ def tunable_blocks(func) -> list:
     return list(reversed(found))
 
 
-def apply_sketch(sch: Schedule, func_name: str | None = None, analytic: bool = False) -> None:
-    """Apply the sketch of every tunable block of ``sch``'s function, sampling each choice;
-    ``analytic`` takes the starting point analysis suggests instead of sampling (a register
-    tile of up to 4 rows by a 64-wide vector, whole reduce loops, rows unrolled)."""
+ANALYTIC = ("vector", "reduce")
+
+
+def apply_sketch(sch: Schedule, func_name: str | None = None, analytic: str | None = None
+                 ) -> None:
+    """Apply the sketch of every tunable block of ``sch``'s function, sampling each choice.
+    ``analytic`` takes a starting point analysis suggests instead of sampling: "vector" (a
+    register tile of up to 4 unrolled rows by a 64-wide vector of the last spatial loop,
+    whole reduce loops: a matmul's i-k-j micro-kernel) or "reduce" (4 unrolled rows of the
+    last spatial loop, each a whole contiguous reduction: a matrix-vector product)."""
     func = sch.mod[func_name or sch.func_working_on or "main"]
     for name, kind in tunable_blocks(func):
         block = sch.get_block(name, func_name)
@@ -77,7 +85,8 @@ def _largest_divisor(n: int, limit: int, multiple: int = 1) -> int:
 
 def _analytic_tile(extent: int, n: int, role: str) -> list:
     inner = {"vector": _largest_divisor(extent, _MAX_VECTOR, 16),
-             "rows": _largest_divisor(extent, 4), "outer": 1}[role]
+             "rows": _largest_divisor(extent, 4), "outer": 1,
+             "reduce": _largest_divisor(extent, _MAX_REDUCE)}[role]
     if n == 2:
         return [extent // inner, inner]
     position = 3 if role == "vector" else 2
@@ -86,7 +95,17 @@ def _analytic_tile(extent: int, n: int, role: str) -> list:
     return tile
 
 
-def _tile_reduction(sch: Schedule, block, analytic: bool = False) -> None:
+def _roles(sch: Schedule, spatial: list, analytic: str | None) -> dict:
+    """loop key -> tiling role of each spatial loop in the analytic starting points."""
+    if analytic == "reduce":
+        last = next((lp for lp in reversed(spatial) if sch.get(lp).extent.value > 1), None)
+        return {lp.key: "rows" if lp is last else "outer" for lp in spatial}
+    rows = next((lp for lp in reversed(spatial[:-1]) if sch.get(lp).extent.value > 1), None)
+    return {lp.key: "vector" if lp is spatial[-1] else "rows" if lp is rows else "outer"
+            for lp in spatial}
+
+
+def _tile_reduction(sch: Schedule, block, analytic: str | None = None) -> None:
     loops = sch.get_loops(block)
     reduce_names = _reduce_loop_names(sch.get(block))
     spatial = [lp for lp in loops if sch.get(lp).var.name not in reduce_names]
@@ -94,18 +113,19 @@ def _tile_reduction(sch: Schedule, block, analytic: bool = False) -> None:
     if not spatial or not reduce:
         return
     levels: list = [[], [], [], []]
-    rows = next((lp for lp in reversed(spatial[:-1]) if sch.get(lp).extent.value > 1), None)
+    roles = _roles(sch, spatial, analytic)
     for k, lp in enumerate(spatial):
         inner = _MAX_VECTOR if k == len(spatial) - 1 else _MAX_INNER
-        role = "vector" if k == len(spatial) - 1 else "rows" if lp is rows else "outer"
-        guess = _analytic_tile(sch.get(lp).extent.value, 4, role) if analytic else None
+        guess = _analytic_tile(sch.get(lp).extent.value, 4, roles[lp.key]) if analytic else None
         tiles = sch.sample_perfect_tile(lp, n=4, max_innermost_factor=inner, decision=guess)
         for level, part in zip(levels, sch.split(lp, tiles)):
             level.append(part)
     r0, r1 = [], []
     for lp in reduce:
-        guess = [sch.get(lp).extent.value, 1] if analytic else None
-        tiles = sch.sample_perfect_tile(lp, n=2, max_innermost_factor=_MAX_VECTOR,
+        extent = sch.get(lp).extent.value
+        guess = None if not analytic else [extent, 1] if analytic == "vector" or \
+            lp is not reduce[-1] else _analytic_tile(extent, 2, "reduce")
+        tiles = sch.sample_perfect_tile(lp, n=2, max_innermost_factor=_MAX_REDUCE,
                                         decision=guess)
         outer, inner = sch.split(lp, tiles)
         r0.append(outer)
@@ -129,7 +149,7 @@ def _annotate(sch: Schedule, outer: list, rows: list, vector, analytic: bool) ->
         sch.parallel(fused)
 
 
-def _tile_spatial(sch: Schedule, block, analytic: bool = False) -> None:
+def _tile_spatial(sch: Schedule, block, analytic: str | None = None) -> None:
     loops = sch.get_loops(block)
     fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
     extent = sch.get(fused).extent.value

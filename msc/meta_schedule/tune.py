@@ -43,12 +43,16 @@ def _shares(total: int, count: int) -> list:
 def tune_tir(mod, target, work_dir: str, max_trials_global: int, *,
              max_trials_per_task: int | None = None, num_trials_per_iter: int = 64,
              cost_model="xgb", seed: int | None = None, min_repeat_ms: float = 40.0,
-             time_budget_s: float | None = None, **ignored) -> JSONDatabase:
+             time_budget_s: float | None = None, runner: str = "local",
+             timeout: float = 60.0, **ignored) -> JSONDatabase:
     """Tune every prim func of ``mod`` (an IRModule or a PrimFunc) by measured search on the
     llvmlite backend; returns the database (``work_dir``'s JSON-lines files).
 
     ``max_trials_global`` bounds the measured candidates of this run; ``time_budget_s`` may
-    stop it earlier. TVM's other options (builder, runner, strategy, ...) are accepted and
+    stop it earlier. ``runner="popen"`` measures in a worker process, so a candidate that
+    crashes native code or hangs past ``timeout`` seconds is one failed record, not the end
+    of the run ("local", the default, measures in this process: Python-level failures are
+    caught there too). TVM's other options (builder, strategy, ...) are accepted and
     ignored. ``db.results`` lists each task's trials, failures and best/untuned seconds.
     """
     funcs = _prim_funcs(mod)
@@ -65,18 +69,20 @@ def tune_tir(mod, target, work_dir: str, max_trials_global: int, *,
         if max_trials_per_task is not None:
             budget = min(budget, int(max_trials_per_task))
         db.results.append(_tune_one(name, func, db, target, budget, num_trials_per_iter,
-                                    cost_model, seed, min_repeat_ms, time_budget_s))
+                                    cost_model, seed, min_repeat_ms, time_budget_s,
+                                    (runner if runner in ("local", "popen") else "local",
+                                     timeout)))
     return db
 
 
 def _tune_one(name, func, db, target, budget, per_iter, cost_model, seed, min_repeat_ms,
-              time_budget_s) -> SearchResult | None:
+              time_budget_s, runner: tuple) -> SearchResult | None:
     if budget < 1:
         return None
     try:
         return search(func, db, target, budget, int(per_iter),
                       make_cost_model(cost_model, seed or 0), seed or 0, min_repeat_ms, name,
-                      time_budget_s)
+                      time_budget_s, *runner)
     except MSCError as exc:  # e.g. symbolic shapes: this task stays untuned, the rest go on
         LOG.warning("tune %s: skipped (%s)", name, exc)
         return None

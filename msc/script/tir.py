@@ -99,11 +99,30 @@ Buffer = _Inert("Buffer")
 
 
 def prim_func(func=None, **kwargs):
-    """``@T.prim_func`` / ``@T.prim_func(private=True, s_tir=True)``: the function is read
-    from its source by the enclosing ``@I.ir_module``; on its own it is returned unchanged."""
+    """``@T.prim_func`` / ``@T.prim_func(private=True, s_tir=True)``: inside a class, the
+    function is read from its source by the enclosing ``@I.ir_module`` and returned
+    unchanged; a top-level function becomes a ``PrimFunc`` parsed from its source (with
+    ``ast``, as TVM does), or stays as it is when Python has no source for it."""
     if func is None:
-        return lambda f: f
-    return func
+        return prim_func
+    if "." in getattr(func, "__qualname__", "") or not callable(func):
+        return func
+    return _parsed(func)
+
+
+def _parsed(func):
+    import ast
+    import inspect
+    import textwrap
+
+    from ..tir.parser import parse_prim_func
+
+    try:
+        source = textwrap.dedent(inspect.getsource(func))
+    except (OSError, TypeError):  # defined in exec'd text or a REPL: nothing to read
+        return func
+    tree = ast.parse(source)
+    return parse_prim_func(tree.body[0], source)
 
 
 def __getattr__(name: str):

@@ -57,7 +57,7 @@ _SCHEDULE = {"Schedule", "Trace", "BlockRV", "LoopRV", "ExprRV"}
 
 def __getattr__(name):
     if name in _SCHEDULE:
-        from importlib import import_module
+        from ..s_tir import schedule
 
-        return getattr(import_module("msc.s_tir"), name)
+        return getattr(schedule, name)
     raise AttributeError(f"module 'msc.tir' has no attribute {name!r}")

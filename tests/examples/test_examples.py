@@ -30,3 +30,18 @@ def test_e2e_mlp_detects_a_wrong_variant(monkeypatch):
     bad = ns["logits"](params, images[:1])
     assert not np.allclose(good["tvmscript"], bad["tvmscript"])
     np.testing.assert_allclose(bad["tvmscript"], bad["numpy"], rtol=1e-4, atol=1e-4)
+
+
+def test_tensorir_schedule_lesson_runs_and_replays(capsys):
+    results = _run("tensorir_schedule.py")["main"]()  # SystemExit on a wrong value
+    assert set(results) == {"original", "transformed"}
+    out = capsys.readouterr().out
+    assert "sch.decompose_reduction(block=b0, loop=l3)" in out
+    assert 'T.sblock("Y_init")' in out
+
+
+def test_auto_tune_lesson_swaps_in_the_tuned_linear0(tmp_path):
+    result = _run("auto_tune.py")["main"](trials=2, work_dir=str(tmp_path))
+    assert result["result"].trials == 2
+    assert "sample_perfect_tile" in result["trace"] or result["trace"].count("\n") == 1
+    assert (tmp_path / "database_tuning_record.json").exists()

@@ -40,32 +40,39 @@ def _run(func, a, b):
     return out
 
 
-def test_tune_tir_records_and_compile_tir_returns_a_correct_faster_schedule(mm, tmp_path):
+def test_tune_tir_records_and_compile_tir_replays_the_best_record(mm, tmp_path):
     db = ms.tune_tir(mm, "llvm --num-cores=1", str(tmp_path), max_trials_global=4, **FAST)
     result = db.results[0]
-    assert result.trials == 4 and result.failures == 0 and len(db) == 4
+    assert result.trials == 4 and result.failures == 0 and len(db) == 5  # + the untuned
     workloads = (tmp_path / "database_workload.json").read_text().splitlines()
     records = [json.loads(line) for line in
                (tmp_path / "database_tuning_record.json").read_text().splitlines()]
-    assert len(workloads) == 1 and len(records) == 4
-    index, (trace, run_secs, target, args_info) = records[0]
+    assert len(workloads) == 1 and len(records) == 5
+    assert records[0][1][0] == [[], []]   # the untuned function: an empty trace
+    index, (trace, run_secs, target, args_info) = records[1]
     assert index == 0 and target == "llvm --num-cores=1" and run_secs[0] < 1e10
     assert trace[0][0] == ["GetSBlock", [], ["C", "main"], ["b0"]]
     assert args_info[0] == ["TENSOR", "float32", [32, 48]]
     sch = ms.tir_integration.compile_tir(db, mm, "llvm --num-cores=1")
-    assert "T.vectorized" in sch.mod["main"].script()
-    assert "sample_perfect_tile" in str(sch.trace)
+    best = db.best(mm)
+    assert best.mean_secs == min(r.mean_secs for r in db.get_all_tuning_records())
+    assert sch.trace.as_json() == best.trace.as_json()   # the best record, replayed
+    tuned = next(r for r in db.get_top_k(mm, 5) if r.trace.insts)
+    tuned.trace.apply_to_schedule(replayed := ms.tir_integration.compile_tir(
+        ms.database(str(tmp_path / "empty")), mm))
+    assert "T.axis.reduce(48, k_0" in replayed.mod["main"].script()  # k is tiled
+    assert "sample_perfect_tile" in str(replayed.trace)
     rng = np.random.default_rng(1)
     a, b = rng.random((32, 48), "float32"), rng.random((48, 64), "float32")
-    np.testing.assert_allclose(_run(sch.mod["main"], a, b), a @ b, rtol=1e-4)
-    assert result.best_secs <= min(float(np.mean(r.run_secs)) for r in db.get_top_k(mm, 4))
+    for func in (sch.mod["main"], replayed.mod["main"]):
+        np.testing.assert_allclose(_run(func, a, b), a @ b, rtol=1e-4)
 
 
 def test_a_later_run_reuses_the_database(mm, tmp_path):
     ms.tune_tir(mm, "llvm", str(tmp_path), max_trials_global=3, **FAST)
     db = ms.tune_tir(mm, "llvm", str(tmp_path), max_trials_global=3, **FAST)
     traces = [json.dumps(r.trace.as_json()) for r in db.get_all_tuning_records()]
-    assert len(traces) == 6 and len(set(traces)) == 6   # nothing measured twice
+    assert len(traces) == 7 and len(set(traces)) == 7   # nothing measured twice
     assert db.results[0].trials == 3
 
 
@@ -95,7 +102,7 @@ def test_bad_database_lines_are_skipped(mm, tmp_path, caplog):
         f.write("{not json\n[0, [[], [1.0]]]\n")
     with caplog.at_level(logging.WARNING, logger="msc.meta_schedule"):
         db = ms.database(str(tmp_path))
-    assert len(db) == 2 and db.skipped == 2
+    assert len(db) == 3 and db.skipped == 2
 
 
 def test_tune_relax_tunes_every_kernel_of_the_module(tmp_path):
@@ -151,3 +158,26 @@ def test_the_gbt_cost_model_ranks_better_than_random():
 
     assert rank_corr(model.predict(x[80:])) > 0.8
     assert rank_corr(ms.RandomModel(0).predict(x[80:])) < 0.5
+
+
+def test_popen_runner_survives_a_dying_worker(mm, tmp_path, monkeypatch, caplog):
+    from msc.meta_schedule.popen_runner import PopenRunner
+
+    real_read, reads = PopenRunner._read, []
+
+    def read(self, timeout):
+        reads.append(1)
+        if len(reads) == 3:  # ready, 1st candidate, then the worker dies on the 2nd
+            self.proc.kill()
+            self.proc.wait()
+        return real_read(self, timeout)
+
+    monkeypatch.setattr(PopenRunner, "_read", read)
+    with caplog.at_level(logging.WARNING, logger="msc.meta_schedule"):
+        db = ms.tune_tir(mm, "llvm", str(tmp_path), max_trials_global=3, runner="popen",
+                         **FAST)
+    result = db.results[0]
+    assert result.trials == 3 and result.failures == 1
+    failed = [r for r in db.get_all_tuning_records() if not r.valid]
+    assert len(failed) == 1 and failed[0].error.startswith("crash: the measuring process died")
+    assert sum(r.valid for r in db.get_all_tuning_records()) == 3   # untuned + 2 candidates

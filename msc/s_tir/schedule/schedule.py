@@ -176,11 +176,14 @@ class Schedule:
     # ------------------------------------------------------------------ block primitives
     def cache_read(self, block: BlockRV, read_buffer_index: int, storage_scope: str,
                    consumer_blocks=None) -> BlockRV:
+        """A whole-buffer copy of read ``read_buffer_index`` that ``block`` reads instead
+        (``consumer_blocks`` is accepted for TVM's signature: the cache serves ``block``)."""
         return self._cache("cache_read", B.cache_read, "CacheRead", block, read_buffer_index,
                            storage_scope)
 
     def cache_write(self, block: BlockRV, write_buffer_index: int, storage_scope: str,
                     consumer_blocks=None) -> BlockRV:
+        """``block`` writes into a cache copied back to the buffer right after its nest."""
         return self._cache("cache_write", B.cache_write, "CacheWrite", block,
                            write_buffer_index, storage_scope)
 
