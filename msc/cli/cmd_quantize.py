@@ -102,6 +102,7 @@ def calibration_batches(graph, arrays: dict, file: str = "") -> list[dict]:
 
 def _run(args) -> int:
     from codegen.files import save_npz
+    from codegen.qweight import pack_weights
     from compression.quantize import quantize, save_plan
 
     paths = _outputs(args.output)
@@ -115,7 +116,7 @@ def _run(args) -> int:
     qgraph, qweights, report = quantize(graph, weights, batches, config)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     qgraph.to_json(paths["graph"])
-    save_npz(paths["weights"], {k: np.asarray(v) for k, v in qweights.items()})
+    save_npz(paths["weights"], pack_weights(qweights))  # int8 weights stay int8
     save_plan(report.plan, paths["plan"])
     report.save(paths["report"])
     print(report.table())
