@@ -38,13 +38,15 @@ def _add_arguments(p) -> None:
                    help="node names to keep float")
     p.add_argument("--exclude-regex", default=None, help="keep float the nodes matching this")
     p.add_argument("--quantize-outputs", action="store_true",
-                   help="also put QDQ on the chosen ops' outputs (onnxruntime's placement)")
+                   help="also put QDQ on the chosen ops' outputs (onnxruntime's placement; "
+                        "needed for its QLinearConv after msc export)")
     p.add_argument("--no-per-layer", action="store_true",
                    help="skip the per-layer ranking and the exclude search (one pass per "
                         "layer; slow on big models)")
     p.add_argument("--executor", default="torch", choices=["torch", "relax"],
                    help="what runs the float and QDQ graphs while measuring (default torch)")
-    p.add_argument("-o", "--output", required=True, help="QDQ graph JSON to write")
+    p.add_argument("-o", "--output", required=True,
+                   help="QDQ graph JSON to write (weights beside it: .npz, int8 kept int8)")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
 
 
