@@ -10,6 +10,9 @@ import torch
 from torch import nn
 
 from codegen import to_onnx, to_relax, to_torch
+from codegen.files import save_npz
+from codegen.qweight import pack_weights
+from codegen.weight_files import load_weights
 from compression import prune
 from compression.quantize import quantize
 from frontends import translate
@@ -74,8 +77,9 @@ def test_qdq_graph_runs_as_int8_kernels_in_onnxruntime(qdq, tmp_path):
 
 def test_qdq_onnx_is_smaller_than_float(qdq, tmp_path):
     graph, weights, qgraph, qweights, _, _ = qdq
+    save_npz(tmp_path / "q.npz", pack_weights(qweights))  # as `msc quantize` saves them
     to_onnx(graph, weights, tmp_path / "f.onnx")
-    to_onnx(qgraph, qweights, tmp_path / "q.onnx")
+    to_onnx(qgraph, load_weights(tmp_path / "q.npz"), tmp_path / "q.onnx")
     ratio = (tmp_path / "f.onnx").stat().st_size / (tmp_path / "q.onnx").stat().st_size
     assert ratio > 3.0, ratio  # 4x on the weights, less the float/int32 biases and the graph
 
