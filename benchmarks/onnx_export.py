@@ -10,8 +10,15 @@
    and run in onnxruntime against the case's expected outputs (onnx's tolerances): counts per
    status with their reasons, and node counts written / original.
 3. QDQ: squeezenet (as msc writes it) quantized statically by onnxruntime.quantization (QDQ
-   format, int8), read by msc and written back: the optimized graph onnxruntime runs (QLinearConv?) and its
-   latency against the float model's.
+   format, int8), read by msc and written back: the optimized graph onnxruntime runs
+   (QLinearConv?) and its latency against the float model's.
+4. Compressed by msc (``--compressed-only``; ``--models``, ``--repeat``): squeezenet and
+   resnet50 of the light zoo with random weights, quantized by ``compression.quantize`` (int8
+   weights, uint8 activations, minmax, QDQ on the chosen ops' inputs and, onnxruntime's
+   placement, on their outputs too) and pruned by ``compression.prune`` (density 0.5), each
+   written by to_onnx: .onnx and .npz sizes, the int8 kernels in onnxruntime's optimized graph,
+   onnxruntime's output against msc's VM on the same graph, and onnxruntime latency (1 thread,
+   best of N) of the QDQ and pruned models against the float one.
 """
 
 from __future__ import annotations
@@ -186,6 +193,120 @@ def run_qdq() -> dict:
     return {"int8_kernels": quant_ops, "int8_over_float": round(ratio, 3)}
 
 
+def _best_of(session, feeds: dict, repeat: int) -> float:
+    session.run(None, feeds)
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _int8_kernels(model) -> dict:
+    """The int8 kernels in onnxruntime's optimized graph of ``model`` (ORT_ENABLE_ALL)."""
+    import onnx
+    import onnxruntime as ort
+
+    with tempfile.TemporaryDirectory() as tmp:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.log_severity_level = 3  # not the warning about saving NCHWc-optimized graphs
+        options.optimized_model_filepath = str(Path(tmp) / "optimized.onnx")
+        ort.InferenceSession(model.SerializeToString(), options,
+                             providers=["CPUExecutionProvider"])
+        ops = Counter(n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node)
+    return {k: v for k, v in ops.items() if k.startswith("QLinear") or "Integer" in k
+            or k in ("QGemm", "QAttention")}
+
+
+def _npz_bytes(weights: dict) -> int:
+    from codegen.files import save_npz
+    from codegen.qweight import pack_weights
+
+    with tempfile.TemporaryDirectory() as tmp:
+        save_npz(Path(tmp) / "w.npz", pack_weights(weights))
+        return (Path(tmp) / "w.npz").stat().st_size
+
+
+def _vm_output(graph, weights, x) -> np.ndarray:
+    from codegen import to_relax
+    from msc import relax
+
+    with tempfile.TemporaryDirectory() as folder:
+        mod = to_relax(graph, weights, build_folder=folder)
+    return relax.VirtualMachine(relax.build(mod), relax.cpu())["main"](x).numpy()
+
+
+def _variant(label: str, graph, weights, x, base: dict, repeat: int, plan=None) -> dict:
+    from codegen import to_onnx
+
+    model = to_onnx(graph, weights)
+    session = _session(model)
+    feeds = {session.get_inputs()[0].name: x}
+    got = session.run(None, feeds)[0]
+    vm = _vm_output(graph, weights, x)
+    row = {"variant": label, "onnx_bytes": model.ByteSize(), "npz_bytes": _npz_bytes(weights),
+           "int8_kernels": _int8_kernels(model), "ms": _best_of(session, feeds, repeat) * 1e3,
+           "max_abs_diff_vs_msc_vm": float(np.abs(got - vm).max()),
+           "max_abs_output": float(np.abs(vm).max())}
+    if plan:  # one step of the coarsest activation quantizer
+        row["step"] = max(float(np.max(e["scale"])) for e in plan.values() if e["axis"] == -1)
+        ref = base["output"]
+        row["sqnr_vs_float_db"] = float(10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / max(
+            np.sum((ref - got).astype(np.float64) ** 2), 1e-300)))
+    if base:
+        row.update({f"{k}_ratio": base[k] / row[k] for k in ("onnx_bytes", "npz_bytes")})
+        row["latency_ratio"] = row["ms"] / base["ms"]
+    row["output"] = got
+    return row
+
+
+def compressed_rows(name: str, repeat: int) -> list[dict]:
+    from benchmarks.backend import as_logits, light_model, with_random_weights
+    from compression import prune
+    from compression.quantize import quantize
+    from frontends.onnx.api import from_onnx
+
+    graph, weights = from_onnx(with_random_weights(as_logits(light_model(name))))
+    shape = graph.get_inputs()[0].shape
+    rng = np.random.default_rng(0)
+    calib = [rng.random(shape, dtype=np.float32) for _ in range(8)]
+    x = rng.random(shape, dtype=np.float32)
+    base = _variant("float", graph, weights, x, {}, repeat)
+    rows = [base]
+    for label, outputs in (("int8 QDQ (inputs)", False), ("int8 QDQ (inputs+outputs)", True)):
+        qgraph, qweights, report = quantize(graph, weights, calib, {
+            "per_layer": False, "quantize_outputs": outputs, "report_batches": 1})
+        rows.append(_variant(label, qgraph, qweights, x, base, repeat, report.plan))
+    small, small_weights, _ = prune(graph, weights, {"density": 0.5, "latency": False})
+    rows.append(_variant("pruned 0.5", small, small_weights, x, base, repeat))
+    for r in rows:
+        r.pop("output")
+        r["model"] = name
+    return rows
+
+
+def run_compressed(models, repeat: int) -> list[dict]:
+    rows = [r for name in progress(models, desc="compressed") for r in
+            compressed_rows(name, repeat)]
+    print(f"\nmsc-compressed models written by to_onnx, onnxruntime 1 thread, best of {repeat}:")
+    print("| model | variant | onnxruntime ms | latency / float | .onnx / float | .npz / float |"
+          " int8 kernels | max abs diff vs msc VM (one step) | SQNR vs float |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        ratios = [f"{r[k]:.2f}x" if k in r else "-" for k in
+                  ("latency_ratio", "onnx_bytes_ratio", "npz_bytes_ratio")]
+        ratios[1:] = [f"1/{r[k]:.2f}" if k in r else "-" for k in
+                      ("onnx_bytes_ratio", "npz_bytes_ratio")]
+        kernels = ", ".join(f"{k} {v}" for k, v in r["int8_kernels"].items()) or "-"
+        sqnr = f"{r['sqnr_vs_float_db']:.1f} dB" if "sqnr_vs_float_db" in r else "-"
+        step = f"{r['step']:.2g}" if "step" in r else "-"
+        print(f"| {r['model']} | {r['variant']} | {r['ms']:.1f} | {ratios[0]} | {ratios[1]} | "
+              f"{ratios[2]} | {kernels} | {r['max_abs_diff_vs_msc_vm']:.2g} ({step}) | {sqnr} |")
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--zoo-only", action="store_true")
@@ -194,14 +315,25 @@ def main(argv=None) -> int:
     parser.add_argument("--failures", action="store_true", help="print failing cases")
     parser.add_argument("--no-qdq", action="store_true", help="skip the QDQ run")
     parser.add_argument("--report", type=Path, help="write the JSON report here")
+    parser.add_argument("--compressed-only", action="store_true",
+                        help="only the models quantized and pruned by msc (section 4)")
+    parser.add_argument("--no-compressed", action="store_true", help="skip section 4")
+    parser.add_argument("--models", nargs="+", default=["squeezenet", "resnet50"],
+                        help="light zoo models of section 4 (default squeezenet resnet50)")
+    parser.add_argument("--repeat", type=int, default=10, help="latency runs (best of N)")
     args = parser.parse_args(argv)
     report = {}
-    if not args.cases_only:
+    if args.compressed_only:
+        report["compressed"] = run_compressed(args.models, args.repeat)
+        args.zoo_only = args.cases_only = args.no_qdq = True
+    if not (args.cases_only or args.compressed_only):
         report["zoo"] = run_zoo()
-    if not args.zoo_only:
+    if not (args.zoo_only or args.compressed_only):
         report["cases"] = run_cases(args.filter, args.failures)
     if not (args.no_qdq or args.cases_only or args.zoo_only):
         report["qdq"] = run_qdq()
+    if not (args.no_compressed or args.cases_only or args.zoo_only or args.compressed_only):
+        report["compressed"] = run_compressed(args.models, args.repeat)
     if args.report:
         args.report.write_text(json.dumps(report, indent=1))
     return 0

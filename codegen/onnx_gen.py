@@ -27,8 +27,10 @@ from msc.relax.op.registry import OPS
 
 from .joint import JointContext, find_weight, write_nodes
 from .onnx_context import OnnxContext, onnx_dtype
+from .onnx_qdq import quantize_biases
 from .onnx_shapes import ShapeValues
 from .onnx_tidy import tidy
+from .qweight import QuantizedWeight, is_quantized
 
 __all__ = ["DEFAULT_OPSET", "MIN_OPSET", "OnnxWriter", "max_opset", "to_onnx"]
 
@@ -84,7 +86,34 @@ class OnnxWriter:
         return find_weight(self.weights, tensor).reshape(tensor.shape).astype(
             tensor.dtype, copy=False)
 
+    def quantized(self, tensor: MSCTensor) -> QuantizedWeight | None:
+        """The int8 record of a weight quantized by compression.quantize, else None."""
+        for key in (tensor.name, tensor.alias) if self.weights is not None else ():
+            if key and key in self.weights:
+                value = self.weights[key]
+                return value if is_quantized(value) else None
+        return None
+
+    def dequantized(self, qweight: QuantizedWeight, hint: str) -> str:
+        """An int8 initializer (zero point 0) read through DequantizeLinear: the form
+        onnxruntime fuses with the QDQ activations around it into int8 kernels."""
+        q = self.name(hint)
+        self.inits[q] = qweight.q
+        per_channel = qweight.scale.size > 1
+        scale = qweight.scale if per_channel else qweight.scale.reshape(())
+        s, z = self.name(f"{hint}_scale"), self.name(f"{hint}_zero_point")
+        self.inits[s], self.inits[z] = scale, np.zeros(scale.shape, np.int8)
+        out = self.name(f"{hint}_dq")
+        attrs = {"axis": qweight.axis} if per_channel else {}
+        self.nodes.append({"op_type": "DequantizeLinear", "inputs": [q, s, z], "outputs": [out],
+                           "name": self.node_namer(clean_name(f"{hint}_DequantizeLinear")),
+                           "domain": "", "attrs": attrs})
+        return out
+
     def initializer(self, tensor: MSCTensor) -> str:
+        qweight = self.quantized(tensor)
+        if tensor.name not in self.init_of and qweight is not None:
+            self.init_of[tensor.name] = self.dequantized(qweight, tensor.alias or tensor.name)
         if tensor.name not in self.init_of:
             data = self.data(tensor)
             if data is None:  # no weights: the shape is still right (random-free zeros)
@@ -240,6 +269,7 @@ def build_model(writer: OnnxWriter, producer: str = "msc"):
     outputs = writer.graph_outputs()
     specs = tidy(writer.nodes, writer.inits, {v for v, _ in outputs}, writer.static,
                  writer.dtypes)
+    specs = quantize_biases(specs, writer.inits, writer.name)
     nodes = [helper.make_node(n["op_type"], n["inputs"], n["outputs"], name=n["name"],
                               domain=n["domain"] or None, **n["attrs"]) for n in specs]
     inputs = [_value_info(v, t) for v, t in zip(writer.values_of_inputs(),

@@ -316,6 +316,9 @@ ACTIVATION = {
 
 def _transposed_weight(ctx, role: str = "weight") -> str:
     """A stored [out, in] weight as the [in, out] MatMul takes (transposed once, offline)."""
+    qweight = ctx.writer.quantized(ctx.node.weight_at(role))
+    if qweight is not None and qweight.ndim == 2:  # int8 stays int8: DQ of the transposed
+        return ctx.writer.dequantized(qweight.transposed(), f"{ctx.name}.{role}_t")
     data = ctx.weight_data(role)
     if data is not None:
         return ctx.const(np.ascontiguousarray(data.T), f"{role}_t")

@@ -21,6 +21,8 @@ import numpy as np
 
 from msc.errors import SerializationError
 
+from .qweight import unpack_weights
+
 __all__ = ["SAFETENSORS_DTYPES", "load_weights"]
 
 # safetensors dtype codes numpy reads natively (BF16 / F8 need ml_dtypes: not read here).
@@ -45,7 +47,8 @@ def load_weights(path: str | os.PathLike) -> dict[str, np.ndarray]:
 def _read_npz(path: Path) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
+            # int8 weights saved with their scales come back as QuantizedWeight records
+            return unpack_weights({key: data[key] for key in data.files})
     except ValueError as err:  # numpy refuses object arrays: they would need unpickling
         what = "pickled objects (refused)" if "pickle" in str(err) else f"a bad array: {err}"
         raise SerializationError(f"the file holds {what}", file=str(path),

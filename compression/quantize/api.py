@@ -28,7 +28,7 @@ def quantize(graph: MSCGraph, weights: dict, calib_data, config: dict | None = N
     """
     config = read_config(config)
     plan, kept = calibrate(graph, weights, calib_data, config, return_inputs=True)
-    qgraph, qweights = apply_plan(graph, weights, plan)
+    qgraph, qweights = apply_plan(graph, weights, plan, config["int8_weights"])
     measurer = Measurer(graph, weights, kept, config["executor"])
     output = measurer.output_error(plan)
     tensors = measurer.tensor_errors(plan)

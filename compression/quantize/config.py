@@ -32,6 +32,7 @@ DEFAULTS = {
     "activation_dtype": "uint8",   # uint8 (asymmetric) or int8 (symmetric), per tensor
     "weight_dtype": "int8",        # per channel, symmetric
     "weight_roles": ("weight",),   # which weights of a chosen joint are quantized
+    "int8_weights": True,          # weights kept as int8 + scale (QuantizedWeight), else float
     "optypes": DEFAULT_OPTYPES,
     "quantize_outputs": False,     # also QDQ the chosen joints' outputs (onnxruntime's way)
     "exclude": {},                 # {"names": [...], "optypes": [...], "regex": "..."}

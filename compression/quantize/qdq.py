@@ -9,9 +9,13 @@ For an activation ``t`` in the plan the graph gets, right after ``t``'s producer
 
 and the plan's consumers read ``t_dq:0`` instead of ``t``; every other reader keeps the float
 tensor. A weight in the plan keeps its joint (so fused ``msc.*`` joints stay fused) and its
-data becomes ``dequantize(quantize(w))`` per channel: bit for bit what a dequantize joint on
-the int8 weight computes, so the plan's int8 values are recovered exactly by ``round(w /
-scale)``.
+data becomes a ``codegen.qweight.QuantizedWeight``: the int8 values and the per-channel scale
+(zero point 0), which every reader of an array sees as ``dequantize(quantize(w))`` in float32
+(bit for bit what a dequantize joint on the int8 weight computes), while ``to_onnx`` writes it
+as an int8 initializer + DequantizeLinear and ``pack_weights`` as int8 in the ``.npz``. Why a
+record on the weight and not an int8 constant + ``dequantize`` joint: the fused joints, the
+pruner and both codegens take weights, not computed inputs, so the graph stays as it is and
+their numerics cannot change. ``int8_weights=False`` stores the float values instead.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from codegen.joint import find_weight
+from codegen.qweight import QuantizedWeight
 from msc.errors import ValidationError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.naming import UniqueNamer
@@ -27,7 +32,7 @@ from .plan import load_plan
 from .qparams import fake_quant
 from .runner import fresh_prims
 
-__all__ = ["apply_plan", "qdq_names"]
+__all__ = ["apply_plan", "qdq_names", "quantized_weight"]
 
 
 def qdq_names(tensor: str) -> str:
@@ -63,15 +68,30 @@ def _qdq_joints(start: int, producer: MSCJoint, out_idx: int, entry: dict, namer
     return [s, z, q, dq]
 
 
-def _weights(graph: MSCGraph, weights: dict, plan: dict) -> dict:
+def quantized_weight(value: np.ndarray, entry: dict, int8: bool = True):
+    """The plan entry applied to a weight: a QuantizedWeight (int8 + scale) when the entry is
+    int8 with zero point 0, else the fake-quantized float32 array (same numbers)."""
+    zero = np.asarray(entry["zero_point"], entry["dtype"])
+    if not (int8 and entry["dtype"] == "int8" and not zero.any()):
+        return fake_quant(value, entry["scale"], zero, entry["axis"])
+    axis = int(entry["axis"]) % max(value.ndim, 1)
+    scale = np.asarray(entry["scale"], np.float32).reshape(-1)
+    shape = [1] * value.ndim
+    if value.ndim and scale.size > 1:
+        shape[axis] = -1
+    # the quantize joint's arithmetic: divide in float32, round half to even, clip
+    q = np.clip(np.round(np.asarray(value, np.float32) / scale.reshape(shape)), -128, 127)
+    return QuantizedWeight(q.astype(np.int8), scale, axis)
+
+
+def _weights(graph: MSCGraph, weights: dict, plan: dict, int8: bool) -> dict:
     out = dict(weights)
     for tensor in {w.name: w for w in graph.get_weights()}.values():
         entry = plan.get(tensor.name)
         if entry is None:
             continue
         value = find_weight(weights, tensor).reshape(tensor.shape)
-        zero = np.asarray(entry["zero_point"], entry["dtype"])
-        out[tensor.name] = fake_quant(value, entry["scale"], zero, entry["axis"])
+        out[tensor.name] = quantized_weight(value, entry, int8)
         if tensor.alias in out and tensor.alias != tensor.name:
             out[tensor.alias] = out[tensor.name]
     return out
@@ -85,9 +105,11 @@ def _check_plan(graph: MSCGraph, plan: dict) -> None:
                                   hint="was the plan made for another graph?")
 
 
-def apply_plan(graph: MSCGraph, weights: dict, plan) -> tuple[MSCGraph, dict]:
+def apply_plan(graph: MSCGraph, weights: dict, plan, int8_weights: bool = True
+               ) -> tuple[MSCGraph, dict]:
     """``(qdq_graph, weights)``: ``graph`` with QDQ joints for the plan's activations and the
-    plan's weights fake-quantized. ``plan`` is a dict or a JSON path (``load_plan``).
+    plan's weights quantized (QuantizedWeight records; fake-quantized float32 arrays with
+    ``int8_weights=False``). ``plan`` is a dict or a JSON path (``load_plan``).
 
     >>> qgraph, qweights = apply_plan(graph, weights, "plan.json")   # doctest: +SKIP
     """
@@ -115,4 +137,4 @@ def apply_plan(graph: MSCGraph, weights: dict, plan) -> tuple[MSCGraph, dict]:
             swap.update({(reader, tensor.name): joints[-1] for reader in readers})
     qgraph = MSCGraph(graph.name, nodes, list(graph.input_names), list(graph.output_names),
                       list(fresh_prims(graph)))
-    return qgraph, {**_weights(graph, weights, plan), **arrays}
+    return qgraph, {**_weights(graph, weights, plan, int8_weights), **arrays}

@@ -38,13 +38,15 @@ def _add_arguments(p) -> None:
                    help="node names to keep float")
     p.add_argument("--exclude-regex", default=None, help="keep float the nodes matching this")
     p.add_argument("--quantize-outputs", action="store_true",
-                   help="also put QDQ on the chosen ops' outputs (onnxruntime's placement)")
+                   help="also put QDQ on the chosen ops' outputs (onnxruntime's placement; "
+                        "needed for its QLinearConv after msc export)")
     p.add_argument("--no-per-layer", action="store_true",
                    help="skip the per-layer ranking and the exclude search (one pass per "
                         "layer; slow on big models)")
     p.add_argument("--executor", default="torch", choices=["torch", "relax"],
                    help="what runs the float and QDQ graphs while measuring (default torch)")
-    p.add_argument("-o", "--output", required=True, help="QDQ graph JSON to write")
+    p.add_argument("-o", "--output", required=True,
+                   help="QDQ graph JSON to write (weights beside it: .npz, int8 kept int8)")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
 
 
@@ -102,6 +104,7 @@ def calibration_batches(graph, arrays: dict, file: str = "") -> list[dict]:
 
 def _run(args) -> int:
     from codegen.files import save_npz
+    from codegen.qweight import pack_weights
     from compression.quantize import quantize, save_plan
 
     paths = _outputs(args.output)
@@ -115,7 +118,7 @@ def _run(args) -> int:
     qgraph, qweights, report = quantize(graph, weights, batches, config)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     qgraph.to_json(paths["graph"])
-    save_npz(paths["weights"], {k: np.asarray(v) for k, v in qweights.items()})
+    save_npz(paths["weights"], pack_weights(qweights))  # int8 weights stay int8
     save_plan(report.plan, paths["plan"])
     report.save(paths["report"])
     print(report.table())
