@@ -24,6 +24,38 @@ def positive_int(text: str) -> int:
     return value
 
 
+def thread_count(text: str) -> int:
+    """An argparse type: 1 .. MAX_THREADS threads."""
+    from ..backend.runtime.threads import MAX_THREADS
+
+    value = positive_int(text)
+    if value > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"{text!r} threads: at most {MAX_THREADS}")
+    return value
+
+
+def seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds >= 0 (``inf`` would never end)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds >= 0")
+    return value
+
+
+def seed(text: str) -> int:
+    """An argparse type: a random seed, a whole number >= 0 (numpy refuses negative ones)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return value
+
+
 def add_model(p, name: str = "model", help_text: str = MODEL_HELP) -> None:
     p.add_argument(name, metavar=name.upper(), help=help_text)
 
@@ -43,7 +75,7 @@ def add_inputs(p) -> None:
                         "(floats in [0, 1), integers in [0, 10)) from --seed")
     p.add_argument("--dim", action="append", metavar="NAME=SIZE", default=[],
                    help="the size of a symbolic (named) dim, e.g. --dim N=2")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the random inputs (default 0)")
 
 
 def add_tolerances(p, atol: float = 1e-4, rtol: float = 1e-4) -> None:
@@ -55,7 +87,7 @@ def add_tolerances(p, atol: float = 1e-4, rtol: float = 1e-4) -> None:
 
 
 def add_threads(p) -> None:
-    p.add_argument("--threads", type=positive_int, default=None, metavar="N",
+    p.add_argument("--threads", type=thread_count, default=None, metavar="N",
                    help="threads of msc's VM and of the reference runtime (default: theirs)")
 
 
