@@ -43,6 +43,7 @@ examples:
   msc codegen model.onnx --to torch -o out/torch --test
   msc bench model.onnx --threads 1
   msc diff model.onnx other.onnx
+  msc cache prune --max-mb 200     # the kernel cache: size, prune, clear
 
 Progress bars go to stderr when it is a terminal; --quiet (or MSC_QUIET=1) turns them off.
 """

@@ -87,7 +87,8 @@ def _flag_values(files: dict) -> dict:
             "--target-sqnr": _FLOATS, "--exclude-regex": st.sampled_from(["(", "conv.*", "["]),
             "--check": None, "--json": None, "--force": None, "--graph": None, "--brief": None,
             "--no-open": None, "--model-explorer": None, "--no-per-layer": None,
-            "--bogus": None, "--input=": None, "-": None, "--": None}
+            "--dir": st.sampled_from(["kernels", "", ".", "../kernels", "tiny.onnx"]),
+            "--max-mb": _FLOATS, "--bogus": None, "--input=": None, "-": None, "--": None}
 
 
 REQUIRED = {"codegen": ("--to", "-o"), "export": ("-o",), "prune": ("-o",),
@@ -115,6 +116,8 @@ def command_line(draw, files: dict) -> list[str]:
     good = _files(files, ["onnx", "gather", "json", "odd3.onnx"])
     models = st.one_of(good, good, _files(files, MODELS), _files(files, TORCH), _TEXT)
     argv = [name] + [draw(models) for _ in range(2 if name == "diff" else 1)]
+    if name == "cache":  # an action, not a model
+        argv[1] = draw(st.sampled_from(["size", "prune", "clear", "bogus"]))
     values = _flag_values(files)
     own = st.sampled_from(FLAGS[name])
     for _ in range(draw(st.integers(0, 5))):
@@ -209,7 +212,11 @@ def check_exit(argv: list[str]) -> int:
 
 
 def test_cli_fuzz_every_command(corpus, no_browser, monkeypatch):
+    from msc.backend.llvm.jit import get_jit
+
     folder, files = corpus
+    get_jit()  # the process's JIT keeps the real kernel cache; `msc cache` gets a folder here
+    monkeypatch.setenv("MSC_CACHE_DIR", str(folder / "files" / "kernels"))
     work = folder / "files" / "work"
     work.mkdir(exist_ok=True)
     monkeypatch.chdir(work)  # relative outputs (and msc view's default out/) land here
