@@ -59,3 +59,23 @@ def test_newline_in_a_file_name_stays_on_the_error_line(files, tmp_path):
     status, _, err = run_cli(["export", odd, "-o", odd, "--force"])  # the input: refused
     assert status == 2
     assert "new\\nline6.onnx: this output is an input" in err.splitlines()[0], err
+
+
+class _Opens:
+    """Unpickling this calls open(path, "w"): proof that a loader ran the pickle."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_pickled_input_is_never_unpickled(files, tmp_path):
+    import numpy as np
+
+    marker, evil = tmp_path / "unpickled", tmp_path / "evil.npy"
+    np.save(evil, np.array([_Opens(str(marker))], dtype=object), allow_pickle=True)
+    status, _, err = run_cli(["run", files["onnx"], "--input", f"x:{evil}"])
+    assert status == 2 and "evil.npy: not a readable .npy array" in err, err
+    assert not marker.exists()

@@ -179,7 +179,10 @@ def describe(func: PrimFunc, values: list) -> str | None:
     """The first out-of-range index of a call of ``func`` on ``values`` (its arguments in
     param order; None for one not at hand), as a message; None when no site can be read."""
     try:
-        arrays = {p.name: v for p, v in zip(func.params, values) if isinstance(v, np.ndarray)}
+        params = list(func.params)
+        if len(values) != len(params):  # a native step passes its buffers only
+            params = [p for p in params if isinstance(p, Buffer)]
+        arrays = {p.name: v for p, v in zip(params, values) if isinstance(v, np.ndarray)}
         env = _shape_env(func, arrays)
         names = _param_names(func)
         for site in sites(func):
