@@ -6,10 +6,11 @@ Only the cache's own entries (``*.mscobj`` and its temp files) are ever removed,
 
 from __future__ import annotations
 
-import argparse
 import json
+import math
 
 from ..errors import ValidationError
+from .options import number_type
 
 NAME = "cache"
 HELP = ("show the size of the kernel cache, prune it (least recently used first) or clear "
@@ -25,15 +26,7 @@ write, and is what prune uses when --max-mb is not given.
 """
 
 
-def megabytes(text: str) -> float:
-    """An argparse type: a finite number of megabytes >= 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of megabytes >= 0")
-    return value
+megabytes = number_type(float, lambda v: 0 <= v < math.inf, "a number of megabytes >= 0")
 
 
 def add_arguments(p) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from .inputs import make_inputs
 from .specs import INFO_FORM, INPUT_FORM, parse_dims, parse_input, parse_input_info
@@ -13,15 +14,24 @@ MODEL_HELP = ("the model: an ONNX .onnx file, an MSCGraph .json (weights from a 
               "--input-info)")
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an int >= 1 (a bad value is a usage error, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return value
+def number_type(convert, accept, what: str):
+    """An argparse type: ``convert(text)`` when ``accept`` takes it, else a usage error
+    (exit 2) saying what was expected: ``number_type(int, lambda v: v >= 1, "...")``."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not accept(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+    return parse
+
+
+positive_int = number_type(int, lambda v: v >= 1, "a whole number >= 1")
+# numpy refuses negative seeds; an endless --min-time would never end (nan is refused too)
+seed = number_type(int, lambda v: v >= 0, "a whole number >= 0")
+seconds = number_type(float, lambda v: 0 <= v < math.inf, "a finite number of seconds >= 0")
 
 
 def thread_count(text: str) -> int:
@@ -31,28 +41,6 @@ def thread_count(text: str) -> int:
     value = positive_int(text)
     if value > MAX_THREADS:
         raise argparse.ArgumentTypeError(f"{text!r} threads: at most {MAX_THREADS}")
-    return value
-
-
-def seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds >= 0 (``inf`` would never end)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds >= 0")
-    return value
-
-
-def seed(text: str) -> int:
-    """An argparse type: a random seed, a whole number >= 0 (numpy refuses negative ones)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
     return value
 
 
