@@ -134,6 +134,30 @@ def command_line(draw, files: dict) -> list[str]:
     return _cheap(draw, name, argv)
 
 
+# A command line that works on the tiny models, per command: one_bad_flag breaks one thing in
+# it, so the fuzz also reaches what runs after argparse and loading (build, run, write).
+VALID = {"inspect": ["{onnx}"], "export": ["{onnx}", "-o", "out/e.json", "--force"],
+         "codegen": ["{json}", "--to", "relax", "-o", "out/cg", "--force"],
+         "run": ["{onnx}", "--dim", "N=2"], "bench": ["{gather}", "--dim", "N=1"],
+         "diff": ["{onnx}", "{json}"], "view": ["{json}", "--no-open", "-o", "out/v.html"],
+         "prune": ["{json}", "-o", "out/p.json", "--force", "--density", "0.5"],
+         "quantize": ["{onnx}", "--calib", "{calib.npz}", "-o", "out/q.json", "--force"],
+         "cache": ["size"]}
+
+
+@st.composite
+def one_bad_flag(draw, files: dict) -> list[str]:
+    """A working command line of one command plus one flag of its own with a drawn value."""
+    name = draw(st.sampled_from(sorted(VALID)))
+    argv = [name] + [a.format(**{k.replace(".", "_"): v for k, v in files.items()})
+                     if a.startswith("{") else a for a in
+                     [x.replace("calib.npz", "calib_npz") for x in VALID[name]]]
+    flag = draw(st.sampled_from(FLAGS[name]))
+    value = _flag_values(files).get(flag, _TEXT)
+    argv += [flag] + ([draw(value)] if value is not None else [])
+    return _cheap(draw, name, argv)
+
+
 def _cheap(draw, name: str, argv: list[str]) -> list[str]:
     """Keep the costly runs short: bench rounds of no time, prune without latency, and no
     generated test (a subprocess) for codegen."""
@@ -212,18 +236,21 @@ def check_exit(argv: list[str]) -> int:
 
 
 def test_cli_fuzz_every_command(corpus, no_browser, monkeypatch):
+    from msc.backend.llvm.cache import default_cache_dir
     from msc.backend.llvm.jit import get_jit
 
     folder, files = corpus
     get_jit()  # the process's JIT keeps the real kernel cache; `msc cache` gets a folder here
     monkeypatch.setenv("MSC_CACHE_DIR", str(folder / "files" / "kernels"))
+    # `msc cache clear` must never reach the user's (shared) cache from a test
+    assert default_cache_dir() == folder / "files" / "kernels"
     work = folder / "files" / "work"
     work.mkdir(exist_ok=True)
     monkeypatch.chdir(work)  # relative outputs (and msc view's default out/) land here
     before = _tree(ROOT)
 
     @CLI_SETTINGS
-    @given(command_line(files))
+    @given(st.one_of(command_line(files), one_bad_flag(files)))
     def fuzz(argv):
         check_exit(argv)
 
