@@ -61,20 +61,25 @@ def _names_the_bad_index(detail: str, tensors: list) -> None:
     assert any(t.dtype.kind in "iu" and value in t for t in flat), detail
 
 
-@pytest.mark.parametrize("call", ["fast", "checked"])
+@pytest.mark.parametrize("call", ["fast", "checked", "step"])
 def test_compiled_kernel_names_the_bad_index(call):
-    """compile_prim_func's entry (its fast path and its checked path) names the value too."""
+    """compile_prim_func's entry (its fast and its checked path) and a plan's native step (the
+    VM's chains are covered above) name the value too."""
     from msc.backend.legalize import legalize_call
     from msc.backend.legalize.testing import build_call
+    from msc.backend.runtime.native_run import ArgSpec, native_step
     from msc.backend.tir.compile import compile_prim_func
 
     x, k = np.arange(12, dtype="float32").reshape(3, 4), np.array([[0, 1], [2, -9]])
+    out = np.empty((2, 2, 4), "float32")
     kernel = compile_prim_func(legalize_call(build_call("take", [x, k], axis=0)))
-    args = (x, k, np.empty((2, 2, 4), "float32")) if call == "fast" else (x, k)
+    specs = [ArgSpec(f"a{i}", a.shape, a.dtype, i == 2) for i, a in enumerate((x, k, out))]
+    run = {"fast": lambda: kernel(x, k, out), "checked": lambda: kernel(x, k),
+           "step": lambda: native_step(kernel, specs, 2, True, "take_node")(x, k, out)}[call]
     with pytest.raises(RuntimeCallError, match=re.escape(
             "index -9 (input 2, at [1, 1]) is out of range for axis 0 of input 1 (size 3: "
             "valid -3..2)")):
-        kernel(*args)
+        run()
 
 
 def test_every_family_refuses_some_index():
