@@ -31,7 +31,7 @@ def add_arguments(p) -> None:
     options.add_threads(p)
     p.add_argument("--repeat", type=options.positive_int, default=5, metavar="R",
                    help="rounds; the best one counts (default 5)")
-    p.add_argument("--min-time", type=float, default=0.2, metavar="SECONDS",
+    p.add_argument("--min-time", type=options.seconds, default=0.2, metavar="SECONDS",
                    help="time of one round of one runtime (default 0.2)")
 
 

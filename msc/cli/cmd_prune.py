@@ -38,18 +38,25 @@ def add_arguments(p) -> None:
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
 
 
+def _read_object(path: str, what: str, example: str) -> dict:
+    """A JSON object from a file of the user's; anything else names the file."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as err:  # ValueError: bad JSON or not UTF-8
+        raise SerializationError(f"cannot read the {what}: {err}", file=path,
+                                 hint=f"a JSON object such as {example}") from None
+    if not isinstance(data, dict):
+        raise SerializationError(f"the {what} must be a JSON object", file=path,
+                                 hint=f"e.g. {example}")
+    return data
+
+
 def _config(args) -> dict:
-    config = {}
-    if args.config:
-        try:
-            with open(args.config, encoding="utf-8") as f:
-                config = json.load(f)
-        except (OSError, json.JSONDecodeError) as err:
-            raise SerializationError(f"cannot read the config: {err}", file=args.config,
-                                     hint='a JSON object such as {"density": 0.5}') from None
-        if not isinstance(config, dict):
-            raise SerializationError("the config must be a JSON object", file=args.config)
-    for key in ("density", "stride", "plan"):
+    config = _read_object(args.config, "config", '{"density": 0.5}') if args.config else {}
+    if args.plan:  # read here so a bad file is named (the plan loader takes dicts as they are)
+        config["plan"] = _read_object(args.plan, "plan", "the .plan.json msc prune wrote")
+    for key in ("density", "stride"):
         if getattr(args, key) is not None:
             config[key] = getattr(args, key)
     if args.no_latency:

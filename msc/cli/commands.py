@@ -21,6 +21,7 @@ import importlib
 
 from . import (  # their COMMAND rows, below
     cmd_bench,
+    cmd_cache,
     cmd_codegen,
     cmd_diff,
     cmd_export,
@@ -50,4 +51,5 @@ COMMANDS = {m.NAME: (m.HELP, m.add_arguments, m.run)
 COMMANDS["view"] = cmd_view.COMMAND
 COMMANDS["prune"] = cmd_prune.COMMAND
 COMMANDS["quantize"] = cmd_quantize.COMMAND
+COMMANDS["cache"] = (cmd_cache.HELP, cmd_cache.add_arguments, cmd_cache.run)
 COMMANDS["demo"] = ("run the end-to-end tour of msc", _add_demo, _run_demo)

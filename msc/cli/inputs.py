@@ -18,6 +18,9 @@ from ..errors import ShapeError, ValidationError
 __all__ = ["make_inputs", "random_array"]
 
 INT_HIGH = 10  # random integer inputs (indices, ids) stay small so they index most tables
+# Random inputs above this many bytes are refused before numpy tries (--dim N=10**12 is a
+# typo, not a request for a petabyte).
+MAX_RANDOM_BYTES = 4 << 30
 
 
 def random_array(rng: np.random.Generator, shape: list[int], dtype: str) -> np.ndarray:
@@ -74,6 +77,21 @@ def _resolve(tensor, name: str, dims: dict) -> list[int]:
     return shape
 
 
+def _check_size(name: str, shape: list[int], dtype: str) -> None:
+    try:
+        size = np.dtype(dtype).itemsize
+    except TypeError:  # msc dtypes numpy lacks (bfloat16, float8...)
+        raise ShapeError(f"no random data of dtype {dtype}", tensor=name,
+                         hint="pass the array: --input NAME:file.npy") from None
+    for dim in shape:
+        size *= dim
+    if size > MAX_RANDOM_BYTES:
+        raise ShapeError(f"a random input of shape {list(shape)} {dtype} would take "
+                         f"{size / 2**30:.3g} GiB (the limit is {MAX_RANDOM_BYTES >> 30} GiB)",
+                         tensor=name, hint="check the sizes given by --input / --dim, or "
+                                           "pass the array: --input NAME:file.npy")
+
+
 def make_inputs(graph, given: list | None = None, dims: dict | None = None, seed: int = 0,
                 source_names: list | None = None) -> dict[str, np.ndarray]:
     """The arrays to feed ``graph``: ``given`` as ``[(name, array | (dims, dtype|None))]``;
@@ -95,5 +113,6 @@ def make_inputs(graph, given: list | None = None, dims: dict | None = None, seed
             continue
         shape = _resolve(tensor, name, dims) if value is None else value[0]
         dtype = value[1] if value is not None and value[1] else tensor.dtype
+        _check_size(name, shape, dtype)
         arrays[name] = random_array(rng, shape, dtype)
     return arrays

@@ -43,6 +43,7 @@ examples:
   msc codegen model.onnx --to torch -o out/torch --test
   msc bench model.onnx --threads 1
   msc diff model.onnx other.onnx
+  msc cache prune --max-mb 200     # the kernel cache: size, prune, clear
 
 Progress bars go to stderr when it is a terminal; --quiet (or MSC_QUIET=1) turns them off.
 """
@@ -85,7 +86,16 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return INPUT_ERROR
     set_quiet(args.quiet)
+    _printable_paths()
     return _run(args)
+
+
+def _printable_paths() -> None:
+    """A file name that is not UTF-8 reaches Python as surrogates (``\udcff``); stdout prints
+    them back as the bytes they were instead of failing after the work is done."""
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None and getattr(sys.stdout, "errors", "") == "strict":
+        reconfigure(errors="surrogateescape")
 
 
 def _run(args) -> int:
@@ -109,9 +119,19 @@ def _run(args) -> int:
 
 
 def _message(err: Exception) -> str:
+    """The error as text whose first line is whole: a name holding a newline or another
+    control character (a file called ``a\nb``) is shown escaped, as Python writes it."""
     if isinstance(err, OSError) and err.filename:
-        return f"{err.filename}: {err.strerror or err}"
-    return str(err)
+        return f"{_escaped(str(err.filename))}: {err.strerror or err}"
+    text = str(err)
+    for value in getattr(err, "context", {}).values():
+        if isinstance(value, str) and _escaped(value) != value:
+            text = text.replace(value, _escaped(value))
+    return text
+
+
+def _escaped(name: str) -> str:
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in name)
 
 
 def print_json(data) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 
 from .inputs import make_inputs
 from .specs import INFO_FORM, INPUT_FORM, parse_dims, parse_input, parse_input_info
@@ -13,14 +14,33 @@ MODEL_HELP = ("the model: an ONNX .onnx file, an MSCGraph .json (weights from a 
               "--input-info)")
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: an int >= 1 (a bad value is a usage error, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+def number_type(convert, accept, what: str):
+    """An argparse type: ``convert(text)`` when ``accept`` takes it, else a usage error
+    (exit 2) saying what was expected: ``number_type(int, lambda v: v >= 1, "...")``."""
+    def parse(text: str):
+        try:
+            value = convert(text)
+        except ValueError:
+            value = None
+        if value is None or not accept(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+        return value
+    return parse
+
+
+positive_int = number_type(int, lambda v: v >= 1, "a whole number >= 1")
+# numpy refuses negative seeds; an endless --min-time would never end (nan is refused too)
+seed = number_type(int, lambda v: v >= 0, "a whole number >= 0")
+seconds = number_type(float, lambda v: 0 <= v < math.inf, "a finite number of seconds >= 0")
+
+
+def thread_count(text: str) -> int:
+    """An argparse type: 1 .. MAX_THREADS threads."""
+    from ..backend.runtime.threads import MAX_THREADS
+
+    value = positive_int(text)
+    if value > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"{text!r} threads: at most {MAX_THREADS}")
     return value
 
 
@@ -43,7 +63,7 @@ def add_inputs(p) -> None:
                         "(floats in [0, 1), integers in [0, 10)) from --seed")
     p.add_argument("--dim", action="append", metavar="NAME=SIZE", default=[],
                    help="the size of a symbolic (named) dim, e.g. --dim N=2")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--seed", type=seed, default=0, help="seed of the random inputs (default 0)")
 
 
 def add_tolerances(p, atol: float = 1e-4, rtol: float = 1e-4) -> None:
@@ -55,7 +75,7 @@ def add_tolerances(p, atol: float = 1e-4, rtol: float = 1e-4) -> None:
 
 
 def add_threads(p) -> None:
-    p.add_argument("--threads", type=positive_int, default=None, metavar="N",
+    p.add_argument("--threads", type=thread_count, default=None, metavar="N",
                    help="threads of msc's VM and of the reference runtime (default: theirs)")
 
 

@@ -24,6 +24,8 @@ __all__ = ["parse_dims", "parse_input", "parse_input_info", "parse_shape"]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-/]*")
 _DIM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# ASCII digits only: str.isdigit() also takes '²', which int() then refuses
+_SIZE = re.compile(r"[0-9]+")
 INFO_FORM = "name:dim,dim,...[:dtype], e.g. x:1,3,224,224:float32 (a named dim is dynamic)"
 INPUT_FORM = "name:file.npy or name:dim,dim,...[:dtype], e.g. x:1,3,224,224"
 
@@ -37,7 +39,7 @@ def parse_shape(text: str, spec: str, what: str, form: str, named: bool) -> list
     dims = []
     for item in text.split(","):
         item = item.strip()
-        if item.isdigit():
+        if _SIZE.fullmatch(item):
             dims.append(int(item))
         elif named and _DIM_NAME.fullmatch(item):
             dims.append(item)
@@ -92,14 +94,23 @@ def parse_input(spec: str):
     return name, (dims, _dtype(dtype, spec, "--input", INPUT_FORM) if dtype else None)
 
 
+_NPY_HINT = "save each input with numpy.save (one array, no objects)"
+
+
 def _load_npy(path: str) -> np.ndarray:
     if not os.path.isfile(path):
         raise SerializationError("no such file", file=path, hint="--input takes name:file.npy")
     try:
-        return np.load(path, allow_pickle=False)  # inputs from strangers: never unpickle
-    except (OSError, ValueError) as err:
-        raise SerializationError(f"not a readable .npy array: {err}", file=path,
-                                 hint="save inputs with numpy.save (no object arrays)") from None
+        array = np.load(path, allow_pickle=False)  # inputs from strangers: never unpickle
+    except Exception as err:  # noqa: BLE001 - a stranger's header breaks numpy in many ways
+        # (ValueError, EOFError on an empty file, tokenize.TokenError, SyntaxError...)
+        raise SerializationError(f"not a readable .npy array: {err or type(err).__name__}",
+                                 file=path, hint=_NPY_HINT) from None
+    if not isinstance(array, np.ndarray):  # np.load opens an .npz archive whatever its name
+        array.close()
+        raise SerializationError("an .npz archive, not one .npy array", file=path,
+                                 hint=_NPY_HINT)
+    return array
 
 
 def parse_dims(texts: list[str] | None) -> dict[str, int]:
@@ -107,7 +118,7 @@ def parse_dims(texts: list[str] | None) -> dict[str, int]:
     dims = {}
     for spec in texts or []:
         name, sep, value = spec.partition("=")
-        if not sep or not _DIM_NAME.fullmatch(name.strip()) or not value.strip().isdigit():
+        if not sep or not _DIM_NAME.fullmatch(name.strip()) or not _SIZE.fullmatch(value.strip()):
             raise _bad(spec, "--dim", "NAME=SIZE, e.g. --dim batch=4")
         dims[name.strip()] = int(value)
     return dims

@@ -11,6 +11,7 @@ import os
 from . import (
     demo,
     demo_cli,
+    demo_hostile,
     demo_int8_onnx,
     demo_onnx,
     demo_onnx_runtime,
@@ -25,7 +26,7 @@ STEPS = [demo.step_graph_from_json, demo.step_relax_builder, demo.step_op_table,
          demo_onnx_runtime.step_onnx_runtime_values, demo.step_torch_codegen,
          demo_onnx.step_onnx_export, demo_prune.step_prune, demo_quantize.step_quantize,
          demo_int8_onnx.step_int8_onnx, demo_view.step_view, demo_cli.step_cli,
-         demo.step_hostile_input]
+         demo.step_hostile_input, demo_hostile.step_hostile]
 
 
 def run_demo(out: str) -> int:

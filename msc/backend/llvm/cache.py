@@ -156,6 +156,10 @@ class KernelCache:
         """Total size of the entries on disk."""
         return sum(size for _, size, _ in self._entries())
 
+    def count(self) -> int:
+        """How many entries are on disk (``msc cache`` shows it)."""
+        return len(self._entries())
+
     def prune(self, max_bytes: int) -> int:
         """Remove the least recently used entries until the rest fit in ``max_bytes``; returns
         how many were removed. Safe while other processes use the cache: a reader holds its

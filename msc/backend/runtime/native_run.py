@@ -96,7 +96,7 @@ class NativeStep:
             raise ShapeError("an output buffer must be C-contiguous and aligned", op=self.op)
         status = self.cfunc(*[a.ctypes.data for a in arrays], *self.dims)
         if status:
-            raise status_error(status, self.op, self.where)
+            raise status_error(status, self.op, self.where, self.kernel.func, arrays)
         return outs[0] if self.single else tuple(outs)
 
 
@@ -109,9 +109,17 @@ _STATUS = {
 }
 
 
-def status_error(status: int, op: str, where: str | None = None) -> RuntimeCallError:
-    """The error for a kernel's non-zero return ``status``."""
+def status_error(status: int, op: str, where: str | None = None, func=None,
+                 arrays: list | None = None) -> RuntimeCallError:
+    """The error for a kernel's non-zero return ``status``. For an out-of-range index, the
+    kernel's PrimFunc ``func`` and the call's ``arrays`` (in param order) let the message
+    name the first bad value, where it is and the valid range (index_report.py)."""
     message, hint = _STATUS.get(status, (f"the kernel failed with status {status}", None))
+    if status == STATUS_INDEX and func is not None and arrays:
+        from .index_report import describe  # the error path only
+
+        found = describe(func, arrays)
+        message = f"{found} (result dropped)" if found else message
     return RuntimeCallError(message, op=op, node=where, hint=hint)
 
 

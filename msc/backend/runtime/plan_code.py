@@ -7,7 +7,7 @@ program as straight-line Python, one line per instruction (as torch.fx's codegen
     regs[7] = F0(regs[4], regs[5])        # a Python kernel / numpy fact / packed call
     T[3] = P(regs[7], 0)                  # a value a native chain reads, guarded
     s = C0(TA)                            # consecutive native steps: one ctypes call
-    if s: FAIL(0, s)
+    if s: FAIL(0, s, T)                   # names the bad index (index_report.py)
     regs[9] = regs[6]                     # the step's result is its pooled buffer
 
 Native steps (native_run.py) read their buffers from the register file's address table
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import MSCError, RuntimeCallError
+from .index_report import arrays_at
 from .native_run import Chain, compile_chains, guard, status_error
 
 # Native calls per chain function at most: LLVM's time on one function grows faster than its
@@ -174,7 +175,7 @@ class _Writer:
                 results.append((call.out, "(" + "".join(o[0] + ", " for o in outs) + ")"))
                 self.known.pop(call.out, None)
         self._emit(f"s = C{index}(TA)")
-        self._emit(f"if s: FAIL({index}, s)")
+        self._emit(f"if s: FAIL({index}, s, T)")
         for out, result in results:
             self._emit(f"regs[{out}] = {result}")
 
@@ -240,9 +241,9 @@ class _Writer:
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         where = {offset + n: w for n, w in self.where.items()}
         cfuncs = compile_chains(self.chains)
-        steps = [c.steps for c in self.chains]
+        chains = self.chains
         scope = dict(self.names, P=_pointer, K=None, EMPTY=np.empty, WHERE=where,
-                     RAISE=_reraise, FAIL=lambda index, s: _fail(steps[index], s))
+                     RAISE=_reraise, FAIL=lambda index, s, table: _fail(chains[index], s, table))
         scope.update({f"C{i}": f for i, f in enumerate(cfuncs)})
         exec(compile(source, filename, "exec"), scope)  # noqa: S102 - our own generated code
         return Runner(scope["run_plan"], self.slots, self.fixed_slots,
@@ -263,9 +264,11 @@ def _pointer(value, check: tuple, keep: list) -> int:
     return array.ctypes.data
 
 
-def _fail(steps: list, status: int):
-    step = steps[(status >> 8) - 1]  # a chain returns its failing step above the step's status
-    raise status_error(status & 0xFF, step.op, step.where)
+def _fail(chain: Chain, status: int, table):
+    k = (status >> 8) - 1  # a chain returns its failing step above the step's status
+    step = chain.steps[k]
+    arrays = arrays_at(step.specs, [table[slot] for slot in chain.arg_slots[k]])
+    raise status_error(status & 0xFF, step.op, step.where, step.kernel.func, arrays)
 
 
 def _reraise(exc: BaseException, where: dict):

@@ -194,7 +194,7 @@ class CompiledPrimFunc:
             if cargs is not None:
                 status = self._cfunc(*cargs)
                 if status:
-                    raise status_error(status, self.name)
+                    raise status_error(status, self.name, None, self.func, list(args))
                 return None
         return self._call(args, known)
 
@@ -242,7 +242,7 @@ class CompiledPrimFunc:
         cargs += [self._dim(env, name) for name in self._dims]
         status = self._cfunc(*cargs)
         if status:
-            raise status_error(status, self.name)
+            raise status_error(status, self.name, None, self.func, arrays)
         if not outs:
             return None
         return outs[0] if len(outs) == 1 else tuple(outs)
