@@ -226,4 +226,5 @@ def encode_metadata(tables: dict) -> str:
     root = writer.add({"type": "ffi.Map", "data": pairs})
     graph = {"root_index": root, "nodes": writer.nodes,
              "metadata": {"tvm_version": _TVM_VERSION}}
-    return json.dumps(graph, indent=2)
+    # TVM's JSON writer escapes "/" (base64 has it); "/" occurs only inside strings here.
+    return json.dumps(graph, indent=2).replace("/", "\\/")
