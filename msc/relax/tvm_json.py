@@ -153,7 +153,7 @@ def _numpy_dtype(code: int, bits: int, lanes: int) -> np.dtype:
 
 def encode_blob(arr: np.ndarray) -> bytes:
     """numpy array -> TVM's DLTensor blob (CPU device, little-endian)."""
-    arr = np.ascontiguousarray(arr)
+    arr = np.asarray(arr, order="C")  # (ascontiguousarray makes 0-d arrays 1-d)
     if arr.dtype.kind not in _NP_CODES:
         raise ValueError(f"cannot write a {arr.dtype} tensor in TVM's format")
     code = _NP_CODES[arr.dtype.kind]
