@@ -19,6 +19,7 @@ import pytest
 
 from msc import relax
 from msc.relax.analysis import structural_equal
+from tests.helpers.torch_tools import run_vm
 
 DATA = Path(__file__).parent / "data" / "tvm027"
 SCRIPTS = Path(__file__).parent / "data" / "script"
@@ -155,6 +156,14 @@ for item in json.loads(sys.stdin.read()):
         mod = tvm.script.from_source(item["text"], extra_vars=extra)
         results[item["name"]] = {"ok": len(mod.functions) > 0, "script": mod.script(),
                                  "digests": digests(mod)}
+        if item.get("inputs"):  # build what TVM parsed and run it (weights from the text)
+            vm = relax.VirtualMachine(tvm.compile(mod, "llvm"), tvm.cpu())
+            args = [tvm.runtime.tensor(np.asarray(a, "float32")) for a in item["inputs"]]
+            args += list(mod["main"].attrs.get("params", []))
+            out = vm["main"](*args)
+            outs = list(out) if isinstance(out, (list, tuple)) or hasattr(out, "__len__") and \
+                not hasattr(out, "numpy") else [out]
+            results[item["name"]]["outputs"] = [o.numpy().tolist() for o in outs]
     except Exception as err:  # report, the test names the file
         results[item["name"]] = {"ok": False, "error": str(err)[-800:]}
 print(json.dumps(results))
@@ -167,6 +176,10 @@ def _run_tvm(code: str, stdin: str = "", *args) -> str:
                           env={**os.environ, "PYTHONWARNINGS": "ignore"})
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout.strip().splitlines()[-1]
+
+
+# Built by TVM from msc's show_meta text and by msc, outputs compared at 1e-4.
+RUN = ("params_cnn", "fx_mlp")
 
 
 def _digests(arrays) -> list:
@@ -190,6 +203,14 @@ def test_tvm_parses_what_msc_prints():
         meta = tvm_metadata(name) or {}
         expect[name + ":meta"] = _digests(meta.get("ir.GenericConst", []) +
                                           meta.get("ffi.Tensor", []))
+    runs = {}
+    for name in RUN:  # TVM builds msc's show_meta text; msc builds the same module
+        mod = relax.from_script(tvm_text(name), metadata=tvm_metadata(name))
+        x = np.random.default_rng(0).standard_normal(
+            [int(d) for d in mod["main"].params[0].struct_info.values]).astype("float32")
+        item = next(i for i in items if i["name"] == name + ":meta")
+        item["inputs"] = [x.tolist()]
+        runs[name] = run_vm(mod, [x] + [t.data for t in mod["main"].attrs.get("params", [])])
     for path in sorted(SCRIPTS.glob("*.tvmscript")):
         mod = relax.from_script(path.read_text())
         if "metadata" not in mod.script():
@@ -200,6 +221,11 @@ def test_tvm_parses_what_msc_prints():
     for name in NAMES:
         assert as_msc_prints(results[name + ":meta"]["script"]) == as_msc_prints(tvm_text(name))
         assert set(results[name + ":meta"]["digests"]) == set(expect[name + ":meta"]), name
+    for name, want in runs.items():
+        got = results[name + ":meta"]["outputs"]
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), w, rtol=1e-4, atol=1e-4, err_msg=name)
 
 
 @pytest.mark.parametrize("name", ["fx_cnn", "onnx_conv_dynamic", "legalized_mlp"])
