@@ -235,3 +235,19 @@ def test_tvm_still_prints_the_stored_text(name, tmp_path):
     code = (f"import sys, json; sys.path.insert(0, {str(DATA)!r}); import gen_tvm027 as g; "
             f"print(json.dumps(g.build({name!r}).script()))")
     assert json.loads(_run_tvm(code)) == tvm_text(name)
+
+
+def test_from_relax_of_a_tvm_module_with_params_in_attrs():
+    """A tvm.IRModule whose weights sit in attrs["params"] (keep_params_as_input=True)."""
+    pytest.importorskip("tvm")
+    pytest.importorskip("torch")
+    code = (f"import sys, json; sys.path.insert(0, {str(DATA)!r}); import gen_tvm027 as g; "
+            "from frontends.translate import from_relax; "
+            "graph, w = from_relax(g.build('params_mlp')); "
+            "print(json.dumps([graph.inspect()['nodes'], [v.tolist() for v in w.values()]]))")
+    nodes, weights = json.loads(_run_tvm(code))
+    assert nodes["msc.linear_bias"] == 2
+    stored = tvm_metadata("params_mlp")["ffi.Tensor"]
+    assert len(weights) == len(stored)
+    for got, want in zip(weights, stored):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=0, atol=0)
