@@ -18,7 +18,7 @@ from msc.relax.op.registry import OPS, REQUIRED, OpDef
 from .attrs import decode
 from .naming import comment
 
-__all__ = ["JointContext", "find_weight", "joint_comment", "unsupported", "write_nodes"]
+__all__ = ["JointContext", "find_weight", "joint_comment", "shape_dims", "unsupported", "write_nodes"]
 
 # Weight roles named differently from the op argument they fill (conventions 4.3).
 ROLE_OF_ARG = {"moving_mean": "mean", "moving_var": "var"}
@@ -140,3 +140,14 @@ def find_weight(weights: dict, tensor: MSCTensor) -> np.ndarray:
             return np.asarray(value)
     raise ValidationError("no data for weight", tensor=tensor.name,
                           hint="weights are keyed by weight name (or alias)")
+
+
+def shape_dims(node) -> list[int]:
+    """The static dims of a ``shape`` node (a shape value the graph outputs: ``x.shape``)."""
+    text = node.attrs.get("shape", "")
+    try:
+        dims = [int(d) for d in text.split(",")] if text else []
+    except ValueError:
+        raise UnsupportedOpError(f"shape {text!r} has symbolic dims: no static value to write",
+                                 node=node.name) from None
+    return dims

@@ -34,7 +34,7 @@ from msc.relax.op.registry import OPS, make_function
 from .attrs import index_map
 from .baseline import baseline_keys, read_config, write_manifest
 from .files import load_script, save_npz, script_stem
-from .joint import JointContext, find_weight, joint_comment, write_nodes
+from .joint import JointContext, find_weight, joint_comment, shape_dims, write_nodes
 from .naming import Namer, comment, literal
 from .prims import PrimRenderer
 from .templates import test_section
@@ -248,6 +248,8 @@ class RelaxWriter:
         self.vars[node.name] = self.input(node, min(index, len(node.inputs) - 1))
 
     def _expr(self, node: MSCJoint) -> str:
+        if node.optype == "shape":  # a shape read (x.shape, x.size()) of static dims
+            return f"relax.ShapeExpr({literal(shape_dims(node))})"
         if node.optype == "tuple":
             return "[" + ", ".join(self.input(node, i) for i in range(len(node.inputs))) + "]"
         if node.optype in FUSED:

@@ -30,7 +30,7 @@ from msc.relax.op.registry import OPS
 
 from .baseline import baseline_keys, read_config, write_manifest
 from .files import load_script, save_npz, script_stem, write_binary_atomic
-from .joint import JointContext, find_weight, joint_comment, write_nodes
+from .joint import JointContext, find_weight, joint_comment, shape_dims, write_nodes
 from .naming import Namer, comment, identifier, literal
 from .prims import PrimRenderer
 from .templates import test_section
@@ -241,6 +241,9 @@ class TorchWriter:
         self.vars[node.name] = ctx.input(min(index, len(node.inputs) - 1))
 
     def _expr(self, node: MSCJoint) -> str:
+        if node.optype == "shape":  # a shape read (x.shape, x.size()) of static dims
+            dims = shape_dims(node)
+            return f"torch.tensor({literal(dims)}, dtype=torch.{identifier(node.outputs[0].dtype)})"
         ctx = TorchContext(self, node)
         if node.optype == "tuple":
             return "(" + "".join(f"{s}, " for s in ctx.inputs).rstrip(" ") + ")"

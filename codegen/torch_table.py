@@ -169,7 +169,8 @@ def _cumulative(func: str, identity: str) -> Callable:
         if axis is None:
             source, axis = f"{source}.flatten()", 0
         axis = _axis(axis, ctx.out.ndim)
-        out = _call(func, source, dim=axis) + _to(ctx.attr("dtype"))
+        # torch accumulates small ints and bool in int64; TVM in the output dtype (wrapping)
+        out = _call(func, source, dim=axis, dtype=f"torch.{identifier(ctx.out.dtype)}")
         if not ctx.attr("exclusive"):
             return out
         head = f"torch.{identity}_like({out}.narrow({axis}, 0, 1))"

@@ -255,7 +255,7 @@ def logits(params: dict, images: np.ndarray, low_level: int = 1) -> dict:
 def bind_params_logits(mod, nd_params: dict, images: np.ndarray) -> list:
     bound = relax.transform.BindParams("main", nd_params)(mod)
     text = bound.script(show_meta=True)  # TVM: MyModuleWithParams.show(show_meta=True)
-    if 'metadata["relax.expr.Constant"][0]' not in text:
+    if 'metadata["ir.GenericConst"][0]' not in text:
         raise SystemExit("BindParams: no constants in the metadata section")
     reparsed = relax.from_script(text)   # the metadata section carries the weights
     if reparsed.script(show_meta=True) != text:

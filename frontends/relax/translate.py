@@ -63,7 +63,7 @@ def _entry_function(mod: IRModule, entry: str) -> Function:
 
 def _prepare(mod: IRModule, entry: str, params, opt_config: dict) -> IRModule:
     """BindParams, FoldConstant (opt_level > 0) and ExpandTupleArguments, as MSC ran them."""
-    _entry_function(mod, entry)
+    params = {**_attr_params(_entry_function(mod, entry)), **(params or {})}
     passes = []
     if params:
         passes.append(T.BindParams(entry, params))
@@ -71,6 +71,21 @@ def _prepare(mod: IRModule, entry: str, params, opt_config: dict) -> IRModule:
         passes.append(T.FoldConstant())
     passes.append(T.ExpandTupleArguments())
     return T.Sequential(passes)(mod)
+
+
+def _attr_params(func: Function) -> dict:
+    """Weights TVM keeps as the trailing params with their values in ``attrs["params"]``
+    (``from_exported_program(keep_params_as_input=True)``): bound like user params."""
+    values = list(func.attrs.get("params") or [])
+    if not values:
+        return {}
+    num_input = int(func.attrs.get("num_input", len(func.params) - len(values)))
+    names = [p.name_hint for p in func.params[num_input:]]
+    if len(names) != len(values):
+        raise ValidationError(f"attrs['params'] holds {len(values)} tensors for {len(names)} "
+                              f"weight params (num_input={num_input})", key="params",
+                              hint="num_input must count the inputs that are not weights")
+    return {n: np.asarray(getattr(v, "data", v)) for n, v in zip(names, values)}
 
 
 def _build_config(build_config: dict) -> BuildConfig:

@@ -22,6 +22,7 @@ __all__ = ["from_tvm_module"]
 
 _FUNC_DEF = re.compile(r"^    def (\w+)\(", re.MULTILINE)
 _META_KEY = re.compile(r"""metadata\[["']([\w.]+)["']\]""")
+_TENSOR_KEY = "ffi.Tensor"
 
 # Node type name -> the fields the printer prints, in order (both for TVM and msc objects).
 _FIELDS = {
@@ -110,16 +111,25 @@ def from_tvm_module(tvm_mod) -> IRModule:
     tvm_funcs = {gv.name_hint: f for gv, f in tvm_mod.functions.items()}
     order = _printed_functions(text, list(tvm_funcs))
     arrays = [_to_numpy(c) for c in _constants(tvm_funcs, order)]
-    keys = set(_META_KEY.findall(text))
+    keys = set(_META_KEY.findall(text)) - {_TENSOR_KEY}
     if len(keys) > 1:
         raise ValidationError(f"the printed module references metadata {sorted(keys)}; only "
                               "constants can be recovered from a tvm.IRModule")
     metadata = {keys.pop(): arrays} if keys else None
-    mod = from_script(text, metadata=metadata)
+    tensors = _attr_tensors(tvm_funcs, order)
+    mod = from_script(text, metadata={**(metadata or {}), **tensors} or None)
     if not isinstance(mod, IRModule):
         mod = IRModule({"main": mod})
     _verify(mod, order, metadata)
     return mod
+
+
+def _attr_tensors(functions: dict, order: list[str]) -> dict:
+    """Tensors in function attributes (``"params"``), printed as ``metadata["ffi.Tensor"][i]``
+    in function order."""
+    found = [t.numpy() for name in order
+             for t in (getattr(functions[name], "attrs", None) or {}).get("params", [])]
+    return {_TENSOR_KEY: found} if found else {}
 
 
 def _verify(mod: IRModule, order: list[str], metadata: dict | None) -> None:

@@ -189,6 +189,10 @@ CASES += [
     Case("cumsum", [X234], lambda x: x.cumsum(1), axis=1),
     Case("cumsum", [I34], lambda x: x.flatten().cumsum(0) - x.flatten(), exclusive=True,
          id="cumsum-exclusive-flat"),
+    # integers accumulate in their own dtype and wrap, as TVM's cumsum does (torch would
+    # promote int32 to int64 unless told the dtype)
+    Case("cumsum", [np.full((2, 5), 2**30, "int32")], lambda x: x.cumsum(1, dtype=torch.int32),
+         axis=1, id="cumsum-int32-wraps"),
     Case("cumprod", [X234], lambda x: x.cumprod(2), axis=2),
     Case("collapse_sum_to", [X234, (3, 1)], lambda x, s: x.sum_to_size(3, 1)),
     Case("collapse_sum_like", [X234, _f(4)], lambda x, t: x.sum_to_size(4)),

@@ -126,7 +126,7 @@ def test_seed_mlp_reads_like_tvm():
 
 def test_constants_go_to_metadata_and_note_is_printed():
     text = conv_net().script()
-    assert 'R.nn.conv2d(inp_0, metadata["relax.expr.Constant"][0], strides=[1, 1]' in text
+    assert 'R.nn.conv2d(inp_0, metadata["ir.GenericConst"][0], strides=[1, 1]' in text
     assert 'R.const(0.5, "float32")' in text
     assert text.endswith("# Metadata omitted. Use show_meta=True in script() method to show it.")
     assert 'R.func_attr({"num_input": 1})' in text

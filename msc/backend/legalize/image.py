@@ -64,8 +64,7 @@ def _ceil(c: E.PrimExpr) -> E.PrimExpr:
 
 
 _ROUND = {
-    "round": lambda c: te.select(E.BinaryOp("GE", c, _f(0)), _floor(c + _f(0.5)),
-                                 _ceil(c - _f(0.5))),  # half away from zero
+    "round": lambda c: prim_call("round", c),  # halves to even (llvm.roundeven), as TVM
     "round_prefer_floor": lambda c: _ceil(c - _f(0.5)),
     "round_prefer_ceil": lambda c: _floor(c + _f(0.5)),
     "floor": _floor,

@@ -22,7 +22,7 @@ _COORD = {
     "tf_half_pixel_for_nn": lambda o, n, m: (o + 0.5) * n / m,
 }
 _ROUND = {
-    "round": lambda v: np.where(v >= 0, np.floor(v + 0.5), np.ceil(v - 0.5)),
+    "round": np.rint,  # TVM's te.round: halves to even (2.5 -> 2), as TVM 0.27 computes
     "round_prefer_floor": lambda v: np.ceil(v - 0.5),
     "round_prefer_ceil": lambda v: np.floor(v + 0.5),
     "floor": np.floor,

@@ -28,6 +28,7 @@ from ..expr import (
 from ..op import registry
 from ..printer.calls import SINFO_KEYWORDS, sinfo_keyword
 from ..struct_info import ObjectStructInfo, StructInfo, TensorStructInfo, TupleStructInfo
+from ..tvm_json import CONSTANT_TYPES as CONSTANT_KEYS
 from .sinfo import PrimParser, SinfoParser
 
 # Keywords that carry a call's sinfo_args (TVM 0.27 spelling first).
@@ -153,9 +154,9 @@ class ExprParser:
                                                        "metadata={key: [arrays]} to "
                                                        "from_script")
         table = self.metadata.get(key)
-        if table is None:
-            table = self.metadata.get("relax.expr.Constant") if len(self.metadata) == 1 \
-                else None
+        if table is None:  # the same constants under another TVM version's key
+            others = [self.metadata[k] for k in CONSTANT_KEYS if k in self.metadata]
+            table = others[0] if key in CONSTANT_KEYS and len(others) == 1 else None
         if table is None or not isinstance(index, int) or not 0 <= index < len(table):
             raise self.ctx.error(node, f"metadata[{key!r}][{index!r}] is not in the metadata "
                                        "section")

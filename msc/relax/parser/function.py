@@ -8,6 +8,7 @@ from ...errors import MSCError, ParseError
 from ...script.tir import dtype_ctor
 from ...tir import intrin
 from ..analysis import is_base_of, unify_struct_info
+from ..arith import annotation_mismatch
 from ..block_builder import BlockBuilder
 from ..expr import (
     BindingBlock,
@@ -145,11 +146,12 @@ class FunctionParser:
             raise self.ctx.error(self.node, f"function {self.node.name!r} has no return")
         self._flush()
         body_expr = body
-        if self.ret is not None and body_expr.struct_info is not None and \
-                not is_base_of(self.ret, body_expr.struct_info):
+        why = None if self.ret is None or body_expr.struct_info is None else \
+            annotation_mismatch(self.ret, body_expr.struct_info)
+        if why is not None:
             raise self.ctx.error(self._return_node, "return value does not match the return "
                                  f"annotation: {sinfo_to_str(body_expr.struct_info)} is not "
-                                 f"{sinfo_to_str(self.ret)}")
+                                 f"{sinfo_to_str(self.ret)}: {why}")
         attrs = dict(self.attrs)
         if not self.flags.get("private", False):
             attrs.setdefault("global_symbol", self.node.name)
@@ -327,9 +329,11 @@ class FunctionParser:
     def _add_binding(self, name, value, ann, node, dataflow, outputs) -> None:
         sinfo = value.struct_info
         if ann is not None:
-            if sinfo is not None and not is_base_of(ann, sinfo):
+            why = None if sinfo is None else annotation_mismatch(ann, sinfo)
+            if why is not None:
                 raise self.ctx.error(node, f"annotation {sinfo_to_str(ann)} does not match "
-                                           f"the inferred {sinfo_to_str(sinfo)} of {name!r}")
+                                           f"the inferred {sinfo_to_str(sinfo)} of {name!r}: "
+                                           f"{why}", hint=_TRUSTED)
             sinfo = ann
         var = self._new_var(name, sinfo, dataflow, outputs)
         self.bindings.append(VarBinding(var, value))
@@ -362,6 +366,10 @@ class FunctionParser:
             raise
         except MSCError as err:
             raise self.ctx.wrap(node, err) from None
+
+
+_TRUSTED = ("an annotation is accepted when its dims are provably equal to the inferred ones "
+            "or cannot be proven different; fix the annotation or the expression")
 
 
 def _is_number(node) -> bool:

@@ -1,12 +1,15 @@
-"""The metadata section: constant values referenced as ``metadata["relax.expr.Constant"][i]``.
+"""The metadata section: values referenced as ``metadata["ir.GenericConst"][i]`` (constants
+in expressions), ``metadata["ffi.Tensor"][i]`` (tensors in attributes, e.g. ``"params"``) or
+older keys such as ``metadata["relax.expr.Constant"][i]``.
 
 Two forms are read, both without executing anything:
 
 * msc's, a literal ``metadata = {"relax.expr.Constant": [{"dtype": "float32", "shape": [2],
   "data": "<base64 of little-endian C-order bytes>"}, ...]}``;
-* TVM's, ``metadata = tvm.ir.load_json(\"\"\"{...}\"\"\")``: the JSON object graph (the legacy
-  ``type_key``/``b64ndarrays`` graph and the ``type``/``data`` graph of tvm-ffi), whose
-  tensors are base64 DLTensor blobs.
+* TVM's, ``metadata = tvm.ir.load_json(\"\"\"{...}\"\"\")``: the JSON object graph in every
+  form TVM wrote (tvm-ffi's ``ffi.Tensor`` / ``ir.GenericConst`` of TVM 0.27, early tvm-ffi's
+  ``relax.expr.Constant`` / ``runtime.NDArray``, the legacy ``type_key`` graph with
+  ``b64ndarrays``), read by msc/relax/tvm_json.py.
 """
 
 from __future__ import annotations
@@ -21,10 +24,8 @@ import numpy as np
 
 from ...errors import ParseError
 from ..expr import Constant
-
-_BLOB_MAGIC = 0xDD5E40F096B4A13F
-# DLPack dtype codes -> numpy kinds.
-_DL_CODES = {0: "int", 1: "uint", 2: "float", 4: "bfloat"}
+from ..tvm_json import Constant as JsonConstant
+from ..tvm_json import decode_blob, decode_graph
 
 
 def parse_metadata(ctx, node) -> dict:
@@ -38,7 +39,10 @@ def parse_metadata(ctx, node) -> dict:
             return decode_tvm_json(json.loads(node.args[0].value))
         except (ValueError, KeyError, IndexError, TypeError, struct.error,
                 binascii.Error) as err:
-            raise ctx.error(node, f"cannot read TVM metadata: {err}") from None
+            raise ctx.error(node, f"cannot read TVM metadata: {err}",
+                            hint="the section should be what TVM's mod.script(show_meta=True) "
+                                 "printed; or drop it and pass metadata={key: [arrays]} to "
+                                 "from_script") from None
     raise ctx.error(node, "metadata must be a literal dict or tvm.ir.load_json(\"\"\"...\"\"\")")
 
 
@@ -78,76 +82,29 @@ def _entry(ctx, entry, node) -> Constant:
 
 
 # --------------------------------------------------------------------------------------------
-# TVM's JSON object graph.
+# TVM's JSON object graph (msc/relax/tvm_json.py reads every form TVM wrote).
 
 def decode_tvm_json(graph: dict) -> dict:
-    """A TVM ``save_json`` graph of ``{key: [Constant, ...]}`` -> {key: [Constant, ...]}."""
-    nodes = graph["nodes"]
-    root = graph.get("root", graph.get("root_index"))
-    arrays = graph.get("b64ndarrays", [])
+    """A TVM ``save_json`` graph of ``{key: [constant or tensor, ...]}`` ->
+    {key: [Constant, ...]}."""
+    table = decode_graph(graph)
+    if not isinstance(table, dict):
+        raise TypeError(f"the root is a {type(table).__name__}, not a map of key -> list")
     out = {}
-    for key, value in _map_items(nodes, nodes[root]):
-        out[key] = [_tvm_constant(nodes, arrays, nodes[i]) for i in _array_items(nodes[value])]
+    for key, values in table.items():
+        if not isinstance(values, list):
+            raise TypeError(f"metadata[{key!r}] is a {type(values).__name__}, not a list")
+        out[str(key)] = [_as_constant(key, i, v) for i, v in enumerate(values)]
     return out
 
 
-def _kind(node: dict) -> str:
-    return node.get("type_key", node.get("type", ""))
-
-
-def _map_items(nodes, node):
-    if "keys" in node:  # legacy: string keys, value indices in data
-        return list(zip(node["keys"], node["data"]))
-    data = node["data"]
-    return [(_string(nodes[data[i]]), data[i + 1]) for i in range(0, len(data), 2)]
-
-
-def _string(node) -> str:
-    value = node.get("data", node.get("repr_str"))
-    return value if isinstance(value, str) else str(value)
-
-
-def _array_items(node) -> list:
-    return [int(i) for i in node["data"]]
-
-
-def _tvm_constant(nodes, arrays, node) -> Constant:
-    fields = node.get("attrs") or node.get("data") or {}
-    ref = fields["data"]
-    if "attrs" in node:  # legacy: index into b64ndarrays
-        return Constant(decode_blob(base64.b64decode(arrays[int(ref)])))
-    tensor = nodes[int(ref)]
-    payload = tensor.get("data")
-    if isinstance(payload, dict):
-        payload = payload.get("data", payload.get("b64"))
-    return Constant(decode_blob(base64.b64decode(payload)))
-
-
-def decode_blob(blob: bytes) -> np.ndarray:
-    """A serialized DLTensor (TVM's NDArray save format) -> numpy array."""
-    magic, _reserved, _dev_type, _dev_id, ndim = struct.unpack_from("<QQiii", blob, 0)
-    if magic != _BLOB_MAGIC:
-        raise ValueError("not a TVM tensor blob")
-    code, bits, lanes = struct.unpack_from("<BBH", blob, 28)
-    offset = 32
-    shape = struct.unpack_from(f"<{ndim}q", blob, offset)
-    offset += 8 * ndim
-    (nbytes,) = struct.unpack_from("<q", blob, offset)
-    offset += 8
-    dtype = _numpy_dtype(code, bits, lanes)
-    data = np.frombuffer(blob[offset:offset + nbytes], dtype=dtype.newbyteorder("<"))
-    return data.astype(dtype).reshape(shape)
-
-
-def _numpy_dtype(code: int, bits: int, lanes: int) -> np.dtype:
-    if lanes != 1:
-        raise ValueError(f"vector dtypes (lanes={lanes}) are not supported")
-    if code == 1 and bits == 1:
-        return np.dtype(np.bool_)
-    kind = _DL_CODES.get(code)
-    if kind is None or kind == "bfloat":
-        raise ValueError(f"unsupported tensor dtype code {code} ({bits} bits)")
-    return np.dtype(f"{kind}{bits}")
+def _as_constant(key, index: int, value) -> Constant:
+    if isinstance(value, JsonConstant):
+        return Constant(value.data)
+    if isinstance(value, np.ndarray):
+        return Constant(value)
+    raise ValueError(f"metadata[{key!r}][{index}] is a {type(value).__name__}, not a tensor "
+                     "or constant")
 
 
 def normalize_metadata(metadata) -> dict | None:

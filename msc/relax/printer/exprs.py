@@ -38,7 +38,7 @@ from ..expr import (
 from ..op.registry import Op
 from ..struct_info import StructInfo
 from .calls import is_dps_call, keyword_only_args, sinfo_args_text, sinfo_keyword
-from .metadata import META_KEY
+from .metadata import CONST_KEY, TENSOR_KEY, MetaTables
 from .sinfo import sinfo_to_str, sinfo_vars
 from .text import INDENT, format_float, format_str, prim_to_str, script_header
 
@@ -52,8 +52,11 @@ INLINE_CONST_DTYPES = ("bool", "int8", "int16", "int32", "int64", "float16", "fl
 # --------------------------------------------------------------------------------------------
 # Attribute values.
 
-def literal(value) -> str:
-    """Python-literal text of an attribute value (lists for tuples, None for void dtypes)."""
+def literal(value, meta: MetaTables | None = None) -> str:
+    """Python-literal text of an attribute value (lists for tuples, None for void dtypes);
+    tensors in it print as ``metadata["ffi.Tensor"][i]`` numbered in ``meta``."""
+    if isinstance(value, (Constant, np.ndarray)) and meta is not None:
+        return meta.ref(TENSOR_KEY, value)
     if value is None:
         return "None"
     if isinstance(value, bool):
@@ -67,10 +70,11 @@ def literal(value) -> str:
     if isinstance(value, tir.PrimExpr):
         return prim_to_str(value)
     if isinstance(value, dict):
-        items = ", ".join(f"{literal(k)}: {literal(v)}" for k, v in _sorted_items(value))
+        items = ", ".join(f"{literal(k, meta)}: {literal(v, meta)}"
+                          for k, v in _sorted_items(value))
         return "{" + items + "}"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(literal(v) for v in value) + "]"
+        return "[" + ", ".join(literal(v, meta) for v in value) + "]"
     if isinstance(value, StructInfo):
         return sinfo_to_str(value)
     if isinstance(value, Expr):
@@ -88,9 +92,9 @@ def _sorted_items(mapping: dict):
 class _ExprPrinter:
     """Prints expressions; names come from ``names`` (a dict var -> name) when given."""
 
-    def __init__(self, names: dict | None = None, constants: list | None = None):
+    def __init__(self, names: dict | None = None, meta: MetaTables | None = None):
         self.names = names if names is not None else {}
-        self.constants = constants
+        self.meta = meta if meta is not None else MetaTables()
         self.uses_cls = False
 
     def expr(self, e, top: bool = False) -> str:
@@ -118,17 +122,7 @@ class _ExprPrinter:
         dtype = c.struct_info.dtype
         if data.ndim == 0 and dtype in INLINE_CONST_DTYPES:
             return f"R.const({_scalar_text(data)}, {format_str(dtype)})"
-        index = self._const_index(c)
-        return f"metadata[{format_str(META_KEY)}][{index}]"
-
-    def _const_index(self, c: Constant) -> int:
-        if self.constants is None:
-            self.constants = []
-        for i, known in enumerate(self.constants):
-            if known is c:
-                return i
-        self.constants.append(c)
-        return len(self.constants) - 1
+        return self.meta.ref(CONST_KEY, c)
 
     def tuple(self, t: Tuple, top: bool) -> str:
         if not t.fields:
@@ -274,15 +268,15 @@ class _Namer:
 
 
 class FunctionPrinter:
-    """Prints one Relax function at a given indent; shares the module's constant list."""
+    """Prints one Relax function at a given indent; shares the module's metadata tables."""
 
-    def __init__(self, func: Function, name: str, constants: list, indent: int = 1,
+    def __init__(self, func: Function, name: str, meta: MetaTables, indent: int = 1,
                  inner: bool = False):
         self.func = func
         self.name = name
         self.inner = inner
         self.namer = _Namer()
-        self.ep = _ExprPrinter(self.namer.names, constants)
+        self.ep = _ExprPrinter(self.namer.names, meta)
         self.indent = indent
         self.lines: list[str] = []
 
@@ -325,7 +319,7 @@ class FunctionPrinter:
         attrs = {k: v for k, v in self.func.attrs.items()
                  if not (k == "global_symbol" and v == self.name)}
         if attrs:
-            self.lines.append(f"{pad}R.func_attr({literal(attrs)})")
+            self.lines.append(f"{pad}R.func_attr({literal(attrs, self.ep.meta)})")
 
     def signature_vars(self) -> dict:
         found: dict = {}
@@ -391,12 +385,11 @@ class FunctionPrinter:
 
     def _inner_function(self, binding, pad: str) -> list[str]:
         name = self.namer.name(binding.var)
-        inner = FunctionPrinter(binding.value, name, self.ep.constants, indent=0, inner=True)
+        inner = FunctionPrinter(binding.value, name, self.ep.meta, indent=0, inner=True)
         inner.namer.used |= self.namer.used
         inner.namer.names.update(self.namer.names)
         lines = [pad + line for line in inner.print()]
         self.ep.uses_cls |= inner.ep.uses_cls
-        self.ep.constants = inner.ep.constants
         return lines + [""]
 
 
@@ -417,7 +410,7 @@ def _all_bindings(expr):
 def function_to_script(func: Function, name: str | None = None) -> str:
     """A single Relax function as TVMScript, named by ``name`` or its global symbol."""
     name = name or func.attrs.get("global_symbol", "main")
-    printer = FunctionPrinter(func, name, [], indent=0)
+    printer = FunctionPrinter(func, name, MetaTables(), indent=0)
     body = "\n".join(printer.print())
     type_vars = sorted(n for n, v in printer.signature_vars().items() if v.dtype == "int64")
     lines = script_header(body, bool(type_vars), module=False)

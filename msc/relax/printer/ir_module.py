@@ -11,7 +11,7 @@ from __future__ import annotations
 from ...tir.printer import prim_func_to_script
 from ..expr import ExternFunc, Function
 from .exprs import FunctionPrinter, literal
-from .metadata import METADATA_NOTE, metadata_section
+from .metadata import METADATA_NOTE, MetaTables, metadata_section
 from .text import INDENT, script_header
 
 __all__ = ["module_to_script"]
@@ -32,26 +32,27 @@ def _func_order(item) -> tuple:
 
 
 def module_to_script(mod, show_meta: bool = False, **_kwargs) -> str:
-    """An IRModule as TVM 0.27 TVMScript. ``show_meta`` appends the constants' values."""
-    constants: list = []
+    """An IRModule as TVM 0.27 TVMScript. ``show_meta`` writes the metadata's values above
+    it (TVM's ``metadata = tvm.ir.load_json(...)``); without it, a note ends the text."""
+    meta = MetaTables()
     type_vars: dict = {}
     blocks = []
     for gv, func in sorted(mod.functions.items(), key=_func_order):
-        blocks.append(_print_func(func, gv.name_hint, constants, type_vars))
+        blocks.append(_print_func(func, gv.name_hint, meta, type_vars))
     body = "\n\n".join(blocks)
     if mod.attrs:
-        body = f"{INDENT}I.module_attrs({literal(mod.attrs)})\n" + body
+        body = f"{INDENT}I.module_attrs({literal(mod.attrs, meta)})\n" + body
     lines = script_header(body, bool(type_vars))
     lines += [f'{name} = TypeVar("{name}")' for name in sorted(type_vars)]
     text = "\n".join(lines + ["@I.ir_module", "class Module:", body])
-    if constants:
-        text += "\n\n" + (metadata_section(constants) if show_meta else METADATA_NOTE)
-    return text
+    if meta and show_meta:
+        return metadata_section(meta) + "\n" + text
+    return text + "\n\n" + METADATA_NOTE if meta else text
 
 
-def _print_func(func, name: str, constants: list, type_vars: dict) -> str:
+def _print_func(func, name: str, meta: MetaTables, type_vars: dict) -> str:
     if isinstance(func, Function):
-        printer = FunctionPrinter(func, name, constants)
+        printer = FunctionPrinter(func, name, meta)
         for var_name, var in printer.signature_vars().items():
             if var.dtype == "int64":
                 type_vars.setdefault(var_name, var)

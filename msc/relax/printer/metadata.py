@@ -1,35 +1,65 @@
-"""The metadata section: constants too large to print inline, by value, after the module."""
+"""The metadata section: values too large to print inline, numbered where they are used, as
+TVM 0.27 does::
+
+    metadata["ir.GenericConst"][i]   # a tensor constant in an expression
+    metadata["ffi.Tensor"][i]        # a tensor in an attribute (R.func_attr({"params": [...]}))
+
+``show_meta=True`` writes ``metadata = tvm.ir.load_json(\"\"\"...\"\"\")`` above the header in
+tvm-ffi's JSON (msc/relax/tvm_json.py), which TVM 0.27's parser and msc's both read;
+otherwise the module ends with TVM's "Metadata omitted" note.
+"""
 
 from __future__ import annotations
 
-import base64
-
 import numpy as np
 
+from ..tvm_json import encode_metadata
 from .text import format_str
 
-__all__ = ["METADATA_NOTE", "META_KEY", "metadata_section"]
+__all__ = [
+    "CONST_KEY",
+    "METADATA_NOTE",
+    "META_KEY",
+    "TENSOR_KEY",
+    "MetaTables",
+    "metadata_section",
+]
 
-META_KEY = "relax.expr.Constant"
+CONST_KEY = "ir.GenericConst"
+TENSOR_KEY = "ffi.Tensor"
+META_KEY = CONST_KEY
 METADATA_NOTE = "# Metadata omitted. Use show_meta=True in script() method to show it."
+# How each key's entries are written in TVM's graph.
+_ENTRY_KIND = {CONST_KEY: "const", TENSOR_KEY: "tensor"}
 
 
-def metadata_section(constants: list) -> str:
-    """``metadata = {...}``: each constant's dtype, shape and base64 of its little-endian C-order
-    bytes. Parsed back by the parser; never executed."""
-    lines = ["# Metadata: constant values (base64 of little-endian C-order bytes).",
-             "metadata = {", f"    {format_str(META_KEY)}: ["]
-    for c in constants:
-        lines.append(f"        {_constant_entry(c.data)},")
-    lines += ["    ],", "}"]
-    return "\n".join(lines)
+class MetaTables:
+    """The module's metadata tables, each numbered in printing order; a value used twice
+    (the same object) keeps its first index."""
+
+    def __init__(self):
+        self.tables: dict[str, list] = {}
+
+    def ref(self, key: str, value) -> str:
+        table = self.tables.setdefault(key, [])
+        index = next((i for i, known in enumerate(table) if known is value), None)
+        if index is None:
+            table.append(value)
+            index = len(table) - 1
+        return f"metadata[{format_str(key)}][{index}]"
+
+    def __bool__(self) -> bool:
+        return any(self.tables.values())
 
 
-def _constant_entry(data: np.ndarray) -> str:
-    arr = np.ascontiguousarray(data)
-    if arr.dtype.byteorder == ">":
-        arr = arr.astype(arr.dtype.newbyteorder("<"))
-    encoded = base64.b64encode(arr.tobytes()).decode("ascii")
-    dtype = "bool" if arr.dtype == np.bool_ else arr.dtype.name
-    return (f'{{"dtype": {format_str(dtype)}, "shape": {list(arr.shape)}, '
-            f'"data": {format_str(encoded)}}}')
+def metadata_section(meta: MetaTables) -> str:
+    """``metadata = tvm.ir.load_json(\"\"\"...\"\"\")`` as TVM 0.27 prints it (quotes escaped)."""
+    tables = {key: [(_ENTRY_KIND.get(key, "const"), _array(v)) for v in values]
+              for key, values in meta.tables.items() if values}
+    text = encode_metadata(tables).replace("\\", "\\\\").replace('"', '\\"')
+    return f'metadata = tvm.ir.load_json("""{text}""")'
+
+
+def _array(value) -> np.ndarray:
+    data = getattr(value, "data", value)
+    return np.asarray(data)

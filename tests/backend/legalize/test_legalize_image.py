@@ -283,3 +283,15 @@ def test_build_runs_compiled_tir(op, tensors, extra, attrs):
     got = relax.VirtualMachine(ex)["main"](*tensors).numpy()
     want = reference(build_call(op, tensors, *extra, **attrs), tensors)
     assert_close(got, want, "float32", op, scale=10)
+
+
+def test_nearest_round_breaks_ties_to_even_as_tvm():
+    # 8 -> 4 with half_pixel coordinates lands on 0.5, 2.5, 4.5, 6.5; TVM 0.27 (te.round)
+    # picks 0, 2, 4, 6 where half-away-from-zero would pick 1, 3, 5, 7.
+    x = np.arange(8, dtype="float32").reshape(1, 1, 1, 8)
+    attrs = {"method": "nearest_neighbor", "coordinate_transformation_mode": "half_pixel",
+                 "rounding_method": "round"}
+    want = x[..., [0, 2, 4, 6]]
+    got, ref = check_op("image.resize2d", [x], (1, 4), **attrs)   # kernel, numpy, interpreter
+    np.testing.assert_array_equal(ref, want)
+    np.testing.assert_array_equal(got, want)

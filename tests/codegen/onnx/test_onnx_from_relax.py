@@ -30,8 +30,10 @@ def _module(path: Path):
     npz = path.with_suffix(".npz")
     metadata = None
     if npz.exists():
-        with np.load(npz) as data:
-            metadata = {"ir.GenericConst": [data[str(i)] for i in range(len(data.files))]}
+        with np.load(npz) as data:  # "i": ir.GenericConst i, "ffi.Tensor.i": attr tensor i
+            metadata = {"ir.GenericConst": [data[k] for k in sorted(
+                (k for k in data.files if k.isdigit()), key=int)], "ffi.Tensor": [
+                data[f"ffi.Tensor.{i}"] for i in range(sum(not k.isdigit() for k in data.files))]}
     return relax.from_script(path.read_text(), metadata=metadata)
 
 
@@ -53,7 +55,8 @@ def test_corpus_module_runs_in_onnxruntime_like_the_vm(name):
     graph, weights = from_relax(mod)
     inputs = _inputs(graph)
     got = run_onnxruntime(to_onnx(graph, weights), inputs)
-    want = run_vm(mod, inputs)
+    # Weights kept as params (values in attrs["params"]) are the VM's trailing arguments.
+    want = run_vm(mod, inputs + [t.data for t in mod["main"].attrs.get("params", [])])
     assert len(got) == len(want)
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

@@ -4,8 +4,10 @@
 
 Each model gives ``<name>.tvmscript`` (``mod.script()`` as TVM 0.27 prints it) and, when it
 has constants, ``<name>.npz`` with the values of ``metadata["ir.GenericConst"][i]`` under key
-``"i"`` (TVM 0.27 cannot print its metadata section: ``show_meta=True`` crashes). Each model
-runs in its own subprocess because TVM may crash.
+``"i"``. ``<name>.tvmmeta`` is ``mod.script(show_meta=True)`` where TVM 0.27 can print it: it
+can for tensors kept in attributes (``"params"``, keyed ``ffi.Tensor``), but it crashes
+serializing any ``ir.GenericConst`` (its ``ty`` holds IntImms whose BigInt value tvm-ffi's
+ToJSONGraph cannot write). Each model runs in its own subprocess because TVM may crash.
 """
 
 import os
@@ -14,7 +16,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODELS = ["fx_cnn", "fx_mlp", "fx_transformer", "ep_cnn", "ep_mlp", "ep_transformer",
-          "ep_cnn_dynamic", "onnx_conv", "onnx_conv_dynamic", "legalized_mlp"]
+          "ep_cnn_dynamic", "onnx_conv", "onnx_conv_dynamic", "legalized_mlp",
+          "params_mlp", "params_cnn"]
 INLINE = ("bool", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
 
 
@@ -105,6 +108,13 @@ def build(name):
     from tvm import relax
 
     kind, model_name = name.split("_", 1)
+    if kind == "params":  # weights kept in R.func_attr({"params": [...]})
+        import torch
+        from tvm.relax.frontend.torch import from_exported_program
+
+        model, shape = torch_models()[model_name]
+        ep = torch.export.export(model, (torch.randn(*shape),))
+        return from_exported_program(ep, keep_params_as_input=True)
     if kind == "onnx":
         return onnx_module(model_name.endswith("dynamic"))
     if kind == "legalized":
@@ -200,22 +210,37 @@ def metadata_constants(mod):
     return [c.value.numpy() for c in found]
 
 
-def generate(name):
+def generate(name, show_meta=False):
     import numpy as np
 
     mod = build(name)
+    if show_meta:  # may crash TVM (see above): run last, in its own process
+        text = mod.script(show_meta=True)
+        with open(os.path.join(HERE, f"{name}.tvmmeta"), "w") as f:
+            f.write(text + "\n")
+        return
     text = mod.script()
     with open(os.path.join(HERE, f"{name}.tvmscript"), "w") as f:
         f.write(text + "\n")
-    consts = metadata_constants(mod)
-    if consts:
-        np.savez(os.path.join(HERE, f"{name}.npz"), **{str(i): c for i, c in enumerate(consts)})
+    arrays = {str(i): c for i, c in enumerate(metadata_constants(mod))}
+    # Tensors in attributes print as metadata["ffi.Tensor"][i], in attribute order.
+    attrs = mod["main"].attrs if "main" in [g.name_hint for g in mod.functions] else None
+    tensors = list(attrs["params"]) if attrs is not None and "params" in attrs else []
+    arrays.update({f"ffi.Tensor.{i}": t.numpy() for i, t in enumerate(tensors)})
+    if arrays:
+        np.savez(os.path.join(HERE, f"{name}.npz"), **arrays)
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1:
-        generate(sys.argv[1])
+        generate(sys.argv[1], "--meta" in sys.argv)
     else:
         for model in MODELS:
             subprocess.run([sys.executable, __file__, model], check=True)
-            print("wrote", model)
+            meta = subprocess.run([sys.executable, __file__, model, "--meta"], check=False,
+                                  capture_output=True)
+            if meta.returncode:
+                path = os.path.join(HERE, f"{model}.tvmmeta")
+                if os.path.exists(path):
+                    os.remove(path)
+            print("wrote", model, "(no show_meta text)" if meta.returncode else "")
