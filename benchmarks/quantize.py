@@ -14,8 +14,9 @@ QDQ graph from ``compression.quantize`` on the msc backend (relax.build + Virtua
 QDQ model from onnxruntime on onnxruntime; the SQNR (dB) of each against the float model's
 output (onnxruntime, float) is printed side by side, with the number of Q/DQ pairs each
 inserted. msc runs twice: QDQ on the chosen ops' inputs (its default: what an int8 kernel
-needs) and on their outputs too (``quantize_outputs``, onnxruntime's placement). onnxruntime's Entropy keeps its own default of 128 bins (quantize_static does not
-pass ``num_bins``), which makes it a MinMax; msc's entropy is TensorRT's (2048 bins).
+needs) and on their outputs too (``quantize_outputs``, onnxruntime's placement).
+onnxruntime's Entropy keeps its own default of 128 bins (quantize_static does not pass
+``num_bins``), which makes it a MinMax; msc's entropy is TensorRT's (2048 bins).
 """
 
 from __future__ import annotations

@@ -18,7 +18,8 @@ from msc.relax.op.registry import OPS, REQUIRED, OpDef
 from .attrs import decode
 from .naming import comment
 
-__all__ = ["JointContext", "find_weight", "joint_comment", "shape_dims", "unsupported", "write_nodes"]
+__all__ = ["JointContext", "find_weight", "joint_comment", "shape_dims", "unsupported",
+           "write_nodes"]
 
 # Weight roles named differently from the op argument they fill (conventions 4.3).
 ROLE_OF_ARG = {"moving_mean": "mean", "moving_var": "var"}

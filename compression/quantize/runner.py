@@ -17,7 +17,8 @@ import numpy as np
 from msc.errors import ValidationError
 from msc.graph import MSCGraph, MSCJoint, serialize
 
-__all__ = ["activation_names", "fresh_prims", "input_arrays", "make_runner", "rebuild", "with_outputs"]
+__all__ = ["activation_names", "fresh_prims", "input_arrays", "make_runner", "rebuild",
+           "with_outputs"]
 
 
 def rebuild(graph: MSCGraph, joints: Iterable[MSCJoint], outputs: Sequence[str] | None = None,

@@ -1,5 +1,5 @@
 """``msc demo`` step: TensorIR lessons -- a Schedule applied to a prim func, its trace
-replayed, and tune_tir searching a small matmul (the lead wires ``step_tir`` into demo.py)."""
+replayed, and tune_tir searching a small matmul."""
 
 from __future__ import annotations
 
