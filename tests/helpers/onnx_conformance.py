@@ -106,7 +106,75 @@ def run_onnxruntime(model, inputs: list) -> list:
     sess = ort.InferenceSession(model_copy.SerializeToString(), options,
                                 providers=["CPUExecutionProvider"])
     names = [i.name for i in sess.get_inputs()]
-    return sess.run(None, dict(zip(names, inputs)))
+    if not any(_exotic(v) for v in inputs) and not any(
+            t.type in _EXOTIC_ORT_TYPES for t in sess.get_outputs()):
+        return sess.run(None, dict(zip(names, inputs)))
+    # bfloat16 / float8 / 4- and 2-bit values: onnxruntime's numpy API takes none of them, its
+    # kernels do; feed and read them as OrtValues holding onnxruntime's own packed bytes.
+    feeds = {n: _to_ort_value(v) for n, v in zip(names, inputs)}
+    outs = sess.run_with_ort_values([o.name for o in sess.get_outputs()], feeds)
+    return [_from_ort_value(v) for v in outs]
+
+
+# ml_dtypes types onnxruntime's numpy bridge cannot take or give (its kernels run them)
+_EXOTIC = ("bfloat16", "float8", "float4", "int4", "uint4", "int2", "uint2")
+_EXOTIC_ORT_TYPES = ("tensor(bfloat16)",) + tuple(
+    f"tensor({t})" for t in ("float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz",
+                             "float8e8m0", "float4e2m1", "int4", "uint4", "int2", "uint2"))
+
+
+def _exotic(value) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype.name.startswith(_EXOTIC)
+
+
+def _bits(onnx_type: int) -> int:
+    from onnx import TensorProto as T
+
+    return {T.INT4: 4, T.UINT4: 4, T.FLOAT4E2M1: 4, getattr(T, "INT2", -1): 2,
+            getattr(T, "UINT2", -1): 2}.get(onnx_type, 0)
+
+
+def _to_ort_value(value):
+    import ctypes
+
+    import onnxruntime as ort
+    from onnx import helper
+
+    if not _exotic(value):
+        return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(value))
+    onnx_type = helper.np_dtype_to_tensor_dtype(value.dtype)
+    raw = np.ascontiguousarray(value).view(np.uint8).reshape(-1)
+    bits = _bits(onnx_type)
+    if bits:  # one value per byte in numpy, packed low bits first in onnxruntime
+        per = 8 // bits
+        raw = np.concatenate([raw, np.zeros((-len(raw)) % per, np.uint8)]).reshape(-1, per)
+        raw = sum((raw[:, k] & ((1 << bits) - 1)) << (bits * k) for k in range(per))
+        raw = raw.astype(np.uint8)
+    out = ort.OrtValue.ortvalue_from_shape_and_type(list(value.shape), onnx_type)
+    ctypes.memmove(out.data_ptr(), raw.ctypes.data, min(raw.nbytes, out.tensor_size_in_bytes()))
+    return out
+
+
+def _from_ort_value(value):
+    import ctypes
+
+    from onnx import helper
+
+    onnx_type, shape = value.element_type(), value.shape()
+    dtype = helper.tensor_dtype_to_np_dtype(onnx_type)
+    if not dtype.name.startswith(_EXOTIC):
+        return value.numpy()
+    size = value.tensor_size_in_bytes()
+    raw = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(value.data_ptr())).copy()
+    bits, count = _bits(onnx_type), int(np.prod(shape, dtype=np.int64))
+    if bits:
+        per = 8 // bits
+        parts = [(raw >> (bits * k)) & ((1 << bits) - 1) for k in range(per)]
+        raw = np.stack(parts, axis=1).reshape(-1)[:count].astype(np.uint8)
+        if dtype.name.startswith(("int4", "int2")):  # sign-extend into the byte
+            sign = 1 << (bits - 1)
+            raw = ((raw ^ sign) - sign).astype(np.int8).view(np.uint8)
+    return raw.view(dtype).reshape(shape)
 
 
 def _cap_opset(model, cap: int) -> None:

@@ -9,6 +9,7 @@ Raise the ratchet with ``MSC_ONNX_RATCHET_UPDATE=1`` after an improvement. The w
 side by side with onnxruntime, is ``python benchmarks/onnx_conformance.py``.
 """
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -58,3 +59,21 @@ def test_report_lists_every_op(report):
     assert report["total"] == len(report["cases"])
     for row in report["ops"].values():
         assert row["msc_pass"] + len(row["failing"]) == row["cases"]
+
+
+@pytest.mark.parametrize("case", ["test_cast_BFLOAT16_to_FLOAT", "test_cast_FLOAT_to_BFLOAT16",
+                                  "test_cast_FLOAT_to_INT4", "test_cast_INT4_to_FLOAT",
+                                  "test_cast_FLOAT_to_FLOAT8E4M3FN"])
+def test_onnxruntime_anchor_gets_values_its_numpy_api_cannot_take(case):
+    """The anchor is measured fairly: bfloat16 / float8 / int4 values reach onnxruntime's
+    kernels as OrtValues (its numpy bridge refuses them), and come back as ml_dtypes arrays."""
+    assert conf.run_case(_case_named(case), "onnxruntime")["status"] == "pass"
+
+
+@functools.cache
+def _cases_by_name() -> dict:
+    return {c.name: c for c in conf.load_cases()}
+
+
+def _case_named(name: str):
+    return _cases_by_name()[name]
