@@ -4,6 +4,8 @@ condition (the taken branch is inlined) or on one known at run time (both branch
 
 from __future__ import annotations
 
+import numpy as np
+
 from msc import relax
 from msc.tir import expr as tir
 
@@ -101,4 +103,50 @@ def _stack_scan_outputs(g: Context, node: OnnxNode, collected: list) -> list:
     return outs
 
 
-CONVERTERS = {"If": {1: convert_if}, "Scan": {8: convert_scan_v8, 9: convert_scan}}
+MAX_UNROLL = 4096  # Loop steps inlined at most (each step copies the body into main)
+
+
+def convert_loop(g: Context, node: OnnxNode):
+    """Loop with a trip count and a stop condition known at conversion time: unrolled. A trip
+    count or a condition known only at run time is unsupported (it needs a VM loop)."""
+    trip, cond = node.inputs[0], node.inputs[1]
+    count = None if trip is None else g.ints(trip)
+    if trip is not None and count is None:
+        raise node.unsupported("Loop with a trip count known only at run time (only loops "
+                               "whose trip count is a constant are unrolled)")
+    if count is None and cond is None:
+        raise node.unsupported("Loop without a trip count or condition never ends")
+    states, keep = list(node.inputs[2:]), _known_cond(g, node, cond)
+    steps = MAX_UNROLL + 1 if count is None else count[0]
+    collected, step = [], 0
+    while keep and step < steps:
+        if step >= MAX_UNROLL:
+            raise node.unsupported(f"Loop runs over {MAX_UNROLL} steps (too many to unroll)")
+        args = [relax.const(np.int64(step)), relax.const(np.bool_(True))] + states
+        outputs = g.subgraph(node.attrs["body"], args)
+        if any(o is None for o in outputs):
+            raise node.unsupported("the Loop body could not be converted")
+        keep = _known_cond(g, node, outputs[0])
+        states, collected = outputs[1:1 + len(states)], collected + [outputs[1 + len(states):]]
+        step += 1
+    return states + _stack_loop_outputs(g, node, collected, len(states))
+
+
+def _known_cond(g: Context, node: OnnxNode, cond) -> bool:
+    if cond is None:
+        return True
+    value = g.value(cond)
+    if value is None:
+        raise node.unsupported("Loop whose condition is known only at run time")
+    return bool(np.ravel(value)[0])
+
+
+def _stack_loop_outputs(g: Context, node: OnnxNode, collected: list, carried: int) -> list:
+    count = node.num_outputs - carried
+    if count and not collected:
+        raise node.unsupported("Loop with scan outputs runs no step (empty outputs)")
+    return [g.emit(call("stack", [step[k] for step in collected], 0)) for k in range(count)]
+
+
+CONVERTERS = {"If": {1: convert_if}, "Loop": {1: convert_loop},
+              "Scan": {8: convert_scan_v8, 9: convert_scan}}

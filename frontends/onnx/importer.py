@@ -27,8 +27,8 @@ from msc.relax.struct_info import TupleStructInfo
 from msc.relax.transform.dead_code_elimination import remove_all_unused
 from msc.tir import expr as tir
 
+from . import containers, tensor_check
 from . import opset as opsets
-from . import tensor_check
 from .attrs import node_attrs, schema_of
 from .context import Context, OnnxNode
 from .dtypes import relax_dtype
@@ -109,18 +109,28 @@ def sanitize(name: str, fallback: str = "x") -> str:
 # --------------------------------------------------------------------------------------------
 # Inputs.
 
-def _input_overrides(graph_inputs: list, input_info) -> dict:
-    """input_info (dict by name, or a list in input order) -> {name: (shape, dtype|None)}."""
+def _raw_info(graph_inputs: list, input_info) -> dict:
+    """input_info (dict by name, or a list in input order) -> {name: info} as given."""
     if input_info is None:
         return {}
     if not isinstance(input_info, dict):
         input_info = {v.name: info for v, info in zip(graph_inputs, input_info)}
     names = {v.name for v in graph_inputs}
-    out = {}
-    for name, info in input_info.items():
+    for name in input_info:
         if name not in names:
             raise ValidationError(f"input_info names {name!r}, which is not a graph input",
                                   hint=f"graph inputs: {sorted(names)}")
+    return dict(input_info)
+
+
+def _input_overrides(graph_inputs: list, raw: dict) -> dict:
+    """{name: (shape, dtype|None)} for the tensor inputs input_info gives (sequence and
+    optional inputs are read by containers.container_param)."""
+    tensors = {v.name for v in graph_inputs if v.type.WhichOneof("value") == "tensor_type"}
+    out = {}
+    for name, info in raw.items():
+        if name not in tensors or info is None:
+            continue
         shape_dtype = len(info) == 2 and isinstance(info[1], str) and isinstance(
             info[0], (list, tuple))
         out[name] = (list(info[0]), info[1]) if shape_dtype else (list(info), None)
@@ -179,6 +189,7 @@ class OnnxImporter:
         self.weights: dict[str, np.ndarray] = {}
         self.dims = _Dims()
         self.problems: list[dict] = []
+        self.tuple_params: list = []  # (name, var) of sequence inputs, unpacked in main
 
     def convert(self) -> tuple:
         graph = self.model.graph
@@ -187,6 +198,8 @@ class OnnxImporter:
         with self.bb.function("main", params):
             with self.bb.dataflow():
                 self._initializers(graph)
+                for name, var in self.tuple_params:
+                    self.env[name] = containers.unpack(self.bb, var)
                 for node in graph.node:
                     self._convert_node(node)
                 self._raise_problems()
@@ -202,16 +215,23 @@ class OnnxImporter:
     def _params(self, graph: onnx.GraphProto) -> list:
         inits = {t.name for t in graph.initializer}
         inputs = [v for v in graph.input if v.name not in inits]
-        overrides = _input_overrides(inputs, self.input_info)
+        raw = _raw_info(inputs, self.input_info)
+        overrides = _input_overrides(inputs, raw)
         params = []
         for v in inputs:
-            var = self._param(v, *overrides.get(v.name, (None, None)))
-            self.env[v.name] = var
+            name = sanitize(v.name, "input")
+            var, value = containers.container_param(v, raw.get(v.name), v.name in raw, name)
+            if var is not None:
+                self.tuple_params.append((v.name, var))
+            elif value is None:
+                var = self._param(v, *overrides.get(v.name, (None, None)))
+            self.env[v.name] = var if value is None else value
             self.bound.add(v.name)
-            params.append(var)
+            params += [var] if var is not None else []
         return params
 
     def _param(self, v: onnx.ValueInfoProto, shape, dtype) -> relax.Var:
+        v = containers.tensor_of_optional(v)
         if not v.type.HasField("tensor_type"):
             raise UnsupportedOpError(f"graph input {v.name!r} is not a tensor "
                                      f"({v.type.WhichOneof('value')})",

@@ -38,12 +38,13 @@ def converter_table() -> dict:
         converters_nn,
         converters_quant,
         converters_rnn,
+        converters_sequence,
     )
 
     table: dict = {}
     families = (converters_attention, converters_control, converters_elementwise,
                 converters_image, converters_manipulate, converters_math, converters_nn,
-                converters_quant, converters_rnn)
+                converters_quant, converters_rnn, converters_sequence)
     for family in families:
         for op_type, versions in family.CONVERTERS.items():
             if op_type in table:

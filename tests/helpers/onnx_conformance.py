@@ -86,11 +86,25 @@ def run_msc(model, inputs: list) -> list:
     from frontends.onnx.api import from_onnx
     from msc import relax
 
-    mod, _ = from_onnx(model, as_msc=False)
+    inits = {t.name for t in model.graph.initializer}
+    names = [v.name for v in model.graph.input if v.name not in inits]
+    # Sequence inputs are specialized to the element shapes given; a None optional is absent.
+    info = {n: (None if v is None else [list(np.shape(x)) for x in v])
+            for n, v in zip(names, inputs) if not _is_tensor(v)}
+    mod, _ = from_onnx(model, input_info=info or None, as_msc=False)
     vm = relax.VirtualMachine(relax.build(mod, target="llvm"), relax.cpu())
-    out = vm["main"](*inputs)
-    outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    return [np.asarray(o.numpy() if hasattr(o, "numpy") else o) for o in outs]
+    args = [tuple(np.asarray(x) for x in v) if isinstance(v, list) else v
+            for v in inputs if v is not None]
+    out = vm["main"](*args)
+    outs = list(out) if len(model.graph.output) > 1 else [out]
+    return [_msc_value(o) for o in outs]
+
+
+def _msc_value(value):
+    """A VM result as numpy, tuples (sequences) as lists."""
+    if isinstance(value, (tuple, list)):
+        return [_msc_value(v) for v in value]
+    return np.asarray(value.numpy() if hasattr(value, "numpy") else value)
 
 
 def run_onnxruntime(model, inputs: list) -> list:
@@ -207,6 +221,12 @@ def _is_tensor(value) -> bool:
     return isinstance(value, (np.ndarray, np.generic))
 
 
+def _container(value) -> bool:
+    """A tensor, an absent optional or a sequence of tensors (what msc carries)."""
+    return value is None or _is_tensor(value) or (
+        isinstance(value, list) and all(_is_tensor(v) for v in value))
+
+
 RUNNERS = {"msc": run_msc, "onnxruntime": run_onnxruntime}
 
 
@@ -239,9 +259,8 @@ def run_case(case, runner: str) -> dict:
     from msc.errors import UnsupportedOpError
 
     inputs, expected = (_arrays(v) for v in case.data_sets[0])
-    tensors = all(_is_tensor(v) for v in list(inputs) + list(expected))
-    if runner == "msc" and not tensors:
-        return {"status": "unsupported", "message": "sequence or optional values"}
+    if runner == "msc" and not all(_container(v) for v in list(inputs) + list(expected)):
+        return {"status": "unsupported", "message": "map or nested sequence values"}
     inputs = [np.asarray(v) if _is_tensor(v) else v for v in inputs]
     start = time.perf_counter()
     try:
