@@ -32,11 +32,28 @@ def _if_at_runtime(g: Context, node: OnnxNode):
     then, other = (g.subgraph(node.attrs[k]) for k in ("then_branch", "else_branch"))
     if any(o is None for o in then + other):
         raise node.unsupported("an If branch could not be converted")
-    if any(not _same_sinfo(g, a, b) for a, b in zip(then, other)):
+    if any(not _same_structure(g, a, b) for a, b in zip(then, other)):
         raise node.unsupported("If with a condition known only at run time needs branches "
-                               "whose outputs agree in shape and dtype")
+                               "whose outputs agree in shape and dtype (sequences: in length "
+                               "too; optionals: both present)")
     cond = g.emit(call("reshape", node.inputs[0], []))
-    return [g.emit(call("where", cond, a, b)) for a, b in zip(then, other)]
+    return [_select(g, cond, a, b) for a, b in zip(then, other)]
+
+
+def _select(g: Context, cond, a, b):
+    """``where`` on tensors, field by field on sequences (Relax tuples)."""
+    if isinstance(a, relax.Tuple):
+        return relax.Tuple([_select(g, cond, x, y) for x, y in zip(a.fields, b.fields)])
+    return g.emit(call("where", cond, a, b))
+
+
+def _same_structure(g: Context, a, b) -> bool:
+    if isinstance(a, relax.Tuple) or isinstance(b, relax.Tuple):
+        return isinstance(a, relax.Tuple) and isinstance(b, relax.Tuple) and \
+            len(a) == len(b) and all(_same_structure(g, x, y) for x, y in zip(a, b))
+    if not isinstance(a, relax.Expr) or not isinstance(b, relax.Expr):
+        return False  # an absent optional in one branch
+    return _same_sinfo(g, a, b)
 
 
 def _same_sinfo(g: Context, a, b) -> bool:

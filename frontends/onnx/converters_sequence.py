@@ -88,9 +88,9 @@ def convert_split_to_sequence(g: Context, node: OnnxNode):
         raise node.unsupported("SplitToSequence needs a static size on the split axis")
     sizes = _split_sizes(g, node, split, dim)
     parts, start = [], 0
-    for size in sizes:
+    for size in sizes:  # sizes may be symbolic (read at run time)
         parts.append(g.emit(call("strided_slice", x, [axis], [start], [start + size])))
-        start += size
+        start = start + size
     if split is None and not node.attrs["keepdims"]:
         parts = [g.emit(call("squeeze", p, [axis])) for p in parts]
     return relax.Tuple(parts)
@@ -100,8 +100,11 @@ def _split_sizes(g: Context, node: OnnxNode, split, dim: int) -> list:
     if split is None:
         return [1] * dim
     ints = g.ints(split)
+    if ints is None and g.ndim(split) == 1:  # sizes read at run time, their count static
+        ints = g.runtime_ints(split, "split")
     if ints is None:
-        raise node.unsupported("SplitToSequence's split must be a constant")
+        raise node.unsupported("SplitToSequence with a scalar split known only at run time "
+                               "(the number of parts must be known at conversion time)")
     if g.ndim(split) == 0:  # chunks of this size, the last one shorter
         return [min(ints[0], dim - s) for s in range(0, dim, ints[0])]
     return ints

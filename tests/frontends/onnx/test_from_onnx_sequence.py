@@ -102,3 +102,20 @@ def test_loop_with_a_constant_trip_count_is_unrolled():
 def test_loop_with_a_runtime_trip_count_is_unsupported():
     with pytest.raises(UnsupportedOpError, match="run time"):
         from_onnx(loop_model(None), as_msc=False)
+
+
+def seq_branch(name: str, values: list):
+    const = helper.make_tensor(f"{name}_c", TensorProto.FLOAT, [3], values)
+    return helper.make_graph(
+        [helper.make_node("Constant", [], [f"{name}_x"], value=const),
+         helper.make_node("SequenceConstruct", [f"{name}_x"], [f"{name}_out"])], name, [],
+        [helper.make_tensor_sequence_value_info(f"{name}_out", TensorProto.FLOAT, None)])
+
+
+@pytest.mark.parametrize("cond", [True, False])
+def test_if_on_a_runtime_condition_selects_between_sequences(cond):
+    node = helper.make_node("If", ["c"], ["r"], then_branch=seq_branch("t", [1, 2, 3]),
+                            else_branch=seq_branch("e", [3, 2, 1]))
+    model = graph_model([node], {"c": np.array(cond)}, ["r"], opset=17)
+    out = run_vm(model, [np.array(cond)])
+    np.testing.assert_array_equal(out[0].numpy(), run_ort(model, {"c": np.array(cond)})[0][0])
