@@ -48,9 +48,10 @@ class OnnxNode:
 class Context:
     """Emits converter output through the BlockBuilder; folds constants and shape values."""
 
-    def __init__(self, bb: relax.BlockBuilder, subgraph=None):
+    def __init__(self, bb: relax.BlockBuilder, subgraph=None, lookup=None):
         self.bb = bb
         self.subgraph = subgraph  # fn(GraphProto) -> outputs, converting it in place
+        self.lookup = lookup  # fn(ONNX value name) -> its expr in scope, or None
         self.known: dict = {}  # var -> object array of PrimExprs (values of shape tensors)
         self._count = 0  # symbolic values bound at run time (runtime_ints)
 

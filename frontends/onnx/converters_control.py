@@ -11,6 +11,7 @@ from msc.tir import expr as tir
 
 from .common import call
 from .context import Context, OnnxNode
+from .loop_closed_form import closed_form_loop
 
 
 def convert_if(g: Context, node: OnnxNode):
@@ -129,8 +130,12 @@ def convert_loop(g: Context, node: OnnxNode):
     trip, cond = node.inputs[0], node.inputs[1]
     count = None if trip is None else g.ints(trip)
     if trip is not None and count is None:
-        raise node.unsupported("Loop with a trip count known only at run time (only loops "
-                               "whose trip count is a constant are unrolled)")
+        closed = closed_form_loop(g, node)
+        if closed is not None:
+            return closed
+        raise node.unsupported("Loop with a trip count known only at run time (loops are "
+                               "unrolled at a constant trip count, or written in closed form "
+                               "when the body only adds loop-invariant steps)")
     if count is None and cond is None:
         raise node.unsupported("Loop without a trip count or condition never ends")
     states, keep = list(node.inputs[2:]), _known_cond(g, node, cond)

@@ -183,7 +183,8 @@ class OnnxImporter:
         self.table = opsets.with_custom(opsets.converter_table(), custom_convert_map)
         self.input_info = input_info
         self.bb = relax.BlockBuilder()
-        self.ctx = Context(self.bb, subgraph=self._inline_graph)
+        self.ctx = Context(self.bb, subgraph=self._inline_graph,
+                           lookup=lambda name: self.env.get(name))
         self.env: dict[str, Expr] = {}
         self.bound: set[str] = set()  # names produced by nodes so far (they must be unique)
         self.weights: dict[str, np.ndarray] = {}
@@ -365,6 +366,10 @@ class OnnxImporter:
         if name not in self.env:
             raise ValidationError(f"graph output {name!r} is produced by no node",
                                   tensor=name)
+        if isinstance(self.env[name], containers.Absent):
+            raise UnsupportedOpError(f"graph output {name!r} is an empty optional",
+                                     hint="the VM returns tensors and tuples of them; give "
+                                          "the output a value")
         return self.env[name]
 
 

@@ -119,3 +119,27 @@ def test_if_on_a_runtime_condition_selects_between_sequences(cond):
     model = graph_model([node], {"c": np.array(cond)}, ["r"], opset=17)
     out = run_vm(model, [np.array(cond)])
     np.testing.assert_array_equal(out[0].numpy(), run_ort(model, {"c": np.array(cond)})[0][0])
+
+
+def test_loop_with_a_runtime_trip_count_adding_a_step_runs_in_closed_form():
+    """s += d each step (ONNX's expanded Range): one build, two trip counts, vs onnxruntime."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]),
+         helper.make_node("Add", ["s_in", "d"], ["s_out"]),
+         helper.make_node("Identity", ["s_in"], ["scan"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info(n, t, None) for n, t in
+         (("c_out", TensorProto.BOOL), ("s_out", TensorProto.FLOAT),
+          ("scan", TensorProto.FLOAT))])
+    node = helper.make_node("Loop", ["m", "c", "a"], ["s", "all"], body=body)
+    feeds = {"m": np.array(3, "int64"), "c": np.array(True), "a": A, "d": B}
+    model = graph_model([node], feeds, ["s", "all"], opset=17)
+    mod, _ = from_onnx(model, as_msc=False)
+    vm = relax.VirtualMachine(relax.build(mod, target="llvm"), relax.cpu())
+    for trip, cond in ((3, True), (5, True), (4, False)):
+        feeds.update(m=np.array(trip, "int64"), c=np.array(cond))
+        got = vm["main"](*feeds.values())
+        for out, ref in zip(got, run_ort(model, feeds)):
+            np.testing.assert_allclose(out.numpy(), ref, rtol=1e-6, atol=1e-6)
