@@ -15,6 +15,7 @@ from . import (
     demo_int8_onnx,
     demo_onnx,
     demo_onnx_runtime,
+    demo_onnx_sequence,
     demo_prune,
     demo_quantize,
     demo_tir,
@@ -25,7 +26,8 @@ from . import (
 STEPS = [demo.step_graph_from_json, demo.step_relax_builder, demo.step_op_table,
          demo.step_tvmscript, demo_tvmtext.step_tvm_text, demo_tir.step_tir,
          demo.step_onnx_to_vm,
-         demo_onnx_runtime.step_onnx_runtime_values, demo.step_torch_codegen,
+         demo_onnx_runtime.step_onnx_runtime_values,
+         demo_onnx_sequence.step_onnx_sequence, demo.step_torch_codegen,
          demo_onnx.step_onnx_export, demo_prune.step_prune, demo_quantize.step_quantize,
          demo_int8_onnx.step_int8_onnx, demo_view.step_view, demo_cli.step_cli,
          demo.step_hostile_input, demo_hostile.step_hostile]
