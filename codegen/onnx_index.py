@@ -212,6 +212,15 @@ def _meshgrid(ctx):
     return outs
 
 
+# ONNX NonMaxSuppression takes float32 boxes / scores / thresholds and an int64 box count.
+_NMS_DTYPES = ("float32", "float32", "int64", "float32", "float32")
+
+
+def _nms(ctx):
+    inputs = [ctx.cast(ctx.input(i), ctx.in_tensor(i).dtype, d) for i, d in enumerate(_NMS_DTYPES)]
+    return ctx.emit("NonMaxSuppression", inputs, center_point_box=ctx.attr("center_point_box"))
+
+
 INDEX = {
     "index_put": Row(_index_put), "slice_scatter": Row(_slice_scatter),
     "unique": Row(_unique), "meshgrid": Row(_meshgrid),
@@ -223,5 +232,6 @@ INDEX = {
     "reverse_sequence": Row(lambda c: c.emit(
         "ReverseSequence", [c.input(0), c.cast(c.input(1), c.in_tensor(1).dtype, "int64")],
         batch_axis=c.attr("batch_axis"), time_axis=c.attr("seq_axis"))),
+    "vision.non_max_suppression": Row(_nms, since=10),
 }
 

@@ -189,7 +189,24 @@ def convert_affine_grid(g: Context, node: OnnxNode):
     return g.emit(call("permute_dims", grid, [0, 2, 3, 1]))
 
 
+# --------------------------------------------------------------------------------------------
+# Detection.
+
+# NonMaxSuppression's optional inputs 2..4 when absent: no box kept, IoU 0, no score filter.
+_NMS_DEFAULTS = ((0, "int64"), (0.0, "float32"), (float("-inf"), "float32"))
+
+
+def convert_nms(g: Context, node: OnnxNode):
+    """Selected (batch, class, box) rows; how many is known only at run time (as NonZero)."""
+    given = list(node.inputs[2:5]) + [None] * (5 - len(node.inputs))
+    extra = [g.const(np.array(v, dtype)) if x is None else x
+             for x, (v, dtype) in zip(given, _NMS_DEFAULTS)]
+    return g.emit(call("vision.non_max_suppression", *node.inputs[:2], *extra,
+                       center_point_box=int(node.attrs.get("center_point_box", 0))))
+
+
 CONVERTERS = {
+    "NonMaxSuppression": {10: convert_nms},
     "Resize": {10: convert_resize_v10, 11: convert_resize},
     "Upsample": {7: convert_upsample_v7, 9: convert_upsample},
     "GridSample": {16: convert_grid_sample}, "AffineGrid": {20: convert_affine_grid},

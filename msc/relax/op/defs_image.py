@@ -134,3 +134,21 @@ def _affine_prepare(values: dict) -> str:
 python_order(register("image.affine_grid", [Arg("data"), Arg("size", "shape")],
                       [AttrDef("align_corners", "bool", True)], infer=affine_grid_infer,
                       family="image"), ["data", "size", "align_corners"], prepare=_affine_prepare)
+
+
+def nms_infer(ctx):
+    """ONNX NonMaxSuppression: boxes [B, N, 4], scores [B, C, N] -> int64 [count, 3] rows of
+    (batch, class, box); the count depends on the data (like ``nonzero``)."""
+    boxes, scores = ctx.tensor(0), ctx.tensor(1)
+    check_rank(ctx, boxes, 3, 0, "boxes [batch, boxes, 4]")
+    check_rank(ctx, scores, 3, 1, "scores [batch, classes, boxes]")
+    for i in (2, 3, 4):
+        ctx.tensor(i)
+    return tensor(None, "int64", 2)
+
+
+# The three thresholds are 0-d tensors (values known at run time in ONNX graphs).
+register("vision.non_max_suppression",
+         [Arg("boxes"), Arg("scores"), Arg("max_output_boxes_per_class"), Arg("iou_threshold"),
+          Arg("score_threshold")], [AttrDef("center_point_box", "int", 0)],
+         infer=nms_infer, family="search")

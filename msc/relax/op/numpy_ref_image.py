@@ -167,7 +167,56 @@ def _multilinear(x, coords):
     return out
 
 
+# --------------------------------------------------------------------------------------------
+# Non-maximum suppression (ONNX's: greedy per batch and class, highest score first).
+
+def _corners(boxes, center_point_box: int):
+    """[..., 4] boxes as (y1, x1, y2, x2) with y1 <= y2, x1 <= x2 (ONNX allows flipped corners;
+    center_point_box=1 gives (x_center, y_center, width, height))."""
+    b = np.asarray(boxes, np.float64)
+    if center_point_box:
+        xc, yc, w, h = np.moveaxis(b, -1, 0)
+        return np.stack([yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2], -1)
+    y1, x1, y2, x2 = np.moveaxis(b, -1, 0)
+    return np.stack([np.minimum(y1, y2), np.minimum(x1, x2),
+                     np.maximum(y1, y2), np.maximum(x1, x2)], -1)
+
+
+def _iou(box, others):
+    """IoU of one box with each of ``others`` (0 where a box has no area)."""
+    lo, hi = np.maximum(box[:2], others[:, :2]), np.minimum(box[2:], others[:, 2:])
+    inter = np.prod(np.clip(hi - lo, 0, None), axis=1)
+    area = np.prod(box[2:] - box[:2])
+    areas = np.prod(others[:, 2:] - others[:, :2], axis=1)
+    union = area + areas - inter
+    ok = (area > 0) & (areas > 0) & (union > 0)
+    return np.where(ok, inter / np.where(ok, union, 1), 0.0)
+
+
+def _select(boxes, scores, limit: int, iou_max: float, score_min: float) -> list[int]:
+    """Greedy selection of one (batch, class): box indices in selection order."""
+    chosen: list[int] = []
+    for i in np.argsort(-scores, kind="stable"):
+        if len(chosen) >= limit or not scores[i] > score_min:
+            break
+        if not chosen or not np.any(_iou(boxes[i], boxes[chosen]) > iou_max):
+            chosen.append(int(i))
+    return chosen
+
+
+def _non_max_suppression(args, attrs):
+    boxes = _corners(args[0], attrs["center_point_box"])
+    scores = np.asarray(args[1], np.float64)
+    limit = int(np.ravel(args[2])[0]) if np.size(args[2]) else 0
+    iou_max = float(np.ravel(args[3])[0]) if np.size(args[3]) else 0.0
+    score_min = float(np.ravel(args[4])[0]) if np.size(args[4]) else -np.inf
+    rows = [(b, c, i) for b in range(scores.shape[0]) for c in range(scores.shape[1])
+            for i in _select(boxes[b], scores[b, c], limit, iou_max, score_min)]
+    return np.array(rows, np.int64).reshape(-1, 3)
+
+
 FACTS = {
+    "vision.non_max_suppression": _non_max_suppression,
     "image.resize2d": _resize(2), "image.resize3d": _resize(3),
     "image.affine_grid": _affine_grid, "image.grid_sample": _grid_sample,
 }

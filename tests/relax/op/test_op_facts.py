@@ -55,12 +55,15 @@ _COMMON_LAYOUT = (
     "nn.leakyrelu", "nn.log_softmax", "nn.nll_loss", "nn.pad", "nn.pixel_shuffle",
     "nn.softplus", "nonzero", "one_hot", "ones", "ones_like", "outer", "quantize", "repeat",
     "reverse_sequence", "scatter_elements", "scatter_nd", *_SHAPE_OPS, "slice_scatter", "sort",
-    "tile", "topk", "tril", "triu", "unique", "where", "zeros", "zeros_like",
+    "tile", "topk", "tril", "triu", "unique", "vision.non_max_suppression", "where", "zeros",
+    "zeros_like",
 )
 
 # The known gaps: kind -> {op: why it has no such fact}. Runtime ops (OpDef.runtime: calls into
 # TIR / packed functions, effects, runtime objects) have no graph meaning.
 _BYTES_VIEW = "the same bytes as another dtype: numpy's ndarray.view, nothing to compute"
+_NMS = ("greedy, data-dependent selection (ONNX NonMaxSuppression): runs as its numpy fact in "
+        "the VM")
 KNOWN_GAPS: dict[str, dict[str, str]] = {
     "numpy": {**dict.fromkeys(_RUNTIME, "runtime op: not a value numpy can compute"),
               "nn.dropout": "random"},
@@ -68,12 +71,14 @@ KNOWN_GAPS: dict[str, dict[str, str]] = {
                  **dict.fromkeys(_SHAPE_OPS, "shape values: the VM computes them"),
                  "nonzero": "data-dependent output shape: a native kernel",
                  "unique": "data-dependent output shape: a native kernel",
-                 "reinterpret": _BYTES_VIEW},
+                 "reinterpret": _BYTES_VIEW, "vision.non_max_suppression": _NMS},
     "compiled": {**dict.fromkeys(_RUNTIME, "runtime op: the VM runs it itself (SPECIAL)"),
                  **dict.fromkeys(_SHAPE_OPS, "shape values: the VM computes them"),
-                 "reinterpret": _BYTES_VIEW},
+                 "reinterpret": _BYTES_VIEW, "vision.non_max_suppression": _NMS},
     "relax_codegen": dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
-    "torch": dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
+    "torch": {**dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
+              "vision.non_max_suppression": "torch has no op for it (torchvision's nms has no "
+                                            "per-class limit or score threshold)"},
     "onnx_codegen": {**dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
                      "layout_transform": "an arbitrary index map: no ONNX op or short "
                                          "sequence for it",
