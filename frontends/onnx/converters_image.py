@@ -14,6 +14,7 @@ from msc.tir import expr as tir
 from .common import call
 from .context import Context, OnnxNode
 from .converters_manipulate import _need
+from .resize_weights import matrix_resize
 
 _METHODS = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic",
             "bilinear": "linear", "bicubic": "cubic"}
@@ -108,16 +109,77 @@ def convert_resize(g: Context, node: OnnxNode):
     x, roi, scales, sizes = (node.inputs + [None] * 4)[:4]
     at = node.attrs
     coord = at["coordinate_transformation_mode"]
-    if at.get("antialias") or coord not in _COORD_MODES:
-        raise node.unsupported(f"antialias / coordinate mode {coord!r} is not supported")
     rank = g.ndim(x)
     axes = [a % rank for a in at.get("axes") or range(rank)]
+    if _needs_matrices(g, node, x, roi, scales, sizes, axes):
+        return _by_matrices(g, node, x, roi, scales, sizes, axes)
+    if at.get("antialias") or coord not in _COORD_MODES:
+        raise node.unsupported(f"antialias / coordinate mode {coord!r} is not supported")
     out = _output_sizes(g, node, x, scales, sizes, axes)
     dims = list(g.shape(x))
     if rank < 3 or any(_differ(out[k], dims[k]) for k in range(2)):
         raise node.unsupported("only the spatial axes (after N, C) can be resized")
     spatial = out[2:]
     return _resize(g, node, x, spatial, **_resize_attrs(g, node, coord, roi))
+
+
+def _given(g: Context, value) -> bool:
+    """An optional input that is present and not empty."""
+    if value is None:
+        return False
+    dims = g.sinfo(value).values
+    return dims is None or tir.as_int(tir.convert(dims[0])) != 0
+
+
+def _needs_matrices(g: Context, node: OnnxNode, x, roi, scales, sizes, axes) -> bool:
+    """Cases image.resize2d cannot say (linear / cubic): antialias, half_pixel_symmetric, a
+    run-time roi, or a given scale other than out / in (a scale known at run time, or one
+    whose out = floor(in * scale) rounds)."""
+    at = node.attrs
+    coord = at["coordinate_transformation_mode"]
+    dims = [tir.as_int(tir.convert(d)) for d in (g.shape(x) or [])]
+    if (at.get("mode") not in ("linear", "cubic") or coord == "tf_half_pixel_for_nn"
+            or not dims or any(dims[a] is None for a in axes)):
+        return False
+    if at.get("antialias") or coord == "half_pixel_symmetric":
+        return True
+    if coord == "tf_crop_and_resize" and g.value(roi) is None:
+        return True
+    if sizes is not None and _given(g, sizes) or not _given(g, scales):
+        return False
+    known = g.value(scales)
+    return known is None or any(
+        float(dims[a] * s) != np.floor(dims[a] * s) for a, s in zip(axes, known.reshape(-1)))
+
+
+def _f32(value):
+    return call("astype", value, "float32")
+
+
+def _by_matrices(g: Context, node: OnnxNode, x, roi, scales, sizes, axes):
+    at = node.attrs
+    dims = [tir.as_int(tir.convert(d)) for d in g.shape(x)]
+    from_scales = sizes is None or not _given(g, sizes)
+    out = _output_sizes(g, node, x, scales if from_scales else None,
+                        None if from_scales else sizes, axes)
+    picked = {}
+    for k, axis in enumerate(axes):
+        if from_scales:
+            picked[axis] = call("reshape", call("take", _f32(scales), relax.const(
+                np.int64(k)), 0), [])
+        else:
+            size = _f32(call("shape_to_tensor", relax.ShapeExpr([out[axis]])))
+            picked[axis] = call("divide", size, relax.const(np.float32(dims[axis])))
+    rois = {}
+    if at["coordinate_transformation_mode"] == "tf_crop_and_resize":
+        for k, axis in enumerate(axes):
+            rois[axis] = tuple(call("take", _f32(roi), relax.const(np.int64(i)), 0)
+                               for i in (k, k + len(axes)))
+    options = {"coord": at["coordinate_transformation_mode"], "mode": at["mode"],
+               "antialias": bool(at.get("antialias")), "cubic_a": at.get("cubic_coeff_a", -0.75),
+               "exclude_outside": bool(at.get("exclude_outside")), "from_scales": from_scales,
+               "extrapolation_value": at.get("extrapolation_value") or 0.0}
+    return matrix_resize(g, x, dims, out, axes, picked, rois, options)
 
 
 def _differ(a, b) -> bool:
