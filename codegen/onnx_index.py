@@ -221,7 +221,14 @@ def _nms(ctx):
     return ctx.emit("NonMaxSuppression", inputs, center_point_box=ctx.attr("center_point_box"))
 
 
+def _col2im(ctx):
+    attrs = {k: ctx.attr(k) for k in ("dilations", "pads", "strides") if ctx.attr(k)}
+    ints = [ctx.cast(ctx.input(i), ctx.in_tensor(i).dtype, "int64") for i in (1, 2)]
+    return ctx.emit("Col2Im", [ctx.input(0), *ints], **attrs)
+
+
 INDEX = {
+    "col2im": Row(_col2im, since=18),
     "index_put": Row(_index_put), "slice_scatter": Row(_slice_scatter),
     "unique": Row(_unique), "meshgrid": Row(_meshgrid),
     "strided_slice": Row(_strided_slice), "dynamic_strided_slice": Row(_dynamic_slice),

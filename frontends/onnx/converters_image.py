@@ -267,7 +267,15 @@ def convert_nms(g: Context, node: OnnxNode):
                        center_point_box=int(node.attrs.get("center_point_box", 0))))
 
 
+def convert_col2im(g: Context, node: OnnxNode):
+    """Image and block shapes may be run-time tensors: the op reads their values."""
+    at = node.attrs
+    return g.emit(call("col2im", *node.inputs[:3], dilations=at.get("dilations"),
+                       pads=at.get("pads"), strides=at.get("strides")))
+
+
 CONVERTERS = {
+    "Col2Im": {18: convert_col2im},
     "NonMaxSuppression": {10: convert_nms},
     "Resize": {10: convert_resize_v10, 11: convert_resize},
     "Upsample": {7: convert_upsample_v7, 9: convert_upsample},

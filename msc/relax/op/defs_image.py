@@ -152,3 +152,19 @@ register("vision.non_max_suppression",
          [Arg("boxes"), Arg("scores"), Arg("max_output_boxes_per_class"), Arg("iou_threshold"),
           Arg("score_threshold")], [AttrDef("center_point_box", "int", 0)],
          infer=nms_infer, family="search")
+
+
+def col2im_infer(ctx):
+    """ONNX Col2Im: [N, C * prod(block), L] -> [N, C, *image_shape]; the image and block
+    shapes are tensors (often known only at run time), so only the rank may be known."""
+    data, image = ctx.tensor(0), ctx.tensor(1)
+    ctx.tensor(2)
+    check_rank(ctx, data, 3, 0, "Col2Im's input [N, C * prod(block), L]")
+    spatial = image.values[0] if image.values is not None else None
+    count = spatial.value if isinstance(spatial, tir.IntImm) else None
+    return tensor(None, data.dtype, -1 if count is None else count + 2)
+
+
+register("col2im", [Arg("data"), Arg("image_shape"), Arg("block_shape")],
+         [AttrDef("dilations", "ints", None), AttrDef("pads", "ints", None),
+          AttrDef("strides", "ints", None)], infer=col2im_infer, family="image")

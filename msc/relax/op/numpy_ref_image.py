@@ -215,7 +215,32 @@ def _non_max_suppression(args, attrs):
     return np.array(rows, np.int64).reshape(-1, 3)
 
 
+# --------------------------------------------------------------------------------------------
+# Col2Im (ONNX): sum the columns of sliding blocks back into an image.
+
+def _col2im(args, attrs):
+    data = np.asarray(args[0])
+    image = [int(v) for v in np.ravel(args[1])]
+    block = [int(v) for v in np.ravel(args[2])]
+    d = len(image)
+    dil = list(attrs["dilations"] or [1] * d)
+    stride = list(attrs["strides"] or [1] * d)
+    pads = list(attrs["pads"] or [0] * (2 * d))
+    full = [i + pads[k] + pads[k + d] for k, i in enumerate(image)]
+    counts = [(f - dil[k] * (block[k] - 1) - 1) // stride[k] + 1 for k, f in enumerate(full)]
+    n, channels = data.shape[0], data.shape[1] // int(np.prod(block))
+    cols = accum(data).reshape(n, channels, *block, *counts)
+    out = np.zeros((n, channels, *full), cols.dtype)
+    for k in itertools.product(*(range(b) for b in block)):
+        window = tuple(slice(k[i] * dil[i], k[i] * dil[i] + (counts[i] - 1) * stride[i] + 1,
+                             stride[i]) for i in range(d))
+        out[(slice(None), slice(None), *window)] += cols[(slice(None), slice(None), *k)]
+    crop = tuple(slice(pads[k], pads[k] + image[k]) for k in range(d))
+    return out[(slice(None), slice(None), *crop)].astype(data.dtype)
+
+
 FACTS = {
+    "col2im": _col2im,
     "vision.non_max_suppression": _non_max_suppression,
     "image.resize2d": _resize(2), "image.resize3d": _resize(3),
     "image.affine_grid": _affine_grid, "image.grid_sample": _grid_sample,

@@ -45,7 +45,7 @@ SUBSET = {
     "matmul": ["test_matmul_3d"], "einsum": ["test_einsum_batch_matmul"],
     "eyelike": ["test_eyelike_with_dtype"], "trilu": ["test_tril", "test_triu"],
     "size": ["test_size"], "shape": ["test_shape"],
-    "nonmaxsuppression": ["test_nonmaxsuppression_two_batches"],
+    "nonmaxsuppression": ["test_nonmaxsuppression_two_batches"], "col2im": ["test_col2im_pads"],
 }
 CASES = node_cases(SUBSET)
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
