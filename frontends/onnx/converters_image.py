@@ -231,12 +231,15 @@ def _upsample_attrs(mode: str) -> dict:
 
 def convert_grid_sample(g: Context, node: OnnxNode):
     x, grid = node.inputs[:2]
-    if g.ndim(x) != 4:
-        raise node.unsupported("only 2-D grid sampling (4-D inputs) is supported")
+    rank = g.ndim(x)
+    if rank not in (4, 5):
+        raise node.unsupported("only 2-D and 3-D grid sampling (4-D / 5-D inputs) is supported")
     mode = _METHODS.get(node.attrs["mode"], node.attrs["mode"])
     method = {"nearest_neighbor": "nearest", "linear": "bilinear", "cubic": "bicubic"}[mode]
-    grid = call("permute_dims", grid, [0, 3, 1, 2])  # ONNX (N, H, W, 2) -> TVM (N, 2, H, W)
-    return g.emit(call("image.grid_sample", x, grid, method=method, layout="NCHW",
+    # ONNX (N, *out, d) -> TVM (N, d, *out)
+    grid = call("permute_dims", grid, [0, rank - 1, *range(1, rank - 1)])
+    layout = "NCHW" if rank == 4 else "NCDHW"
+    return g.emit(call("image.grid_sample", x, grid, method=method, layout=layout,
                        padding_mode=node.attrs["padding_mode"],
                        align_corners=bool(node.attrs["align_corners"])))
 

@@ -148,10 +148,51 @@ def _grid_sample(args, attrs):
         out = values * valid
     elif method == "bilinear":
         out = _multilinear(x, coords)
+    elif method == "bicubic":
+        raw = [_unnormalize(grid[:, nd - 1 - i], n, bool(attrs["align_corners"]))
+               for i, n in enumerate(x.shape[2:])]
+        out = _multicubic(x, raw, attrs)
     else:
         raise UnsupportedOpError(f"method {method!r} has no numpy reference",
                                  op="image.grid_sample", hint="use bilinear or nearest")
     return to_layout(out, "NC" + SPATIAL[nd], layout)
+
+
+def _keys(t, a: float = -0.75):
+    """Keys' cubic weights of the taps at -1, 0, 1, 2 for a fraction ``t``."""
+    def f(v):
+        v = np.abs(v)
+        return np.where(v <= 1, ((a + 2) * v - (a + 3)) * v * v + 1,
+                        np.where(v < 2, ((a * v - 5 * a) * v + 8 * a) * v - 4 * a, 0.0))
+    return [f(t + 1), f(t), f(1 - t), f(2 - t)]
+
+
+def _multicubic(x, coords, attrs):
+    """ONNX GridSample cubic: a coordinate past the border is clamped / reflected first, then
+    each of the 4 taps per axis reads zero, the edge, or its reflection."""
+    align, mode = bool(attrs["align_corners"]), attrs["padding_mode"]
+    spans = [(0.0, n - 1.0) if align else (-0.5, n - 0.5) for n in x.shape[2:]]
+    fixed = []
+    for c, n, (lo, hi) in zip(coords, x.shape[2:], spans):
+        out = (c < lo) | (c > hi)
+        moved = np.clip(c, 0, n - 1) if mode == "border" else _reflect(c, lo, hi)
+        fixed.append(np.where(out, moved, c) if mode != "zeros" else c)
+    lows = [np.floor(c) for c in fixed]
+    weights = [_keys(c - lo) for c, lo in zip(fixed, lows)]
+    out = 0
+    for taps in itertools.product(range(4), repeat=len(fixed)):
+        index = [(lo + k - 1).astype(np.int64) for lo, k in zip(lows, taps)]
+        if mode == "border":
+            index = [np.clip(i, 0, n - 1) for i, n in zip(index, x.shape[2:])]
+        elif mode == "reflection":
+            index = [np.trunc(_reflect(i.astype(np.float64), lo, hi)).astype(np.int64)
+                     for i, (lo, hi) in zip(index, spans)]
+        weight = 1
+        for w, k in zip(weights, taps):
+            weight = weight * w[k]
+        values, valid = _gather(x, index)
+        out = out + values * valid * np.expand_dims(weight, 1)
+    return out
 
 
 def _multilinear(x, coords):

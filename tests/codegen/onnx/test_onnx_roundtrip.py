@@ -46,6 +46,7 @@ SUBSET = {
     "eyelike": ["test_eyelike_with_dtype"], "trilu": ["test_tril", "test_triu"],
     "size": ["test_size"], "shape": ["test_shape"],
     "nonmaxsuppression": ["test_nonmaxsuppression_two_batches"], "col2im": ["test_col2im_pads"],
+    "gridsample": ["test_gridsample_volumetric_bilinear_align_corners_0", "test_gridsample_bicubic"],
 }
 CASES = node_cases(SUBSET)
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
