@@ -227,7 +227,20 @@ def _col2im(ctx):
     return ctx.emit("Col2Im", [ctx.input(0), *ints], **attrs)
 
 
+def _deform_conv(ctx):
+    """Empty bias / mask tensors mean absent: ONNX leaves those inputs out."""
+    inputs = [ctx.input(i) for i in range(3)]
+    for i in (3, 4):
+        inputs.append("" if 0 in list(ctx.in_tensor(i).shape) else ctx.input(i))
+    while not inputs[-1]:
+        inputs.pop()
+    attrs = {"group": ctx.attr("groups"), "offset_group": ctx.attr("offset_groups"),
+             **{k: ctx.attr(k) for k in ("strides", "pads", "dilations") if ctx.attr(k)}}
+    return ctx.emit("DeformConv", inputs, **attrs)
+
+
 INDEX = {
+    "image.deform_conv2d": Row(_deform_conv, since=19),
     "col2im": Row(_col2im, since=18),
     "index_put": Row(_index_put), "slice_scatter": Row(_slice_scatter),
     "unique": Row(_unique), "meshgrid": Row(_meshgrid),

@@ -277,7 +277,23 @@ def convert_col2im(g: Context, node: OnnxNode):
                        pads=at.get("pads"), strides=at.get("strides")))
 
 
+def convert_deform_conv(g: Context, node: OnnxNode):
+    """Absent bias / mask go in as empty tensors (the op reads them as none)."""
+    x, weight, offset = node.inputs[:3]
+    if g.ndim(x) != 4:
+        raise node.unsupported("only 2-D deformable convolution (4-D inputs) is supported")
+    extra = (list(node.inputs[3:5]) + [None, None])[:2]
+    bias, mask = (g.emit(call("astype", g.const(np.zeros(0, "float32")), g.dtype(x)))
+                  if v is None else v for v in extra)
+    at = node.attrs
+    return g.emit(call("image.deform_conv2d", x, weight, offset, bias, mask,
+                       strides=at.get("strides"), pads=at.get("pads"),
+                       dilations=at.get("dilations"), groups=int(at.get("group") or 1),
+                       offset_groups=int(at.get("offset_group") or 1)))
+
+
 CONVERTERS = {
+    "DeformConv": {19: convert_deform_conv},
     "Col2Im": {18: convert_col2im},
     "NonMaxSuppression": {10: convert_nms},
     "Resize": {10: convert_resize_v10, 11: convert_resize},

@@ -168,3 +168,25 @@ def col2im_infer(ctx):
 register("col2im", [Arg("data"), Arg("image_shape"), Arg("block_shape")],
          [AttrDef("dilations", "ints", None), AttrDef("pads", "ints", None),
           AttrDef("strides", "ints", None)], infer=col2im_infer, family="image")
+
+
+def deform_conv2d_infer(ctx):
+    """ONNX DeformConv (2-D): data [N, C, H, W], weight [O, C / groups, kH, kW], offset
+    [N, offset_groups * kH * kW * 2, oH, oW] (+ bias [O], mask [N, offset_groups * kH * kW,
+    oH, oW]) -> [N, O, oH, oW]: the output grid is the offset's."""
+    data, weight, offset = ctx.tensor(0), ctx.tensor(1), ctx.tensor(2)
+    for i, (sinfo, why) in enumerate([(data, "data [N, C, H, W]"), (weight, "weight"),
+                                      (offset, "offset [N, 2 * taps, oH, oW]")]):
+        check_rank(ctx, sinfo, 4, i, why)
+    for i in range(3, len(ctx.args)):
+        ctx.tensor(i)
+    if data.values is None or weight.values is None or offset.values is None:
+        return tensor(None, data.dtype, 4)
+    return tensor([data.values[0], weight.values[0], *offset.values[2:]], data.dtype)
+
+
+register("image.deform_conv2d",
+         [Arg("data"), Arg("weight"), Arg("offset"), Arg("bias"), Arg("mask")],
+         [AttrDef("strides", "ints", None), AttrDef("pads", "ints", None),
+          AttrDef("dilations", "ints", None), AttrDef("groups", "int", 1),
+          AttrDef("offset_groups", "int", 1)], infer=deform_conv2d_infer, family="image")

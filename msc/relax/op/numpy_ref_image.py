@@ -280,7 +280,54 @@ def _col2im(args, attrs):
     return out[(slice(None), slice(None), *crop)].astype(data.dtype)
 
 
+# --------------------------------------------------------------------------------------------
+# Deformable convolution (ONNX DeformConv, 2-D).
+
+def _bilinear_zeros(x, ys, xs):
+    """x [N, C, H, W] at float positions ys, xs [N, C, ...]; taps outside read 0."""
+    h, w = x.shape[2:]
+    y0, x0 = np.floor(ys), np.floor(xs)
+    n = np.arange(x.shape[0]).reshape((-1,) + (1,) * (ys.ndim - 1))
+    c = np.arange(x.shape[1]).reshape((1, -1) + (1,) * (ys.ndim - 2))
+    out = 0
+    for dy, dx in itertools.product((0, 1), repeat=2):
+        iy, ix = (y0 + dy).astype(np.int64), (x0 + dx).astype(np.int64)
+        weight = (1 - np.abs(ys - iy)) * (1 - np.abs(xs - ix))
+        valid = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
+        out = out + weight * valid * x[n, c, np.clip(iy, 0, h - 1), np.clip(ix, 0, w - 1)]
+    return out
+
+
+def _deform_conv2d(args, attrs):
+    x, weight, offset = (accum(np.asarray(a)) for a in args[:3])
+    bias, mask = (None if a is None or np.size(a) == 0 else accum(np.asarray(a))
+                  for a in (list(args) + [None, None])[3:5])
+    n, ch, _, _ = x.shape
+    out_ch, _, kh, kw = weight.shape
+    oh, ow = offset.shape[2:]
+    sy, sx = attrs["strides"] or (1, 1)
+    dy, dx = attrs["dilations"] or (1, 1)
+    top, left = (attrs["pads"] or (0, 0, 0, 0))[:2]
+    groups, off_groups = attrs["groups"], attrs["offset_groups"]
+    taps = kh * kw
+    # offsets per channel: [N, C, taps, oH, oW] for y and x (channel c uses its offset group)
+    off = offset.reshape(n, off_groups, taps, 2, oh, ow).repeat(ch // off_groups, 1)
+    ky, kx = np.divmod(np.arange(taps), kw)
+    base_y = (np.arange(oh) * sy - top)[None, :, None] + (ky * dy)[:, None, None]
+    base_x = (np.arange(ow) * sx - left)[None, None, :] + (kx * dx)[:, None, None]
+    cols = _bilinear_zeros(x, base_y + off[:, :, :, 0], base_x + off[:, :, :, 1])
+    if mask is not None:
+        cols = cols * mask.reshape(n, off_groups, taps, oh, ow).repeat(ch // off_groups, 1)
+    cols = cols.reshape(n, groups, ch // groups * taps, oh, ow)
+    w = weight.reshape(groups, out_ch // groups, -1)
+    y = np.einsum("gok,ngkhw->ngohw", w, cols).reshape(n, out_ch, oh, ow)
+    if bias is not None:
+        y = y + bias.reshape(1, -1, 1, 1)
+    return y.astype(np.asarray(args[0]).dtype)
+
+
 FACTS = {
+    "image.deform_conv2d": _deform_conv2d,
     "col2im": _col2im,
     "vision.non_max_suppression": _non_max_suppression,
     "image.resize2d": _resize(2), "image.resize3d": _resize(3),

@@ -48,7 +48,7 @@ _COMMON_LAYOUT = (
     "arange", "argsort", "broadcast_to", "bucketize", "clip", "collapse_sum_like",
     "collapse_sum_to", "cumprod", "cumsum", "dequantize", "einsum", "eye", "eye_like",
     "col2im", "flatten", "flip", "full", "full_like", "gather_elements", "gather_nd", "hamming_window",
-    "image.affine_grid", "image.grid_sample", "index_put", "index_tensor", "layout_transform",
+    "image.affine_grid", "image.deform_conv2d", "image.grid_sample", "index_put", "index_tensor", "layout_transform",
     "median", "meshgrid", "msc.attention", "msc.embedding", "msc.gelu", "msc.matmul",
     "nn.attention", "nn.attention_bias", "nn.attention_var_len", "nn.batch_flatten",
     "nn.batch_matmul", "nn.bias_add", "nn.cross_entropy_with_logits", "nn.dense",
@@ -63,6 +63,7 @@ _COMMON_LAYOUT = (
 # TIR / packed functions, effects, runtime objects) have no graph meaning.
 _BYTES_VIEW = "the same bytes as another dtype: numpy's ndarray.view, nothing to compute"
 _COL2IM = "a scatter-add whose output shape comes from a tensor's values: runs as its numpy fact"
+_DEFORM = "bilinear taps at data-given offsets: runs as its numpy fact"
 _NMS = ("greedy, data-dependent selection (ONNX NonMaxSuppression): runs as its numpy fact in "
         "the VM")
 KNOWN_GAPS: dict[str, dict[str, str]] = {
@@ -73,13 +74,15 @@ KNOWN_GAPS: dict[str, dict[str, str]] = {
                  "nonzero": "data-dependent output shape: a native kernel",
                  "unique": "data-dependent output shape: a native kernel",
                  "reinterpret": _BYTES_VIEW, "vision.non_max_suppression": _NMS,
-                 "col2im": _COL2IM},
+                 "col2im": _COL2IM, "image.deform_conv2d": _DEFORM},
     "compiled": {**dict.fromkeys(_RUNTIME, "runtime op: the VM runs it itself (SPECIAL)"),
                  **dict.fromkeys(_SHAPE_OPS, "shape values: the VM computes them"),
                  "reinterpret": _BYTES_VIEW, "vision.non_max_suppression": _NMS,
-                 "col2im": _COL2IM},
+                 "col2im": _COL2IM, "image.deform_conv2d": _DEFORM},
     "relax_codegen": dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
     "torch": {**dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
+              "image.deform_conv2d": "torch has none (torchvision's deform_conv2d: an "
+                                     "optional dependency msc does not take)",
               "col2im": "torch's fold is 2-D with symmetric padding only; ONNX's is N-D",
               "vision.non_max_suppression": "torch has no op for it (torchvision's nms has no "
                                             "per-class limit or score threshold)"},
