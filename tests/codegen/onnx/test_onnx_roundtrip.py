@@ -48,6 +48,7 @@ SUBSET = {
     "nonmaxsuppression": ["test_nonmaxsuppression_two_batches"], "col2im": ["test_col2im_pads"],
     "gridsample": ["test_gridsample_volumetric_bilinear_align_corners_0", "test_gridsample_bicubic"],
     "deformconv": ["test_deform_conv_with_mask_bias", "test_basic_deform_conv_without_padding"],
+    "det": ["test_det_nd"],
 }
 CASES = node_cases(SUBSET)
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"

@@ -47,7 +47,8 @@ _SHAPE_OPS = ("shape_of", "shape_to_tensor", "size", "tensor_to_shape")
 _COMMON_LAYOUT = (
     "arange", "argsort", "broadcast_to", "bucketize", "clip", "collapse_sum_like",
     "collapse_sum_to", "cumprod", "cumsum", "dequantize", "einsum", "eye", "eye_like",
-    "col2im", "flatten", "flip", "full", "full_like", "gather_elements", "gather_nd", "hamming_window",
+    "col2im", "flatten", "flip", "full", "full_like", "gather_elements", "gather_nd",
+    "hamming_window",
     "image.affine_grid", "image.deform_conv2d", "image.grid_sample", "index_put", "index_tensor", "layout_transform",
     "median", "meshgrid", "msc.attention", "msc.embedding", "msc.gelu", "msc.matmul",
     "nn.attention", "nn.attention_bias", "nn.attention_var_len", "nn.batch_flatten",
@@ -55,7 +56,7 @@ _COMMON_LAYOUT = (
     "nn.leakyrelu", "nn.log_softmax", "nn.nll_loss", "nn.pad", "nn.pixel_shuffle",
     "nn.softplus", "nonzero", "one_hot", "ones", "ones_like", "outer", "quantize", "repeat",
     "reverse_sequence", "scatter_elements", "scatter_nd", *_SHAPE_OPS, "slice_scatter", "sort",
-    "tile", "topk", "tril", "triu", "unique", "vision.non_max_suppression", "where", "zeros",
+    "det", "tile", "topk", "tril", "triu", "unique", "vision.non_max_suppression", "where", "zeros",
     "zeros_like",
 )
 
@@ -63,6 +64,7 @@ _COMMON_LAYOUT = (
 # TIR / packed functions, effects, runtime objects) have no graph meaning.
 _BYTES_VIEW = "the same bytes as another dtype: numpy's ndarray.view, nothing to compute"
 _COL2IM = "a scatter-add whose output shape comes from a tensor's values: runs as its numpy fact"
+_DET = "an LU factorization with pivoting: runs as its numpy fact"
 _DEFORM = "bilinear taps at data-given offsets: runs as its numpy fact"
 _NMS = ("greedy, data-dependent selection (ONNX NonMaxSuppression): runs as its numpy fact in "
         "the VM")
@@ -74,11 +76,11 @@ KNOWN_GAPS: dict[str, dict[str, str]] = {
                  "nonzero": "data-dependent output shape: a native kernel",
                  "unique": "data-dependent output shape: a native kernel",
                  "reinterpret": _BYTES_VIEW, "vision.non_max_suppression": _NMS,
-                 "col2im": _COL2IM, "image.deform_conv2d": _DEFORM},
+                 "col2im": _COL2IM, "image.deform_conv2d": _DEFORM, "det": _DET},
     "compiled": {**dict.fromkeys(_RUNTIME, "runtime op: the VM runs it itself (SPECIAL)"),
                  **dict.fromkeys(_SHAPE_OPS, "shape values: the VM computes them"),
                  "reinterpret": _BYTES_VIEW, "vision.non_max_suppression": _NMS,
-                 "col2im": _COL2IM, "image.deform_conv2d": _DEFORM},
+                 "col2im": _COL2IM, "image.deform_conv2d": _DEFORM, "det": _DET},
     "relax_codegen": dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
     "torch": {**dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
               "image.deform_conv2d": "torch has none (torchvision's deform_conv2d: an "
