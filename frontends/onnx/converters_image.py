@@ -244,11 +244,42 @@ def convert_grid_sample(g: Context, node: OnnxNode):
                        align_corners=bool(node.attrs["align_corners"])))
 
 
+def _base_coords(n, align: bool):
+    """Normalized centers of n pixels in [-1, 1]: i * 2 / (n - 1) - 1 with align_corners,
+    else (2 i + 1) / n - 1 (n may be known only at run time)."""
+    i = call("astype", call("arange", 0, n, 1), "float32")
+    count = call("astype", call("shape_to_tensor", relax.ShapeExpr([n])), "float32")
+    one = relax.const(np.float32(1))
+    if align:
+        step = call("divide", relax.const(np.float32(2)), call("maximum", call(
+            "subtract", count, one), one))
+        return call("subtract", call("multiply", i, step), one)
+    twice = call("add", call("multiply", i, relax.const(np.float32(2))), one)
+    return call("subtract", call("divide", twice, count), one)
+
+
+def _affine_grid_3d(g: Context, theta, dims: list, align: bool):
+    """grid[n, d, h, w] = theta[n] @ (x_w, y_h, z_d, 1): one matmul over every voxel."""
+    depth, height, width = dims
+    zs, ys, xs = (_base_coords(n, align) for n in dims)
+    shape = [depth, height, width, 1]
+    axes = [call("broadcast_to", call("reshape", v, s), shape) for v, s in (
+        (xs, [1, 1, -1, 1]), (ys, [1, -1, 1, 1]), (zs, [-1, 1, 1, 1]))]
+    ones = call("ones", relax.ShapeExpr(shape), "float32")
+    base = g.emit(call("concat", [*axes, ones], 3))  # [D, H, W, 4]
+    base = g.emit(call("reshape", base, [-1, 4]))
+    out = call("matmul", base, call("permute_dims", call("astype", theta, "float32"), [0, 2, 1]))
+    out = call("reshape", out, [-1, depth, height, width, 3])
+    return g.emit(call("astype", out, g.dtype(theta)))
+
+
 def convert_affine_grid(g: Context, node: OnnxNode):
     theta, size = node.inputs[:2]
     dims = _need(node, g.runtime_ints(size, "size"), "size")
+    if len(dims) == 5:
+        return _affine_grid_3d(g, theta, dims[2:], bool(node.attrs["align_corners"]))
     if len(dims) != 4:
-        raise node.unsupported("only 2-D affine grids are supported")
+        raise node.unsupported("only 2-D and 3-D affine grids are supported")
     grid = call("image.affine_grid", theta, dims[2:],
                 align_corners=bool(node.attrs["align_corners"]))
     return g.emit(call("permute_dims", grid, [0, 2, 3, 1]))

@@ -1,5 +1,5 @@
-"""GridSample bicubic (every padding mode) and 3-D grids, against onnxruntime (the ONNX
-reference evaluator where onnxruntime departs from the spec)."""
+"""GridSample bicubic (every padding mode), 3-D grids and 3-D AffineGrid, against onnxruntime
+(the ONNX reference evaluator where onnxruntime departs from the spec)."""
 
 import numpy as np
 import pytest
@@ -31,3 +31,13 @@ def test_volumetric_matches_onnxruntime(mode):
               "grid": rng.uniform(-1.1, 1.1, (2, 2, 3, 4, 3)).astype("float32")}
     model = node_model("GridSample", inputs, opset=20, mode=mode, padding_mode="border")
     assert_matches_ort(model, inputs, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("align", [0, 1])
+def test_affine_grid_3d_size_at_run_time_matches_onnxruntime(align):
+    # no axis of size 1: there onnxruntime's align_corners grid is 0, the spec's -1 (as msc)
+    rng = np.random.default_rng(align)
+    inputs = {"theta": rng.standard_normal((2, 3, 4)).astype("float32"),
+              "size": np.array([2, 1, 3, 2, 4], "int64")}
+    model = node_model("AffineGrid", inputs, opset=20, align_corners=align)
+    assert_matches_ort(model, inputs, rtol=1e-5, atol=1e-6)
