@@ -212,7 +212,36 @@ def _meshgrid(ctx):
     return outs
 
 
+# ONNX NonMaxSuppression takes float32 boxes / scores / thresholds and an int64 box count.
+_NMS_DTYPES = ("float32", "float32", "int64", "float32", "float32")
+
+
+def _nms(ctx):
+    inputs = [ctx.cast(ctx.input(i), ctx.in_tensor(i).dtype, d) for i, d in enumerate(_NMS_DTYPES)]
+    return ctx.emit("NonMaxSuppression", inputs, center_point_box=ctx.attr("center_point_box"))
+
+
+def _col2im(ctx):
+    attrs = {k: ctx.attr(k) for k in ("dilations", "pads", "strides") if ctx.attr(k)}
+    ints = [ctx.cast(ctx.input(i), ctx.in_tensor(i).dtype, "int64") for i in (1, 2)]
+    return ctx.emit("Col2Im", [ctx.input(0), *ints], **attrs)
+
+
+def _deform_conv(ctx):
+    """Empty bias / mask tensors mean absent: ONNX leaves those inputs out."""
+    inputs = [ctx.input(i) for i in range(3)]
+    for i in (3, 4):
+        inputs.append("" if 0 in list(ctx.in_tensor(i).shape) else ctx.input(i))
+    while not inputs[-1]:
+        inputs.pop()
+    attrs = {"group": ctx.attr("groups"), "offset_group": ctx.attr("offset_groups"),
+             **{k: ctx.attr(k) for k in ("strides", "pads", "dilations") if ctx.attr(k)}}
+    return ctx.emit("DeformConv", inputs, **attrs)
+
+
 INDEX = {
+    "image.deform_conv2d": Row(_deform_conv, since=19),
+    "col2im": Row(_col2im, since=18),
     "index_put": Row(_index_put), "slice_scatter": Row(_slice_scatter),
     "unique": Row(_unique), "meshgrid": Row(_meshgrid),
     "strided_slice": Row(_strided_slice), "dynamic_strided_slice": Row(_dynamic_slice),
@@ -223,5 +252,6 @@ INDEX = {
     "reverse_sequence": Row(lambda c: c.emit(
         "ReverseSequence", [c.input(0), c.cast(c.input(1), c.in_tensor(1).dtype, "int64")],
         batch_axis=c.attr("batch_axis"), time_axis=c.attr("seq_axis"))),
+    "vision.non_max_suppression": Row(_nms, since=10),
 }
 

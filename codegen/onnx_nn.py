@@ -473,13 +473,17 @@ def _resize(n: int) -> Row:
 
 
 def _grid_sample(ctx):
-    if ctx.attr("layout") != "NCHW":
-        raise ctx.fail("ONNX GridSample is NCHW")
+    layout = ctx.attr("layout")
+    if layout not in ("NCHW", "NCDHW"):
+        raise ctx.fail("ONNX GridSample is NCHW / NCDHW")
+    if layout == "NCDHW":
+        ctx.need(20, "a 3-D GridSample as ONNX")
     method = {"bilinear": "bilinear" if ctx.opset < 20 else "linear", "nearest": "nearest",
               "bicubic": "bicubic" if ctx.opset < 20 else "cubic"}.get(ctx.attr("method"))
     if method is None:
         raise ctx.fail(f"grid_sample method {ctx.attr('method')!r}")
-    grid = ctx.emit("Transpose", [ctx.input(1)], perm=[0, 2, 3, 1])  # ONNX: [N, H, W, 2]
+    rank = len(layout)  # ONNX's grid: [N, *out, d]
+    grid = ctx.emit("Transpose", [ctx.input(1)], perm=[0, *range(2, rank), 1])
     return ctx.emit("GridSample", [ctx.input(0), grid], mode=method,
                     padding_mode=ctx.attr("padding_mode"),
                     align_corners=int(ctx.attr("align_corners")))

@@ -117,7 +117,7 @@ ELEMENTWISE = {
     "floor_divide": Row(_floor_divide), "floor_mod": Row(_floor_mod),
     "mod": Row(lambda c: c.emit("Mod", c.inputs, fmod=1)),  # truncated, as TVM's mod
     "log_add_exp": Row(_log_add_exp),
-    "matmul": Row(_matmul), "msc.matmul": Row(_matmul), "outer": Row(_outer),
+    "det": plain("Det", since=11), "matmul": Row(_matmul), "msc.matmul": Row(_matmul), "outer": Row(_outer),
     "einsum": Row(lambda c: c.emit("Einsum", c.inputs, equation=c.attr("subscripts"))),
     "astype": Row(lambda c: c.cast(c.input(0), c.in_tensor(0).dtype, c.attr("dtype"))),
 }

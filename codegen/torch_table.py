@@ -315,7 +315,7 @@ _BINARY = {
     "equal": "torch.eq", "not_equal": "torch.ne", "less": "torch.lt", "less_equal": "torch.le",
     "greater": "torch.gt", "greater_equal": "torch.ge", "logical_and": "torch.logical_and",
     "logical_or": "torch.logical_or", "logical_xor": "torch.logical_xor",
-    "outer": "torch.outer", "where": "torch.where", "matmul": "torch.matmul",
+    "det": "torch.linalg.det", "outer": "torch.outer", "where": "torch.where", "matmul": "torch.matmul",
     "msc.matmul": "torch.matmul", "gather_elements": "torch.gather",
 }
 

@@ -14,6 +14,7 @@ from msc.tir import expr as tir
 from .common import call
 from .context import Context, OnnxNode
 from .converters_manipulate import _need
+from .resize_weights import matrix_resize
 
 _METHODS = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic",
             "bilinear": "linear", "bicubic": "cubic"}
@@ -108,16 +109,77 @@ def convert_resize(g: Context, node: OnnxNode):
     x, roi, scales, sizes = (node.inputs + [None] * 4)[:4]
     at = node.attrs
     coord = at["coordinate_transformation_mode"]
-    if at.get("antialias") or coord not in _COORD_MODES:
-        raise node.unsupported(f"antialias / coordinate mode {coord!r} is not supported")
     rank = g.ndim(x)
     axes = [a % rank for a in at.get("axes") or range(rank)]
+    if _needs_matrices(g, node, x, roi, scales, sizes, axes):
+        return _by_matrices(g, node, x, roi, scales, sizes, axes)
+    if at.get("antialias") or coord not in _COORD_MODES:
+        raise node.unsupported(f"antialias / coordinate mode {coord!r} is not supported")
     out = _output_sizes(g, node, x, scales, sizes, axes)
     dims = list(g.shape(x))
     if rank < 3 or any(_differ(out[k], dims[k]) for k in range(2)):
         raise node.unsupported("only the spatial axes (after N, C) can be resized")
     spatial = out[2:]
     return _resize(g, node, x, spatial, **_resize_attrs(g, node, coord, roi))
+
+
+def _given(g: Context, value) -> bool:
+    """An optional input that is present and not empty."""
+    if value is None:
+        return False
+    dims = g.sinfo(value).values
+    return dims is None or tir.as_int(tir.convert(dims[0])) != 0
+
+
+def _needs_matrices(g: Context, node: OnnxNode, x, roi, scales, sizes, axes) -> bool:
+    """Cases image.resize2d cannot say (linear / cubic): antialias, half_pixel_symmetric, a
+    run-time roi, or a given scale other than out / in (a scale known at run time, or one
+    whose out = floor(in * scale) rounds)."""
+    at = node.attrs
+    coord = at["coordinate_transformation_mode"]
+    dims = [tir.as_int(tir.convert(d)) for d in (g.shape(x) or [])]
+    if (at.get("mode") not in ("linear", "cubic") or coord == "tf_half_pixel_for_nn"
+            or not dims or any(dims[a] is None for a in axes)):
+        return False
+    if at.get("antialias") or coord == "half_pixel_symmetric":
+        return True
+    if coord == "tf_crop_and_resize" and g.value(roi) is None:
+        return True
+    if sizes is not None and _given(g, sizes) or not _given(g, scales):
+        return False
+    known = g.value(scales)
+    return known is None or any(
+        float(dims[a] * s) != np.floor(dims[a] * s) for a, s in zip(axes, known.reshape(-1)))
+
+
+def _f32(value):
+    return call("astype", value, "float32")
+
+
+def _by_matrices(g: Context, node: OnnxNode, x, roi, scales, sizes, axes):
+    at = node.attrs
+    dims = [tir.as_int(tir.convert(d)) for d in g.shape(x)]
+    from_scales = sizes is None or not _given(g, sizes)
+    out = _output_sizes(g, node, x, scales if from_scales else None,
+                        None if from_scales else sizes, axes)
+    picked = {}
+    for k, axis in enumerate(axes):
+        if from_scales:
+            picked[axis] = call("reshape", call("take", _f32(scales), relax.const(
+                np.int64(k)), 0), [])
+        else:
+            size = _f32(call("shape_to_tensor", relax.ShapeExpr([out[axis]])))
+            picked[axis] = call("divide", size, relax.const(np.float32(dims[axis])))
+    rois = {}
+    if at["coordinate_transformation_mode"] == "tf_crop_and_resize":
+        for k, axis in enumerate(axes):
+            rois[axis] = tuple(call("take", _f32(roi), relax.const(np.int64(i)), 0)
+                               for i in (k, k + len(axes)))
+    options = {"coord": at["coordinate_transformation_mode"], "mode": at["mode"],
+               "antialias": bool(at.get("antialias")), "cubic_a": at.get("cubic_coeff_a", -0.75),
+               "exclude_outside": bool(at.get("exclude_outside")), "from_scales": from_scales,
+               "extrapolation_value": at.get("extrapolation_value") or 0.0}
+    return matrix_resize(g, x, dims, out, axes, picked, rois, options)
 
 
 def _differ(a, b) -> bool:
@@ -169,27 +231,102 @@ def _upsample_attrs(mode: str) -> dict:
 
 def convert_grid_sample(g: Context, node: OnnxNode):
     x, grid = node.inputs[:2]
-    if g.ndim(x) != 4:
-        raise node.unsupported("only 2-D grid sampling (4-D inputs) is supported")
+    rank = g.ndim(x)
+    if rank not in (4, 5):
+        raise node.unsupported("only 2-D and 3-D grid sampling (4-D / 5-D inputs) is supported")
     mode = _METHODS.get(node.attrs["mode"], node.attrs["mode"])
     method = {"nearest_neighbor": "nearest", "linear": "bilinear", "cubic": "bicubic"}[mode]
-    grid = call("permute_dims", grid, [0, 3, 1, 2])  # ONNX (N, H, W, 2) -> TVM (N, 2, H, W)
-    return g.emit(call("image.grid_sample", x, grid, method=method, layout="NCHW",
+    # ONNX (N, *out, d) -> TVM (N, d, *out)
+    grid = call("permute_dims", grid, [0, rank - 1, *range(1, rank - 1)])
+    layout = "NCHW" if rank == 4 else "NCDHW"
+    return g.emit(call("image.grid_sample", x, grid, method=method, layout=layout,
                        padding_mode=node.attrs["padding_mode"],
                        align_corners=bool(node.attrs["align_corners"])))
+
+
+def _base_coords(n, align: bool):
+    """Normalized centers of n pixels in [-1, 1]: i * 2 / (n - 1) - 1 with align_corners,
+    else (2 i + 1) / n - 1 (n may be known only at run time)."""
+    i = call("astype", call("arange", 0, n, 1), "float32")
+    count = call("astype", call("shape_to_tensor", relax.ShapeExpr([n])), "float32")
+    one = relax.const(np.float32(1))
+    if align:
+        step = call("divide", relax.const(np.float32(2)), call("maximum", call(
+            "subtract", count, one), one))
+        return call("subtract", call("multiply", i, step), one)
+    twice = call("add", call("multiply", i, relax.const(np.float32(2))), one)
+    return call("subtract", call("divide", twice, count), one)
+
+
+def _affine_grid_3d(g: Context, theta, dims: list, align: bool):
+    """grid[n, d, h, w] = theta[n] @ (x_w, y_h, z_d, 1): one matmul over every voxel."""
+    depth, height, width = dims
+    zs, ys, xs = (_base_coords(n, align) for n in dims)
+    shape = [depth, height, width, 1]
+    axes = [call("broadcast_to", call("reshape", v, s), shape) for v, s in (
+        (xs, [1, 1, -1, 1]), (ys, [1, -1, 1, 1]), (zs, [-1, 1, 1, 1]))]
+    ones = call("ones", relax.ShapeExpr(shape), "float32")
+    base = g.emit(call("concat", [*axes, ones], 3))  # [D, H, W, 4]
+    base = g.emit(call("reshape", base, [-1, 4]))
+    out = call("matmul", base, call("permute_dims", call("astype", theta, "float32"), [0, 2, 1]))
+    out = call("reshape", out, [-1, depth, height, width, 3])
+    return g.emit(call("astype", out, g.dtype(theta)))
 
 
 def convert_affine_grid(g: Context, node: OnnxNode):
     theta, size = node.inputs[:2]
     dims = _need(node, g.runtime_ints(size, "size"), "size")
+    if len(dims) == 5:
+        return _affine_grid_3d(g, theta, dims[2:], bool(node.attrs["align_corners"]))
     if len(dims) != 4:
-        raise node.unsupported("only 2-D affine grids are supported")
+        raise node.unsupported("only 2-D and 3-D affine grids are supported")
     grid = call("image.affine_grid", theta, dims[2:],
                 align_corners=bool(node.attrs["align_corners"]))
     return g.emit(call("permute_dims", grid, [0, 2, 3, 1]))
 
 
+# --------------------------------------------------------------------------------------------
+# Detection.
+
+# NonMaxSuppression's optional inputs 2..4 when absent: no box kept, IoU 0, no score filter.
+_NMS_DEFAULTS = ((0, "int64"), (0.0, "float32"), (float("-inf"), "float32"))
+
+
+def convert_nms(g: Context, node: OnnxNode):
+    """Selected (batch, class, box) rows; how many is known only at run time (as NonZero)."""
+    given = list(node.inputs[2:5]) + [None] * (5 - len(node.inputs))
+    extra = [g.const(np.array(v, dtype)) if x is None else x
+             for x, (v, dtype) in zip(given, _NMS_DEFAULTS)]
+    return g.emit(call("vision.non_max_suppression", *node.inputs[:2], *extra,
+                       center_point_box=int(node.attrs.get("center_point_box", 0))))
+
+
+def convert_col2im(g: Context, node: OnnxNode):
+    """Image and block shapes may be run-time tensors: the op reads their values."""
+    at = node.attrs
+    return g.emit(call("col2im", *node.inputs[:3], dilations=at.get("dilations"),
+                       pads=at.get("pads"), strides=at.get("strides")))
+
+
+def convert_deform_conv(g: Context, node: OnnxNode):
+    """Absent bias / mask go in as empty tensors (the op reads them as none)."""
+    x, weight, offset = node.inputs[:3]
+    if g.ndim(x) != 4:
+        raise node.unsupported("only 2-D deformable convolution (4-D inputs) is supported")
+    extra = (list(node.inputs[3:5]) + [None, None])[:2]
+    bias, mask = (g.emit(call("astype", g.const(np.zeros(0, "float32")), g.dtype(x)))
+                  if v is None else v for v in extra)
+    at = node.attrs
+    return g.emit(call("image.deform_conv2d", x, weight, offset, bias, mask,
+                       strides=at.get("strides"), pads=at.get("pads"),
+                       dilations=at.get("dilations"), groups=int(at.get("group") or 1),
+                       offset_groups=int(at.get("offset_group") or 1)))
+
+
 CONVERTERS = {
+    "DeformConv": {19: convert_deform_conv},
+    "Col2Im": {18: convert_col2im},
+    "NonMaxSuppression": {10: convert_nms},
     "Resize": {10: convert_resize_v10, 11: convert_resize},
     "Upsample": {7: convert_upsample_v7, 9: convert_upsample},
     "GridSample": {16: convert_grid_sample}, "AffineGrid": {20: convert_affine_grid},

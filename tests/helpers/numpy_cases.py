@@ -441,3 +441,31 @@ CASES += [
                         np.array(2, "int8")],
          _quiet(lambda x, s, z: torch._make_per_tensor_quantized_tensor(x, 0.5, 2).dequantize())),
 ]
+
+
+def _onnx_reference(op_type: str, opset: int, **attrs):
+    """Where torch has no such op: onnx's own reference evaluator on a one-node model."""
+    def ref(*args):
+        from frontends.onnx.testing import node_model, run_reference
+
+        feeds = {f"in{k}": _np(a) for k, a in enumerate(args)}
+        return torch.from_numpy(np.asarray(run_reference(
+            node_model(op_type, feeds, opset=opset, **attrs), feeds)[0]))
+    return ref
+
+
+_BOXES = np.concatenate([RNG.uniform(0, 3, (1, 6, 2)), RNG.uniform(3, 5, (1, 6, 2))],
+                        -1).astype("float32")
+_DEFORM = [_f(1, 2, 5, 5, lo=0, hi=1), _f(3, 2, 2, 2), _f(1, 8, 4, 4, lo=-1, hi=1)]
+CASES += [
+    Case("det", [_f(2, 3, 3)], torch.linalg.det),
+    Case("col2im", [_f(1, 2 * 4, 12), np.array([5, 6], "int64"), np.array([2, 2], "int64")],
+         lambda x, i, b: F.fold(x, (5, 6), (2, 2), padding=(1, 1), stride=(2, 2)),
+         pads=[1, 1, 1, 1], strides=[2, 2]),
+    Case("image.deform_conv2d", [*_DEFORM, np.zeros(0, "float32"), np.zeros(0, "float32")],
+         lambda x, w, o, b, m: _onnx_reference("DeformConv", 19)(x, w, o), rtol=1e-4,
+         atol=1e-5),
+    Case("vision.non_max_suppression",
+         [_BOXES, _f(1, 2, 6, lo=0, hi=1), np.array([3], "int64"), np.array([0.2], "float32"),
+          np.array([0.1], "float32")], _onnx_reference("NonMaxSuppression", 11)),
+]

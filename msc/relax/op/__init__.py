@@ -34,7 +34,8 @@ from .registry import (
 install(globals())
 
 # The namespaces read OPS, so they load last.
-from . import image, nn
+from . import image, nn, vision
 
 __all__ = ["OPS", "OP_ALIASES", "REQUIRED", "Arg", "AttrDef", "Op", "attach", "get_op",
-           "image", "install", "load_all_facts", "load_facts", "make_call", "nn", "ops_with"]
+           "image", "install", "load_all_facts", "load_facts", "make_call", "nn", "ops_with",
+           "vision"]

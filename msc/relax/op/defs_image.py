@@ -134,3 +134,59 @@ def _affine_prepare(values: dict) -> str:
 python_order(register("image.affine_grid", [Arg("data"), Arg("size", "shape")],
                       [AttrDef("align_corners", "bool", True)], infer=affine_grid_infer,
                       family="image"), ["data", "size", "align_corners"], prepare=_affine_prepare)
+
+
+def nms_infer(ctx):
+    """ONNX NonMaxSuppression: boxes [B, N, 4], scores [B, C, N] -> int64 [count, 3] rows of
+    (batch, class, box); the count depends on the data (like ``nonzero``)."""
+    boxes, scores = ctx.tensor(0), ctx.tensor(1)
+    check_rank(ctx, boxes, 3, 0, "boxes [batch, boxes, 4]")
+    check_rank(ctx, scores, 3, 1, "scores [batch, classes, boxes]")
+    for i in (2, 3, 4):
+        ctx.tensor(i)
+    return tensor(None, "int64", 2)
+
+
+# The three thresholds are 0-d tensors (values known at run time in ONNX graphs).
+register("vision.non_max_suppression",
+         [Arg("boxes"), Arg("scores"), Arg("max_output_boxes_per_class"), Arg("iou_threshold"),
+          Arg("score_threshold")], [AttrDef("center_point_box", "int", 0)],
+         infer=nms_infer, family="search")
+
+
+def col2im_infer(ctx):
+    """ONNX Col2Im: [N, C * prod(block), L] -> [N, C, *image_shape]; the image and block
+    shapes are tensors (often known only at run time), so only the rank may be known."""
+    data, image = ctx.tensor(0), ctx.tensor(1)
+    ctx.tensor(2)
+    check_rank(ctx, data, 3, 0, "Col2Im's input [N, C * prod(block), L]")
+    spatial = image.values[0] if image.values is not None else None
+    count = spatial.value if isinstance(spatial, tir.IntImm) else None
+    return tensor(None, data.dtype, -1 if count is None else count + 2)
+
+
+register("col2im", [Arg("data"), Arg("image_shape"), Arg("block_shape")],
+         [AttrDef("dilations", "ints", None), AttrDef("pads", "ints", None),
+          AttrDef("strides", "ints", None)], infer=col2im_infer, family="image")
+
+
+def deform_conv2d_infer(ctx):
+    """ONNX DeformConv (2-D): data [N, C, H, W], weight [O, C / groups, kH, kW], offset
+    [N, offset_groups * kH * kW * 2, oH, oW] (+ bias [O], mask [N, offset_groups * kH * kW,
+    oH, oW]) -> [N, O, oH, oW]: the output grid is the offset's."""
+    data, weight, offset = ctx.tensor(0), ctx.tensor(1), ctx.tensor(2)
+    for i, (sinfo, why) in enumerate([(data, "data [N, C, H, W]"), (weight, "weight"),
+                                      (offset, "offset [N, 2 * taps, oH, oW]")]):
+        check_rank(ctx, sinfo, 4, i, why)
+    for i in range(3, len(ctx.args)):
+        ctx.tensor(i)
+    if data.values is None or weight.values is None or offset.values is None:
+        return tensor(None, data.dtype, 4)
+    return tensor([data.values[0], weight.values[0], *offset.values[2:]], data.dtype)
+
+
+register("image.deform_conv2d",
+         [Arg("data"), Arg("weight"), Arg("offset"), Arg("bias"), Arg("mask")],
+         [AttrDef("strides", "ints", None), AttrDef("pads", "ints", None),
+          AttrDef("dilations", "ints", None), AttrDef("groups", "int", 1),
+          AttrDef("offset_groups", "int", 1)], infer=deform_conv2d_infer, family="image")

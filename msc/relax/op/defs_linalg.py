@@ -1,4 +1,4 @@
-"""Linear algebra: matmul (numpy semantics, batched broadcasting), einsum, outer."""
+"""Linear algebra: matmul (numpy semantics, batched broadcasting), einsum, outer, det."""
 
 from __future__ import annotations
 
@@ -123,6 +123,19 @@ def _merge_label(ctx, label: str, seen, dim):
 
 register("matmul", [Arg("x1"), Arg("x2")], [AttrDef("out_dtype", "dtype", None)],
          infer=matmul_infer, family="linalg")
+def det_infer(ctx):
+    """Determinants of the trailing square matrices: [..., M, M] -> [...]."""
+    x = ctx.tensor(0)
+    if x.ndim != -1 and x.ndim < 2:
+        raise ctx.error(f"needs [..., M, M], got rank {x.ndim}", 0, hint="pass square matrices")
+    if x.values is None:
+        return unknown(x.dtype, -1 if x.ndim == -1 else x.ndim - 2)
+    if provably_differ(x.values[-1], x.values[-2]):
+        raise ctx.error(f"needs square matrices, got {dims_str(x.values)}", 0)
+    return tensor(x.values[:-2], x.dtype)
+
+
+register("det", [Arg("x")], infer=det_infer, family="linalg", float_only=True)
 register("outer", [Arg("x1"), Arg("x2")], infer=outer_infer, family="linalg")
 register("einsum", [Arg("operands", "tensors")], [AttrDef("subscripts", "str")],
          infer=einsum_infer, family="linalg")

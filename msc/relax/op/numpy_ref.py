@@ -380,6 +380,7 @@ MANIPULATE = {
     "collapse_sum_to": _collapse_sum_to,
     "collapse_sum_like": lambda a, t: _collapse_sum_to([a[0], np.shape(a[1])], t),
     "tile": _tile, "repeat": _repeat, "flip": _flip, "sort": _sort, "argsort": _argsort,
+    "det": lambda args, attrs: np.linalg.det(args[0]).astype(args[0].dtype),
     "topk": _topk, "nonzero": lambda args, attrs: np.stack(np.nonzero(args[0])),
     "einsum": lambda args, attrs: np.einsum(attrs["subscripts"], *args[0]),
     "matmul": lambda args, attrs: np.matmul(args[0], args[1]),

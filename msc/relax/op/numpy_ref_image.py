@@ -148,10 +148,51 @@ def _grid_sample(args, attrs):
         out = values * valid
     elif method == "bilinear":
         out = _multilinear(x, coords)
+    elif method == "bicubic":
+        raw = [_unnormalize(grid[:, nd - 1 - i], n, bool(attrs["align_corners"]))
+               for i, n in enumerate(x.shape[2:])]
+        out = _multicubic(x, raw, attrs)
     else:
         raise UnsupportedOpError(f"method {method!r} has no numpy reference",
                                  op="image.grid_sample", hint="use bilinear or nearest")
     return to_layout(out, "NC" + SPATIAL[nd], layout)
+
+
+def _keys(t, a: float = -0.75):
+    """Keys' cubic weights of the taps at -1, 0, 1, 2 for a fraction ``t``."""
+    def f(v):
+        v = np.abs(v)
+        return np.where(v <= 1, ((a + 2) * v - (a + 3)) * v * v + 1,
+                        np.where(v < 2, ((a * v - 5 * a) * v + 8 * a) * v - 4 * a, 0.0))
+    return [f(t + 1), f(t), f(1 - t), f(2 - t)]
+
+
+def _multicubic(x, coords, attrs):
+    """ONNX GridSample cubic: a coordinate past the border is clamped / reflected first, then
+    each of the 4 taps per axis reads zero, the edge, or its reflection."""
+    align, mode = bool(attrs["align_corners"]), attrs["padding_mode"]
+    spans = [(0.0, n - 1.0) if align else (-0.5, n - 0.5) for n in x.shape[2:]]
+    fixed = []
+    for c, n, (lo, hi) in zip(coords, x.shape[2:], spans):
+        out = (c < lo) | (c > hi)
+        moved = np.clip(c, 0, n - 1) if mode == "border" else _reflect(c, lo, hi)
+        fixed.append(np.where(out, moved, c) if mode != "zeros" else c)
+    lows = [np.floor(c) for c in fixed]
+    weights = [_keys(c - lo) for c, lo in zip(fixed, lows)]
+    out = 0
+    for taps in itertools.product(range(4), repeat=len(fixed)):
+        index = [(lo + k - 1).astype(np.int64) for lo, k in zip(lows, taps)]
+        if mode == "border":
+            index = [np.clip(i, 0, n - 1) for i, n in zip(index, x.shape[2:])]
+        elif mode == "reflection":
+            index = [np.trunc(_reflect(i.astype(np.float64), lo, hi)).astype(np.int64)
+                     for i, (lo, hi) in zip(index, spans)]
+        weight = 1
+        for w, k in zip(weights, taps):
+            weight = weight * w[k]
+        values, valid = _gather(x, index)
+        out = out + values * valid * np.expand_dims(weight, 1)
+    return out
 
 
 def _multilinear(x, coords):
@@ -167,7 +208,128 @@ def _multilinear(x, coords):
     return out
 
 
+# --------------------------------------------------------------------------------------------
+# Non-maximum suppression (ONNX's: greedy per batch and class, highest score first).
+
+def _corners(boxes, center_point_box: int):
+    """[..., 4] boxes as (y1, x1, y2, x2) with y1 <= y2, x1 <= x2 (ONNX allows flipped corners;
+    center_point_box=1 gives (x_center, y_center, width, height))."""
+    b = np.asarray(boxes, np.float64)
+    if center_point_box:
+        xc, yc, w, h = np.moveaxis(b, -1, 0)
+        return np.stack([yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2], -1)
+    y1, x1, y2, x2 = np.moveaxis(b, -1, 0)
+    return np.stack([np.minimum(y1, y2), np.minimum(x1, x2),
+                     np.maximum(y1, y2), np.maximum(x1, x2)], -1)
+
+
+def _iou(box, others):
+    """IoU of one box with each of ``others`` (0 where a box has no area)."""
+    lo, hi = np.maximum(box[:2], others[:, :2]), np.minimum(box[2:], others[:, 2:])
+    inter = np.prod(np.clip(hi - lo, 0, None), axis=1)
+    area = np.prod(box[2:] - box[:2])
+    areas = np.prod(others[:, 2:] - others[:, :2], axis=1)
+    union = area + areas - inter
+    ok = (area > 0) & (areas > 0) & (union > 0)
+    return np.where(ok, inter / np.where(ok, union, 1), 0.0)
+
+
+def _select(boxes, scores, limit: int, iou_max: float, score_min: float) -> list[int]:
+    """Greedy selection of one (batch, class): box indices in selection order."""
+    chosen: list[int] = []
+    for i in np.argsort(-scores, kind="stable"):
+        if len(chosen) >= limit or not scores[i] > score_min:
+            break
+        if not chosen or not np.any(_iou(boxes[i], boxes[chosen]) > iou_max):
+            chosen.append(int(i))
+    return chosen
+
+
+def _non_max_suppression(args, attrs):
+    boxes = _corners(args[0], attrs["center_point_box"])
+    scores = np.asarray(args[1], np.float64)
+    limit = int(np.ravel(args[2])[0]) if np.size(args[2]) else 0
+    iou_max = float(np.ravel(args[3])[0]) if np.size(args[3]) else 0.0
+    score_min = float(np.ravel(args[4])[0]) if np.size(args[4]) else -np.inf
+    rows = [(b, c, i) for b in range(scores.shape[0]) for c in range(scores.shape[1])
+            for i in _select(boxes[b], scores[b, c], limit, iou_max, score_min)]
+    return np.array(rows, np.int64).reshape(-1, 3)
+
+
+# --------------------------------------------------------------------------------------------
+# Col2Im (ONNX): sum the columns of sliding blocks back into an image.
+
+def _col2im(args, attrs):
+    data = np.asarray(args[0])
+    image = [int(v) for v in np.ravel(args[1])]
+    block = [int(v) for v in np.ravel(args[2])]
+    d = len(image)
+    dil = list(attrs["dilations"] or [1] * d)
+    stride = list(attrs["strides"] or [1] * d)
+    pads = list(attrs["pads"] or [0] * (2 * d))
+    full = [i + pads[k] + pads[k + d] for k, i in enumerate(image)]
+    counts = [(f - dil[k] * (block[k] - 1) - 1) // stride[k] + 1 for k, f in enumerate(full)]
+    n, channels = data.shape[0], data.shape[1] // int(np.prod(block))
+    cols = accum(data).reshape(n, channels, *block, *counts)
+    out = np.zeros((n, channels, *full), cols.dtype)
+    for k in itertools.product(*(range(b) for b in block)):
+        window = tuple(slice(k[i] * dil[i], k[i] * dil[i] + (counts[i] - 1) * stride[i] + 1,
+                             stride[i]) for i in range(d))
+        out[(slice(None), slice(None), *window)] += cols[(slice(None), slice(None), *k)]
+    crop = tuple(slice(pads[k], pads[k] + image[k]) for k in range(d))
+    return out[(slice(None), slice(None), *crop)].astype(data.dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# Deformable convolution (ONNX DeformConv, 2-D).
+
+def _bilinear_zeros(x, ys, xs):
+    """x [N, C, H, W] at float positions ys, xs [N, C, ...]; taps outside read 0."""
+    h, w = x.shape[2:]
+    y0, x0 = np.floor(ys), np.floor(xs)
+    n = np.arange(x.shape[0]).reshape((-1,) + (1,) * (ys.ndim - 1))
+    c = np.arange(x.shape[1]).reshape((1, -1) + (1,) * (ys.ndim - 2))
+    out = 0
+    for dy, dx in itertools.product((0, 1), repeat=2):
+        iy, ix = (y0 + dy).astype(np.int64), (x0 + dx).astype(np.int64)
+        weight = (1 - np.abs(ys - iy)) * (1 - np.abs(xs - ix))
+        valid = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
+        out = out + weight * valid * x[n, c, np.clip(iy, 0, h - 1), np.clip(ix, 0, w - 1)]
+    return out
+
+
+def _deform_conv2d(args, attrs):
+    x, weight, offset = (accum(np.asarray(a)) for a in args[:3])
+    bias, mask = (None if a is None or np.size(a) == 0 else accum(np.asarray(a))
+                  for a in (list(args) + [None, None])[3:5])
+    n, ch, _, _ = x.shape
+    out_ch, _, kh, kw = weight.shape
+    oh, ow = offset.shape[2:]
+    sy, sx = attrs["strides"] or (1, 1)
+    dy, dx = attrs["dilations"] or (1, 1)
+    top, left = (attrs["pads"] or (0, 0, 0, 0))[:2]
+    groups, off_groups = attrs["groups"], attrs["offset_groups"]
+    taps = kh * kw
+    # offsets per channel: [N, C, taps, oH, oW] for y and x (channel c uses its offset group)
+    off = offset.reshape(n, off_groups, taps, 2, oh, ow).repeat(ch // off_groups, 1)
+    ky, kx = np.divmod(np.arange(taps), kw)
+    base_y = (np.arange(oh) * sy - top)[None, :, None] + (ky * dy)[:, None, None]
+    base_x = (np.arange(ow) * sx - left)[None, None, :] + (kx * dx)[:, None, None]
+    cols = _bilinear_zeros(x, base_y + off[:, :, :, 0], base_x + off[:, :, :, 1])
+    if mask is not None:
+        cols = cols * mask.reshape(n, off_groups, taps, oh, ow).repeat(ch // off_groups, 1)
+    cols = cols.reshape(n, groups, ch // groups * taps, oh, ow)
+    w = weight.reshape(groups, out_ch // groups, -1)
+    y = np.einsum("gok,ngkhw->ngohw", w, cols).reshape(n, out_ch, oh, ow)
+    if bias is not None:
+        y = y + bias.reshape(1, -1, 1, 1)
+    return y.astype(np.asarray(args[0]).dtype)
+
+
 FACTS = {
+    "image.deform_conv2d": _deform_conv2d,
+    "col2im": _col2im,
+    "vision.non_max_suppression": _non_max_suppression,
     "image.resize2d": _resize(2), "image.resize3d": _resize(3),
     "image.affine_grid": _affine_grid, "image.grid_sample": _grid_sample,
 }

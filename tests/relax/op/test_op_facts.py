@@ -47,20 +47,27 @@ _SHAPE_OPS = ("shape_of", "shape_to_tensor", "size", "tensor_to_shape")
 _COMMON_LAYOUT = (
     "arange", "argsort", "broadcast_to", "bucketize", "clip", "collapse_sum_like",
     "collapse_sum_to", "cumprod", "cumsum", "dequantize", "einsum", "eye", "eye_like",
-    "flatten", "flip", "full", "full_like", "gather_elements", "gather_nd", "hamming_window",
-    "image.affine_grid", "image.grid_sample", "index_put", "index_tensor", "layout_transform",
+    "col2im", "flatten", "flip", "full", "full_like", "gather_elements", "gather_nd",
+    "hamming_window",
+    "image.affine_grid", "image.deform_conv2d", "image.grid_sample", "index_put", "index_tensor", "layout_transform",
     "median", "meshgrid", "msc.attention", "msc.embedding", "msc.gelu", "msc.matmul",
     "nn.attention", "nn.attention_bias", "nn.attention_var_len", "nn.batch_flatten",
     "nn.batch_matmul", "nn.bias_add", "nn.cross_entropy_with_logits", "nn.dense",
     "nn.leakyrelu", "nn.log_softmax", "nn.nll_loss", "nn.pad", "nn.pixel_shuffle",
     "nn.softplus", "nonzero", "one_hot", "ones", "ones_like", "outer", "quantize", "repeat",
     "reverse_sequence", "scatter_elements", "scatter_nd", *_SHAPE_OPS, "slice_scatter", "sort",
-    "tile", "topk", "tril", "triu", "unique", "where", "zeros", "zeros_like",
+    "det", "tile", "topk", "tril", "triu", "unique", "vision.non_max_suppression", "where", "zeros",
+    "zeros_like",
 )
 
 # The known gaps: kind -> {op: why it has no such fact}. Runtime ops (OpDef.runtime: calls into
 # TIR / packed functions, effects, runtime objects) have no graph meaning.
 _BYTES_VIEW = "the same bytes as another dtype: numpy's ndarray.view, nothing to compute"
+_COL2IM = "a scatter-add whose output shape comes from a tensor's values: runs as its numpy fact"
+_DET = "an LU factorization with pivoting: runs as its numpy fact"
+_DEFORM = "bilinear taps at data-given offsets: runs as its numpy fact"
+_NMS = ("greedy, data-dependent selection (ONNX NonMaxSuppression): runs as its numpy fact in "
+        "the VM")
 KNOWN_GAPS: dict[str, dict[str, str]] = {
     "numpy": {**dict.fromkeys(_RUNTIME, "runtime op: not a value numpy can compute"),
               "nn.dropout": "random"},
@@ -68,12 +75,19 @@ KNOWN_GAPS: dict[str, dict[str, str]] = {
                  **dict.fromkeys(_SHAPE_OPS, "shape values: the VM computes them"),
                  "nonzero": "data-dependent output shape: a native kernel",
                  "unique": "data-dependent output shape: a native kernel",
-                 "reinterpret": _BYTES_VIEW},
+                 "reinterpret": _BYTES_VIEW, "vision.non_max_suppression": _NMS,
+                 "col2im": _COL2IM, "image.deform_conv2d": _DEFORM, "det": _DET},
     "compiled": {**dict.fromkeys(_RUNTIME, "runtime op: the VM runs it itself (SPECIAL)"),
                  **dict.fromkeys(_SHAPE_OPS, "shape values: the VM computes them"),
-                 "reinterpret": _BYTES_VIEW},
+                 "reinterpret": _BYTES_VIEW, "vision.non_max_suppression": _NMS,
+                 "col2im": _COL2IM, "image.deform_conv2d": _DEFORM, "det": _DET},
     "relax_codegen": dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
-    "torch": dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
+    "torch": {**dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
+              "image.deform_conv2d": "torch has none (torchvision's deform_conv2d: an "
+                                     "optional dependency msc does not take)",
+              "col2im": "torch's fold is 2-D with symmetric padding only; ONNX's is N-D",
+              "vision.non_max_suppression": "torch has no op for it (torchvision's nms has no "
+                                            "per-class limit or score threshold)"},
     "onnx_codegen": {**dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
                      "layout_transform": "an arbitrary index map: no ONNX op or short "
                                          "sequence for it",

@@ -27,7 +27,10 @@ TENSOR_FAMILIES = ("manipulate", "shape", "create", "reduce", "scan", "sort", "s
 
 # Ops of these families that TVM 0.27 does not have, with the reason msc has them.
 MSC_EXTENSIONS = {"reinterpret": "ONNX BitCast; TVM's nearest, R.memory.view, also moves shape "
-                                 "and byte offset"}
+                                 "and byte offset",
+                  "det": "ONNX Det; TVM 0.27's relax has no determinant",
+                  "vision.non_max_suppression": "ONNX NonMaxSuppression (as many rows as kept "
+                                                "boxes); TVM's all_class_ variant pads them"}
 
 
 def _tensor_ops() -> list:

@@ -1,0 +1,5 @@
+"""``relax.op.vision.*`` builders (generated from the op table)."""
+
+from .registry import install
+
+install(globals(), "vision")
