@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from ..errors import SerializationError
+from . import options
 from .loaders import load_model
 
 HELP = "prune a model's channels: a smaller graph + weights, a plan and a before/after report"
@@ -23,8 +24,8 @@ def add_arguments(p) -> None:
                 "  msc prune net.json --density 0.5 -o out/small.json\n"
                 "      # writes out/small.npz, .report.json and .plan.json beside it\n"
                 "  msc prune net.json --plan out/small.plan.json -o out/again.json  # re-apply\n")
-    p.add_argument("model", help="model file with weights: MSCGraph .json (+ sibling .npz / "
-                                 ".safetensors) or ONNX .onnx")
+    options.add_model(p)
+    options.add_input_info(p)
     p.add_argument("-o", "--output", required=True, help="pruned graph JSON to write "
                    "(weights, report and plan go next to it: .npz, .report.json, .plan.json)")
     p.add_argument("--density", type=float, help="fraction of each channel group to keep, "
@@ -83,7 +84,7 @@ def run(args) -> int:
         raise SerializationError("the pruned graph is written as JSON", file=args.output,
                                  hint="name the output <name>.json")
     paths = _outputs(args.output, args.force)
-    graph, weights = load_model(args.model)
+    graph, weights = load_model(args.model, options.input_info(args))
     small, small_weights, report = prune(graph, weights, _config(args))
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     small.to_json(paths["graph"])

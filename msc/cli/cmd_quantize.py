@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from ..errors import SerializationError, ValidationError
+from . import options
 from .loaders import load_model
 
 __all__ = ["COMMAND", "calibration_batches"]
@@ -24,8 +25,8 @@ def _add_arguments(p) -> None:
                 "  msc quantize net.json --calib calib.npz -o out/int8.json\n"
                 "  msc quantize model.onnx --calib calib.npz --method entropy --target-sqnr 30 "
                 "-o out/int8.json\n")
-    p.add_argument("model", help="model file: MSCGraph .json (+ .npz weights), ONNX .onnx, or "
-                                 "TVMScript .py / .tvmscript")
+    options.add_model(p)
+    options.add_input_info(p)
     p.add_argument("--calib", required=True,
                    help="calibration .npz: one array per input, samples along axis 0")
     p.add_argument("--method", default="minmax", choices=["minmax", "percentile", "entropy"],
@@ -109,7 +110,7 @@ def _run(args) -> int:
 
     paths = _outputs(args.output)
     _check_outputs(args, paths)
-    graph, weights = load_model(args.model)
+    graph, weights = load_model(args.model, options.input_info(args))
     batches = calibration_batches(graph, _calib_arrays(args.calib), args.calib)
     config = {"method": args.method, "activation_dtype": args.activation_dtype,
               "target_sqnr": args.target_sqnr, "quantize_outputs": args.quantize_outputs,

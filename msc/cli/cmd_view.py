@@ -11,6 +11,7 @@ import os
 import webbrowser
 
 from ..errors import SerializationError
+from . import options
 from .loaders import load_model
 
 HELP = ("open a model's graph in the browser: collapsible groups, search, details, overlays "
@@ -24,8 +25,8 @@ def add_arguments(p) -> None:
                 "  msc view model.onnx                # writes out/model.html, opens the browser\n"
                 "  msc view net.json --overlay sqnr.json --no-open -o out/net.html\n"
                 "  msc view model.onnx --model-explorer   # needs pip install 'msc[explorer]'\n")
-    p.add_argument("model", help="model file: .onnx, MSC graph .json (weights from a sibling "
-                               ".npz), TVMScript .py")
+    options.add_model(p)
+    options.add_input_info(p)
     p.add_argument("-o", "--output", help="file to write: .html (default out/<model>.html), "
                    ".svg, or with --model-explorer a .json (example: -o resnet50.html)")
     p.add_argument("--overlay", metavar="JSON", help="per-joint values {joint name: number} "
@@ -55,7 +56,7 @@ def run(args) -> int:
     from ..viewer.overlay import load_overlay
 
     path = _output(args)
-    graph, weights = load_model(args.model)
+    graph, weights = load_model(args.model, options.input_info(args))
     overlay = load_overlay(args.overlay, graph.node_names) if args.overlay else None
     if args.model_explorer:
         paths = model_explorer.write_model_explorer(graph, weights, path, overlay)

@@ -109,3 +109,21 @@ def test_diff_onnx_and_torch_import_of_the_same_net(tmp_path, capsys):
 def _json_diff(capsys, argv) -> dict:
     assert main(argv) == 1  # the graphs differ
     return json.loads(capsys.readouterr().out)
+
+
+def test_prune_and_view_take_a_torch_model_file(tmp_path, capsys):
+    # every command that reads a MODEL takes the torch form, with --input-info
+    spec = torch_file(tmp_path) + ":make_cnn"
+    info = ["--input-info", "x:1,3,16,16:float32"]
+    small = tmp_path / "small.json"
+    assert main(["prune", spec, *info, "--density", "0.5", "--stride", "2", "--no-latency",
+                 "-o", str(small), "-q"]) == 0
+    assert "report" in capsys.readouterr().out.lower()
+    before = _json_out(capsys, ["inspect", spec, *info, "--json"])["params"]["count"]
+    after = _json_out(capsys, ["inspect", str(small), "--json"])["params"]["count"]
+    assert after < before
+    page = tmp_path / "net.html"
+    assert main(["view", spec, *info, "--no-open", "-o", str(page)]) == 0
+    assert page.read_text().count("conv2d") >= 2
+    assert main(["view", spec, "--no-open", "-o", str(tmp_path / "x.html")]) == 2
+    assert "input-info" in capsys.readouterr().err
