@@ -9,34 +9,13 @@ import torch
 
 from frontends.torch import translate_torch
 from frontends.torch.api import from_torch
+from tests.helpers.hf_models import VOCAB, tiny_hf_models
 from tests.helpers.torch_tools import run_relax, run_vm, torch_leaves
 
 T = pytest.importorskip("transformers")
 T.logging.set_verbosity_error()
 
-VOCAB = 100
-
-
-def _models():
-    return {
-        "bert": lambda: T.BertModel(T.BertConfig(
-            vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-            intermediate_size=64, max_position_embeddings=64)),
-        "gpt2": lambda: T.GPT2Model(T.GPT2Config(
-            vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64, use_cache=False)),
-        "vit": lambda: T.ViTModel(T.ViTConfig(
-            image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2,
-            num_attention_heads=4, intermediate_size=64)),
-        "t5_encoder": lambda: T.T5EncoderModel(T.T5Config(
-            vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
-            use_cache=False)),
-        "distilbert": lambda: T.DistilBertModel(T.DistilBertConfig(
-            vocab_size=VOCAB, dim=32, n_layers=2, n_heads=4, hidden_dim=64,
-            max_position_embeddings=64)),
-    }
-
-
-MODELS = _models()
+MODELS = tiny_hf_models(T, layers=2)
 
 
 def _model(name):
