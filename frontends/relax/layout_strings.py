@@ -8,7 +8,6 @@ A layout is a string of axis letters (``"NCHW"``; ``""`` = unknown)::
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 
 from msc.tir import expr as tir
@@ -82,30 +81,18 @@ def as_list(value) -> list:
 # --------------------------------------------------------------------------------------------
 # InferReshapeAxes: which axes a reshape inserts (expand) and which it merges away (reduce).
 # Dims are msc.tir expressions (plain ints are converted), so symbolic dims take part: runs
-# match when their tir products are equal, and msc.tir keeps products canonical (``bz * 16``
-# equals ``16 * bz``), so equal symbolic dims, and products of equal symbolic factors, match.
-
-def _factors(size: tir.PrimExpr) -> tuple[int, Counter]:
-    """A product as an integer coefficient and a multiset of its symbolic factors."""
-    if isinstance(size, tir.IntImm):
-        return size.value, Counter()
-    if isinstance(size, tir.BinaryOp) and size.op == "Mul":
-        (ca, fa), (cb, fb) = _factors(size.a), _factors(size.b)
-        return ca * cb, fa + fb
-    return 1, Counter({size: 1})
-
+# match when their tir products are equal (msc.tir keeps products canonical, ``bz * 16``
+# equals ``16 * bz``), and a run grows only while the order of the two products is provable.
+# Two integers compare; a symbolic product has no provable order against anything it does not
+# equal (a shape var may be 0 or 1), so MSC stops there: TVM's test_graph_build expects no
+# layout for dynamic masked_scatter ([2, dim] -> [2 * dim]), stack ([3 * bz, ...] ->
+# [3, bz, ...]) and the 2-D embedding ([vocab, 5] -> [vocab * 5]).
 
 def _is_smaller(a: tir.PrimExpr, b: tir.PrimExpr) -> bool | None:
-    """Whether the run with product ``a`` must grow before it can equal ``b``: the one whose
-    symbolic factors are a proper part of the other's, else (same factors) the smaller
-    coefficient. None when neither holds the other's factors (no match possible)."""
-    (ca, fa), (cb, fb) = _factors(a), _factors(b)
-    if fa == fb:
-        return ca < cb
-    if fa < fb:
-        return True
-    if fb < fa:
-        return False
+    """Whether the run with product ``a`` must grow before it can equal ``b``; None when
+    that is not provable (a symbolic product on either side)."""
+    if isinstance(a, tir.IntImm) and isinstance(b, tir.IntImm):
+        return a.value < b.value
     return None
 
 

@@ -383,7 +383,7 @@ def _slice_specs(x, items: list) -> tuple:
         if isinstance(item, slice):
             if (item.step or 1) < 0:
                 raise unsupported("slicing with a negative step")
-            if item.start in (None, 0) and item.step in (None, 1) and _to_end(item.stop,
+            if item.start in (None, 0) and item.step in (None, 1) and to_end(item.stop,
                                                                                dims[k]):
                 continue
             spec = (item.start or 0, dims[k] if item.stop is None else item.stop,
@@ -397,7 +397,7 @@ def _slice_specs(x, items: list) -> tuple:
     return axes, begin, end, strides
 
 
-def _to_end(stop, size) -> bool:
+def to_end(stop, size) -> bool:
     """Does a slice stop reach the end of an axis of ``size``? (export writes INT64_MAX)"""
     if stop is None or (isinstance(stop, int) and stop >= 2**62):
         return True
@@ -469,73 +469,6 @@ def gather(ctx, input, dim, index, sparse_grad=False):
     return ctx.emit(relax.op.gather_elements(input, index, axis=dim))
 
 
-_SCATTER_REDUCE = {None: "update", "add": "add", "multiply": "mul", "sum": "add",
-                   "prod": "mul", "amax": "max", "amin": "min", "mean": "mean"}
-
-
-def scatter(ctx, input, dim, index, src=None, value=None, *, reduce=None):
-    if not is_tensor(src):
-        fill = value if src is None else src
-        src = ctx.emit(relax.op.full_like(index, relax.const(fill, dtype_of(input)),
-                                          dtype_of(input)))
-    return emit_op(ctx, "scatter_elements", input, index, src, dim, _SCATTER_REDUCE[reduce])
-
-
-def scatter_reduce(ctx, input, dim, index, src, reduce, *, include_self=True):
-    if not include_self:
-        raise unsupported("scatter_reduce with include_self=False")
-    return scatter(ctx, input, dim, index, src, reduce=reduce)
-
-
-def masked_fill(ctx, input, mask, value):
-    fill = value if is_tensor(value) else relax.const(value, dtype_of(input))
-    filled = ctx.emit(relax.op.full_like(input, fill))
-    return ctx.emit(relax.op.where(mask, filled, input))
-
-
-def masked_scatter(ctx, input, mask, source):
-    """The i-th True of the mask takes source's i-th element, through the running count of
-    Trues: where(mask, take(source, cumsum(mask) - 1), input); masks of rank > 1 go flat."""
-    if ndim_of(mask) != ndim_of(input):
-        mask = ctx.emit(relax.op.broadcast_to(mask, shape_of(input)))
-    flat_mask = mask if ndim_of(mask) == 1 else ctx.emit(relax.op.reshape(mask, [-1]))
-    count = ctx.emit(relax.op.cumsum(flat_mask, 0, dtype="int32"))
-    index = ctx.emit(relax.op.subtract(count, relax.const(1, "int32")))
-    if ndim_of(mask) == 1:
-        return ctx.emit(relax.op.where(mask, ctx.emit(relax.op.take(source, index, axis=0,
-                                                                    mode="clip")), input))
-    flat = ctx.emit(relax.op.reshape(source, [-1] + shape_of(source)[ndim_of(mask):]))
-    gathered = ctx.emit(relax.op.take(flat, index, axis=0, mode="clip"))
-    values = ctx.emit(relax.op.reshape(gathered, shape_of(input)))
-    return ctx.emit(relax.op.where(mask, values, input))
-
-
-def index_put(ctx, input, indices, values, accumulate=False):
-    """``x[idx] = v`` (export's ``aten.index_put``); None entries are not supported."""
-    if any(i is None for i in indices):
-        raise unsupported("index_put with untouched leading axes (None indices)")
-    values = ctx.cast(ctx.tensor(values, input), dtype_of(input))
-    return ctx.emit(relax.op.index_put(input, relax.Tuple(list(indices)), values,
-                                       bool(accumulate)))
-
-
-def slice_scatter(ctx, input, src, dim=0, start=None, end=None, step=1):
-    """``x[..., start:end:step] = src`` along ``dim`` (export's ``aten.slice_scatter``)."""
-    dim = axis(dim, ndim_of(input))
-    size = shape_of(input)[dim]
-    end = size if end is None or _to_end(end, size) else end
-    return ctx.emit(relax.op.slice_scatter(input, src, start or 0, end, step, dim))
-
-
-def select_scatter(ctx, input, src, dim, index):
-    """``x.select(dim, index) = src``: src gets the axis back, then slice_scatter."""
-    dim = axis(dim, ndim_of(input))
-    if isinstance(index, int) and index < 0:
-        index += shape_of(input)[dim]
-    src = ctx.emit(relax.op.expand_dims(src, dim))
-    return slice_scatter(ctx, input, src, dim, index, index + 1, 1)
-
-
 def copy(ctx, input, src, non_blocking=False):
     """``dest.copy_(src)``: src cast to dest's dtype and broadcast to its shape."""
     src = ctx.cast(ctx.tensor(src, input), dtype_of(input))
@@ -569,11 +502,8 @@ FUNCTIONS = {
     "cat": cat, "concat": cat, "concatenate": cat, "stack": stack, "split": split,
     "chunk": chunk, "unbind": unbind, "size": size, "dim": dim, "numel": numel,
     "getattr": getattr_, "getitem": getitem, "narrow": narrow, "select": select,
-    "index_select": index_select, "gather": gather, "scatter": scatter,
-    "scatter_reduce": scatter_reduce, "masked_fill": masked_fill,
-    "masked_scatter": masked_scatter, "where": where, "index_put": index_put,
-    "slice_scatter": slice_scatter, "select_scatter": select_scatter, "copy": copy, "tril": _tri("tril"),
-    "triu": _tri("triu"),
+    "index_select": index_select, "gather": gather, "where": where, "copy": copy,
+    "tril": _tri("tril"), "triu": _tri("triu"),
 }
 
 ATEN = {

@@ -10,7 +10,7 @@ on ``FX_FUNCTIONS`` where the signatures agree::
 
 from __future__ import annotations
 
-from . import convert_create, convert_elementwise, convert_nn, convert_tensor
+from . import convert_create, convert_elementwise, convert_nn, convert_scatter, convert_tensor
 from .convert_modules import MODULES
 
 __all__ = ["ATEN", "FX_FUNCTIONS", "MODULES"]
@@ -18,6 +18,7 @@ __all__ = ["ATEN", "FX_FUNCTIONS", "MODULES"]
 FX_FUNCTIONS: dict = {
     **convert_elementwise.FUNCTIONS,
     **convert_tensor.FUNCTIONS,
+    **convert_scatter.FUNCTIONS,
     **convert_create.FUNCTIONS,
     **convert_nn.FUNCTIONS,
 }

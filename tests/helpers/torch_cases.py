@@ -330,6 +330,14 @@ def _cases() -> dict:
         "torch.gather": fn(lambda x, y: torch.gather(x, 1, y), f(2, 6), i(2, 3, high=6)),
         "Tensor.scatter": fn(lambda x, y, z: x.scatter(1, y, z), f(2, 6), i(2, 3, high=6),
                              f(2, 3), tvm="", dyn=False),
+        "Tensor.index_put_rows": fn(lambda x, z: x.index_put((torch.tensor([4, 0, -1]),), z),
+                                    f(6, 4, dyn=()), f(3, 4, dyn=()), tvm=""),
+        "Tensor.index_put_rows_accumulate": fn(
+            lambda x, y, z: x.index_put((y,), z, accumulate=True), f(6, 4), i(5, high=6, dyn=()),
+            f(5, 4, dyn=()), tvm="", dyn=False),
+        "Tensor.index_put_pairs_scalar": fn(
+            lambda x, y, z: x.index_put((y, z), torch.tensor(2.5)), f(4, 5, 3),
+            i(2, high=4, dyn=()), i(2, high=5, dyn=()), tvm="", dyn=False),
         "Tensor.masked_fill": fn(lambda x, m: x.masked_fill(m, -1.0), f(2, 5), b(2, 5)),
         "Tensor.masked_fill_inf": fn(lambda x, m: x.masked_fill(m, float("-inf")), f(2, 5),
                                      b(1, 5, dyn=())),

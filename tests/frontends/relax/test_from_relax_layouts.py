@@ -208,7 +208,7 @@ def test_dynamic_graph_of_the_testing_module():
 
 
 # --------------------------------------------------------------------------------------------
-# Reshapes with symbolic dims: equal dims match, and so do products of equal symbolic factors.
+# Reshapes with symbolic dims: equal dims match; other symbolic products have no provable order.
 
 def _reshape_layout(in_shape, out_shape, layout_op=R.nn.relu):
     graph = translate([var("x", in_shape)],
@@ -230,9 +230,12 @@ def test_dynamic_reshape_merging_static_dims_keeps_the_static_quirk():
     assert layouts(graph)["reshape"][1] == ["NW"]
 
 
-def test_dynamic_reshape_merging_a_symbolic_dim():
-    assert _reshape_layout((BZ, 5, 3), [BZ * 5, 3]) == "BC"
-    assert _reshape_layout((BZ * 5, 3), [BZ, 5, 3]) == "CAB"
+def test_dynamic_reshape_merging_a_symbolic_dim_gets_no_layout():
+    """``bz * 5`` against ``bz`` has no provable order (bz may be 0 or 1), so MSC's
+    InferReshapeAxes stops: TVM's test_graph_build expects no layout for dynamic masked_scatter
+    ([2, dim] -> [2 * dim]), stack and the 2-D embedding."""
+    for src, dst in (((BZ, 5, 3), [BZ * 5, 3]), ((BZ * 5, 3), [BZ, 5, 3])):
+        assert _reshape_layout(src, dst) == ""
 
 
 def test_dynamic_embedding_2d_output_layout():
@@ -241,7 +244,7 @@ def test_dynamic_embedding_2d_output_layout():
         return bb.emit(R.reshape(bb.emit(R.take(const(10, 3), flat, axis=0)), [BZ, 5, 3]))
 
     graph = translate([var("inp_0", (BZ, 5), "int64")], body)
-    assert graph.inspect()["outputs"][0]["layout"] == "CBA"
+    assert graph.inspect()["outputs"][0]["layout"] == ""  # test_graph_build: "" if dynamic
 
 
 SEQ = tir.Var("seq", "int64")
@@ -250,8 +253,10 @@ SEQ = tir.Var("seq", "int64")
 @pytest.mark.parametrize("src, dst, batch, expected", [
     ([BZ, 16], [BZ, 1, 1, 16, 1], -1, ([0, 1, 3], [])),
     ([BZ, 3, 10, 10], [BZ, 300], 0, ([], [1, 2])),
-    ([BZ, SEQ, 4], [SEQ * BZ * 4], -1, ([], [0, 1])),   # products compare canonically
-    ([SEQ * BZ, 4], [BZ, SEQ, 4], -1, ([0], [])),
+    ([BZ, SEQ, 4], [BZ, SEQ, 2, 2], -1, ([2], [])),      # equal symbols match
+    ([BZ, SEQ, 4], [SEQ * BZ * 4], -1, ([], [])),       # no provable order: MSC stops
+    ([SEQ * BZ, 4], [BZ, SEQ, 4], -1, ([], [])),
+    ([BZ * 2, 4], [BZ * 4, 2], -1, ([], [])),
     ([BZ, 4], [SEQ, 4, 1], -1, ([], [])),                # different symbols never match
 ])
 def test_infer_reshape_axes_with_symbolic_dims(src, dst, batch, expected):

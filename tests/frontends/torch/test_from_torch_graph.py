@@ -121,7 +121,7 @@ def cases(bz):
         {"input": 1, "msc.embedding": 1})
     add("embedding_2d", one(lambda: nn.Embedding(10, 3)), [([vocab, 5], "int64")],
         [io("inp_0", [vocab, 5], "int64", "AB")],
-        [io("take", [vocab, 5, 3], layout="CBA")],
+        [io("take", [vocab, 5, 3], layout="" if dyn else "CBA")],  # as test_graph_build
         {"input": 1, "msc.embedding": 1}, {"shape": 1, "Int": 1, "Mul": 1} if dyn else None)
     for name, make in [("dropout", one(lambda: nn.Dropout(0.5))),
                        ("torch.dropout", fn(lambda x: torch.dropout(x, 0.5, train=True)))]:
@@ -280,7 +280,37 @@ def cases(bz):
         qkv_in + [io("inp_3", [1, 8, sdpa_seq, sdpa_seq], layout="ABCD")],
         [io("attention_bias", [1, 8, sdpa_seq, 64], layout="ABCD")],
         {"input": 4, "msc.attention": 1})
+    sbz = "bz" if dyn else 20  # test_scatter / test_masked_scatter of test_graph_build
+    add("scatter_const_index", lambda: _Scatter(), [([sbz, 20], "float32"), ([2, 5], "float32")],
+        [io("inp_0", [sbz, 20]), io("inp_1", [2, 5])], [io("scatter_elements", [sbz, 20])],
+        {"input": 2, "constant": 1, "scatter_elements": 1})
+    add("scatter", fn(lambda d, i, s: d.scatter(0, i, s), 3),
+        [([sbz, 20], "float32"), ([2, 5], "int64"), ([2, 5], "float32")],
+        [io("inp_0", [sbz, 20]), io("inp_1", [2, 5], "int64"), io("inp_2", [2, 5])],
+        [io("scatter_elements", [sbz, 20])], {"input": 3, "scatter_elements": 1})
+    mdim = "dim" if dyn else 5
+    masked = fn(lambda d, m, s: d.masked_scatter(m, s), 3)
+    add("masked_scatter_1d", masked, [([mdim], "float32"), ([mdim], "bool"), ([10], "float32")],
+        [io("inp_0", [mdim], layout="A"), io("inp_1", [mdim], "bool", "A"),
+         io("inp_2", [10], layout="A")], [io("where", [mdim], layout="A")],
+        {"input": 3, "cumsum": 1, "constant": 1, "subtract": 1, "take": 1, "where": 1})
+    two = "" if dyn else "BA"  # [2, dim] -> [2 * dim] has no provable axis match
+    add("masked_scatter_2d", masked,
+        [([2, mdim], "float32"), ([2, mdim], "bool"), ([3, mdim], "float32")],
+        [io("inp_0", [2, mdim], layout=two), io("inp_1", [2, mdim], "bool", two),
+         io("inp_2", [3, mdim], layout=two)], [io("where", [2, mdim], layout=two)],
+        {"input": 3, "reshape": 3, "cumsum": 1, "constant": 1, "subtract": 1, "take": 1,
+         "where": 1}, {"shape": 1, "Int": 2, "Mul": 2} if dyn else None)
     return rows
+
+
+class _Scatter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.index = torch.randint(0, 5, (2, 5), generator=torch.Generator().manual_seed(0))
+
+    def forward(self, data, src):
+        return data.scatter(dim=0, index=self.index, src=src)
 
 
 def _fill(x):
