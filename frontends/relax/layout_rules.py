@@ -59,9 +59,13 @@ class LayoutRule:
 # Common rules (ForwardInferLayoutCommon / BackwardInferLayoutCommon).
 
 def common_forward(view) -> Inferred:
-    """Output = the last input with a known layout (every field of a tuple output)."""
+    """Output = the last input with a known layout (every field of a tuple output); a tensor
+    output takes only a layout of its own rank (a bias constant's ``O`` must not become the
+    layout of the 2-D sum it is added to)."""
     inputs = tuple(view.layout(i) for i in range(view.nargs))
-    hint = next((lay for lay in reversed(inputs) if lay), "")
+    rank = view.out_ndim if view.out_is_tensor and view.out_ndim >= 0 else None
+    hint = next((lay for lay in reversed(inputs)
+                 if lay and (rank is None or len(lay) == rank)), "")
     if not hint:
         raise RuleFailed("no input has a layout")
     if view.out_fields is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from msc.relax import arith
 from msc.tir import expr as tir
 
 __all__ = ["MATMUL_DEFAULTS", "NORM_DEFAULTS", "PREFERRED", "RuleFailed", "as_list",
@@ -127,8 +128,9 @@ def infer_reshape_axes(in_shape: list, out_shape: list, batch_dim: int = -1):
     right; the leading axes of a merged run are the ones deleted or inserted, and the batch
     axis is protected by shifting to the next axis. ``([], [])`` when nothing matches.
     Dims may be ints or msc.tir expressions (symbolic dims match equal symbolic dims)."""
-    in_shape = [tir.convert(d) for d in in_shape]
-    out_shape = [tir.convert(d) for d in out_shape]
+    # Simplified first: TVM writes reshape targets as T.max(bz, 0), which is bz.
+    in_shape = [arith.simplify(tir.convert(d)) for d in in_shape]
+    out_shape = [arith.simplify(tir.convert(d)) for d in out_shape]
     expand, reduce, s0 = [], [], 0
     while s0 < len(in_shape):
         d0 = s0 + len(expand) - len(reduce)

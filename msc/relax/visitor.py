@@ -414,13 +414,15 @@ class ExprMutator(ExprVisitor):
         """Emit ``binding`` with a new value: the same binding when nothing changed, else a
         binding to a var whose struct info follows the value (remapping uses of the old var)."""
         var = self.visit_var_def(binding.var)
+        if var is binding.var and value is binding.value:
+            # as TVM's ReEmitBinding: an unchanged binding keeps its var, so an annotation
+            # (``bz`` where inference says ``T.max(bz, 0)``) survives every pass
+            self.emit_binding(binding)
+            return
         new_var = self.with_struct_info(var, value.struct_info or var.struct_info)
         if new_var is not binding.var:
             self.set_var_remap(binding.var, new_var)
-        if new_var is binding.var and value is binding.value:
-            self.emit_binding(binding)
-        else:
-            self.emit_binding(VarBinding(new_var, value, binding.span))
+        self.emit_binding(VarBinding(new_var, value, binding.span))
 
     def visit_match_cast_(self, binding: MatchCast) -> None:
         value = self.visit_expr(binding.value)

@@ -17,6 +17,8 @@ import torch
 from msc.tir import expr as tir
 
 CASES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_cases.py")
+GEN_TVM027 = os.path.join(os.path.dirname(CASES_FILE), os.pardir, "relax", "data", "tvm027",
+                          "gen_tvm027.py")
 
 
 # --------------------------------------------------------------------------------------------
@@ -107,6 +109,9 @@ spec = importlib.util.spec_from_file_location("cases", sys.argv[1])
 cases = importlib.util.module_from_spec(spec)
 sys.modules["cases"] = cases
 spec.loader.exec_module(cases)
+spec = importlib.util.spec_from_file_location("gen_tvm027", sys.argv[2])
+gen = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gen)
 import torch, tvm
 from tvm import relax
 from tvm.relax.frontend.torch import from_fx
@@ -129,7 +134,9 @@ for line in sys.stdin:
                 v = b.value
                 kind = v.op.name if isinstance(v, relax.Call) else type(v).__name__
                 rows.append([kind, str(b.var.ty)])
-        out = {"bindings": rows, "params": [str(p.ty) for p in func.params]}
+        out = {"bindings": rows, "params": [str(p.ty) for p in func.params],
+               "script": mod.script(),
+               "constants": [[str(c.dtype), c.tolist()] for c in gen.metadata_constants(mod)]}
     except Exception as err:
         out = {"error": f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"}
     print(json.dumps([name, dynamic, out]), flush=True)
@@ -157,7 +164,7 @@ def tvm_structures(keys: list, timeout: float = 300) -> dict:
     pending = list(keys)
     while pending:
         proc = _run(
-            [sys.executable, "-c", _TVM_SCRIPT, CASES_FILE],
+            [sys.executable, "-c", _TVM_SCRIPT, CASES_FILE, GEN_TVM027],
             "".join(json.dumps(list(k)) + "\n" for k in pending), True, True, timeout)
         for line in proc.stdout.splitlines():
             if line.startswith("["):

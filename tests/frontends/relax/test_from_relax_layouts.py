@@ -261,3 +261,20 @@ SEQ = tir.Var("seq", "int64")
 ])
 def test_infer_reshape_axes_with_symbolic_dims(src, dst, batch, expected):
     assert infer_reshape_axes(src, dst, batch) == expected
+
+
+def test_bias_layout_never_becomes_the_layout_of_a_higher_rank_sum():
+    """GPT-2's legacy ONNX export: a 1-D bias (``O``) added to a matmul whose input had no
+    layout gave the 2-D sum the 1-letter layout ``O``; later reshapes then produced ``AO`` for
+    a 3-D tensor, the next linear lost its ``OI`` weight and to_relax built a bad matmul."""
+    def body(bb, x):
+        flat = bb.emit(R.reshape(x, [-1, 8]))
+        dense = bb.emit(R.add(bb.emit(R.matmul(flat, const(8, 8))), const(8)))
+        return bb.emit(R.add(bb.emit(R.matmul(dense, const(8, 4))), const(4)))
+
+    graph = translate([var("x", (1, 3, 8))], body)
+    for node in graph.get_nodes():
+        for t in list(node.get_inputs()) + list(node.get_outputs()):
+            assert str(t.layout) == "" or len(str(t.layout)) == len(t.shape), (node.name, t)
+    linears = [n for n in graph.get_nodes() if n.optype.startswith("msc.linear")]
+    assert linears and all(str(n.weights["weight"].layout) == "OI" for n in linears)

@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from frontends.relax.translate import from_relax
 from frontends.torch import translate_torch
+from msc import relax
 from tests.helpers.torch_cases import CASES
 from tests.helpers.torch_tools import run_relax, run_vm, structure, torch_leaves, tvm_structures
 
@@ -74,4 +76,19 @@ def test_structure_equals_tvm(key, translated, tvm_reference):
     if CASES[name].tvm == "ops":
         assert [op for op, _ in got["bindings"]] == [op for op, _ in expected["bindings"]]
     else:
-        assert got == expected
+        assert got == {k: expected[k] for k in got}
+
+
+FULL_KEYS = [k for k in TVM_KEYS if CASES[k[0]].tvm == "full"]
+
+
+@pytest.mark.parametrize("key", FULL_KEYS, ids=_ids)
+def test_from_relax_of_tvm_text_equals_from_torch(key, translated, tvm_reference):
+    """TVM's printed text of its own from_fx module (metadata constants passed in) gives the
+    MSCGraph from_torch gives: names, optypes, shapes, layouts, prims."""
+    expected = tvm_reference[key]
+    assert "error" not in expected, f"TVM failed: {expected['error']}"
+    consts = [np.array(v, dtype=d) for d, v in expected["constants"]]
+    mod = relax.from_script(expected["script"], metadata={"ir.GenericConst": consts})
+    got, want = from_relax(mod)[0].inspect(), from_relax(translated(*key).mod)[0].inspect()
+    assert got == want
