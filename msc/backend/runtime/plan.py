@@ -41,7 +41,7 @@ from ...errors import MSCError, RuntimeCallError, ShapeError
 from ...relax.struct_info import TensorStructInfo, TupleStructInfo
 from .arrays import np_dtype
 from .match import match_value
-from .native_run import ArgSpec, native_step
+from .native_run import ArgSpec, kernel_step, native_step
 from .plan_code import NativeCall, Pooled, Runner, compile_run
 from .program import NOVALUE, Node, Program, analyze, eval_dims, eval_prim, node_inputs
 
@@ -355,7 +355,8 @@ class _Planner:
         if not bufs:
             return (node.fn, env_ins, self._define(node.out))
         kinds = [self.buffer_kind[b] for b in bufs]
-        step = self._native_step(node, ins, kinds) if node.tir is not None else None
+        step = (self._native_step(node, ins, kinds) if node.tir is not None else
+                self._kernel_step(node, ins, kinds) if not node.wants_env else None)
         fn = step.step if step is not None else node.fn
         if step is None:
             ins = env_ins
@@ -403,6 +404,30 @@ class _Planner:
         single = isinstance(self.program.values[node.out].sinfo, TensorStructInfo)
         step = native_step(node.tir, specs, len(ins), single, self.where, self.env)
         return None if step is None else NativeCall(step, sources, buffers, -1)
+
+    def _kernel_step(self, node: Node, ins: tuple, kinds: list) -> NativeCall | None:
+        """A hand-written kernel with a native signature for these static buffers: called
+        from the chain like a TIR kernel, so no Python runs between the two."""
+        if not self.native or not hasattr(node.fn, "native_signature") or any(
+                k[0] == "dynamic" for k in kinds):
+            return None
+        specs = []
+        for k, vid in enumerate(node.ins):
+            value = self.program.values[vid]
+            spec = self._static_tensor(value.sinfo)
+            if spec is None:
+                return None
+            specs.append(ArgSpec(value.name or f"input {k}", *spec, False))
+        buffers = []
+        for k, sinfo in zip(kinds, node.dps):
+            spec = self._static_tensor(sinfo)
+            if spec is None:
+                return None
+            specs.append(ArgSpec("out", *spec, True))
+            buffers.append(("pooled", k[1]) if k[0] == "pooled" else ("fresh", *spec))
+        single = isinstance(self.program.values[node.out].sinfo, TensorStructInfo)
+        step = kernel_step(node.fn, specs, single, self.where)
+        return None if step is None else NativeCall(step, [(r, None) for r in ins], buffers, -1)
 
     def _emit_tuple(self, node: Node, ins: tuple):
         return (_make_tuple, ins, self._define(node.out))
