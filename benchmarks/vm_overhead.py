@@ -14,7 +14,8 @@ argument checks, plan lookup and result wrapping included). Outputs are compared
 are timed interleaved, each figure the best of ``--repeat`` rounds of ``--min-time`` seconds
 (the median call of a round).
 Columns: microseconds per call, msc / onnxruntime, microseconds per ONNX node for each, and
-msc's "vm us": the part of a call outside the plan's instructions (vm.profile). The last line
+msc's "vm us": a call less its plan's generated function run alone (argument checks, plan
+lookup, register file, result wrapping). The last line
 is the geomean of msc / onnxruntime; ``uptime``'s load is printed with the figures.
 """
 
@@ -147,6 +148,21 @@ def best_of(calls: dict, args: list, repeat: int, min_time: float) -> dict:
     return best
 
 
+def plan_only(fn, inputs: list):
+    """The plan's generated function alone on the checked inputs: a call less this is what
+    the VM itself costs (argument checks, plan lookup, register file, result wrapping)."""
+    values, env = fn.check_args(inputs)
+    plan = fn.entry(env).plan
+    regs = plan.new_registers()
+    regs[0], regs[1] = regs, env  # plan.REGS, plan.ENV
+
+    def run(*_):
+        for reg, value in zip(plan.params, values):  # the plan reuses parameter registers
+            regs[reg] = value
+        plan.runner.fn(regs)
+    return run
+
+
 # ---------------------------------------------------------------------------------------------
 # The report.
 
@@ -161,13 +177,14 @@ def measure(name: str, onnx_bytes: bytes, inputs: list, args) -> dict:
     got = got[0] if isinstance(got, tuple) else got
     np.testing.assert_allclose(got.numpy(), ort_fn(*inputs)[0], rtol=1e-3, atol=1e-4,
                                err_msg=f"{name}: msc and onnxruntime disagree")
-    best = best_of({"msc": msc_fn, "ort": ort_fn}, inputs, args.repeat, args.min_time)
+    best = best_of({"msc": msc_fn, "ort": ort_fn, "plan": plan_only(msc_fn, inputs)}, inputs,
+                   args.repeat, args.min_time)
     report = vm.profile(*inputs, number=50)
     if args.profile:
         print(f"\n{name}: msc profile\n{report.table(top=args.profile)}")
     instructions = sum(r.calls for r in report.rows) // report.runs
     return {"model": name, "nodes": nodes, "instrs": instructions, "msc": best["msc"],
-            "ort": best["ort"], "vm": report.vm_seconds}
+            "ort": best["ort"], "vm": best["msc"] - best["plan"]}
 
 
 def print_table(rows: list) -> None:
