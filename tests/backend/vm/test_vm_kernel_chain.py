@@ -77,3 +77,17 @@ def test_arrays_the_fast_check_does_not_take(make):
     else:
         with pytest.raises(ShapeError, match="'x'"):
             f(value)
+
+
+@pytest.mark.parametrize("shape, axes", [((2, 3, 4), (1, 0, 2)),
+                                         ((1, 8, 4, 16), (0, 2, 1, 3))])  # attention's heads
+def test_permute_kernel_runs_natively(shape, axes):
+    x = relax.Var("x", _tensor(shape))
+    mod = _module([x], lambda bb, x: bb.emit(R.exp(R.permute_dims(R.exp(x), axes))))
+    ex = relax.build(mod)
+    assert ex.stats["ops"]["permute_dims"] == {"native": 1}  # the kernel object, not TIR
+    f = relax.VirtualMachine(ex)["main"]
+    xv = RNG.standard_normal(shape).astype("float32")
+    np.testing.assert_allclose(f(xv).numpy(), np.exp(np.exp(xv).transpose(axes)), rtol=1e-5)
+    plan = f.entry({}).plan
+    assert plan.stats["native_steps"] == 3 and plan.stats["chains"] == 1
