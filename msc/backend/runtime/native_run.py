@@ -130,7 +130,8 @@ class KernelStep:
     """A hand-written kernel (kernels/) called natively for fixed buffers, as a chain step:
     the kernel's ``native_signature`` gives its entry's address and the i64 arguments that
     follow the buffer pointers (a void function: no status). Chain functions call it (a
-    chain of one step when a plan has chains off), with no Python between kernels."""
+    chain of one step when a plan has chains off), with no Python between kernels. Only
+    kernels that run on the calling thread (no ``parallel_for`` split) may offer one."""
 
     status = False
 

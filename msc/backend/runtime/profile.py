@@ -67,9 +67,22 @@ class ProfileReport:
 
     @property
     def vm_seconds(self) -> float:
-        """Seconds per call outside the instructions: the VM's own work (median call less the
-    sum of the rows' medians, so an estimate)."""
+        """Seconds per call outside the instructions: the VM's own work and the clock reads
+        between instructions (the median call less the sum of the rows' medians)."""
         return max(self.wall - self.total, 0.0)
+
+    @property
+    def calls(self) -> list[dict]:
+        """The rows in TVM's ``Report.calls`` columns (Name, Duration (us), Percent, Count)."""
+        return [{"Name": r.joint, "Duration (us)": r.seconds * 1e6, "Percent": r.share * 100,
+                 "Count": r.calls // self.runs, "Ops": "+".join(dict.fromkeys(r.ops))}
+                for r in self.rows]
+
+    def csv(self) -> str:
+        rows = ["Name,Duration (us),Percent,Count,Ops"]
+        rows += [f"{c['Name']},{c['Duration (us)']:.3f},{c['Percent']:.2f},{c['Count']},"
+                 f"{c['Ops']}" for c in self.calls]
+        return "\n".join(rows) + "\n"
 
     def to_dict(self, joints=None) -> dict:
         """``{joint: ms per run}``, the overlay shape of ``msc view --overlay``. With

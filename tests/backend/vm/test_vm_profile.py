@@ -82,6 +82,8 @@ def test_profile_keys_are_the_onnx_graphs_joints(onnx_model):
     plan_joints = {name for name, _ in instruction_names(vm["main"], plan)}
     assert keys == plan_joints
     assert sum(report.to_dict().values()) == pytest.approx(report.total * 1e3)
+    assert [c["Name"] for c in report.calls] == [r.joint for r in report.rows]  # TVM's
+    assert report.csv().splitlines()[1].startswith(report.rows[0].joint + ",")
     table = report.table()
     first = table.splitlines()[1].split()[0]
     assert first == report.rows[0].joint and "vm (args, plan, results)" in table
