@@ -136,8 +136,16 @@ def _joint_names(joints: list) -> dict:
 def binding_owners(func) -> dict:
     """Binding name -> the name its row takes: an anonymous binding (``lv3``) used by exactly
     one binding is owned by it, following anonymous ones until a named binding is reached."""
+    return _owners(_consumers(func))
+
+
+def _consumers(func) -> dict:
     consumers: dict = defaultdict(list)
     _collect_consumers(getattr(func, "body", None), consumers)
+    return consumers
+
+
+def _owners(consumers: dict) -> dict:
     owners = {}
     for name in consumers:
         owner, seen = name, {name}
@@ -148,6 +156,16 @@ def binding_owners(func) -> dict:
             seen.add(owner)
         owners[name] = owner if not _ANONYMOUS.fullmatch(owner) else name
     return owners
+
+
+def _fused(consumers: dict, owners: dict, first: str, last: str) -> list:
+    """Named bindings a fused node ran past its first one: the single-consumer path from
+    ``first`` to ``last`` (conv2d -> batch_norm -> batch_norm_0 -> relu)."""
+    path, name = [], first
+    while name != last and len(consumers.get(name, ())) == 1 and len(path) < 64:
+        name = consumers[name][0]
+        path.append(owners.get(name, name))
+    return list(dict.fromkeys(path)) if name == last else [owners.get(last, last)]
 
 
 def _collect_consumers(seq, consumers: dict) -> None:
@@ -175,16 +193,16 @@ def _relax_function(executable, name: str):
     return None
 
 
-def instruction_names(fn, plan) -> list[tuple[str, str]]:
-    """(row name, fused binding or "") of each instruction of ``plan``."""
-    owners = binding_owners(_relax_function(fn.vm.executable, fn.name))
+def instruction_names(fn, plan) -> list[tuple[str, tuple]]:
+    """(row name, bindings fused into it) of each instruction of ``plan``."""
+    consumers = _consumers(_relax_function(fn.vm.executable, fn.name))
+    owners = _owners(consumers)
     values = fn.program.values
     names = []
-    for k, node in enumerate(plan.nodes):
-        name = owners.get(node.name, node.name)
-        last = values[node.out].name
-        last = owners.get(last, last)
-        names.append([name, last if last and last != name else ""])
+    for node in plan.nodes:
+        name, last = owners.get(node.name, node.name), values[node.out].name
+        fused = _fused(consumers, owners, node.name, last) if last and last != node.name else []
+        names.append([name, tuple(f for f in fused if f and f != name)])
     for k, (name, _) in enumerate(names):
         if not name:  # an unnamed shape computation: counted with the node that reads it
             names[k][0] = _reader(plan.nodes, k, names) or f"<{plan.nodes[k].kind}>"
@@ -232,8 +250,7 @@ def _rows(fn, plan, runs: list) -> list:
         members[name].append(k)
         row.calls += len(runs)
         row.ops.append(node.op or node.kind)
-        if fused and fused not in row.fused:
-            row.fused.append(fused)
+        row.fused.extend(f for f in fused if f not in row.fused)
     for name, row in rows.items():
         row.seconds = median(sum(run[k] for k in members[name]) for run in runs)
     return list(rows.values())
