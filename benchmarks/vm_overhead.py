@@ -16,7 +16,9 @@ are timed interleaved, each figure the best of ``--repeat`` rounds of ``--min-ti
 Columns: microseconds per call, msc / onnxruntime, microseconds per ONNX node for each, and
 msc's "vm us": a call less its plan's generated function run alone (argument checks, plan
 lookup, register file, result wrapping). The last line
-is the geomean of msc / onnxruntime; ``uptime``'s load is printed with the figures.
+is the geomean of msc / onnxruntime; ``uptime``'s load is printed with the figures. A graph
+msc cannot import is listed as failed under the table (GPT-2's torch.onnx export does not
+build yet: a matmul of its attention projection gets mismatched dims in to_relax).
 """
 
 from __future__ import annotations
