@@ -6,6 +6,7 @@ import statistics
 import time
 
 from ..errors import ValidationError
+from ..graph.files import write_atomic
 from ..progress import progress
 from . import options
 from .loaders import open_model
@@ -18,9 +19,13 @@ EPILOG = """examples:
   msc bench model.onnx                         # msc vs onnxruntime
   msc bench model.onnx --threads 1 --repeat 10
   msc bench net.py:make_model --input-info "x:8,3,224,224"   # msc vs torch
+  msc bench model.onnx --profile --profile-json out/profile.json   # time per joint
+  msc view model.onnx --overlay out/profile.json                    # ... drawn on the graph
 Each round times every runtime in turn (so load from other processes hits all alike) for at
 least --min-time seconds; the table shows the best and median round, in ms per call, and
-msc / <runtime> (below 1.00x: msc is faster).
+msc / <runtime> (below 1.00x: msc is faster). --profile then runs msc --repeat times with
+a clock around every kernel (each native kernel by itself) and prints ms, share and calls per
+joint, sorted by time; --profile-json writes {joint: ms per run} for `msc view --overlay`.
 """
 
 
@@ -33,6 +38,13 @@ def add_arguments(p) -> None:
                    help="rounds; the best one counts (default 5)")
     p.add_argument("--min-time", type=options.seconds, default=0.2, metavar="SECONDS",
                    help="time of one round of one runtime (default 0.2)")
+    p.add_argument("--profile", action="store_true",
+                   help="also time every joint of msc's plan: a table sorted by time")
+    p.add_argument("--profile-json", metavar="JSON",
+                   help="write the profile as {joint: ms per run}, the overlay of "
+                        "`msc view --overlay` (implies --profile; example: out/profile.json)")
+    p.add_argument("--profile-top", type=options.positive_int, default=25, metavar="N",
+                   help="rows of the profile table (default 25)")
 
 
 def timed(fn, min_time: float) -> float:
@@ -83,7 +95,7 @@ def run(args) -> int:
         model = open_model(args.model, options.input_info(args))
         arrays = options.model_inputs(args, model)
         stage("build")
-        msc_fn, _ = msc_runner(model, args.threads)
+        msc_fn, executable = msc_runner(model, args.threads)
         reference = _reference(model, args.threads)
     calls = {"msc": lambda: msc_fn(arrays)}
     if reference is not None:
@@ -92,4 +104,21 @@ def run(args) -> int:
     threads = args.threads or "default"
     print(f"{model.spec}: inputs {shapes}; threads {threads}; best of {args.repeat}")
     print(format_table(measure(calls, args.repeat, args.min_time)))
+    if args.profile or args.profile_json:
+        _profile(args, model, executable, arrays)
     return 0
+
+
+def _profile(args, model, executable, arrays: dict) -> None:
+    """The per-joint table, and the overlay JSON keyed by the graph's joint names."""
+    from .. import relax
+
+    vm = relax.VirtualMachine(executable, relax.cpu(), num_threads=args.threads)
+    keys = [t.alias or t.name for t in model.graph.get_inputs()]
+    report = vm.profile(*[arrays[k] for k in keys], number=args.repeat)
+    print(f"\nprofile of msc ({args.repeat} runs, kernels one by one):")
+    print(report.table(top=args.profile_top))
+    if args.profile_json:
+        write_atomic(args.profile_json, report.json(model.graph.node_names) + "\n")
+        print(f"wrote {args.profile_json} (msc view {args.model} --overlay "
+              f"{args.profile_json})")

@@ -137,6 +137,10 @@ def _kernels() -> dict:
     return kernels
 
 
+def _address(cfunc) -> int:
+    return ctypes.cast(cfunc, ctypes.c_void_p).value
+
+
 class _BinaryKernel(Kernel):
     inputs = (0, 1)
 
@@ -159,6 +163,15 @@ class _BinaryKernel(Kernel):
         b = b if b.flags.c_contiguous else np.ascontiguousarray(b)
         self.run(self.addr[0](a), self.addr[1](b), self.addr[2](out), out.size, self.relu)
         return out
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry address, i64 arguments after the pointers) for these fixed (shape, dtype)
+        buffers, which the VM's native chains call with no Python in between
+        (runtime/native_run.py KernelStep); None where ``__call__`` would refuse them."""
+        shape = buffers[-1][0]
+        if len(buffers) != 3 or any(s != shape or d != F32_DTYPE for s, d in buffers):
+            return None
+        return _address(self.run), (math.prod(shape), self.relu)
 
 
 class _AffineKernel(Kernel):
@@ -189,6 +202,16 @@ class _AffineKernel(Kernel):
         run, args = call
         run(self.addr[0](x), self.addr[1](out), *args)
         return out
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """As _BinaryKernel's: the per-channel vectors' addresses are arguments too."""
+        if len(buffers) != 2 or any(s != buffers[1][0] or d != F32_DTYPE for s, d in buffers):
+            return None
+        try:
+            run, args = self._call_for(buffers[1][0])
+        except ShapeError:
+            return None
+        return _address(run), args
 
     def _call_for(self, shape: tuple) -> tuple:
         """(native entry, its arguments after the two arrays) for one shape, made once: numpy

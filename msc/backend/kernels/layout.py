@@ -21,6 +21,7 @@ the TIR / numpy path.
 from __future__ import annotations
 
 import ctypes
+import math
 import threading
 from contextlib import contextmanager
 from functools import cache
@@ -380,6 +381,18 @@ class _PermuteKernel(Kernel):
         if key not in self._plans:
             self._plans[key] = self.plan_of(shape, axes)
         return self._plans[key]
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry address, i64 arguments after the two pointers) for these fixed (shape,
+        dtype) buffers, which the VM's native chains call with no Python in between
+        (runtime/native_run.py KernelStep); None for numpy's cases and empty outputs."""
+        if len(buffers) != 2 or any(d != self.dtype for _, d in buffers):
+            return None
+        shape, out = buffers[0][0], buffers[1][0]
+        if len(self.axes) != len(shape) or out != tuple(shape[a] for a in self.axes):
+            return None
+        plan = self._plan(shape, self.axes) if math.prod(out) else None
+        return None if plan is None else (ctypes.cast(self.run, ctypes.c_void_p).value, plan)
 
     @staticmethod
     def plan_of(shape: tuple, axes: tuple) -> tuple | None:

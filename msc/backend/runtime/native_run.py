@@ -26,12 +26,12 @@ from llvmlite import ir
 
 from ...errors import MSCError, RuntimeCallError, ShapeError
 
-__all__ = ["STATUS_INDEX", "STATUS_WORKSPACE", "Chain", "NativeStep", "compile_chains", "guard",
-           "native_step", "status_error"]
+__all__ = ["STATUS_INDEX", "STATUS_WORKSPACE", "Chain", "KernelStep", "NativeStep",
+           "compile_chains", "guard", "kernel_step", "native_step", "status_error"]
 
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
 _I8P = ir.IntType(8).as_pointer()
-_CHAIN_VERSION = "msc-chain-2"
+_CHAIN_VERSION = "msc-chain-3"
 
 
 def guard(value, shape: tuple, dtype: np.dtype, op: str, param: str) -> np.ndarray:
@@ -62,12 +62,15 @@ class ArgSpec:
 
 class NativeStep:
     """A compiled TIR kernel for buffers of fixed shapes: ``step(*inputs, *outputs)``.
+    It returns a status (``status``: the chain checks it).
 
     ``inputs`` are values as the VM holds them (a tuple input is flattened), ``outputs`` the
     plan's buffers. Inputs and outputs are guarded (:func:`guard`, about 1 us each); plans
     skip that for values they produced themselves (plan_code.py). Returns the output buffer,
     or the tuple of them.
     """
+
+    status = True
 
     def __init__(self, kernel, specs: list, dims: tuple, n_in: int, single: bool, where: str):
         self.kernel = kernel
@@ -123,6 +126,39 @@ def status_error(status: int, op: str, where: str | None = None, func=None,
     return RuntimeCallError(message, op=op, node=where, hint=hint)
 
 
+class KernelStep:
+    """A hand-written kernel (kernels/) called natively for fixed buffers, as a chain step:
+    the kernel's ``native_signature`` gives its entry's address and the i64 arguments that
+    follow the buffer pointers (a void function: no status). Chain functions call it (a
+    chain of one step when a plan has chains off), with no Python between kernels. Only
+    kernels that run on the calling thread (no ``parallel_for`` split) may offer one."""
+
+    status = False
+
+    def __init__(self, kernel, specs: list, signature: tuple, single: bool, where: str):
+        self.kernel = kernel
+        self.op = getattr(kernel, "op", type(kernel).__name__)
+        self.specs = specs
+        self.address, self.dims = int(signature[0]), tuple(int(d) for d in signature[1])
+        self.single = single
+        self.where = where
+
+    def __repr__(self) -> str:
+        return f"KernelStep({self.op!r}, dims={self.dims})"
+
+    def __call__(self, *values):
+        """The kernel object itself (If branches run their instructions interpreted)."""
+        return self.kernel(*values)
+
+
+def kernel_step(kernel, specs: list, single: bool, where: str) -> KernelStep | None:
+    """The chain step of a kernel object on buffers of these specs, or None when it has no
+    native signature for them (its Python ``__call__`` then runs, and checks them)."""
+    signature_of = getattr(kernel, "native_signature", None)
+    signature = signature_of([(s.shape, s.dtype) for s in specs]) if signature_of else None
+    return None if signature is None else KernelStep(kernel, specs, signature, single, where)
+
+
 def native_step(kernel, specs: list, n_in: int, single: bool, where: str,
                 known: dict | None = None) -> NativeStep | None:
     """The step for ``kernel`` (a CompiledPrimFunc) on buffers of these specs, or None when
@@ -143,12 +179,13 @@ class Chain:
     """Steps run by one native call: per step, its table slot of the function pointer and
     of each buffer address (dims are constants in the code)."""
 
-    steps: list          # NativeStep
+    steps: list          # NativeStep or KernelStep
     fn_slots: list       # slot of each step's function pointer
     arg_slots: list      # per step, the slot of each buffer
 
     def signature(self) -> str:
         return ";".join(f"{f}:{','.join(map(str, a))}:{','.join(map(str, s.dims))}"
+                        f"{'' if s.status else ':v'}"
                         for s, f, a in zip(self.steps, self.fn_slots, self.arg_slots))
 
 
@@ -176,11 +213,14 @@ def _emit_chain(module: ir.Module, symbol: str, chain: Chain) -> None:
     for k, (step, fn_slot, slots) in enumerate(zip(chain.steps, chain.fn_slots,
                                                    chain.arg_slots)):
         # buffers are pointers whatever their element type, dims i64: the callee's ABI
-        kty = ir.FunctionType(_I32, [_I8P] * len(slots) + [_I64] * len(step.dims))
+        returns = _I32 if step.status else ir.VoidType()
+        kty = ir.FunctionType(returns, [_I8P] * len(slots) + [_I64] * len(step.dims))
         callee = b.inttoptr(_load(b, table, fn_slot), kty.as_pointer())
         args = [b.inttoptr(_load(b, table, s), _I8P) for s in slots]
         args += [ir.Constant(_I64, d) for d in step.dims]
         status = b.call(callee, args)
+        if not step.status:  # a hand-written kernel: checked when the plan was made
+            continue
         failed = b.icmp_signed("!=", status, ir.Constant(_I32, 0))
         with b.if_then(failed, likely=False):  # step number above, the step's status below
             b.ret(b.or_(status, ir.Constant(_I32, (k + 1) << 8)))

@@ -32,7 +32,7 @@ import ctypes
 import operator
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -41,7 +41,7 @@ from ...errors import MSCError, RuntimeCallError, ShapeError
 from ...relax.struct_info import TensorStructInfo, TupleStructInfo
 from .arrays import np_dtype
 from .match import match_value
-from .native_run import ArgSpec, native_step
+from .native_run import ArgSpec, kernel_step, native_step
 from .plan_code import NativeCall, Pooled, Runner, compile_run
 from .program import NOVALUE, Node, Program, analyze, eval_dims, eval_prim, node_inputs
 
@@ -79,6 +79,7 @@ class Plan:
     env: dict            # the signature: symbolic dim name -> value
     stats: dict
     runner: Runner | None = None
+    nodes: list = field(default_factory=list)  # the program node of each instruction
 
     @property
     def constant_ids(self) -> frozenset:
@@ -115,11 +116,13 @@ def _aligned_bytes(nbytes: int) -> np.ndarray:
     return raw[start: start + nbytes]
 
 
-def make_plan(program: Program, env: dict, *, native: bool = True, chains: bool = True) -> Plan:
+def make_plan(program: Program, env: dict, *, native: bool = True, chains: bool = True,
+              profile: bool = False) -> Plan:
     """Plan ``program`` for the dims in ``env`` (symbolic var name -> int). ``native=False``
     keeps every TIR kernel behind its checked Python entry; ``chains=False`` calls each
-    native step by itself (both for measurements and tests)."""
-    return _Planner(program, env, native).plan(chains)
+    native step by itself (both for measurements and tests); ``profile`` times every
+    instruction (``plan.runner.timers``, read by profile.py)."""
+    return _Planner(program, env, native).plan(chains, profile)
 
 
 class _Planner:
@@ -174,7 +177,7 @@ class _Planner:
                 del self.reg_of[vid]
 
     # -- planning ---------------------------------------------------------------------------
-    def plan(self, chains: bool = True) -> Plan:
+    def plan(self, chains: bool = True, profile: bool = False) -> Plan:
         param_regs = [self._param_reg(vid) for vid in self.program.params]
         self._pre_evaluate()
         self.concats = self._concat_groups()
@@ -184,13 +187,14 @@ class _Planner:
             self.instructions[id(node)] = self._emit(node)
             self._release(node, self.a.position[id(node)])
         result = self.reg(self.program.result)
-        instrs = [i for n in self.program.nodes if (i := self.instructions[id(n)])]
+        nodes = [n for n in self.program.nodes if self.instructions[id(n)]]
+        instrs = [self.instructions[id(n)] for n in nodes]
         params = {reg: spec for vid, reg in zip(self.program.params, param_regs)
                   if (spec := self._static_tensor(self.program.values[vid].sinfo))}
-        runner = compile_run(instrs, self.fixed, params, TABLE, chains)
+        runner = compile_run(instrs, self.fixed, params, TABLE, chains, profile)
         stats = dict(self._stats(), native_steps=runner.native_steps, chains=runner.chains)
         return Plan(instrs, self.next_reg, self.fixed, self.storages, self.views, param_regs,
-                    result, self.env, stats, runner)
+                    result, self.env, stats, runner, nodes)
 
     def _static_tensor(self, sinfo) -> tuple | None:
         """(shape, dtype) of a tensor struct info whose dims the signature fixes."""
@@ -351,7 +355,8 @@ class _Planner:
         if not bufs:
             return (node.fn, env_ins, self._define(node.out))
         kinds = [self.buffer_kind[b] for b in bufs]
-        step = self._native_step(node, ins, kinds) if node.tir is not None else None
+        step = (self._native_step(node, ins, kinds) if node.tir is not None else
+                self._kernel_step(node, ins, kinds) if not node.wants_env else None)
         fn = step.step if step is not None else node.fn
         if step is None:
             ins = env_ins
@@ -399,6 +404,30 @@ class _Planner:
         single = isinstance(self.program.values[node.out].sinfo, TensorStructInfo)
         step = native_step(node.tir, specs, len(ins), single, self.where, self.env)
         return None if step is None else NativeCall(step, sources, buffers, -1)
+
+    def _kernel_step(self, node: Node, ins: tuple, kinds: list) -> NativeCall | None:
+        """A hand-written kernel with a native signature for these static buffers: called
+        from the chain like a TIR kernel, so no Python runs between the two."""
+        if not self.native or not hasattr(node.fn, "native_signature") or any(
+                k[0] == "dynamic" for k in kinds):
+            return None
+        specs = []
+        for k, vid in enumerate(node.ins):
+            value = self.program.values[vid]
+            spec = self._static_tensor(value.sinfo)
+            if spec is None:
+                return None
+            specs.append(ArgSpec(value.name or f"input {k}", *spec, False))
+        buffers = []
+        for k, sinfo in zip(kinds, node.dps):
+            spec = self._static_tensor(sinfo)
+            if spec is None:
+                return None
+            specs.append(ArgSpec("out", *spec, True))
+            buffers.append(("pooled", k[1]) if k[0] == "pooled" else ("fresh", *spec))
+        single = isinstance(self.program.values[node.out].sinfo, TensorStructInfo)
+        step = kernel_step(node.fn, specs, single, self.where)
+        return None if step is None else NativeCall(step, [(r, None) for r in ins], buffers, -1)
 
     def _emit_tuple(self, node: Node, ins: tuple):
         return (_make_tuple, ins, self._define(node.out))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import linecache
 from collections.abc import Callable
 from dataclasses import dataclass
+from time import perf_counter
 
 import numpy as np
 
@@ -78,14 +79,19 @@ class Runner:
     chains: int
     native_steps: int
     source: str
+    timers: list | None = None  # profiling plans: seconds spent in each instruction so far
 
 
 def compile_run(instructions: list, fixed_regs: dict, params: dict, table: int,
-                chains: bool = True) -> Runner:
+                chains: bool = True, profile: bool = False) -> Runner:
     """``instructions`` as one function. ``params``: register -> (shape, dtype) of each tensor
     parameter the VM checks; ``fixed_regs``: the plan's constants; ``table``: the register
-    holding (address table, its address)."""
-    return _Writer(fixed_regs, params, table, chains).write(instructions)
+    holding (address table, its address). ``profile``: every instruction (each native step
+    by itself) between two clock reads, its seconds added to ``Runner.timers`` (profile.py);
+    plans for normal runs never carry these lines."""
+    writer = _Writer(fixed_regs, params, table, chains and not profile)
+    writer.profile = profile
+    return writer.write(instructions)
 
 
 class _Writer:
@@ -104,6 +110,7 @@ class _Writer:
         self.param_slots: dict[int, int] = {}
         self.chains: list[Chain] = []
         self.native_steps = 0
+        self.profile = False
 
     def _name(self, prefix: str, value) -> str:
         name = f"{prefix}{len(self.names)}"
@@ -123,6 +130,8 @@ class _Writer:
     def write(self, instructions: list) -> Runner:
         for reg, (shape, dtype) in self.params.items():
             self.known[reg] = (None, shape, dtype)  # slot given on first native use
+        if self.profile:
+            return self._write_profiled(instructions)
         run: list = []
         for instr in instructions:
             if isinstance(instr[4], NativeCall):
@@ -135,6 +144,16 @@ class _Writer:
                 self._python(instr)
         self._chain(run)
         return self._finish()
+
+    def _write_profiled(self, instructions: list) -> Runner:
+        for k, instr in enumerate(instructions):
+            self._emit("_t = CLOCK()")
+            if isinstance(instr[4], NativeCall):
+                self._chain([instr])
+            else:
+                self._python(instr)
+            self._emit(f"PT[{k}] += CLOCK() - _t")
+        return self._finish([0.0] * len(instructions))
 
     def _python(self, instr) -> None:
         fn, ins, out, where, _ = instr
@@ -227,7 +246,7 @@ class _Writer:
         return slot, local
 
     # -- the function -----------------------------------------------------------------------
-    def _finish(self) -> Runner:
+    def _finish(self, timers: list | None = None) -> Runner:
         head = ["def run_plan(regs):", f"    T, TA = regs[{self.table}]", "    K = []"]
         head += [f"    T[{slot}] = regs[{reg}].ctypes.data"
                  for reg, slot in self.param_slots.items()]
@@ -244,11 +263,11 @@ class _Writer:
         chains = self.chains
         scope = dict(self.names, P=_pointer, K=None, EMPTY=np.empty, WHERE=where,
                      RAISE=_reraise, FAIL=lambda index, s, table: _fail(chains[index], s, table))
-        scope.update({f"C{i}": f for i, f in enumerate(cfuncs)})
+        scope.update({f"C{i}": f for i, f in enumerate(cfuncs)}, PT=timers, CLOCK=perf_counter)
         exec(compile(source, filename, "exec"), scope)  # noqa: S102 - our own generated code
         return Runner(scope["run_plan"], self.slots, self.fixed_slots,
                       {slot: reg for reg, slot in self.reg_slots.items()}, len(self.chains),
-                      self.native_steps, source)
+                      self.native_steps, source, timers)
 
 
 def _fits(value, spec) -> bool:

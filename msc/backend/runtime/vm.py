@@ -36,9 +36,10 @@ from ...relax.struct_info import (
 )
 from ...tir import expr as tir
 from . import packed, threads
-from .arrays import Device, cpu, wrap_result
+from .arrays import Device, cpu, np_dtype, wrap_result
 from .match import match_value
-from .plan import ENV, REGS, Plan
+from .plan import ENV, REGS, Plan, make_plan
+from .profile import ProfileReport, profile_function
 
 __all__ = ["BenchmarkResult", "VirtualMachine"]
 
@@ -79,6 +80,8 @@ class VMFunction:
         self.names = self.program.param_names
         self.dim_names = _signature_dims(self.params)
         self._entries: dict[tuple, _PlanEntry] = {}
+        self._profiled: dict[tuple, _PlanEntry] = {}  # timed plans of vm.profile (profile.py)
+        self._exact = _exact_specs(self.params)
 
     def __repr__(self) -> str:
         return f"VMFunction({self.name!r}, params={self.names})"
@@ -101,29 +104,47 @@ class VMFunction:
                 self.vm.executable.plan(self.name, key, env))
         return entry
 
+    def profiled_entry(self, env: dict) -> _PlanEntry:
+        """The plan of this signature with a clock around every instruction (vm.profile);
+        made once, apart from the plan normal calls run."""
+        key = tuple(env.get(d) for d in self.dim_names)
+        entry = self._profiled.get(key)
+        if entry is None:
+            entry = self._profiled[key] = _PlanEntry(
+                make_plan(self.program, env, profile=True))
+        return entry
+
     def __call__(self, *args):
-        values, env = self.check_args(args)
+        exact = self._exact
+        if exact is not None and len(args) == len(exact) and all(
+                type(a) is np.ndarray and a.shape == shape and a.dtype == dtype
+                and a.flags.c_contiguous for a, (shape, dtype) in zip(args, exact)):
+            values, env = list(args), {}  # what check_args gives such arrays, in a third
+        else:
+            values, env = self.check_args(args)
         return wrap_result(self.run_checked(values, env), self.vm.device)
 
-    def run_checked(self, values: list, env: dict):
-        if self.vm.num_threads is None:
-            return self._run(values, env)
+    def run_checked(self, values: list, env: dict, entry: _PlanEntry | None = None):
+        entry = entry or self.entry(env)
+        n = self.vm.num_threads
+        if n is None or n == threads.get_num_threads():  # the block would change nothing
+            return _run(entry, values, env)
         with threads.num_threads(self.vm.num_threads):
-            return self._run(values, env)
+            return _run(entry, values, env)
 
-    def _run(self, values: list, env: dict):
-        entry = self.entry(env)
-        plan = entry.plan
-        regs, base = entry.acquire()
-        try:
-            regs[REGS] = regs
-            regs[ENV] = env
-            for reg, value in zip(plan.params, values):
-                regs[reg] = value
-            plan.runner.fn(regs)
-            return _unshare(regs[plan.result], plan.constant_ids)
-        finally:
-            entry.release(regs, base)
+
+def _run(entry: _PlanEntry, values: list, env: dict):
+    plan = entry.plan
+    regs, base = entry.acquire()
+    try:
+        regs[REGS] = regs
+        regs[ENV] = env
+        for reg, value in zip(plan.params, values):
+            regs[reg] = value
+        plan.runner.fn(regs)
+        return _unshare(regs[plan.result], plan.constant_ids)
+    finally:
+        entry.release(regs, base)
 
 
 def _unshare(value, constant_ids: frozenset):
@@ -133,6 +154,18 @@ def _unshare(value, constant_ids: frozenset):
     if isinstance(value, tuple) and constant_ids:
         return tuple(_unshare(v, constant_ids) for v in value)
     return value
+
+
+def _exact_specs(params) -> list | None:
+    """(shape, numpy dtype) of every parameter when all are tensors of constant shape (no
+    dims to bind), else None: the call's fast check of plain arrays (match.py otherwise)."""
+    specs = []
+    for sinfo in params:
+        if not isinstance(sinfo, TensorStructInfo) or sinfo.dtype == "void" or (
+                sinfo.values is None or not all(v.is_const for v in sinfo.values)):
+            return None
+        specs.append((tuple(int(v.value) for v in sinfo.values), np_dtype(sinfo.dtype)))
+    return specs
 
 
 def _signature_dims(params) -> list[str]:
@@ -195,6 +228,19 @@ class VirtualMachine:
 
     def invoke(self, name: str, *args):
         return self[name](*args)
+
+    def profile(self, *args, func_name: str | None = None, number: int = 1) -> ProfileReport:
+        """Run ``func_name`` (default "main") ``number`` times on a plan that times each
+        instruction (native kernels one by one) and report time, calls and share per joint.
+        TVM's order ``vm.profile("main", *args)`` works too. Normal calls are not slowed:
+        they run their own, untimed plan.
+
+        >>> report = vm.profile(x)                       # doctest: +SKIP
+        >>> print(report.table()); report.to_dict()      # {joint: ms per run}
+        """
+        if func_name is None and args and isinstance(args[0], str):
+            func_name, args = args[0], args[1:]
+        return profile_function(self[func_name or "main"], args, number)
 
     def time_evaluator(self, func_name: str, dev=None, number: int = 10, repeat: int = 1,
                        min_repeat_ms: int = 0, cooldown_interval_ms: int = 0,
