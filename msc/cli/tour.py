@@ -17,6 +17,7 @@ from . import (
     demo_onnx_runtime,
     demo_onnx_sequence,
     demo_onnx_vision,
+    demo_profile,
     demo_prune,
     demo_quantize,
     demo_tir,
@@ -31,7 +32,8 @@ STEPS = [demo.step_graph_from_json, demo.step_relax_builder, demo.step_op_table,
          demo_onnx_sequence.step_onnx_sequence,
          demo_onnx_vision.step_onnx_vision, demo.step_torch_codegen,
          demo_onnx.step_onnx_export, demo_prune.step_prune, demo_quantize.step_quantize,
-         demo_int8_onnx.step_int8_onnx, demo_view.step_view, demo_cli.step_cli,
+         demo_int8_onnx.step_int8_onnx, demo_view.step_view, demo_profile.step_profile,
+         demo_cli.step_cli,
          demo.step_hostile_input, demo_hostile.step_hostile]
 
 
