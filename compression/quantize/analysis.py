@@ -66,7 +66,7 @@ class Measurer:
 
     def output_error(self, plan: dict) -> dict:
         """Error of the graph outputs of the QDQ model of ``plan`` (all outputs pooled)."""
-        qgraph, qweights = apply_plan(self.graph, self.weights, plan)
+        qgraph, qweights = apply_plan(self.graph, self.weights, plan, fold_bn=False)
         run = make_runner(qgraph, qweights, self.executor)
         stats = ErrorStats()
         for arrays, ref in zip(self.inputs, self.reference):
@@ -82,7 +82,7 @@ class Measurer:
         result = self._weight_errors(plan)
         if not acts:
             return result
-        qgraph, qweights = apply_plan(self.graph, self.weights, plan)
+        qgraph, qweights = apply_plan(self.graph, self.weights, plan, fold_bn=False)
         dq = dequantized_of(qgraph)
         run_f = make_runner(with_outputs(self.graph, acts), self.weights, self.executor)
         run_q = make_runner(with_outputs(qgraph, [*acts, *dq.values()]), qweights,
@@ -101,7 +101,7 @@ class Measurer:
 
     def _weight_errors(self, plan: dict) -> dict:
         _, qweights = apply_plan(self.graph, self.weights, {
-            n: e for n, e in plan.items() if n in self.graph.weight_holders})
+            n: e for n, e in plan.items() if n in self.graph.weight_holders}, fold_bn=False)
         result = {}
         for name in plan:
             if name in self.graph.weight_holders:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from msc.graph import MSCGraph
 
+from ..fold import fold_batch_norm
 from .analysis import Measurer, layer_names
 from .config import read_config
 from .plan import calibrate
@@ -27,8 +28,10 @@ def quantize(graph: MSCGraph, weights: dict, calib_data, config: dict | None = N
     >>> print(report.table())                                          # doctest: +SKIP
     """
     config = read_config(config)
+    if config["fold_bn"]:  # once here, so that the report measures the graph it returns
+        graph, weights, _ = fold_batch_norm(graph, weights)
     plan, kept = calibrate(graph, weights, calib_data, config, return_inputs=True)
-    qgraph, qweights = apply_plan(graph, weights, plan, config["int8_weights"])
+    qgraph, qweights = apply_plan(graph, weights, plan, config["int8_weights"], fold_bn=False)
     measurer = Measurer(graph, weights, kept, config["executor"])
     output = measurer.output_error(plan)
     tensors = measurer.tensor_errors(plan)
