@@ -82,12 +82,14 @@ def _minmax(obs: Observer, symmetric: bool, **_):
 
 
 def _edge(hist: np.ndarray, fraction: float, width: float) -> float:
-    """The upper edge of the first bin where the cumulative count reaches ``fraction``."""
+    """The lower edge of the first bin where the cumulative count reaches ``fraction`` (as
+    onnxruntime's CalibPercentile: ``hist_edges[searchsorted(cdf, p)]``; the upper edge left
+    the percentile at the max on small calibration sets, where the last bin holds the cut)."""
     total = hist.sum()
     if total == 0:
         return 0.0
     index = int(np.searchsorted(np.cumsum(hist), fraction * total))
-    return (min(index, hist.size - 1) + 1) * width
+    return min(index, hist.size - 1) * width
 
 
 def _percentile(obs: Observer, symmetric: bool, percentile: float, **_):
