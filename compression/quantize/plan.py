@@ -45,10 +45,12 @@ def _absorbed(graph: MSCGraph, tensor) -> object:
 
 
 def activation_targets(graph: MSCGraph, chosen: dict[str, MSCJoint],
-                       outputs: bool = False) -> dict[str, list[str]]:
+                       outputs: bool = False, excluded=()) -> dict[str, list[str]]:
     """{float tensor read by a chosen joint (not a constant): [its chosen readers]}; with
     ``outputs``, also each chosen joint's outputs (or the relu after it) for all their
-    readers (onnxruntime's QDQ placement), graph outputs excepted."""
+    readers but the ``excluded`` joints (onnxruntime's QDQ placement), graph outputs
+    excepted. An excluded joint never reads a dequantized copy: between a DQ and a Q
+    onnxruntime's optimizer would quantize its float weights itself."""
     targets: dict[str, list[str]] = {}
 
     def add(tensor, reader: str) -> None:
@@ -64,7 +66,8 @@ def activation_targets(graph: MSCGraph, chosen: dict[str, MSCJoint],
         for tensor in (_absorbed(graph, t) for t in node.outputs):
             if tensor.dtype.startswith("float") and tensor.name not in graph.output_names:
                 for reader, _ in graph.find_consumers_and_indices(tensor):
-                    add(tensor, reader.name)
+                    if reader.name not in excluded:
+                        add(tensor, reader.name)
     order = {n: i for i, n in enumerate(graph.node_names)}
     return {t: sorted(r, key=order.__getitem__) for t, r in targets.items()}
 
@@ -153,7 +156,9 @@ def calibrate(graph: MSCGraph, weights: dict, calib_data, config: dict | None = 
     if config["fold_bn"]:
         graph, weights, _ = fold_batch_norm(graph, weights)
     chosen = chosen_nodes(graph, config)
-    readers = activation_targets(graph, chosen, config["quantize_outputs"])
+    excluded = {n.name for n in graph.get_nodes() if n.optype in config["optypes"]} - \
+        set(chosen)
+    readers = activation_targets(graph, chosen, config["quantize_outputs"], excluded)
     calibration = Calibration(graph, weights, readers, config)
     calibration.feed(calib_data)
     plan = {**calibration.entries(readers), **_weight_entries(chosen, weights, config)}

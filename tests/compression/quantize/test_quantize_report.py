@@ -92,6 +92,12 @@ def test_an_excluded_layer_stays_float():
                                   weights[node.weights["weight"].name])
     others = [n for n in qgraph.get_nodes() if n.optype == "msc.linear_bias" and n.name != fc2]
     assert all(n.parents[0].optype == "dequantize" for n in others)
+    # onnxruntime's placement too: the excluded joint reads the float relu output (between a
+    # DQ and a Q onnxruntime would quantize its float weights itself)
+    plan = calibrate(graph, weights, data, {"exclude": [fc2]})
+    qgraph, _ = apply_plan(graph, weights, plan)
+    assert [p.optype for p in qgraph.find_node(fc2).parents] == ["nn.relu"]
+
     assert all(not np.array_equal(qweights[n.weights["weight"].name],
                                   weights[n.weights["weight"].name]) for n in others)
     by_type = calibrate(graph, weights, data, {"exclude": {"optypes": ["msc.linear_bias"]}})
