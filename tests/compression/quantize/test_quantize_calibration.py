@@ -1,9 +1,6 @@
 """Entropy calibration equals a loop-form numpy reference; msc's QDQ output SQNR is at least
 onnxruntime's quantize_static on a tiny conv net for every method."""
 
-import tempfile
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -11,6 +8,7 @@ from compression.quantize import quantize
 from compression.quantize.calibration import entropy_window, signed_histogram
 from compression.quantize.observers import Observer
 from compression.quantize.runner import make_runner
+from msc.cli.demo_quant_anchor import ort_qdq_outputs, sqnr, tiny_conv_onnx
 
 
 def _reference_window(hist, levels):
@@ -67,64 +65,6 @@ def test_observer_entropy_range():
     assert t < 9  # the lone outliers are clipped
 
 
-def _tiny_onnx(seed=0):
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(seed)
-
-    def init(name, shape, scale):
-        return numpy_helper.from_array((rng.standard_normal(shape) * scale)
-                                       .astype(np.float32), name)
-    inits = [init("w1", (8, 3, 3, 3), 0.3), init("b1", (8,), 0.1),
-             init("w2", (8, 8, 3, 3), 0.15), init("b2", (8,), 0.1),
-             init("wf", (10, 8), 0.4), init("bf", (10,), 0.1)]
-    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
-             helper.make_node("Add", ["c2", "r1"], ["s"]),
-             helper.make_node("Relu", ["s"], ["r2"]),
-             helper.make_node("GlobalAveragePool", ["r2"], ["p"]),
-             helper.make_node("Flatten", ["p"], ["f"]),
-             helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
-    graph = helper.make_graph(
-        nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
-
-
-def _sqnr(ref, got):
-    ref, got = np.concatenate([r.ravel() for r in ref]), np.concatenate([g.ravel() for g in got])
-    return 10 * np.log10((ref ** 2).sum() / ((ref - got) ** 2).sum())
-
-
-def _ort_qdq(model, calib, held_out, method):
-    import onnx
-    import onnxruntime as ort
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.items = iter([{"x": x} for x in calib])
-
-        def get_next(self):
-            return next(self.items, None)
-
-    with tempfile.TemporaryDirectory() as folder:
-        src, dst = Path(folder) / "f.onnx", Path(folder) / "q.onnx"
-        onnx.save(model, src)
-        quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                        calibrate_method=getattr(CalibrationMethod, method))
-        sess = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
-        return [sess.run(None, {"x": x})[0] for x in held_out]
-
-
 @pytest.fixture
 def one_thread():
     import torch  # msc calibrates on torch; its thread pool thrashes on a loaded machine
@@ -140,7 +80,7 @@ def test_msc_sqnr_is_at_least_onnxruntime_per_method(capsys, one_thread):
 
     from frontends.translate import from_onnx
 
-    model = _tiny_onnx()
+    model = tiny_conv_onnx()
     rng = np.random.default_rng(3)
     calib = [rng.random((1, 3, 12, 12), dtype=np.float32) for _ in range(6)]
     held_out = [rng.random((1, 3, 12, 12), dtype=np.float32) for _ in range(3)]
@@ -149,10 +89,10 @@ def test_msc_sqnr_is_at_least_onnxruntime_per_method(capsys, one_thread):
     graph, weights = from_onnx(model)
     for method, ort_name in (("minmax", "MinMax"), ("entropy", "Entropy"),
                              ("percentile", "Percentile")):
-        ort_db = _sqnr(ref, _ort_qdq(model, calib, held_out, ort_name))
+        ort_db = sqnr(ref, ort_qdq_outputs(model, calib, held_out, ort_name))
         qgraph, qweights, _ = quantize(graph, weights, calib,
                                        {"method": method, "per_layer": False})
         run = make_runner(qgraph, qweights)
-        msc_db = _sqnr(ref, [run([x])[qgraph.output_names[0]] for x in held_out])
+        msc_db = sqnr(ref, [run([x])[qgraph.output_names[0]] for x in held_out])
         assert msc_db >= ort_db - 0.0, (method, msc_db, ort_db)
     capsys.readouterr()  # onnxruntime's calibrators print
