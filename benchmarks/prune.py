@@ -14,8 +14,9 @@ On the same models, importance (group L2 magnitude) and density, per model:
   pruned).
 
 ``--zoo`` adds the onnx package's light zoo (ONNX in, so msc only; random weights, stride 8):
-parameters and FLOPs after/before and the msc VM latency before -> after, next to
-onnxruntime's latency on the unpruned model.
+parameters and FLOPs after/before and the msc VM latency before -> after (and pruned with
+``fold_bn``), next to onnxruntime's latency on the unpruned model, all best-of-N interleaved
+(``--zoo-only`` skips the Torch-Pruning table).
 
 Torch-Pruning gets the settings its docs give: ``ignored_layers`` = the classifier, and for
 attention ``num_heads`` with ``prune_num_heads=True, prune_head_dims=False`` (whole heads, as
@@ -233,6 +234,20 @@ def _agree(msc_plan: dict, tp_kept: dict | None) -> str:
 ZOO = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "densenet121"]
 
 
+def _best_interleaved_ms(fns: dict, repeat: int) -> dict:
+    """Best-of-``repeat`` ms of each callable, run in turn (round robin) so that the load of
+    a shared machine hits them alike."""
+    times = {k: [] for k in fns}
+    for fn in fns.values():
+        fn()
+    for _ in range(repeat):
+        for key, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[key].append(time.perf_counter() - start)
+    return {k: min(v) * 1e3 for k, v in times.items()}
+
+
 def zoo_rows(density: float, repeat: int) -> None:
     import onnx
 
@@ -240,20 +255,30 @@ def zoo_rows(density: float, repeat: int) -> None:
     from frontends.translate import from_onnx
 
     folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-    print("\n| zoo model | params x | FLOPs x | groups | msc VM ms (speedup) | ORT ms (unpruned) |")
-    print("|---|---|---|---|---|---|")
+    print("\n| zoo model | params x | FLOPs x | groups | msc VM ms: full -> pruned (speedup) | "
+          "pruned, BN folded | ORT ms (unpruned) |")
+    print("|---|---|---|---|---|---|---|")
     for name in ZOO:
         rng = np.random.default_rng(0)
         graph, weights = from_onnx(str(folder / f"light_{name}.onnx"))
         weights = {k: _random_like(v, rng) for k, v in weights.items()}
-        small, small_w, report = prune(graph, weights, {"density": density, "latency": False})
+        settings = {"density": density, "latency": False}
+        small, small_w, report = prune(graph, weights, settings)
+        folded, folded_w, _ = prune(graph, weights, {**settings, "fold_bn": True})
         x = rng.standard_normal([max(d, 1) for d in graph.get_inputs()[0].shape])
         x = x.astype("float32")
-        vm0, vm1 = (_median_ms(functools.partial(_vm(g, w), x), repeat)
-                    for g, w in ((graph, weights), (small, small_w)))
+        fns = {k: functools.partial(_vm(g, w), x) for k, (g, w) in
+               {"full": (graph, weights), "pruned": (small, small_w),
+                "folded": (folded, folded_w)}.items()}
+        ort_fn = _ort_fn(folder, name, x)
+        if ort_fn is not None:
+            fns["ort"] = ort_fn
+        ms = _best_interleaved_ms(fns, repeat)
+        ort_ms = f"{ms['ort']:.2f}" if "ort" in ms else "-"
         print(f"| {name} | {report['total']['params'][2]:.3f} | "
               f"{report['total']['flops'][2]:.3f} | {len(report['groups'])} | "
-              f"{vm0:.2f} -> {vm1:.2f} ({vm0 / vm1:.2f}x) | {_ort_ms(folder, name, x, repeat)} |")
+              f"{ms['full']:.2f} -> {ms['pruned']:.2f} ({ms['full'] / ms['pruned']:.2f}x) | "
+              f"{ms['folded']:.2f} ({ms['full'] / ms['folded']:.2f}x) | {ort_ms} |", flush=True)
 
 
 def _random_like(array, rng):
@@ -263,16 +288,16 @@ def _random_like(array, rng):
     return (np.abs(rng.standard_normal(array.shape)) * 0.1 + 0.01).astype(array.dtype)
 
 
-def _ort_ms(folder: Path, name: str, x, repeat: int) -> str:
+def _ort_fn(folder: Path, name: str, x):
     try:
         import onnxruntime as ort
     except ImportError:
-        return "-"
+        return None
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     session = ort.InferenceSession(str(folder / f"light_{name}.onnx"), options)
     feed = {session.get_inputs()[0].name: x}
-    return f"{_median_ms(lambda: session.run(None, feed), repeat):.2f}"
+    return lambda: session.run(None, feed)
 
 
 def main(argv=None) -> int:
@@ -282,7 +307,11 @@ def main(argv=None) -> int:
     parser.add_argument("--density", type=float, default=0.5, help="kept channel fraction")
     parser.add_argument("--zoo", action="store_true",
                         help="also the onnx light zoo (msc only, next to onnxruntime)")
+    parser.add_argument("--zoo-only", action="store_true", help="the light zoo rows alone")
     args = parser.parse_args(argv)
+    if args.zoo_only:
+        zoo_rows(args.density, 3 if args.quick else args.repeat)
+        return 0
     import torch
 
     repeat = 3 if args.quick else args.repeat

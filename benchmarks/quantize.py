@@ -13,10 +13,13 @@ symmetric int8 weights and per-tensor asymmetric uint8 activations (onnxruntime:
 QDQ graph from ``compression.quantize`` on the msc backend (relax.build + VirtualMachine), the
 QDQ model from onnxruntime on onnxruntime; the SQNR (dB) of each against the float model's
 output (onnxruntime, float) is printed side by side, with the number of Q/DQ pairs each
-inserted. msc runs twice: QDQ on the chosen ops' inputs (its default: what an int8 kernel
-needs) and on their outputs too (``quantize_outputs``, onnxruntime's placement).
-onnxruntime's Entropy keeps its own default of 128 bins (quantize_static does not pass
-``num_bins``), which makes it a MinMax; msc's entropy is TensorRT's (2048 bins).
+inserted. msc's default placement is onnxruntime's (QDQ on the chosen ops' inputs and outputs,
+the output one after a following relu, batch norms folded first); ``--placements inputs``
+adds a row with QDQ on the inputs only. onnxruntime's Entropy keeps its own default of 128
+signed bins (quantize_static passes no ``num_bins``), which leaves one candidate, the whole
+range; msc's entropy is the same search (``entropy_bins`` 128); ``--entropy-bins 2048`` opens
+it, and ``--methods entropy_trt`` runs TensorRT's |x| search (compared with onnxruntime's
+Entropy).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 ZOO = ["squeezenet", "resnet50", "inception_v1", "shufflenet", "bvlc_alexnet"]
 ZOO_MORE = ["densenet121", "inception_v2", "zfnet512", "vgg19"]
-ORT_METHODS = {"minmax": "MinMax", "percentile": "Percentile", "entropy": "Entropy"}
+ORT_METHODS = {"minmax": "MinMax", "percentile": "Percentile", "entropy": "Entropy",
+               "entropy_trt": "Entropy"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -171,7 +175,7 @@ def msc_quantized(model, calib: list, held_out: list, method: str, args, outputs
     qgraph, qweights, _ = quantize(graph, weights, calib,
                               {"method": method, "per_layer": False, "quantize_outputs": outputs,
                                "executor": args.executor, "report_batches": 2,
-                               "bins": args.bins})
+                               "bins": args.bins, "entropy_bins": args.entropy_bins})
     seconds = time.perf_counter() - start
     with tempfile.TemporaryDirectory() as folder:
         mod = to_relax(qgraph, qweights, build_folder=folder)
@@ -228,13 +232,15 @@ def parse_args(argv=None):
     p.add_argument("--methods", nargs="+", default=["minmax"], choices=list(ORT_METHODS))
     p.add_argument("--calib", type=int, default=8, help="calibration batches (default 8)")
     p.add_argument("--eval", type=int, default=4, help="held-out batches (default 4)")
-    p.add_argument("--placements", nargs="+", default=["inputs", "inputs+outputs"],
+    p.add_argument("--placements", nargs="+", default=["inputs+outputs"],
                    choices=["inputs", "inputs+outputs"],
-                   help="where msc puts QDQ: chosen ops' inputs (its default), or their outputs "
-                        "too (onnxruntime's placement); one row each")
+                   help="where msc puts QDQ: the chosen ops' inputs and outputs (its default, "
+                        "onnxruntime's placement) or their inputs only; one row each")
     p.add_argument("--bins", type=int, default=2048,
-                   help="msc's histogram bins (percentile, entropy); 128 gives onnxruntime's "
-                        "default Entropy, which then has a single candidate range")
+                   help="msc's |x| histogram bins per sign (percentile, entropy_trt)")
+    p.add_argument("--entropy-bins", type=int, default=128,
+                   help="msc's signed bins for entropy (128: onnxruntime's default, one "
+                        "candidate; 2048: a KL search over 961 windows)")
     p.add_argument("--executor", default="torch", choices=["torch", "relax"],
                    help="what runs msc's float graph during calibration (default torch)")
     return p.parse_args(argv)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from msc.errors import ValidationError
 
+from ..fold import fold_batch_norm
 from .analysis import Analysis
 from .apply import apply_keep
 from .plan import keep_from_plan, load_plan, make_plan
@@ -28,7 +29,8 @@ def prune(graph, weights: dict, config=None):
     """Prune ``graph`` (an MSCGraph) and ``weights`` (``{weight name: array}``).
 
     ``config``: a density (``0.5``) or a dict (see ``strategy.py``: density global or per
-    layer, stride, excludes, importance, prune_head_dims, plan, latency). Returns the pruned
+    layer, global_threshold, stride, excludes, importance, prune_head_dims, plan, fold_bn,
+    latency). Returns the pruned
     graph, its weights and the report (``report["plan"]`` is the plan that was applied).
     """
     cfg = read_config(config)
@@ -36,6 +38,8 @@ def prune(graph, weights: dict, config=None):
     if missing:
         raise ValidationError(f"weights missing for {missing[:5]}", key="weights",
                               hint="pass the weights that came with the graph")
+    if cfg["fold_bn"]:  # the report then compares against the folded graph
+        graph, weights, _ = fold_batch_norm(graph, weights)
     analysis = Analysis(graph, prune_head_dims=cfg["prune_head_dims"])
     if cfg["plan"] is not None:
         keep = keep_from_plan(analysis, load_plan(cfg["plan"]))

@@ -4,11 +4,13 @@ Config keys (all optional but one of ``density`` / ``plan``)::
 
     {"density": 0.5,                      # kept fraction of every group's channels, or per layer:
      "density": {"default": 0.5, "conv2d_3": 0.25, "optype:nn.conv2d": 0.75, "re:^l2\\.": 0.6},
+     "global_threshold": False,           # True: one importance threshold over all groups
      "stride": 8,                         # kept channels are a multiple of 8 (1: any count)
      "excludes": ["fc", "optype:msc.linear_bias", "re:^head"],   # never prune these outputs
      "importance": "l2",                  # "l1", "l2" or a callable (array, axis) -> scores
      "prune_head_dims": False,            # also prune inside attention heads
      "plan": "plan.json",                 # re-apply a saved plan (a dict or a path) instead
+     "fold_bn": False,                    # fold inference batch norms into their convs first
      "latency": True}                     # measure latency before/after on the msc backend
 
 A *selector* names layers: a node name, a weight name or alias (``"l2.c1.weight"``),
@@ -17,6 +19,12 @@ is selected when one of its owners (the nodes whose output channels it is) is; i
 density the first selector (in dict order) that selects the group wins, and groups no selector
 picks take ``"default"`` (1.0, unpruned, when absent). A selector that matches no node is an
 error, so a typo never goes unnoticed.
+
+``global_threshold`` (with a single float density) is Torch-Pruning's global pruning: each
+group's channel scores are divided by the group's mean score (its "mean" normalizer, so wide
+and narrow layers compare), one threshold is set over all groups so that ``1 - density`` of
+all their channels fall at or below it, and each group drops its channels at or below it,
+that count rounded down to a multiple of ``stride`` and never all of them.
 """
 
 from __future__ import annotations
@@ -32,8 +40,9 @@ from .analysis import IMPORTANCE_ROLES, Analysis, Group
 
 __all__ = ["DEFAULTS", "choose_channels", "read_config"]
 
-DEFAULTS = {"density": None, "stride": 8, "excludes": [], "importance": "l2",
-            "prune_head_dims": False, "plan": None, "latency": True, "latency_repeat": 20}
+DEFAULTS = {"density": None, "global_threshold": False, "stride": 8, "excludes": [],
+            "importance": "l2", "prune_head_dims": False, "plan": None, "fold_bn": False,
+            "latency": True, "latency_repeat": 20}
 NORMS = {"l1": 1, "l2": 2}
 
 
@@ -64,6 +73,10 @@ def read_config(config) -> dict:
                               hint="use 'l1', 'l2' or a callable (array, axis) -> scores")
     if isinstance(cfg["excludes"], str) or not isinstance(cfg["excludes"], (list, tuple)):
         raise ValidationError("excludes must be a list of selectors", key="excludes")
+    if cfg["global_threshold"] and isinstance(cfg["density"], dict):
+        raise ValidationError("global_threshold takes one float density, not per-layer ones",
+                              key="global_threshold", hint='e.g. {"density": 0.5, '
+                              '"global_threshold": true}')
     return cfg
 
 
@@ -162,20 +175,41 @@ def kept_count(size: int, density: float, stride: int) -> int:
     return min(max(keep, 1), size)
 
 
+def _global_counts(groups: list, scores: dict, density: float, stride: int) -> dict:
+    """``{sid: kept count}`` under one threshold over the mean-normalized scores."""
+    normed = {g.sid: scores[g.sid] / max(scores[g.sid].mean(), 1e-30) for g in groups}
+    pool = np.concatenate([normed[g.sid] for g in groups]) if groups else np.zeros(0)
+    n_prune = pool.size - int(pool.size * density)
+    if n_prune <= 0:
+        return {g.sid: g.size for g in groups}
+    threshold = np.partition(pool, n_prune - 1)[n_prune - 1]
+    counts = {}
+    for g in groups:
+        pruned = int((normed[g.sid] <= threshold).sum())
+        if stride > 1:
+            pruned -= pruned % stride
+        counts[g.sid] = max(g.size - pruned, min(stride, g.size))
+    return counts
+
+
 def choose_channels(analysis: Analysis, weights: dict, cfg: dict) -> dict[int, np.ndarray]:
     """``{space id: kept channel indices (sorted)}`` for every group that shrinks."""
     graph = analysis.graph
     check_selectors(graph, cfg["excludes"], "excludes")
     if isinstance(cfg["density"], dict):
         check_selectors(graph, [s for s in cfg["density"] if s != "default"], "density")
+    groups = [g for g in analysis.groups
+              if not any(_selected(graph, g, s) for s in cfg["excludes"])]
+    scores = {g.sid: group_scores(g, weights, cfg["importance"]) for g in groups}
+    counts = _global_counts(groups, scores, float(cfg["density"]), cfg["stride"]) \
+        if cfg["global_threshold"] else \
+        {g.sid: kept_count(g.size, density_of(graph, g, cfg["density"]), cfg["stride"])
+         for g in groups}
     keep = {}
-    for group in analysis.groups:
-        if any(_selected(graph, group, s) for s in cfg["excludes"]):
-            continue
-        count = kept_count(group.size, density_of(graph, group, cfg["density"]), cfg["stride"])
+    for group in groups:
+        count = counts[group.sid]
         if count >= group.size:
             continue
-        scores = group_scores(group, weights, cfg["importance"])
-        order = np.argsort(-scores, kind="stable")
+        order = np.argsort(-scores[group.sid], kind="stable")
         keep[group.sid] = np.sort(order[:count])
     return keep

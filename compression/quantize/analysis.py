@@ -20,6 +20,7 @@ from codegen.joint import find_weight
 from msc.graph import MSCGraph
 from msc.progress import progress
 
+from .config import ABSORBED_ACTIVATIONS
 from .metrics import ErrorStats
 from .qdq import apply_plan
 from .runner import make_runner, with_outputs
@@ -27,8 +28,28 @@ from .runner import make_runner, with_outputs
 __all__ = ["Measurer", "dequantized_of", "layer_names", "plan_only", "plan_without"]
 
 
-def plan_without(plan: dict, graph: MSCGraph, excluded) -> dict:
-    """``plan`` with the joints ``excluded`` left float (their inputs and weights)."""
+def _producer_layer(graph: MSCGraph, tensor: str, chosen) -> str | None:
+    """The chosen joint whose output QDQ ``tensor`` carries (through an absorbed relu)."""
+    if not graph.has_tensor(tensor):
+        return None
+    node = graph.find_producer(tensor)
+    if node.optype in ABSORBED_ACTIVATIONS and node.input_pairs():
+        node = node.input_pairs()[0][0]
+    return node.name if chosen is None or node.name in chosen else None
+
+
+def _keeps(reader: str, producer: str | None, chosen, excluded) -> bool:
+    """Does a reader keep reading the quantized copy once ``excluded`` stay float? A chosen
+    reader decides for its input; any other reader follows the chosen producer (its output
+    QDQ, onnxruntime's placement)."""
+    if chosen is None or reader in chosen:
+        return reader not in excluded
+    return producer is None or producer not in excluded
+
+
+def plan_without(plan: dict, graph: MSCGraph, excluded, chosen=None) -> dict:
+    """``plan`` with the joints ``excluded`` left float (their inputs, weights and output
+    QDQ). ``chosen``: the quantized joints (None: every reader counts as one)."""
     excluded = set(excluded)
     held = {w.name for name in excluded for w in graph.find_node(name).weights.values()}
     out = {}
@@ -36,7 +57,8 @@ def plan_without(plan: dict, graph: MSCGraph, excluded) -> dict:
         if name in held:
             continue
         if "consumers" in entry:
-            readers = [c for c in entry["consumers"] if c not in excluded]
+            producer = _producer_layer(graph, name, chosen)
+            readers = [c for c in entry["consumers"] if _keeps(c, producer, chosen, excluded)]
             if not readers:
                 continue
             entry = {**entry, "consumers": readers}
@@ -44,8 +66,15 @@ def plan_without(plan: dict, graph: MSCGraph, excluded) -> dict:
     return out
 
 
-def plan_only(plan: dict, graph: MSCGraph, layer: str) -> dict:
-    """The part of ``plan`` that quantizes joint ``layer`` alone."""
+def plan_only(plan: dict, graph: MSCGraph, layer: str, chosen=None) -> dict:
+    """The part of ``plan`` that quantizes joint ``layer`` alone (its inputs, weights, and
+    its output QDQ for readers that are not quantized joints themselves)."""
+    others = set(chosen or ()) - {layer}
+    return plan_without(plan, graph, others, chosen) if chosen is not None else \
+        _plan_only_readers(plan, graph, layer)
+
+
+def _plan_only_readers(plan: dict, graph: MSCGraph, layer: str) -> dict:
     node = graph.find_node(layer)
     held = {w.name for w in node.weights.values()}
     inputs = {t.name for t in node.get_inputs()}
@@ -58,15 +87,17 @@ def plan_only(plan: dict, graph: MSCGraph, layer: str) -> dict:
 class Measurer:
     """Runs graph variants on the kept calibration inputs against the float outputs."""
 
-    def __init__(self, graph: MSCGraph, weights: dict, inputs: list, executor: str):
+    def __init__(self, graph: MSCGraph, weights: dict, inputs: list, executor: str,
+                 chosen=None):
         self.graph, self.weights, self.inputs, self.executor = graph, weights, inputs, executor
+        self.chosen = chosen
         run = make_runner(graph, weights, executor)
         self.reference = [run(arrays) for arrays in inputs]
         self.runs = 0
 
     def output_error(self, plan: dict) -> dict:
         """Error of the graph outputs of the QDQ model of ``plan`` (all outputs pooled)."""
-        qgraph, qweights = apply_plan(self.graph, self.weights, plan)
+        qgraph, qweights = apply_plan(self.graph, self.weights, plan, fold_bn=False)
         run = make_runner(qgraph, qweights, self.executor)
         stats = ErrorStats()
         for arrays, ref in zip(self.inputs, self.reference):
@@ -82,7 +113,7 @@ class Measurer:
         result = self._weight_errors(plan)
         if not acts:
             return result
-        qgraph, qweights = apply_plan(self.graph, self.weights, plan)
+        qgraph, qweights = apply_plan(self.graph, self.weights, plan, fold_bn=False)
         dq = dequantized_of(qgraph)
         run_f = make_runner(with_outputs(self.graph, acts), self.weights, self.executor)
         run_q = make_runner(with_outputs(qgraph, [*acts, *dq.values()]), qweights,
@@ -101,7 +132,7 @@ class Measurer:
 
     def _weight_errors(self, plan: dict) -> dict:
         _, qweights = apply_plan(self.graph, self.weights, {
-            n: e for n, e in plan.items() if n in self.graph.weight_holders})
+            n: e for n, e in plan.items() if n in self.graph.weight_holders}, fold_bn=False)
         result = {}
         for name in plan:
             if name in self.graph.weight_holders:
@@ -113,7 +144,7 @@ class Measurer:
 
     def layer_errors(self, plan: dict, layers: list[str]) -> dict:
         """{layer: output error with only that layer quantized}."""
-        return {layer: self.output_error(plan_only(plan, self.graph, layer))
+        return {layer: self.output_error(plan_only(plan, self.graph, layer, self.chosen))
                 for layer in progress(layers, desc="per-layer error", unit="layer")}
 
     def suggest_excludes(self, plan: dict, ranked: list[str], target: float,
@@ -126,13 +157,14 @@ class Measurer:
             if error["sqnr_db"] >= target:
                 break
             excluded.append(layer)
-            error = self.output_error(plan_without(plan, self.graph, excluded))
+            error = self.output_error(plan_without(plan, self.graph, excluded, self.chosen))
             steps.append({"exclude": layer, "output_sqnr_db": error["sqnr_db"]})
         if error["sqnr_db"] < target:
             return excluded, error, steps
         for layer in reversed(excluded[:-1]):
             trial = [e for e in excluded if e != layer]
-            trial_error = self.output_error(plan_without(plan, self.graph, trial))
+            trial_error = self.output_error(plan_without(plan, self.graph, trial,
+                                                         self.chosen))
             if trial_error["sqnr_db"] >= target:
                 excluded, error = trial, trial_error
                 steps.append({"restore": layer, "output_sqnr_db": error["sqnr_db"]})
@@ -148,12 +180,16 @@ def dequantized_of(qgraph: MSCGraph) -> dict[str, str]:
     return found
 
 
-def layer_names(plan: dict, graph: MSCGraph) -> list[str]:
-    """The joints the plan quantizes (readers of activations, holders of weights)."""
+def layer_names(plan: dict, graph: MSCGraph, chosen=None) -> list[str]:
+    """The joints the plan quantizes (readers of activations, holders of weights; with
+    ``chosen``, those of them that are chosen, and the producers of output QDQs)."""
     layers = []
     for name, entry in plan.items():
         readers = entry.get("consumers") if "consumers" in entry else \
             graph.weight_holders.get(name, ())
+        if chosen is not None:
+            producer = _producer_layer(graph, name, chosen) if "consumers" in entry else None
+            readers = [r for r in readers if r in chosen] + ([producer] if producer else [])
         layers.extend(r for r in readers if r not in layers)
     order = {n: i for i, n in enumerate(graph.node_names)}
     return sorted(layers, key=order.__getitem__)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from msc.graph import MSCGraph
 
+from ..fold import fold_batch_norm
 from .analysis import Measurer, layer_names
-from .config import read_config
+from .config import chosen_nodes, read_config
 from .plan import calibrate
 from .qdq import apply_plan
 from .report import QuantReport, build_report
@@ -27,14 +28,17 @@ def quantize(graph: MSCGraph, weights: dict, calib_data, config: dict | None = N
     >>> print(report.table())                                          # doctest: +SKIP
     """
     config = read_config(config)
+    if config["fold_bn"]:  # once here, so that the report measures the graph it returns
+        graph, weights, _ = fold_batch_norm(graph, weights)
     plan, kept = calibrate(graph, weights, calib_data, config, return_inputs=True)
-    qgraph, qweights = apply_plan(graph, weights, plan, config["int8_weights"])
-    measurer = Measurer(graph, weights, kept, config["executor"])
+    qgraph, qweights = apply_plan(graph, weights, plan, config["int8_weights"], fold_bn=False)
+    chosen = set(chosen_nodes(graph, config))
+    measurer = Measurer(graph, weights, kept, config["executor"], chosen)
     output = measurer.output_error(plan)
     tensors = measurer.tensor_errors(plan)
     layer_errors = search = None
     if config["per_layer"]:
-        layer_errors = measurer.layer_errors(plan, layer_names(plan, graph))
+        layer_errors = measurer.layer_errors(plan, layer_names(plan, graph, chosen))
         ranked = sorted(layer_errors, key=lambda n: layer_errors[n]["sqnr_db"])
         search = measurer.suggest_excludes(plan, ranked, config["target_sqnr"])
     report = build_report(graph, plan, config, len(kept), output, tensors, layer_errors, search)

@@ -15,7 +15,7 @@ from msc.graph import MSCGraph, MSCJoint
 from .observers import METHODS
 from .qparams import DTYPE_RANGES
 
-__all__ = ["DEFAULTS", "DEFAULT_OPTYPES", "chosen_nodes", "is_excluded", "read_config"]
+__all__ = ["ABSORBED_ACTIVATIONS", "DEFAULTS", "DEFAULT_OPTYPES", "chosen_nodes", "is_excluded", "read_config"]
 
 # Optypes whose float inputs (and "weight"s) are quantized by default: the ops an int8 kernel
 # exists for (conv, linear, matmul, pools, add), as graph optypes (fused msc.* included).
@@ -25,16 +25,24 @@ DEFAULT_OPTYPES = (
     "nn.max_pool2d", "nn.avg_pool2d", "nn.adaptive_avg_pool2d", "add",
 )
 
+# Activations whose output carries the quantization of the chosen joint before them, as
+# onnxruntime's QDQ quantizer removes them (QDQRemovableActivation): conv -> relu -> Q/DQ, so
+# the uint8 range is the relu's [0, max] and no second rounding sits before the relu.
+ABSORBED_ACTIVATIONS = ("nn.relu",)
+
 DEFAULTS = {
     "method": "minmax",            # activations: minmax | percentile | entropy
     "percentile": 99.999,          # onnxruntime's CalibPercentile default
-    "bins": 2048,                  # histogram bins of |x| (percentile, entropy)
+    "bins": 2048,                  # histogram bins of |x| per sign (percentile, entropy)
+    "entropy_bins": 128,           # entropy's signed bins (onnxruntime's 128: MinMax; 2048: KL)
     "activation_dtype": "uint8",   # uint8 (asymmetric) or int8 (symmetric), per tensor
     "weight_dtype": "int8",        # per channel, symmetric
     "weight_roles": ("weight",),   # which weights of a chosen joint are quantized
     "int8_weights": True,          # weights kept as int8 + scale (QuantizedWeight), else float
     "optypes": DEFAULT_OPTYPES,
-    "quantize_outputs": False,     # also QDQ the chosen joints' outputs (onnxruntime's way)
+    "quantize_outputs": True,      # also QDQ the chosen joints' outputs (onnxruntime's way,
+                                   # which its int8 kernels fuse), after a following relu
+    "fold_bn": True,               # fold inference batch norms into their convs first
     "exclude": {},                 # {"names": [...], "optypes": [...], "regex": "..."}
     "target_sqnr": 30.0,           # dB, for the suggested exclude list
     "executor": "torch",           # torch | relax: what runs the float and QDQ graphs
@@ -59,6 +67,11 @@ def read_config(config: Mapping | None) -> dict:
         raise ValidationError("weights are quantized per channel to int8 only",
                               key="weight_dtype", hint="use 'int8'")
     _check_choice(merged, "executor", ("torch", "relax"))
+    bins = merged["entropy_bins"]
+    if not isinstance(bins, int) or bins < 2 or bins % 2 or (2 * merged["bins"]) % bins:
+        raise ValidationError(f"entropy_bins={bins!r} must be an even int dividing "
+                              f"2 * bins = {2 * merged['bins']}", key="entropy_bins",
+                              hint="use 128 (onnxruntime's default) or 2048")
     merged["exclude"] = _exclude(merged["exclude"])
     return merged
 

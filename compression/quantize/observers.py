@@ -9,9 +9,11 @@ pass over the data.
 - ``minmax``: the observed [min, max].
 - ``percentile``: the |x| threshold where the CDF reaches ``percentile`` (onnxruntime's
   CalibPercentile: 2048 bins, 99.999); asymmetric ranges cut (100 - p) / 2 % per side.
-- ``entropy``: TensorRT's KL-divergence threshold (2048 bins into 128 levels; every candidate
-  edge from 128 bins up; see ``kl_threshold`` for its two guards). Unlike onnxruntime's
-  default Entropy (128 bins, which leaves one candidate: MinMax).
+- ``entropy``: onnxruntime's KL search over windows of the signed histogram symmetric around
+  0 (``calibration.py``; ``entropy_bins`` signed bins, default 128 as onnxruntime, where the
+  only candidate is the whole range).
+- ``entropy_trt``: TensorRT's KL-divergence threshold on |x| (2048 bins into 128 levels; every
+  candidate edge from 128 bins up; see ``kl_threshold`` for its two guards).
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from msc.errors import ValidationError
+
+from .calibration import entropy_window, signed_histogram
 
 __all__ = ["METHODS", "Observer", "kl_threshold"]
 
@@ -63,29 +67,32 @@ class Observer:
         return self.limit / self.bins
 
     def range(self, method: str, symmetric: bool, percentile: float = 99.999,
-              levels: int = 128) -> tuple[float, float]:
+              levels: int = 128, entropy_bins: int = 128) -> tuple[float, float]:
         if self.min > self.max:  # never saw a value: an all-zero range
             return 0.0, 0.0
         if method not in METHODS:
             raise ValidationError(f"unknown calibration method {method!r}", key="method",
                                   hint=f"use one of {', '.join(METHODS)}")
-        return METHODS[method](self, symmetric, percentile, levels)
+        options = {"percentile": percentile, "levels": levels, "entropy_bins": entropy_bins}
+        return METHODS[method](self, symmetric, **options)
 
 
-def _minmax(obs: Observer, symmetric: bool, percentile: float, levels: int):
+def _minmax(obs: Observer, symmetric: bool, **_):
     return obs.min, obs.max
 
 
 def _edge(hist: np.ndarray, fraction: float, width: float) -> float:
-    """The upper edge of the first bin where the cumulative count reaches ``fraction``."""
+    """The lower edge of the first bin where the cumulative count reaches ``fraction`` (as
+    onnxruntime's CalibPercentile: ``hist_edges[searchsorted(cdf, p)]``; the upper edge left
+    the percentile at the max on small calibration sets, where the last bin holds the cut)."""
     total = hist.sum()
     if total == 0:
         return 0.0
     index = int(np.searchsorted(np.cumsum(hist), fraction * total))
-    return (min(index, hist.size - 1) + 1) * width
+    return min(index, hist.size - 1) * width
 
 
-def _percentile(obs: Observer, symmetric: bool, percentile: float, levels: int):
+def _percentile(obs: Observer, symmetric: bool, percentile: float, **_):
     if symmetric:
         t = _edge(obs.neg + obs.pos, percentile / 100, obs.width)
         return max(obs.min, -t), min(obs.max, t)
@@ -96,7 +103,13 @@ def _percentile(obs: Observer, symmetric: bool, percentile: float, levels: int):
     return max(obs.min, -low), min(obs.max, high)
 
 
-def _entropy(obs: Observer, symmetric: bool, percentile: float, levels: int):
+def _entropy(obs: Observer, symmetric: bool, levels: int, entropy_bins: int, **_):
+    hist = signed_histogram(obs.neg, obs.pos, entropy_bins)
+    t = entropy_window(hist, levels) * obs.limit / (entropy_bins // 2)
+    return max(obs.min, -t), min(obs.max, t)
+
+
+def _entropy_trt(obs: Observer, symmetric: bool, levels: int, **_):
     t = kl_threshold(obs.neg + obs.pos, levels) * obs.width
     return max(obs.min, -t), min(obs.max, t)
 
@@ -150,4 +163,5 @@ def kl_threshold(hist: np.ndarray, levels: int = 128) -> int:
     return best_i
 
 
-METHODS = {"minmax": _minmax, "percentile": _percentile, "entropy": _entropy}
+METHODS = {"minmax": _minmax, "percentile": _percentile, "entropy": _entropy,
+           "entropy_trt": _entropy_trt}

@@ -26,7 +26,8 @@ from msc.graph import MSCGraph, MSCJoint
 from msc.graph.files import write_atomic
 from msc.progress import progress
 
-from .config import chosen_nodes, read_config
+from ..fold import fold_batch_norm
+from .config import ABSORBED_ACTIVATIONS, chosen_nodes, read_config
 from .observers import Observer
 from .qparams import qparams_from_range, weight_qparams
 from .runner import input_arrays, make_runner, with_outputs
@@ -34,11 +35,22 @@ from .runner import input_arrays, make_runner, with_outputs
 __all__ = ["activation_targets", "calibrate", "load_plan", "save_plan", "weight_axis"]
 
 
+def _absorbed(graph: MSCGraph, tensor) -> object:
+    """The tensor that carries ``tensor``'s output QDQ: the output of a relu that is its only
+    reader (onnxruntime's placement, see ``ABSORBED_ACTIVATIONS``), else ``tensor``."""
+    readers = graph.find_consumers_and_indices(tensor)
+    if len(readers) == 1 and readers[0][0].optype in ABSORBED_ACTIVATIONS:
+        return readers[0][0].outputs[0]
+    return tensor
+
+
 def activation_targets(graph: MSCGraph, chosen: dict[str, MSCJoint],
-                       outputs: bool = False) -> dict[str, list[str]]:
+                       outputs: bool = False, excluded=()) -> dict[str, list[str]]:
     """{float tensor read by a chosen joint (not a constant): [its chosen readers]}; with
-    ``outputs``, also each chosen joint's outputs for all their readers (onnxruntime's QDQ
-    placement), graph outputs excepted."""
+    ``outputs``, also each chosen joint's outputs (or the relu after it) for all their
+    readers but the ``excluded`` joints (onnxruntime's QDQ placement), graph outputs
+    excepted. An excluded joint never reads a dequantized copy: between a DQ and a Q
+    onnxruntime's optimizer would quantize its float weights itself."""
     targets: dict[str, list[str]] = {}
 
     def add(tensor, reader: str) -> None:
@@ -51,10 +63,11 @@ def activation_targets(graph: MSCGraph, chosen: dict[str, MSCJoint],
             if parent.optype != "constant" and tensor.dtype.startswith("float"):
                 add(tensor, node.name)
     for node in chosen.values() if outputs else ():
-        for tensor in node.outputs:
+        for tensor in (_absorbed(graph, t) for t in node.outputs):
             if tensor.dtype.startswith("float") and tensor.name not in graph.output_names:
                 for reader, _ in graph.find_consumers_and_indices(tensor):
-                    add(tensor, reader.name)
+                    if reader.name not in excluded:
+                        add(tensor, reader.name)
     order = {n: i for i, n in enumerate(graph.node_names)}
     return {t: sorted(r, key=order.__getitem__) for t, r in targets.items()}
 
@@ -123,7 +136,8 @@ class Calibration:
             self.config["activation_dtype"] == "int8"
         plan = {}
         for name, obs in self.observers.items():
-            rmin, rmax = obs.range(self.config["method"], symmetric, self.config["percentile"])
+            rmin, rmax = obs.range(self.config["method"], symmetric, self.config["percentile"],
+                                   entropy_bins=self.config["entropy_bins"])
             scale, zero = qparams_from_range(rmin, rmax, dtype)
             plan[name] = _entry(scale, zero, -1, dtype, readers[name])
         return plan
@@ -132,13 +146,19 @@ class Calibration:
 def calibrate(graph: MSCGraph, weights: dict, calib_data, config: dict | None = None,
               return_inputs: bool = False):
     """The plan (see module doc) of ``graph`` from one pass over ``calib_data`` (an iterable
-    of input dicts, arrays or lists of arrays); weights need no data.
+    of input dicts, arrays or lists of arrays); weights need no data. With ``fold_bn`` (the
+    default) the plan is for ``graph`` with its batch norms folded into the convs
+    (``compression.fold``), which ``apply_plan`` does again by default.
 
     >>> plan = calibrate(graph, weights, [{"inp_0": x} for x in batches])   # doctest: +SKIP
     """
     config = read_config(config)
+    if config["fold_bn"]:
+        graph, weights, _ = fold_batch_norm(graph, weights)
     chosen = chosen_nodes(graph, config)
-    readers = activation_targets(graph, chosen, config["quantize_outputs"])
+    excluded = {n.name for n in graph.get_nodes() if n.optype in config["optypes"]} - \
+        set(chosen)
+    readers = activation_targets(graph, chosen, config["quantize_outputs"], excluded)
     calibration = Calibration(graph, weights, readers, config)
     calibration.feed(calib_data)
     plan = {**calibration.entries(readers), **_weight_entries(chosen, weights, config)}

@@ -28,6 +28,7 @@ from msc.errors import ValidationError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.naming import UniqueNamer
 
+from ..fold import fold_batch_norm
 from .plan import load_plan
 from .qparams import fake_quant
 from .runner import fresh_prims
@@ -105,15 +106,18 @@ def _check_plan(graph: MSCGraph, plan: dict) -> None:
                                   hint="was the plan made for another graph?")
 
 
-def apply_plan(graph: MSCGraph, weights: dict, plan, int8_weights: bool = True
-               ) -> tuple[MSCGraph, dict]:
+def apply_plan(graph: MSCGraph, weights: dict, plan, int8_weights: bool = True,
+               fold_bn: bool = True) -> tuple[MSCGraph, dict]:
     """``(qdq_graph, weights)``: ``graph`` with QDQ joints for the plan's activations and the
     plan's weights quantized (QuantizedWeight records; fake-quantized float32 arrays with
-    ``int8_weights=False``). ``plan`` is a dict or a JSON path (``load_plan``).
+    ``int8_weights=False``). ``plan`` is a dict or a JSON path (``load_plan``). ``fold_bn``
+    folds the batch norms into their convs first, as ``calibrate`` did (keep them equal).
 
     >>> qgraph, qweights = apply_plan(graph, weights, "plan.json")   # doctest: +SKIP
     """
     plan = load_plan(plan)
+    if fold_bn:
+        graph, weights, _ = fold_batch_norm(graph, weights)
     _check_plan(graph, plan)
     namer = UniqueNamer(graph.node_names)
     arrays: dict[str, np.ndarray] = {}

@@ -32,7 +32,12 @@ def add_arguments(p) -> None:
                    "e.g. 0.5 (overrides the config's)")
     p.add_argument("--stride", type=int, help="kept channels are a multiple of this (default 8)")
     p.add_argument("--config", help="JSON prune config: density (global or per layer), stride, "
-                   "excludes, importance 'l1'/'l2', prune_head_dims")
+                   "excludes, importance 'l1'/'l2', prune_head_dims, global_threshold, fold_bn")
+    p.add_argument("--global-threshold", action="store_true",
+                   help="one importance threshold over all groups (mean-normalized, as "
+                        "Torch-Pruning's global pruning) instead of density per group")
+    p.add_argument("--fold-bn", action="store_true",
+                   help="fold inference batch norms into the convs before them first")
     p.add_argument("--plan", help="JSON plan to re-apply instead of choosing channels")
     p.add_argument("--no-latency", action="store_true",
                    help="skip measuring latency before/after on the msc backend")
@@ -62,6 +67,9 @@ def _config(args) -> dict:
             config[key] = getattr(args, key)
     if args.no_latency:
         config["latency"] = False
+    for flag in ("global_threshold", "fold_bn"):
+        if getattr(args, flag):
+            config[flag] = True
     return config
 
 

@@ -9,6 +9,7 @@ axis is cut into batches of the input's batch size.
 
 from __future__ import annotations
 
+import argparse
 import os
 
 import numpy as np
@@ -29,8 +30,11 @@ def _add_arguments(p) -> None:
     options.add_input_info(p)
     p.add_argument("--calib", required=True,
                    help="calibration .npz: one array per input, samples along axis 0")
-    p.add_argument("--method", default="minmax", choices=["minmax", "percentile", "entropy"],
-                   help="activation range: min/max, percentile (99.999) or entropy (KL)")
+    p.add_argument("--method", default="minmax",
+                   choices=["minmax", "percentile", "entropy", "entropy_trt"],
+                   help="activation range: min/max, percentile (99.999), entropy (KL as "
+                        "onnxruntime: 128 signed bins, i.e. min/max) or entropy_trt (TensorRT's "
+                        "2048-bin |x| KL search)")
     p.add_argument("--activation-dtype", default="uint8", choices=["uint8", "int8"],
                    help="per-tensor activations: asymmetric uint8 or symmetric int8")
     p.add_argument("--target-sqnr", type=float, default=30.0,
@@ -38,9 +42,12 @@ def _add_arguments(p) -> None:
     p.add_argument("--exclude", nargs="*", default=[], metavar="NODE",
                    help="node names to keep float")
     p.add_argument("--exclude-regex", default=None, help="keep float the nodes matching this")
-    p.add_argument("--quantize-outputs", action="store_true",
-                   help="also put QDQ on the chosen ops' outputs (onnxruntime's placement; "
-                        "needed for its QLinearConv after msc export)")
+    p.add_argument("--quantize-outputs", action=argparse.BooleanOptionalAction, default=True,
+                   help="QDQ on the chosen ops' outputs too, after a following relu "
+                        "(onnxruntime's placement, fused into its QLinearConv / QGemm after msc "
+                        "export; the default); --no-quantize-outputs: inputs only")
+    p.add_argument("--no-fold-bn", action="store_true",
+                   help="keep batch norms (default: folded into the convs before them)")
     p.add_argument("--no-per-layer", action="store_true",
                    help="skip the per-layer ranking and the exclude search (one pass per "
                         "layer; slow on big models)")
@@ -114,6 +121,7 @@ def _run(args) -> int:
     batches = calibration_batches(graph, _calib_arrays(args.calib), args.calib)
     config = {"method": args.method, "activation_dtype": args.activation_dtype,
               "target_sqnr": args.target_sqnr, "quantize_outputs": args.quantize_outputs,
+              "fold_bn": not args.no_fold_bn,
               "per_layer": not args.no_per_layer, "executor": args.executor,
               "exclude": {"names": args.exclude, "regex": args.exclude_regex}}
     qgraph, qweights, report = quantize(graph, weights, batches, config)

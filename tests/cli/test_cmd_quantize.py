@@ -46,7 +46,8 @@ def test_quantize_command_writes_a_runnable_qdq_graph(files, capsys):
     printed = capsys.readouterr().out
     assert "suggested excludes" in printed and "net_int8.report.json" in printed
     graph, weights = load_model(str(out))
-    assert graph.inspect()["nodes"]["quantize"] == 2  # the conv's and the linear's inputs
+    # the conv's and the linear's inputs, and the conv's output after its relu (default)
+    assert graph.inspect()["nodes"]["quantize"] == 3
     got = make_runner(graph, weights)([x[:2]])[graph.output_names[0]]
     ref = model(torch.from_numpy(x[:2])).detach().numpy()
     assert 10 * np.log10((ref ** 2).sum() / ((ref - got) ** 2).sum()) > 30

@@ -82,7 +82,8 @@ def test_suggested_excludes_meet_the_target_when_measured_again(damaged):
 def test_an_excluded_layer_stays_float():
     _, graph, weights, data = _mlp(damaged=False)
     fc2 = _holder(graph, "2.weight")
-    plan = calibrate(graph, weights, data, {"exclude": {"names": [fc2]}, "per_layer": False})
+    plan = calibrate(graph, weights, data, {"exclude": {"names": [fc2]}, "per_layer": False,
+                                            "quantize_outputs": False})
     qgraph, qweights = apply_plan(graph, weights, plan)
     qgraph.check()
     node = qgraph.find_node(fc2)
@@ -91,6 +92,12 @@ def test_an_excluded_layer_stays_float():
                                   weights[node.weights["weight"].name])
     others = [n for n in qgraph.get_nodes() if n.optype == "msc.linear_bias" and n.name != fc2]
     assert all(n.parents[0].optype == "dequantize" for n in others)
+    # onnxruntime's placement too: the excluded joint reads the float relu output (between a
+    # DQ and a Q onnxruntime would quantize its float weights itself)
+    plan = calibrate(graph, weights, data, {"exclude": [fc2]})
+    qgraph, _ = apply_plan(graph, weights, plan)
+    assert [p.optype for p in qgraph.find_node(fc2).parents] == ["nn.relu"]
+
     assert all(not np.array_equal(qweights[n.weights["weight"].name],
                                   weights[n.weights["weight"].name]) for n in others)
     by_type = calibrate(graph, weights, data, {"exclude": {"optypes": ["msc.linear_bias"]}})
@@ -143,9 +150,11 @@ def test_bad_input_names_what_to_fix(tmp_path):
 
 def test_quantize_outputs_places_qdq_after_the_chosen_joints_too():
     _, graph, weights, data = _mlp(damaged=False)
-    plan = calibrate(graph, weights, data, {"quantize_outputs": True})
+    plan = calibrate(graph, weights, data)  # the default: onnxruntime's placement
     qgraph, _ = apply_plan(graph, weights, plan)
     relus = [n for n in qgraph.get_nodes() if n.optype == "nn.relu"]
-    assert [r.parents[0].optype for r in relus] == ["dequantize", "dequantize"]
+    # linear -> relu -> Q/DQ (the relu carries the linear's output QDQ, as onnxruntime)
+    assert [r.parents[0].optype for r in relus] == ["msc.linear_bias", "msc.linear_bias"]
+    assert [[c.optype for c in r.children] for r in relus] == [["quantize"], ["quantize"]]
     assert graph.output_names[0] not in plan  # the graph output stays float
     assert qgraph.find_producer(qgraph.output_names[0]).optype == "msc.linear_bias"
