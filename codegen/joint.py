@@ -143,12 +143,19 @@ def find_weight(weights: dict, tensor: MSCTensor) -> np.ndarray:
                           hint="weights are keyed by weight name (or alias)")
 
 
-def shape_dims(node) -> list[int]:
-    """The static dims of a ``shape`` node (a shape value the graph outputs: ``x.shape``)."""
+def shape_dims(node, prims=None) -> list:
+    """The dims of a ``shape`` node (a shape value: ``x.shape``): ints, and for symbolic dims
+    the source of their prims (``inp_0.shape[0]``) rendered by ``prims`` (a PrimRenderer)."""
     text = node.attrs.get("shape", "")
+    names = node.attrs.get("dim_prims", "")
+    if names and prims is not None:
+        return [int(p) if p.lstrip("-").isdigit() else prims.prim(p) for p in names.split(",")]
     try:
         dims = [int(d) for d in text.split(",")] if text else []
     except ValueError:
-        raise UnsupportedOpError(f"shape {text!r} has symbolic dims: no static value to write",
-                                 node=node.name) from None
+        dims = [-1]
+    if any(d < 0 for d in dims):
+        raise UnsupportedOpError(f"shape {text!r} has symbolic dims and no prims to read them "
+                                 "from", node=node.name, hint="rebuild the graph with msc's "
+                                 "from_torch / from_relax, which record them")
     return dims

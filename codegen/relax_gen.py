@@ -248,8 +248,8 @@ class RelaxWriter:
         self.vars[node.name] = self.input(node, min(index, len(node.inputs) - 1))
 
     def _expr(self, node: MSCJoint) -> str:
-        if node.optype == "shape":  # a shape read (x.shape, x.size()) of static dims
-            return f"relax.ShapeExpr({literal(shape_dims(node))})"
+        if node.optype == "shape":  # a shape read (x.shape, x.size())
+            return f"relax.ShapeExpr({PrimRenderer.source(shape_dims(node, self.prims))})"
         if node.optype == "tuple":
             return "[" + ", ".join(self.input(node, i) for i in range(len(node.inputs))) + "]"
         if node.optype in FUSED:

@@ -241,9 +241,9 @@ class TorchWriter:
         self.vars[node.name] = ctx.input(min(index, len(node.inputs) - 1))
 
     def _expr(self, node: MSCJoint) -> str:
-        if node.optype == "shape":  # a shape read (x.shape, x.size()) of static dims
-            dims = shape_dims(node)
-            return f"torch.tensor({literal(dims)}, dtype=torch.{identifier(node.outputs[0].dtype)})"
+        if node.optype == "shape":  # a shape read (x.shape, x.size())
+            dims = PrimRenderer.source(shape_dims(node, self.prims))
+            return f"torch.tensor({dims}, dtype=torch.{identifier(node.outputs[0].dtype)})"
         ctx = TorchContext(self, node)
         if node.optype == "tuple":
             return "(" + "".join(f"{s}, " for s in ctx.inputs).rstrip(" ") + ")"

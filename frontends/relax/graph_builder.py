@@ -294,8 +294,11 @@ class GraphBuilder:
         layout = self.layouts.get(var, "O") if var is not None else "O"
         outputs = [self._tensor(f"{name}:0", value.struct_info, layout)]
         scope = list(self.scope) if var is not None else []
-        spec = self._add(NodeSpec(name, "shape", [], outputs, {"shape": arg_attr(value)},
-                                  scope=scope), value)
+        attrs = {"shape": arg_attr(value)}
+        _, prims = self.prims.dims(value.values)
+        if prims:  # symbolic dims: the prims the codegens read them from (x.shape[0])
+            attrs["dim_prims"] = ",".join(prims)
+        spec = self._add(NodeSpec(name, "shape", [], outputs, attrs, scope=scope), value)
         if var is not None:
             self.tensors[var] = self.tensors[value]
         return spec

@@ -353,4 +353,6 @@ def test_symbolic_shape_expr_result():
     graph, _ = translate([var("x", (bz, 3, 10, 10))],
                          lambda bb, x: bb.emit(relax.ShapeExpr([bz, 3, 10, 10])))
     assert graph.inspect()["outputs"] == [SHAPE_OUT]
-    assert graph.find_node("shape").get_attrs() == {"shape": "-1,3,10,10"}
+    # MSC's attr, plus msc's dim_prims: where the codegens read the symbolic dims from
+    assert graph.find_node("shape").get_attrs() == {"shape": "-1,3,10,10",
+                                                    "dim_prims": "bz,3,10,10"}
