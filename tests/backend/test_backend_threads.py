@@ -46,11 +46,24 @@ def _rand(*shape):
 # The thread count.
 
 
-def test_default_is_one_thread():
-    assert get_num_threads() == 1 and task_threads() == 1
+DEFAULT = get_num_threads()  # the process default: MSC_NUM_THREADS, else every usable CPU
+
+
+def test_default_is_every_cpu_of_the_process():
+    want = int(os.environ.get("MSC_NUM_THREADS") or 0) or len(os.sched_getaffinity(0))
+    assert get_num_threads() == task_threads() == want
+
+
+def test_default_follows_the_affinity_mask():
+    code = "from msc.backend.runtime.threads import get_num_threads; print(get_num_threads())"
+    env = {k: v for k, v in os.environ.items() if k != "MSC_NUM_THREADS"}
+    out = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", code], env=env,
+                         capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "1"
 
 
 def test_set_and_context_override():
+    before = get_num_threads()
     try:
         set_num_threads(3)
         assert get_num_threads() == 3
@@ -61,8 +74,8 @@ def test_set_and_context_override():
             assert get_num_threads() == 2
         assert get_num_threads() == 3
     finally:
-        set_num_threads(1)
-    assert get_num_threads() == 1
+        set_num_threads(before)
+    assert get_num_threads() == before
 
 
 def test_override_is_local_to_its_thread():
@@ -72,7 +85,7 @@ def test_override_is_local_to_its_thread():
         other.start()
         other.join()
         assert get_num_threads() == 4
-    assert seen == [1]
+    assert seen == [get_num_threads()]
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, None, threads.MAX_THREADS + 1])
@@ -84,10 +97,10 @@ def test_bad_counts_are_rejected(bad):
         with pytest.raises(ValidationError, match="num_threads") as info:
             call(bad)
         assert info.value.context["param"] == "num_threads"
-    assert get_num_threads() == 1
+    assert get_num_threads() == DEFAULT
 
 
-@pytest.mark.parametrize("text, want", [("", 1), ("2", 2), (" 3 ", 3)])
+@pytest.mark.parametrize("text, want", [("", threads.cpu_threads()), ("2", 2), (" 3 ", 3)])
 def test_env_default(monkeypatch, text, want):
     monkeypatch.setenv("MSC_NUM_THREADS", text)
     assert threads._from_env() == want
@@ -179,7 +192,7 @@ def test_nested_calls_run_serially_in_their_task():
 
     parallel_for(6, row, threads=2)
     assert (table == np.arange(6)[:, None] * 10 + np.arange(5)).all()
-    assert task_threads() == 1
+    assert task_threads() == get_num_threads()
 
 
 def test_concurrent_callers():

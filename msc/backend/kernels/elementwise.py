@@ -23,11 +23,17 @@ from ...relax.op.registry import attach
 from ...relax.struct_info import TensorStructInfo
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32, F32_PTR, I64, for_range
+from ..runtime.threads import parallel_ranges
 from .base import Kernel, KernelFact, Site
 from .dense import F32 as F32_DTYPE
 from .dense import Address
 
 __all__ = ["BatchNormFact", "BinaryFact", "ConcatFact", "ReluFact", "fold_affine"]
+
+# Elements from which a pass splits across threads: memory-bound, about 1 ns per element, so
+# 64K elements is ~60 us of work against a 10-40 us wake-up. Splits fall on whole cache lines.
+_PARALLEL_ELEMENTS = 1 << 16
+_LINE = 16
 
 # op -> how one element is computed from (builder, a, b)
 _BINARY = {
@@ -157,8 +163,18 @@ class _BinaryKernel(Kernel):
                              param="out")
         a = a if a.flags.c_contiguous else np.ascontiguousarray(a)
         b = b if b.flags.c_contiguous else np.ascontiguousarray(b)
-        self.run(self.addr[0](a), self.addr[1](b), self.addr[2](out), out.size, self.relu)
+        _flat(self.run, self.addr[0](a), self.addr[1](b), self.addr[2](out), out.size,
+              self.relu)
         return out
+
+
+def _flat(run, a: int, b: int, out: int, n: int, relu: int) -> None:
+    """``run(a, b, out, n, relu)`` of a flat pass, split into element ranges across threads."""
+    if n < _PARALLEL_ELEMENTS:
+        run(a, b, out, n, relu)
+        return
+    parallel_ranges(n, lambda lo, hi: run(a + 4 * lo, b + 4 * lo, out + 4 * lo, hi - lo, relu),
+                    n, _PARALLEL_ELEMENTS, _LINE)
 
 
 class _AffineKernel(Kernel):
@@ -186,8 +202,11 @@ class _AffineKernel(Kernel):
         call = self._calls.get(out.shape)
         if call is None:
             call = self._calls[out.shape] = self._call_for(out.shape)
-        run, args = call
-        run(self.addr[0](x), self.addr[1](out), *args)
+        run, args, split = call
+        if out.size < _PARALLEL_ELEMENTS:
+            run(self.addr[0](x), self.addr[1](out), *args)
+        else:
+            split(self.addr[0](x), self.addr[1](out), out.size)
         return out
 
     def _call_for(self, shape: tuple) -> tuple:
@@ -197,11 +216,22 @@ class _AffineKernel(Kernel):
         s, t = self._vectors(channels)
         inner = math.prod(shape[self.axis + 1:])
         outer = math.prod(shape) // max(channels * inner, 1)
+        sp, tp, relu = s.ctypes.data, t.ctypes.data, self.relu
         if inner == 1:
-            return self.kernels["affine_last"], (s.ctypes.data, t.ctypes.data, outer, channels,
-                                                 self.relu)
-        return self.kernels["affine"], (s.ctypes.data, t.ctypes.data, outer, channels, inner,
-                                        self.relu)
+            run = self.kernels["affine_last"]
+
+            def rows(xp, op, r0, r1):  # [outer, C] rows
+                run(xp + 4 * r0 * channels, op + 4 * r0 * channels, sp, tp, r1 - r0, channels,
+                    relu)
+            return run, (sp, tp, outer, channels, relu), _splitter(outer, rows)
+        run = self.kernels["affine"]
+
+        def planes(xp, op, p0, p1):  # planes (o, c) of [outer, C, inner], p = o * C + c
+            for o in range(p0 // channels, -(-p1 // channels)):  # at most a few images
+                c0, c1 = max(p0 - o * channels, 0), min(p1 - o * channels, channels)
+                at = 4 * (o * channels + c0) * inner
+                run(xp + at, op + at, sp + 4 * c0, tp + 4 * c0, 1, c1 - c0, inner, relu)
+        return run, (sp, tp, outer, channels, inner, relu), _splitter(outer * channels, planes)
 
     def _vectors(self, channels: int):
         vectors = self._per_channel.get(channels)
@@ -213,6 +243,14 @@ class _AffineKernel(Kernel):
                 np.ascontiguousarray(np.broadcast_to(v, (channels,))) for v in
                 (self.scale, self.shift))
         return vectors
+
+
+def _splitter(units: int, part):
+    """``split(x, out, size)``: ``part(x, out, lo, hi)`` over ranges of ``units`` rows or
+    planes across threads (each element is computed as in the whole call)."""
+    def split(xp: int, op: int, size: int) -> None:
+        parallel_ranges(units, lambda lo, hi: part(xp, op, lo, hi), size, _PARALLEL_ELEMENTS)
+    return split
 
 
 def fold_affine(scale, shift, epilogue: tuple):
@@ -335,7 +373,7 @@ class _ReluKernel(Kernel):
             raise ShapeError(f"expected float32 {out.shape}", op="nn.relu", param="data")
         x = x if x.flags.c_contiguous else np.ascontiguousarray(x)
         # relu(x) = max(x, x) with the relu flag: one read stream, NaN kept
-        self.run(x.ctypes.data, x.ctypes.data, out.ctypes.data, out.size, 1)
+        _flat(self.run, x.ctypes.data, x.ctypes.data, out.ctypes.data, out.size, 1)
         return out
 
 

@@ -1,6 +1,7 @@
 """Thread count for the native kernels and the worker pool that splits their outer loops.
 
-The count is process-wide (:func:`set_num_threads`, default ``$MSC_NUM_THREADS`` or 1), and
+The count is process-wide (:func:`set_num_threads`, default ``$MSC_NUM_THREADS``, else the
+CPUs this process may run on, :func:`cpu_threads`), and
 :func:`num_threads` overrides it for the current thread or asyncio task (a context variable),
 so two VMs on two threads can each run with their own count::
 
@@ -23,6 +24,7 @@ import atexit
 import contextlib
 import ctypes
 import functools
+import itertools
 import os
 import queue
 import threading
@@ -34,7 +36,8 @@ import numpy as np
 
 from ...errors import ValidationError
 
-__all__ = ["get_num_threads", "num_threads", "parallel_for", "set_num_threads", "task_threads"]
+__all__ = ["cpu_threads", "get_num_threads", "num_threads", "parallel_for", "parallel_ranges",
+           "set_num_threads", "split_range", "task_threads"]
 
 MAX_THREADS = 256  # a typo such as 10**6 must not try to start a million OS threads
 WORKER_PREFIX = "msc-worker-"  # the pool's thread names (tir/compile.py tells them from others)
@@ -48,10 +51,20 @@ def _checked(n, where: str) -> int:
     return n
 
 
+def cpu_threads() -> int:
+    """CPUs this process may run on (its affinity mask, as ``taskset`` or a container's cpuset
+    limit it), at most MAX_THREADS: the default thread count."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        count = os.cpu_count() or 1
+    return max(1, min(count, MAX_THREADS))
+
+
 def _from_env() -> int:
     text = os.environ.get("MSC_NUM_THREADS", "").strip()
     if not text:
-        return 1
+        return cpu_threads()
     try:
         value = int(text)
     except ValueError:
@@ -302,3 +315,29 @@ def parallel_for(n_tasks: int, fn: Callable[[int], object],
         region.join()
     if region.error is not None:
         raise region.error
+
+
+def split_range(total: int, parts: int, align: int = 1) -> list[tuple[int, int]]:
+    """``parts`` balanced ``[lo, hi)`` ranges covering ``range(total)``; every boundary but the
+    last is a multiple of ``align`` (whole vectors or tiles per part). Empty parts are dropped.
+
+        >>> split_range(10, 3)
+        [(0, 3), (3, 6), (6, 10)]
+    """
+    units = -(-total // align)
+    parts = max(1, min(parts, units))
+    edges = [min(total, units * i // parts * align) for i in range(parts + 1)]
+    return [(lo, hi) for lo, hi in itertools.pairwise(edges) if hi > lo]
+
+
+def parallel_ranges(total: int, fn: Callable[[int, int], object], work: float,
+                    min_work: float, align: int = 1, per_thread: int = 1) -> None:
+    """``fn(lo, hi)`` over balanced ranges of ``range(total)``: one call on this thread when
+    ``work`` (any unit) is below ``min_work`` or only one thread is available, else
+    ``per_thread`` ranges per thread in one ``parallel_for``."""
+    threads = task_threads() if work >= min_work else 1
+    parts = split_range(total, threads * per_thread, align) if threads > 1 else ()
+    if len(parts) > 1:
+        parallel_for(len(parts), lambda i: fn(*parts[i]), threads)
+    elif total:
+        fn(0, total)
