@@ -253,11 +253,16 @@ def spy(monkeypatch):
         calls.append(n_tasks)
         return parallel_for(n_tasks, fn, count)
 
+    def native(self, count=None):
+        calls.append(self.n)
+        return run(self, count)
+
+    run = threads.NativeTasks.run
     monkeypatch.setattr(gemm_kernels, "PARALLEL_FLOPS", 0)
     monkeypatch.setattr(conv_kernels, "_DEPTHWISE_PARALLEL", 0)
     monkeypatch.setattr(direct_conv, "_PARALLEL_MACS", 0)
-    for module in (gemm_kernels, conv_kernels, direct_conv):
-        monkeypatch.setattr(module, "parallel_for", recording)
+    monkeypatch.setattr(conv_kernels, "parallel_for", recording)
+    monkeypatch.setattr(threads.NativeTasks, "run", native)  # GEMM and direct conv task lists
     return calls
 
 
@@ -289,7 +294,7 @@ def test_gemm_two_threads_equal_one(spy, m, k, n, relu):
 
 def test_small_gemm_stays_on_one_thread(monkeypatch):
     calls = []
-    monkeypatch.setattr(gemm_kernels, "parallel_for", lambda *a: calls.append(a))
+    monkeypatch.setattr(threads.NativeTasks, "run", lambda *a: calls.append(a))
     a, b = _rand(8, 16), _rand(16, 8)
     with num_threads(2):
         out = Gemm(b)(a)
@@ -329,11 +334,12 @@ def _torch_conv(x, w, b, groups=1, padding=1, strides=1, layout="NCHW"):
 
 
 CONV_CASES = [  # x (in data_layout), weight OIHW, groups, strides, data_layout, dispatches
-    # NCHW runs as DirectConv2d: per image, output row bands (2 per thread)
-    ((3, 64, 24, 24), (16, 64, 3, 3), 1, 1, "NCHW", [4, 4, 4]),
-    ((1, 40, 30, 30), (70, 40, 3, 3), 1, 1, "NCHW", [4]),
-    ((1, 8, 7, 9), (130, 8, 1, 1), 1, 1, "NCHW", [4]),
-    ((3, 12, 11, 13), (18, 6, 3, 3), 2, 2, "NCHW", [4, 4, 4]),  # grouped, strided
+    # NCHW runs as DirectConv2d: per image, one pad task, then 4 output parts (2 per thread):
+    # row bands, or channel blocks when the weights outweigh the input
+    ((3, 64, 24, 24), (16, 64, 3, 3), 1, 1, "NCHW", [1, 4] * 3),
+    ((1, 40, 30, 30), (70, 40, 3, 3), 1, 1, "NCHW", [1, 4]),
+    ((1, 8, 7, 9), (130, 8, 1, 1), 1, 1, "NCHW", [1, 4]),        # 17 channel blocks
+    ((3, 12, 11, 13), (18, 6, 3, 3), 2, 2, "NCHW", [1, 4] * 3),  # grouped, strided
     ((1, 24, 15, 17), (24, 1, 3, 3), 24, 1, "NCHW", [4]),   # depthwise, batch 1: channel ranges
     ((3, 6, 10, 9), (12, 1, 3, 3), 6, 2, "NCHW", [6]),      # depthwise, multiplier 2, batch 3
     ((2, 9, 10, 5), (20, 5, 3, 3), 1, 1, "NHWC", [2]),      # images in parallel

@@ -34,7 +34,7 @@ from llvmlite import ir
 from ...errors import ShapeError
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32, F32_PTR, I64, const64, entry_alloca, for_range, imin
-from ..runtime.threads import parallel_for, split_range, task_threads
+from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
 from .base import Kernel
 from .dense import F32 as F32_DTYPE
 from .dense import Address, as_f32
@@ -457,6 +457,7 @@ class DirectConv2d(Kernel):
         b[:, :og] = column.reshape(groups, og)
         self.bias = b
         self.run = _driver(self.lanes)
+        self.address = native_address(self.run)
         self.w_ptr, self.bias_ptr = self.w.ctypes.data, self.bias.ctypes.data
         self._plans: dict = {}
         self.addr = (Address(), Address())
@@ -492,16 +493,11 @@ class DirectConv2d(Kernel):
         return out
 
     def _parallel(self, plan: _Plan, pointers: tuple, threads: int) -> None:
-        """Per image: pad / split input channel ranges, then output parts, on ``threads``."""
-        prep, parts = plan.split(threads)
-        for i, image_parts in enumerate(parts):
-            if len(prep[i]) == 1:
-                self.run(*pointers, prep[i][0])
-            elif prep[i]:
-                parallel_for(len(prep[i]), lambda k, i=i: self.run(*pointers, prep[i][k]),
-                             threads)
-            parallel_for(len(image_parts),
-                         lambda k, p=image_parts: self.run(*pointers, p[k]), threads)
+        """Per image: pad / split input channel ranges, then output parts, on ``threads``;
+        each stage one native task list (threads.NativeTasks)."""
+        for stage in plan.split(threads, self.address):
+            if stage is not None:
+                stage.call(1, pointers, threads)
 
     def _plan(self, shape: tuple) -> _Plan:
         """The checked geometry of one input shape, as the driver's int64 plan (cached)."""
@@ -563,23 +559,28 @@ class _Plan:
         self.args_ptr, self.offsets_ptr = args.ctypes.data, offsets.ctypes.data
         self.scratch, self.macs = scratch_sizes, macs
         self.units, self.channels, self.prep, self.traffic = shape_facts
-        n, _, oh, _ = out_shape
-        self._parts = {}
-        self.whole = [self._part(i, 0, oh, PREP | CONV | COMPACT, 0, self.units, 0,
-                                 self.channels) for i in range(n)]
-        self._splits: dict = {}
+        self._parts, self._splits = {}, {}
+        self.whole = [self._part(i, 0, out_shape[2], PREP | CONV | COMPACT, 0, self.units, 0,
+                                 self.channels) for i in range(out_shape[0])]
 
     def _part(self, *values) -> int:
         arr = self._parts[values] = np.array(values, np.int64)
         return arr.ctypes.data
 
-    def split(self, threads: int) -> tuple:
-        """([prep parts] per image, [conv parts] per image) for ``threads`` threads."""
+    def split(self, threads: int, address: int) -> list:
+        """Task lists (driver ``address``, part) to run in order: per image, its prep (None
+        when the input is read as is) and its conv parts, for ``threads`` threads."""
         if threads not in self._splits:
-            self._splits[threads] = self._make_split(threads)
+            self._splits[threads] = []
+            for parts in zip(*self._parts_of(threads)):
+                for stage in parts:
+                    tasks = NativeTasks(len(stage)) if stage else None
+                    if tasks:
+                        tasks.records[:, 0], tasks.records[:, 9] = address, stage
+                    self._splits[threads].append(tasks)
         return self._splits[threads]
 
-    def _make_split(self, threads: int) -> tuple:
+    def _parts_of(self, threads: int) -> tuple:
         n, _, oh, _ = self.out_shape
         count = SPLITS_PER_THREAD * threads
         weights, inputs = self.traffic

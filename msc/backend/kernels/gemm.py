@@ -42,7 +42,7 @@ from ..llvm.loops import (
     for_range,
     imin,
 )
-from ..runtime.threads import parallel_for, task_threads
+from ..runtime.threads import NativeTasks, native_address, task_threads
 
 __all__ = ["Gemm", "GemmConfig", "PackedB", "build_gemm_module", "gemm", "pack_b", "run_gemm"]
 
@@ -357,26 +357,43 @@ def blocks(m: int, n: int, nr: int, threads: int) -> list[tuple[int, int, int, i
     return [(0, m, 0, n)]
 
 
-def run_block(driver, block: tuple, a: int, bp: int, bias: int, c: int, k: int, lda: int,
-              ldc: int, relu: int) -> None:
-    """The driver on one block of C (pointers in bytes; j0 is a multiple of NR)."""
-    r0, r1, j0, j1 = block
-    driver(a + r0 * lda * 4, bp + j0 * k * 4, bias + j0 * 4, c + (r0 * ldc + j0) * 4, r1 - r0,
-           j1 - j0, k, lda, ldc, relu)
-
-
 def run_gemm(driver, nr: int, a: int, bp: int, bias: int, c: int, m: int, n: int, k: int,
              lda: int, ldc: int, relu: int) -> None:
     """``driver(a, bp, bias, c, m, n, k, lda, ldc, relu)`` on checked pointers (bytes), split
-    across :func:`~msc.backend.threads.task_threads` when there is enough work."""
+    across :func:`~msc.backend.threads.task_threads` when there is enough work: the blocks
+    run as one native task list (threads.NativeTasks), no Python per block."""
     # Cost counts whole panels: a 4-column panel costs the tile as much as a full one.
     threads = task_threads() if 2.0 * m * -(-n // nr) * nr * k >= PARALLEL_FLOPS else 1
-    parts = blocks(m, n, nr, threads) if threads > 1 else ()
-    if len(parts) > 1:
-        parallel_for(len(parts), lambda i: run_block(driver, parts[i], a, bp, bias, c, k, lda,
-                                                     ldc, relu), threads)
-    else:
-        driver(a, bp, bias, c, m, n, k, lda, ldc, relu)
+    if threads > 1:
+        split = _split(driver, nr, m, n, k, lda, ldc, relu, threads)
+        if split is not None:
+            tasks, offsets = split
+            tasks.call(1, offsets + (a, bp, bias, c), threads)
+            return
+    driver(a, bp, bias, c, m, n, k, lda, ldc, relu)
+
+
+_SPLITS: dict = {}  # (driver, shape, threads) -> (task list, byte offsets of a, bp, bias, c)
+
+
+def _split(driver, nr, m, n, k, lda, ldc, relu, threads):
+    key = (id(driver), nr, m, n, k, lda, ldc, relu, threads)
+    found = _SPLITS.get(key)
+    if found is None:
+        parts = blocks(m, n, nr, threads)
+        if len(parts) < 2:
+            found = None
+        else:
+            tasks = NativeTasks(len(parts))
+            tasks.records[:, 0] = native_address(driver)
+            tasks.records[:, 5:11] = [(r1 - r0, j1 - j0, k, lda, ldc, relu)
+                                      for r0, r1, j0, j1 in parts]
+            found = tasks, np.array([(r0 * lda * 4, j0 * k * 4, j0 * 4, (r0 * ldc + j0) * 4)
+                                     for r0, r1, j0, j1 in parts], np.int64)
+        if len(_SPLITS) > 4096:  # shapes of many models in one process: start over
+            _SPLITS.clear()
+        _SPLITS[key] = found
+    return found
 
 
 # ---------------------------------------------------------------------------------------------
