@@ -119,18 +119,16 @@ class _DepthwiseNCHW(_ConvKernel):
         geometry = (mult, h, w, self.kh, self.kw, *self.strides, *self.padding[:2],
                     *self.dilation, oh, ow, self.relu)
 
-        def task(t: int) -> None:
-            i, part = divmod(t, parts)
-            c0, c1 = self.c * part // parts, self.c * (part + 1) // parts
-            o0 = c0 * mult
-            self.window(xp + (i * self.c + c0) * planes_in * 4,
-                        op + (i * self.o + o0) * planes_out * 4, 0, wp + o0 * taps * 4,
-                        bp + o0 * 4, (c1 - c0) * mult, c1 - c0, *geometry)
-
         if threads == 1:
             self.window(xp, op, 0, wp, bp, n * self.o, self.c, *geometry)
-        else:
-            parallel_for(n * parts, task, threads)
+            return
+        # one native task per image and input-channel range, each with its own scratch
+        ranges = [(i, self.c * part // parts, self.c * (part + 1) // parts)
+                  for i in range(n) for part in range(parts)]
+        self.window.parallel(tuple(((i * self.c + c0) * planes_in * 4,
+                                    (i * self.o + c0 * mult) * planes_out * 4,
+                                    c0 * mult * taps * 4, c0 * mult * 4, (c1 - c0) * mult, c1 - c0)
+                                   for i, c0, c1 in ranges), xp, op, 0, wp, bp, geometry)
 
 
 class _Conv2dNHWC(_ConvKernel):

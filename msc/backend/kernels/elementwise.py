@@ -23,7 +23,7 @@ from ...relax.op.registry import attach
 from ...relax.struct_info import TensorStructInfo
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32, F32_PTR, I64, for_range
-from ..runtime.threads import parallel_ranges
+from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
 from .base import Kernel, KernelFact, Site
 from .dense import F32 as F32_DTYPE
 from .dense import Address
@@ -169,12 +169,31 @@ class _BinaryKernel(Kernel):
 
 
 def _flat(run, a: int, b: int, out: int, n: int, relu: int) -> None:
-    """``run(a, b, out, n, relu)`` of a flat pass, split into element ranges across threads."""
-    if n < _PARALLEL_ELEMENTS:
+    """``run(a, b, out, n, relu)`` of a flat pass, split into element ranges across threads
+    (one native task list, cached per size)."""
+    threads = task_threads() if n >= _PARALLEL_ELEMENTS else 1
+    if threads == 1:
         run(a, b, out, n, relu)
         return
-    parallel_ranges(n, lambda lo, hi: run(a + 4 * lo, b + 4 * lo, out + 4 * lo, hi - lo, relu),
-                    n, _PARALLEL_ELEMENTS, _LINE)
+    key = (id(run), n, relu, threads)
+    found = _FLAT.get(key)
+    if found is None:
+        ranges = split_range(n, threads, _LINE)
+        found = _FLAT[key] = _tasks(run, [(hi - lo, relu) for lo, hi in ranges], 4), np.array(
+            [(4 * lo,) * 3 for lo, _ in ranges], np.int64)
+    tasks, offsets = found
+    tasks.call(1, offsets + (a, b, out), threads)
+
+
+_FLAT: dict = {}  # (entry, size, relu, threads) -> (task list, byte offsets of a, b, out)
+
+
+def _tasks(run, tails: list, first: int) -> NativeTasks:
+    """A task list calling ``run``, with columns ``first..`` of each task set to its tail."""
+    tasks = NativeTasks(len(tails))
+    tasks.records[:, 0] = native_address(run)
+    tasks.records[:, first:first + len(tails[0])] = tails
+    return tasks
 
 
 class _AffineKernel(Kernel):
@@ -203,10 +222,12 @@ class _AffineKernel(Kernel):
         if call is None:
             call = self._calls[out.shape] = self._call_for(out.shape)
         run, args, split = call
-        if out.size < _PARALLEL_ELEMENTS:
+        threads = task_threads() if out.size >= _PARALLEL_ELEMENTS else 1
+        if threads == 1:
             run(self.addr[0](x), self.addr[1](out), *args)
         else:
-            split(self.addr[0](x), self.addr[1](out), out.size)
+            tasks, offsets = split(threads)
+            tasks.call(1, offsets + (self.addr[0](x), self.addr[1](out)), threads)
         return out
 
     def _call_for(self, shape: tuple) -> tuple:
@@ -217,21 +238,21 @@ class _AffineKernel(Kernel):
         inner = math.prod(shape[self.axis + 1:])
         outer = math.prod(shape) // max(channels * inner, 1)
         sp, tp, relu = s.ctypes.data, t.ctypes.data, self.relu
-        if inner == 1:
+        if inner == 1:  # [outer, C] rows
             run = self.kernels["affine_last"]
-
-            def rows(xp, op, r0, r1):  # [outer, C] rows
-                run(xp + 4 * r0 * channels, op + 4 * r0 * channels, sp, tp, r1 - r0, channels,
-                    relu)
-            return run, (sp, tp, outer, channels, relu), _splitter(outer, rows)
+            return run, (sp, tp, outer, channels, relu), _splitter(
+                run, outer, lambda r0, r1: ((4 * r0 * channels,) * 2,
+                                            (sp, tp, r1 - r0, channels, relu)))
         run = self.kernels["affine"]
 
-        def planes(xp, op, p0, p1):  # planes (o, c) of [outer, C, inner], p = o * C + c
-            for o in range(p0 // channels, -(-p1 // channels)):  # at most a few images
-                c0, c1 = max(p0 - o * channels, 0), min(p1 - o * channels, channels)
-                at = 4 * (o * channels + c0) * inner
-                run(xp + at, op + at, sp + 4 * c0, tp + 4 * c0, 1, c1 - c0, inner, relu)
-        return run, (sp, tp, outer, channels, inner, relu), _splitter(outer * channels, planes)
+        def planes(p0: int, p1: int):  # planes p = o * C + c of [outer, C, inner]
+            c0 = p0 % channels
+            if p1 - p0 <= channels - c0:  # within one image: a channel range
+                return ((4 * p0 * inner,) * 2, (sp + 4 * c0, tp + 4 * c0, 1, p1 - p0, inner,
+                                                 relu))
+            return None  # ranges are whole images otherwise (see _splitter)
+        return run, (sp, tp, outer, channels, inner, relu), _splitter(
+            run, outer * channels, planes, channels)
 
     def _vectors(self, channels: int):
         vectors = self._per_channel.get(channels)
@@ -245,12 +266,35 @@ class _AffineKernel(Kernel):
         return vectors
 
 
-def _splitter(units: int, part):
-    """``split(x, out, size)``: ``part(x, out, lo, hi)`` over ranges of ``units`` rows or
-    planes across threads (each element is computed as in the whole call)."""
-    def split(xp: int, op: int, size: int) -> None:
-        parallel_ranges(units, lambda lo, hi: part(xp, op, lo, hi), size, _PARALLEL_ELEMENTS)
+def _splitter(run, units: int, part, per_image: int = 1):
+    """``split(threads) -> (task list, byte offsets of x and out)`` over ranges of ``units``
+    rows or planes; ``part(lo, hi)`` gives a range's (offsets, arguments after x and out).
+    Planes split by channel ranges within images when there are fewer images than tasks,
+    else by whole images (each element is computed as in the whole call)."""
+    cache: dict = {}
+
+    def split(threads: int) -> tuple:
+        if threads not in cache:
+            images = units // per_image
+            if images >= 2 * threads or per_image == 1:
+                ranges = [(lo * per_image, hi * per_image)
+                          for lo, hi in split_range(images, 2 * threads)]
+            else:
+                ranges = [(i * per_image + lo, i * per_image + hi) for i in range(images)
+                          for lo, hi in split_range(per_image, -(-2 * threads // images))]
+            parts = [part(lo, hi) or _whole_images(lo, hi, per_image, part)
+                     for lo, hi in ranges]
+            cache[threads] = (_tasks(run, [tail for _, tail in parts], 3),
+                              np.array([offsets for offsets, _ in parts], np.int64))
+        return cache[threads]
     return split
+
+
+def _whole_images(lo: int, hi: int, per_image: int, part) -> tuple:
+    """Whole images [lo, hi) of [outer, C, inner] planes as one affine call."""
+    first = part(lo, lo + per_image)  # the first image's call, widened to all of them
+    offsets, (sp, tp, _, channels, inner, relu) = first
+    return offsets, (sp, tp, (hi - lo) // per_image, channels, inner, relu)
 
 
 def fold_affine(scale, shift, epilogue: tuple):

@@ -28,7 +28,7 @@ from ...relax.op.infer import pool_out_dim
 from ...relax.op.registry import attach
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32, F32_PTR, I64, const64, entry_alloca, for_range
-from ..runtime.threads import parallel_ranges
+from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
 from .base import Kernel, KernelFact, Site
 from .dense import F32 as F32_DTYPE
 from .dense import as_f32
@@ -346,17 +346,41 @@ class _Window:
     pointers and ints as the kernels pass them; the caller has checked the arrays."""
 
     def __init__(self, raw):
-        self.raw = raw
+        self.raw, self.address = raw, native_address(raw)
         self._args: dict = {}
+        self._splits: dict = {}
 
     def __call__(self, x, out, aux, w, bias, *ints):
-        found = self._args.get(ints)
-        if found is None:
-            found = self._args[ints] = self._geometry(ints)
-        args, tmp_size = found
+        args, tmp_size = self._lookup(ints)
         # two padded planes; a 16-lane tail may reach 15 floats past a row (masked: in bounds)
         tmp = scratch(tmp_size)[0].ctypes.data if tmp_size else 0
         self.raw(x, out, aux, w, bias, tmp, args.ctypes.data)
+
+    def _lookup(self, ints: tuple) -> tuple:
+        found = self._args.get(ints)
+        if found is None:
+            found = self._args[ints] = self._geometry(ints)
+        return found
+
+    def parallel(self, parts: tuple, x, out, aux, w, bias, rest: tuple) -> None:
+        """One native task per part ``(x, out, w, bias byte offsets, planes, C)``, the
+        ints after ``planes, C`` being ``rest``; each task pads into its own scratch planes."""
+        found = self._splits.get((parts, rest))
+        if found is None:
+            found = self._splits[(parts, rest)] = self._split(parts, rest)
+        tasks, offsets, tmp_floats = found
+        tmp = scratch(tmp_floats)[0].ctypes.data if tmp_floats else 0
+        tasks.call(1, offsets + (x, out, aux, w, bias, tmp))
+
+    def _split(self, parts: tuple, rest: tuple) -> tuple:
+        tasks, offsets, tmp_floats = NativeTasks(len(parts)), [], 0
+        tasks.records[:, 0] = self.address
+        for k, (xo, oo, wo, bo, planes, channels) in enumerate(parts):
+            args, tmp_size = self._lookup((planes, channels, *rest))
+            tasks.records[k, 7] = args.ctypes.data  # the array stays alive in self._args
+            offsets.append((xo, oo, 0, wo, bo, 4 * tmp_floats))
+            tmp_floats += -(-tmp_size // 16) * 16  # each task's planes 64-byte aligned
+        return tasks, np.array(offsets, np.int64), tmp_floats
 
     @staticmethod
     def _geometry(ints: tuple) -> tuple:
@@ -415,12 +439,14 @@ class _Pool2dKernel(Kernel):
             xp, op, geometry = x.ctypes.data, out.ctypes.data, (
                 h, w, *self.kernel, *self.strides, *self.padding[:2], *self.dilation, oh, ow, 0)
 
-            def planes(p0: int, p1: int) -> None:  # planes are independent: any split is exact
-                self.run(xp + p0 * h * w * 4, op + p0 * oh * ow * 4, aux, 0, 0, p1 - p0, c, 1,
-                         *geometry)
-
-            parallel_ranges(n * c, planes, out.size * self.kernel[0] * self.kernel[1],
-                            _PARALLEL_READS)
+            reads = out.size * self.kernel[0] * self.kernel[1]
+            threads = task_threads() if reads >= _PARALLEL_READS else 1
+            if threads == 1:
+                self.run(xp, op, aux, 0, 0, n * c, c, 1, *geometry)
+            else:  # planes are independent: any split computes each as one call does
+                parts = tuple((p0 * h * w * 4, p0 * oh * ow * 4, 0, 0, p1 - p0, c)
+                              for p0, p1 in split_range(n * c, 2 * threads))
+                self.run.parallel(parts, xp, op, aux, 0, 0, (1, *geometry))
         return out
 
     def _inverse_counts(self, h, w, oh, ow) -> np.ndarray:
