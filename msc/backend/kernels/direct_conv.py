@@ -563,8 +563,8 @@ class _Plan:
         self.whole = [self._part(i, 0, out_shape[2], PREP | CONV | COMPACT, 0, self.units, 0,
                                  self.channels) for i in range(out_shape[0])]
 
-    def _part(self, *values) -> int:
-        arr = self._parts[values] = np.array(values, np.int64)
+    def _part(self, *values) -> int:  # one array per part: task lists hold its address
+        arr = self._parts.setdefault(values, np.array(values, np.int64))
         return arr.ctypes.data
 
     def split(self, threads: int, address: int) -> list:
