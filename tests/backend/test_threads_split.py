@@ -172,3 +172,15 @@ def test_direct_conv_splits_equal_one_thread(tasks_run, c, h, o, k, stride, grou
     assert by_units == (DIRECT_CASES.index((c, h, o, k, stride, groups, pad)) < 3), chosen
     assert (prep is None) == (pad == 0 and stride == 1)
     assert tasks_run and all(n > 1 for n in tasks_run), tasks_run
+
+
+@pytest.mark.parametrize("shape, axes", [((1, 4, 34, 7, 7), (0, 2, 1, 3, 4)),  # channel shuffle
+                                         ((3, 5, 7), (1, 0, 2)), ((5, 3, 4, 6), (2, 0, 1, 3))])
+def test_permute_splits_equal_one_thread(tasks_run, monkeypatch, shape, axes):
+    from msc.backend.kernels import layout
+
+    monkeypatch.setattr(layout, "_PARALLEL_ELEMENTS", 1)
+    x = _rand(*shape)
+    out = _one_and_more([_var(shape)], lambda bb, x: R.permute_dims(x, axes), x)
+    np.testing.assert_array_equal(out, x.transpose(axes))
+    assert tasks_run and all(n > 1 for n in tasks_run), tasks_run

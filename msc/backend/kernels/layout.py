@@ -32,7 +32,10 @@ from ...errors import ShapeError
 from ...relax.op.registry import attach
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32, F32_PTR, I64, const64, for_range, imin
+from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
 from .base import Kernel, KernelFact, Site
+
+_PARALLEL_ELEMENTS = 1 << 16  # a copy splits across threads from 64K elements (~30-60 us)
 
 __all__ = ["PermuteFact", "VecOps", "collapse_permutation", "im2col", "scratch", "transpose",
            "valid_range"]
@@ -354,6 +357,7 @@ class _PermuteKernel(Kernel):
         self.axes, self.dtype = axes, dtype
         self.run = _library()[2]
         self._plans: dict = {}
+        self._splits: dict = {}
 
     def __call__(self, x, out):
         if type(x) is not np.ndarray or x.dtype != self.dtype:
@@ -372,8 +376,32 @@ class _PermuteKernel(Kernel):
         if plan is None or not x.flags.c_contiguous:
             np.copyto(out, x.transpose(axes))
         elif out.size:
-            self.run(x.ctypes.data, out.ctypes.data, *plan)
+            threads = task_threads() if out.size >= _PARALLEL_ELEMENTS else 1
+            tasks = self._split(plan, threads) if threads > 1 else None
+            if tasks is None:
+                self.run(x.ctypes.data, out.ctypes.data, *plan)
+            else:
+                tasks[0].call(1, tasks[1] + (x.ctypes.data, out.ctypes.data), threads)
         return out
+
+    def _split(self, plan: tuple, threads: int):
+        """(task list, byte offsets of x and out): ranges of the larger of the two outer
+        dims, each a copy of its own runs (None when both are 1)."""
+        key = (plan, threads)
+        if key not in self._splits:
+            d0, d1, d2, run, s0, s1, s2 = plan
+            axis = 0 if d0 >= d1 else 1
+            inner, step = (d1 * d2 * run, s0) if axis == 0 else (d2 * run, s1)
+            ranges = split_range(plan[axis], 2 * threads)
+            tasks = NativeTasks(len(ranges)) if len(ranges) > 1 else None
+            if tasks is not None:
+                tasks.records[:, 0] = native_address(self.run)
+                tasks.records[:, 3:10] = [(hi - lo, d1, d2, run, s0, s1, s2) if axis == 0 else
+                                          (d0, hi - lo, d2, run, s0, s1, s2) for lo, hi in ranges]
+                tasks = tasks, np.array([(4 * lo * step, 4 * lo * inner) for lo, _ in ranges],
+                                        np.int64)
+            self._splits[key] = tasks
+        return self._splits[key]
 
     def _plan(self, shape: tuple, axes: tuple):
         key = (shape, axes)
