@@ -38,7 +38,7 @@ from ..runtime.threads import NativeTasks, native_address, split_range, task_thr
 from .base import Kernel
 from .dense import F32 as F32_DTYPE
 from .dense import Address, as_f32
-from .layout import scratch, valid_range
+from .layout import scratch_addresses, valid_range
 
 __all__ = ["DirectConv2d", "direct_conv_fits", "tile_shape"]
 
@@ -480,9 +480,8 @@ class DirectConv2d(Kernel):
             raise ShapeError(f"output buffer {getattr(out, 'shape', out)}, expected float32 "
                              f"{plan.out_shape}", op=self.op, param="out")
         if out.size:
-            padded, wide = scratch(*plan.scratch) if plan.scratch else (None, None)
-            pointers = (self.addr[0](x), 0 if padded is None else padded.ctypes.data,
-                        0 if wide is None else wide.ctypes.data, self.w_ptr, self.bias_ptr,
+            padded, wide = scratch_addresses(*plan.scratch) if plan.scratch else (0, 0)
+            pointers = (self.addr[0](x), padded, wide, self.w_ptr, self.bias_ptr,
                         self.addr[1](out), plan.offsets_ptr, plan.args_ptr)
             threads = task_threads() if plan.macs >= _PARALLEL_MACS else 1
             if threads == 1:

@@ -411,13 +411,15 @@ class _ReluKernel(Kernel):
     def __init__(self):
         self.run = _kernels()["maximum"]
         self.zeros = np.zeros(0, np.float32)
+        self.addr = (Address(), Address())
 
     def __call__(self, x, out):
         if type(x) is not np.ndarray or x.dtype != F32_DTYPE or x.shape != out.shape:
             raise ShapeError(f"expected float32 {out.shape}", op="nn.relu", param="data")
         x = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+        xp = self.addr[0](x)
         # relu(x) = max(x, x) with the relu flag: one read stream, NaN kept
-        _flat(self.run, x.ctypes.data, x.ctypes.data, out.ctypes.data, out.size, 1)
+        _flat(self.run, xp, xp, self.addr[1](out), out.size, 1)
         return out
 
 
