@@ -184,3 +184,36 @@ def test_permute_splits_equal_one_thread(tasks_run, monkeypatch, shape, axes):
     out = _one_and_more([_var(shape)], lambda bb, x: R.permute_dims(x, axes), x)
     np.testing.assert_array_equal(out, x.transpose(axes))
     assert tasks_run and all(n > 1 for n in tasks_run), tasks_run
+
+
+@pytest.mark.parametrize("shape, dtype", [((1000, 37), np.float32), ((3, 5), np.int64),
+                                          ((70001,), np.uint8)])
+def test_copy_into_splits_large_copies(tasks_run, monkeypatch, shape, dtype):
+    monkeypatch.setattr(threads, "_COPY_PARALLEL", 1)
+    src = (np.arange(np.prod(shape)) % 251).astype(dtype).reshape(shape)
+    for count in (1, 2, 3):
+        dst = np.zeros_like(src)
+        with num_threads(count):
+            threads.copy_into(dst, src)
+        assert np.array_equal(dst, src)
+    strided = np.zeros((shape[0], 2 * shape[-1]), dtype)[:, ::2] if len(shape) == 2 else None
+    if strided is not None:  # not contiguous: numpy copies it
+        with num_threads(2):
+            threads.copy_into(strided, src)
+        assert np.array_equal(strided, src)
+    assert tasks_run and all(n > 1 for n in tasks_run), tasks_run
+
+
+def test_densenet_style_concat_copies_on_threads(monkeypatch):
+    # the second concat's first input is the first concat's result, not its own slice: copied
+    monkeypatch.setattr(threads, "_COPY_PARALLEL", 1)
+    shape = (1, 16, 8, 8)
+    a, b, c = _rand(*shape), _rand(*shape), _rand(*shape)
+    params = [relax.Var(n, relax.TensorStructInfo(shape, "float32")) for n in "abc"]
+
+    def body(bb, x, y, z):
+        first = bb.emit(R.concat([bb.emit(R.nn.relu(x)), bb.emit(R.nn.relu(y))], axis=1))
+        return R.concat([first, bb.emit(R.nn.relu(z))], axis=1)
+
+    out = _one_and_more(params, body, a, b, c)
+    np.testing.assert_array_equal(out, np.maximum(np.concatenate([a, b, c], axis=1), 0))

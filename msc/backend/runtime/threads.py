@@ -36,7 +36,7 @@ import numpy as np
 
 from ...errors import ValidationError
 
-__all__ = ["NATIVE_ARGS", "NativeTasks", "cpu_threads", "get_num_threads", "native_address",
+__all__ = ["NATIVE_ARGS", "NativeTasks", "copy_into", "cpu_threads", "get_num_threads", "native_address",
            "num_threads", "parallel_calls", "parallel_for", "parallel_ranges", "set_num_threads",
            "split_range", "task_threads"]
 
@@ -441,3 +441,28 @@ class NativeTasks:
             run(ptr, n, next_ptr)
         else:
             parallel_for(count, lambda _: run(ptr, n, next_ptr), count)
+
+
+_COPY_PARALLEL = 1 << 18  # bytes from which copy_into splits (a 256 KiB copy takes ~20 us)
+_COPY_SPLITS: dict = {}  # (bytes, threads) -> (task list, byte offsets, as for memmove)
+
+
+def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[...] = src``; a large copy between C-contiguous arrays of one dtype and shape
+    runs as byte ranges of libc's memmove on the threads (densenet's concats copy megabytes)."""
+    nbytes = dst.nbytes
+    threads = task_threads() if nbytes >= _COPY_PARALLEL else 1
+    if (threads == 1 or type(src) is not np.ndarray or src.dtype != dst.dtype
+            or src.shape != dst.shape
+            or not (src.flags.c_contiguous and dst.flags.c_contiguous)):
+        dst[...] = src
+        return
+    key = (nbytes, threads)
+    if key not in _COPY_SPLITS:
+        ranges = split_range(nbytes, threads, 64)
+        tasks = NativeTasks(len(ranges))
+        tasks.records[:, 0] = native_address(ctypes.memmove)
+        tasks.records[:, 3] = [hi - lo for lo, hi in ranges]
+        _COPY_SPLITS[key] = tasks, np.array([(lo, lo) for lo, _ in ranges], np.int64)
+    tasks, offsets = _COPY_SPLITS[key]
+    tasks.call(1, offsets + (dst.ctypes.data, src.ctypes.data), threads)
