@@ -178,6 +178,8 @@ def _flat(run, a: int, b: int, out: int, n: int, relu: int) -> None:
     key = (id(run), n, relu, threads)
     found = _FLAT.get(key)
     if found is None:
+        if len(_FLAT) > 4096:  # sizes of many models in one process: start over
+            _FLAT.clear()
         ranges = split_range(n, threads, _LINE)
         found = _FLAT[key] = _tasks(run, [(hi - lo, relu) for lo, hi in ranges], 4), np.array(
             [(4 * lo,) * 3 for lo, _ in ranges], np.int64)
