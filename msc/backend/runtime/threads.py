@@ -459,6 +459,8 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
         return
     key = (nbytes, threads)
     if key not in _COPY_SPLITS:
+        if len(_COPY_SPLITS) > 4096:  # sizes of many models in one process: start over
+            _COPY_SPLITS.clear()
         ranges = split_range(nbytes, threads, 64)
         tasks = NativeTasks(len(ranges))
         tasks.records[:, 0] = native_address(ctypes.memmove)
