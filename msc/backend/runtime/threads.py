@@ -458,13 +458,14 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
         dst[...] = src
         return
     key = (nbytes, threads)
-    if key not in _COPY_SPLITS:
+    found = _COPY_SPLITS.get(key)
+    if found is None:
         if len(_COPY_SPLITS) > 4096:  # sizes of many models in one process: start over
             _COPY_SPLITS.clear()
         ranges = split_range(nbytes, threads, 64)
         tasks = NativeTasks(len(ranges))
         tasks.records[:, 0] = native_address(ctypes.memmove)
         tasks.records[:, 3] = [hi - lo for lo, hi in ranges]
-        _COPY_SPLITS[key] = tasks, np.array([(lo, lo) for lo, _ in ranges], np.int64)
-    tasks, offsets = _COPY_SPLITS[key]
+        found = _COPY_SPLITS[key] = tasks, np.array([(lo, lo) for lo, _ in ranges], np.int64)
+    tasks, offsets = found
     tasks.call(1, offsets + (dst.ctypes.data, src.ctypes.data), threads)
