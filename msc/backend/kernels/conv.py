@@ -40,7 +40,7 @@ __all__ = ["Conv2dFact", "conv_geometry"]
 
 _LAYOUTS = ("NCHW", "NHWC")
 _PANEL_BYTES = 512 * 1024  # packed patches per GEMM call: about half of a Zen 4 core's L2
-_DEPTHWISE_PARALLEL = 2e6  # multiply-adds; below this one thread wins (measured)
+_DEPTHWISE_PARALLEL = 1.5e5  # multiply-adds (~20-40 us); shufflenet's are 0.2-1M (gemm.py's note)
 _GEMM_PLANE = 64  # output pixels per image up to which any dense NCHW conv takes the GEMM path
 _GEMM_PLANE_WINDOW = 196  # the same for windows larger than 1x1 (padded wide rows cost more)
 

@@ -44,7 +44,7 @@ __all__ = ["DirectConv2d", "direct_conv_fits", "tile_shape"]
 
 I64_PTR = I64.as_pointer()
 _L2_BYTES = 512 * 1024  # input bytes of one chunk of positions: about half a Zen 4 core's L2
-_PARALLEL_MACS = 2e6  # below this a conv runs on one thread (splitting costs ~10 us per band)
+_PARALLEL_MACS = 1e6  # below this (~20 us) a conv runs on one thread (a split costs ~7 us)
 _PARALLEL_PREP = 1 << 16  # input floats from which the pad / phase split pass is split too
 SPLITS_PER_THREAD = 2  # parts per thread, so a thread slowed by other load takes fewer
 _CONV_ARGS = ("G", "S", "ld_group", "OB", "og", "ld_out", "Q", "chunk", "relu")

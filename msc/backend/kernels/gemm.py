@@ -335,10 +335,12 @@ def _switch(builder: ir.IRBuilder, value: ir.Value, cases: dict) -> None:
 # element is still one tile's k loop over the same K blocks, so results do not depend on the
 # split (K blocking only stores and reloads float32 accumulators, which is exact).
 
-# Waking a sleeping worker takes about 40 us here, and as long again to wake the caller when
-# the worker finishes last: a split pays off from about 150 us of work (12 MFLOP at 100 GFLOP/s;
-# measured 0.6-0.9x at 4-34 MFLOP on a loaded machine). Below this everything stays on one thread.
-PARALLEL_FLOPS = 2e7
+# A native task list on 2 threads costs about 7 us against 1.4 us on one (4 tiny tasks, best
+# case; a worker that went to sleep costs ~40 us more), so a split pays off from tens of us of
+# work: 5 MFLOP is ~50 us at 100 GFLOP/s (densenet's and inception's 7x7 convs are 4-13 MFLOP).
+# Below this everything stays on one thread.
+PARALLEL_FLOPS = 5e6
+PARALLEL_B = 1 << 17  # floats of B (512 KiB, ~25 us to stream) from which a small-M GEMM splits
 SPLITS_PER_THREAD = 2  # more parts than threads, so a thread slowed by other load takes fewer
 
 
@@ -362,8 +364,10 @@ def run_gemm(driver, nr: int, a: int, bp: int, bias: int, c: int, m: int, n: int
     """``driver(a, bp, bias, c, m, n, k, lda, ldc, relu)`` on checked pointers (bytes), split
     across :func:`~msc.backend.threads.task_threads` when there is enough work: the blocks
     run as one native task list (threads.NativeTasks), no Python per block."""
-    # Cost counts whole panels: a 4-column panel costs the tile as much as a full one.
-    threads = task_threads() if 2.0 * m * -(-n // nr) * nr * k >= PARALLEL_FLOPS else 1
+    # Cost counts whole panels: a 4-column panel costs the tile as much as a full one. A
+    # batch-1 FC is bound by reading B: it splits by its bytes (resnet50's 8 MB in ~0.4 ms).
+    big = 2.0 * m * -(-n // nr) * nr * k >= PARALLEL_FLOPS or (m < MR and k * n >= PARALLEL_B)
+    threads = task_threads() if big else 1
     if threads > 1:
         split = _split(driver, nr, m, n, k, lda, ldc, relu, threads)
         if split is not None:

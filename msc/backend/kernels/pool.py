@@ -43,8 +43,8 @@ _PLANE_ARGS = ("Hp", "Wp", "copy")  # the padded plane, and whether x has to be 
 _PAD_VALUE = {"max": float("-inf"), "avg": 0.0, "dwconv": 0.0}
 _CONTRACT = ("contract",)
 # Window reads (outputs x taps) from which a pool splits its planes across threads: a 3x3 max
-# pool over 64 x 56 x 56 outputs (1.8M reads) takes about 0.2 ms, a wake-up 10-40 us.
-_PARALLEL_READS = 3e5
+# pool over 64 x 56 x 56 outputs (1.8M reads) takes about 0.2 ms, a split ~7 us (gemm.py).
+_PARALLEL_READS = 1.5e5
 
 
 def pair(v) -> tuple:
