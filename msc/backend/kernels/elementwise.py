@@ -30,9 +30,10 @@ from .dense import Address
 
 __all__ = ["BatchNormFact", "BinaryFact", "ConcatFact", "ReluFact", "fold_affine"]
 
-# Elements from which a pass splits across threads: memory-bound, about 1 ns per element, so
-# 64K elements is ~60 us of work against a 10-40 us wake-up. Splits fall on whole cache lines.
-_PARALLEL_ELEMENTS = 1 << 16
+# Elements from which a pass splits across threads: memory-bound, about 0.5-1 ns per element,
+# so 32K elements is 15-30 us of work against a ~7 us split (gemm.py's note; shufflenet's adds
+# are 53K). Splits fall on whole cache lines.
+_PARALLEL_ELEMENTS = 1 << 15
 _LINE = 16
 
 # op -> how one element is computed from (builder, a, b)

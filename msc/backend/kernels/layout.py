@@ -36,7 +36,7 @@ from ..runtime.threads import NativeTasks, native_address, split_range, task_thr
 from .base import Kernel, KernelFact, Site
 from .dense import Address
 
-_PARALLEL_ELEMENTS = 1 << 16  # a copy splits across threads from 64K elements (~30-60 us)
+_PARALLEL_ELEMENTS = 1 << 15  # a copy splits across threads from 32K elements (~15-30 us)
 
 __all__ = ["PermuteFact", "VecOps", "collapse_permutation", "im2col", "scratch", "transpose",
            "valid_range"]
