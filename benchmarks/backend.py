@@ -1,6 +1,7 @@
 """msc's backend (relax.build + VirtualMachine) vs onnxruntime, TVM and torch: model latency.
 
     .venv/bin/python benchmarks/backend.py --all [--threads 1]      # the full report
+    .venv/bin/python benchmarks/backend.py --zoo --threads 1 2      # 1 and 2 threads, scaling
     .venv/bin/python benchmarks/backend.py --quick                  # smoke run: squeezenet only
     .venv/bin/python benchmarks/backend.py [--models ...] [--zoo] [--tvm] [--gemm] [--builds]
 
@@ -60,8 +61,19 @@ RNG = np.random.default_rng(0)
 
 
 def threads() -> int:
-    """The thread count every contender gets; main() sets MSC_NUM_THREADS from --threads."""
+    """The thread count every contender gets now; main() sets MSC_NUM_THREADS from each of
+    --threads in turn."""
     return int(os.environ.get("MSC_NUM_THREADS", "1"))
+
+
+def at_threads(fn, count: int):
+    """``fn`` run with ``count`` msc threads (one msc build serves every count)."""
+    from msc.backend.runtime.threads import num_threads
+
+    def run(*args):
+        with num_threads(count):
+            return fn(*args)
+    return run
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,11 +281,11 @@ def with_random_weights(model, seed: int = 0):
     return helper.make_model(new, opset_imports=model.opset_import, ir_version=8)
 
 
-def ort_session(model):
+def ort_session(model, count: int | None = None):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = threads(), 1
+    options.intra_op_num_threads, options.inter_op_num_threads = count or threads(), 1
     options.log_severity_level = 3  # the light models carry an unused initializer ORT warns on
     session = ort.InferenceSession(model.SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])
@@ -302,7 +314,8 @@ def max_abs_diff(a, b) -> float:
 
 
 def zoo_row(name: str, args) -> dict:
-    """One zoo model: shipped-weights check, then msc / ORT / TVM interleaved on random weights."""
+    """One zoo model: shipped-weights check, then msc / ORT / TVM interleaved on random weights,
+    msc and ORT at every count of ``--threads`` in the same rounds ("msc@2": 2 threads)."""
     shipped = light_model(name)
     shape = [d.dim_value for d in data_input(shipped).type.tensor_type.shape.dim]
     x = np.random.default_rng(1).random(shape, dtype=np.float32)
@@ -317,10 +330,16 @@ def zoo_row(name: str, args) -> dict:
            "logit scale": float(np.max(np.abs(ref))), "build": build_s,
            "kernels": f"{ex.stats['kernels']['native']} native / {ex.stats['kernels']['numpy']}"
                       " numpy"}
-    calls = {who: (lambda fn=fn: fn(x)) for who, fn in fns.items()}
+    calls = {}
+    for count in args.threads:
+        ort_fn = ort_session(model, count)
+        for who, fn in (("msc", at_threads(msc_fn, count)), ("onnxruntime", ort_fn)):
+            calls[f"{who}@{count}"] = lambda fn=fn: fn(x)
     with tempfile.TemporaryDirectory() as workdir:
         tvm = TvmChild(model, x, args.tvm_timeout, workdir, threads()) if args.tvm else None
         row["seconds"] = interleaved(calls, tvm, args)
+        for who in ("msc", "onnxruntime"):  # the first count's times, for the one-count table
+            row["seconds"][who] = row["seconds"][f"{who}@{args.threads[0]}"]
         if tvm:
             row["tvm status"], row["tvm build"] = tvm.status, tvm.build_s
             row["tvm diff"] = None if tvm.output is None else max_abs_diff(tvm.output, ref)
@@ -440,6 +459,30 @@ def print_zoo(rows: dict) -> None:
                   f"{len(rows)} models")
 
 
+def print_scaling(rows: dict, counts: list[int]) -> None:
+    """msc / ORT at every thread count, and each one's speed-up from the first count."""
+    first, cols = counts[0], []
+    for t in counts:
+        cols += [f"{t}T msc ms", f"{t}T ORT ms", f"{t}T msc / ORT"]
+    cols += [f"{who} {first}->{t}T" for t in counts[1:] for who in ("msc", "ORT")]
+    print("| model | " + " | ".join(cols) + " |")
+    print("|" + "---|" * (len(cols) + 1))
+    ratios = {t: [] for t in counts}
+    for name, r in rows.items():
+        s, cells = r["seconds"], []
+        for t in counts:
+            cells += [_ms(s[f"msc@{t}"]), _ms(s[f"onnxruntime@{t}"]),
+                      _ratio(s[f"msc@{t}"], s[f"onnxruntime@{t}"])]
+            ratios[t].append(s[f"msc@{t}"] / s[f"onnxruntime@{t}"])
+        cells += [_ratio(s[f"{who}@{first}"], s[f"{who}@{t}"]) for t in counts[1:]
+                  for who in ("msc", "onnxruntime")]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print()
+    for t, values in ratios.items():
+        print(f"geomean msc / ORT at {t} thread(s): {_geomean(values):.2f}x, worst "
+              f"{max(values):.2f}x over {len(values)} models")
+
+
 def print_gemm(g: dict) -> None:
     rate, n = g["gflops"], g["n"]
     print(f"GEMM {n}x{n}x{n} fp32, {threads()} thread(s); {g['host']}")
@@ -472,7 +515,9 @@ def parse_args(argv=None):
     parser.add_argument("--all", action="store_true", help="--zoo --tvm --gemm --builds")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: zoo squeezenet only, one repeat, no TVM")
-    parser.add_argument("--threads", type=int, default=1, help="threads for every contender")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1],
+                        help="threads for every contender; several counts (--threads 1 2) "
+                             "time the zoo at each in the same rounds, with a scaling table")
     parser.add_argument("--repeats", type=int, default=7, help="interleaved rounds")
     parser.add_argument("--min-time", type=float, default=0.2, help="seconds per timed run")
     parser.add_argument("--tvm-repeats", type=int, default=2, help="rounds TVM joins")
@@ -495,7 +540,7 @@ def parse_args(argv=None):
 
 def main() -> None:
     args = parse_args()
-    os.environ["MSC_NUM_THREADS"] = str(args.threads)
+    os.environ["MSC_NUM_THREADS"] = str(args.threads[0])  # all but the zoo: the first count
     models = {name: model_row(name, args) for name in args.models}
     zoo = {}
     for name in args.zoo_models if args.zoo else []:
@@ -505,15 +550,18 @@ def main() -> None:
     if args.builds:
         from benchmarks.build_time import build_times
 
-        builds = build_times("light_resnet50", args.build_repeats, args.threads)
+        builds = build_times("light_resnet50", args.build_repeats, args.threads[0])
     tvm = f" (TVM: {args.tvm_repeats})" if args.tvm else ""
-    print(f"{args.threads} thread(s); best of {args.repeats} interleaved rounds{tvm} "
+    print(f"{args.threads[0]} thread(s); best of {args.repeats} interleaved rounds{tvm} "
           f"of >= {args.min_time} s")
     for title, rows, show in [("hand-built models", models, print_models),
                               ("onnx light zoo, batch 1", zoo, print_zoo)]:
         if rows:
             print(f"\n## {title}\n")
             show(rows)
+    if zoo and len(args.threads) > 1:
+        print(f"\n## onnx light zoo, thread scaling (load {os.getloadavg()[0]:.2f})\n")
+        print_scaling(zoo, args.threads)
     if gemm:
         print()
         print_gemm(gemm)

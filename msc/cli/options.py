@@ -76,7 +76,8 @@ def add_tolerances(p, atol: float = 1e-4, rtol: float = 1e-4) -> None:
 
 def add_threads(p) -> None:
     p.add_argument("--threads", type=thread_count, default=None, metavar="N",
-                   help="threads of msc's VM and of the reference runtime (default: theirs)")
+                   help="threads of msc's VM and of the reference runtime (default: theirs; "
+                        "msc's is $MSC_NUM_THREADS, else every CPU this process may use)")
 
 
 def model_inputs(args, model) -> dict:

@@ -21,6 +21,7 @@ from . import (
     demo_prune,
     demo_quant_anchor,
     demo_quantize,
+    demo_threads,
     demo_tir,
     demo_tvmtext,
     demo_view,
@@ -34,7 +35,7 @@ STEPS = [demo.step_graph_from_json, demo.step_relax_builder, demo.step_op_table,
          demo_onnx_vision.step_onnx_vision, demo.step_torch_codegen,
          demo_onnx.step_onnx_export, demo_prune.step_prune, demo_quantize.step_quantize,
          demo_quant_anchor.step_quant_anchor,
-         demo_int8_onnx.step_int8_onnx, demo_view.step_view, demo_profile.step_profile,
+         demo_int8_onnx.step_int8_onnx, demo_view.step_view, demo_threads.step_threads, demo_profile.step_profile,
          demo_cli.step_cli,
          demo.step_hostile_input, demo_hostile.step_hostile]
 

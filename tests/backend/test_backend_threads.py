@@ -46,11 +46,24 @@ def _rand(*shape):
 # The thread count.
 
 
-def test_default_is_one_thread():
-    assert get_num_threads() == 1 and task_threads() == 1
+DEFAULT = get_num_threads()  # the process default: MSC_NUM_THREADS, else every usable CPU
+
+
+def test_default_is_every_cpu_of_the_process():
+    want = int(os.environ.get("MSC_NUM_THREADS") or 0) or len(os.sched_getaffinity(0))
+    assert get_num_threads() == task_threads() == want
+
+
+def test_default_follows_the_affinity_mask():
+    code = "from msc.backend.runtime.threads import get_num_threads; print(get_num_threads())"
+    env = {k: v for k, v in os.environ.items() if k != "MSC_NUM_THREADS"}
+    out = subprocess.run(["taskset", "-c", "0", sys.executable, "-c", code], env=env,
+                         capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip() == "1"
 
 
 def test_set_and_context_override():
+    before = get_num_threads()
     try:
         set_num_threads(3)
         assert get_num_threads() == 3
@@ -61,8 +74,8 @@ def test_set_and_context_override():
             assert get_num_threads() == 2
         assert get_num_threads() == 3
     finally:
-        set_num_threads(1)
-    assert get_num_threads() == 1
+        set_num_threads(before)
+    assert get_num_threads() == before
 
 
 def test_override_is_local_to_its_thread():
@@ -72,7 +85,7 @@ def test_override_is_local_to_its_thread():
         other.start()
         other.join()
         assert get_num_threads() == 4
-    assert seen == [1]
+    assert seen == [get_num_threads()]
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, None, threads.MAX_THREADS + 1])
@@ -84,10 +97,10 @@ def test_bad_counts_are_rejected(bad):
         with pytest.raises(ValidationError, match="num_threads") as info:
             call(bad)
         assert info.value.context["param"] == "num_threads"
-    assert get_num_threads() == 1
+    assert get_num_threads() == DEFAULT
 
 
-@pytest.mark.parametrize("text, want", [("", 1), ("2", 2), (" 3 ", 3)])
+@pytest.mark.parametrize("text, want", [("", threads.cpu_threads()), ("2", 2), (" 3 ", 3)])
 def test_env_default(monkeypatch, text, want):
     monkeypatch.setenv("MSC_NUM_THREADS", text)
     assert threads._from_env() == want
@@ -179,7 +192,7 @@ def test_nested_calls_run_serially_in_their_task():
 
     parallel_for(6, row, threads=2)
     assert (table == np.arange(6)[:, None] * 10 + np.arange(5)).all()
-    assert task_threads() == 1
+    assert task_threads() == get_num_threads()
 
 
 def test_concurrent_callers():
@@ -240,11 +253,16 @@ def spy(monkeypatch):
         calls.append(n_tasks)
         return parallel_for(n_tasks, fn, count)
 
+    def native(self, count=None):
+        calls.append(self.n)
+        return run(self, count)
+
+    run = threads.NativeTasks.run
     monkeypatch.setattr(gemm_kernels, "PARALLEL_FLOPS", 0)
     monkeypatch.setattr(conv_kernels, "_DEPTHWISE_PARALLEL", 0)
     monkeypatch.setattr(direct_conv, "_PARALLEL_MACS", 0)
-    for module in (gemm_kernels, conv_kernels, direct_conv):
-        monkeypatch.setattr(module, "parallel_for", recording)
+    monkeypatch.setattr(conv_kernels, "parallel_for", recording)
+    monkeypatch.setattr(threads.NativeTasks, "run", native)  # GEMM and direct conv task lists
     return calls
 
 
@@ -276,7 +294,7 @@ def test_gemm_two_threads_equal_one(spy, m, k, n, relu):
 
 def test_small_gemm_stays_on_one_thread(monkeypatch):
     calls = []
-    monkeypatch.setattr(gemm_kernels, "parallel_for", lambda *a: calls.append(a))
+    monkeypatch.setattr(threads.NativeTasks, "run", lambda *a: calls.append(a))
     a, b = _rand(8, 16), _rand(16, 8)
     with num_threads(2):
         out = Gemm(b)(a)
@@ -316,11 +334,12 @@ def _torch_conv(x, w, b, groups=1, padding=1, strides=1, layout="NCHW"):
 
 
 CONV_CASES = [  # x (in data_layout), weight OIHW, groups, strides, data_layout, dispatches
-    # NCHW runs as DirectConv2d: per image, output row bands (2 per thread)
-    ((3, 64, 24, 24), (16, 64, 3, 3), 1, 1, "NCHW", [4, 4, 4]),
-    ((1, 40, 30, 30), (70, 40, 3, 3), 1, 1, "NCHW", [4]),
-    ((1, 8, 7, 9), (130, 8, 1, 1), 1, 1, "NCHW", [4]),
-    ((3, 12, 11, 13), (18, 6, 3, 3), 2, 2, "NCHW", [4, 4, 4]),  # grouped, strided
+    # NCHW runs as DirectConv2d: per image, one pad task, then 4 output parts (2 per thread):
+    # row bands, or channel blocks when the weights outweigh the input
+    ((3, 64, 24, 24), (16, 64, 3, 3), 1, 1, "NCHW", [1, 4] * 3),
+    ((1, 40, 30, 30), (70, 40, 3, 3), 1, 1, "NCHW", [1, 4]),
+    ((1, 8, 7, 9), (130, 8, 1, 1), 1, 1, "NCHW", [1, 4]),        # 17 channel blocks
+    ((3, 12, 11, 13), (18, 6, 3, 3), 2, 2, "NCHW", [1, 4] * 3),  # grouped, strided
     ((1, 24, 15, 17), (24, 1, 3, 3), 24, 1, "NCHW", [4]),   # depthwise, batch 1: channel ranges
     ((3, 6, 10, 9), (12, 1, 3, 3), 6, 2, "NCHW", [6]),      # depthwise, multiplier 2, batch 3
     ((2, 9, 10, 5), (20, 5, 3, 3), 1, 1, "NHWC", [2]),      # images in parallel

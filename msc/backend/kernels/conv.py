@@ -31,16 +31,16 @@ from ...relax.op.registry import attach
 from ..runtime.threads import parallel_for, task_threads
 from . import gemm as gemm_kernel
 from .base import Kernel, KernelFact, Site
-from .dense import F32, GemmRunner, as_f32, fold_epilogue
+from .dense import F32, Address, GemmRunner, as_f32, fold_epilogue
 from .direct_conv import DirectConv2d
-from .layout import im2col_fn, scratch, transpose_fn
+from .layout import im2col_fn, scratch_addresses, transpose_fn
 from .pool import pad4, pair, sane_window, window_kernels
 
 __all__ = ["Conv2dFact", "conv_geometry"]
 
 _LAYOUTS = ("NCHW", "NHWC")
 _PANEL_BYTES = 512 * 1024  # packed patches per GEMM call: about half of a Zen 4 core's L2
-_DEPTHWISE_PARALLEL = 2e6  # multiply-adds; below this one thread wins (measured)
+_DEPTHWISE_PARALLEL = 1.5e5  # multiply-adds (~20-40 us); shufflenet's are 0.2-1M (gemm.py's note)
 _GEMM_PLANE = 64  # output pixels per image up to which any dense NCHW conv takes the GEMM path
 _GEMM_PLANE_WINDOW = 196  # the same for windows larger than 1x1 (padded wide rows cost more)
 
@@ -109,28 +109,27 @@ class _DepthwiseNCHW(_ConvKernel):
             np.broadcast_to(bias, (self.o,)), np.float32)
         self.relu = int(bool(relu))
         self.window = window_kernels()["dwconv"]
+        self.ptrs, self.addr = (self.w.ctypes.data, self.bias.ctypes.data), (Address(), Address())
 
     def _run(self, x, out, n, h, w, oh, ow) -> None:
         mult, taps, planes_in, planes_out = self.o // self.c, self.kh * self.kw, h * w, oh * ow
         threads = task_threads() if n * self.o * planes_out * taps >= _DEPTHWISE_PARALLEL else 1
         # Tasks are input-channel ranges of one image: their output planes are contiguous.
         parts = min(self.c, -(-2 * threads // n))
-        xp, op, wp, bp = (arr.ctypes.data for arr in (x, out, self.w, self.bias))
+        xp, op, (wp, bp) = self.addr[0](x), self.addr[1](out), self.ptrs
         geometry = (mult, h, w, self.kh, self.kw, *self.strides, *self.padding[:2],
                     *self.dilation, oh, ow, self.relu)
 
-        def task(t: int) -> None:
-            i, part = divmod(t, parts)
-            c0, c1 = self.c * part // parts, self.c * (part + 1) // parts
-            o0 = c0 * mult
-            self.window(xp + (i * self.c + c0) * planes_in * 4,
-                        op + (i * self.o + o0) * planes_out * 4, 0, wp + o0 * taps * 4,
-                        bp + o0 * 4, (c1 - c0) * mult, c1 - c0, *geometry)
-
         if threads == 1:
             self.window(xp, op, 0, wp, bp, n * self.o, self.c, *geometry)
-        else:
-            parallel_for(n * parts, task, threads)
+            return
+        # one native task per image and input-channel range, each with its own scratch
+        ranges = [(i, self.c * part // parts, self.c * (part + 1) // parts)
+                  for i in range(n) for part in range(parts)]
+        self.window.parallel(tuple(((i * self.c + c0) * planes_in * 4,
+                                    (i * self.o + c0 * mult) * planes_out * 4,
+                                    c0 * mult * taps * 4, c0 * mult * 4, (c1 - c0) * mult, c1 - c0)
+                                   for i, c0, c1 in ranges), xp, op, 0, wp, bp, geometry)
 
 
 class _Conv2dNHWC(_ConvKernel):
@@ -145,6 +144,7 @@ class _Conv2dNHWC(_ConvKernel):
         self.pointwise = (self.kh, self.kw) == (1, 1) and self.strides == (1, 1) and not any(
             self.padding)
         self.im2col, self.transpose = im2col_fn(), transpose_fn()
+        self.addr = (Address(), Address())
 
     def _run(self, x, out, n, h, w, oh, ow) -> None:
         threads = task_threads() if n > 1 else 1
@@ -158,19 +158,20 @@ class _Conv2dNHWC(_ConvKernel):
     def _image(self, x, out, i, h, w, oh, ow) -> None:
         c, o, p = self.c, self.o, oh * ow
         k = self.kh * self.kw * c
-        t, a, cbuf = scratch(h * w * c if self.nchw_in else 0, 0 if self.pointwise else p * k,
-                             p * o if self.nchw_out else 0)
-        src, dst = x.ctypes.data + i * h * w * c * 4, out.ctypes.data + i * p * o * 4
+        t, a, cbuf = scratch_addresses(h * w * c if self.nchw_in else 0,
+                                       0 if self.pointwise else p * k,
+                                       p * o if self.nchw_out else 0)
+        src, dst = self.addr[0](x) + i * h * w * c * 4, self.addr[1](out) + i * p * o * 4
         if self.nchw_in:
-            self.transpose(src, t.ctypes.data, 1, c, h * w)
-            src = t.ctypes.data
+            self.transpose(src, t, 1, c, h * w)
+            src = t
         if not self.pointwise:
-            self.im2col(src, a.ctypes.data, h, w, c, 0, c, self.kh, self.kw, *self.strides,
+            self.im2col(src, a, h, w, c, 0, c, self.kh, self.kw, *self.strides,
                         *self.padding[:2], *self.dilation, oh, ow)
-            src = a.ctypes.data
-        self.gemm.run(src, p, cbuf.ctypes.data if self.nchw_out else dst)
+            src = a
+        self.gemm.run(src, p, cbuf if self.nchw_out else dst)
         if self.nchw_out:
-            self.transpose(cbuf.ctypes.data, dst, 1, p, o)
+            self.transpose(cbuf, dst, 1, p, o)
 
 
 def _weight_oihw(site: Site, layout: str) -> np.ndarray | None:

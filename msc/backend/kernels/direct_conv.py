@@ -26,7 +26,6 @@ stems and downsamples 1.2-1.4x)::
 from __future__ import annotations
 
 import ctypes
-import itertools
 from functools import cache
 
 import numpy as np
@@ -35,17 +34,19 @@ from llvmlite import ir
 from ...errors import ShapeError
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32, F32_PTR, I64, const64, entry_alloca, for_range, imin
-from ..runtime.threads import parallel_for, task_threads
+from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
 from .base import Kernel
 from .dense import F32 as F32_DTYPE
 from .dense import Address, as_f32
-from .layout import scratch, valid_range
+from .layout import scratch_addresses, valid_range
 
 __all__ = ["DirectConv2d", "direct_conv_fits", "tile_shape"]
 
 I64_PTR = I64.as_pointer()
 _L2_BYTES = 512 * 1024  # input bytes of one chunk of positions: about half a Zen 4 core's L2
-_PARALLEL_MACS = 2e6  # below this a conv runs on one thread (splitting costs ~10 us per band)
+_PARALLEL_MACS = 1e6  # below this (~20 us) a conv runs on one thread (a split costs ~7 us)
+_PARALLEL_PREP = 1 << 16  # input floats from which the pad / phase split pass is split too
+SPLITS_PER_THREAD = 2  # parts per thread, so a thread slowed by other load takes fewer
 _CONV_ARGS = ("G", "S", "ld_group", "OB", "og", "ld_out", "Q", "chunk", "relu")
 
 
@@ -319,16 +320,17 @@ def _fill(b, vec, dst, count, src) -> None:
 _PLAN = ("n", "G", "S", "ld_group", "OB", "og", "Q", "chunk", "relu", "mode", "H", "W",
          "Wq", "Hq", "top", "left", "sh", "sw", "ld", "n_phase", "C_all", "O_all", "OH", "OW")
 PLAIN, PADDED, SPLIT = 0, 1, 2  # how the input reaches the kernel: as is, padded, phases
-
-
 PREP, CONV, COMPACT = 1, 2, 4  # the stages of one image a driver call runs
 
 
 def _build_driver(module: ir.Module, lanes: int) -> None:
     """void (x, padded, wide, w, bias, out, offsets, plan, part): one image's stages, the
     int64 ``plan`` (_PLAN, then the phase pairs) read in native code (a ctypes call with 20
-    ints costs ~5 us). ``part`` = [image, first row, end row, stages]: CONV and COMPACT run
-    on output rows [first, end) only, so threads can split an image by row bands."""
+    ints costs ~5 us). ``part`` = [image, first row, end row, stages, first unit, end unit,
+    first channel, end channel] lets threads split an image: PREP pads (or splits) input
+    channels [first, end channel); CONV and COMPACT run output rows [first, end row) of the
+    output units [first, end unit), a unit being a group when G > 1, else a block of R output
+    channels."""
     conv, pad, compact = (build(module, lanes) for build in (_build_conv, _build_pad,
                                                                _build_compact))
     split = _build_split(module)
@@ -337,7 +339,8 @@ def _build_driver(module: ir.Module, lanes: int) -> None:
     x, padded, wide, w, bias, out, offsets, plan, part = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     a = {name: b.load(_gep(b, plan, const64(i))) for i, name in enumerate(_PLAN)}
-    image, row0, row1, stages = (b.load(_gep(b, part, const64(i))) for i in range(4))
+    image, row0, row1, stages, u0, u1, c0, c1 = (b.load(_gep(b, part, const64(i)))
+                                                 for i in range(8))
     phases = _gep(b, plan, const64(len(_PLAN)))
     src = _gep(b, x, b.mul(image, b.mul(a["C_all"], b.mul(a["H"], a["W"]))))
     dst = _gep(b, out, b.mul(image, b.mul(a["O_all"], b.mul(a["OH"], a["OW"]))))
@@ -350,26 +353,53 @@ def _build_driver(module: ir.Module, lanes: int) -> None:
         return b.icmp_signed("!=", b.and_(stages, const64(bit)), const64(0))
 
     padded_mode = b.icmp_signed("==", a["mode"], const64(PADDED))
+    planes, src_c = b.sub(c1, c0), _gep(b, src, b.mul(c0, b.mul(a["H"], a["W"])))
+    padded_c = _gep(b, padded, b.mul(c0, a["ld"]))
     with b.if_then(b.and_(stage(PREP), b.not_(plain))), \
             b.if_else(padded_mode) as (one, more):
         with one:
-            b.call(pad, [src, padded, a["C_all"], a["H"], a["W"], a["Wq"], a["top"],
+            b.call(pad, [src_c, padded_c, planes, a["H"], a["W"], a["Wq"], a["top"],
                          a["left"], a["ld"]])
         with more:
-            b.call(split, [src, padded, phases, a["C_all"], a["H"], a["W"], a["top"],
+            b.call(split, [src_c, padded_c, phases, planes, a["H"], a["W"], a["top"],
                            a["left"], a["sh"], a["sw"], a["Hq"], a["Wq"], a["ld"],
                            a["n_phase"]])
+    unit = _Units(b, a, lanes, u0, u1)
     with b.if_then(stage(CONV)):
         # positions [q0, q1) of the wide output: both pointers move by q0
         base, target = b.select(plain, src, padded), b.select(narrow, dst, wide)
-        b.call(conv, [_gep(b, base, q0), w, bias, _gep(b, target, q0), offsets, a["G"],
-                      a["S"], a["ld_group"], a["OB"], a["og"], a["Q"], b.sub(q1, q0),
+        target = _gep(b, target, b.mul(unit.o0, a["Q"]))
+        b.call(conv, [_gep(b, _gep(b, base, unit.x_off), q0), _gep(b, w, unit.w_off),
+                      _gep(b, bias, unit.bias_off), _gep(b, target, q0), offsets, unit.groups,
+                      a["S"], a["ld_group"], unit.blocks, unit.og, a["Q"], b.sub(q1, q0),
                       a["chunk"], a["relu"]])
     with b.if_then(b.and_(stage(COMPACT), b.not_(narrow))):
-        b.call(compact, [_gep(b, wide, q0), _gep(b, dst, b.mul(row0, a["OW"])), a["O_all"],
-                         b.sub(row1, row0), a["Wq"], a["OW"], a["Q"],
-                         b.mul(a["OH"], a["OW"])])
+        plane_out = b.mul(a["OH"], a["OW"])
+        b.call(compact, [_gep(b, wide, b.add(b.mul(unit.o0, a["Q"]), q0)),
+                         _gep(b, dst, b.add(b.mul(unit.o0, plane_out), b.mul(row0, a["OW"]))),
+                         b.sub(unit.o1, unit.o0), b.sub(row1, row0), a["Wq"], a["OW"], a["Q"],
+                         plane_out])
     b.ret_void()
+
+
+class _Units:
+    """The conv arguments of output units [u0, u1): groups when G > 1 (each with all its
+    blocks), else blocks of R channels of the one group; ``o0``, ``o1``: their channels."""
+
+    def __init__(self, b, a, lanes, u0, u1):
+        r_n = const64(tile_shape(lanes)[0])
+        grouped = b.icmp_signed(">", a["G"], const64(1))
+        count = b.sub(u1, u0)
+        block_w = b.mul(a["S"], r_n)  # weights of one block: [S, R]
+        self.groups = b.select(grouped, count, const64(1))
+        self.blocks = b.select(grouped, a["OB"], count)
+        self.x_off = b.select(grouped, b.mul(u0, a["ld_group"]), const64(0))
+        self.w_off = b.mul(b.select(grouped, b.mul(u0, a["OB"]), u0), block_w)
+        self.bias_off = b.mul(b.select(grouped, b.mul(u0, a["OB"]), u0), r_n)
+        first = b.mul(u0, r_n)  # og: the valid channels from the part's first block on
+        self.og = b.select(grouped, a["og"], b.sub(a["og"], first))
+        self.o0 = b.select(grouped, b.mul(u0, a["og"]), first)
+        self.o1 = b.select(grouped, b.mul(u1, a["og"]), imin(b, b.mul(u1, r_n), a["og"]))
 
 
 @cache
@@ -427,6 +457,7 @@ class DirectConv2d(Kernel):
         b[:, :og] = column.reshape(groups, og)
         self.bias = b
         self.run = _driver(self.lanes)
+        self.address = native_address(self.run)
         self.w_ptr, self.bias_ptr = self.w.ctypes.data, self.bias.ctypes.data
         self._plans: dict = {}
         self.addr = (Address(), Address())
@@ -449,9 +480,8 @@ class DirectConv2d(Kernel):
             raise ShapeError(f"output buffer {getattr(out, 'shape', out)}, expected float32 "
                              f"{plan.out_shape}", op=self.op, param="out")
         if out.size:
-            padded, wide = scratch(*plan.scratch) if plan.scratch else (None, None)
-            pointers = (self.addr[0](x), 0 if padded is None else padded.ctypes.data,
-                        0 if wide is None else wide.ctypes.data, self.w_ptr, self.bias_ptr,
+            padded, wide = scratch_addresses(*plan.scratch) if plan.scratch else (0, 0)
+            pointers = (self.addr[0](x), padded, wide, self.w_ptr, self.bias_ptr,
                         self.addr[1](out), plan.offsets_ptr, plan.args_ptr)
             threads = task_threads() if plan.macs >= _PARALLEL_MACS else 1
             if threads == 1:
@@ -462,12 +492,11 @@ class DirectConv2d(Kernel):
         return out
 
     def _parallel(self, plan: _Plan, pointers: tuple, threads: int) -> None:
-        """Per image: pad / split on this thread, then output row bands on ``threads``."""
-        prep, bands = plan.split(threads)
-        for i, parts in enumerate(bands):
-            self.run(*pointers, prep[i])
-            parallel_for(len(parts), lambda k, parts=parts: self.run(*pointers, parts[k]),
-                         threads)
+        """Per image: pad / split input channel ranges, then output parts, on ``threads``;
+        each stage one native task list (threads.NativeTasks)."""
+        for stage in plan.split(threads, self.address):
+            if stage is not None:
+                stage.call(1, pointers, threads)
 
     def _plan(self, shape: tuple) -> _Plan:
         """The checked geometry of one input shape, as the driver's int64 plan (cached)."""
@@ -501,8 +530,13 @@ class DirectConv2d(Kernel):
         sizes = () if mode == PLAIN else (self.c * ld + cols[-1][0] + self.lanes,
                                           0 if wq == ow else self.o * oh * wq)
         macs = n * self.o * oh * ow * cg * self.kh * self.kw
+        units = self.groups if self.groups > 1 else self.blocks
+        # per image, the bytes a thread reads of weights and of input when all threads split
+        # output units (each reads the whole input) instead of rows (each reads all weights)
+        traffic = (self.w.size, self.c * h * w)
         plan = self._plans[shape] = _Plan((n, self.o, oh, ow), np.array(args, np.int64),
-                                          np.array(offsets, np.int64), sizes, macs)
+                                          np.array(offsets, np.int64), sizes, macs,
+                                          (units, self.c, mode != PLAIN, traffic))
         return plan
 
     def _chunk(self, cg: int) -> int:
@@ -514,32 +548,51 @@ class DirectConv2d(Kernel):
 
 
 class _Plan:
-    """One input shape's driver arguments (the arrays stay alive with the plan)."""
+    """One input shape's driver arguments (the arrays stay alive with the plan) and its splits
+    across threads. ``shape_facts``: (output units, input channels, whether PREP pads or
+    splits the input, (weight floats, input floats per image))."""
 
     def __init__(self, out_shape, args: np.ndarray, offsets: np.ndarray, scratch_sizes,
-                 macs: int):
+                 macs: int, shape_facts: tuple):
         self.out_shape, self.args, self.offsets = out_shape, args, offsets
         self.args_ptr, self.offsets_ptr = args.ctypes.data, offsets.ctypes.data
         self.scratch, self.macs = scratch_sizes, macs
-        n, _, oh, _ = out_shape
-        self._parts = {}
-        self.whole = [self._part(i, 0, oh, PREP | CONV | COMPACT) for i in range(n)]
-        self._splits: dict = {}
+        self.units, self.channels, self.prep, self.traffic = shape_facts
+        self._parts, self._splits = {}, {}
+        self.whole = [self._part(i, 0, out_shape[2], PREP | CONV | COMPACT, 0, self.units, 0,
+                                 self.channels) for i in range(out_shape[0])]
 
-    def _part(self, *values) -> int:
-        arr = np.array(values, np.int64)
-        self._parts[values] = arr
+    def _part(self, *values) -> int:  # one array per part: task lists hold its address
+        arr = self._parts.setdefault(values, np.array(values, np.int64))
         return arr.ctypes.data
 
-    def split(self, threads: int) -> tuple:
-        """(prep part per image, [row-band parts] per image) for ``threads`` threads."""
-        found = self._splits.get(threads)
-        if found is None:
-            n, _, oh, _ = self.out_shape
-            count = min(oh, 2 * threads)
-            edges = [oh * k // count for k in range(count + 1)]
-            found = self._splits[threads] = (
-                [self._part(i, 0, 0, PREP) for i in range(n)],
-                [[self._part(i, lo, hi, CONV | COMPACT) for lo, hi in itertools.pairwise(edges)]
-                 for i in range(n)])
-        return found
+    def split(self, threads: int, address: int) -> list:
+        """Task lists (driver ``address``, part) to run in order: per image, its prep (None
+        when the input is read as is) and its conv parts, for ``threads`` threads."""
+        if threads not in self._splits:
+            self._splits[threads] = []
+            for parts in zip(*self._parts_of(threads)):
+                for stage in parts:
+                    tasks = NativeTasks(len(stage)) if stage else None
+                    if tasks:
+                        tasks.records[:, 0], tasks.records[:, 9] = address, stage
+                    self._splits[threads].append(tasks)
+        return self._splits[threads]
+
+    def _parts_of(self, threads: int) -> tuple:
+        n, _, oh, _ = self.out_shape
+        count = SPLITS_PER_THREAD * threads
+        weights, inputs = self.traffic
+        # Output units when there are enough and the weights are the larger read (each thread
+        # then reads its share of them), or the plane has too few rows for even bands.
+        if self.units >= count and (weights >= inputs or oh < 2 * count):
+            shapes = [(0, oh, lo, hi) for lo, hi in split_range(self.units, count)]
+        else:
+            shapes = [(lo, hi, 0, self.units) for lo, hi in split_range(oh, count)]
+        # The pad / split pass is memory-bound: it splits only when it has enough to copy.
+        prep_ranges = (split_range(self.channels, threads) if inputs >= _PARALLEL_PREP
+                       else [(0, self.channels)]) if self.prep else []
+        return ([[self._part(i, 0, 0, PREP, 0, 0, c0, c1) for c0, c1 in prep_ranges]
+                 for i in range(n)],
+                [[self._part(i, r0, r1, CONV | COMPACT, u0, u1, 0, 0)
+                  for r0, r1, u0, u1 in shapes] for i in range(n)])

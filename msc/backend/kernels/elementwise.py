@@ -23,11 +23,18 @@ from ...relax.op.registry import attach
 from ...relax.struct_info import TensorStructInfo
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32, F32_PTR, I64, for_range
+from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
 from .base import Kernel, KernelFact, Site
 from .dense import F32 as F32_DTYPE
 from .dense import Address
 
 __all__ = ["BatchNormFact", "BinaryFact", "ConcatFact", "ReluFact", "fold_affine"]
+
+# Elements from which a pass splits across threads: memory-bound, about 0.5-1 ns per element,
+# so 32K elements is 15-30 us of work against a ~7 us split (gemm.py's note; shufflenet's adds
+# are 53K). Splits fall on whole cache lines.
+_PARALLEL_ELEMENTS = 1 << 15
+_LINE = 16
 
 # op -> how one element is computed from (builder, a, b)
 _BINARY = {
@@ -161,7 +168,8 @@ class _BinaryKernel(Kernel):
                              param="out")
         a = a if a.flags.c_contiguous else np.ascontiguousarray(a)
         b = b if b.flags.c_contiguous else np.ascontiguousarray(b)
-        self.run(self.addr[0](a), self.addr[1](b), self.addr[2](out), out.size, self.relu)
+        _flat(self.run, self.addr[0](a), self.addr[1](b), self.addr[2](out), out.size,
+              self.relu)
         return out
 
     def native_signature(self, buffers: list) -> tuple | None:
@@ -172,6 +180,36 @@ class _BinaryKernel(Kernel):
         if len(buffers) != 3 or any(s != shape or d != F32_DTYPE for s, d in buffers):
             return None
         return _address(self.run), (math.prod(shape), self.relu)
+
+
+def _flat(run, a: int, b: int, out: int, n: int, relu: int) -> None:
+    """``run(a, b, out, n, relu)`` of a flat pass, split into element ranges across threads
+    (one native task list, cached per size)."""
+    threads = task_threads() if n >= _PARALLEL_ELEMENTS else 1
+    if threads == 1:
+        run(a, b, out, n, relu)
+        return
+    key = (id(run), n, relu, threads)
+    found = _FLAT.get(key)
+    if found is None:
+        if len(_FLAT) > 4096:  # sizes of many models in one process: start over
+            _FLAT.clear()
+        ranges = split_range(n, threads, _LINE)
+        found = _FLAT[key] = _tasks(run, [(hi - lo, relu) for lo, hi in ranges], 4), np.array(
+            [(4 * lo,) * 3 for lo, _ in ranges], np.int64)
+    tasks, offsets = found
+    tasks.call(1, offsets + (a, b, out), threads)
+
+
+_FLAT: dict = {}  # (entry, size, relu, threads) -> (task list, byte offsets of a, b, out)
+
+
+def _tasks(run, tails: list, first: int) -> NativeTasks:
+    """A task list calling ``run``, with columns ``first..`` of each task set to its tail."""
+    tasks = NativeTasks(len(tails))
+    tasks.records[:, 0] = native_address(run)
+    tasks.records[:, first:first + len(tails[0])] = tails
+    return tasks
 
 
 class _AffineKernel(Kernel):
@@ -199,8 +237,13 @@ class _AffineKernel(Kernel):
         call = self._calls.get(out.shape)
         if call is None:
             call = self._calls[out.shape] = self._call_for(out.shape)
-        run, args = call
-        run(self.addr[0](x), self.addr[1](out), *args)
+        run, args, split = call
+        threads = task_threads() if out.size >= _PARALLEL_ELEMENTS else 1
+        if threads == 1:
+            run(self.addr[0](x), self.addr[1](out), *args)
+        else:
+            tasks, offsets = split(threads)
+            tasks.call(1, offsets + (self.addr[0](x), self.addr[1](out)), threads)
         return out
 
     def native_signature(self, buffers: list) -> tuple | None:
@@ -220,11 +263,22 @@ class _AffineKernel(Kernel):
         s, t = self._vectors(channels)
         inner = math.prod(shape[self.axis + 1:])
         outer = math.prod(shape) // max(channels * inner, 1)
-        if inner == 1:
-            return self.kernels["affine_last"], (s.ctypes.data, t.ctypes.data, outer, channels,
-                                                 self.relu)
-        return self.kernels["affine"], (s.ctypes.data, t.ctypes.data, outer, channels, inner,
-                                        self.relu)
+        sp, tp, relu = s.ctypes.data, t.ctypes.data, self.relu
+        if inner == 1:  # [outer, C] rows
+            run = self.kernels["affine_last"]
+            return run, (sp, tp, outer, channels, relu), _splitter(
+                run, outer, lambda r0, r1: ((4 * r0 * channels,) * 2,
+                                            (sp, tp, r1 - r0, channels, relu)))
+        run = self.kernels["affine"]
+
+        def planes(p0: int, p1: int):  # planes p = o * C + c of [outer, C, inner]
+            c0 = p0 % channels
+            if p1 - p0 <= channels - c0:  # within one image: a channel range
+                return ((4 * p0 * inner,) * 2, (sp + 4 * c0, tp + 4 * c0, 1, p1 - p0, inner,
+                                                 relu))
+            return None  # ranges are whole images otherwise (see _splitter)
+        return run, (sp, tp, outer, channels, inner, relu), _splitter(
+            run, outer * channels, planes, channels)
 
     def _vectors(self, channels: int):
         vectors = self._per_channel.get(channels)
@@ -236,6 +290,37 @@ class _AffineKernel(Kernel):
                 np.ascontiguousarray(np.broadcast_to(v, (channels,))) for v in
                 (self.scale, self.shift))
         return vectors
+
+
+def _splitter(run, units: int, part, per_image: int = 1):
+    """``split(threads) -> (task list, byte offsets of x and out)`` over ranges of ``units``
+    rows or planes; ``part(lo, hi)`` gives a range's (offsets, arguments after x and out).
+    Planes split by channel ranges within images when there are fewer images than tasks,
+    else by whole images (each element is computed as in the whole call)."""
+    cache: dict = {}
+
+    def split(threads: int) -> tuple:
+        if threads not in cache:
+            images = units // per_image
+            if images >= 2 * threads or per_image == 1:
+                ranges = [(lo * per_image, hi * per_image)
+                          for lo, hi in split_range(images, 2 * threads)]
+            else:
+                ranges = [(i * per_image + lo, i * per_image + hi) for i in range(images)
+                          for lo, hi in split_range(per_image, -(-2 * threads // images))]
+            parts = [part(lo, hi) or _whole_images(lo, hi, per_image, part)
+                     for lo, hi in ranges]
+            cache[threads] = (_tasks(run, [tail for _, tail in parts], 3),
+                              np.array([offsets for offsets, _ in parts], np.int64))
+        return cache[threads]
+    return split
+
+
+def _whole_images(lo: int, hi: int, per_image: int, part) -> tuple:
+    """Whole images [lo, hi) of [outer, C, inner] planes as one affine call."""
+    first = part(lo, lo + per_image)  # the first image's call, widened to all of them
+    offsets, (sp, tp, _, channels, inner, relu) = first
+    return offsets, (sp, tp, (hi - lo) // per_image, channels, inner, relu)
 
 
 def fold_affine(scale, shift, epilogue: tuple):
@@ -352,13 +437,15 @@ class _ReluKernel(Kernel):
     def __init__(self):
         self.run = _kernels()["maximum"]
         self.zeros = np.zeros(0, np.float32)
+        self.addr = (Address(), Address())
 
     def __call__(self, x, out):
         if type(x) is not np.ndarray or x.dtype != F32_DTYPE or x.shape != out.shape:
             raise ShapeError(f"expected float32 {out.shape}", op="nn.relu", param="data")
         x = x if x.flags.c_contiguous else np.ascontiguousarray(x)
+        xp = self.addr[0](x)
         # relu(x) = max(x, x) with the relu flag: one read stream, NaN kept
-        self.run(x.ctypes.data, x.ctypes.data, out.ctypes.data, out.size, 1)
+        _flat(self.run, xp, xp, self.addr[1](out), out.size, 1)
         return out
 
 

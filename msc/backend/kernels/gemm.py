@@ -42,7 +42,7 @@ from ..llvm.loops import (
     for_range,
     imin,
 )
-from ..runtime.threads import parallel_for, task_threads
+from ..runtime.threads import NativeTasks, native_address, task_threads
 
 __all__ = ["Gemm", "GemmConfig", "PackedB", "build_gemm_module", "gemm", "pack_b", "run_gemm"]
 
@@ -335,10 +335,12 @@ def _switch(builder: ir.IRBuilder, value: ir.Value, cases: dict) -> None:
 # element is still one tile's k loop over the same K blocks, so results do not depend on the
 # split (K blocking only stores and reloads float32 accumulators, which is exact).
 
-# Waking a sleeping worker takes about 40 us here, and as long again to wake the caller when
-# the worker finishes last: a split pays off from about 150 us of work (12 MFLOP at 100 GFLOP/s;
-# measured 0.6-0.9x at 4-34 MFLOP on a loaded machine). Below this everything stays on one thread.
-PARALLEL_FLOPS = 2e7
+# A native task list on 2 threads costs about 7 us against 1.4 us on one (4 tiny tasks, best
+# case; a worker that went to sleep costs ~40 us more), so a split pays off from tens of us of
+# work: 5 MFLOP is ~50 us at 100 GFLOP/s (densenet's and inception's 7x7 convs are 4-13 MFLOP).
+# Below this everything stays on one thread.
+PARALLEL_FLOPS = 5e6
+PARALLEL_B = 1 << 17  # floats of B (512 KiB, ~25 us to stream) from which a small-M GEMM splits
 SPLITS_PER_THREAD = 2  # more parts than threads, so a thread slowed by other load takes fewer
 
 
@@ -357,26 +359,45 @@ def blocks(m: int, n: int, nr: int, threads: int) -> list[tuple[int, int, int, i
     return [(0, m, 0, n)]
 
 
-def run_block(driver, block: tuple, a: int, bp: int, bias: int, c: int, k: int, lda: int,
-              ldc: int, relu: int) -> None:
-    """The driver on one block of C (pointers in bytes; j0 is a multiple of NR)."""
-    r0, r1, j0, j1 = block
-    driver(a + r0 * lda * 4, bp + j0 * k * 4, bias + j0 * 4, c + (r0 * ldc + j0) * 4, r1 - r0,
-           j1 - j0, k, lda, ldc, relu)
-
-
 def run_gemm(driver, nr: int, a: int, bp: int, bias: int, c: int, m: int, n: int, k: int,
              lda: int, ldc: int, relu: int) -> None:
     """``driver(a, bp, bias, c, m, n, k, lda, ldc, relu)`` on checked pointers (bytes), split
-    across :func:`~msc.backend.threads.task_threads` when there is enough work."""
-    # Cost counts whole panels: a 4-column panel costs the tile as much as a full one.
-    threads = task_threads() if 2.0 * m * -(-n // nr) * nr * k >= PARALLEL_FLOPS else 1
-    parts = blocks(m, n, nr, threads) if threads > 1 else ()
-    if len(parts) > 1:
-        parallel_for(len(parts), lambda i: run_block(driver, parts[i], a, bp, bias, c, k, lda,
-                                                     ldc, relu), threads)
-    else:
-        driver(a, bp, bias, c, m, n, k, lda, ldc, relu)
+    across :func:`~msc.backend.threads.task_threads` when there is enough work: the blocks
+    run as one native task list (threads.NativeTasks), no Python per block."""
+    # Cost counts whole panels: a 4-column panel costs the tile as much as a full one. A
+    # batch-1 FC is bound by reading B: it splits by its bytes (resnet50's 8 MB in ~0.4 ms).
+    big = 2.0 * m * -(-n // nr) * nr * k >= PARALLEL_FLOPS or (m < MR and k * n >= PARALLEL_B)
+    threads = task_threads() if big else 1
+    if threads > 1:
+        split = _split(driver, nr, m, n, k, lda, ldc, relu, threads)
+        if split is not None:
+            tasks, offsets = split
+            tasks.call(1, offsets + (a, bp, bias, c), threads)
+            return
+    driver(a, bp, bias, c, m, n, k, lda, ldc, relu)
+
+
+_SPLITS: dict = {}  # (driver, shape, threads) -> (task list, byte offsets of a, bp, bias, c)
+
+
+def _split(driver, nr, m, n, k, lda, ldc, relu, threads):
+    key = (id(driver), nr, m, n, k, lda, ldc, relu, threads)
+    found = _SPLITS.get(key)
+    if found is None:
+        parts = blocks(m, n, nr, threads)
+        if len(parts) < 2:
+            found = None
+        else:
+            tasks = NativeTasks(len(parts))
+            tasks.records[:, 0] = native_address(driver)
+            tasks.records[:, 5:11] = [(r1 - r0, j1 - j0, k, lda, ldc, relu)
+                                      for r0, r1, j0, j1 in parts]
+            found = tasks, np.array([(r0 * lda * 4, j0 * k * 4, j0 * 4, (r0 * ldc + j0) * 4)
+                                     for r0, r1, j0, j1 in parts], np.int64)
+        if len(_SPLITS) > 4096:  # shapes of many models in one process: start over
+            _SPLITS.clear()
+        _SPLITS[key] = found
+    return found
 
 
 # ---------------------------------------------------------------------------------------------

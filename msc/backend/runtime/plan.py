@@ -44,6 +44,7 @@ from .match import match_value
 from .native_run import ArgSpec, kernel_step, native_step
 from .plan_code import NativeCall, Pooled, Runner, compile_run
 from .program import NOVALUE, Node, Program, analyze, eval_dims, eval_prim, node_inputs
+from .threads import copy_into
 
 __all__ = ["Plan", "make_plan", "run"]
 
@@ -470,7 +471,7 @@ def _concat_in_place(fields, whole, *slices):
     is not its slice (a kernel that returned another array) is copied."""
     for value, part in zip(fields, slices):
         if value is not part:
-            part[...] = value
+            copy_into(part, value)  # split across the kernel threads when large
     return whole
 
 

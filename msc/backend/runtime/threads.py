@@ -1,6 +1,7 @@
 """Thread count for the native kernels and the worker pool that splits their outer loops.
 
-The count is process-wide (:func:`set_num_threads`, default ``$MSC_NUM_THREADS`` or 1), and
+The count is process-wide (:func:`set_num_threads`, default ``$MSC_NUM_THREADS``, else the
+CPUs this process may run on, :func:`cpu_threads`), and
 :func:`num_threads` overrides it for the current thread or asyncio task (a context variable),
 so two VMs on two threads can each run with their own count::
 
@@ -23,6 +24,7 @@ import atexit
 import contextlib
 import ctypes
 import functools
+import itertools
 import os
 import queue
 import threading
@@ -34,7 +36,9 @@ import numpy as np
 
 from ...errors import ValidationError
 
-__all__ = ["get_num_threads", "num_threads", "parallel_for", "set_num_threads", "task_threads"]
+__all__ = ["NATIVE_ARGS", "NativeTasks", "copy_into", "cpu_threads", "get_num_threads", "native_address",
+           "num_threads", "parallel_calls", "parallel_for", "parallel_ranges", "set_num_threads",
+           "split_range", "task_threads"]
 
 MAX_THREADS = 256  # a typo such as 10**6 must not try to start a million OS threads
 WORKER_PREFIX = "msc-worker-"  # the pool's thread names (tir/compile.py tells them from others)
@@ -48,10 +52,20 @@ def _checked(n, where: str) -> int:
     return n
 
 
+def cpu_threads() -> int:
+    """CPUs this process may run on (its affinity mask, as ``taskset`` or a container's cpuset
+    limit it), at most MAX_THREADS: the default thread count."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        count = os.cpu_count() or 1
+    return max(1, min(count, MAX_THREADS))
+
+
 def _from_env() -> int:
     text = os.environ.get("MSC_NUM_THREADS", "").strip()
     if not text:
-        return 1
+        return cpu_threads()
     try:
         value = int(text)
     except ValueError:
@@ -302,3 +316,156 @@ def parallel_for(n_tasks: int, fn: Callable[[int], object],
         region.join()
     if region.error is not None:
         raise region.error
+
+
+def split_range(total: int, parts: int, align: int = 1) -> list[tuple[int, int]]:
+    """``parts`` balanced ``[lo, hi)`` ranges covering ``range(total)``; every boundary but the
+    last is a multiple of ``align`` (whole vectors or tiles per part). Empty parts are dropped.
+
+        >>> split_range(10, 3)
+        [(0, 3), (3, 6), (6, 10)]
+    """
+    units = -(-total // align)
+    parts = max(1, min(parts, units))
+    edges = [min(total, units * i // parts * align) for i in range(parts + 1)]
+    return [(lo, hi) for lo, hi in itertools.pairwise(edges) if hi > lo]
+
+
+def parallel_ranges(total: int, fn: Callable[[int, int], object], work: float,
+                    min_work: float, align: int = 1, per_thread: int = 1) -> None:
+    """``fn(lo, hi)`` over balanced ranges of ``range(total)``: one call on this thread when
+    ``work`` (any unit) is below ``min_work`` or only one thread is available, else
+    ``per_thread`` ranges per thread in one ``parallel_for``."""
+    threads = task_threads() if work >= min_work else 1
+    parts = split_range(total, threads * per_thread, align) if threads > 1 else ()
+    if len(parts) > 1:
+        parallel_for(len(parts), lambda i: fn(*parts[i]), threads)
+    elif total:
+        fn(0, total)
+
+
+# ---------------------------------------------------------------------------------------------
+# Native task lists: one ctypes call per thread and op, not one Python call per task.
+
+NATIVE_ARGS = 10  # integer / pointer arguments a native task may take
+_RECORD = NATIVE_ARGS + 1  # int64s per task: the function's address, then its arguments
+_ARGS_TY = ", ".join(["i64"] * NATIVE_ARGS)
+_RUN_TASKS_IR = f"""
+define void @msc_threads_run_tasks(i64* %records, i64 %n, i64* %next) {{
+entry:
+  br label %claim
+claim:
+  %i = atomicrmw add i64* %next, i64 1 monotonic
+  %more = icmp slt i64 %i, %n
+  br i1 %more, label %call, label %done
+call:
+  %base = mul i64 %i, {_RECORD}
+  %rec = getelementptr inbounds i64, i64* %records, i64 %base
+  %raw = load i64, i64* %rec
+  %fn = inttoptr i64 %raw to void ({_ARGS_TY})*
+""" + "".join(f"""  %p{k} = getelementptr inbounds i64, i64* %rec, i64 {k + 1}
+  %a{k} = load i64, i64* %p{k}
+""" for k in range(NATIVE_ARGS)) + f"""  call void %fn({", ".join(f"i64 %a{k}" for k in range(NATIVE_ARGS))})
+  br label %claim
+done:
+  ret void
+}}
+"""
+
+
+@functools.cache
+def _task_runner():
+    """``run(records, n, next)``: claims task indices from ``next`` (an atomic counter) and
+    calls each record's function with its NATIVE_ARGS int64 arguments, until n are taken. On
+    x86-64 and AArch64 a function taking fewer integer or pointer arguments (int32 included)
+    reads its own from the same registers and stack slots, so one call signature serves every
+    kernel entry."""
+    from ..llvm.jit import get_jit
+
+    return get_jit().compile(_RUN_TASKS_IR, ["msc_threads_run_tasks"]).cfunc(
+        "msc_threads_run_tasks", None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
+
+
+def native_address(cfunc) -> int:
+    """The address of a ctypes function (a compiled kernel entry), for :func:`parallel_calls`."""
+    return ctypes.cast(cfunc, ctypes.c_void_p).value
+
+
+def parallel_calls(address: int, args: np.ndarray, threads: int | None = None) -> None:
+    """Call the native function at ``address`` once per row of ``args`` (int64, up to
+    NATIVE_ARGS columns: integers and pointers), on up to ``threads`` threads (see
+    :class:`NativeTasks`, which kernels keep to call the same tasks again)."""
+    tasks = NativeTasks(len(args))
+    tasks.records[:, 0] = address
+    tasks.records[:, 1:1 + args.shape[1]] = args
+    tasks.run(threads)
+
+
+class NativeTasks:
+    """``n`` native calls, ``records[i] = (function address, NATIVE_ARGS int64 arguments)``,
+    run by :meth:`run`: the rows are handed out by an atomic counter inside native code, so a
+    task costs no Python and no GIL; each thread makes one ctypes call. Kernels keep one per
+    plan and rewrite only the pointer columns that change between calls (``records`` keeps
+    its address). The functions must not fail (they return void)."""
+
+    __slots__ = ("_busy", "_next", "_next_ptr", "_ptr", "n", "records")
+
+    def __init__(self, n: int):
+        self.n = n
+        self.records = np.zeros((n, _RECORD), np.int64)
+        self._next = np.zeros(1, np.int64)
+        self._ptr, self._next_ptr = self.records.ctypes.data, self._next.ctypes.data
+        self._busy = threading.Lock()
+
+    def call(self, first: int, values, threads: int | None = None) -> None:
+        """Set columns ``first..`` of every record to ``values`` (a row of pointers, or one
+        row per task), then :meth:`run`. A concurrent caller of the same list (two VMs
+        running one model on two threads) works on a copy."""
+        tasks = self
+        if not self._busy.acquire(blocking=False):
+            tasks = NativeTasks(self.n)
+            tasks.records[:] = self.records
+            tasks._busy.acquire()
+        try:
+            tasks.records[:, first:first + np.shape(values)[-1]] = values
+            tasks.run(threads)
+        finally:
+            tasks._busy.release()
+
+    def run(self, threads: int | None = None) -> None:
+        """Every task once, on up to ``threads`` threads (default :func:`task_threads`)."""
+        run, n, ptr, next_ptr = _task_runner(), self.n, self._ptr, self._next_ptr
+        self._next[0] = 0
+        count = min(n, task_threads() if threads is None else threads)
+        if count <= 1:
+            run(ptr, n, next_ptr)
+        else:
+            parallel_for(count, lambda _: run(ptr, n, next_ptr), count)
+
+
+_COPY_PARALLEL = 1 << 18  # bytes from which copy_into splits (a 256 KiB copy takes ~20 us)
+_COPY_SPLITS: dict = {}  # (bytes, threads) -> (task list, byte offsets, as for memmove)
+
+
+def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
+    """``dst[...] = src``; a large copy between C-contiguous arrays of one dtype and shape
+    runs as byte ranges of libc's memmove on the threads (densenet's concats copy megabytes)."""
+    nbytes = dst.nbytes
+    threads = task_threads() if nbytes >= _COPY_PARALLEL else 1
+    if (threads == 1 or type(src) is not np.ndarray or src.dtype != dst.dtype
+            or src.shape != dst.shape
+            or not (src.flags.c_contiguous and dst.flags.c_contiguous)):
+        dst[...] = src
+        return
+    key = (nbytes, threads)
+    found = _COPY_SPLITS.get(key)
+    if found is None:
+        if len(_COPY_SPLITS) > 4096:  # sizes of many models in one process: start over
+            _COPY_SPLITS.clear()
+        ranges = split_range(nbytes, threads, 64)
+        tasks = NativeTasks(len(ranges))
+        tasks.records[:, 0] = native_address(ctypes.memmove)
+        tasks.records[:, 3] = [hi - lo for lo, hi in ranges]
+        found = _COPY_SPLITS[key] = tasks, np.array([(lo, lo) for lo, _ in ranges], np.int64)
+    tasks, offsets = found
+    tasks.call(1, offsets + (dst.ctypes.data, src.ctypes.data), threads)
