@@ -436,7 +436,9 @@ class _PermuteKernel(Kernel):
         shape, out = buffers[0][0], buffers[1][0]
         if len(self.axes) != len(shape) or out != tuple(shape[a] for a in self.axes):
             return None
-        plan = self._plan(shape, self.axes) if math.prod(out) else None
+        if math.prod(out) >= _PARALLEL_ELEMENTS:  # big enough to split across threads
+            return None
+        plan = self.plan_of(tuple(shape), self.axes) if math.prod(out) else None
         return None if plan is None else (ctypes.cast(self.run, ctypes.c_void_p).value, plan)
 
     @staticmethod
