@@ -6,7 +6,7 @@ copies. Readers check the count they are about to build against ``max_joints()``
 raise a ResourceLimitError naming the model part and the setting::
 
     check_joints(16_781_313, "unrolling Loop 'outer'", node="outer")
-    # ResourceLimitError: node 'outer': unrolling Loop 'outer' makes 16781313 joints, over
+    # ResourceLimitError: node 'outer': unrolling Loop 'outer' would make 16781313 joints, over
     # the limit of 1000000 (hint: raise it with MSC_MAX_JOINTS=... or msc.limits.joint_limit)
 
 The default (1,000,000) is fifty times the largest graph the tests build (a 20,000-joint
@@ -61,7 +61,7 @@ def check_joints(count: int, what: str, **context) -> None:
     """Raise ResourceLimitError when ``count`` joints would pass the limit."""
     limit = max_joints()
     if count > limit:
-        raise ResourceLimitError(f"{what} makes {count} joints, over the limit of {limit}",
+        raise ResourceLimitError(f"{what} would make {count} joints, over the limit of {limit}",
                                  hint=f"if the model is really this large, raise the limit "
                                       f"with {ENV}={count} or msc.limits.joint_limit({count})",
                                  **context)

@@ -185,7 +185,7 @@ class OnnxImporter:
 
     def convert(self) -> tuple:
         graph = self.model.graph
-        check_joints(len(graph.node), f"the ONNX graph's {len(graph.node)} nodes")
+        check_joints(len(graph.node), "converting the ONNX graph's nodes")
         self._check_converters(graph)
         params = self._params(graph)
         with self.bb.function("main", params):

@@ -94,7 +94,7 @@ class GraphBuilder:
     def build(self) -> tuple[list[NodeSpec], list[str], list[str], list[WeightRef]]:
         """Node records in order, graph input and output tensor names, weight refs."""
         check_joints(len(self.view.bindings) + len(self.view.func.params),
-                     "the Relax function's bindings")  # before building any node
+                     "building the graph from the Relax function")  # before building any node
         inputs = [self._add_input(p) for p in self.view.func.params]
         for block, binding in self.view.bindings:
             if binding.var in self.absorbed:
