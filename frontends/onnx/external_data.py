@@ -51,9 +51,9 @@ def _entries(tensor: onnx.TensorProto) -> dict:
 def _data_path(tensor: onnx.TensorProto, location: str, base_dir: str) -> str:
     """The data file's real path; it must lie inside the model's folder (no ``..``, no
     absolute path, no symbolic link leading out)."""
-    if not location:
-        raise ValidationError("external data without a location", tensor=tensor.name,
-                              hint=_HINT)
+    if not location or "\0" in location:  # a NUL byte: os.path raises ValueError
+        raise ValidationError(f"external data location {location!r} is not a file name",
+                              tensor=tensor.name, hint=_HINT)
     root = os.path.realpath(base_dir or os.curdir)
     path = os.path.realpath(os.path.join(root, location))
     if os.path.isabs(location) or not path.startswith(root + os.sep):

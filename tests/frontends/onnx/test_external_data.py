@@ -12,11 +12,14 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from benchmarks.large_model import layer_weight, write_model
 from frontends.onnx.api import from_onnx
 from frontends.relax.weights import is_mapped
 from msc.errors import ValidationError
+from tests.helpers.fuzz import FUZZ_SETTINGS, loads_or_refuses
 
 WIDTH, LAYERS = 512, 3  # three 1 MB float32 weights
 ROOT = Path(__file__).resolve().parents[3]
@@ -105,9 +108,11 @@ def test_symbolic_link_leading_out_is_refused(model_path, tmp_path_factory):
         from_onnx(model_path, as_msc=False)
 
 
-def test_missing_location_is_refused(model_path):
-    _edit(model_path, 0, location=None)
-    with pytest.raises(ValidationError, match="tensor 'w0'.*without a location"):
+@pytest.mark.parametrize("location", [None, "", "weights.bin\0x"])
+def test_missing_or_impossible_location_is_refused(model_path, location):
+    """A NUL byte was ValueError (embedded null byte) from os.path."""
+    _edit(model_path, 0, location=location if location else None)
+    with pytest.raises(ValidationError, match="tensor 'w0'.*is not a file name"):
         from_onnx(model_path, as_msc=False)
 
 
@@ -128,3 +133,37 @@ def test_large_model_benchmark_over_2gb():
     for row in rows:
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert float(cells[3]) < 0.2 and cells[4].split("/")[0] == cells[4].split("/")[1], row
+
+
+ENTRY_VALUES = st.one_of(
+    st.integers(-2 ** 70, 2 ** 70).map(str), st.text(max_size=12),
+    st.sampled_from(["weights.bin", "../weights.bin", "/etc/passwd", "", ".", "..",
+                     "weights.bin/..", "a" * 300, "weights.bin\0x", "weights.bin\0",
+                     "C:\\w.bin", "~/w.bin"]))
+
+
+@FUZZ_SETTINGS
+@given(st.dictionaries(st.sampled_from(["location", "offset", "length", "checksum", "x"]),
+                       ENTRY_VALUES, max_size=4),
+       st.lists(st.integers(-3, 2 ** 40), max_size=3))
+def test_fuzz_external_entries(tmp_path_factory, entries, dims):
+    """Random entries and dims: the model loads (the data then equals the file's bytes) or
+    an msc error names the tensor; never another exception, never a read outside."""
+    folder = tmp_path_factory.mktemp("fuzz")
+    path, _ = write_model(folder, 2 * 64 * 64 * 4, 64)
+    model = onnx.load(path, load_external_data=False)
+    init = model.graph.initializer[1]
+    del init.external_data[:]
+    for key, value in entries.items():
+        entry = init.external_data.add()
+        entry.key, entry.value = key, value
+    if dims:
+        init.dims[:] = dims
+    onnx.save_model(model, path)
+    weights = loads_or_refuses(lambda p: from_onnx(p, as_msc=False)[1], path)
+    if weights is not None:
+        array = weights["w1"]
+        assert is_mapped(array) and os.path.dirname(array.filename) == str(folder)
+        raw = np.fromfile(folder / "weights.bin", "float32", offset=array.offset,
+                          count=array.size)
+        np.testing.assert_array_equal(np.ravel(array), raw)
