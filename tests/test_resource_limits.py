@@ -112,7 +112,8 @@ def test_a_bad_limit_setting_is_named(monkeypatch, value):
 
 def test_relax_bindings_over_the_limit_are_refused():
     mod, _ = from_onnx(chain_model(30), as_msc=False)
-    with joint_limit(20), pytest.raises(ResourceLimitError, match="from the Relax function would make"):
+    with joint_limit(20), pytest.raises(ResourceLimitError,
+                                        match="from the Relax function would make"):
         from_relax(mod)
 
 
