@@ -7,7 +7,7 @@ from onnx import TensorProto as T
 from onnx import helper
 
 from frontends.onnx.api import from_onnx
-from msc.errors import SerializationError
+from msc.errors import SerializationError, ValidationError
 
 NAME = "conv1_b_0__SHAPE"
 
@@ -41,4 +41,27 @@ def test_a_model_proto_with_bytes_names_is_refused():
     model = onnx.ModelProto()
     model.ParseFromString(_model().replace(b"y", b"\xff", 1))
     with pytest.raises(SerializationError, match="<ModelProto>"):
+        from_onnx(model, as_msc=False)
+
+
+@pytest.mark.parametrize("elem", [2143219455, 0, -1])
+def test_a_tensor_attribute_of_unknown_type_names_node_and_attribute(elem):
+    """Was KeyError from onnx's type table (ConstantOfShape's value, in a mutated squeezenet)."""
+    value = helper.make_tensor("v", T.FLOAT, [1], [1.0])
+    value.data_type = elem
+    node = helper.make_node("ConstantOfShape", ["s"], ["y"], name="fill", value=value)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("s", T.INT64, [2])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(ValidationError, match=r"node 'fill': attribute 'value' cannot be read"):
+        from_onnx(model, as_msc=False)
+
+
+def test_a_tensor_attribute_declaring_more_than_it_stores_is_refused():
+    value = helper.make_tensor("v", T.FLOAT, [1], [1.0])
+    value.dims[:] = [10 ** 6, 10 ** 6]
+    node = helper.make_node("Constant", [], ["y"], name="c", value=value)
+    graph = helper.make_graph([node], "g", [], [helper.make_tensor_value_info("y", T.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    with pytest.raises(ValidationError, match=r"node 'c'.*1000000000000 elements"):
         from_onnx(model, as_msc=False)
