@@ -14,12 +14,11 @@ import json
 import math
 import os
 import struct
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from msc.errors import SerializationError
+from msc.errors import MSCError, SerializationError
 
 from .qweight import unpack_weights
 
@@ -53,8 +52,13 @@ def _read_npz(path: Path) -> dict[str, np.ndarray]:
         what = "pickled objects (refused)" if "pickle" in str(err) else f"a bad array: {err}"
         raise SerializationError(f"the file holds {what}", file=str(path),
                                  hint="weights are plain numeric arrays") from None
-    except (zipfile.BadZipFile, OSError, EOFError, KeyError, NotImplementedError) as err:
-        raise SerializationError(f"not a readable .npz archive: {err}", file=str(path)) from None
+    except MSCError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a stranger's archive breaks zipfile and numpy in
+        # many ways: BadZipFile, EOFError, zlib.error, RuntimeError (an encrypted member),
+        # tokenize.TokenError and SyntaxError (a .npy header that is not a dict), ...
+        raise SerializationError(f"not a readable .npz archive: {type(err).__name__}: {err}",
+                                 file=str(path)) from None
 
 
 def _read_safetensors(path: Path) -> dict[str, np.ndarray]:

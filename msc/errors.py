@@ -14,6 +14,7 @@ __all__ = [
     "BuildError",
     "MSCError",
     "ParseError",
+    "ResourceLimitError",
     "RuntimeCallError",
     "ScheduleError",
     "SerializationError",
@@ -115,6 +116,11 @@ class SerializationError(MSCError):
 
 class ValidationError(MSCError):
     """A structure that breaks an invariant (graph order, links, names, missing entry)."""
+
+
+class ResourceLimitError(ValidationError):
+    """A model that declares more than a limit allows (joints, elements), refused before the
+    work or the memory is spent; the hint names the setting that raises the limit."""
 
 
 class BuildError(MSCError):

@@ -15,7 +15,9 @@ from functools import cache
 import onnx
 from onnx import AttributeProto, defs, helper, numpy_helper
 
-from msc.errors import ValidationError
+from msc.errors import MSCError, ValidationError
+
+from .tensor_check import check_stored
 
 __all__ = ["attr_value", "node_attrs", "schema_of"]
 
@@ -23,15 +25,22 @@ __all__ = ["attr_value", "node_attrs", "schema_of"]
 def attr_value(attr: AttributeProto):
     """One AttributeProto as a Python value (bytes decoded, tensors as numpy)."""
     if attr.type == AttributeProto.TENSOR:
-        return numpy_helper.to_array(attr.t)
+        return _tensor(attr.t)
     if attr.type == AttributeProto.TENSORS:
-        return [numpy_helper.to_array(t) for t in attr.tensors]
+        return [_tensor(t) for t in attr.tensors]
     value = helper.get_attribute_value(attr)
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     if isinstance(value, list) and value and isinstance(value[0], bytes):
         return [v.decode("utf-8", errors="replace") for v in value]
     return value
+
+
+def _tensor(tensor: onnx.TensorProto):
+    """A tensor attribute's value; its element type and dims are checked against the stored
+    data first (an unknown type was a KeyError from onnx, found by fuzzing)."""
+    check_stored(tensor)
+    return numpy_helper.to_array(tensor)
 
 
 @cache
@@ -78,8 +87,9 @@ def node_attrs(node: onnx.NodeProto, opset: int, name: str | None = None) -> dic
 def _checked_value(attr: AttributeProto, node: onnx.NodeProto, name: str | None):
     try:
         return attr_value(attr)
-    except (TypeError, ValueError) as err:  # e.g. a tensor attribute of undefined dtype
-        raise ValidationError(f"attribute {attr.name!r} cannot be read ({err})",
+    except (TypeError, ValueError, KeyError, MSCError) as err:  # e.g. an unknown dtype
+        why = err.message if isinstance(err, MSCError) else err
+        raise ValidationError(f"attribute {attr.name!r} cannot be read ({why})",
                               node=name or node.name, op=node.op_type,
                               hint="fix or re-export the model") from None
 

@@ -15,11 +15,13 @@ import numpy as np
 
 from msc import relax
 from msc.errors import UnsupportedOpError
+from msc.limits import JointBudget
 from msc.relax.expr import Call, Constant, Expr, Tuple, TupleGetItem
 from msc.relax.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from msc.tir import expr as tir
 
 from . import shape_fold
+from .unroll_size import graph_size
 
 __all__ = ["Context", "OnnxNode"]
 
@@ -48,8 +50,10 @@ class OnnxNode:
 class Context:
     """Emits converter output through the BlockBuilder; folds constants and shape values."""
 
-    def __init__(self, bb: relax.BlockBuilder, subgraph=None, lookup=None):
+    def __init__(self, bb: relax.BlockBuilder, subgraph=None, lookup=None,
+                 budget: JointBudget | None = None):
         self.bb = bb
+        self.budget = budget or JointBudget()  # joints emitted, against msc.limits
         self.subgraph = subgraph  # fn(GraphProto) -> outputs, converting it in place
         self.lookup = lookup  # fn(ONNX value name) -> its expr in scope, or None
         self.known: dict = {}  # var -> object array of PrimExprs (values of shape tensors)
@@ -79,6 +83,7 @@ class Context:
         known = shape_fold.fold_symbolic_call(call, values)
         if known is not None and shape_fold.is_fully_const(known):
             return shape_fold.to_constant(known, call.struct_info.dtype)
+        self.budget.spend(1, "converting the model")
         var = self.bb.emit(call)
         if known is not None:
             self.known[var] = known
@@ -92,6 +97,20 @@ class Context:
         var = self.emit(expr)
         self.known[var] = values
         return var
+
+    def reserve_unroll(self, node: OnnxNode, steps: int, body=None, per_step: int = 1):
+        """Refuse unrolling ``node`` ``steps`` times when the copies would pass the joint
+        limit, before building any (``body``: the GraphProto copied per step)."""
+        if body is not None:
+            per_step = graph_size(body, self._outer_int)
+        self.budget.reserve(steps * max(per_step, 1), f"unrolling {node.op_type} {node.name!r} "
+                            f"({steps} steps of {per_step} joints)", node=node.name)
+
+    def _outer_int(self, name: str):
+        expr = self.lookup(name) if self.lookup else None
+        data = self.value(expr)
+        return int(np.ravel(data)[0]) if data is not None and np.size(data) == 1 and \
+            data.dtype.kind in "iu" else None
 
     # ---- reading values -------------------------------------------------------------------
     def value(self, expr) -> np.ndarray | None:

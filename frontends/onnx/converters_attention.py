@@ -242,6 +242,7 @@ def convert_linear_attention(g: Context, node: OnnxNode):
     at = node.attrs
     q_heads, kv_heads = at["q_num_heads"], at["kv_num_heads"]
     batch, steps, _ = _static(node, g, q)
+    g.reserve_unroll(node, steps, per_step=8)  # the ops _linear_attention_step emits, about
     q4, k4, v4 = (_f32(g, _heads_first(g, x, h, _static(node, g, x)))
                   for x, h in ((q, q_heads), (k, kv_heads), (v, kv_heads)))
     dk, dv = _static(node, g, k4)[3], _static(node, g, v4)[3]

@@ -12,6 +12,7 @@ from msc.tir import expr as tir
 from .common import call
 from .context import Context, OnnxNode
 from .loop_closed_form import closed_form_loop
+from .unroll_size import MAX_UNROLL
 
 
 def convert_if(g: Context, node: OnnxNode):
@@ -74,6 +75,7 @@ def convert_scan(g: Context, node: OnnxNode):
     steps = tir.as_int(g.shape(scans[0])[in_axes[0]]) if g.shape(scans[0]) else None
     if steps is None:
         raise node.unsupported("Scan needs a static sequence length")
+    g.reserve_unroll(node, steps, body)
     collected = []
     for t in range(steps):
         slices = [g.emit(call("take", x, relax.const(steps - 1 - t if d else t), a))
@@ -95,6 +97,7 @@ def convert_scan_v8(g: Context, node: OnnxNode):
     batch = tir.as_int(g.shape(inputs[0])[0]) if g.shape(inputs[0]) else None
     if batch is None:
         raise node.unsupported("Scan-8 needs a static batch size")
+    g.reserve_unroll(node, batch, node.attrs["body"])  # each item: a Scan (checked again)
     count = node.attrs["num_scan_inputs"]
     per_item = []
     for b in range(batch):
@@ -121,9 +124,6 @@ def _stack_scan_outputs(g: Context, node: OnnxNode, collected: list) -> list:
     return outs
 
 
-MAX_UNROLL = 4096  # Loop steps inlined at most (each step copies the body into main)
-
-
 def convert_loop(g: Context, node: OnnxNode):
     """Loop with a trip count and a stop condition known at conversion time: unrolled. A trip
     count or a condition known only at run time is unsupported (it needs a VM loop)."""
@@ -140,6 +140,8 @@ def convert_loop(g: Context, node: OnnxNode):
         raise node.unsupported("Loop without a trip count or condition never ends")
     states, keep = list(node.inputs[2:]), _known_cond(g, node, cond)
     steps = MAX_UNROLL + 1 if count is None else count[0]
+    if count is not None:  # a stop condition may end it sooner: checked per joint then
+        g.reserve_unroll(node, min(steps, MAX_UNROLL), node.attrs["body"])
     collected, step = [], 0
     while keep and step < steps:
         if step >= MAX_UNROLL:

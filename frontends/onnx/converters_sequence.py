@@ -115,8 +115,9 @@ def convert_sequence_map(g: Context, node: OnnxNode):
     lengths = {len(x) for x in node.inputs if is_sequence(x)}
     if len(lengths) != 1:
         raise node.unsupported("SequenceMap needs input sequences of one known length")
-    collected = []
-    for i in range(lengths.pop()):
+    collected, length = [], lengths.pop()
+    g.reserve_unroll(node, length, node.attrs["body"])
+    for i in range(length):
         args = [x.fields[i] if is_sequence(x) else x for x in node.inputs]
         outputs = g.subgraph(node.attrs["body"], args)
         if any(o is None for o in outputs):

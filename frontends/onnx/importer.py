@@ -22,6 +22,7 @@ from onnx import external_data_helper, helper, numpy_helper
 
 from msc import relax
 from msc.errors import MSCError, SerializationError, UnsupportedOpError, ValidationError
+from msc.limits import JointBudget, check_joints
 from msc.relax.expr import Expr, TupleGetItem
 from msc.relax.struct_info import TupleStructInfo
 from msc.relax.transform.dead_code_elimination import remove_all_unused
@@ -32,6 +33,8 @@ from . import opset as opsets
 from .attrs import node_attrs, schema_of
 from .context import Context, OnnxNode
 from .dtypes import relax_dtype
+from .external_data import external_array
+from .proto_text import check_names
 
 __all__ = ["OnnxImporter", "load_model", "sanitize"]
 
@@ -42,6 +45,7 @@ __all__ = ["OnnxImporter", "load_model", "sanitize"]
 def load_model(model) -> tuple[onnx.ModelProto, str]:
     """A ModelProto, a path or serialized bytes -> (ModelProto, directory of its data files)."""
     if isinstance(model, onnx.ModelProto):
+        check_names(model, "<ModelProto>")
         return model, ""
     if isinstance(model, (bytes, bytearray)):
         return _parse(bytes(model), "<bytes>"), ""
@@ -65,6 +69,7 @@ def _parse(data: bytes, source: str) -> onnx.ModelProto:
         raise SerializationError(f"not a valid ONNX model ({err})", file=source,
                                  hint="the file is truncated or corrupted; re-export or "
                                       "download it again") from None
+    check_names(model, source)
     return model
 
 
@@ -80,21 +85,7 @@ def initializer_array(tensor: onnx.TensorProto, base_dir: str) -> np.ndarray:
         except (ValueError, TypeError) as err:
             raise SerializationError(f"initializer data cannot be read ({err})",
                                      tensor=tensor.name) from None
-    info = external_data_helper.ExternalDataInfo(tensor)
-    path = os.path.realpath(os.path.join(base_dir, info.location))
-    if not path.startswith(os.path.realpath(base_dir) + os.sep):
-        raise ValidationError(f"external data {info.location!r} lies outside the model's "
-                              "directory", tensor=tensor.name)
-    if not os.path.isfile(path):
-        raise ValidationError(f"external data file {path!r} is missing", tensor=tensor.name,
-                              hint="keep the data files next to the model (paths are relative)")
-    dtype = tensor_check.np_dtype(tensor)
-    shape = tuple(tensor.dims)
-    tensor_check.check_external(tensor, shape, dtype, os.path.getsize(path) - (info.offset or 0))
-    if dtype.kind not in "biuf" or dtype.itemsize * 8 < 8:
-        return numpy_helper.to_array(tensor, base_dir)
-    return np.memmap(path, dtype=dtype.newbyteorder("<"), mode="r", offset=info.offset or 0,
-                     shape=shape)
+    return external_array(tensor, base_dir)
 
 
 _NOT_IDENT = re.compile(r"\W")
@@ -184,7 +175,7 @@ class OnnxImporter:
         self.input_info = input_info
         self.bb = relax.BlockBuilder()
         self.ctx = Context(self.bb, subgraph=self._inline_graph,
-                           lookup=lambda name: self.env.get(name))
+                           lookup=lambda name: self.env.get(name), budget=JointBudget())
         self.env: dict[str, Expr] = {}
         self.bound: set[str] = set()  # names produced by nodes so far (they must be unique)
         self.weights: dict[str, np.ndarray] = {}
@@ -194,6 +185,7 @@ class OnnxImporter:
 
     def convert(self) -> tuple:
         graph = self.model.graph
+        check_joints(len(graph.node), "converting the ONNX graph's nodes")
         self._check_converters(graph)
         params = self._params(graph)
         with self.bb.function("main", params):

@@ -18,7 +18,7 @@ from onnx import TensorProto, helper
 
 from msc.errors import SerializationError, ValidationError
 
-__all__ = ["check_external", "check_stored", "np_dtype"]
+__all__ = ["check_external", "check_stored", "np_dtype", "stored_bytes"]
 
 # Element types packed two to a byte (and two to an int32_data entry).
 _PACKED = {getattr(TensorProto, n) for n in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(
@@ -50,6 +50,11 @@ def _stored_bytes(count: int, tensor: onnx.TensorProto, dtype: np.dtype) -> int:
     return (count + 1) // 2 if tensor.data_type in _PACKED else count * dtype.itemsize
 
 
+def stored_bytes(tensor: onnx.TensorProto, dtype: np.dtype) -> int:
+    """The bytes the tensor's declared dims take in raw (or external) form."""
+    return _stored_bytes(element_count(tensor), tensor, dtype)
+
+
 def _stored_values(count: int, tensor: onnx.TensorProto) -> int:
     if tensor.data_type in _PACKED:
         return (count + 1) // 2
@@ -74,11 +79,11 @@ def check_stored(tensor: onnx.TensorProto) -> None:
 
 
 def check_external(tensor: onnx.TensorProto, shape: tuple, dtype: np.dtype,
-                   available: int) -> None:
+                   available: int, file: str | None = None) -> None:
     """External data: the file holds at least the declared bytes."""
     count = element_count(tensor)
     want = _stored_bytes(count, tensor, dtype)
     if want > available:
         raise ValidationError(f"initializer declares dims {list(shape)} ({count} elements, "
                               f"{want} bytes) but its data file holds {available} bytes",
-                              tensor=tensor.name, hint=_HINT)
+                              file=file, tensor=tensor.name, hint=_HINT)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
+from msc.limits import check_joints
 from msc.relax.expr import Call, Constant, Expr, Function, ShapeExpr, Tuple, TupleGetItem, Var
 from msc.relax.op.registry import Op
 from msc.relax.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
@@ -92,6 +93,8 @@ class GraphBuilder:
     # ---- driver ---------------------------------------------------------------------------
     def build(self) -> tuple[list[NodeSpec], list[str], list[str], list[WeightRef]]:
         """Node records in order, graph input and output tensor names, weight refs."""
+        check_joints(len(self.view.bindings) + len(self.view.func.params),
+                     "building the graph from the Relax function")  # before building any node
         inputs = [self._add_input(p) for p in self.view.func.params]
         for block, binding in self.view.bindings:
             if binding.var in self.absorbed:

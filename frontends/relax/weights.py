@@ -9,13 +9,15 @@ constant) permutes the data::
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 
 from msc.errors import ValidationError
 
 from .graph_builder import WeightRef
 
-__all__ = ["normalize_weights"]
+__all__ = ["is_mapped", "normalize_weights"]
 
 
 def _to_data(ref: WeightRef) -> np.ndarray:
@@ -27,8 +29,20 @@ def _to_data(ref: WeightRef) -> np.ndarray:
         if sorted(ref.layout) != sorted(layout):
             raise ValidationError(f"weight layout {layout!r} does not permute the constant's "
                                   f"layout {ref.layout!r}", tensor=tensor.name)
-        return np.ascontiguousarray(data.transpose([ref.layout.index(c) for c in layout]))
+        view = data.transpose([ref.layout.index(c) for c in layout])
+        # A memory-mapped weight (ONNX external data) stays mapped: copying it would double a
+        # large model's memory; the consumers that need C order (save, codegen) copy in chunks.
+        return view if is_mapped(data) else np.ascontiguousarray(view)
     return data
+
+
+def is_mapped(data: np.ndarray) -> bool:
+    """True when the array's memory is a file mapping (np.memmap or a view of one)."""
+    while isinstance(data, np.ndarray):
+        if isinstance(data, np.memmap):
+            return True
+        data = data.base
+    return isinstance(data, mmap.mmap)
 
 
 def normalize_weights(graph, refs: list[WeightRef]) -> dict[str, np.ndarray]:

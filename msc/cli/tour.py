@@ -13,6 +13,7 @@ from . import (
     demo_cli,
     demo_hostile,
     demo_int8_onnx,
+    demo_limits,
     demo_onnx,
     demo_onnx_runtime,
     demo_onnx_sequence,
@@ -37,7 +38,8 @@ STEPS = [demo.step_graph_from_json, demo.step_relax_builder, demo.step_op_table,
          demo_quant_anchor.step_quant_anchor,
          demo_int8_onnx.step_int8_onnx, demo_view.step_view, demo_threads.step_threads, demo_profile.step_profile,
          demo_cli.step_cli,
-         demo.step_hostile_input, demo_hostile.step_hostile]
+         demo.step_hostile_input, demo_hostile.step_hostile,
+         demo_limits.step_limits]
 
 
 def run_demo(out: str) -> int:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import MSCError, SerializationError
+from ..limits import check_joints
 from . import schema
 from .files import with_context
 from .joint import BaseJoint, MSCJoint, MSCPrim, WeightJoint
@@ -139,6 +140,7 @@ def _build_all(items: list, table: tuple, what: str,
 def graph_parts(data: Any) -> tuple[str, list[MSCJoint], list[str], list[str], list[MSCPrim]]:
     """``(name, nodes, input_names, output_names, prims)`` for ``MSCGraph(...)``."""
     name, inputs, outputs, nodes, prims = schema.read_fields(data, schema.GRAPH, "graph")
+    check_joints(len(nodes), f"building graph {name!r} from its node list")  # before building any joint
     joints, _ = _build_all(nodes, schema.NODE, "node", _build_node)
     prim_joints, _ = _build_all(prims, schema.PRIM, "prim", _build_prim)
     return name, joints, inputs, outputs, prim_joints
@@ -147,6 +149,7 @@ def graph_parts(data: Any) -> tuple[str, list[MSCJoint], list[str], list[str], l
 def weight_graph_parts(data: Any) -> tuple[str, list[WeightJoint]]:
     """``(name, joints)`` of a WeightGraph; friends are resolved in a second pass."""
     name, nodes = schema.read_fields(data, schema.WEIGHT_GRAPH, "weight graph")
+    check_joints(len(nodes), f"building weight graph {name!r} from its node list")
     joints, rows = _build_all(nodes, schema.WEIGHT_NODE, "weight node", _build_weight_node)
     by_name = {j.name: j for j in joints}
     for joint, row in zip(joints, rows):

@@ -57,6 +57,24 @@ def _static(sinfo) -> bool:
     return isinstance(sinfo, (ShapeStructInfo, PrimStructInfo))
 
 
+# Results above this many bytes are left to run time: folding would allocate them now (a model
+# can declare a 10^12-element ConstantOfShape), and constants that large are weights, not
+# shape arithmetic.
+MAX_FOLD_BYTES = 1 << 30
+
+
+def _small(sinfo) -> bool:
+    """A static tensor result within MAX_FOLD_BYTES (tuples: every field)."""
+    if isinstance(sinfo, TupleStructInfo):
+        return all(_small(f) for f in sinfo.fields)
+    if isinstance(sinfo, TensorStructInfo) and sinfo.values is not None and sinfo.is_static:
+        count = 1
+        for dim in sinfo.values:
+            count *= int(dim)
+        return count * np.dtype(sinfo.dtype).itemsize <= MAX_FOLD_BYTES
+    return True
+
+
 def _numpy_dtype(dtype: str) -> bool:
     """Only numpy's own dtypes fold: not "void" (unknown), nor bfloat16 / float8, which numpy
     lacks (ml_dtypes, when some library loads it, adds them as opaque 'V' kinds)."""
@@ -131,7 +149,8 @@ class _Folder(ExprMutator):
         load_facts("numpy")
         # runtime ops (calls into other functions, runtime objects): not the op's value
         return (not op_def.runtime and "numpy" in op_def.facts
-                and not is_impure(call, self.mod) and _static(call.struct_info))
+                and not is_impure(call, self.mod) and _static(call.struct_info)
+                and _small(call.struct_info))
 
     def _known(self, expr):
         """A var's bound value when that value is constant-like, else the expr itself."""
