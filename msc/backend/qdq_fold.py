@@ -1,0 +1,234 @@
+"""QDQ folding: quantize / dequantize pairs around convs and matmuls become int8 kernels.
+
+A QDQ graph (onnxruntime's ``quantize_static`` in QDQ format, or ``compression.quantize``)
+computes every int8 op in float between a ``dequantize`` and a ``quantize``::
+
+    xq = quantize(x, sx, zx)                   # uint8 / int8, per tensor
+    y  = conv2d(dequantize(xq, sx, zx), W)     # W: float weights on an int8 grid
+    y  = y + b ... relu                        # per-channel epilogue (optional)
+    yq = quantize(y, sy, zy)                   # optional
+
+This pass (run by ``relax.build`` after constant folding, before fusion) replaces such a chain
+by ONE native call on ``xq``: the int8 GEMM / conv of kernels/int8_conv.py with int32
+accumulation, the activation zero point taken out exactly, and an epilogue that dequantizes
+(``acc * sx * sw[c] + b``, relu) and, when the chain ends in a quantize, requantizes. The
+dequantize stays only for other readers of its float value (dead ones are dropped).
+
+Weights arrive as float constants (from_onnx and the constant folding evaluate
+``DequantizeLinear(int8 w)``; compression.quantize stores dequantized int8 weights): a weight
+folds when it lies on a symmetric int8 grid, per output channel (scale = max|w| / 127, as
+both quantizers choose it) or per tensor, checked element by element; else the call stays
+float. Convs: NCHW, groups 1, 2-D; matmuls: a constant 2-D weight (``matmul``'s x2, dense /
+linear ``[out, in]``). Everything else (adds, pools, attention matmuls) runs as before.
+
+    counts = fold_qdq(program)       # {"qdq:nn.conv2d+add->quantize": 52, ...}
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from .kernels.dense import fold_epilogue
+from .kernels.epilogues import EPILOGUE_OPS
+from .kernels.int8_conv import QConv2d, QDense
+from .kernels.pool import pad4, pair
+from .runtime.program import Node, Program
+
+__all__ = ["fold_qdq", "int8_grid"]
+
+_ACT_DTYPES = ("uint8", "int8")
+_GRID_TOL = 1e-3  # |q * s - w| <= tol * s for every element: w is on the grid
+
+
+def int8_grid(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(q int8, scale float32 per channel of ``axis``) with q * scale == w up to rounding of
+    the scale, or None when ``w`` is not a symmetric int8 tensor (per channel, else per
+    tensor)."""
+    if w.dtype != np.float32 or not w.size or not np.all(np.isfinite(w)):
+        return None
+    for per_channel in (True, False):
+        if per_channel and axis is None:
+            continue
+        reduce = tuple(i for i in range(w.ndim) if i != axis) if per_channel else None
+        absmax = np.max(np.abs(w), axis=reduce, keepdims=True)
+        scale = np.where(absmax > 0, absmax / np.float32(127), np.float32(1)).astype(np.float32)
+        q = np.rint(w / scale)
+        if np.all(np.abs(q * scale - w) <= _GRID_TOL * scale):
+            flat = np.broadcast_to(scale, [w.shape[i] if i == axis else 1
+                                           for i in range(w.ndim)]) if axis is not None else scale
+            return q.astype(np.int8), np.ascontiguousarray(flat.reshape(-1), np.float32)
+    return None
+
+
+def _scalar(value) -> float | int | None:
+    c = value.const
+    return c.reshape(-1)[0].item() if isinstance(c, np.ndarray) and c.size == 1 else None
+
+
+class _Folder:
+    def __init__(self, program: Program):
+        self.program = program
+        self.values = program.values
+        self.producer = {n.out: n for n in program.nodes if n.kind == "call"}
+        self.uses = Counter()
+        for node in program.walk():
+            self.uses.update(node.ins)
+            for _, result in node.branches:
+                self.uses[result] += 1
+        self.uses[program.result] += 1
+        self.consumer = {i: n for n in program.nodes for i in n.ins}
+        self.counts: Counter = Counter()
+
+    def run(self) -> Counter:
+        for node in list(self.program.nodes):
+            if node.kind == "call" and node.site is not None and node.op in _MATCH and (
+                    node in self.program.nodes):
+                self._fold(node)
+        return self.counts
+
+    def _dequantized_input(self, node: Node):
+        """(xq value id, dtype, scale, zero) when the call's data is a per-tensor dequantize."""
+        dq = self.producer.get(node.ins[0]) if node.ins else None
+        if dq is None or dq.op != "dequantize" or dq.site is None or len(dq.ins) != 3:
+            return None
+        xq, scale, zero = (self.values[i] for i in dq.ins)
+        dtype = getattr(xq.sinfo, "dtype", None)
+        s, z = _scalar(scale), _scalar(zero)
+        if dtype not in _ACT_DTYPES or s is None or z is None or not s > 0:
+            return None
+        return xq.id, dtype, float(np.float32(s)), int(z)
+
+    def _fold(self, node: Node) -> None:
+        quantized = self._dequantized_input(node)
+        made = _MATCH[node.op](node.site) if quantized else None
+        if made is None:
+            return
+        w_q, w_scale, axis, bias, make = made
+        xq, dtype, sx, zx = quantized
+        gone, entries, out_id = self._epilogue(node, axis)
+        b, relu, extra = fold_epilogue(bias, entries)
+        scale = (np.float64(sx) * w_scale * (1.0 if extra is None else extra)).astype(np.float32)
+        requant = self._requantize(out_id)
+        out = "f32"
+        if requant is not None:
+            qnode, out = requant
+            gone.append(qnode)
+            out_id = qnode.out
+        kernel = make(w_q, dtype, zx, scale, b, out, relu)
+        chain = "+".join([node.op, *(g.op for g in gone if g.op != "quantize")])
+        self.counts[f"qdq:{chain}" + ("->quantize" if requant else "")] += 1
+        new = Node("call", (xq,), out_id, fn=kernel, dps=(self.values[out_id].sinfo,),
+                   op=kernel.op, path="native", name=node.name)
+        nodes = self.program.nodes
+        nodes[nodes.index(node)] = new
+        for other in gone:
+            nodes.remove(other)
+        self.producer[out_id] = new
+
+    def _single_consumer(self, vid: int):
+        if self.uses.get(vid) != 1 or vid == self.program.result:
+            return None
+        nxt = self.consumer.get(vid)
+        return nxt if nxt is not None and nxt.kind == "call" and nxt.site is not None else None
+
+    def _epilogue(self, node: Node, axis: int):
+        """Consumers that fold into the epilogue: bias / scale / relu, as the fp32 kernels'."""
+        gone, entries, out_id = [], (), node.out
+        rank = getattr(self.values[out_id].sinfo, "ndim", -1)
+        while (nxt := self._single_consumer(out_id)) is not None:
+            rule = EPILOGUE_OPS.get(nxt.op)
+            if rule is None or any(e[0] == "relu" for e in entries):
+                break
+            sinfo = self.values[nxt.out].sinfo
+            if getattr(sinfo, "dtype", None) != "float32" or sinfo.ndim != rank:
+                break
+            values = [self.values[i] for i in nxt.ins]
+            more = rule(values, nxt.site.attrs or {}, out_id, axis % rank, rank)
+            if not more:
+                break
+            entries += tuple(more)
+            gone.append(nxt)
+            out_id = nxt.out
+        return gone, entries, out_id
+
+    def _requantize(self, out_id: int):
+        """(the quantize node, "u8" / "s8" with its scale and zero) when it alone reads
+        ``out_id`` with per-tensor parameters."""
+        q = self._single_consumer(out_id)
+        if q is None or q.op != "quantize" or len(q.ins) != 3 or q.ins[0] != out_id:
+            return None
+        s, z = _scalar(self.values[q.ins[1]]), _scalar(self.values[q.ins[2]])
+        kind = {"uint8": "u8", "int8": "s8"}.get(getattr(self.values[q.out].sinfo, "dtype", ""))
+        if kind is None or s is None or z is None or not s > 0:
+            return None
+        return q, (kind, float(np.float32(s)), int(z))
+
+
+# ---------------------------------------------------------------------------------------------
+# What each op folds into: fn(site) -> (w_q, w_scale, channel axis, bias, make) or None.
+
+
+def _conv(site, has_bias: bool = False):
+    w, out = site.const(1), site.out
+    layouts = (site.attr("data_layout") or "NCHW", site.attr("kernel_layout") or "OIHW",
+               site.attr("out_layout") or site.attr("data_layout") or "NCHW")
+    if (w is None or w.ndim != 4 or layouts != ("NCHW", "OIHW", "NCHW")
+            or int(site.attr("groups", 1)) != 1 or getattr(out, "dtype", "") != "float32"
+            or site.attr("out_dtype") not in (None, "", "void", "float32")):
+        return None
+    bias = _const_bias(site, has_bias)
+    grid = int8_grid(w, 0)
+    if grid is None or bias is False:
+        return None
+    attrs = {"strides": pair(site.attr("strides", 1)), "padding": pad4(site.attr("padding", 0)),
+             "dilation": pair(site.attr("dilation", 1))}
+
+    def make(w_q, dtype, zx, scale, b, out, relu):
+        return QConv2d(w_q, attrs, dtype, zx, scale, b, out, relu)
+    return grid[0], grid[1], 1, bias, make
+
+
+def _dense(layout: str, has_bias: bool = False):
+    def match(site):
+        w, out = site.const(1), site.out
+        if (w is None or w.ndim != 2 or getattr(out, "dtype", "") != "float32"
+                or site.attr("out_dtype") not in (None, "", "void", "float32")):
+            return None
+        w_kn = w if layout == "KN" else w.T
+        bias = _const_bias(site, has_bias)
+        grid = int8_grid(np.ascontiguousarray(w_kn), 1)
+        if grid is None or bias is False:
+            return None
+
+        def make(w_q, dtype, zx, scale, b, out, relu):
+            return QDense(w_q, dtype, zx, scale, b, out, relu)
+        return grid[0], grid[1], -1, bias, make
+    return match
+
+
+def _const_bias(site, has_bias: bool):
+    """The call's own bias (None without one; False when it is not a usable constant)."""
+    if not has_bias:
+        return None
+    b = site.const(2)
+    ok = b is not None and b.dtype == np.float32 and b.size == b.shape[-1]
+    return np.ascontiguousarray(b.reshape(-1)) if ok else False
+
+
+_MATCH = {
+    "nn.conv2d": _conv,
+    "msc.conv2d_bias": lambda site: _conv(site, has_bias=True),
+    "matmul": _dense("KN"),
+    "msc.matmul": _dense("KN"),
+    "nn.dense": _dense("NK"),
+    "msc.linear": _dense("NK"),
+    "msc.linear_bias": _dense("NK", has_bias=True),
+}
+
+
+def fold_qdq(program: Program) -> Counter:
+    """Replace the QDQ conv / matmul chains of ``program``'s top level by int8 kernel calls;
+    returns how many of each pattern were folded."""
+    return _Folder(program).run()
