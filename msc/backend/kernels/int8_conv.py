@@ -23,7 +23,7 @@ from llvmlite import ir
 
 from ...errors import ShapeError
 from ..llvm.jit import get_jit
-from ..llvm.loops import I32, I64, const64, for_range, imin
+from ..llvm.loops import I32, I64, const64, for_range
 from .base import Kernel
 from .int8_gemm import (
     I8,
@@ -90,59 +90,62 @@ def _build_pack(module: ir.Module) -> None:
 
 
 _UNFOLD_ARGS = ("x", "dst", "c", "h", "w", "kh", "kw", "sh", "sw", "pt", "pl", "dh", "dw",
-                "oh", "ow", "k4", "fill")
+                "oh", "ow", "k4", "fill", "xp", "hp", "wp")
+_SLACK = 128  # bytes after the padded planes and the patch rows: whole-vector copies
 
 
 def _build_unfold(module: ir.Module) -> None:
-    """void (x, dst, C, H, W, KH, KW, SH, SW, PT, PL, DH, DW, OH, OW, K4, fill): patch rows
-    dst[k, oh*OW + ow] = x[c, ih, iw] (k = (c*KH + i)*KW + j), ``fill`` outside the image
-    and on rows C*KH*KW..K4."""
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8_PTR, I8_PTR] + [I64] * 14 + [I8]),
-                     name=_SYMBOLS[1])
+    """void (x, dst, C, H, W, KH, KW, SH, SW, PT, PL, DH, DW, OH, OW, K4, fill, xp, HP, WP):
+    patch rows dst[k, oh*OW + ow] = x[c, ih, iw] (k = (c*KH + i)*KW + j), ``fill`` outside
+    the image and on rows C*KH*KW..K4. The input is first copied into padded planes ``xp``
+    [C, HP, WP] (``fill`` around it), so every patch row is a plain copy: 64 bytes a step,
+    whole vectors (rows are written in address order, so a vector that runs past a row end is
+    overwritten by the next row; both buffers have _SLACK spare bytes)."""
+    fn = ir.Function(module, ir.FunctionType(
+        ir.VoidType(), [I8_PTR, I8_PTR] + [I64] * 14 + [I8, I8_PTR, I64, I64]), name=_SYMBOLS[1])
     a = dict(zip(_UNFOLD_ARGS, fn.args))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    plane = b.mul(a["oh"], a["ow"])
+    _pad_planes(b, a)
+    plane, padded = b.mul(a["oh"], a["ow"]), b.mul(a["hp"], a["wp"])
     taps = b.mul(a["kh"], a["kw"])
     k = b.mul(a["c"], taps)
+    unit = b.icmp_signed("==", a["sw"], const64(1))
     with for_range(b, k, name="k") as kk:
-        c = b.sdiv(kk, taps)
-        i = b.sdiv(b.srem(kk, taps), a["kw"])
-        j = b.srem(kk, a["kw"])
-        src = b.gep(a["x"], [b.mul(c, b.mul(a["h"], a["w"]))])
+        c, tap = b.sdiv(kk, taps), b.srem(kk, taps)
+        i, j = b.sdiv(tap, a["kw"]), b.srem(tap, a["kw"])
+        src = b.gep(a["xp"], [b.add(b.mul(c, padded), b.mul(j, a["dw"]))])
         row = b.gep(a["dst"], [b.mul(kk, plane)])
-        off_w = b.sub(b.mul(j, a["dw"]), a["pl"])
-        # valid ow: 0 <= ow*SW + off_w < W
-        lo = _ceil_div_nonneg(b, b.sub(const64(0), off_w), a["sw"])
-        hi = _ceil_div_nonneg(b, b.sub(a["w"], off_w), a["sw"])
-        lo, hi = imin(b, lo, a["ow"]), imin(b, hi, a["ow"])
-        hi = b.select(b.icmp_signed("<", hi, lo), lo, hi)
         with for_range(b, a["oh"], name="oh") as oh:
-            ih = b.add(b.mul(oh, a["sh"]), b.sub(b.mul(i, a["dh"]), a["pt"]))
-            inside = b.and_(b.icmp_signed(">=", ih, const64(0)), b.icmp_signed("<", ih, a["h"]))
-            out = b.gep(row, [b.mul(oh, a["ow"])])
-            first = b.select(inside, lo, a["ow"])
-            last = b.select(inside, hi, a["ow"])
-            _fill(b, out, const64(0), first, a["fill"])
-            line = b.gep(src, [b.add(b.mul(ih, a["w"]), off_w)])
-            unit = b.icmp_signed("==", a["sw"], const64(1))
+            ih = b.add(b.mul(oh, a["sh"]), b.mul(i, a["dh"]))
+            line, out = b.gep(src, [b.mul(ih, a["wp"])]), b.gep(row, [b.mul(oh, a["ow"])])
             with b.if_else(unit) as (contiguous, strided):
-                with contiguous:  # stride 1: one memcpy per output row
-                    b.call(_intrinsic(module, "memcpy"), [
-                        b.gep(out, [first]), b.gep(line, [first]), b.sub(last, first),
-                        ir.Constant(ir.IntType(1), 0)])
-                with strided, for_range(b, last, start=first, name="ow") as ow:
-                    value = b.load(b.gep(line, [b.mul(ow, a["sw"])]))
-                    b.store(value, b.gep(out, [ow]))
-            _fill(b, out, last, a["ow"], a["fill"])
-    with for_range(b, a["k4"], start=k, name="pad") as kk:
-        _fill(b, b.gep(a["dst"], [b.mul(kk, plane)]), const64(0), plane, a["fill"])
+                with contiguous:
+                    _copy64(b, line, out, a["ow"])
+                with strided, for_range(b, a["ow"], name="ow") as ow:
+                    b.store(b.load(b.gep(line, [b.mul(ow, a["sw"])])), b.gep(out, [ow]))
+    _fill(b, b.gep(a["dst"], [b.mul(k, plane)]), const64(0), b.mul(b.sub(a["k4"], k), plane),
+          a["fill"])
     b.ret_void()
 
 
-def _ceil_div_nonneg(b, x, d):
-    """ceil(x / d) for d > 0, clamped at 0 from below."""
-    q = b.sdiv(b.add(x, b.sub(d, const64(1))), d)
-    return b.select(b.icmp_signed("<", x, const64(0)), const64(0), q)
+def _pad_planes(b, a) -> None:
+    """xp[c, PT + y, PL + x] = x[c, y, x], ``fill`` elsewhere."""
+    total = b.mul(a["c"], b.mul(a["hp"], a["wp"]))
+    _fill(b, a["xp"], const64(0), total, a["fill"])
+    with for_range(b, b.mul(a["c"], a["h"]), name="row") as r:
+        c, y = b.sdiv(r, a["h"]), b.srem(r, a["h"])
+        dst = b.gep(a["xp"], [b.add(b.mul(b.add(b.mul(c, a["hp"]), b.add(y, a["pt"])), a["wp"]),
+                                    a["pl"])])
+        b.call(_intrinsic(b.function.module, "memcpy"), [
+            dst, b.gep(a["x"], [b.mul(r, a["w"])]), a["w"], ir.Constant(ir.IntType(1), 0)])
+
+
+def _copy64(b, src, dst, count) -> None:
+    """dst[0:count] = src[0:count] in whole 64-byte vectors (may write up to 63 bytes more)."""
+    v64 = ir.VectorType(I8, 64).as_pointer()
+    with for_range(b, count, step=64, name="chunk") as t:
+        value = b.load(b.bitcast(b.gep(src, [t]), v64), align=1)
+        b.store(value, b.bitcast(b.gep(dst, [t]), v64), align=1)
 
 
 def _fill(b, ptr, start, stop, value) -> None:
@@ -180,9 +183,11 @@ def pack_fn():
 
 @cache
 def unfold_fn():
-    """``unfold(x, dst, C, H, W, KH, KW, SH, SW, PT, PL, DH, DW, OH, OW, K4, fill)``."""
+    """``unfold(x, dst, C, H, W, KH, KW, SH, SW, PT, PL, DH, DW, OH, OW, K4, fill, xp, HP,
+    WP)``."""
     return _library().cfunc(_SYMBOLS[1], None, ctypes.c_void_p, ctypes.c_void_p,
-                            *[ctypes.c_int64] * 14, ctypes.c_int8)
+                            *[ctypes.c_int64] * 14, ctypes.c_int8, ctypes.c_void_p,
+                            ctypes.c_int64, ctypes.c_int64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,13 +271,18 @@ class QConv2d(Kernel):
         p = oh * ow
         groups = self.k4 // 4
         panels = -(-p // NR)
-        cols_bytes = 0 if self.direct else self.k4 * p
-        cols, packed = scratch(-(-cols_bytes // 4), panels * groups * NR)
+        pt, pl, pb, pr = self.padding
+        hp, wp = h + pt + pb, w + pl + pr
+        cols_bytes = 0 if self.direct else self.k4 * p + _SLACK
+        pad_bytes = 0 if self.direct else self.c * hp * wp + _SLACK
+        cols, packed, xp = scratch(-(-cols_bytes // 4), panels * groups * NR,
+                                   -(-pad_bytes // 4))
         src = x.ctypes.data + i * self.c * h * w * x.itemsize
         if not self.direct:
             self.unfold(src, cols.ctypes.data, self.c, h, w, self.kh, self.kw, *self.strides,
-                        *self.padding[:2], *self.dilation, oh, ow, self.k4,
-                        (self.zero - 128 if self.flip else self.zero) & 0xFF)
+                        pt, pl, *self.dilation, oh, ow, self.k4,
+                        (self.zero - 128 if self.flip else self.zero) & 0xFF, xp.ctypes.data,
+                        hp, wp)
             src = cols.ctypes.data
         self.pack(src, p, packed.ctypes.data, groups, p, self.flip - 256 if self.flip else 0)
         dst = out.ctypes.data + i * self.o * p * OUTS[self.cfg.out]
