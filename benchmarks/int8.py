@@ -30,8 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.gemm import best_seconds  # noqa: E402
-from benchmarks.quantize import batches, sqnr  # noqa: E402
+from benchmarks.gemm import best_seconds
+from benchmarks.quantize import batches, sqnr
 
 
 def bert(layers: int = 12, seq: int = 128, dim: int = 768, heads: int = 12, ff: int = 3072,
@@ -185,7 +185,7 @@ def rows(name: str, args) -> list[dict]:
         x = held_out[0]
         fns = {"msc f32": msc_runner(ex_f, threads), "msc int8": msc_runner(ex_q, threads),
                "ORT f32": ort_runner(model, threads), "ORT int8": ort_runner(qmodel, threads)}
-        best = best_seconds({k: (lambda f=f: f(x)) for k, f in fns.items()}, args.repeats,
+        best = best_seconds({k: (lambda f=f, x=x: f(x)) for k, f in fns.items()}, args.repeats,
                             args.min_time)
         ms = {k: v * 1e3 for k, v in best.items()}
         out.append({"model": name, "threads": str(threads),

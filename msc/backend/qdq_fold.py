@@ -30,9 +30,12 @@ from collections import Counter
 
 import numpy as np
 
+from ..relax.expr import Call, Var
+from .kernels.base import Site
 from .kernels.dense import fold_epilogue
 from .kernels.epilogues import EPILOGUE_OPS
 from .kernels.int8_conv import QConv2d, QDense
+from .kernels.int8_eltwise import QAdd
 from .kernels.pool import pad4, pair
 from .runtime.program import Node, Program
 
@@ -62,6 +65,13 @@ def int8_grid(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, np.ndarray] 
     return None
 
 
+def _shape(sinfo) -> tuple | None:
+    values = getattr(sinfo, "values", None)
+    if values is None or not all(v.is_const for v in values):
+        return None
+    return tuple(int(v.value) for v in values)
+
+
 def _scalar(value) -> float | int | None:
     c = value.const
     return c.reshape(-1)[0].item() if isinstance(c, np.ndarray) and c.size == 1 else None
@@ -83,14 +93,19 @@ class _Folder:
 
     def run(self) -> Counter:
         for node in list(self.program.nodes):
-            if node.kind == "call" and node.site is not None and node.op in _MATCH and (
-                    node in self.program.nodes):
+            if node.kind != "call" or node.site is None or node not in self.program.nodes:
+                continue
+            if node.op in _MATCH:
                 self._fold(node)
+            elif node.op == "add":
+                self._fold_add(node)
+            elif node.op == "quantize":
+                self._fold_view(node)
         return self.counts
 
-    def _dequantized_input(self, node: Node):
-        """(xq value id, dtype, scale, zero) when the call's data is a per-tensor dequantize."""
-        dq = self.producer.get(node.ins[0]) if node.ins else None
+    def _dequantized_input(self, node: Node, i: int = 0):
+        """(xq value id, dtype, scale, zero) when arg ``i`` is a per-tensor dequantize."""
+        dq = self.producer.get(node.ins[i]) if len(node.ins) > i else None
         if dq is None or dq.op != "dequantize" or dq.site is None or len(dq.ins) != 3:
             return None
         xq, scale, zero = (self.values[i] for i in dq.ins)
@@ -119,13 +134,67 @@ class _Folder:
         kernel = make(w_q, dtype, zx, scale, b, out, relu)
         chain = "+".join([node.op, *(g.op for g in gone if g.op != "quantize")])
         self.counts[f"qdq:{chain}" + ("->quantize" if requant else "")] += 1
-        new = Node("call", (xq,), out_id, fn=kernel, dps=(self.values[out_id].sinfo,),
-                   op=kernel.op, path="native", name=node.name)
+        self._replace(node, Node("call", (xq,), out_id, fn=kernel,
+                                 dps=(self.values[out_id].sinfo,), op=kernel.op,
+                                 path="native", name=node.name), gone)
+
+    def _fold_add(self, node: Node) -> None:
+        """dequantize + dequantize -> add (-> relu) (-> quantize): one int8.add pass."""
+        a, b = (self._dequantized_input(node, i) for i in (0, 1))
+        shapes = {_shape(self.values[i].sinfo) for i in (*node.ins, node.out)}
+        if a is None or b is None or len(shapes) != 1 or None in shapes or (
+                getattr(self.values[node.out].sinfo, "dtype", "") != "float32"):
+            return
+        gone, out_id, relu = [], node.out, False
+        nxt = self._single_consumer(out_id)
+        if nxt is not None and nxt.op == "nn.relu":
+            gone, out_id, relu = [nxt], nxt.out, True
+        requant = self._requantize(out_id)
+        out = "f32"
+        if requant is not None:
+            qnode, out = requant
+            gone.append(qnode)
+            out_id = qnode.out
+        kernel = QAdd(a[1], b[1], (a[2], float(a[3])), (b[2], float(b[3])), out, relu)
+        self.counts["qdq:add" + ("+nn.relu" if relu else "")
+                    + ("->quantize" if requant else "")] += 1
+        self._replace(node, Node("call", (a[0], b[0]), out_id, fn=kernel,
+                                 dps=(self.values[out_id].sinfo,), op=kernel.op,
+                                 path="native", name=node.name), gone)
+
+    def _fold_view(self, q: Node) -> None:
+        """quantize(view(dequantize(xq))) with the same parameters: the view on xq itself
+        (moving int8 values is exact; the two float passes go)."""
+        f = self.producer.get(q.ins[0])
+        if (f is None or f.site is None or f.op not in _VIEWS or len(q.ins) != 3
+                or self.uses.get(f.out) != 1 or f.site.call is None):
+            return
+        x = self._dequantized_input(f)
+        dq = self.producer.get(f.ins[0])
+        s, z = _scalar(self.values[q.ins[1]]), _scalar(self.values[q.ins[2]])
+        q_sinfo = self.values[q.out].sinfo
+        if x is None or (x[2], x[3]) != (float(np.float32(s or 0)), z) or (
+                getattr(q_sinfo, "dtype", "") != x[1]):
+            return
+        xq = self.values[x[0]]
+        call = f.site.call
+        new_call = Call(call.op, [Var("data", xq.sinfo), *call.args[1:]], call.attrs,
+                        call.sinfo_args)
+        new_call._set_struct_info(q_sinfo)
+        f.site = Site(f.op, f.site.attrs, [xq, *f.site.args[1:]], q_sinfo, call=new_call)
+        f.ins = (x[0], *f.ins[1:])
+        f.out = q.out
+        self.program.nodes.remove(q)
+        self.producer[q.out] = f
+        self.uses[dq.out] -= 1
+        self.counts[f"qdq:{f.op} on int8"] += 1
+
+    def _replace(self, node: Node, new: Node, gone: list) -> None:
         nodes = self.program.nodes
         nodes[nodes.index(node)] = new
         for other in gone:
             nodes.remove(other)
-        self.producer[out_id] = new
+        self.producer[new.out] = new
 
     def _single_consumer(self, vid: int):
         if self.uses.get(vid) != 1 or vid == self.program.result:
@@ -216,6 +285,9 @@ def _const_bias(site, has_bias: bool):
     ok = b is not None and b.dtype == np.float32 and b.size == b.shape[-1]
     return np.ascontiguousarray(b.reshape(-1)) if ok else False
 
+
+# data movement that commutes with a per-tensor (de)quantization of equal parameters
+_VIEWS = ("reshape", "permute_dims", "squeeze", "expand_dims", "flatten", "nn.max_pool2d")
 
 _MATCH = {
     "nn.conv2d": _conv,

@@ -121,8 +121,8 @@ def _build_unfold(module: ir.Module) -> None:
             with b.if_else(unit) as (contiguous, strided):
                 with contiguous:
                     _copy64(b, line, out, a["ow"])
-                with strided, for_range(b, a["ow"], name="ow") as ow:
-                    b.store(b.load(b.gep(line, [b.mul(ow, a["sw"])])), b.gep(out, [ow]))
+                with strided:
+                    _strided_copy(b, line, out, a["ow"], a["sw"])
     _fill(b, b.gep(a["dst"], [b.mul(k, plane)]), const64(0), b.mul(b.sub(a["k4"], k), plane),
           a["fill"])
     b.ret_void()
@@ -138,6 +138,15 @@ def _pad_planes(b, a) -> None:
                                     a["pl"])])
         b.call(_intrinsic(b.function.module, "memcpy"), [
             dst, b.gep(a["x"], [b.mul(r, a["w"])]), a["w"], ir.Constant(ir.IntType(1), 0)])
+
+
+def _strided_copy(b, src, dst, count, stride) -> None:
+    """dst[t] = src[t * stride]; stride 2 (resnet's downsampling convs) has its own loop,
+    which LLVM vectorizes with a constant stride."""
+    with b.if_else(b.icmp_signed("==", stride, const64(2))) as (two, other):
+        for arm, step in ((two, const64(2)), (other, stride)):
+            with arm, for_range(b, count, name="ow") as ow:
+                b.store(b.load(b.gep(src, [b.mul(ow, step)])), b.gep(dst, [ow]))
 
 
 def _copy64(b, src, dst, count) -> None:

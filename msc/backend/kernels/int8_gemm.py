@@ -156,14 +156,15 @@ _TILE_TYPES = (I8_PTR, I64, I8_PTR, I64, I8_PTR, I64, I64, I32_PTR, F32_PTR, F32
                I1)
 
 
-def _build_tile(module, t: _IR, rows: int) -> ir.Function:
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), _TILE_TYPES), name=f"qtile{rows}")
+def _build_tile(module, t: _IR, rows: int, vecs: int = VECS) -> ir.Function:
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), _TILE_TYPES),
+                     name=f"qtile{rows}x{vecs}")
     fn.linkage = "internal"
     args = dict(zip(_TILE_ARGS, fn.args))
     for name in ("a", "bp", "c"):
         args[name].add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    acc = [[entry_alloca(b, t.i32v, f"acc{r}_{v}") for v in range(VECS)] for r in range(rows)]
+    acc = [[entry_alloca(b, t.i32v, f"acc{r}_{v}") for v in range(vecs)] for r in range(rows)]
     for row in acc:
         for slot in row:
             b.store(ir.Constant(t.i32v, None), slot)
@@ -171,7 +172,7 @@ def _build_tile(module, t: _IR, rows: int) -> ir.Function:
     with for_range(b, args["groups"], name="g") as g:
         base = b.gep(args["bp"], [b.mul(g, const64(4 * NR))])
         panel = [b.load(b.bitcast(b.gep(base, [const64(v * 4 * LANES)]), t.i32v.as_pointer()),
-                        align=64) for v in range(VECS)]
+                        align=64) for v in range(vecs)]
         for a_row, row in zip(a_rows, acc):
             word = b.load(b.bitcast(b.gep(a_row, [b.mul(g, const64(4))]), I32.as_pointer()),
                           align=1)
@@ -184,11 +185,11 @@ def _build_tile(module, t: _IR, rows: int) -> ir.Function:
     return fn
 
 
-def _masks(b, ncols):
+def _masks(b, ncols, vecs: int):
     limit = _splat(b, b.trunc(ncols, I32))
     lane = ir.VectorType(I32, LANES)
     return [b.icmp_signed("<", ir.Constant(lane, list(range(v * LANES, (v + 1) * LANES))),
-                          limit) for v in range(VECS)]
+                          limit) for v in range(vecs)]
 
 
 def _channel_vectors(b, t: _IR, args, r: int, v: int, mask):
@@ -205,7 +206,7 @@ def _channel_vectors(b, t: _IR, args, r: int, v: int, mask):
 
 def _epilogue(b, t: _IR, args, acc) -> None:
     out, size = t.cfg.out, OUTS[t.cfg.out]
-    masks = _masks(b, args["ncols"])
+    masks = _masks(b, args["ncols"], len(acc[0]))
     zero = ir.Constant(t.f32v, None)
     relu = _splat(b, args["relu"])
     for r, row in enumerate(acc):
@@ -247,7 +248,9 @@ def build_qgemm_module(cfg: QGemmConfig) -> ir.Module:
     (``row``) or column (``col``)."""
     module = ir.Module(name=cfg.symbol)
     t = _IR(module, cfg)
-    tiles = {rows: _build_tile(module, t, rows) for rows in range(1, MR + 1)}
+    # a last panel of at most 16 columns (resnet's 196- and 784-pixel planes) runs one vector
+    tiles = {(rows, vecs): _build_tile(module, t, rows, vecs) for rows in range(1, MR + 1)
+             for vecs in (1, VECS)}
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), _DRIVER_TYPES), name=cfg.symbol)
     args = dict(zip(_DRIVER_ARGS, fn.args))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -267,7 +270,11 @@ def build_qgemm_module(cfg: QGemmConfig) -> ir.Module:
                                                   const64(size))]))
             if cfg.channel == "row":
                 tile.update({k: b.gep(args[k], [row0]) for k in ("comp", "scale", "bias")})
-            b.call(tiles[rows], [tile[name] for name in _TILE_ARGS])
+            narrow = b.icmp_signed("<=", common["ncols"], const64(LANES))
+            with b.if_else(narrow) as (one, full):
+                for vecs, arm in ((1, one), (VECS, full)):
+                    with arm:
+                        b.call(tiles[rows, vecs], [tile[name] for name in _TILE_ARGS])
 
         full = b.sdiv(args["m"], const64(MR))
         with for_range(b, full, name="ir") as i:
