@@ -125,3 +125,23 @@ def test_host_features_pick_the_path():
     from msc.backend.llvm.jit import host_target
 
     assert host_vnni() == (host_target().has("avx512vnni") and host_target().has("avx512bw"))
+
+
+@pytest.mark.parametrize("out", ["u8", "s8", "f32"])
+def test_qadd_matches_dequantize_add_quantize(out):
+    from msc.backend.kernels.int8_eltwise import QAdd
+
+    rng = np.random.default_rng(4)
+    a, b = _u8(rng, (3, 70)), _s8(rng, (3, 70))
+    (sa, za), (sb, zb), (sy, zy) = (0.02, 120), (0.05, -3), (0.04, 7 if out != "s8" else -2)
+    kernel = QAdd("uint8", "int8", (sa, za), (sb, zb), (out, sy, zy), relu=True)
+    got = kernel(a, b, np.empty(a.shape, {"u8": np.uint8, "s8": np.int8, "f32": np.float32}[out]))
+    y = ((a.astype(np.float32) - za) * np.float32(sa)
+         + (b.astype(np.float32) - zb) * np.float32(sb))
+    y = np.maximum(y, 0)
+    if out != "f32":
+        lo, hi = (0, 255) if out == "u8" else (-128, 127)
+        y = np.clip(np.rint(y / np.float32(sy)) + zy, lo, hi)
+    np.testing.assert_array_equal(got, y)
+    with pytest.raises(ShapeError, match="rhs"):
+        kernel(a, a, np.empty(a.shape, got.dtype))
