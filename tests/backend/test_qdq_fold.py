@@ -104,9 +104,11 @@ def test_onnxruntime_qdq_model_runs_int8_kernels(ort_qdq):
         np.testing.assert_allclose(got, want, rtol=0, atol=2.01 * scale)
 
 
-def test_compression_quantize_graph_runs_int8_kernels():
+@pytest.mark.parametrize("activations", ["uint8", "int8"])
+def test_compression_quantize_graph_runs_int8_kernels(activations):
     graph, weights = from_onnx(_float_model())
-    plan = calibrate(graph, weights, [{"x": x} for x in _inputs(4, 1)], {"executor": "relax"})
+    plan = calibrate(graph, weights, [{"x": x} for x in _inputs(4, 1)],
+                     {"executor": "relax", "activation_dtype": activations})
     qgraph, qweights = apply_plan(graph, weights, plan)
     mod = to_relax(qgraph, qweights)
     ex, vm = _vm(mod)
