@@ -65,6 +65,19 @@ def int8_grid(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, np.ndarray] 
     return None
 
 
+def _pattern(nodes: list) -> str:
+    """[matmul, quantize, dequantize, add, quantize] -> "matmul->quantize->dequantize+add->
+    quantize": the name a folded chain is counted under."""
+    text, after_quantize = "", False
+    for node in nodes:
+        if node.op == "quantize":
+            text += "->quantize"
+        else:
+            text += ("->" if after_quantize else "+" if text else "") + node.op
+        after_quantize = node.op == "quantize"
+    return text
+
+
 def _shape(sinfo) -> tuple | None:
     values = getattr(sinfo, "values", None)
     if values is None or not all(v.is_const for v in values):
@@ -122,18 +135,21 @@ class _Folder:
             return
         w_q, w_scale, axis, bias, make = made
         xq, dtype, sx, zx = quantized
-        gone, entries, out_id = self._epilogue(node, axis)
+        gone, entries, out_id = self._epilogue(node.out, axis)
         b, relu, extra = fold_epilogue(bias, entries)
         scale = (np.float64(sx) * w_scale * (1.0 if extra is None else extra)).astype(np.float32)
         requant = self._requantize(out_id)
-        out = "f32"
+        out, post = "f32", None
         if requant is not None:
             qnode, out = requant
             gone.append(qnode)
             out_id = qnode.out
-        kernel = make(w_q, dtype, zx, scale, b, out, relu)
-        chain = "+".join([node.op, *(g.op for g in gone if g.op != "quantize")])
-        self.counts[f"qdq:{chain}" + ("->quantize" if requant else "")] += 1
+            chained = self._chain(qnode, out, axis)
+            if chained is not None:
+                more, out_id, out, post = chained
+                gone += more
+        kernel = make(w_q, dtype, zx, scale, b, out, relu, post)
+        self.counts[f"qdq:{_pattern([node, *gone])}"] += 1
         self._replace(node, Node("call", (xq,), out_id, fn=kernel,
                                  dps=(self.values[out_id].sinfo,), op=kernel.op,
                                  path="native", name=node.name), gone)
@@ -202,9 +218,30 @@ class _Folder:
         nxt = self.consumer.get(vid)
         return nxt if nxt is not None and nxt.kind == "call" and nxt.site is not None else None
 
-    def _epilogue(self, node: Node, axis: int):
+    def _chain(self, q: Node, mid: tuple, axis: int):
+        """After the requantize: ``dequantize`` of equal parameters (its only reader), per-
+        channel affine consumers, and an optional second ``quantize``; as (nodes, out id,
+        out, post) for the kernel, or None."""
+        dq = self._single_consumer(q.out)
+        if dq is None or dq.op != "dequantize" or len(dq.ins) != 3 or dq.ins[0] != q.out:
+            return None
+        s, z = _scalar(self.values[dq.ins[1]]), _scalar(self.values[dq.ins[2]])
+        if s is None or (float(np.float32(s)), z) != mid[1:]:
+            return None
+        gone, entries, out_id = self._epilogue(dq.out, axis)
+        pbias, relu2, pscale = fold_epilogue(None, entries)
+        out = "f32"
+        requant = self._requantize(out_id)
+        if requant is None and not entries:
+            return None  # the dequantized value has other readers (an int8 op among them)
+        if requant is not None:
+            gone.append(requant[0])
+            out_id, out = requant[0].out, requant[1]
+        return [dq, *gone], out_id, out, (mid[0], mid[1], mid[2], pscale, pbias, relu2)
+
+    def _epilogue(self, start: int, axis: int):
         """Consumers that fold into the epilogue: bias / scale / relu, as the fp32 kernels'."""
-        gone, entries, out_id = [], (), node.out
+        gone, entries, out_id = [], (), start
         rank = getattr(self.values[out_id].sinfo, "ndim", -1)
         while (nxt := self._single_consumer(out_id)) is not None:
             rule = EPILOGUE_OPS.get(nxt.op)
@@ -254,8 +291,8 @@ def _conv(site, has_bias: bool = False):
     attrs = {"strides": pair(site.attr("strides", 1)), "padding": pad4(site.attr("padding", 0)),
              "dilation": pair(site.attr("dilation", 1))}
 
-    def make(w_q, dtype, zx, scale, b, out, relu):
-        return QConv2d(w_q, attrs, dtype, zx, scale, b, out, relu)
+    def make(w_q, dtype, zx, scale, b, out, relu, post):
+        return QConv2d(w_q, attrs, dtype, zx, scale, b, out, relu, post=post)
     return grid[0], grid[1], 1, bias, make
 
 
@@ -271,8 +308,8 @@ def _dense(layout: str, has_bias: bool = False):
         if grid is None or bias is False:
             return None
 
-        def make(w_q, dtype, zx, scale, b, out, relu):
-            return QDense(w_q, dtype, zx, scale, b, out, relu)
+        def make(w_q, dtype, zx, scale, b, out, relu, post):
+            return QDense(w_q, dtype, zx, scale, b, out, relu, post=post)
         return grid[0], grid[1], -1, bias, make
     return match
 

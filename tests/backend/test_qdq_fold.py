@@ -91,7 +91,10 @@ def test_onnxruntime_qdq_model_runs_int8_kernels(ort_qdq):
     assert fused.get("qdq:nn.conv2d+add->quantize") == 1  # conv1 with its bias
     assert fused.get("qdq:nn.conv2d->quantize") == 1
     assert fused.get("qdq:add+nn.relu->quantize", 0) + fused.get("qdq:add->quantize", 0) == 1
+    # MatMul -> Q -> DQ -> Add(bias, quantized on its own) -> Q: one kernel, two requantizes
+    assert fused.get("qdq:matmul->quantize->dequantize+add->quantize") == 1
     assert ops["int8.conv2d"] == {"native": 2} and ops["int8.matmul"] == {"native": 1}
+    assert "add" not in ops and ops["quantize"] == {"tir": 1}  # only the input's quantize
     assert "nn.conv2d" not in ops and "matmul" not in ops  # no float conv / matmul left
     _, fake = _vm(mod, fuse=False)  # the same QDQ graph computed in float (fake quantization)
     scale = float(numpy_helper.to_array(next(

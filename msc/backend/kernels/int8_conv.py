@@ -204,19 +204,32 @@ def unfold_fn():
 
 
 class _Epilogue:
-    """Per-channel comp (int32), scale, bias (float32) and the output's quantization."""
+    """Per-channel comp (int32), scale, bias (float32) and the output's quantization.
 
-    def __init__(self, w_rows: np.ndarray, x_zero: int, scale, bias, out, relu: bool):
+    ``post``: None, or ``(mid kind, mid scale, mid zero, pscale, pbias, relu2)`` when a
+    quantize -> dequantize -> per-channel affine chain follows (int8_gemm's ``mid``); ``out``
+    is then that chain's end."""
+
+    def __init__(self, w_rows: np.ndarray, x_zero: int, scale, bias, out, relu: bool,
+                 post: tuple | None = None):
         chans = w_rows.shape[0]
+
+        def per_channel(v, default):
+            return np.ascontiguousarray(np.broadcast_to(
+                np.float32(default) if v is None else v, (chans,)), np.float32)
         self.comp = np.ascontiguousarray(
             (int(x_zero) * w_rows.astype(np.int64).sum(axis=1)).astype(np.int32))
-        self.scale = np.ascontiguousarray(np.broadcast_to(scale, (chans,)), np.float32)
-        self.bias = np.ascontiguousarray(np.broadcast_to(
-            np.float32(0) if bias is None else bias, (chans,)), np.float32)
+        self.scale, self.bias = per_channel(scale, 1), per_channel(bias, 0)
         kind, out_scale, out_zero = out if isinstance(out, tuple) else (out, 1.0, 0)
         self.kind, self.dtype = kind, np.dtype(_NP_OUT[kind])
+        self.mid = post[0] if post else ""
+        first = (post[1], post[2]) if post else (out_scale, out_zero)
+        self.pscale = per_channel(post[3] if post else None, 1)
+        self.pbias = per_channel(post[4] if post else None, 0)
+        second = (out_scale, out_zero, int(bool(post[5]))) if post else (1.0, 0, 0)
         self.args = (self.comp.ctypes.data, self.scale.ctypes.data, self.bias.ctypes.data,
-                     float(out_scale), int(out_zero), int(bool(relu)))
+                     float(first[0]), int(first[1]), int(bool(relu)), self.pscale.ctypes.data,
+                     self.pbias.ctypes.data, float(second[0]), int(second[1]), second[2])
 
 
 def _check(x, dtype, param: str, op: str) -> np.ndarray:
@@ -240,7 +253,8 @@ class QConv2d(Kernel):
     inputs = (0,)
 
     def __init__(self, w_q: np.ndarray, attrs: dict, x_dtype: str, x_zero: int, scale, bias,
-                 out, relu: bool = False, op: str = "int8.conv2d", vnni: bool | None = None):
+                 out, relu: bool = False, op: str = "int8.conv2d", vnni: bool | None = None,
+                 post: tuple | None = None):
         self.op = op
         self.o, self.c, self.kh, self.kw = w_q.shape
         self.k = self.c * self.kh * self.kw
@@ -251,10 +265,11 @@ class QConv2d(Kernel):
         self.x_np, self.flip = _ACT[x_dtype]
         zero = int(x_zero) + (128 if self.flip else 0)
         self.zero = zero
-        self.epi = _Epilogue(self.w, zero, scale, bias, out, relu)
+        self.epi = _Epilogue(self.w, zero, scale, bias, out, relu, post)
         self.strides, self.padding, self.dilation = (attrs["strides"], attrs["padding"],
                                                      attrs["dilation"])
-        self.cfg = QGemmConfig("row", self.epi.kind, host_vnni() if vnni is None else vnni)
+        self.cfg = QGemmConfig("row", self.epi.kind, host_vnni() if vnni is None else vnni,
+                               self.epi.mid)
         self.driver = qgemm_driver(self.cfg)
         self.direct = (self.kh, self.kw) == (1, 1) and self.strides == (1, 1) and not any(
             self.padding) and self.c % 4 == 0
@@ -305,15 +320,17 @@ class QDense(Kernel):
     inputs = (0,)
 
     def __init__(self, w_kn: np.ndarray, x_dtype: str, x_zero: int, scale, bias, out,
-                 relu: bool = False, op: str = "int8.matmul", vnni: bool | None = None):
+                 relu: bool = False, op: str = "int8.matmul", vnni: bool | None = None,
+                 post: tuple | None = None):
         self.op = op
         self.k, self.n = w_kn.shape
         self.k4 = -(-self.k // 4) * 4
         self.packed = pack_vnni(w_kn)
         self.x_np, self.flip = _ACT[x_dtype]
         zero = int(x_zero) + (128 if self.flip else 0)
-        self.epi = _Epilogue(np.ascontiguousarray(w_kn.T), zero, scale, bias, out, relu)
-        self.cfg = QGemmConfig("col", self.epi.kind, host_vnni() if vnni is None else vnni)
+        self.epi = _Epilogue(np.ascontiguousarray(w_kn.T), zero, scale, bias, out, relu, post)
+        self.cfg = QGemmConfig("col", self.epi.kind, host_vnni() if vnni is None else vnni,
+                               self.epi.mid)
         self.driver = qgemm_driver(self.cfg)
 
     def __call__(self, x, out):

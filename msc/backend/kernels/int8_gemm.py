@@ -18,7 +18,11 @@ Two orientations, ``channel``:
 The activation's zero point z is taken out by a per-channel int32 term ``comp = z * sum_k w``
 subtracted from the accumulator before the epilogue (exact). Epilogue, per ``out``:
 ``s32``: acc - comp; ``f32``: (acc - comp) * scale + bias, then relu; ``u8`` / ``s8``:
-that float, then ``clamp(rint(y / out_scale) + out_zero)`` (ONNX QuantizeLinear).
+that float, then ``clamp(rint(y / out_scale) + out_zero)`` (ONNX QuantizeLinear). With
+``mid`` ("u8" / "s8": a quantize -> dequantize -> per-channel affine -> quantize chain after
+the op, e.g. a MatMul's bias Add that onnxruntime quantizes on its own), that quantized value
+goes on in registers: ``v = (q - out_zero) * out_scale * pscale + pbias``, relu2, and ``v``
+(f32) or its requantization with ``(s2, z2)`` is stored.
 """
 
 from __future__ import annotations
@@ -63,15 +67,19 @@ class QGemmConfig:
     channel: str = "col"
     out: str = "f32"
     vnni: bool = True
+    mid: str = ""  # "u8" / "s8": the quantized value a chain goes on from (see module doc)
 
     def __post_init__(self):
-        if self.channel not in ("col", "row") or self.out not in OUTS:
+        if self.channel not in ("col", "row") or self.out not in OUTS or (
+                self.mid not in ("", "u8", "s8")):
             raise BuildError(f"unsupported int8 GEMM configuration {self}", op="int8_gemm",
                              hint=f"channel col|row, out one of {sorted(OUTS)}")
 
     @property
     def symbol(self) -> str:
-        return f"msc_qgemm_{self.channel}_{self.out}_{'vnni' if self.vnni else 'ext'}_{MR}x{NR}"
+        mid = f"_via_{self.mid}" if self.mid else ""
+        return (f"msc_qgemm_{self.channel}_{self.out}{mid}_{'vnni' if self.vnni else 'ext'}_"
+                f"{MR}x{NR}")
 
 
 def pack_vnni(b: np.ndarray) -> np.ndarray:
@@ -151,9 +159,10 @@ class _IR:
 
 
 _TILE_ARGS = ("a", "lda", "bp", "groups", "c", "ldc", "ncols", "comp", "scale", "bias",
-              "oscale", "ozp", "relu")
+              "oscale", "ozp", "relu", "pscale", "pbias", "s2", "z2", "relu2")
 _TILE_TYPES = (I8_PTR, I64, I8_PTR, I64, I8_PTR, I64, I64, I32_PTR, F32_PTR, F32_PTR, F32, I32,
-               I1)
+               I1, F32_PTR, F32_PTR, F32, I32, I1)
+_CHANNEL_ARRAYS = ("comp", "scale", "bias", "pscale", "pbias")
 
 
 def _build_tile(module, t: _IR, rows: int, vecs: int = VECS) -> ir.Function:
@@ -192,16 +201,17 @@ def _masks(b, ncols, vecs: int):
                           limit) for v in range(vecs)]
 
 
-def _channel_vectors(b, t: _IR, args, r: int, v: int, mask):
-    """(comp, scale, bias) vectors of row r, vector v: per column or one value per row."""
+def _channel_vectors(b, t: _IR, args, r: int, v: int, mask, names=("comp", "scale", "bias")):
+    """The named per-channel vectors of row r, vector v: per column or one value per row."""
     if t.cfg.channel == "row":
         def one(name):
             return _splat(b, b.load(b.gep(args[name], [const64(r)])))
-        return one("comp"), one("scale"), one("bias")
+        return [one(name) for name in names]
 
-    def column(name, ty):
+    def column(name):
+        ty = t.i32v if name == "comp" else t.f32v
         return t.load(b, ty, b.gep(args[name], [const64(v * LANES)]), mask)
-    return column("comp", t.i32v), column("scale", t.f32v), column("bias", t.f32v)
+    return [column(name) for name in names]
 
 
 def _epilogue(b, t: _IR, args, acc) -> None:
@@ -220,25 +230,43 @@ def _epilogue(b, t: _IR, args, acc) -> None:
                 continue
             y = b.fadd(b.fmul(b.sitofp(x, t.f32v), scale), bias)
             y = b.select(b.and_(b.fcmp_ordered("<", y, zero), relu), zero, y)
-            t.store(b, y if out == "f32" else _requantize(b, t, args, y, out), ptr, mask)
+            if t.cfg.mid:
+                y = _chain(b, t, args, y, r, v, mask)
+            if out != "f32":
+                scale2, zero2 = ("s2", "z2") if t.cfg.mid else ("oscale", "ozp")
+                y = b.trunc(b.fptosi(_quantized(b, t, args[scale2], args[zero2], y, out),
+                                     t.i32v), t.i8v)
+            t.store(b, y, ptr, mask)
 
 
-def _requantize(b, t: _IR, args, y, out: str):
-    lo, hi = _RANGES[out]
-    q = b.fadd(b.call(t.rint, [b.fdiv(y, _splat(b, args["oscale"]))]),
-               b.sitofp(_splat(b, args["ozp"]), t.f32v))
+def _chain(b, t: _IR, args, y, r, v, mask):
+    """quantize (mid) -> dequantize -> * pscale + pbias -> relu2, in float registers."""
+    q = _quantized(b, t, args["oscale"], args["ozp"], y, t.cfg.mid)
+    zp = b.sitofp(_splat(b, args["ozp"]), t.f32v)
+    y = b.fmul(b.fsub(q, zp), _splat(b, args["oscale"]))
+    pscale, pbias = _channel_vectors(b, t, args, r, v, mask, ("pscale", "pbias"))
+    y = b.fadd(b.fmul(y, pscale), pbias)
+    zero = ir.Constant(t.f32v, None)
+    return b.select(b.and_(b.fcmp_ordered("<", y, zero), _splat(b, args["relu2"])), zero, y)
+
+
+def _quantized(b, t: _IR, scale, zero_point, y, kind: str):
+    """clamp(rint(y / scale) + zero_point) as float lanes (exact small integers)."""
+    lo, hi = _RANGES[kind]
+    q = b.fadd(b.call(t.rint, [b.fdiv(y, _splat(b, scale))]),
+               b.sitofp(_splat(b, zero_point), t.f32v))
     low, high = (_splat(b, ir.Constant(F32, float(x))) for x in (lo, hi))
     q = b.select(b.fcmp_ordered("<", q, low), low, q)
     q = b.select(b.fcmp_ordered(">", q, high), high, q)
-    q = b.select(b.fcmp_unordered("uno", q, q), low, q)  # NaN: any value, but a defined one
-    return b.trunc(b.fptosi(q, t.i32v), t.i8v)
+    return b.select(b.fcmp_unordered("uno", q, q), low, q)  # NaN: any value, but a defined one
 
 
 _DRIVER_ARGS = ("a", "bp", "c", "m", "n", "groups", "lda", "ldc", "comp", "scale", "bias",
-                "oscale", "ozp", "relu")
+                "oscale", "ozp", "relu", "pscale", "pbias", "s2", "z2", "relu2")
 _DRIVER_TYPES = (I8_PTR, I8_PTR, I8_PTR, I64, I64, I64, I64, I64, I32_PTR, F32_PTR, F32_PTR,
-                 F32, I32, I32)
+                 F32, I32, I32, F32_PTR, F32_PTR, F32, I32, I32)
 DRIVER_CTYPES = (ctypes.c_void_p,) * 3 + (ctypes.c_int64,) * 5 + (ctypes.c_void_p,) * 3 + (
+    ctypes.c_float, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
     ctypes.c_float, ctypes.c_int32, ctypes.c_int32)
 
 
@@ -255,21 +283,22 @@ def build_qgemm_module(cfg: QGemmConfig) -> ir.Module:
     args = dict(zip(_DRIVER_ARGS, fn.args))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     relu = b.icmp_signed("!=", args["relu"], I32(0))
+    relu2 = b.icmp_signed("!=", args["relu2"], I32(0))
     panels = b.sdiv(b.add(args["n"], const64(NR - 1)), const64(NR))
     size = OUTS[cfg.out]
     with for_range(b, panels, name="jr") as jr:
         j0 = b.mul(jr, const64(NR))
-        common = dict(args, relu=relu, ncols=imin(b, b.sub(args["n"], j0), NR),
+        common = dict(args, relu=relu, relu2=relu2, ncols=imin(b, b.sub(args["n"], j0), NR),
                       bp=b.gep(args["bp"], [b.mul(b.mul(jr, args["groups"]), const64(4 * NR))]))
         if cfg.channel == "col":
-            common.update({k: b.gep(args[k], [j0]) for k in ("comp", "scale", "bias")})
+            common.update({k: b.gep(args[k], [j0]) for k in _CHANNEL_ARRAYS})
 
         def call(rows, row0, common=common, j0=j0):
             tile = dict(common, a=b.gep(args["a"], [b.mul(row0, args["lda"])]),
                         c=b.gep(args["c"], [b.mul(b.add(b.mul(row0, args["ldc"]), j0),
                                                   const64(size))]))
             if cfg.channel == "row":
-                tile.update({k: b.gep(args[k], [row0]) for k in ("comp", "scale", "bias")})
+                tile.update({k: b.gep(args[k], [row0]) for k in _CHANNEL_ARRAYS})
             narrow = b.icmp_signed("<=", common["ncols"], const64(LANES))
             with b.if_else(narrow) as (one, full):
                 for vecs, arm in ((1, one), (VECS, full)):
@@ -316,20 +345,22 @@ PARALLEL_MACS = 5e6  # about 100 us of int8 work; below it one thread wins
 def run_qgemm(driver, cfg: QGemmConfig, a: int, bp: int, c: int, m: int, n: int, groups: int,
               lda: int, ldc: int, epi: tuple) -> None:
     """``driver`` on checked pointers (bytes), split over panels or row tiles.
-    ``epi = (comp_ptr, scale_ptr, bias_ptr, out_scale, out_zero, relu)``."""
+    ``epi = (comp, scale, bias, out_scale, out_zero, relu, pscale, pbias, s2, z2, relu2)``
+    (the five arrays as pointers)."""
     threads = task_threads() if m * n * groups * 4 >= PARALLEL_MACS else 1
     parts = _blocks(m, n, threads)
     if len(parts) == 1:
         driver(a, bp, c, m, n, groups, lda, ldc, *epi)
         return
     size = OUTS[cfg.out]
-    comp, scale, bias, *rest = epi
 
     def block(i: int) -> None:
         r0, r1, j0, j1 = parts[i]
-        ch = r0 if cfg.channel == "row" else j0
+        ch = 4 * (r0 if cfg.channel == "row" else j0)
+        comp, scale, bias, oscale, ozp, relu, pscale, pbias, *rest = epi
         driver(a + r0 * lda, bp + j0 * groups * 4, c + (r0 * ldc + j0) * size, r1 - r0,
-               j1 - j0, groups, lda, ldc, comp + 4 * ch, scale + 4 * ch, bias + 4 * ch, *rest)
+               j1 - j0, groups, lda, ldc, comp + ch, scale + ch, bias + ch, oscale, ozp, relu,
+               pscale + ch, pbias + ch, *rest)
 
     parallel_for(len(parts), block, threads)
 
@@ -387,5 +418,6 @@ def qmatmul(a: np.ndarray, b: np.ndarray, zero: int = 0, *, channel: str = "col"
         bp = pack_vnni(b)
         run_qgemm(qgemm_driver(cfg), cfg, a_rows.ctypes.data, bp.ctypes.data, c.ctypes.data,
                   m, n, k4 // 4, k4, n, (comp.ctypes.data, scale.ctypes.data, bias.ctypes.data,
-                                          float(out_scale), int(out_zero), int(relu)))
+                                          float(out_scale), int(out_zero), int(relu),
+                                          scale.ctypes.data, bias.ctypes.data, 1.0, 0, 0))
     return c
