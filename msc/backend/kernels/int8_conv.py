@@ -24,6 +24,7 @@ from llvmlite import ir
 from ...errors import ShapeError
 from ..llvm.jit import get_jit
 from ..llvm.loops import I32, I64, const64, for_range
+from ..runtime.threads import parallel_for, task_threads
 from .base import Kernel
 from .int8_gemm import (
     I8,
@@ -44,6 +45,7 @@ __all__ = ["QConv2d", "QDense", "pack_fn", "unfold_fn"]
 _NP_OUT = {"s32": np.int32, "f32": np.float32, "u8": np.uint8, "s8": np.int8}
 _ACT = {"uint8": (np.uint8, 0), "int8": (np.int8, 0x80)}  # dtype -> (numpy, xor to u8)
 _SYMBOLS = ("msc_qpack_vnni_u8", "msc_qunfold_u8")
+_PARALLEL_PACK = 1 << 19  # bytes packed per image; below this one thread packs
 
 
 def _build_pack(module: ir.Module) -> None:
@@ -308,10 +310,27 @@ class QConv2d(Kernel):
                         (self.zero - 128 if self.flip else self.zero) & 0xFF, xp.ctypes.data,
                         hp, wp)
             src = cols.ctypes.data
-        self.pack(src, p, packed.ctypes.data, groups, p, self.flip - 256 if self.flip else 0)
+        self._pack(src, p, packed.ctypes.data, groups, panels)
         dst = out.ctypes.data + i * self.o * p * OUTS[self.cfg.out]
         run_qgemm(self.driver, self.cfg, self.w.ctypes.data, packed.ctypes.data, dst, self.o, p,
                   groups, self.k4, p, self.epi.args)
+
+
+    def _pack(self, src: int, p: int, dst: int, groups: int, panels: int) -> None:
+        """The patch rows as VNNI panels; panel ranges on the threads when there are any."""
+        flip = self.flip - 256 if self.flip else 0
+        threads = task_threads() if p * groups * 4 >= _PARALLEL_PACK else 1
+        if threads == 1 or panels < 2:
+            self.pack(src, p, dst, groups, p, flip)
+            return
+        parts = min(panels, 2 * threads)
+        bounds = [panels * i // parts for i in range(parts + 1)]
+
+        def task(i: int) -> None:
+            p0, p1 = bounds[i], bounds[i + 1]
+            self.pack(src + p0 * NR, p, dst + p0 * groups * NR * 4, groups,
+                      min(p, p1 * NR) - p0 * NR, flip)
+        parallel_for(parts, task, threads)
 
 
 class QDense(Kernel):

@@ -145,3 +145,19 @@ def test_qadd_matches_dequantize_add_quantize(out):
     np.testing.assert_array_equal(got, y)
     with pytest.raises(ShapeError, match="rhs"):
         kernel(a, a, np.empty(a.shape, got.dtype))
+
+
+def test_qconv2d_two_threads_bitwise_equal_one():
+    from msc.backend.runtime.threads import num_threads
+
+    rng = np.random.default_rng(6)
+    x, wq = _u8(rng, (1, 32, 40, 40)), rng.integers(-127, 128, (70, 32, 3, 3), dtype=np.int8)
+    attrs = {"strides": (1, 1), "padding": (1, 1, 1, 1), "dilation": (1, 1)}
+    kernel = QConv2d(wq, attrs, "uint8", 9, 0.01, None, ("u8", 0.5, 3))
+    one = kernel(x, np.empty((1, 70, 40, 40), np.uint8))
+    with num_threads(2):
+        two = kernel(x, np.empty((1, 70, 40, 40), np.uint8))
+    np.testing.assert_array_equal(one, two)
+    acc = _conv_ref(x.astype(np.int64), wq, 9, (1, 1), (1, 1, 1, 1), (1, 1)).astype(np.float32)
+    want = np.clip(np.rint(acc * np.float32(0.01) / np.float32(0.5)) + 3, 0, 255)
+    np.testing.assert_array_equal(one, want)
