@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/int8.py                    # resnet50 + BERT-base, 1 and 2 threads
     .venv/bin/python benchmarks/int8.py --models resnet50 --threads 1 --repeats 3
     .venv/bin/python benchmarks/int8.py --quick            # small shapes, a smoke run
+    .venv/bin/python benchmarks/int8.py --before           # + the QDQ model built without the
+                                                           #   QDQ pass (fake quantization)
 
 Models (random weights, no downloads): resnet50 from the onnx package's light zoo (weights
 randomized as in benchmarks/quantize.py: the shipped ones are all 0.02), and a BERT-base-sized
@@ -151,15 +153,23 @@ def ort_runner(model, threads: int):
     return lambda x: session.run(None, {name: x})[0]
 
 
-def msc_executable(model):
+def msc_executable(model, fold: bool = True):
+    """``fold=False``: the build as it was before the QDQ pass (QDQ graphs computed in float:
+    fake quantization), for the before/after column."""
+    from unittest import mock
+
     from codegen import to_relax
     from frontends.translate import from_onnx
     from msc import relax
+    from msc.backend import build as build_module
 
     graph, weights = from_onnx(model)
     with tempfile.TemporaryDirectory() as folder:
         mod = to_relax(graph, weights, build_folder=folder)
-    return relax.build(mod, target="llvm")
+    if fold:
+        return relax.build(mod, target="llvm")
+    with mock.patch.object(build_module, "fold_qdq", lambda program: {}):
+        return relax.build(mod, target="llvm")
 
 
 def msc_runner(ex, threads: int):
@@ -176,6 +186,7 @@ def rows(name: str, args) -> list[dict]:
     calib, held_out = batches(shape, 4, 1, image), batches(shape, args.eval, 2, image)
     qmodel = ort_qdq(model, model.graph.input[0].name, calib)
     ex_f, ex_q = msc_executable(model), msc_executable(qmodel)
+    ex_fake = msc_executable(qmodel, fold=False) if args.before else None
     folded = sum(ex_q.stats["fused"].get(k, 0) for k in ex_q.stats["fused"] if k[:4] == "qdq:")
     ref = [ort_runner(model, 1)(x) for x in held_out]
     db = {"msc": sqnr(ref, [msc_runner(ex_q, 1)(x) for x in held_out]),
@@ -185,6 +196,8 @@ def rows(name: str, args) -> list[dict]:
         x = held_out[0]
         fns = {"msc f32": msc_runner(ex_f, threads), "msc int8": msc_runner(ex_q, threads),
                "ORT f32": ort_runner(model, threads), "ORT int8": ort_runner(qmodel, threads)}
+        if ex_fake is not None:
+            fns["msc QDQ unfolded"] = msc_runner(ex_fake, threads)
         best = best_seconds({k: (lambda f=f, x=x: f(x)) for k, f in fns.items()}, args.repeats,
                             args.min_time)
         ms = {k: v * 1e3 for k, v in best.items()}
@@ -195,6 +208,9 @@ def rows(name: str, args) -> list[dict]:
                     "msc f32/ORT f32": f"{ms['msc f32'] / ms['ORT f32']:.2f}",
                     "SQNR msc dB": f"{db['msc']:.2f}", "SQNR ORT dB": f"{db['ort']:.2f}",
                     "folded": str(folded)})
+        if ex_fake is not None:
+            out[-1]["before: QDQ unfolded / int8"] = (
+                f"{ms['msc QDQ unfolded'] / ms['msc int8']:.2f}x")
     return out
 
 
@@ -214,6 +230,8 @@ def main(argv=None) -> None:
     parser.add_argument("--min-time", type=float, default=0.3)
     parser.add_argument("--eval", type=int, default=4, help="held-out inputs for the SQNR")
     parser.add_argument("--quick", action="store_true", help="a 2-layer small BERT")
+    parser.add_argument("--before", action="store_true",
+                        help="also time the QDQ model built without the QDQ pass (as before it)")
     args = parser.parse_args(argv)
     table = [row for name in args.models for row in rows(name, args)]
     print(f"load: {os.getloadavg()[0]:.2f} (1 min)")
