@@ -42,8 +42,9 @@ def _per_axis(g: Context, param, x, axis: int, block: int):
 
 def _relax_ok(g: Context, node: OnnxNode, x, scale, out_dtype: str, float_side: str) -> bool:
     block = node.attrs.get("block_size") or 0
+    # a rank-0 x has no axis the relax op could take (it normalizes axis -1 against rank 0)
     return (not block and out_dtype in _RELAX_QUANT and g.dtype(float_side) in _FLOATS
-            and g.dtype(scale) in _FLOATS and g.ndim(scale) <= 1)
+            and g.dtype(scale) in _FLOATS and g.ndim(scale) <= 1 and g.ndim(x) != 0)
 
 
 def convert_quantize(g: Context, node: OnnxNode):

@@ -55,6 +55,7 @@ from .dispatch.callouts import special
 from .dispatch.resolve import LEGALIZE_MODES, MissingKernelError, load_facts, numpy_caller, resolve
 from .kernels.base import Impl, Site, kernel_fact
 from .kernels.epilogues import epilogue_entries
+from .qdq_fold import fold_qdq
 from .runtime.plan import make_plan
 from .runtime.program import NOVALUE, Node, Program
 
@@ -202,6 +203,9 @@ class _Lowerer:
         self._fold(program.nodes)
         _eliminate_dead(program)
         if self.fuse:
+            # QDQ convs / matmuls become int8 kernels before the float epilogue fusion
+            self.fused.update(fold_qdq(program))
+            _eliminate_dead(program)
             self._fuse(program.nodes, program)
         self._resolve(program)
         self._count(program)

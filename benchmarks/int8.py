@@ -1,0 +1,242 @@
+"""int8 on msc's backend vs float, and vs onnxruntime on the same QDQ model, in one run.
+
+    .venv/bin/python benchmarks/int8.py                    # resnet50 + BERT-base, 1 and 2 threads
+    .venv/bin/python benchmarks/int8.py --models resnet50 --threads 1 --repeats 3
+    .venv/bin/python benchmarks/int8.py --quick            # small shapes, a smoke run
+    .venv/bin/python benchmarks/int8.py --before           # + the QDQ model built without the
+                                                           #   QDQ pass (fake quantization)
+
+Models (random weights, no downloads): resnet50 from the onnx package's light zoo (weights
+randomized as in benchmarks/quantize.py: the shipped ones are all 0.02), and a BERT-base-sized
+encoder built here in ONNX (12 post-norm layers, hidden 768, 12 heads, MLP 3072 with ReLU,
+sequence 128, batch 1). Each is quantized once by onnxruntime's ``quantize_static`` (QDQ
+format, per-channel int8 weights, uint8 activations, MinMax on 4 calibration batches) after
+its recommended ``quant_pre_process`` (which folds BatchNormalization into Conv); the
+same QDQ model then runs on onnxruntime and, imported with ``from_onnx``, on msc, where
+``relax.build`` folds its QDQ convs / matmuls into int8 kernels (ex.stats["fused"]).
+
+Columns: best-of-N latency per contender (rounds interleaved, so load from other sessions hits
+all alike), msc int8 speed-up over msc float, msc int8 / onnxruntime int8, and the SQNR (dB)
+of both int8 outputs against the float model's (onnxruntime float) on held-out inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.gemm import best_seconds
+from benchmarks.quantize import batches, sqnr
+
+
+def bert(layers: int = 12, seq: int = 128, dim: int = 768, heads: int = 12, ff: int = 3072,
+         seed: int = 0):
+    """A BERT-base-sized post-norm encoder in ONNX (opset 17): per layer, Q/K/V/O linears,
+    per-head attention, LayerNorm, ReLU MLP, LayerNorm."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def const(name, array):
+        inits.append(numpy_helper.from_array(array, name))
+        return name
+
+    def init(name, shape, scale=None):
+        scale = np.sqrt(1 / shape[0]) if scale is None else scale
+        return const(name, (rng.standard_normal(shape) * scale).astype(np.float32))
+
+    def node(op, inputs, out, **attrs):
+        nodes.append(helper.make_node(op, inputs, [out], **attrs))
+        return out
+
+    def linear(x, name, din, dout):
+        mm = node("MatMul", [x, init(f"{name}_w", (din, dout))], f"{name}_mm")
+        return node("Add", [mm, init(f"{name}_b", (dout,), 0.1)], name)
+
+    const("heads_shape", np.array([1, seq, heads, dim // heads]))
+    const("merge_shape", np.array([1, seq, dim]))
+    const("c", np.array(1 / np.sqrt(dim // heads), np.float32))
+
+    def layer(x, p):
+        q, k, v = (node("Transpose", [node("Reshape", [linear(x, f"{p}{n}", dim, dim),
+                                                       "heads_shape"], f"{p}{n}_r")],
+                        f"{p}{n}_t", perm=[0, 2, 1, 3]) for n in "qkv")
+        kt = node("Transpose", [k], f"{p}kt", perm=[0, 1, 3, 2])
+        scores = node("Mul", [node("MatMul", [q, kt], f"{p}qk"), "c"], f"{p}scores")
+        ctx = node("MatMul", [node("Softmax", [scores], f"{p}probs", axis=-1), v], f"{p}ctx")
+        merged = node("Reshape", [node("Transpose", [ctx], f"{p}ctx_t", perm=[0, 2, 1, 3]),
+                                  "merge_shape"], f"{p}merged")
+        h = norm(node("Add", [x, linear(merged, f"{p}o", dim, dim)], f"{p}res1"), f"{p}ln1")
+        up = node("Relu", [linear(h, f"{p}ff1", dim, ff)], f"{p}ff1_relu")
+        return norm(node("Add", [h, linear(up, f"{p}ff2", ff, dim)], f"{p}res2"), f"{p}ln2")
+
+    def norm(x, name):
+        const(f"{name}_g", np.ones(dim, np.float32))
+        return node("LayerNormalization", [x, f"{name}_g", init(f"{name}_beta", (dim,), 0.1)],
+                    name, axis=-1)
+
+    x = "x"
+    for i in range(layers):
+        x = layer(x, f"l{i}_")
+    graph = helper.make_graph(
+        nodes, "bert", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, dim])],
+        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, seq, dim])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def model_and_input(name: str, quick: bool):
+    if name == "bert":
+        model = bert(layers=2, seq=32, dim=128, heads=4, ff=512) if quick else bert()
+        return model, [int(d.dim_value) for d in model.graph.input[0].type.tensor_type.shape.dim]
+    from benchmarks.quantize import model_and_input as zoo
+
+    model, _, shape = zoo(name)
+    return model, shape
+
+
+def preprocessed(model):
+    """onnxruntime's recommended pre-processing (``quant_pre_process``: shape inference and
+    its graph optimizations, e.g. BatchNormalization folded into Conv), the float model that
+    both the float and the int8 contenders then run."""
+    import onnx
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    with tempfile.TemporaryDirectory() as folder:
+        src, dst = Path(folder) / "float.onnx", Path(folder) / "pre.onnx"
+        onnx.save(model, src)
+        quant_pre_process(str(src), str(dst), skip_symbolic_shape=True)
+        return onnx.load(dst)
+
+
+def ort_qdq(model, name: str, calib: list):
+    """onnxruntime's QDQ model of ``model`` (per-channel int8 weights, uint8 activations)."""
+    import onnx
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.items = iter([{name: x} for x in calib])
+
+        def get_next(self):
+            return next(self.items, None)
+
+    with tempfile.TemporaryDirectory() as folder:
+        src, dst = Path(folder) / "float.onnx", Path(folder) / "qdq.onnx"
+        onnx.save(model, src)
+        quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        return onnx.load(dst)
+
+
+def ort_runner(model, threads: int):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.log_severity_level = 3
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    return lambda x: session.run(None, {name: x})[0]
+
+
+def msc_executable(model, fold: bool = True):
+    """``fold=False``: the build as it was before the QDQ pass (QDQ graphs computed in float:
+    fake quantization), for the before/after column."""
+    from unittest import mock
+
+    from codegen import to_relax
+    from frontends.translate import from_onnx
+    from msc import relax
+    from msc.backend import build as build_module
+
+    graph, weights = from_onnx(model)
+    with tempfile.TemporaryDirectory() as folder:
+        mod = to_relax(graph, weights, build_folder=folder)
+    if fold:
+        return relax.build(mod, target="llvm")
+    with mock.patch.object(build_module, "fold_qdq", lambda program: {}):
+        return relax.build(mod, target="llvm")
+
+
+def msc_runner(ex, threads: int):
+    from msc import relax
+
+    vm = relax.VirtualMachine(ex, relax.cpu(), num_threads=threads)
+    return lambda x: vm["main"](x).numpy()
+
+
+def rows(name: str, args) -> list[dict]:
+    model, shape = model_and_input(name, args.quick)
+    model = preprocessed(model)
+    image = name != "bert"
+    calib, held_out = batches(shape, 4, 1, image), batches(shape, args.eval, 2, image)
+    qmodel = ort_qdq(model, model.graph.input[0].name, calib)
+    ex_f, ex_q = msc_executable(model), msc_executable(qmodel)
+    ex_fake = msc_executable(qmodel, fold=False) if args.before else None
+    folded = sum(ex_q.stats["fused"].get(k, 0) for k in ex_q.stats["fused"] if k[:4] == "qdq:")
+    ref = [ort_runner(model, 1)(x) for x in held_out]
+    db = {"msc": sqnr(ref, [msc_runner(ex_q, 1)(x) for x in held_out]),
+          "ort": sqnr(ref, [ort_runner(qmodel, 1)(x) for x in held_out])}
+    out = []
+    for threads in args.threads:
+        x = held_out[0]
+        fns = {"msc f32": msc_runner(ex_f, threads), "msc int8": msc_runner(ex_q, threads),
+               "ORT f32": ort_runner(model, threads), "ORT int8": ort_runner(qmodel, threads)}
+        if ex_fake is not None:
+            fns["msc QDQ unfolded"] = msc_runner(ex_fake, threads)
+        best = best_seconds({k: (lambda f=f, x=x: f(x)) for k, f in fns.items()}, args.repeats,
+                            args.min_time)
+        ms = {k: v * 1e3 for k, v in best.items()}
+        out.append({"model": name, "threads": str(threads),
+                    **{k: f"{v:.2f}" for k, v in ms.items()},
+                    "msc f32/int8": f"{ms['msc f32'] / ms['msc int8']:.2f}x",
+                    "msc int8/ORT int8": f"{ms['msc int8'] / ms['ORT int8']:.2f}",
+                    "msc f32/ORT f32": f"{ms['msc f32'] / ms['ORT f32']:.2f}",
+                    "SQNR msc dB": f"{db['msc']:.2f}", "SQNR ORT dB": f"{db['ort']:.2f}",
+                    "folded": str(folded)})
+        if ex_fake is not None:
+            out[-1]["before: QDQ unfolded / int8"] = (
+                f"{ms['msc QDQ unfolded'] / ms['msc int8']:.2f}x")
+    return out
+
+
+def print_table(table: list[dict]) -> None:
+    cols = list(table[0])
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for row in table:
+        print("| " + " | ".join(row[c] for c in cols) + " |")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["resnet50", "bert"])
+    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--min-time", type=float, default=0.3)
+    parser.add_argument("--eval", type=int, default=4, help="held-out inputs for the SQNR")
+    parser.add_argument("--quick", action="store_true", help="a 2-layer small BERT")
+    parser.add_argument("--before", action="store_true",
+                        help="also time the QDQ model built without the QDQ pass (as before it)")
+    args = parser.parse_args(argv)
+    table = [row for name in args.models for row in rows(name, args)]
+    print(f"load: {os.getloadavg()[0]:.2f} (1 min)")
+    print_table(table)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,343 @@
+"""QDQ folding: quantize / dequantize pairs around convs and matmuls become int8 kernels.
+
+A QDQ graph (onnxruntime's ``quantize_static`` in QDQ format, or ``compression.quantize``)
+computes every int8 op in float between a ``dequantize`` and a ``quantize``::
+
+    xq = quantize(x, sx, zx)                   # uint8 / int8, per tensor
+    y  = conv2d(dequantize(xq, sx, zx), W)     # W: float weights on an int8 grid
+    y  = y + b ... relu                        # per-channel epilogue (optional)
+    yq = quantize(y, sy, zy)                   # optional
+
+This pass (run by ``relax.build`` after constant folding, before fusion) replaces such a chain
+by ONE native call on ``xq``: the int8 GEMM / conv of kernels/int8_conv.py with int32
+accumulation, the activation zero point taken out exactly, and an epilogue that dequantizes
+(``acc * sx * sw[c] + b``, relu) and, when the chain ends in a quantize, requantizes. The
+dequantize stays only for other readers of its float value (dead ones are dropped).
+
+Weights arrive as float constants (from_onnx and the constant folding evaluate
+``DequantizeLinear(int8 w)``; compression.quantize stores dequantized int8 weights): a weight
+folds when it lies on a symmetric int8 grid, per output channel (scale = max|w| / 127, as
+both quantizers choose it) or per tensor, checked element by element; else the call stays
+float. Convs: NCHW, groups 1, 2-D; matmuls: a constant 2-D weight (``matmul``'s x2, dense /
+linear ``[out, in]``). Everything else (adds, pools, attention matmuls) runs as before.
+
+    counts = fold_qdq(program)       # {"qdq:nn.conv2d+add->quantize": 52, ...}
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from ..relax.expr import Call, Var
+from .kernels.base import Site
+from .kernels.dense import fold_epilogue
+from .kernels.epilogues import EPILOGUE_OPS
+from .kernels.int8_conv import QConv2d, QDense
+from .kernels.int8_eltwise import QAdd
+from .kernels.pool import pad4, pair
+from .runtime.program import Node, Program
+
+__all__ = ["fold_qdq", "int8_grid"]
+
+_ACT_DTYPES = ("uint8", "int8")
+_GRID_TOL = 1e-3  # |q * s - w| <= tol * s for every element: w is on the grid
+
+
+def int8_grid(w: np.ndarray, axis: int | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """(q int8, scale float32 per channel of ``axis``) with q * scale == w up to rounding of
+    the scale, or None when ``w`` is not a symmetric int8 tensor (per channel, else per
+    tensor)."""
+    if w.dtype != np.float32 or not w.size or not np.all(np.isfinite(w)):
+        return None
+    for per_channel in (True, False):
+        if per_channel and axis is None:
+            continue
+        reduce = tuple(i for i in range(w.ndim) if i != axis) if per_channel else None
+        absmax = np.max(np.abs(w), axis=reduce, keepdims=True)
+        scale = np.where(absmax > 0, absmax / np.float32(127), np.float32(1)).astype(np.float32)
+        q = np.rint(w / scale)
+        if np.all(np.abs(q * scale - w) <= _GRID_TOL * scale):
+            flat = np.broadcast_to(scale, [w.shape[i] if i == axis else 1
+                                           for i in range(w.ndim)]) if axis is not None else scale
+            return q.astype(np.int8), np.ascontiguousarray(flat.reshape(-1), np.float32)
+    return None
+
+
+def _pattern(nodes: list) -> str:
+    """[matmul, quantize, dequantize, add, quantize] -> "matmul->quantize->dequantize+add->
+    quantize": the name a folded chain is counted under."""
+    text, after_quantize = "", False
+    for node in nodes:
+        if node.op == "quantize":
+            text += "->quantize"
+        else:
+            text += ("->" if after_quantize else "+" if text else "") + node.op
+        after_quantize = node.op == "quantize"
+    return text
+
+
+def _shape(sinfo) -> tuple | None:
+    values = getattr(sinfo, "values", None)
+    if values is None or not all(v.is_const for v in values):
+        return None
+    return tuple(int(v.value) for v in values)
+
+
+def _scalar(value) -> float | int | None:
+    c = value.const
+    return c.reshape(-1)[0].item() if isinstance(c, np.ndarray) and c.size == 1 else None
+
+
+class _Folder:
+    def __init__(self, program: Program):
+        self.program = program
+        self.values = program.values
+        self.producer = {n.out: n for n in program.nodes if n.kind == "call"}
+        self.uses = Counter()
+        for node in program.walk():
+            self.uses.update(node.ins)
+            for _, result in node.branches:
+                self.uses[result] += 1
+        self.uses[program.result] += 1
+        self.consumer = {i: n for n in program.nodes for i in n.ins}
+        self.counts: Counter = Counter()
+
+    def run(self) -> Counter:
+        for node in list(self.program.nodes):
+            if node.kind != "call" or node.site is None or node not in self.program.nodes:
+                continue
+            if node.op in _MATCH:
+                self._fold(node)
+            elif node.op == "add":
+                self._fold_add(node)
+            elif node.op == "quantize":
+                self._fold_view(node)
+        return self.counts
+
+    def _dequantized_input(self, node: Node, i: int = 0):
+        """(xq value id, dtype, scale, zero) when arg ``i`` is a per-tensor dequantize."""
+        dq = self.producer.get(node.ins[i]) if len(node.ins) > i else None
+        if dq is None or dq.op != "dequantize" or dq.site is None or len(dq.ins) != 3:
+            return None
+        xq, scale, zero = (self.values[i] for i in dq.ins)
+        dtype = getattr(xq.sinfo, "dtype", None)
+        s, z = _scalar(scale), _scalar(zero)
+        if dtype not in _ACT_DTYPES or s is None or z is None or not s > 0:
+            return None
+        return xq.id, dtype, float(np.float32(s)), int(z)
+
+    def _fold(self, node: Node) -> None:
+        quantized = self._dequantized_input(node)
+        made = _MATCH[node.op](node.site) if quantized else None
+        if made is None:
+            return
+        w_q, w_scale, axis, bias, make = made
+        xq, dtype, sx, zx = quantized
+        gone, entries, out_id = self._epilogue(node.out, axis)
+        b, relu, extra = fold_epilogue(bias, entries)
+        scale = (np.float64(sx) * w_scale * (1.0 if extra is None else extra)).astype(np.float32)
+        requant = self._requantize(out_id)
+        out, post = "f32", None
+        if requant is not None:
+            qnode, out = requant
+            gone.append(qnode)
+            out_id = qnode.out
+            chained = self._chain(qnode, out, axis)
+            if chained is not None:
+                more, out_id, out, post = chained
+                gone += more
+        kernel = make(w_q, dtype, zx, scale, b, out, relu, post)
+        self.counts[f"qdq:{_pattern([node, *gone])}"] += 1
+        self._replace(node, Node("call", (xq,), out_id, fn=kernel,
+                                 dps=(self.values[out_id].sinfo,), op=kernel.op,
+                                 path="native", name=node.name), gone)
+
+    def _fold_add(self, node: Node) -> None:
+        """dequantize + dequantize -> add (-> relu) (-> quantize): one int8.add pass."""
+        a, b = (self._dequantized_input(node, i) for i in (0, 1))
+        shapes = {_shape(self.values[i].sinfo) for i in (*node.ins, node.out)}
+        if a is None or b is None or len(shapes) != 1 or None in shapes or (
+                getattr(self.values[node.out].sinfo, "dtype", "") != "float32"):
+            return
+        gone, out_id, relu = [], node.out, False
+        nxt = self._single_consumer(out_id)
+        if nxt is not None and nxt.op == "nn.relu":
+            gone, out_id, relu = [nxt], nxt.out, True
+        requant = self._requantize(out_id)
+        out = "f32"
+        if requant is not None:
+            qnode, out = requant
+            gone.append(qnode)
+            out_id = qnode.out
+        kernel = QAdd(a[1], b[1], (a[2], float(a[3])), (b[2], float(b[3])), out, relu)
+        self.counts["qdq:add" + ("+nn.relu" if relu else "")
+                    + ("->quantize" if requant else "")] += 1
+        self._replace(node, Node("call", (a[0], b[0]), out_id, fn=kernel,
+                                 dps=(self.values[out_id].sinfo,), op=kernel.op,
+                                 path="native", name=node.name), gone)
+
+    def _fold_view(self, q: Node) -> None:
+        """quantize(view(dequantize(xq))) with the same parameters: the view on xq itself
+        (moving int8 values is exact; the two float passes go)."""
+        f = self.producer.get(q.ins[0])
+        if (f is None or f.site is None or f.op not in _VIEWS or len(q.ins) != 3
+                or self.uses.get(f.out) != 1 or f.site.call is None):
+            return
+        x = self._dequantized_input(f)
+        dq = self.producer.get(f.ins[0])
+        s, z = _scalar(self.values[q.ins[1]]), _scalar(self.values[q.ins[2]])
+        q_sinfo = self.values[q.out].sinfo
+        if x is None or (x[2], x[3]) != (float(np.float32(s or 0)), z) or (
+                getattr(q_sinfo, "dtype", "") != x[1]):
+            return
+        xq = self.values[x[0]]
+        call = f.site.call
+        new_call = Call(call.op, [Var("data", xq.sinfo), *call.args[1:]], call.attrs,
+                        call.sinfo_args)
+        new_call._set_struct_info(q_sinfo)
+        f.site = Site(f.op, f.site.attrs, [xq, *f.site.args[1:]], q_sinfo, call=new_call)
+        f.ins = (x[0], *f.ins[1:])
+        f.out = q.out
+        self.program.nodes.remove(q)
+        self.producer[q.out] = f
+        self.uses[dq.out] -= 1
+        self.counts[f"qdq:{f.op} on int8"] += 1
+
+    def _replace(self, node: Node, new: Node, gone: list) -> None:
+        nodes = self.program.nodes
+        nodes[nodes.index(node)] = new
+        for other in gone:
+            nodes.remove(other)
+        self.producer[new.out] = new
+
+    def _single_consumer(self, vid: int):
+        if self.uses.get(vid) != 1 or vid == self.program.result:
+            return None
+        nxt = self.consumer.get(vid)
+        return nxt if nxt is not None and nxt.kind == "call" and nxt.site is not None else None
+
+    def _chain(self, q: Node, mid: tuple, axis: int):
+        """After the requantize: ``dequantize`` of equal parameters (its only reader), per-
+        channel affine consumers, and an optional second ``quantize``; as (nodes, out id,
+        out, post) for the kernel, or None."""
+        dq = self._single_consumer(q.out)
+        if dq is None or dq.op != "dequantize" or len(dq.ins) != 3 or dq.ins[0] != q.out:
+            return None
+        s, z = _scalar(self.values[dq.ins[1]]), _scalar(self.values[dq.ins[2]])
+        if s is None or (float(np.float32(s)), z) != mid[1:]:
+            return None
+        gone, entries, out_id = self._epilogue(dq.out, axis)
+        pbias, relu2, pscale = fold_epilogue(None, entries)
+        out = "f32"
+        requant = self._requantize(out_id)
+        if requant is None and not entries:
+            return None  # the dequantized value has other readers (an int8 op among them)
+        if requant is not None:
+            gone.append(requant[0])
+            out_id, out = requant[0].out, requant[1]
+        return [dq, *gone], out_id, out, (mid[0], mid[1], mid[2], pscale, pbias, relu2)
+
+    def _epilogue(self, start: int, axis: int):
+        """Consumers that fold into the epilogue: bias / scale / relu, as the fp32 kernels'."""
+        gone, entries, out_id = [], (), start
+        rank = getattr(self.values[out_id].sinfo, "ndim", -1)
+        while (nxt := self._single_consumer(out_id)) is not None:
+            rule = EPILOGUE_OPS.get(nxt.op)
+            if rule is None or any(e[0] == "relu" for e in entries):
+                break
+            sinfo = self.values[nxt.out].sinfo
+            if getattr(sinfo, "dtype", None) != "float32" or sinfo.ndim != rank:
+                break
+            values = [self.values[i] for i in nxt.ins]
+            more = rule(values, nxt.site.attrs or {}, out_id, axis % rank, rank)
+            if not more:
+                break
+            entries += tuple(more)
+            gone.append(nxt)
+            out_id = nxt.out
+        return gone, entries, out_id
+
+    def _requantize(self, out_id: int):
+        """(the quantize node, "u8" / "s8" with its scale and zero) when it alone reads
+        ``out_id`` with per-tensor parameters."""
+        q = self._single_consumer(out_id)
+        if q is None or q.op != "quantize" or len(q.ins) != 3 or q.ins[0] != out_id:
+            return None
+        s, z = _scalar(self.values[q.ins[1]]), _scalar(self.values[q.ins[2]])
+        kind = {"uint8": "u8", "int8": "s8"}.get(getattr(self.values[q.out].sinfo, "dtype", ""))
+        if kind is None or s is None or z is None or not s > 0:
+            return None
+        return q, (kind, float(np.float32(s)), int(z))
+
+
+# ---------------------------------------------------------------------------------------------
+# What each op folds into: fn(site) -> (w_q, w_scale, channel axis, bias, make) or None.
+
+
+def _conv(site, has_bias: bool = False):
+    w, out = site.const(1), site.out
+    layouts = (site.attr("data_layout") or "NCHW", site.attr("kernel_layout") or "OIHW",
+               site.attr("out_layout") or site.attr("data_layout") or "NCHW")
+    if (w is None or w.ndim != 4 or layouts != ("NCHW", "OIHW", "NCHW")
+            or int(site.attr("groups", 1)) != 1 or getattr(out, "dtype", "") != "float32"
+            or site.attr("out_dtype") not in (None, "", "void", "float32")):
+        return None
+    bias = _const_bias(site, has_bias)
+    grid = int8_grid(w, 0)
+    if grid is None or bias is False:
+        return None
+    attrs = {"strides": pair(site.attr("strides", 1)), "padding": pad4(site.attr("padding", 0)),
+             "dilation": pair(site.attr("dilation", 1))}
+
+    def make(w_q, dtype, zx, scale, b, out, relu, post):
+        return QConv2d(w_q, attrs, dtype, zx, scale, b, out, relu, post=post)
+    return grid[0], grid[1], 1, bias, make
+
+
+def _dense(layout: str, has_bias: bool = False):
+    def match(site):
+        w, out = site.const(1), site.out
+        if (w is None or w.ndim != 2 or getattr(out, "dtype", "") != "float32"
+                or site.attr("out_dtype") not in (None, "", "void", "float32")):
+            return None
+        w_kn = w if layout == "KN" else w.T
+        bias = _const_bias(site, has_bias)
+        grid = int8_grid(np.ascontiguousarray(w_kn), 1)
+        if grid is None or bias is False:
+            return None
+
+        def make(w_q, dtype, zx, scale, b, out, relu, post):
+            return QDense(w_q, dtype, zx, scale, b, out, relu, post=post)
+        return grid[0], grid[1], -1, bias, make
+    return match
+
+
+def _const_bias(site, has_bias: bool):
+    """The call's own bias (None without one; False when it is not a usable constant)."""
+    if not has_bias:
+        return None
+    b = site.const(2)
+    ok = b is not None and b.dtype == np.float32 and b.size == b.shape[-1]
+    return np.ascontiguousarray(b.reshape(-1)) if ok else False
+
+
+# data movement that commutes with a per-tensor (de)quantization of equal parameters
+_VIEWS = ("reshape", "permute_dims", "squeeze", "expand_dims", "flatten", "nn.max_pool2d")
+
+_MATCH = {
+    "nn.conv2d": _conv,
+    "msc.conv2d_bias": lambda site: _conv(site, has_bias=True),
+    "matmul": _dense("KN"),
+    "msc.matmul": _dense("KN"),
+    "nn.dense": _dense("NK"),
+    "msc.linear": _dense("NK"),
+    "msc.linear_bias": _dense("NK", has_bias=True),
+}
+
+
+def fold_qdq(program: Program) -> Counter:
+    """Replace the QDQ conv / matmul chains of ``program``'s top level by int8 kernel calls;
+    returns how many of each pattern were folded."""
+    return _Folder(program).run()
