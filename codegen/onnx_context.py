@@ -88,6 +88,12 @@ class OnnxContext(JointContext):
                 return source[1]
         return default
 
+    def prim_values(self, key: str) -> str | None:
+        """Attr ``key`` as an int64 1-D value computed at run time when it holds symbolic
+        values (its ``"<key>.prims"`` attr names their prims), else None."""
+        text = self.node.attrs.get(f"{key}.prims", "")
+        return self.writer.shapes.elements(self, text) if text else None
+
     def const_of(self, value: str) -> np.ndarray | None:
         """The numbers of an initializer value (None for a computed value)."""
         return self.writer.const_data.get(value)

@@ -199,9 +199,10 @@ class OnnxWriter:
     def _rename(self, node: MSCJoint, values: list[str]) -> list[str]:
         """Values made for this joint take the joint's name (``split_0``... for several)."""
         made = {o: n for n in self.nodes[self.row_start:] for o in n["outputs"]}
+        shared = set(self.shapes.prims.values())  # later joints read them by these names
         renamed = {}
         for i, value in enumerate(values):
-            if value not in made or value in renamed:
+            if value not in made or value in renamed or value in shared:
                 continue
             hint = node.name if len(values) == 1 else f"{node.name}_{i}"
             renamed[value] = self.name(hint)
@@ -240,8 +241,9 @@ def runtime_values(graph: MSCGraph) -> list[dict]:
     items = [{"op": "prim", "node": p.name, "why": "a run-time value, no input dim"}
              for p in graph.get_prims() if p.optype == "shape" and "producer" not in p.attrs]
     outputs = set(graph.output_names)
+    read = {p.attrs.get("producer") for p in graph.get_prims()}  # values prims read
     for node in graph.get_nodes():
-        if node.optype == "tensor_to_shape" and not node.children and \
+        if node.optype == "tensor_to_shape" and not node.children and node.name not in read and \
                 not any(t.name in outputs for t in node.outputs):
             items.append({"op": node.optype, "node": node.name,
                           "why": "its values reach other nodes unlinked"})

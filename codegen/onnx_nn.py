@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from .onnx_integer import integer_operands
 from .onnx_rows import Row, axes_of, axis_of, plain
 
 __all__ = ["NN_ROWS"]
@@ -59,7 +60,11 @@ def _conv(n: int, transpose: bool = False, bias: bool = False) -> Row:
         conv = type(ctx)(ctx.writer, ctx.node)
         conv.op_def = OPS[conv_op]
         if not ctx.in_tensor(0).dtype.startswith(("float", "bfloat")):
-            raise ctx.fail(f"ONNX convolutions take floats, not {ctx.in_tensor(0).dtype}")
+            operands = None if transpose or bias else integer_operands(ctx)
+            if operands is None:
+                raise ctx.fail(f"ONNX convolutions take floats, or 8-bit ints widened to "
+                               f"int32 (ConvInteger), not {ctx.in_tensor(0).dtype}")
+            return ctx.emit("ConvInteger", operands, **_conv_attrs(conv, n, transpose))
         inputs = [ctx.input(0), ctx.tensor_arg("weight")]
         if bias:
             inputs.append(_bias_1d(ctx))
@@ -491,9 +496,10 @@ def _grid_sample(ctx):
 
 def _affine_grid(ctx):
     """ONNX's grid is [N, H, W, 2]; Relax's [N, 2, H, W]."""
-    theta = ctx.in_tensor(0)
-    height, width = ctx.out.shape[2:]
-    size = ctx.ints([theta.shape[0], 1, height, width], "size")
+    shapes = ctx.writer.shapes
+    size = ctx.emit("Concat", [shapes.dim(ctx, ctx.out, 0), ctx.ints([1], "one"),
+                               shapes.dim(ctx, ctx.out, 2), shapes.dim(ctx, ctx.out, 3)],
+                    axis=0)
     grid = ctx.emit("AffineGrid", [ctx.input(0), size],
                     align_corners=int(ctx.attr("align_corners")))
     return ctx.emit("Transpose", [grid], perm=[0, 3, 1, 2])
