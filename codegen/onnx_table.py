@@ -20,6 +20,7 @@ from msc.relax.op.registry import OPS, attach
 from .onnx_context import onnx_dtype
 from .onnx_index import INDEX, flat
 from .onnx_integer import integer_operands
+from .onnx_layout import LAYOUT
 from .onnx_nn import NN_ROWS
 from .onnx_rows import Row, axes_of, axis_of, plain
 
@@ -550,7 +551,8 @@ CREATE = {
                        since=26),
 }
 
-ROWS: dict[str, Row] = {**ELEMENTWISE, **REDUCE, **MANIPULATE, **INDEX, **CREATE, **NN_ROWS}
+ROWS: dict[str, Row] = {**ELEMENTWISE, **REDUCE, **MANIPULATE, **INDEX, **CREATE, **NN_ROWS,
+                        **LAYOUT}
 
 
 def attach_rows() -> None:
