@@ -125,7 +125,11 @@ class OnnxContext(JointContext):
         data = self.const_of(value)
         if data is not None:
             return self.const(data.astype(to_dtype), "cast")
-        return self.emit("Cast", [value], to=onnx_dtype(to_dtype))
+        # Relax's astype does not saturate (out of range is NaN / inf, as ml_dtypes); ONNX's
+        # Cast to float8 does unless told (saturate, opset 19)
+        extra = {"saturate": 0} if to_dtype.startswith("float8") and "e8m0" not in to_dtype \
+            and self.opset >= 19 else {}
+        return self.emit("Cast", [value], to=onnx_dtype(to_dtype), **extra)
 
     def dims(self, tensor: MSCTensor) -> str:
         """``tensor``'s shape as an int64 1-D value (computed from the inputs when symbolic)."""
