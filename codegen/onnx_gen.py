@@ -276,7 +276,7 @@ def build_model(writer: OnnxWriter, producer: str = "msc"):
 
     outputs = writer.graph_outputs()
     specs = tidy(writer.nodes, writer.inits, {v for v, _ in outputs}, writer.static,
-                 writer.dtypes)
+                 writer.dtypes, writer.opset)
     specs = quantize_biases(specs, writer.inits, writer.name)
     nodes = [helper.make_node(n["op_type"], n["inputs"], n["outputs"], name=n["name"],
                               domain=n["domain"] or None, **n["attrs"]) for n in specs]

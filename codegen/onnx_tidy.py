@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_refuse import fold_cross_entropy, fold_gemm_forms, scalar_const
+from .onnx_refuse import fold_cross_entropy, fold_gemm_forms, fold_layer_norm, scalar_const
 
 __all__ = ["tidy"]
 
@@ -18,7 +18,7 @@ _NEGATIVE_OK = {"Gather", "GatherElements", "ScatterElements"}
 
 
 def tidy(nodes: list[dict], consts: dict, keep: set[str], shapes: dict,
-         dtypes: dict) -> list[dict]:
+         dtypes: dict, opset: int = 13) -> list[dict]:
     """``nodes`` with the rules applied (``keep``: values that must stay, graph outputs;
     ``shapes`` / ``dtypes``: value -> static shape / dtype, where known)."""
     nodes = _unwrap_indices(nodes, consts, shapes)
@@ -26,6 +26,7 @@ def tidy(nodes: list[dict], consts: dict, keep: set[str], shapes: dict,
     nodes = fold_gemm_forms(nodes, consts, keep, shapes, dtypes)
     nodes = _fold_gemm(nodes, consts, keep, shapes, dtypes)
     nodes = fold_cross_entropy(nodes, keep, shapes)
+    nodes = fold_layer_norm(nodes, consts, keep, shapes, dtypes, opset)
     return _drop_dead(nodes, keep)
 
 
