@@ -5,14 +5,16 @@
 - ``NegativeLogLikelihoodLoss(LogSoftmax(x, axis=1), t)`` -> ``SoftmaxCrossEntropyLoss``
   (its log-probability output too when the graph returns it);
 - mean / variance / rsqrt / scale / shift over trailing axes -> ``LayerNormalization``
-  (opset 17; its Mean and InvStdDev outputs too when the graph returns them).
+  (opset 17; its Mean and InvStdDev outputs too when the graph returns them), and the same
+  without the centering -> ``RMSNormalization`` (opset 23).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["fold_cross_entropy", "fold_gemm_forms", "fold_layer_norm", "scalar_const"]
+__all__ = ["fold_cross_entropy", "fold_gemm_forms", "fold_layer_norm", "fold_rms_norm",
+           "scalar_const"]
 
 _GEMM_TYPES = {"float16", "float32", "float64", "int32", "int64", "uint32", "uint64"}
 
@@ -188,3 +190,41 @@ def _layer_norm_at(mean: dict, chain: _Chain, consts: dict, keep: set, shapes: d
             part["outputs"] = [f"{o}.unused" for o in part["outputs"]]  # dead: dropped
     last.update(op_type="LayerNormalization", inputs=[x, scale, *extra], outputs=outs,
                 attrs={"axis": axes[0], "epsilon": eps})
+
+
+def fold_rms_norm(nodes: list[dict], consts: dict, keep: set, shapes: dict, dtypes: dict,
+                  opset: int) -> list[dict]:
+    """``x / sqrt(mean(x * x) + eps) * w`` over trailing axes -> RMSNormalization (opset
+    23)."""
+    if opset < 23:
+        return nodes
+    chain = _Chain(nodes, keep)
+    for node in nodes:
+        if node["op_type"] == "Mul" and not node["domain"] and len(set(node["inputs"])) == 1:
+            _rms_norm_at(node, chain, consts, shapes, dtypes)
+    return nodes
+
+
+def _rms_norm_at(square: dict, chain: _Chain, consts: dict, shapes: dict, dtypes: dict) -> None:
+    x = square["inputs"][0]
+    shape = shapes.get(x)
+    if shape is None or dtypes.get(x) != "float32":
+        return
+    mean = chain.next(square["outputs"][0], _MEANS)
+    axes = mean and _axes(mean, consts, len(shape))
+    if not axes or not mean["attrs"].get("keepdims", 1):
+        return
+    axes = sorted(a % len(shape) for a in axes)
+    add = axes == list(range(axes[0], len(shape))) and chain.next(mean["outputs"][0], "Add")
+    eps = add and scalar_const(consts, add["inputs"][1])
+    root = eps is not None and add and chain.next(add["outputs"][0], "Sqrt")
+    div = root and chain.next(root["outputs"][0], "Div")
+    scaled = div and div["inputs"] == [x, root["outputs"][0]] and \
+        chain.next(div["outputs"][0], "Mul")
+    if not scaled:
+        return
+    scale = scaled["inputs"][1 - scaled["inputs"].index(div["outputs"][0])]
+    for part in (square, mean, add, root, div):
+        part["outputs"] = [f"{o}.unused" for o in part["outputs"]]  # dead: dropped
+    scaled.update(op_type="RMSNormalization", inputs=[x, scale],
+                  attrs={"axis": axes[0], "epsilon": eps})

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_refuse import fold_cross_entropy, fold_gemm_forms, fold_layer_norm, scalar_const
+from .onnx_refuse import (
+    fold_cross_entropy,
+    fold_gemm_forms,
+    fold_layer_norm,
+    fold_rms_norm,
+    scalar_const,
+)
 
 __all__ = ["tidy"]
 
@@ -27,6 +33,7 @@ def tidy(nodes: list[dict], consts: dict, keep: set[str], shapes: dict,
     nodes = _fold_gemm(nodes, consts, keep, shapes, dtypes)
     nodes = fold_cross_entropy(nodes, keep, shapes)
     nodes = fold_layer_norm(nodes, consts, keep, shapes, dtypes, opset)
+    nodes = fold_rms_norm(nodes, consts, keep, shapes, dtypes, opset)
     return _drop_dead(nodes, keep)
 
 

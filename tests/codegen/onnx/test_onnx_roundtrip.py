@@ -34,6 +34,7 @@ SUBSET = {
     "layernormalization": ["test_layer_normalization_2d_axis1_expanded",
                            "test_layer_normalization_4d_axis2"],  # re-fused, 3 outputs
     "gemm": ["test_gemm_all_attributes"],  # transposes, alpha, beta re-fused
+    "rmsnormalization": ["test_rms_normalization_3d_axis1_epsilon"],  # re-fused
     "softmax_cross_entropy_loss": ["test_sce_mean_weight", "test_sce_mean_log_prob"],
     "relu": ["test_relu"], "leakyrelu": ["test_leakyrelu"], "gelu": ["test_gelu_default_1"],
     "softmax": ["test_softmax_axis_1"], "logsoftmax": ["test_logsoftmax_axis_1"],
