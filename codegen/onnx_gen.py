@@ -153,9 +153,11 @@ class OnnxWriter:
             node = self.graph.find_producer(tensor.name)
             self.values[node.name] = [self.name(tensor.alias or node.name)]
             self._note_shapes(node)
+        extra = " (custom_domain wraps joints that have an ONNX expression; these have none)" \
+            if self.functions is not None else ""
         write_nodes(self.graph, self._node, self.values, "the ONNX codegen",
                     "ops with no ONNX form are listed in msc/relax/op facts 'onnx_codegen'; "
-                    "remove or replace these nodes")
+                    "remove or replace these nodes" + extra)
 
     def _node(self, node: MSCJoint) -> None:
         if node.optype == "input":

@@ -71,6 +71,7 @@ def test_joint_without_onnx_expression_names_it_even_with_custom_domain():
     graph, _, weights, _ = graph_of_call(case.op, case.args, case.kwargs)
     with pytest.raises(UnsupportedOpError) as err:
         to_onnx(graph, weights, custom_domain=True)
+    assert "custom_domain" in str(err.value)
     [item] = err.value.items
     assert item["op"] == "nn.attention_var_len" and item["node"] in {
         n.name for n in graph.get_nodes()}
