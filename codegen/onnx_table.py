@@ -281,11 +281,31 @@ def _reshape_dims(ctx, tensor) -> str:
     return ctx.dims(tensor)
 
 
+def _reshape_zeros(ctx, dims: str) -> str:
+    """Before ``allowzero`` (opset 14): reshape to the dims with each 0 read as 1, the data
+    padded to that size, then sliced to the dims (an empty result when one is 0; no padding
+    and a whole slice otherwise)."""
+    from onnx import numpy_helper
+
+    ones = ctx.emit("Max", [dims, ctx.ints([1], "one")])
+    size = ctx.emit("Reshape", [ctx.emit("Size", [ctx.input(0)]), ctx.ints([1], "one")])
+    short = ctx.emit("Sub", [ctx.emit("ReduceProd", [ones], keepdims=1), size])
+    zero = numpy_helper.from_array(np.zeros(1, dtype=ctx.in_tensor(0).dtype))
+    padded = ctx.emit("Concat", [flat(ctx, ctx.input(0)), ctx.emit(
+        "ConstantOfShape", [short], value=zero)], axis=0)
+    rank = ctx.out.ndim
+    return ctx.emit("Slice", [ctx.emit("Reshape", [padded, ones]), ctx.ints([0] * rank, "starts"),
+                              dims, ctx.ints(range(rank), "axes")])
+
+
 def _reshape(ctx):
     run_time = ctx.prim_values("shape")
     if run_time is not None:  # a 0 read at run time is a 0 (Relax), not "copy" (ONNX)
-        extra = {"allowzero": 1} if ctx.opset >= 14 else {}
-        return ctx.emit("Reshape", [ctx.input(0), run_time], **extra)
+        if ctx.opset >= 14:
+            return ctx.emit("Reshape", [ctx.input(0), run_time], allowzero=1)
+        if "-1" in ctx.node.attrs["shape.prims"].split(","):  # inferred: never 0 here
+            return ctx.emit("Reshape", [ctx.input(0), run_time])
+        return _reshape_zeros(ctx, run_time)
     if ctx.out.shape and all(d < 0 for d in ctx.out.shape) and not ctx.out.prims:
         # dims unknown to the graph: the op's own shape (its -1 is ONNX's -1)
         return ctx.emit("Reshape", [ctx.input(0), ctx.ints(ctx.raw("shape", "ints"), "shape")])
