@@ -88,6 +88,12 @@ class OnnxContext(JointContext):
                 return source[1]
         return default
 
+    def prim_values(self, key: str) -> str | None:
+        """Attr ``key`` as an int64 1-D value computed at run time when it holds symbolic
+        values (its ``"<key>.prims"`` attr names their prims), else None."""
+        text = self.node.attrs.get(f"{key}.prims", "")
+        return self.writer.shapes.elements(self, text) if text else None
+
     def const_of(self, value: str) -> np.ndarray | None:
         """The numbers of an initializer value (None for a computed value)."""
         return self.writer.const_data.get(value)
@@ -119,7 +125,11 @@ class OnnxContext(JointContext):
         data = self.const_of(value)
         if data is not None:
             return self.const(data.astype(to_dtype), "cast")
-        return self.emit("Cast", [value], to=onnx_dtype(to_dtype))
+        # Relax's astype does not saturate (out of range is NaN / inf, as ml_dtypes); ONNX's
+        # Cast to float8 does unless told (saturate, opset 19)
+        extra = {"saturate": 0} if to_dtype.startswith("float8") and "e8m0" not in to_dtype \
+            and self.opset >= 19 else {}
+        return self.emit("Cast", [value], to=onnx_dtype(to_dtype), **extra)
 
     def dims(self, tensor: MSCTensor) -> str:
         """``tensor``'s shape as an int64 1-D value (computed from the inputs when symbolic)."""

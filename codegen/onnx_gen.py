@@ -27,6 +27,7 @@ from msc.relax.op.registry import OPS
 
 from .joint import JointContext, find_weight, write_nodes
 from .onnx_context import OnnxContext, onnx_dtype
+from .onnx_functions import FunctionTable, domain_of
 from .onnx_qdq import quantize_biases
 from .onnx_shapes import ShapeValues
 from .onnx_tidy import tidy
@@ -57,8 +58,11 @@ def clean_name(name: str) -> str:
 class OnnxWriter:
     """Writes the nodes, initializers, inputs and outputs of one graph."""
 
-    def __init__(self, graph: MSCGraph, weights: dict | None, opset: int):
+    def __init__(self, graph: MSCGraph, weights: dict | None, opset: int,
+                 custom_domain: bool | str | None = None):
         self.graph, self.weights, self.opset = graph, weights, opset
+        domain = domain_of(custom_domain)
+        self.functions = FunctionTable(domain, opset) if domain else None
         self.namer = UniqueNamer()
         self.node_namer = UniqueNamer()
         self.nodes: list[dict] = []
@@ -149,9 +153,11 @@ class OnnxWriter:
             node = self.graph.find_producer(tensor.name)
             self.values[node.name] = [self.name(tensor.alias or node.name)]
             self._note_shapes(node)
+        extra = " (custom_domain wraps joints that have an ONNX expression; these have none)" \
+            if self.functions is not None else ""
         write_nodes(self.graph, self._node, self.values, "the ONNX codegen",
                     "ops with no ONNX form are listed in msc/relax/op facts 'onnx_codegen'; "
-                    "remove or replace these nodes")
+                    "remove or replace these nodes" + extra)
 
     def _node(self, node: MSCJoint) -> None:
         if node.optype == "input":
@@ -166,9 +172,11 @@ class OnnxWriter:
             self.tuples.add(node.name)
             self.values[node.name] = ctx.inputs
             return
-        self.row_start = len(self.nodes)
+        self.row_start, first_init = len(self.nodes), len(self.inits)
         result = self._row(node).write(ctx)
         result = [result] if isinstance(result, str) else list(result)
+        if self.functions is not None:
+            self.functions.wrap(self, node.optype, self.row_start, first_init, result)
         self.values[node.name] = self._rename(node, result)
         self._note_shapes(node)
 
@@ -199,9 +207,10 @@ class OnnxWriter:
     def _rename(self, node: MSCJoint, values: list[str]) -> list[str]:
         """Values made for this joint take the joint's name (``split_0``... for several)."""
         made = {o: n for n in self.nodes[self.row_start:] for o in n["outputs"]}
+        shared = set(self.shapes.prims.values())  # later joints read them by these names
         renamed = {}
         for i, value in enumerate(values):
-            if value not in made or value in renamed:
+            if value not in made or value in renamed or value in shared:
                 continue
             hint = node.name if len(values) == 1 else f"{node.name}_{i}"
             renamed[value] = self.name(hint)
@@ -240,8 +249,9 @@ def runtime_values(graph: MSCGraph) -> list[dict]:
     items = [{"op": "prim", "node": p.name, "why": "a run-time value, no input dim"}
              for p in graph.get_prims() if p.optype == "shape" and "producer" not in p.attrs]
     outputs = set(graph.output_names)
+    read = {p.attrs.get("producer") for p in graph.get_prims()}  # values prims read
     for node in graph.get_nodes():
-        if node.optype == "tensor_to_shape" and not node.children and \
+        if node.optype == "tensor_to_shape" and not node.children and node.name not in read and \
                 not any(t.name in outputs for t in node.outputs):
             items.append({"op": node.optype, "node": node.name,
                           "why": "its values reach other nodes unlinked"})
@@ -268,7 +278,7 @@ def build_model(writer: OnnxWriter, producer: str = "msc"):
 
     outputs = writer.graph_outputs()
     specs = tidy(writer.nodes, writer.inits, {v for v, _ in outputs}, writer.static,
-                 writer.dtypes)
+                 writer.dtypes, writer.opset)
     specs = quantize_biases(specs, writer.inits, writer.name)
     nodes = [helper.make_node(n["op_type"], n["inputs"], n["outputs"], name=n["name"],
                               domain=n["domain"] or None, **n["attrs"]) for n in specs]
@@ -283,8 +293,11 @@ def build_model(writer: OnnxWriter, producer: str = "msc"):
         graph.initializer.add().CopyFrom(numpy_helper.from_array(
             np.require(array, requirements="C"), name))
     opsets = [helper.make_opsetid("", writer.opset)]
-    model = helper.make_model(graph, opset_imports=opsets, producer_name=producer)
-    model.ir_version = helper.find_min_ir_version_for(opsets)
+    functions, imports = writer.functions.model_parts() if writer.functions else ([], [])
+    model = helper.make_model(graph, opset_imports=opsets + imports, producer_name=producer,
+                              functions=functions)
+    # model-local functions came with IR version 8
+    model.ir_version = max(helper.find_min_ir_version_for(opsets), 8 if functions else 0)
     return model
 
 
@@ -298,16 +311,21 @@ def _check_opset(opset: int | None) -> int:
 
 
 def to_onnx(graph: MSCGraph, weights: dict | None = None, path: str | os.PathLike | None = None,
-            opset: int | None = None, external_data: int | bool | None = None):
+            opset: int | None = None, external_data: int | bool | None = None,
+            custom_domain: bool | str | None = None):
     """The graph as an ONNX ModelProto, checked (``full_check=True``); also saved at ``path``.
 
     ``opset``: 13 up to the installed onnx's newest (default 21). ``external_data``: weights go to
     ``<path>.data`` beside the model (True: every tensor above 1 KiB; an int: the size
     threshold in bytes; None: only when the model would pass protobuf's 2 GB limit).
+    ``custom_domain``: True (domain ``"ai.msc"``) or a domain name: each joint ONNX has no
+    single operator for is one node of that domain backed by a model-local ONNX function
+    (``codegen/onnx_functions.py``); a joint with no ONNX expression at all raises
+    UnsupportedOpError naming it.
 
     >>> model = to_onnx(graph, weights, "out/model.onnx", opset=17)   # doctest: +SKIP
     """
-    writer = OnnxWriter(graph, weights, _check_opset(opset))
+    writer = OnnxWriter(graph, weights, _check_opset(opset), custom_domain)
     writer.write()
     model = build_model(writer)
     if path is None:

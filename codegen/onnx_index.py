@@ -27,6 +27,12 @@ def _strided_slice(ctx):
     strides = ctx.arg_value("strides", []) or [1] * len(axes)
     if not axes:
         return ctx.input(0)
+    run_time = [ctx.prim_values(k) for k in ("begin", "end", "strides")]
+    if any(run_time):  # read from tensors at run time (an ONNX Slice's inputs)
+        starts, ends, steps = (v or ctx.ints(c, k) for v, c, k in zip(run_time, (
+            begin, [min(max(int(e), -_INT64_MAX), _INT64_MAX) for e in end], strides),
+            ("starts", "ends", "steps")))
+        return ctx.emit("Slice", [ctx.input(0), starts, ends, ctx.ints(axes, "axes"), steps])
     ends = [_slice_end(ctx, a, int(b), int(e), int(s))
             for a, b, e, s in zip(axes, begin, end, strides)]
     if all(isinstance(e, int) for e in ends):

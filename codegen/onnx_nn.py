@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from .onnx_integer import integer_operands
 from .onnx_rows import Row, axes_of, axis_of, plain
 
 __all__ = ["NN_ROWS"]
@@ -32,23 +33,45 @@ def _spatial(value, n: int) -> list[int]:
     return value * n if len(value) == 1 else value
 
 
+def _conv_layouts(n: int, transpose: bool) -> tuple[str, str]:
+    data = ("NCW", "NCHW", "NCDHW")[n - 1]
+    return data, ("OI" if not transpose else "IO") + data[2:]
+
+
 def _conv_attrs(ctx, n: int, transpose: bool) -> dict:
-    layouts = ("NCW", "NCHW", "NCDHW")[n - 1], \
-        ((("OIW", "OIHW", "OIDHW") if not transpose else ("IOW", "IOHW", "IODHW"))[n - 1])
-    data, kernel = ctx.attr("data_layout"), ctx.attr("kernel_layout")
-    if (data, kernel) != layouts or (ctx.attr("out_layout") or data) != data:
-        raise ctx.fail(f"layouts {data}/{kernel}: ONNX convolutions are {layouts[0]}/"
-                       f"{layouts[1]} (convert the layout first)")
+    """ONNX's attrs of a conv (its data and kernel already in ONNX's layouts)."""
+    layouts = _conv_layouts(n, transpose)
+    kernel = ctx.attr("kernel_layout")
     attrs = {"strides": _spatial(ctx.attr("strides"), n),
              "pads": _pads(ctx.attr("padding"), n),
              "dilations": _spatial(ctx.attr("dilation"), n), "group": ctx.attr("groups")}
     weight = ctx.node.input_at(1) if "weight" not in ctx.node.weights else \
         ctx.node.weight_at("weight")
-    attrs["kernel_shape"] = list(weight.shape[2:])
+    attrs["kernel_shape"] = [weight.shape[kernel.index(a)] for a in layouts[1][2:]]
     if transpose and any(ctx.attr("output_padding") if not isinstance(
             ctx.attr("output_padding"), int) else [ctx.attr("output_padding")]):
         attrs["output_padding"] = _spatial(ctx.attr("output_padding"), n)
     return attrs
+
+
+def _to_layouts(ctx, conv, n: int, transpose: bool, x: str, w: str) -> tuple[str, str, list]:
+    """Data and kernel in ONNX's layouts (NCHW / OIHW): Transposes where the joint's differ
+    (a constant kernel is stored transposed); the permutation back to the output layout."""
+    want_data, want_kernel = _conv_layouts(n, transpose)
+    data, kernel = conv.attr("data_layout"), conv.attr("kernel_layout")
+    out = conv.attr("out_layout") or data
+    if sorted(data) != sorted(want_data) or sorted(kernel) != sorted(want_kernel) or \
+            sorted(out) != sorted(want_data):
+        raise ctx.fail(f"layouts {data}/{kernel}: ONNX convolutions are {want_data}/"
+                       f"{want_kernel} (these are no permutation of them)")
+    if data != want_data:
+        x = ctx.emit("Transpose", [x], perm=[data.index(a) for a in want_data])
+    if kernel != want_kernel:
+        perm = [kernel.index(a) for a in want_kernel]
+        data_w = ctx.const_of(w)
+        w = ctx.const(np.transpose(data_w, perm), "weight") if data_w is not None else \
+            ctx.emit("Transpose", [w], perm=perm)
+    return x, w, [want_data.index(a) for a in out]
 
 
 def _conv(n: int, transpose: bool = False, bias: bool = False) -> Row:
@@ -59,12 +82,17 @@ def _conv(n: int, transpose: bool = False, bias: bool = False) -> Row:
         conv = type(ctx)(ctx.writer, ctx.node)
         conv.op_def = OPS[conv_op]
         if not ctx.in_tensor(0).dtype.startswith(("float", "bfloat")):
-            raise ctx.fail(f"ONNX convolutions take floats, not {ctx.in_tensor(0).dtype}")
-        inputs = [ctx.input(0), ctx.tensor_arg("weight")]
-        if bias:
-            inputs.append(_bias_1d(ctx))
+            operands = None if transpose or bias else integer_operands(ctx)
+            if operands is None or conv.attr("data_layout") != _conv_layouts(n, False)[0]:
+                raise ctx.fail(f"ONNX convolutions take floats, or 8-bit ints widened to "
+                               f"int32 in NCHW (ConvInteger), not {ctx.in_tensor(0).dtype}")
+            return ctx.emit("ConvInteger", operands, **_conv_attrs(conv, n, transpose))
+        x, w, back = _to_layouts(ctx, conv, n, transpose, ctx.input(0), ctx.tensor_arg("weight"))
+        inputs = [x, w] + ([_bias_1d(ctx)] if bias else [])
         out = ctx.emit("ConvTranspose" if transpose else "Conv", inputs,
                        **_conv_attrs(conv, n, transpose))
+        if back != sorted(back):
+            out = ctx.emit("Transpose", [out], perm=back)
         return ctx.cast(out, ctx.in_tensor(0).dtype, ctx.attr("out_dtype"))
     return Row(write)
 
@@ -491,9 +519,10 @@ def _grid_sample(ctx):
 
 def _affine_grid(ctx):
     """ONNX's grid is [N, H, W, 2]; Relax's [N, 2, H, W]."""
-    theta = ctx.in_tensor(0)
-    height, width = ctx.out.shape[2:]
-    size = ctx.ints([theta.shape[0], 1, height, width], "size")
+    shapes = ctx.writer.shapes
+    size = ctx.emit("Concat", [shapes.dim(ctx, ctx.out, 0), ctx.ints([1], "one"),
+                               shapes.dim(ctx, ctx.out, 2), shapes.dim(ctx, ctx.out, 3)],
+                    axis=0)
     grid = ctx.emit("AffineGrid", [ctx.input(0), size],
                     align_corners=int(ctx.attr("align_corners")))
     return ctx.emit("Transpose", [grid], perm=[0, 3, 1, 2])

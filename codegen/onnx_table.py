@@ -19,6 +19,8 @@ from msc.relax.op.registry import OPS, attach
 
 from .onnx_context import onnx_dtype
 from .onnx_index import INDEX, flat
+from .onnx_integer import integer_operands
+from .onnx_layout import LAYOUT
 from .onnx_nn import NN_ROWS
 from .onnx_rows import Row, axes_of, axis_of, plain
 
@@ -65,17 +67,36 @@ def _floor_divide(ctx):
     a, b = ctx.inputs
     if not _is_int(ctx.out.dtype):
         return ctx.emit("Floor", [ctx.emit("Div", [a, b])])
+    b = _nonzero(ctx, b)
     # a - mod(a, b) (mod with the divisor's sign) is an exact multiple of b
     exact = ctx.emit("Sub", [a, ctx.emit("Mod", [a, b], fmod=0)])
     return ctx.emit("Div", [exact, b])
 
 
+def _nonzero(ctx, b: str) -> str:
+    """An integer divisor with 0 replaced by 1: a division by 0 is undefined (msc's kernels
+    give some number, onnxruntime aborts the run), and graphs compute such quotients in
+    branches that Where then drops (a Reshape's -1 over an empty tensor)."""
+    data = ctx.const_of(b)
+    if data is not None and np.all(data != 0):
+        return b
+    zero = ctx.scalar(0, ctx.in_tensor(1).dtype, "zero")
+    one = ctx.scalar(1, ctx.in_tensor(1).dtype, "one")
+    return ctx.emit("Where", [ctx.emit("Equal", [b, zero]), one, b])
+
+
 def _floor_mod(ctx):
+    """Mod(fmod=0), the floor form (ints; floats from opset 28, where runtimes take it). Before
+    that a float one is fmod plus b where the remainder's sign differs from b's: IEEE's
+    answers for infinities too (x mod inf is x or inf by the signs; a - floor(a / b) * b
+    would give NaN)."""
     a, b = ctx.inputs
-    if _is_int(ctx.out.dtype):
+    if _is_int(ctx.out.dtype) or ctx.opset >= 28:
         return ctx.emit("Mod", [a, b], fmod=0)
-    floor = ctx.emit("Floor", [ctx.emit("Div", [a, b])])
-    return ctx.emit("Sub", [a, ctx.emit("Mul", [floor, b])])
+    rem = ctx.emit("Mod", [a, b], fmod=1)
+    # r * b < 0: the signs differ and r != 0 (0 * inf is NaN, not < 0)
+    differ = ctx.emit("Less", [ctx.emit("Mul", [rem, b]), ctx.scalar(0, ctx.out.dtype, "zero")])
+    return ctx.emit("Where", [differ, ctx.emit("Add", [rem, b]), rem])
 
 
 def _log_add_exp(ctx):
@@ -97,6 +118,9 @@ def _isfinite(ctx):
 
 
 def _matmul(ctx):
+    operands = integer_operands(ctx)
+    if operands is not None:  # 8-bit operands widened to int32: exact in MatMulInteger
+        return ctx.emit("MatMulInteger", operands)
     out = ctx.emit("MatMul", ctx.inputs)
     return ctx.cast(out, ctx.in_tensor(0).dtype, ctx.attr("out_dtype"))
 
@@ -257,7 +281,34 @@ def _reshape_dims(ctx, tensor) -> str:
     return ctx.dims(tensor)
 
 
+def _reshape_zeros(ctx, dims: str) -> str:
+    """Before ``allowzero`` (opset 14): reshape to the dims with each 0 read as 1, the data
+    padded to that size, then sliced to the dims (an empty result when one is 0; no padding
+    and a whole slice otherwise)."""
+    from onnx import numpy_helper
+
+    ones = ctx.emit("Max", [dims, ctx.ints([1], "one")])
+    size = ctx.emit("Reshape", [ctx.emit("Size", [ctx.input(0)]), ctx.ints([1], "one")])
+    short = ctx.emit("Sub", [ctx.emit("ReduceProd", [ones], keepdims=1), size])
+    zero = numpy_helper.from_array(np.zeros(1, dtype=ctx.in_tensor(0).dtype))
+    padded = ctx.emit("Concat", [flat(ctx, ctx.input(0)), ctx.emit(
+        "ConstantOfShape", [short], value=zero)], axis=0)
+    rank = ctx.out.ndim
+    return ctx.emit("Slice", [ctx.emit("Reshape", [padded, ones]), ctx.ints([0] * rank, "starts"),
+                              dims, ctx.ints(range(rank), "axes")])
+
+
 def _reshape(ctx):
+    run_time = ctx.prim_values("shape")
+    if run_time is not None:  # a 0 read at run time is a 0 (Relax), not "copy" (ONNX)
+        if ctx.opset >= 14:
+            return ctx.emit("Reshape", [ctx.input(0), run_time], allowzero=1)
+        if "-1" in ctx.node.attrs["shape.prims"].split(","):  # inferred: never 0 here
+            return ctx.emit("Reshape", [ctx.input(0), run_time])
+        return _reshape_zeros(ctx, run_time)
+    if ctx.out.shape and all(d < 0 for d in ctx.out.shape) and not ctx.out.prims:
+        # dims unknown to the graph: the op's own shape (its -1 is ONNX's -1)
+        return ctx.emit("Reshape", [ctx.input(0), ctx.ints(ctx.raw("shape", "ints"), "shape")])
     return ctx.emit("Reshape", [ctx.input(0), _reshape_dims(ctx, ctx.out)])
 
 
@@ -413,7 +464,14 @@ def _full_like(ctx):
 def _arange(ctx):
     """Range; a symbolic end reaches the graph as a placeholder, so with a dynamic length the
     end is start + length * step (the length is the output's prim)."""
-    dtype = ctx.out.dtype
+    # dtype None: what the bounds are (ints here: a float bound is never symbolic)
+    dtype = ctx.out.dtype if ctx.out.dtype != "void" else "int64"
+    run_time = [ctx.prim_values(k) for k in ("start", "end", "step")]
+    if any(run_time):
+        bounds = [_scalar_of(ctx, ctx.cast(v, "int64", dtype)) if v else
+                  ctx.scalar(ctx.arg_value(k), dtype, k)
+                  for v, k in zip(run_time, ("start", "end", "step"))]
+        return ctx.emit("Range", bounds)
     first, by = ctx.arg_value("start"), ctx.arg_value("step")
     start, step = ctx.scalar(first, dtype, "start"), ctx.scalar(by, dtype, "step")
     prims = ctx.out.prims
@@ -426,7 +484,15 @@ def _arange(ctx):
     return ctx.emit("Range", [start, end, step])
 
 
+def _scalar_of(ctx, value: str) -> str:
+    """A 1-element value as a 0-D one."""
+    return ctx.emit("Reshape", [value, ctx.const(np.zeros(0, dtype=np.int64), "scalar")])
+
+
 def _trilu_k(ctx, k_name: str) -> str:
+    run_time = ctx.prim_values(k_name)
+    if run_time is not None:
+        return _scalar_of(ctx, run_time)
     return ctx.const(np.asarray(int(ctx.arg_value(k_name, 0) or 0), dtype=np.int64), "k")
 
 
@@ -476,6 +542,9 @@ def _shift(direction: str) -> Row:
 
 
 def _shape_to_tensor(ctx):
+    run_time = ctx.prim_values("expr")
+    if run_time is not None:
+        return run_time
     value = ctx.tensor_arg("expr")
     if value is None:
         raise ctx.fail("shape_to_tensor without a shape value")
@@ -502,7 +571,8 @@ CREATE = {
                        since=26),
 }
 
-ROWS: dict[str, Row] = {**ELEMENTWISE, **REDUCE, **MANIPULATE, **INDEX, **CREATE, **NN_ROWS}
+ROWS: dict[str, Row] = {**ELEMENTWISE, **REDUCE, **MANIPULATE, **INDEX, **CREATE, **NN_ROWS,
+                        **LAYOUT}
 
 
 def attach_rows() -> None:

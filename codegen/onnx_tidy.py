@@ -9,6 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from .onnx_refuse import (
+    fold_cross_entropy,
+    fold_gemm_forms,
+    fold_layer_norm,
+    fold_rms_norm,
+    scalar_const,
+)
+
 __all__ = ["tidy"]
 
 # Ops whose index input (position 1) takes negative indices as counted from the end.
@@ -16,12 +24,16 @@ _NEGATIVE_OK = {"Gather", "GatherElements", "ScatterElements"}
 
 
 def tidy(nodes: list[dict], consts: dict, keep: set[str], shapes: dict,
-         dtypes: dict) -> list[dict]:
+         dtypes: dict, opset: int = 13) -> list[dict]:
     """``nodes`` with the rules applied (``keep``: values that must stay, graph outputs;
     ``shapes`` / ``dtypes``: value -> static shape / dtype, where known)."""
     nodes = _unwrap_indices(nodes, consts, shapes)
     nodes = _fold_transposes(nodes, keep)
+    nodes = fold_gemm_forms(nodes, consts, keep, shapes, dtypes)
     nodes = _fold_gemm(nodes, consts, keep, shapes, dtypes)
+    nodes = fold_cross_entropy(nodes, keep, shapes)
+    nodes = fold_layer_norm(nodes, consts, keep, shapes, dtypes, opset)
+    nodes = fold_rms_norm(nodes, consts, keep, shapes, dtypes, opset)
     return _drop_dead(nodes, keep)
 
 
@@ -105,33 +117,56 @@ def _shape(value: str, consts: dict, shapes: dict):
 _GEMM_TYPES = {"float16", "float32", "float64", "int32", "int64", "uint32", "uint64"}
 
 
+def _product_shape(product: dict, consts: dict, shapes: dict):
+    """[M, N] of a 2-D MatMul / Gemm (its trans flags read), else None."""
+    a, b = (_shape(v, consts, shapes) for v in product["inputs"][:2])
+    if a is None or b is None or len(a) != 2 or len(b) != 2:
+        return None
+    attrs = product["attrs"]
+    return [a[1] if attrs.get("transA") else a[0], b[0] if attrs.get("transB") else b[1]]
+
+
+def _scaled(value: str, made: dict, users: dict, consts: dict, keep: set):
+    """(c, beta): ``Mul(c, s)`` of a constant scalar s read only here, else (value, 1)."""
+    mul = made.get(value)
+    if mul is None or mul["op_type"] != "Mul" or value in keep or len(users[value]) != 1:
+        return value, 1.0
+    for i in (0, 1):
+        scale = scalar_const(consts, mul["inputs"][1 - i])
+        if scale is not None:
+            return mul["inputs"][i], scale
+    return value, 1.0
+
+
 def _fold_gemm(nodes: list[dict], consts: dict, keep: set[str], shapes: dict,
                dtypes: dict) -> list[dict]:
-    """``Add(MatMul(a, b), c)`` on 2-D a, b (of a type Gemm takes) with c broadcast to the
-    product: one Gemm."""
+    """``Add(MatMul(a, b), c)`` on 2-D a, b (of a type Gemm takes), or of a Gemm without C,
+    with c broadcast to the product: one Gemm (a constant factor of c is its beta)."""
     made, users = _producers(nodes), _consumers(nodes)
     for node in nodes:
         if node["op_type"] != "Add":
             continue
         for side in (0, 1):
             product = made.get(node["inputs"][side])
-            if product is None or product["op_type"] != "MatMul" or product["domain"]:
+            if product is None or product["op_type"] not in ("MatMul", "Gemm") or \
+                    product["domain"] or len(product["inputs"]) != 2:
                 continue
-            a, b = (_shape(v, consts, shapes) for v in product["inputs"])
-            c = _shape(node["inputs"][1 - side], consts, shapes)
             out = product["outputs"][0]
-            if dtypes.get(out) not in _GEMM_TYPES:
-                continue
-            if a is None or b is None or c is None or len(a) != 2 or len(b) != 2 or \
-                    out in keep or len(users.get(out, [])) != 1 or len(c) > 2:
+            dims = _product_shape(product, consts, shapes)
+            c, beta = _scaled(node["inputs"][1 - side], made, users, consts, keep)
+            c_shape = _shape(c, consts, shapes)
+            if dims is None or c_shape is None or dtypes.get(out) not in _GEMM_TYPES or \
+                    out in keep or len(users.get(out, [])) != 1 or len(c_shape) > 2:
                 continue
             try:
-                if list(np.broadcast_shapes(tuple(c), (a[0], b[1]))) != [a[0], b[1]]:
+                if list(np.broadcast_shapes(tuple(c_shape), tuple(dims))) != dims:
                     continue
             except ValueError:
                 continue
-            node.update(op_type="Gemm", attrs={},
-                        inputs=[*product["inputs"], node["inputs"][1 - side]])
+            attrs = dict(product["attrs"]) if product["op_type"] == "Gemm" else {}
+            if beta != 1.0:
+                attrs["beta"] = beta
+            node.update(op_type="Gemm", attrs=attrs, inputs=[*product["inputs"], c])
             break
     return nodes
 

@@ -15,7 +15,17 @@ from dataclasses import dataclass, field
 
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.limits import check_joints
-from msc.relax.expr import Call, Constant, Expr, Function, ShapeExpr, Tuple, TupleGetItem, Var
+from msc.relax.expr import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    MatchCast,
+    ShapeExpr,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
 from msc.relax.op.registry import Op
 from msc.relax.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from msc.tir import expr as tir
@@ -23,7 +33,7 @@ from msc.tir import expr as tir
 from .optypes import FIRST_OUTPUT_ONLY, VANISHING_OPS, call_optype
 from .prims import PrimTable
 from .roles import INPUT, WEIGHT_ROLE_OF_CONST, roles_of
-from .values import arg_attr, call_attrs, fused_attrs, is_attr_arg, scalar_attr
+from .values import arg_attr, arg_scalars, call_attrs, fused_attrs, is_attr_arg, scalar_attr
 from .walk import op_name
 
 __all__ = ["BuildConfig", "GraphBuilder", "NodeSpec", "WeightRef"]
@@ -84,6 +94,7 @@ class GraphBuilder:
         self.groups = {g.root: g for g in groups}
         self.absorbed = {v for g in groups for v in g.members if v is not g.root}
         self.prims = PrimTable()
+        self.run_time: set = set()  # tir vars read from values at run time (match_cast)
         self.specs: dict[str, NodeSpec] = {}
         self.tensors: dict = {}  # Var / Constant -> [(node name, out_idx)]
         self.weights: dict[str, WeightRef] = {}
@@ -100,6 +111,8 @@ class GraphBuilder:
             if binding.var in self.absorbed:
                 continue
             self.scope = [self.names.blocks[block]]
+            if isinstance(binding, MatchCast):
+                self._match_cast(binding)
             self._note_prims(binding.var)
             handler = _BINDINGS.get(type(binding.value))
             if handler is not None:
@@ -113,6 +126,19 @@ class GraphBuilder:
             for dim in _dims_of(member.struct_info):
                 if not dim.is_const:
                     self.prims.match(dim)
+
+    def _match_cast(self, binding: MatchCast) -> None:
+        """The vars a match_cast defines are read from the value at run time: a dim of a
+        tensor, or an element of a shape value (``tensor_to_shape``), msc-conventions 1.3."""
+        refs = self._inputs_of(binding.value)
+        sinfo = binding.struct_info
+        if len(refs) != 1 or not isinstance(sinfo, (ShapeStructInfo, TensorStructInfo)):
+            return
+        element = isinstance(sinfo, ShapeStructInfo)
+        for dim_idx, dim in enumerate(sinfo.values or ()):
+            if isinstance(dim, tir.Var) and not self.prims.has(dim):
+                self.prims.add_shape(dim, refs[0][0], refs[0][1], dim_idx, element=element)
+                self.run_time.add(dim)
 
     def _add(self, spec: NodeSpec, key: Expr | None) -> NodeSpec:
         self.specs[spec.name] = spec
@@ -238,7 +264,9 @@ class GraphBuilder:
         for arg, role, arg_name in args:
             value = self.view.value_of(arg)
             if is_attr_arg(value):
-                attrs[arg_name if role == INPUT and arg_name else role] = arg_attr(value)
+                key = arg_name if role == INPUT and arg_name else role
+                attrs[key] = arg_attr(value)
+                attrs.update(self._attr_prims(key, value))
         inputs, weights = [], {}
         for arg, role, _ in args:
             value = self.view.value_of(arg)
@@ -251,6 +279,17 @@ class GraphBuilder:
         spec = NodeSpec(name, optype, inputs, self._outputs(name, var, optype, layout), attrs,
                         weights, list(self.scope), self._shared_ref(name, weights))
         self._add(spec, var)
+
+    def _attr_prims(self, key: str, value: Expr) -> dict:
+        """``{"<key>.prims": "0,k,ADD_3"}`` when an attr holds values read at run time
+        (written ``-1`` in the attr; msc-conventions 1.3): per element, its number or the
+        prim computing it. Dims of the graph inputs alone add nothing (as MSC's graphs)."""
+        scalars = arg_scalars(value)
+        if not any(isinstance(v, tir.PrimExpr) and _reads(v, self.run_time) for v in scalars):
+            return {}
+        names = [self.prims.match(v).name if isinstance(v, tir.PrimExpr) and not v.is_const
+                 else str(int(v) if isinstance(v, tir.PrimExpr) else v) for v in scalars]
+        return {f"{key}.prims": ",".join(names)}
 
     def _weight(self, const: Constant, role: str, optype: str, attrs: dict) -> MSCTensor:
         name = self.names.of(const)
@@ -320,6 +359,13 @@ _BINDINGS = {
     TupleGetItem: GraphBuilder._get_item,
     ShapeExpr: GraphBuilder._shape,
 }
+
+
+def _reads(expr, run_time: set) -> bool:
+    """Whether ``expr`` uses a var of ``run_time``."""
+    if expr in run_time:
+        return True
+    return not expr.is_const and any(_reads(c, run_time) for c in tir.children(expr))
 
 
 def _arg_names(call: Call) -> list[str]:

@@ -36,12 +36,20 @@ class PrimTable:
         self._by_expr: dict = {}
         self._by_key: dict = {}
 
-    def add_shape(self, var: tir.Var, producer: str, out_idx: int, dim: int) -> MSCPrim:
-        """The ``shape`` prim of a symbolic dim read from a graph tensor (first one wins)."""
+    def add_shape(self, var: tir.Var, producer: str, out_idx: int, dim: int,
+                  element: bool = False) -> MSCPrim:
+        """The ``shape`` prim of a symbolic dim read from a graph tensor (first one wins);
+        ``element``: the value read is element ``dim`` of a shape value (``tensor_to_shape``),
+        not a dim of the tensor."""
         if var not in self._by_expr:
             attrs = {"producer": producer, "out_idx": str(out_idx), "dim": str(dim)}
+            if element:
+                attrs["element"] = "1"
             self._by_expr[var] = self._create(var.name, "shape", attrs, ())
         return self._by_expr[var]
+
+    def has(self, e: tir.PrimExpr) -> bool:
+        return e in self._by_expr
 
     def match(self, e: tir.PrimExpr) -> MSCPrim:
         """The prim computing ``e`` (MSC's MatchOrCreatePrim), creating its tree if needed."""

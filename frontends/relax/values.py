@@ -25,7 +25,7 @@ from msc.relax.expr import (
 )
 from msc.tir import expr as tir
 
-__all__ = ["arg_attr", "call_attrs", "fused_attrs", "is_attr_arg", "scalar_attr"]
+__all__ = ["arg_attr", "arg_scalars", "call_attrs", "fused_attrs", "is_attr_arg", "scalar_attr"]
 
 _VOID = "void"
 
@@ -91,6 +91,17 @@ _ARG_VALUES = {
 
 def _arg_value(expr: Expr):
     return _ARG_VALUES[type(expr)](expr)
+
+
+def arg_scalars(expr: Expr) -> list:
+    """The scalars of an attr-like argument, flattened (PrimExprs where symbolic)."""
+    if isinstance(expr, ShapeExpr):
+        return list(expr.values)
+    if isinstance(expr, PrimValue):
+        return [expr.value]
+    if isinstance(expr, Tuple):
+        return [v for f in expr.fields for v in arg_scalars(f)]
+    return []
 
 
 def arg_attr(expr: Expr) -> str:

@@ -35,10 +35,10 @@ def _viewer(ext: str):
     return write
 
 
-def _onnx(graph, weights, path: str) -> None:
+def _onnx(graph, weights, path: str, opset=None, custom_domain=None) -> None:
     from codegen import to_onnx  # onnx helpers load only for .onnx
 
-    to_onnx(graph, weights, path)
+    to_onnx(graph, weights, path, opset=opset, custom_domain=custom_domain)
 
 
 # Output formats by extension: fn(graph, weights, path); the viewer writes the pictures and
@@ -59,6 +59,7 @@ EPILOG = """examples:
   msc export model.onnx -o out/model.prototxt   # open it in Netron
   msc export model.onnx -o out/model.html       # offline viewer: groups, search, details
   msc export net.json -o out/net.onnx           # an ONNX model onnxruntime runs
+  msc export net.json -o out/net.onnx --opset 13 --custom-domain   # multi-op joints: ai.msc
   msc export net.py:make_model --input-info "x:1,3,32,32" -o net.dot
 An existing output is never replaced without --force, and the input never at all.
 """
@@ -71,6 +72,11 @@ def add_arguments(p) -> None:
     p.add_argument("-o", "--output", required=True, metavar="OUT",
                    help=f"output file; its extension picks the format: {', '.join(EXPORTERS)}")
     p.add_argument("--force", action="store_true", help="replace existing output files")
+    p.add_argument("--opset", type=int, help="ONNX only: the default-domain opset (13 up to "
+                   "the installed onnx's newest; default 21)")
+    p.add_argument("--custom-domain", nargs="?", const=True, metavar="DOMAIN",
+                   help="ONNX only: write each joint with no single ONNX operator as one node "
+                   "of DOMAIN (default ai.msc) backed by a model-local ONNX function")
 
 
 def run(args) -> int:
@@ -86,7 +92,8 @@ def run(args) -> int:
     folder = os.path.dirname(args.output)
     if folder:
         os.makedirs(folder, exist_ok=True)
-    EXPORTERS[ext](model.graph, model.weights, args.output)
+    options_of = {".onnx": {"opset": args.opset, "custom_domain": args.custom_domain}}
+    EXPORTERS[ext](model.graph, model.weights, args.output, **options_of.get(ext, {}))
     extra = f" + {', '.join(side)}" if side else ""
     print(f"wrote {args.output}{extra} ({len(model.graph.node_names)} joints)")
     return 0

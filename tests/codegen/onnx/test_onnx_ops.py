@@ -17,9 +17,6 @@ pytest.importorskip("onnxruntime")
 
 # Case -> why the ONNX codegen refuses it (the op has no ONNX form, or not in this form).
 CASE_GAPS = {
-    "layout_transform": "an arbitrary index map",
-    "layout_transform-split": "an arbitrary index map",
-    "conv2d-nhwc": "ONNX convolutions are NCHW",
     "nn.attention_var_len": "packed variable-length sequences",
 }
 OPSET = {"cumprod": 26, "reinterpret": 26}  # CumProd and BitCast came in opset 26

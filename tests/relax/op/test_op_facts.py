@@ -89,8 +89,6 @@ KNOWN_GAPS: dict[str, dict[str, str]] = {
               "vision.non_max_suppression": "torch has no op for it (torchvision's nms has no "
                                             "per-class limit or score threshold)"},
     "onnx_codegen": {**dict.fromkeys(_RUNTIME, "runtime op: no graph node to write"),
-                     "layout_transform": "an arbitrary index map: no ONNX op or short "
-                                         "sequence for it",
                      "nn.attention_var_len": "packed variable-length sequences: a loop over "
                                              "spans, no static ONNX graph"},
     "from_relax": {**dict.fromkeys(_RUNTIME, "runtime op: no graph optype"),
