@@ -172,6 +172,13 @@ class OnnxWriter:
             self.tuples.add(node.name)
             self.values[node.name] = ctx.inputs
             return
+        if node.optype == "shape":  # x.shape: its dims (symbolic ones from the inputs' Shape)
+            text = node.attrs.get("dim_prims") or node.attrs.get("shape", "")
+            if not text or "-1" in text.split(","):
+                raise ctx.fail(f"shape {text!r} has symbolic dims and no prims to read them from")
+            dims = self.shapes.elements(ctx, text)
+            self.values[node.name] = [ctx.emit("Cast", [dims], to=onnx_dtype("int32"))]
+            return self._note_shapes(node)
         self.row_start, first_init = len(self.nodes), len(self.inits)
         result = self._row(node).write(ctx)
         result = [result] if isinstance(result, str) else list(result)
