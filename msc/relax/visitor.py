@@ -90,7 +90,11 @@ _VAR_DEF_HANDLERS = {Var: "visit_var_def_", DataflowVar: "visit_dataflow_var_def
 
 
 def _handler_name(table: dict, node) -> str:
-    for klass in type(node).__mro__:
+    kind = type(node)
+    name = table.get(kind)
+    if name is not None:
+        return name
+    for klass in kind.__mro__:
         if klass in table:
             return table[klass]
     return "visit_expr_fallback_"
@@ -241,7 +245,7 @@ class ExprMutator(ExprVisitor):
     # ---- entry points ---------------------------------------------------------------------
     def visit_expr(self, expr: Expr) -> Expr:
         new = getattr(self, _handler_name(_EXPR_HANDLERS, expr))(expr)
-        return self.builder_.normalize(new)
+        return new if _normal(new) else self.builder_.normalize(new)
 
     def visit_expr_post_order(self, expr: Expr) -> Expr:
         """Mutate ``expr``'s children with the default rule for its node type (not your
@@ -451,6 +455,20 @@ class ExprMutator(ExprVisitor):
 
 def _same(new, old) -> bool:
     return len(new) == len(old) and all(a is b for a, b in zip(new, old))
+
+
+# Expressions the BlockBuilder's normalize returns as they are: leaves, and calls with struct
+# info whose arguments are all leaves (the common binding, checked without normalizing).
+_NORMAL_LEAVES = frozenset({Var, DataflowVar, Constant, ShapeExpr, PrimValue, StringImm,
+                            DataTypeImm, GlobalVar, ExternFunc, Op})
+
+
+def _normal(expr) -> bool:
+    kind = type(expr)
+    if kind in _NORMAL_LEAVES:
+        return True
+    return kind is Call and expr.struct_info is not None and all(
+        type(a) in _NORMAL_LEAVES for a in expr.args)
 
 
 # --------------------------------------------------------------------------------------------
