@@ -80,9 +80,8 @@ class Run:
         from msc import relax
         from msc.graph import MSCGraph
 
-        graph, weights = self._time("from_onnx", lambda: translate.from_onnx(self.onnx_model))
-        if graph is None:
-            graph, weights = translate.from_onnx(self.onnx_model)
+        translated = self._time("from_onnx", lambda: translate.from_onnx(self.onnx_model))
+        graph, weights = translated or translate.from_onnx(self.onnx_model)
         self.facts["joints"] = graph.inspect()["nodes"]["total"]
         self._time("from_torch",
                    lambda: translate.from_torch(self.torch_model, self.input_info))

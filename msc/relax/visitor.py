@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..tir import expr as tir
-from .block_builder import BlockBuilder
+from .block_builder import BlockBuilder, is_normal
 from .expr import (
     Binding,
     BindingBlock,
@@ -245,7 +245,7 @@ class ExprMutator(ExprVisitor):
     # ---- entry points ---------------------------------------------------------------------
     def visit_expr(self, expr: Expr) -> Expr:
         new = getattr(self, _handler_name(_EXPR_HANDLERS, expr))(expr)
-        return new if _normal(new) else self.builder_.normalize(new)
+        return new if is_normal(new) else self.builder_.normalize(new)
 
     def visit_expr_post_order(self, expr: Expr) -> Expr:
         """Mutate ``expr``'s children with the default rule for its node type (not your
@@ -455,20 +455,6 @@ class ExprMutator(ExprVisitor):
 
 def _same(new, old) -> bool:
     return len(new) == len(old) and all(a is b for a, b in zip(new, old))
-
-
-# Expressions the BlockBuilder's normalize returns as they are: leaves, and calls with struct
-# info whose arguments are all leaves (the common binding, checked without normalizing).
-_NORMAL_LEAVES = frozenset({Var, DataflowVar, Constant, ShapeExpr, PrimValue, StringImm,
-                            DataTypeImm, GlobalVar, ExternFunc, Op})
-
-
-def _normal(expr) -> bool:
-    kind = type(expr)
-    if kind in _NORMAL_LEAVES:
-        return True
-    return kind is Call and expr.struct_info is not None and all(
-        type(a) in _NORMAL_LEAVES for a in expr.args)
 
 
 # --------------------------------------------------------------------------------------------
