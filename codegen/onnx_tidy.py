@@ -101,10 +101,11 @@ def _fold_transposes(nodes: list[dict], keep: set[str]) -> list[dict]:
         p, q = inner["attrs"]["perm"], node["attrs"]["perm"]
         node["attrs"] = {"perm": [p[a] for a in q]}
         node["inputs"] = list(inner["inputs"])
+    users = _consumers(nodes)
     for node in nodes:  # an identity Transpose: its readers read its input
         perm = node["attrs"].get("perm") if node["op_type"] == "Transpose" else None
         if perm is not None and perm == sorted(perm) and node["outputs"][0] not in keep:
-            _replace_uses(nodes, node["outputs"][0], node["inputs"][0])
+            _replace_uses(users, node["outputs"][0], node["inputs"][0])
     return nodes
 
 
@@ -171,9 +172,13 @@ def _fold_gemm(nodes: list[dict], consts: dict, keep: set[str], shapes: dict,
     return nodes
 
 
-def _replace_uses(nodes: list[dict], old: str, new: str) -> None:
-    for n in nodes:
+def _replace_uses(users: dict, old: str, new: str) -> None:
+    """Readers of ``old`` read ``new``; ``users`` (``_consumers``) follows, so a chain of
+    replacements costs its readers, not the whole node list each time."""
+    readers = users.pop(old, [])
+    for n in {id(n): n for n, _ in readers}.values():
         n["inputs"] = [new if v == old else v for v in n["inputs"]]
+    users.setdefault(new, []).extend(readers)
 
 
 def _drop_dead(nodes: list[dict], keep: set[str]) -> list[dict]:

@@ -342,12 +342,28 @@ def load_state(path=WEIGHTS):
         return {{k: torch.from_numpy(data[k].copy()) for k in data.files}}
 
 
+def load_weights(model, state):
+    """model.load_state_dict(state) (strict) in one pass over the keys: torch's own filters
+    the whole state for every submodule, which is quadratic in the layers."""
+    own = model.state_dict(keep_vars=True)
+    missing, unexpected = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+    if missing or unexpected:
+        raise RuntimeError(f"the weights do not fit {{type(model).__name__}}: missing keys "
+                           f"{{missing[:5]}}, unexpected keys {{unexpected[:5]}}")
+    with torch.no_grad():
+        for key, value in state.items():
+            if own[key].shape != value.shape:
+                raise RuntimeError(f"weight {{key}} has shape {{list(value.shape)}}, the "
+                                   f"module expects {{list(own[key].shape)}}")
+            own[key].copy_(value)
+
+
 def load_model(path=WEIGHTS):
     """The module in eval mode, with the saved weights when there are any."""
     model = {cls}()
     state = load_state(path)
     if state:
-        model.load_state_dict(state)
+        load_weights(model, state)
     return model.eval()
 
 

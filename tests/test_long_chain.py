@@ -1,7 +1,7 @@
 """A long chain (deeper than Python's recursion limit) goes through the whole tool: ONNX ->
 MSCGraph -> JSON -> graph -> text, prototxt, Relax and torch codegen, relax.build, the VM; and
 equal calls at different sites share one compiled kernel. No traversal may recurse in the
-graph depth. The 20,000-joint figures come from benchmarks/large_graph.py."""
+graph depth. Figures at 1k to 100k joints come from benchmarks/scaling.py."""
 
 import sys
 

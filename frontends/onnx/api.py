@@ -7,12 +7,15 @@
 
 from __future__ import annotations
 
+from msc.gc_tuning import fewer_collections
+
 from ..relax.translate import from_relax
 from .importer import OnnxImporter
 
 __all__ = ["from_onnx"]
 
 
+@fewer_collections
 def from_onnx(model, input_info=None, opset: int | None = None, trans_config=None,
               build_config=None, as_msc: bool = True, custom_convert_map: dict | None = None):
     """Translate an ONNX model.

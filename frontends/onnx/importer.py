@@ -368,24 +368,41 @@ class OnnxImporter:
 def _check_required(schema, inputs: list, attrs: dict, name: str, op_type: str) -> None:
     """Converters index required inputs and attributes freely and trust their dtypes (a shape
     is int64); a model breaking its schema stops here."""
-    single = onnx.defs.OpSchema.FormalParameterOption.Single
-    allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
-    for k, formal in enumerate(schema.inputs):
-        if formal.option == single and (k >= len(inputs) or inputs[k] is None):
-            raise ValidationError(f"required input {k} ({formal.name!r}) is missing",
+    required, formals, required_attrs = _schema_facts(schema)
+    for k in required:
+        if k >= len(inputs) or inputs[k] is None:
+            raise ValidationError(f"required input {k} ({formals[k][0]!r}) is missing",
                                   node=name, op=op_type, hint="fix or re-export the model")
     for k, value in enumerate(inputs):
-        formal = schema.inputs[min(k, len(schema.inputs) - 1)] if schema.inputs else None
         kind = _onnx_type(value)
-        types = allowed.get(formal.type_str, {formal.type_str}) if formal else None
-        if kind is not None and types and kind not in types:
-            raise ValidationError(f"input {k} ({formal.name!r}) is {kind}, the schema allows "
+        if kind is None or not formals:
+            continue
+        formal, types = formals[min(k, len(formals) - 1)]
+        if types and kind not in types:
+            raise ValidationError(f"input {k} ({formal!r}) is {kind}, the schema allows "
                                   f"{', '.join(sorted(types))}", node=name, op=op_type,
                                   hint="fix or re-export the model")
-    for attr_name, attr in schema.attributes.items():
-        if attr.required and attrs.get(attr_name) is None:
+    for attr_name in required_attrs:
+        if attrs.get(attr_name) is None:
             raise ValidationError(f"required attribute {attr_name!r} is missing", node=name,
                                   op=op_type, hint="fix or re-export the model")
+
+
+_SCHEMA_FACTS: dict = {}  # id(schema) -> its facts; schema_of caches the schemas themselves
+
+
+def _schema_facts(schema) -> tuple:
+    """(indices of single (required) inputs, (name, allowed types) of each formal input,
+    required attribute names): read from the schema once, not once per node."""
+    facts = _SCHEMA_FACTS.get(id(schema))
+    if facts is None or facts[0] is not schema:
+        single = onnx.defs.OpSchema.FormalParameterOption.Single
+        allowed = {c.type_param_str: set(c.allowed_type_strs) for c in schema.type_constraints}
+        required = tuple(k for k, f in enumerate(schema.inputs) if f.option == single)
+        formals = tuple((f.name, allowed.get(f.type_str, {f.type_str})) for f in schema.inputs)
+        attrs = tuple(n for n, a in schema.attributes.items() if a.required)
+        facts = _SCHEMA_FACTS[id(schema)] = (schema, (required, formals, attrs))
+    return facts[1]
 
 
 @functools.cache

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from msc.relax.expr import Call, Constant, PrimValue, ShapeExpr, Tuple
+from msc.relax.expr import Call, Constant, PrimValue, ShapeExpr, Tuple, Var
 from msc.relax.op.facts import load_facts
 from msc.relax.op.registry import Op
 from msc.relax.struct_info import TensorStructInfo
@@ -73,6 +73,8 @@ def fold_constant_call(call: Call) -> Constant | None:
     """Evaluate a normalized call whose arguments are all constants; None if it cannot."""
     if not _foldable_op(call) or not isinstance(call.struct_info, TensorStructInfo):
         return None
+    if any(isinstance(a, Var) for a in call.args):
+        return None  # the usual case, decided without raising NotConstant
     numpy_ref = _numpy_ref()
     try:
         values = [_leaf_value(a) for a in call.args]

@@ -232,6 +232,8 @@ class _Matcher:
         if OPS[pat.op].commutative:  # the arguments may match in either order (as in TVM)
             orders.append(pat.args[::-1])
         for args in orders:
+            if not self._ops_fit(args, call.args):
+                continue
             trial = m.copy()
             for sub, arg in zip(args, call.args):
                 trial = self.match(sub, arg, trial) if trial is not None else None
@@ -241,6 +243,16 @@ class _Matcher:
                     trial.calls[pat.key] = (expr, call)
                 return trial
         return None
+
+    def _ops_fit(self, pats: tuple, args: list) -> bool:
+        """Each op sub-pattern faces a var bound to a call of that op: checked before the
+        match is copied and walked (most tries fail right here)."""
+        for sub, arg in zip(pats, args):
+            if isinstance(sub, OpPattern):
+                call = self.view.bound_value(arg) if isinstance(arg, Var) else None
+                if not isinstance(call, Call) or op_name(call) != sub.op:
+                    return False
+        return True
 
     def group(self, pattern: FusedPattern, root: Var) -> FusedGroup | None:
         m = self.match(pattern.root, root, Match(self.view))
@@ -268,9 +280,13 @@ def fuse(view: FunctionView, patterns: list[FusedPattern] | None = None) -> list
     """The fused groups of ``view.func``, ordered by their root binding."""
     matcher = _Matcher(view)
     groups = []
+    by_op: dict = {}  # a pattern is tried only on the calls of its root op (not on all)
+    for _, binding in view.bindings:
+        if isinstance(binding.value, Call):
+            by_op.setdefault(op_name(binding.value), []).append(binding)
     for pattern in PATTERNS if patterns is None else patterns:
-        for _, binding in view.bindings:
-            if isinstance(binding.value, Call) and binding.var not in matcher.claimed:
+        for binding in by_op.get(pattern.root.op, ()):
+            if binding.var not in matcher.claimed:
                 group = matcher.group(pattern, binding.var)
                 if group is not None:
                     groups.append(group)

@@ -330,9 +330,36 @@ def trace_fx(model, custom_convert_map: dict | None = None):
             cls = type(m)
             return _lookup_type(custom, cls) is not None or _lookup_type(MODULES, cls) is not None
 
+        def getattr(self, attr, attr_val, parameter_proxy_cache):
+            # torch.fx finds a parameter's name by scanning every named parameter on each
+            # first access: quadratic in the parameter count. One id -> name map instead.
+            name = _tensor_names(self).get(id(attr_val)) if isinstance(
+                attr_val, torch.Tensor) else None
+            if name is None:
+                return super().getattr(attr, attr_val, parameter_proxy_cache)
+            if name not in parameter_proxy_cache:
+                parameter_proxy_cache[name] = self.create_proxy("get_attr", name, (), {})
+            return parameter_proxy_cache[name]
+
     tracer = Tracer()
     graph = tracer.trace(model)
     return torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+
+
+def _tensor_names(tracer) -> dict:
+    """id -> first qualified name of the traced root's parameters (and buffers, when the
+    tracer proxies them), as torch.fx's own scan would find them."""
+    key = id(tracer.root)
+    cached = getattr(tracer, "_msc_tensor_names", None)
+    if cached is None or cached[0] != key:
+        named = list(tracer.root.named_parameters())
+        if tracer.proxy_buffer_attributes:
+            named += list(tracer.root.named_buffers())
+        names: dict = {}
+        for name, tensor in named:
+            names.setdefault(id(tensor), name)
+        cached = tracer._msc_tensor_names = (key, names)
+    return cached[1]
 
 
 def translate_fx(gm, input_info, custom_convert_map: dict | None = None):

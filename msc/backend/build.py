@@ -363,7 +363,8 @@ class _Lowerer:
         """Evaluate op calls whose arguments are all known now (weights made by R.full, ...)
         with their numpy facts, so kernels see them as constants."""
         values = self.program.values
-        for node in list(nodes):
+        folded = set()
+        for node in nodes:
             for branch_nodes, _ in node.branches:
                 self._fold(branch_nodes)
             args = [values[i].const for i in node.ins]
@@ -378,7 +379,8 @@ class _Lowerer:
                 if value is NOVALUE:
                     continue
             values[node.out].const = value
-            nodes.remove(node)
+            folded.add(id(node))
+        _drop(nodes, folded)
 
     def _fuse(self, nodes: list, program: Program) -> None:
         uses = _use_counts(program)
@@ -386,7 +388,7 @@ class _Lowerer:
         for node in nodes:
             for i in node.ins:
                 consumer[i] = node
-        fused = set()
+        fused = set()  # ids of the nodes absorbed: dropped once at the end (no list.remove)
         for node in list(nodes):
             for branch_nodes, _ in node.branches:
                 self._fuse(branch_nodes, program)
@@ -406,12 +408,11 @@ class _Lowerer:
                 node.site.epilogue += entries
                 node.out = gone[-1].out
                 node.site.out = program.values[node.out].sinfo
-                for other in gone:
-                    nodes.remove(other)
-                    fused.add(id(other))
+                fused.update(id(other) for other in gone)
                 chain.append(gone[0].op)
             if len(chain) > 1:
                 self.fused["+".join(chain)] += 1
+        _drop(nodes, fused)
 
     def _unpack_batch_norm(self, node: Node, fact, uses, consumer, nodes, fused) -> None:
         """``bn = batch_norm(x, ...); y = bn[0]`` (the statistics unused) becomes one call
@@ -424,7 +425,6 @@ class _Lowerer:
                              self.program.values[item.out].sinfo, call=node.site.call)
         if fact.match(site):
             node.site, node.out = site, item.out
-            nodes.remove(item)
             fused.add(id(item))
 
     def _absorb(self, node: Node, nxt: Node | None, uses, consumer):
@@ -551,13 +551,26 @@ def _eliminate_dead(program: Program) -> None:
 
 
 def _drop_unused(nodes: list, uses: Counter) -> int:
-    removed = 0
-    for node in list(nodes):
-        for branch_nodes, _ in node.branches:
-            removed += _drop_unused(branch_nodes, uses)
+    """One pass from the end: a dropped node no longer uses its inputs, so a dead chain goes
+    in one pass (linear in the nodes, not in nodes x chain length)."""
+    dead, removed = set(), 0
+    for node in reversed(nodes):
         pure = node.kind != "call" or node.site is not None or node.path in _PURE_PATHS
         if pure and not uses.get(node.out) and node.kind != "match_cast":
-            nodes.remove(node)
-            removed += 1
+            dead.add(id(node))
+            uses.subtract(node.ins)
+            continue
+        for branch_nodes, _ in node.branches:
+            removed += _drop_unused(branch_nodes, uses)
+    return removed + _drop(nodes, dead)
+
+
+def _drop(nodes: list, ids: set) -> int:
+    """Remove the nodes whose ids are in ``ids`` (in place); how many went."""
+    if not ids:
+        return 0
+    kept = [n for n in nodes if id(n) not in ids]
+    removed = len(nodes) - len(kept)
+    nodes[:] = kept
     return removed
 

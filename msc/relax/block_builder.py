@@ -267,6 +267,20 @@ class BlockBuilder:
         return None
 
 
+# Expressions ``normalize`` returns as they are: leaves, and calls with struct info whose
+# arguments are all leaves (the common binding; mutators check this instead of normalizing).
+_NORMAL_LEAVES = frozenset({Var, DataflowVar, Constant, ShapeExpr, PrimValue, StringImm,
+                            DataTypeImm, GlobalVar, ExternFunc, Op})
+
+
+def is_normal(expr) -> bool:
+    kind = type(expr)
+    if kind in _NORMAL_LEAVES:
+        return True
+    return kind is Call and expr.struct_info is not None and all(
+        type(a) in _NORMAL_LEAVES for a in expr.args)
+
+
 _NORMALIZERS = {
     Call: BlockBuilder._normalize_call,
     Tuple: BlockBuilder._normalize_tuple,

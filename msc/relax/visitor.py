@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..tir import expr as tir
-from .block_builder import BlockBuilder
+from .block_builder import BlockBuilder, is_normal
 from .expr import (
     Binding,
     BindingBlock,
@@ -90,7 +90,11 @@ _VAR_DEF_HANDLERS = {Var: "visit_var_def_", DataflowVar: "visit_dataflow_var_def
 
 
 def _handler_name(table: dict, node) -> str:
-    for klass in type(node).__mro__:
+    kind = type(node)
+    name = table.get(kind)
+    if name is not None:
+        return name
+    for klass in kind.__mro__:
         if klass in table:
             return table[klass]
     return "visit_expr_fallback_"
@@ -241,7 +245,7 @@ class ExprMutator(ExprVisitor):
     # ---- entry points ---------------------------------------------------------------------
     def visit_expr(self, expr: Expr) -> Expr:
         new = getattr(self, _handler_name(_EXPR_HANDLERS, expr))(expr)
-        return self.builder_.normalize(new)
+        return new if is_normal(new) else self.builder_.normalize(new)
 
     def visit_expr_post_order(self, expr: Expr) -> Expr:
         """Mutate ``expr``'s children with the default rule for its node type (not your

@@ -189,13 +189,24 @@ class Chain:
                         for s, f, a in zip(self.steps, self.fn_slots, self.arg_slots))
 
 
+# Chain functions per JIT unit at most: LLVM's optimization and object emission grow faster
+# than a module (a 60,000-op chain model: 48 s to build with every chain in one module).
+CHAINS_PER_UNIT = 32
+
+
 def compile_chains(chains: list, jit=None) -> list:
-    """A ctypes function ``int32 (int64* table)`` for each chain (one JIT unit for all)."""
+    """A ctypes function ``int32 (int64* table)`` for each chain (JIT units of at most
+    ``CHAINS_PER_UNIT`` chains)."""
     from ..llvm.jit import get_jit
 
     if not chains:
         return []
     jit = jit or get_jit()
+    return [fn for start in range(0, len(chains), CHAINS_PER_UNIT)
+            for fn in _compile_unit(chains[start:start + CHAINS_PER_UNIT], jit)]
+
+
+def _compile_unit(chains: list, jit) -> list:
     digest = hashlib.sha256("\n".join([_CHAIN_VERSION] + [c.signature() for c in chains])
                             .encode()).hexdigest()[:20]
     module = ir.Module(name=f"msc_chains_{digest}")

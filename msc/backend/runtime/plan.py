@@ -83,6 +83,15 @@ class Plan:
     nodes: list = field(default_factory=list)  # the program node of each instruction
 
     @property
+    def peak_bytes(self) -> int:
+        """Activation bytes one call holds at most, as planned: the pooled storages (made
+        with each register file, reused between buffers) plus the result buffers allocated
+        fresh per call. Not counted: buffers sized at run time (``stats["dynamic_buffers"]``)
+        and arrays that ops on the numpy path allocate themselves. (``stats["peak_bytes"]``
+        is the pooled part only.)"""
+        return sum(self.storages) + self.stats.get("fresh_bytes", 0)
+
+    @property
     def constant_ids(self) -> frozenset:
         """ids of the constant arrays: a result that is one is copied before it is returned,
         so callers cannot change the executable's constants."""

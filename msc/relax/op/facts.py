@@ -35,11 +35,17 @@ FACT_SOURCES: dict[str, tuple[str, ...]] = {
 
 def load_facts(kind: str) -> None:
     """Attach every fact of ``kind`` to the op table (imports its modules once)."""
+    if kind in _LOADED:
+        return  # called once per op call by some readers: skip importlib's lookups
     if kind not in FACT_SOURCES:
         raise ValidationError(f"unknown fact kind {kind!r}", key=kind,
                               hint=f"the kinds are {', '.join(FACT_SOURCES)}")
     for module in FACT_SOURCES[kind]:
         importlib.import_module(module)
+    _LOADED.add(kind)
+
+
+_LOADED: set = set()  # kinds whose modules have all been imported
 
 
 def load_all_facts() -> None:

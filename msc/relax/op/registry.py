@@ -201,9 +201,18 @@ def attrs_with_defaults(call: Call) -> Attrs:
 # Building calls.
 
 def signature(op_def: OpDef) -> inspect.Signature:
+    """The op's Python signature (made once per op: every call binds its arguments to it)."""
+    cached = _SIGNATURES.get(op_def.name)
+    if cached is not None and cached[0] is op_def:
+        return cached[1]
     params = [_param(a.name, a.default) for a in op_def.args]
     params += [_param(a.name, a.default) for a in op_def.attrs]
-    return inspect.Signature(params)
+    sig = inspect.Signature(params)
+    _SIGNATURES[op_def.name] = (op_def, sig)
+    return sig
+
+
+_SIGNATURES: dict = {}  # op name -> (its OpDef, signature)
 
 
 def _param(name: str, default) -> inspect.Parameter:

@@ -39,13 +39,14 @@ class MetaTables:
 
     def __init__(self):
         self.tables: dict[str, list] = {}
+        self._index: dict[tuple, int] = {}  # (key, id(value)) -> index: no scan per use
 
     def ref(self, key: str, value) -> str:
         table = self.tables.setdefault(key, [])
-        index = next((i for i, known in enumerate(table) if known is value), None)
+        index = self._index.get((key, id(value)))
         if index is None:
-            table.append(value)
-            index = len(table) - 1
+            table.append(value)  # the table keeps the value alive, so its id stays its own
+            index = self._index[(key, id(value))] = len(table) - 1
         return f"metadata[{format_str(key)}][{index}]"
 
     def __bool__(self) -> bool:

@@ -12,11 +12,18 @@ from __future__ import annotations
 from ..expr import (
     BindingBlock,
     Call,
+    Constant,
+    DataTypeImm,
     ExternFunc,
     Function,
     GlobalVar,
     MatchCast,
+    PrimValue,
     SeqExpr,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+    TupleGetItem,
     Var,
 )
 from ..module import IRModule
@@ -93,7 +100,62 @@ def _defines_symbols(binding: MatchCast) -> bool:
 
 def remove_all_unused(func: Function, mod: IRModule | None = None) -> Function:
     """``func`` without bindings whose vars are never used (impure bindings stay)."""
-    return _RemoveUnused(mod).visit_expr(func)
+    pruned = _prune_flat(func, mod)
+    return pruned if pruned is not None else _RemoveUnused(mod).visit_expr(func)
+
+
+_LEAVES = (Constant, ShapeExpr, PrimValue, StringImm, DataTypeImm, GlobalVar, ExternFunc, Op)
+
+
+def _flat_uses(value) -> list | None:
+    """The vars a flat value uses (a var, leaf, or a call / tuple / item over vars and
+    leaves); None when something nests (If, inner functions, nested calls)."""
+    if isinstance(value, Var):
+        return [value]
+    if isinstance(value, _LEAVES):
+        return []
+    if isinstance(value, Call):
+        items = (value.op, *value.args)
+    elif isinstance(value, Tuple):
+        items = value.fields
+    elif isinstance(value, TupleGetItem):
+        items = (value.tuple_value,)
+    else:
+        return None
+    uses = []
+    for item in items:
+        if isinstance(item, Var):
+            uses.append(item)
+        elif not isinstance(item, _LEAVES):
+            return None
+    return uses
+
+
+def _prune_flat(func: Function, mod: IRModule | None) -> Function | None:
+    """The same pruning as ``_RemoveUnused`` on a function whose bindings are all flat (the
+    usual case), without rebuilding every expression; None to take the general path."""
+    seq = func.body
+    if not isinstance(seq, SeqExpr):
+        return None
+    live = set(used_vars(seq.body))
+    blocks = []
+    for block in reversed(seq.blocks):
+        kept = []
+        for binding in reversed(block.bindings):
+            uses = _flat_uses(binding.value)
+            if uses is None:
+                return None
+            if binding.var in live or is_impure(binding.value, mod) or (
+                    isinstance(binding, MatchCast) and _defines_symbols(binding)):
+                kept.append(binding)
+                live.update(uses)
+                live.update(_struct_info_uses(binding))
+        blocks.append(block if len(kept) == len(block.bindings) else type(block)(kept[::-1]))
+    blocks = [b for b in reversed(blocks) if b.bindings]
+    if len(blocks) == len(seq.blocks) and all(a is b for a, b in zip(blocks, seq.blocks)):
+        return func
+    return Function(func.params, SeqExpr(blocks, seq.body, seq.span), func.ret_struct_info,
+                    func.is_pure, func.attrs, func.span)
 
 
 def _is_public(func) -> bool:

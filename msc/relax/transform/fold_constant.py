@@ -122,9 +122,12 @@ class _Folder(ExprMutator):
         call = self.visit_expr_post_order(call)
         if not isinstance(call, Call) or not self._foldable(call):
             return call
+        known = [self._known(a) for a in call.args]
+        if any(isinstance(a, Var) for a in known):
+            return call  # the usual case, decided without raising NotConstant
         numpy_ref = _numpy_ref()
         try:
-            values = [numpy_ref.expr_value(self._known(a)) for a in call.args]
+            values = [numpy_ref.expr_value(a) for a in known]
         except numpy_ref.NotConstant:
             return call
         return self._fold(call, values, numpy_ref)
