@@ -55,6 +55,7 @@ from .dispatch.callouts import special
 from .dispatch.resolve import LEGALIZE_MODES, MissingKernelError, load_facts, numpy_caller, resolve
 from .kernels.base import Impl, Site, kernel_fact
 from .kernels.epilogues import epilogue_entries
+from .patterns import fuse_patterns
 from .runtime.plan import make_plan
 from .runtime.program import NOVALUE, Node, Program
 
@@ -200,6 +201,8 @@ class _Lowerer:
             program.param_names.append(param.name_hint)
         program.result = self._expr(func.body, env, program.nodes)
         self._fold(program.nodes)
+        if self.fuse:
+            self.fused.update(fuse_patterns(program))
         _eliminate_dead(program)
         if self.fuse:
             self._fuse(program.nodes, program)
