@@ -55,6 +55,7 @@ from msc.progress import progress
 SEQ = 128
 ATOL, RTOL = 1e-4, 1e-4
 CACHE = ROOT / "out" / "bench_transformers"
+WEIGHTS = "seed0+noise0.02"  # part of the cached ONNX file's key: how make_model fills weights
 
 
 # ---------------------------------------------------------------------------------------------
@@ -76,10 +77,16 @@ def configs(transformers, tiny: bool) -> dict:
 
 
 def make_model(builder):
+    """The model with every parameter moved by N(0, 0.02) noise: Hugging Face initializes
+    biases to 0 and layer norms to 1, which would hide a bias or gamma mix-up."""
     import torch
 
     torch.manual_seed(0)
-    return builder().eval()
+    model = builder().eval()
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn_like(param) * 0.02)
+    return model
 
 
 def input_ids(model) -> np.ndarray:
@@ -94,7 +101,7 @@ def onnx_file(name: str, model, ids: np.ndarray) -> Path:
     import torch
     import transformers
 
-    key = hashlib.sha256("|".join([model.config.to_json_string(), torch.__version__,
+    key = hashlib.sha256("|".join([WEIGHTS, model.config.to_json_string(), torch.__version__,
                                    transformers.__version__, str(ids.shape)]).encode())
     path = CACHE / f"{name}-{key.hexdigest()[:12]}.onnx"
     if not path.exists():

@@ -22,7 +22,7 @@ from functools import cache
 import numpy as np
 from llvmlite import ir
 
-from ...errors import ShapeError
+from ...errors import BuildError, ShapeError
 from ...relax.op.registry import attach
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32_PTR, I64, for_range
@@ -30,7 +30,8 @@ from ..runtime.threads import parallel_for, task_threads
 from ..tir import math as fm
 from .base import Kernel, KernelFact, Site
 
-__all__ = ["EXPR_OPS", "UNARY_EXPR", "ExprKernel", "UnaryExprFact", "evaluate"]
+__all__ = ["EXPR_OPS", "UNARY_EXPR", "ExprKernel", "UnaryExprFact", "evaluate",
+           "inplace_2d_address"]
 
 PARALLEL_ELEMENTS = 1 << 18  # below this a split costs more (waking a worker) than it saves
 _SQRT1_2 = 1 / math.sqrt(2)
@@ -111,9 +112,12 @@ def _symbol(expr: tuple) -> str:
 
 
 def _build_module(expr: tuple) -> ir.Module:
-    """void (in0*, ..., out*, start, stop): out[i] = expr(in0[i], ...)."""
+    """void (in0*, ..., out*, start, stop): out[i] = expr(in0[i], ...); for one input also
+    ``<symbol>_2d(c*, rows, cols, ld)``: c[r, j] = expr(c[r, j]) in place (a GEMM epilogue)."""
     arity = _arity(expr)
     module = ir.Module(name=_symbol(expr))
+    if arity == 1:
+        _build_inplace_2d(module, expr)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * (arity + 1) + [I64] * 2),
                      name=_symbol(expr))
     *ins, out, start, stop = fn.args
@@ -127,14 +131,38 @@ def _build_module(expr: tuple) -> ir.Module:
     return module
 
 
+def _build_inplace_2d(module: ir.Module, expr: tuple) -> None:
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] + [I64] * 3),
+                     name=_symbol(expr) + "_2d")
+    c, rows, cols, ld = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    with for_range(b, rows, name="r") as r:
+        row = b.gep(c, [b.mul(r, ld)])
+        with for_range(b, cols, name="j") as j:
+            ptr = b.gep(row, [j])
+            b.store(_emit(b, expr, [b.load(ptr)], {}), ptr)
+    b.ret_void()
+
+
 @cache
-def _native(expr: tuple):
-    arity = _arity(expr)
-    library = get_jit().compile_generated(
-        lambda: _build_module(expr), [_symbol(expr)],
+def _library(expr: tuple):
+    symbols = [_symbol(expr)] + ([_symbol(expr) + "_2d"] if _arity(expr) == 1 else [])
+    return get_jit().compile_generated(
+        lambda: _build_module(expr), symbols,
         (__name__, "msc.backend.tir.math", "msc.backend.llvm.loops"), (repr(expr),))
-    return library.cfunc(_symbol(expr), None, *(ctypes.c_void_p,) * (arity + 1),
-                         ctypes.c_int64, ctypes.c_int64)
+
+
+def _native(expr: tuple):
+    return _library(expr).cfunc(_symbol(expr), None, *(ctypes.c_void_p,) * (_arity(expr) + 1),
+                                ctypes.c_int64, ctypes.c_int64)
+
+
+def inplace_2d_address(expr: tuple) -> int:
+    """Address of ``void (c*, rows, cols, ld)`` applying a one-input expression in place."""
+    if _arity(expr) != 1:
+        raise BuildError(f"an in-place epilogue takes one input, not {_arity(expr)}",
+                         op="elementwise", hint="fuse only single-input activations")
+    return _library(expr).address(_symbol(expr) + "_2d")
 
 
 def check_expr(expr: tuple) -> bool:

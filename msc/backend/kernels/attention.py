@@ -54,6 +54,7 @@ _P = ("s", "t", "h", "hv", "qs", "kts", "khs", "vts", "vhs", "os", "bis", "has_b
       "causal", "coff", "nan_zero", "g0", "g1", "mb", "tp", "g", "kp_at", "vp_at", "s_at",
       "z_at")
 _ROW_FLOATS = 1 << 16  # score rows per block: block x padded T floats stay near 256 KiB
+_CAUSAL_ROWS = 36  # query rows per block with a causal mask: keys past the block are skipped
 
 
 def _symbol(lanes: int) -> str:
@@ -88,16 +89,36 @@ class _Builder:
         brow0 = b.gep(self.bias, [self.offset(4, g)])
         self.pack_k(k)
         self.pack_v(v)
+        causal = b.icmp_signed("!=", p["causal"], const64(0))
         with for_range(b, p["s"], step=p["mb"], name="r0") as r0:
             rows = imin(b, b.sub(p["s"], r0), p["mb"])
-            self.call_gemm(b.gep(q, [b.mul(r0, p["qs"])]), self.kp, self.sbuf, rows, p["t"],
+            # causal: no query of this block sees a key past its last row's limit
+            seen = b.add(b.add(r0, rows), p["coff"])
+            seen = imin(b, b.select(b.icmp_signed("<", seen, const64(0)), const64(0), seen),
+                        p["t"])
+            keys = b.select(causal, seen, p["t"])
+            self.call_gemm(b.gep(q, [b.mul(r0, p["qs"])]), self.kp, self.sbuf, rows, keys,
                            p["h"], p["qs"], p["tp"])
             with for_range(b, rows, name="r") as r:
                 i = b.add(r0, r)
                 self.softmax(b.gep(self.sbuf, [b.mul(r, p["tp"])]),
-                             b.gep(brow0, [b.mul(i, p["bis"])]), i)
-            self.call_gemm(self.sbuf, self.vp, b.gep(o, [b.mul(r0, p["os"])]), rows, p["hv"],
-                           p["t"], p["tp"], p["os"])
+                             b.gep(brow0, [b.mul(i, p["bis"])]), i, keys)
+            self.values(b.gep(o, [b.mul(r0, p["os"])]), rows, keys)
+
+    def values(self, o: ir.Value, rows: ir.Value, keys: ir.Value) -> None:
+        """O rows = P @ V over the first ``keys`` keys, one GEMM per panel of V's columns
+        (a panel holds all T rows, so a shorter K stays inside it)."""
+        b, p, nr = self.b, self.p, const64(self.nr)
+        with b.if_then(b.icmp_signed("==", keys, const64(0))):  # every key masked: no GEMM
+            fill = b.select(b.icmp_signed("!=", p["nan_zero"], const64(0)),
+                            ir.Constant(F32, 0.0), ir.Constant(F32, math.nan))
+            with for_range(b, rows, name="fr") as r, for_range(b, p["hv"], name="fc") as c:
+                b.store(fill, b.gep(o, [b.add(b.mul(r, p["os"]), c)]))
+        with for_range(b, ceil_div(b, p["hv"], self.nr), name="pv") as pn:
+            c0 = b.mul(pn, nr)
+            vp = b.gep(self.vp, [b.mul(b.mul(pn, p["t"]), nr)])
+            self.call_gemm(self.sbuf, vp, b.gep(o, [c0]), rows, imin(b, b.sub(p["hv"], c0), nr),
+                           keys, p["tp"], p["os"])
 
     def call_gemm(self, a, bp, c, m, n, k, lda, ldc) -> None:
         self.b.call(self.gemm, [a, bp, self.zeros, c, m, n, k, lda, ldc, I32(0)])
@@ -130,8 +151,9 @@ class _Builder:
                 x = b.load(b.gep(row, [b.mul(safe, p["vhs"])]))
                 b.store(b.select(inside, x, ir.Constant(F32, 0.0)), b.gep(dst, [c]))
 
-    def softmax(self, row: ir.Value, brow: ir.Value, i: ir.Value) -> None:
-        """row[j] = softmax(row * scale + bias)[j] over the keys query ``i`` may see."""
+    def softmax(self, row: ir.Value, brow: ir.Value, i: ir.Value, keys: ir.Value) -> None:
+        """row[j] = softmax(row * scale + bias)[j] over the keys query ``i`` may see; zeros
+        up to ``keys`` (the scores the block computed) after them."""
         b, p = self.b, self.p
         limit = b.add(b.add(i, p["coff"]), const64(1))
         causal = b.icmp_signed("!=", p["causal"], const64(0))
@@ -151,12 +173,12 @@ class _Builder:
             with masked:
                 nan_zero = b.icmp_signed("!=", p["nan_zero"], const64(0))
                 fill = b.select(nan_zero, ir.Constant(F32, 0.0), ir.Constant(F32, math.nan))
-                row_map(b, p["t"], lambda j: b.store(fill, b.gep(row, [j])))
+                row_map(b, keys, lambda j: b.store(fill, b.gep(row, [j])))
             with live:
-                self._normalize(row, n, m)
+                self._normalize(row, n, m, keys)
 
-    def _normalize(self, row, n, m) -> None:
-        b, p = self.b, self.p
+    def _normalize(self, row, n, m, keys) -> None:
+        b = self.b
 
         def exp_of(j):
             ptr = b.gep(row, [j])
@@ -166,7 +188,7 @@ class _Builder:
         inv = b.fdiv(ir.Constant(F32, 1.0), row_reduce(b, self.vec, row, n, "add"))
         row_map(b, n, lambda j: b.store(b.fmul(b.load(b.gep(row, [j])), inv),
                                         b.gep(row, [j])))
-        with for_range(b, p["t"], start=n, name="zt") as j:
+        with for_range(b, keys, start=n, name="zt") as j:
             b.store(ir.Constant(F32, 0.0), b.gep(row, [j]))
 
 
@@ -273,6 +295,8 @@ class AttentionKernel(Kernel):
         nr = GemmConfig(self.lanes).nr
         tp = -(-L.t // self.lanes) * self.lanes
         mb = max(6, min(L.s, _ROW_FLOATS // max(tp, 1) // 6 * 6))
+        if causal is not None:  # smaller blocks skip more of the masked keys
+            mb = min(mb, _CAUSAL_ROWS)
         sizes = [-(-L.t // nr) * nr * L.h, -(-L.hv // nr) * nr * L.t, mb * tp,
                  -(-max(L.t, L.hv) // nr) * nr]
         ats = np.cumsum([0] + [-(-n // 16) * 16 for n in sizes])

@@ -7,6 +7,8 @@ weights and masks read at build time) and is counted in ``ex.stats["fused"]`` by
 in ``ex.stats["ops"]`` under its own name (``attention``, ...).
 
 - attention.py: attention (SDPA or its decomposed export) with heads read through views;
+- elementwise.py: chains of elementwise ops as one expression; residual add + layer norm;
+- dense.py: matmul + bias + activation as one dense call with the activation as epilogue;
 - views.py: which values are strided views of others (numpy facts run on index arrays).
 """
 
@@ -16,15 +18,23 @@ from collections import Counter
 
 from ..runtime.program import Program
 from .attention import fuse_attention
+from .dense import fuse_dense_act
+from .elementwise import fuse_elementwise, fuse_residual_norm
 from .views import Graph
 
-__all__ = ["fuse_patterns"]
+__all__ = ["PASSES", "fuse_patterns"]
+
+# (pattern name, pass), in order: attention first (it consumes scalings and mask adds that the
+# elementwise pass would otherwise take), the residual norm, elementwise chains, then dense
+# layers absorb the activation (single or chained) that follows them.
+PASSES = (("attention", fuse_attention), ("add+layer_norm", fuse_residual_norm),
+          ("elementwise", fuse_elementwise), ("dense+act", fuse_dense_act))
 
 
 def fuse_patterns(program: Program) -> Counter:
     """Fuse every region of ``program``'s top level that a pattern matches; returns counts."""
     counts = Counter()
-    for name, fuse in (("attention", fuse_attention),):
+    for name, fuse in PASSES:
         found = fuse(Graph(program))
         if found:
             counts[name] += found

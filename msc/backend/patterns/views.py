@@ -76,7 +76,9 @@ def strided(positions: np.ndarray) -> Strided | None:
 
 
 class Graph:
-    """Producers and uses of a program's top-level values, for pattern matching."""
+    """Producers and uses of a program's top-level values, for pattern matching. Uses count
+    live nodes only: an earlier pass leaves the nodes it replaced for dead-code elimination,
+    and they must not hold on to the values they read."""
 
     def __init__(self, program: Program):
         self.program = program
@@ -84,8 +86,11 @@ class Graph:
         self.producer: dict[int, Node] = {}
         self.uses: Counter = Counter()
         self.users: dict[int, list] = {}
+        live = _live(program)
         for node in program.nodes:
             self.producer[node.out] = node
+            if id(node) not in live:
+                continue
             for i in node.ins:
                 self.uses[i] += 1
                 self.users.setdefault(i, []).append(node)
@@ -177,6 +182,21 @@ class Graph:
         where[numbers.reshape(-1)] = np.arange(numbers.size, dtype=np.int64)
         view = strided(where.reshape(shape))
         return None if view is None else (end, view, chain)
+
+
+def _live(program: Program) -> set:
+    """ids of the top-level nodes whose results are needed (or that have effects)."""
+    needed, live = {program.result}, set()
+    for node in reversed(program.nodes):
+        effect = node.kind == "call" and node.site is None and node.path not in _PURE_PATHS
+        if node.out in needed or effect or node.branches:
+            live.add(id(node))
+            needed.update(node.ins)
+            needed.update(result for _, result in node.branches)
+    return live
+
+
+_PURE_PATHS = ("native", "numpy")
 
 
 def _numpy(node: Node, args: list):
