@@ -10,7 +10,9 @@ Build does the graph-level work once, per function:
    a flat :class:`~msc.backend.runtime.program.Program`. Calls of other Relax functions of the
    module are inlined (their symbolic dims renamed to the caller's); tuples known at build time
    are resolved, so ``tup[0]`` costs nothing at run time.
-2. Dead bindings are dropped (pure calls only).
+2. Patterns (patterns/): transformer blocks become one kernel call each (attention, residual
+   layer norm, elementwise chains, dense + activation); then dead bindings are dropped (pure
+   calls only).
 3. Fuse: a native kernel that supports an epilogue absorbs the chain of per-channel bias adds
    and relus that consumes its (single-use) result: conv / matmul + bias + relu is one call.
 4. Resolve each op call (dispatch/resolve.py): native kernel, else the op's compiled TIR
