@@ -1,7 +1,7 @@
 """relax.build's pattern pass (msc/backend/patterns): transformer blocks written the way the
 frontends write them build into the fused kernels (ex.stats names them), read heads through
-views (no transposes left), and compute what the unfused build computes (fuse=False, op by op;
-tolerance 1e-5 relative + absolute: the fused kernels sum in another order)."""
+views (no transposes left), and compute what the ops' numpy references compute, op by op
+(tolerance 1e-5 relative + absolute: the fused kernels sum in another order)."""
 
 import math
 
@@ -12,6 +12,7 @@ from msc import relax
 from msc.relax import op as R
 from tests.helpers.relax_modules import one_function_module as _module
 from tests.helpers.relax_modules import tensor as _tensor
+from tests.helpers.torch_tools import run_relax
 
 RNG = np.random.default_rng(0)
 TOL = {"rtol": 1e-5, "atol": 1e-5}
@@ -62,7 +63,7 @@ def _build_both(body, shape=(1, S, D)):
     mod = _module([x], lambda bb, x: body(bb, x))
     xv = RNG.standard_normal(shape).astype(np.float32)
     fused = relax.build(mod)
-    ref = relax.VirtualMachine(relax.build(mod, fuse=False))["main"](xv).numpy()
+    (ref,) = run_relax(mod, [xv])
     out = relax.VirtualMachine(fused)["main"](xv).numpy()
     np.testing.assert_allclose(out, ref, **TOL)
     return fused
@@ -124,3 +125,13 @@ def test_residual_add_layer_norm_is_one_call():
     ex = _build_both(body)
     assert ex.stats["ops"]["add+layer_norm"] == {"native": 1}
     assert "add" not in ex.stats["ops"] and "nn.layer_norm" not in ex.stats["ops"]
+
+
+def test_attention_op_without_fusion_runs_its_native_kernel_fact():
+    x = relax.Var("x", _tensor((1, S, D)))
+    mod = _module([x], _sdpa_attention)
+    ex = relax.build(mod, fuse=False)
+    assert ex.stats["ops"]["nn.attention_bias"] == {"native": 1}
+    xv = RNG.standard_normal((1, S, D)).astype(np.float32)
+    (ref,) = run_relax(mod, [xv])
+    np.testing.assert_allclose(relax.VirtualMachine(ex)["main"](xv).numpy(), ref, **TOL)
