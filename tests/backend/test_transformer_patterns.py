@@ -135,3 +135,13 @@ def test_attention_op_without_fusion_runs_its_native_kernel_fact():
     xv = RNG.standard_normal((1, S, D)).astype(np.float32)
     (ref,) = run_relax(mod, [xv])
     np.testing.assert_allclose(relax.VirtualMachine(ex)["main"](xv).numpy(), ref, **TOL)
+
+
+def test_transposed_weight_is_packed_once_at_build():
+    """x @ W.T (a torch Linear through from_torch): the transpose folds into a constant at
+    build, the GEMM packs it there, and a call passes only x."""
+    w = _const(48, D)
+    ex = _build_both(lambda bb, x: bb.emit(R.matmul(x, bb.emit(R.permute_dims(w)))))
+    assert ex.stats["ops"] == {"matmul": {"native": 1}}
+    node = _fused_node(ex, "matmul")
+    assert node.fn.runner is not None and node.fn.runner.n == 48 and len(node.ins) == 1
