@@ -10,7 +10,10 @@ Build does the graph-level work once, per function:
    a flat :class:`~msc.backend.runtime.program.Program`. Calls of other Relax functions of the
    module are inlined (their symbolic dims renamed to the caller's); tuples known at build time
    are resolved, so ``tup[0]`` costs nothing at run time.
-2. Dead bindings are dropped (pure calls only).
+2. QDQ (qdq_fold.py): quantize / dequantize chains around convs, matmuls and adds become int8
+   kernel calls; then patterns (patterns/): transformer blocks become one kernel call each
+   (attention, residual layer norm, elementwise chains, dense + activation); dead bindings are
+   dropped (pure calls only).
 3. Fuse: a native kernel that supports an epilogue absorbs the chain of per-channel bias adds
    and relus that consumes its (single-use) result: conv / matmul + bias + relu is one call.
 4. Resolve each op call (dispatch/resolve.py): native kernel, else the op's compiled TIR
@@ -55,6 +58,7 @@ from .dispatch.callouts import special
 from .dispatch.resolve import LEGALIZE_MODES, MissingKernelError, load_facts, numpy_caller, resolve
 from .kernels.base import Impl, Site, kernel_fact
 from .kernels.epilogues import epilogue_entries
+from .patterns import fuse_patterns
 from .qdq_fold import fold_qdq
 from .runtime.plan import make_plan
 from .runtime.program import NOVALUE, Node, Program
@@ -203,8 +207,11 @@ class _Lowerer:
         self._fold(program.nodes)
         _eliminate_dead(program)
         if self.fuse:
-            # QDQ convs / matmuls become int8 kernels before the float epilogue fusion
+            # QDQ convs / matmuls become int8 kernels first: the float patterns (dense +
+            # activation, attention) must not fuse away the pieces of a QDQ chain
             self.fused.update(fold_qdq(program))
+            _eliminate_dead(program)
+            self.fused.update(fuse_patterns(program))
             _eliminate_dead(program)
             self._fuse(program.nodes, program)
         self._resolve(program)

@@ -24,7 +24,8 @@ __all__ = ["FACT_SOURCES", "load_all_facts", "load_facts"]
 FACT_SOURCES: dict[str, tuple[str, ...]] = {
     "numpy": ("msc.relax.op.numpy_ref",),
     "kernel": tuple(f"msc.backend.kernels.{m}" for m in (
-        "conv", "dense", "elementwise", "layout", "nonzero", "pool", "unique")),
+        "activation", "attention", "conv", "dense", "elementwise", "layout", "nonzero", "norm",
+        "pool", "unique")),
     "legalize": ("msc.backend.legalize",),
     "torch": ("codegen.torch_table",),
     "onnx_codegen": ("codegen.onnx_table",),

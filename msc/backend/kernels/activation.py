@@ -1,0 +1,237 @@
+"""Elementwise expressions of same-shape float32 tensors as one native loop: gelu, tanh, erf...
+
+An expression is a small tree of tuples: ``("in", i)`` (the i-th input), ``("const", c)``
+and ``(op, *operands)`` with ops from :data:`EXPR_OPS`. One loop computes it per element with
+the inline float math of tir/math.py (exp, erf, tanh as polynomials, so LLVM vectorizes the
+loop), and writes the output once: ``nn.gelu`` is ``("gelu", ("in", 0))``, and the build's
+pattern pass (msc/backend/patterns/) folds a chain such as GPT-2's decomposed tanh-gelu
+(power, multiply, add, tanh, ...) into one expression. Compiled code is cached per expression.
+Large tensors are split across threads (every element is computed the same way)::
+
+    kernel = ExprKernel(("mul", ("in", 0), ("sigmoid", ("in", 0))), shape)   # silu
+    kernel(x, out)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import math
+from functools import cache
+
+import numpy as np
+from llvmlite import ir
+
+from ...errors import BuildError, ShapeError
+from ...relax.op.registry import attach
+from ..llvm.jit import get_jit
+from ..llvm.loops import F32_PTR, I64, for_range
+from ..runtime.threads import parallel_for, task_threads
+from ..tir import math as fm
+from .base import Kernel, KernelFact, Site
+
+__all__ = ["EXPR_OPS", "UNARY_EXPR", "ExprKernel", "UnaryExprFact", "evaluate",
+           "inplace_2d_address"]
+
+PARALLEL_ELEMENTS = 1 << 18  # below this a split costs more (waking a worker) than it saves
+_SQRT1_2 = 1 / math.sqrt(2)
+_GELU_TANH_C = math.sqrt(2 / math.pi)
+
+
+def _gelu(b, x):
+    erf = fm.erf_f32(b, b.fmul(x, fm.fconst(_SQRT1_2)))
+    return b.fmul(b.fmul(x, fm.fconst(0.5)), b.fadd(erf, fm.fconst(1.0)))
+
+
+def _gelu_tanh(b, x):
+    cube = b.fmul(b.fmul(x, x), x)
+    inner = b.fmul(b.fadd(x, b.fmul(cube, fm.fconst(0.044715))), fm.fconst(_GELU_TANH_C))
+    return b.fmul(b.fmul(x, fm.fconst(0.5)), b.fadd(fm.tanh_f32(b, inner), fm.fconst(1.0)))
+
+
+def _pow(b, x, y):
+    """x ** y for a constant y (the only form expressions carry)."""
+    fast = fm.pow_const_f32(b, x, y.constant) if isinstance(y, ir.Constant) else None
+    return fast if fast is not None else fm.pow_f32(b, x, y)
+
+
+# op -> (arity, emit(builder, *operands)); numpy forms in _NUMPY (tests and folding checks)
+EXPR_OPS = {
+    "add": (2, lambda b, x, y: b.fadd(x, y)),
+    "subtract": (2, lambda b, x, y: b.fsub(x, y)),
+    "multiply": (2, lambda b, x, y: b.fmul(x, y)),
+    "divide": (2, lambda b, x, y: b.fdiv(x, y)),
+    "power": (2, _pow),
+    "negative": (1, lambda b, x: b.fneg(x)),
+    "tanh": (1, fm.tanh_f32),
+    "erf": (1, fm.erf_f32),
+    "exp": (1, fm.exp_f32),
+    "sigmoid": (1, fm.sigmoid_f32),
+    "sqrt": (1, lambda b, x: b.call(fm.declare(b, "llvm.sqrt", [x]), [x])),
+    "nn.gelu": (1, _gelu),
+    "nn.gelu_tanh": (1, _gelu_tanh),
+    "nn.silu": (1, lambda b, x: b.fmul(x, fm.sigmoid_f32(b, x))),
+}
+
+_NUMPY = {
+    "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
+    "power": np.power, "negative": np.negative, "tanh": np.tanh, "exp": np.exp,
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "sqrt": np.sqrt,
+}
+
+
+def evaluate(expr: tuple, inputs: list) -> np.ndarray:
+    """The expression on numpy arrays in float64 (ops without a numpy form raise KeyError)."""
+    if expr[0] == "in":
+        return np.asarray(inputs[expr[1]], np.float64)
+    if expr[0] == "const":
+        return np.float64(expr[1])
+    return _NUMPY[expr[0]](*(evaluate(e, inputs) for e in expr[1:]))
+
+
+def _emit(b: ir.IRBuilder, expr: tuple, loaded: list, memo: dict) -> ir.Value:
+    key = repr(expr)
+    if key not in memo:
+        if expr[0] == "in":
+            memo[key] = loaded[expr[1]]
+        elif expr[0] == "const":
+            memo[key] = fm.fconst(float(expr[1]))
+        else:
+            memo[key] = EXPR_OPS[expr[0]][1](b, *(_emit(b, e, loaded, memo) for e in expr[1:]))
+    return memo[key]
+
+
+def _arity(expr: tuple) -> int:
+    if expr[0] == "in":
+        return expr[1] + 1
+    return max((_arity(e) for e in expr[1:] if isinstance(e, tuple)), default=0)
+
+
+def _symbol(expr: tuple) -> str:
+    return "msc_expr_f32_" + hashlib.sha256(repr(expr).encode()).hexdigest()[:16]
+
+
+def _build_module(expr: tuple) -> ir.Module:
+    """void (in0*, ..., out*, start, stop): out[i] = expr(in0[i], ...); for one input also
+    ``<symbol>_2d(c*, rows, cols, ld)``: c[r, j] = expr(c[r, j]) in place (a GEMM epilogue)."""
+    arity = _arity(expr)
+    module = ir.Module(name=_symbol(expr))
+    if arity == 1:
+        _build_inplace_2d(module, expr)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * (arity + 1) + [I64] * 2),
+                     name=_symbol(expr))
+    *ins, out, start, stop = fn.args
+    for arg in (*ins, out):
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    with for_range(b, stop, start=start, name="i") as i:
+        loaded = [b.load(b.gep(x, [i])) for x in ins]
+        b.store(_emit(b, expr, loaded, {}), b.gep(out, [i]))
+    b.ret_void()
+    return module
+
+
+def _build_inplace_2d(module: ir.Module, expr: tuple) -> None:
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] + [I64] * 3),
+                     name=_symbol(expr) + "_2d")
+    c, rows, cols, ld = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    with for_range(b, rows, name="r") as r:
+        row = b.gep(c, [b.mul(r, ld)])
+        with for_range(b, cols, name="j") as j:
+            ptr = b.gep(row, [j])
+            b.store(_emit(b, expr, [b.load(ptr)], {}), ptr)
+    b.ret_void()
+
+
+@cache
+def _library(expr: tuple):
+    symbols = [_symbol(expr)] + ([_symbol(expr) + "_2d"] if _arity(expr) == 1 else [])
+    return get_jit().compile_generated(
+        lambda: _build_module(expr), symbols,
+        (__name__, "msc.backend.tir.math", "msc.backend.llvm.loops"), (repr(expr),))
+
+
+def _native(expr: tuple):
+    return _library(expr).cfunc(_symbol(expr), None, *(ctypes.c_void_p,) * (_arity(expr) + 1),
+                                ctypes.c_int64, ctypes.c_int64)
+
+
+def inplace_2d_address(expr: tuple) -> int:
+    """Address of ``void (c*, rows, cols, ld)`` applying a one-input expression in place."""
+    if _arity(expr) != 1:
+        raise BuildError(f"an in-place epilogue takes one input, not {_arity(expr)}",
+                         op="elementwise", hint="fuse only single-input activations")
+    return _library(expr).address(_symbol(expr) + "_2d")
+
+
+def check_expr(expr: tuple) -> bool:
+    """Whether every node of ``expr`` is an input, a constant or an op of EXPR_OPS."""
+    if expr[0] == "in":
+        return True
+    if expr[0] == "const":
+        return isinstance(expr[1], float)
+    spec = EXPR_OPS.get(expr[0])
+    if spec is None or spec[0] != len(expr) - 1:
+        return False
+    if expr[0] == "power" and expr[2][0] != "const":
+        return False
+    return all(check_expr(e) for e in expr[1:])
+
+
+class ExprKernel(Kernel):
+    """``kernel(*inputs, out)``: the expression over C-contiguous float32 arrays of ``shape``
+    (inputs may not alias ``out``: the loop is compiled with noalias)."""
+
+    def __init__(self, expr: tuple, shape: tuple, op: str = "elementwise"):
+        self.expr, self.shape, self.op = expr, tuple(shape), op
+        self.size = math.prod(self.shape)
+        self.inputs = tuple(range(_arity(expr)))
+        self.run = _native(expr)
+
+    def _ptr(self, name: str, x) -> int:
+        if (type(x) is not np.ndarray or x.dtype != np.float32 or x.shape != self.shape
+                or not x.flags.c_contiguous):
+            raise ShapeError(f"expected a C-contiguous float32 array of shape {self.shape}, "
+                             f"got {getattr(x, 'dtype', type(x).__name__)} "
+                             f"{getattr(x, 'shape', '')}", op=self.op, param=name)
+        return x.ctypes.data
+
+    def __call__(self, *arrays):
+        ptrs = [self._ptr(f"x{i}", x) for i, x in enumerate(arrays[:-1])]
+        out = arrays[-1]
+        ptrs.append(self._ptr("out", out))
+        n = self.size
+        threads = task_threads() if n >= PARALLEL_ELEMENTS else 1
+        if threads <= 1:
+            self.run(*ptrs, 0, n)
+            return out
+        parts = threads * 2
+        # split at multiples of 64 elements: each part starts on a cache line
+        bounds = [min(n, n * i // parts // 64 * 64) for i in range(parts)] + [n]
+        parallel_for(parts, lambda i: self.run(*ptrs, bounds[i], bounds[i + 1]), threads)
+        return out
+
+
+UNARY_EXPR = {op: (op, ("in", 0)) for op, (arity, _) in EXPR_OPS.items() if arity == 1}
+
+
+class UnaryExprFact(KernelFact):
+    """A float32 unary op of :data:`EXPR_OPS` on a static shape."""
+
+    def __init__(self, op: str):
+        self.expr = UNARY_EXPR[op]
+
+    def match(self, site: Site) -> bool:
+        x, out = site.tensor(0), site.out
+        return (x is not None and x.dtype == "float32" and getattr(out, "dtype", "") == "float32"
+                and x.values is not None and all(d.is_const for d in x.values)
+                and x.values == getattr(out, "values", None))
+
+    def make(self, site: Site) -> Kernel:
+        shape = tuple(int(d.value) for d in site.tensor(0).values)
+        return ExprKernel(self.expr, shape, op=site.op)
+
+
+for _op in ("nn.gelu", "nn.gelu_tanh", "nn.silu"):
+    attach(_op, "kernel", UnaryExprFact(_op))

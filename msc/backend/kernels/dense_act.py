@@ -1,0 +1,110 @@
+"""A dense layer with an activation epilogue: ``act(x @ W + b)`` in column chunks, one call.
+
+The packed GEMM (kernels/gemm.py) writes a chunk of output columns (CHUNK wide: whole B
+panels), and the activation (an expression of kernels/activation.py, such as gelu) runs over
+that chunk in place while it is still in L2, instead of a second pass over the whole output
+after it has left the cache. A small native driver walks the chunks and calls both by address,
+so a call costs one ctypes crossing; threads take ranges of chunks (each chunk is computed
+the same way on any thread, so results are bitwise equal for any thread count)::
+
+    kernel = DenseActKernel(GemmRunner(w_kn, bias, relu=False), ("nn.gelu", ("in", 0)), shape)
+    kernel(x, out)                  # out[..., N] = gelu(x[..., K] @ W + bias)
+
+The build's pattern pass (msc/backend/patterns/dense.py) makes it for ``matmul`` with a
+constant weight, a constant bias ``add`` and a single-input activation.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+
+import numpy as np
+from llvmlite import ir
+
+from ...errors import ShapeError
+from ..llvm.jit import get_jit
+from ..llvm.loops import F32_PTR, I32, I64, for_range, imin
+from ..runtime.threads import parallel_for, task_threads
+from .activation import inplace_2d_address
+from .base import Kernel
+from .dense import F32, Address, GemmRunner, as_f32
+from .gemm import PARALLEL_FLOPS
+
+__all__ = ["CHUNK", "DenseActKernel"]
+
+CHUNK = 256  # output columns per step: 128 rows x 256 floats = 128 KiB of C stay in L2
+_SYMBOL = "msc_dense_epilogue_f32"
+_GEMM = ir.FunctionType(ir.VoidType(), [F32_PTR] * 4 + [I64] * 5 + [I32])
+_ACT = ir.FunctionType(ir.VoidType(), [F32_PTR] + [I64] * 3)
+
+
+def _build_module() -> ir.Module:
+    """void (a, bp, bias, c, m, n, k, lda, ldc, j0, j1, chunk, gemm*, act*)."""
+    module = ir.Module(name=_SYMBOL)
+    i8p = ir.IntType(8).as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 4 + [I64] * 8 + [
+        i8p, i8p]), name=_SYMBOL)
+    a, bp, bias, c, m, n, k, lda, ldc, j0, j1, chunk, gemm, act = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    gemm, act = b.bitcast(gemm, _GEMM.as_pointer()), b.bitcast(act, _ACT.as_pointer())
+    with for_range(b, j1, start=j0, step=chunk, name="jc") as jc:
+        width = imin(b, b.sub(n, jc), chunk)
+        cj = b.gep(c, [jc])
+        b.call(gemm, [a, b.gep(bp, [b.mul(jc, k)]), b.gep(bias, [jc]), cj, m, width, k, lda,
+                      ldc, ir.Constant(I32, 0)])
+        b.call(act, [cj, m, width, ldc])
+    b.ret_void()
+    return module
+
+
+@cache
+def _driver():
+    library = get_jit().compile_generated(_build_module, [_SYMBOL],
+                                          (__name__, "msc.backend.llvm.loops"))
+    return library.cfunc(_SYMBOL, None, *(ctypes.c_void_p,) * 4, *(ctypes.c_int64,) * 8,
+                         ctypes.c_void_p, ctypes.c_void_p)
+
+
+class DenseActKernel(Kernel):
+    """``kernel(x, out)``: ``act(x @ W + bias)`` for the packed weight of ``runner``."""
+
+    inputs = (0,)
+
+    def __init__(self, runner: GemmRunner, expr: tuple, op: str = "dense+act"):
+        if runner.relu:
+            raise ShapeError("the activation epilogue replaces relu", op=op,
+                             hint="make the GemmRunner with relu=False")
+        self.runner, self.expr, self.op = runner, expr, op
+        self.run = _driver()
+        self.gemm = ctypes.cast(runner.driver, ctypes.c_void_p).value
+        self.act = inplace_2d_address(expr)
+        self.x_addr, self.out_addr = Address(), Address()
+
+    def __call__(self, x, out):
+        if type(x) is not np.ndarray or x.dtype != F32 or not x.flags.c_contiguous:
+            x = as_f32(x, "data", self.op)
+        k, n = self.runner.k, self.runner.n
+        if not x.shape or x.shape[-1] != k:
+            raise ShapeError(f"expects [..., {k}], got {x.shape}", op=self.op, param="data")
+        m = x.size // k if k else 0
+        # the output may group the rows differently ([1, s, n] for [s, k] rows)
+        if (out.size != m * n or not out.shape or out.shape[-1] != n or out.dtype != F32
+                or not out.flags.c_contiguous):
+            raise ShapeError(f"output buffer {out.shape} {out.dtype}, expected {m} rows of {n}",
+                             op=self.op, param="out")
+        if not m:
+            return out
+        packed, bias = self.runner.ptrs
+        args = (self.x_addr(x), packed, bias, self.out_addr(out), m, n, k, k, n)
+        chunks = -(-n // CHUNK)
+        threads = task_threads() if 2.0 * m * n * k >= PARALLEL_FLOPS else 1
+        parts = min(chunks, threads * 2) if threads > 1 else 1
+        if parts == 1:
+            self.run(*args, 0, n, CHUNK, self.gemm, self.act)
+            return out
+        bounds = [chunks * i // parts * CHUNK for i in range(parts)] + [n]
+        parallel_for(parts, lambda i: self.run(*args, bounds[i], bounds[i + 1], CHUNK,
+                                               self.gemm, self.act), threads)
+        return out
+

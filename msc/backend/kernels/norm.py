@@ -1,0 +1,167 @@
+"""Layer norm over the last axes as one native pass per row, optionally with the residual add.
+
+``y = (x - mean) / sqrt(var + eps) * gamma + beta`` per row of the normalized (trailing,
+contiguous) axes: the row mean and the variance around it are vector reductions
+(kernels/rowmath.py, two passes over a row that stays in L1), the affine map is a plain loop
+LLVM vectorizes. With ``residual`` the kernel adds a second input first (``layer_norm(a + b)``,
+the post-norm block of BERT), writing the sum into the output row and normalizing it there, so
+the sum never makes a round trip through memory. Rows are split across threads when there are
+enough of them; a row's result does not depend on the split::
+
+    attach("nn.layer_norm", "kernel", LayerNormFact())
+    kernel = LayerNormKernel(rows, n, gamma, beta, eps)    # kernel(x, out) / (a, b, out)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from functools import cache
+
+import numpy as np
+from llvmlite import ir
+
+from ...errors import ShapeError
+from ...relax.op.registry import attach
+from ..llvm.jit import get_jit, vector_lanes
+from ..llvm.loops import F32, F32_PTR, I64, const64, for_range
+from ..runtime.threads import parallel_for, task_threads
+from .base import Kernel, KernelFact, Site
+from .rowmath import Vec, row_map, row_reduce, splat_f32
+
+__all__ = ["LayerNormFact", "LayerNormKernel"]
+
+PARALLEL_ELEMENTS = 1 << 18  # below this a split costs more (waking a worker) than it saves
+
+
+def _symbol(lanes: int) -> str:
+    return f"msc_layer_norm_f32_l{lanes}"
+
+
+def _build_module(lanes: int) -> ir.Module:
+    """void (x, res, gamma, beta, out, r0, r1, n, eps, has_res)."""
+    module = ir.Module(name=_symbol(lanes))
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 5 + [I64] * 3 + [
+        F32, I64]), name=_symbol(lanes))
+    x, res, gamma, beta, out, r0, r1, n, eps, has_res = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    vec = Vec(module, lanes)
+    inv_n = b.fdiv(ir.Constant(F32, 1.0), b.sitofp(n, F32))
+    with for_range(b, r1, start=r0, name="row") as r:
+        base = b.mul(r, n)
+        src, dst = b.gep(x, [base]), b.gep(out, [base])
+        with b.if_then(b.icmp_signed("!=", has_res, const64(0))):
+            other = b.gep(res, [base])
+            row_map(b, n, lambda j: b.store(b.fadd(b.load(b.gep(src, [j])),
+                                                   b.load(b.gep(other, [j]))), b.gep(dst, [j])))
+        row = b.select(b.icmp_signed("!=", has_res, const64(0)), dst, src)
+        mean = b.fmul(row_reduce(b, vec, row, n, "add"), inv_n)
+        vmean = splat_f32(b, vec, mean)
+
+        def square(v):
+            d = b.fsub(v, vmean)
+            return b.fmul(d, d)
+
+        var = b.fmul(row_reduce(b, vec, row, n, "add", square), inv_n)
+        sqrt = b.module.declare_intrinsic("llvm.sqrt", [F32])
+        rstd = b.fdiv(ir.Constant(F32, 1.0), b.call(sqrt, [b.fadd(var, eps)]))
+
+        def affine(j):
+            y = b.fmul(b.fsub(b.load(b.gep(row, [j])), mean), rstd)
+            y = b.fadd(b.fmul(y, b.load(b.gep(gamma, [j]))), b.load(b.gep(beta, [j])))
+            b.store(y, b.gep(dst, [j]))
+
+        row_map(b, n, affine)
+    b.ret_void()
+    return module
+
+
+@cache
+def _native(lanes: int):
+    library = get_jit().compile_generated(
+        lambda: _build_module(lanes), [_symbol(lanes)],
+        (__name__, "msc.backend.kernels.rowmath", "msc.backend.llvm.loops"), (lanes,))
+    return library.cfunc(_symbol(lanes), None, *(ctypes.c_void_p,) * 5, *(ctypes.c_int64,) * 3,
+                         ctypes.c_float, ctypes.c_int64)
+
+
+class LayerNormKernel(Kernel):
+    """``kernel(x, out)``, or ``kernel(a, b, out)`` with ``residual`` (normalizes a + b), over
+    rows of ``n`` floats; arrays of ``shape``, C-contiguous float32."""
+
+    def __init__(self, shape: tuple, n: int, gamma: np.ndarray, beta: np.ndarray,
+                 eps: float, residual: bool = False, op: str = "nn.layer_norm"):
+        self.shape, self.n, self.op = tuple(shape), n, op
+        self.rows = math.prod(shape) // n if n else 0
+        self.gamma = np.ascontiguousarray(np.broadcast_to(gamma, (n,)), np.float32)
+        self.beta = np.ascontiguousarray(np.broadcast_to(beta, (n,)), np.float32)
+        self.eps = ctypes.c_float(eps)
+        self.residual = residual
+        self.inputs = (0, 1) if residual else (0,)
+        self.run = _native(vector_lanes())
+
+    def _ptr(self, name: str, x) -> int:
+        if (type(x) is not np.ndarray or x.dtype != np.float32 or x.shape != self.shape
+                or not x.flags.c_contiguous):
+            raise ShapeError(f"expected a C-contiguous float32 array of shape {self.shape}, "
+                             f"got {getattr(x, 'dtype', type(x).__name__)} "
+                             f"{getattr(x, 'shape', '')}", op=self.op, param=name)
+        return x.ctypes.data
+
+    def __call__(self, x, *rest):
+        *other, out = rest
+        px, po = self._ptr("data", x), self._ptr("out", out)
+        pr = self._ptr("residual", other[0]) if self.residual else px
+        args = (px, pr, self.gamma.ctypes.data, self.beta.ctypes.data, po)
+        threads = task_threads() if self.rows * self.n >= PARALLEL_ELEMENTS else 1
+        if threads <= 1 or self.rows < 2:
+            self.run(*args, 0, self.rows, self.n, self.eps, int(self.residual))
+            return out
+        parts = min(self.rows, threads * 2)
+        rows, n, eps, res = self.rows, self.n, self.eps, int(self.residual)
+        parallel_for(parts, lambda i: self.run(*args, rows * i // parts,
+                                               rows * (i + 1) // parts, n, eps, res), threads)
+        return out
+
+
+def norm_row(site: Site) -> int | None:
+    """Length of the normalized row when the axes are the trailing ones (static shape)."""
+    x = site.tensor(0)
+    if x is None or x.values is None or not all(d.is_const for d in x.values):
+        return None
+    shape = tuple(int(d.value) for d in x.values)
+    axes = sorted({int(a) % len(shape) for a in site.attr("axes") or ()}) if shape else []
+    if not axes or axes != list(range(len(shape) - len(axes), len(shape))):
+        return None
+    return math.prod(shape[len(shape) - len(axes):])
+
+
+def _affine_const(site: Site, i: int, n: int, flag: str) -> np.ndarray | None:
+    """gamma (i=1) or beta (i=2) as [n] floats; ones / zeros when its flag is off."""
+    if not site.attr(flag, True):
+        return np.full(n, 1.0 if i == 1 else 0.0, np.float32)
+    c = site.const(i)
+    if c is None or c.dtype != np.float32 or c.size != n:
+        return None
+    return c.reshape(-1)
+
+
+class LayerNormFact(KernelFact):
+    """float32 layer norm over trailing axes with constant gamma / beta, static shapes."""
+
+    def match(self, site: Site) -> bool:
+        x, out = site.tensor(0), site.out
+        n = norm_row(site)
+        return (n is not None and x.dtype == "float32" and getattr(out, "dtype", "") == "float32"
+                and _affine_const(site, 1, n, "scale") is not None
+                and _affine_const(site, 2, n, "center") is not None)
+
+    def make(self, site: Site) -> Kernel:
+        n = norm_row(site)
+        shape = tuple(int(d.value) for d in site.tensor(0).values)
+        return LayerNormKernel(shape, n, _affine_const(site, 1, n, "scale"),
+                               _affine_const(site, 2, n, "center"),
+                               float(site.attr("epsilon", 1e-5)))
+
+
+attach("nn.layer_norm", "kernel", LayerNormFact())

@@ -1,0 +1,41 @@
+"""Build-time pattern passes: regions of a lowered program that run as one fused kernel call.
+
+``relax.build`` (build.py) calls :func:`fuse_patterns` after folding constants and before
+dead-code elimination, so the nodes a pattern makes unused (head reshapes and transposes, the
+pieces of a decomposed attention) disappear. A fused node arrives resolved (its kernel made,
+weights and masks read at build time) and is counted in ``ex.stats["fused"]`` by pattern and
+in ``ex.stats["ops"]`` under its own name (``attention``, ...).
+
+- attention.py: attention (SDPA or its decomposed export) with heads read through views;
+- elementwise.py: chains of elementwise ops as one expression; residual add + layer norm;
+- dense.py: matmul + bias + activation as one dense call with the activation as epilogue;
+- views.py: which values are strided views of others (numpy facts run on index arrays).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..runtime.program import Program
+from .attention import fuse_attention
+from .dense import fuse_dense_act
+from .elementwise import fuse_elementwise, fuse_residual_norm
+from .views import Graph
+
+__all__ = ["PASSES", "fuse_patterns"]
+
+# (pattern name, pass), in order: attention first (it consumes scalings and mask adds that the
+# elementwise pass would otherwise take), the residual norm, elementwise chains, then dense
+# layers absorb the activation (single or chained) that follows them.
+PASSES = (("attention", fuse_attention), ("add+layer_norm", fuse_residual_norm),
+          ("elementwise", fuse_elementwise), ("dense+act", fuse_dense_act))
+
+
+def fuse_patterns(program: Program) -> Counter:
+    """Fuse every region of ``program``'s top level that a pattern matches; returns counts."""
+    counts = Counter()
+    for name, fuse in PASSES:
+        found = fuse(Graph(program))
+        if found:
+            counts[name] += found
+    return counts
