@@ -419,8 +419,7 @@ class ExprMutator(ExprVisitor):
         binding to a var whose struct info follows the value (remapping uses of the old var)."""
         var = self.visit_var_def(binding.var)
         if var is binding.var and value is binding.value:
-            # as TVM's ReEmitBinding: an unchanged binding keeps its var, so an annotation
-            # (``bz`` where inference says ``T.max(bz, 0)``) survives every pass
+            # TVM's ReEmitBinding: an unchanged binding keeps its var (and its annotation)
             self.emit_binding(binding)
             return
         new_var = self.with_struct_info(var, value.struct_info or var.struct_info)
