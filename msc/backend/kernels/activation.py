@@ -22,13 +22,13 @@ from functools import cache
 import numpy as np
 from llvmlite import ir
 
-from ...errors import BuildError, ShapeError
+from ...errors import BuildError
 from ...relax.op.registry import attach
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32_PTR, I64, for_range
 from ..runtime.threads import parallel_for, task_threads
 from ..tir import math as fm
-from .base import Kernel, KernelFact, Site
+from .base import Kernel, KernelFact, Site, f32_address
 
 __all__ = ["EXPR_OPS", "UNARY_EXPR", "ExprKernel", "UnaryExprFact", "evaluate",
            "inplace_2d_address"]
@@ -190,12 +190,7 @@ class ExprKernel(Kernel):
         self.run = _native(expr)
 
     def _ptr(self, name: str, x) -> int:
-        if (type(x) is not np.ndarray or x.dtype != np.float32 or x.shape != self.shape
-                or not x.flags.c_contiguous):
-            raise ShapeError(f"expected a C-contiguous float32 array of shape {self.shape}, "
-                             f"got {getattr(x, 'dtype', type(x).__name__)} "
-                             f"{getattr(x, 'shape', '')}", op=self.op, param=name)
-        return x.ctypes.data
+        return f32_address(x, self.shape, self.op, name)
 
     def __call__(self, *arrays):
         ptrs = [self._ptr(f"x{i}", x) for i, x in enumerate(arrays[:-1])]

@@ -17,12 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import ShapeError
 from ...relax.expr import Attrs
 from ...relax.op.registry import OPS
 from ...relax.struct_info import TensorStructInfo
 from ..runtime.program import NOVALUE
 
-__all__ = ["Impl", "Kernel", "KernelFact", "Site", "kernel_fact"]
+__all__ = ["Impl", "Kernel", "KernelFact", "Site", "f32_address", "kernel_fact"]
 
 
 @dataclass
@@ -110,3 +111,14 @@ def kernel_fact(op: str) -> KernelFact | None:
     """The op's ``"kernel"`` fact, or None."""
     op_def = OPS.get(op)
     return op_def.facts.get("kernel") if op_def is not None else None
+
+
+def f32_address(x, shape: tuple, op: str, param: str) -> int:
+    """The data address of ``x`` once it is a C-contiguous float32 array of ``shape`` (a
+    kernel's check before native code reads it), else a ShapeError naming ``param``."""
+    if (type(x) is not np.ndarray or x.dtype != np.float32 or x.shape != shape
+            or not x.flags.c_contiguous):
+        raise ShapeError(f"expected a C-contiguous float32 array of shape {shape}, got "
+                         f"{getattr(x, 'dtype', type(x).__name__)} {getattr(x, 'shape', '')}",
+                         op=op, param=param)
+    return x.ctypes.data

@@ -21,12 +21,11 @@ from functools import cache
 import numpy as np
 from llvmlite import ir
 
-from ...errors import ShapeError
 from ...relax.op.registry import attach
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32, F32_PTR, I64, const64, for_range
 from ..runtime.threads import parallel_for, task_threads
-from .base import Kernel, KernelFact, Site
+from .base import Kernel, KernelFact, Site, f32_address
 from .rowmath import Vec, row_map, row_reduce, splat_f32
 
 __all__ = ["LayerNormFact", "LayerNormKernel"]
@@ -101,12 +100,7 @@ class LayerNormKernel(Kernel):
         self.run = _native(vector_lanes())
 
     def _ptr(self, name: str, x) -> int:
-        if (type(x) is not np.ndarray or x.dtype != np.float32 or x.shape != self.shape
-                or not x.flags.c_contiguous):
-            raise ShapeError(f"expected a C-contiguous float32 array of shape {self.shape}, "
-                             f"got {getattr(x, 'dtype', type(x).__name__)} "
-                             f"{getattr(x, 'shape', '')}", op=self.op, param=name)
-        return x.ctypes.data
+        return f32_address(x, self.shape, self.op, name)
 
     def __call__(self, x, *rest):
         *other, out = rest
