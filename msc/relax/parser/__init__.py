@@ -17,6 +17,7 @@ import linecache
 import sys
 import textwrap
 import typing
+import warnings
 
 from ...errors import ParseError
 from ...tir import expr as tir
@@ -50,7 +51,9 @@ def _too_deep(ctx: ParseContext, err: SyntaxError | None) -> ParseError:
 
 def _parse_ast(ctx: ParseContext, text: str) -> ast.Module:
     try:
-        return ast.parse(text, filename=ctx.filename or "<tvmscript>")
+        with warnings.catch_warnings():  # the text's own "invalid escape" notes are not ours
+            warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
+            return ast.parse(text, filename=ctx.filename or "<tvmscript>")
     except SyntaxError as err:
         node = ast.Module(body=[], type_ignores=[])
         node.lineno, node.col_offset = err.lineno or 1, max((err.offset or 1) - 1, 0)
