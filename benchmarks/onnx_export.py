@@ -60,14 +60,19 @@ def _session(model):
                                 providers=["CPUExecutionProvider"])
 
 
-def _latency(session, feeds: dict, repeat: int = 5) -> float:
+def _run_times(session, feeds: dict, repeat: int) -> list[float]:
+    """Seconds of ``repeat`` onnxruntime runs after one warm-up run."""
     session.run(None, feeds)
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
         session.run(None, feeds)
         times.append(time.perf_counter() - start)
-    return float(np.median(times))
+    return times
+
+
+def _latency(session, feeds: dict, repeat: int = 5) -> float:
+    return float(np.median(_run_times(session, feeds, repeat)))
 
 
 def _feeds(session, rng) -> dict:
@@ -194,13 +199,7 @@ def run_qdq() -> dict:
 
 
 def _best_of(session, feeds: dict, repeat: int) -> float:
-    session.run(None, feeds)
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        session.run(None, feeds)
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return min(_run_times(session, feeds, repeat))
 
 
 def _int8_kernels(model) -> dict:

@@ -191,12 +191,16 @@ def _arg_reduce(op_type: str) -> Row:
     return Row(write)
 
 
-def _cumsum(ctx):
-    x, axis = ctx.input(0), ctx.attr("axis")
-    if axis is None:
-        x, axis = flat(ctx, x), 0
-    x = ctx.cast(x, ctx.in_tensor(0).dtype, ctx.attr("dtype"))
-    return ctx.emit("CumSum", [x, ctx.ints([axis], "axis")], exclusive=int(ctx.attr("exclusive")))
+def _cumulative(onnx_op: str):
+    """cumsum / cumprod: CumSum / CumProd over the axis, the flat tensor when axis is None."""
+    def write(ctx):
+        x, axis = ctx.input(0), ctx.attr("axis")
+        if axis is None:
+            x, axis = flat(ctx, x), 0
+        x = ctx.cast(x, ctx.in_tensor(0).dtype, ctx.attr("dtype"))
+        return ctx.emit(onnx_op, [x, ctx.ints([axis], "axis")],
+                        exclusive=int(ctx.attr("exclusive")))
+    return write
 
 
 def _topk_parts(ctx, k: int, axis: int, largest: bool):
@@ -249,20 +253,12 @@ def _median(ctx):
     return picked[0] if len(ctx.node.outputs) == 1 else picked
 
 
-def _cumprod(ctx):
-    x, axis = ctx.input(0), ctx.attr("axis")
-    if axis is None:
-        x, axis = flat(ctx, x), 0
-    x = ctx.cast(x, ctx.in_tensor(0).dtype, ctx.attr("dtype"))
-    return ctx.emit("CumProd", [x, ctx.ints([axis], "axis")], exclusive=int(ctx.attr("exclusive")))
-
-
 REDUCE = {
-    "median": Row(_median), "cumprod": Row(_cumprod, since=26),
+    "median": Row(_median), "cumprod": Row(_cumulative("CumProd"), since=26),
     **{op: _reduce(*spec) for op, spec in _REDUCE.items()},
     "variance": _variance(False), "std": _variance(True),
     "argmax": _arg_reduce("ArgMax"), "argmin": _arg_reduce("ArgMin"),
-    "cumsum": Row(_cumsum), "topk": Row(_topk),
+    "cumsum": Row(_cumulative("CumSum")), "topk": Row(_topk),
     "sort": _sort(False), "argsort": _sort(True),
     "nonzero": Row(lambda c: c.cast(c.emit("NonZero", c.inputs), "int64", c.out.dtype)),
 }

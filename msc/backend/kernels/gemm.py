@@ -41,6 +41,7 @@ from ..llvm.loops import (
     entry_alloca,
     for_range,
     imin,
+    switch_cases,
 )
 from ..runtime.threads import NativeTasks, native_address, task_threads
 
@@ -313,21 +314,9 @@ def _panel(builder, cfg, args, tiles, block, ic, mc, jr, pc) -> None:
     with for_range(builder, full, name="ir") as t:
         call(cfg.mr, builder.add(ic, builder.mul(t, const64(cfg.mr))))
     rest_row = builder.add(ic, builder.mul(full, const64(cfg.mr)))
-    _switch(builder, builder.srem(mc, const64(cfg.mr)),
+    switch_cases(builder, builder.srem(mc, const64(cfg.mr)),
             {rows: (lambda rows=rows: call(rows, rest_row)) for rows in range(1, cfg.mr)})
 
-
-def _switch(builder: ir.IRBuilder, value: ir.Value, cases: dict) -> None:
-    """``switch (value)`` over int cases; each case emits its code via a thunk, no default."""
-    done = builder.append_basic_block("switch.end")
-    switch = builder.switch(value, done)
-    for case, emit in cases.items():
-        block = builder.append_basic_block(f"case{case}")
-        switch.add_case(ir.Constant(value.type, case), block)
-        builder.position_at_end(block)
-        emit()
-        builder.branch(done)
-    builder.position_at_end(done)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from llvmlite import ir
 
 from ...errors import BuildError
 from ..llvm.jit import get_jit, host_target
-from ..llvm.loops import F32, I1, I32, I64, const64, entry_alloca, for_range, imin
+from ..llvm.loops import F32, I1, I32, I64, const64, entry_alloca, for_range, imin, switch_cases
 from ..runtime.threads import parallel_for, task_threads
 
 __all__ = ["LANES", "NR", "QGemmConfig", "host_vnni", "pack_vnni", "qgemm_driver", "run_qgemm"]
@@ -309,22 +309,11 @@ def build_qgemm_module(cfg: QGemmConfig) -> ir.Module:
         with for_range(b, full, name="ir") as i:
             call(MR, b.mul(i, const64(MR)))
         rest = b.srem(args["m"], const64(MR))
-        _switch(b, rest, {rows: (lambda rows=rows, call=call, full=full:
+        switch_cases(b, rest, {rows: (lambda rows=rows, call=call, full=full:
                                  call(rows, b.mul(full, const64(MR)))) for rows in range(1, MR)})
     b.ret_void()
     return module
 
-
-def _switch(b: ir.IRBuilder, value, cases: dict) -> None:
-    done = b.append_basic_block("switch.end")
-    switch = b.switch(value, done)
-    for case, emit in cases.items():
-        block = b.append_basic_block(f"case{case}")
-        switch.add_case(ir.Constant(value.type, case), block)
-        b.position_at_end(block)
-        emit()
-        b.branch(done)
-    b.position_at_end(done)
 
 
 @cache

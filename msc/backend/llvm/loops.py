@@ -74,3 +74,16 @@ def imin(builder: ir.IRBuilder, a: ir.Value, b) -> ir.Value:
 
 def ceil_div(builder: ir.IRBuilder, a: ir.Value, b: int) -> ir.Value:
     return builder.sdiv(builder.add(a, as_value(a.type, b - 1)), as_value(a.type, b))
+
+
+def switch_cases(builder: ir.IRBuilder, value: ir.Value, cases: dict) -> None:
+    """``switch (value)`` over int cases; each case emits its code via a thunk, no default."""
+    done = builder.append_basic_block("switch.end")
+    switch = builder.switch(value, done)
+    for case, emit in cases.items():
+        block = builder.append_basic_block(f"case{case}")
+        switch.add_case(ir.Constant(value.type, case), block)
+        builder.position_at_end(block)
+        emit()
+        builder.branch(done)
+    builder.position_at_end(done)

@@ -203,11 +203,7 @@ def _emit(graph: Graph, node: Node, m: dict) -> bool:
                              bias_const=bias[2] if bias else None, op=f"attention ({node.name})")
     ins = tuple(parts[n][0] for n in ("q", "k", "v")) + ((bias[0],) if bias and bias[0] is not None
                                                        else ())
-    fused = Node("call", ins, end, fn=kernel, dps=(program.values[end].sinfo,), op="attention",
-                 path="native", name=program.values[end].name or node.name)
-    where = program.nodes.index(graph.producer[end])
-    program.nodes[where] = fused
-    graph.producer[end] = fused
+    graph.replace(end, ins, kernel, "attention", program.values[end].name or node.name)
     return True
 
 

@@ -75,10 +75,6 @@ def fuse_dense_act(graph: Graph) -> int:
             continue
         kernel = DenseActKernel(GemmRunner(w, bias, relu=False), expr,
                                 op=f"dense+act ({node.name})")
-        fused = Node("call", (mm.ins[0],), node.out, fn=kernel,
-                     dps=(program.values[node.out].sinfo,), op="dense+act", path="native",
-                     name=node.name)
-        program.nodes[program.nodes.index(node)] = fused
-        graph.producer[node.out] = fused
+        graph.replace(node.out, (mm.ins[0],), kernel, "dense+act", node.name)
         count += 1
     return count

@@ -107,11 +107,7 @@ def fuse_elementwise(graph: Graph) -> int:
             continue
         taken.update(id(n) for n in region)
         kernel = ExprKernel(expr, shape, op=f"elementwise ({root.name})")
-        fused = Node("call", tuple(inputs), root.out, fn=kernel,
-                     dps=(program.values[root.out].sinfo,), op="elementwise", path="native",
-                     name=root.name)
-        program.nodes[program.nodes.index(root)] = fused
-        graph.producer[root.out] = fused
+        graph.replace(root.out, inputs, kernel, "elementwise", root.name)
         count += 1
     return count
 
@@ -132,9 +128,7 @@ def fuse_residual_norm(graph: Graph) -> int:
         base = fact.make(node.site)
         kernel = LayerNormKernel(shape, norm_row(node.site), base.gamma, base.beta,
                                  base.eps.value, residual=True, op=f"add+layer_norm ({node.name})")
-        fused = Node("call", tuple(add.ins), node.out, fn=kernel, dps=(node.site.out,),
-                     op="add+layer_norm", path="native", name=node.name)
-        program.nodes[program.nodes.index(node)] = fused
-        graph.producer[node.out] = fused
+        graph.replace(node.out, add.ins, kernel, "add+layer_norm", node.name,
+                      dps=(node.site.out,))
         count += 1
     return count

@@ -98,6 +98,16 @@ class Graph:
                 self.uses[result] += 1
         self.uses[program.result] += 1
 
+    def replace(self, out: int, ins: tuple, kernel, op: str, name: str, dps=None) -> Node:
+        """Put a native call of ``kernel`` where the producer of ``out`` stands; the nodes it
+        absorbs are left for dead-code elimination."""
+        fused = Node("call", tuple(ins), out, fn=kernel,
+                     dps=dps or (self.values[out].sinfo,), op=op, path="native", name=name)
+        nodes = self.program.nodes
+        nodes[nodes.index(self.producer[out])] = fused
+        self.producer[out] = fused
+        return fused
+
     def call(self, vid: int, *ops: str) -> Node | None:
         """The op call producing ``vid`` when its op is one of ``ops`` (any op if none)."""
         node = self.producer.get(vid)
