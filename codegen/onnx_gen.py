@@ -28,6 +28,7 @@ from msc.relax.op.registry import OPS
 from .joint import JointContext, find_weight, write_nodes
 from .onnx_context import OnnxContext, onnx_dtype
 from .onnx_functions import FunctionTable, domain_of
+from .onnx_outputs import tensor_value_info, write_outputs
 from .onnx_qdq import quantize_biases
 from .onnx_shapes import ShapeValues
 from .onnx_tidy import tidy
@@ -227,22 +228,9 @@ class OnnxWriter:
         return [renamed.get(v, v) for v in values]
 
     # ---- the model -----------------------------------------------------------------------
-    def graph_outputs(self) -> list[tuple[str, MSCTensor]]:
-        """(value, tensor) per graph output; an Identity where the value is an input, an
-        initializer or an earlier output (ONNX outputs are distinct node outputs)."""
-        outs, taken = [], set(self.values_of_inputs())
-        for tensor in self.graph.get_outputs():
-            host, _, idx = tensor.name.rpartition(":")
-            value = self.value(self.graph.find_node(host), int(idx))
-            if value in taken or value in self.inits:
-                want = self.name(tensor.alias or host)
-                self.nodes.append({"op_type": "Identity", "inputs": [value], "outputs": [want],
-                                   "name": self.node_namer(f"{clean_name(want)}_Identity"),
-                                   "domain": "", "attrs": {}})
-                value = want
-            taken.add(value)
-            outs.append((value, tensor))
-        return outs
+    def graph_outputs(self) -> list[tuple[str, object]]:
+        """(value, ValueInfoProto) per model-level output (``codegen/onnx_outputs.py``)."""
+        return write_outputs(self)
 
     def values_of_inputs(self) -> list[str]:
         return [self.values[self.graph.find_producer(t.name).name][0]
@@ -265,20 +253,6 @@ def runtime_values(graph: MSCGraph) -> list[dict]:
     return items
 
 
-def _value_info(name: str, tensor: MSCTensor):
-    from onnx import helper
-
-    prims = tensor.prims
-    dims = []
-    for i, size in enumerate(tensor.shape):
-        if prims and not prims[i].lstrip("-").isdigit():
-            prim = prims[i]
-            dims.append(prim if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", prim) else None)
-        else:
-            dims.append(int(prims[i]) if prims else (size if size >= 0 else None))
-    return helper.make_tensor_value_info(name, onnx_dtype(tensor.dtype), dims)
-
-
 def build_model(writer: OnnxWriter, producer: str = "msc"):
     """The ModelProto of a written graph (checked by the caller)."""
     from onnx import helper, numpy_helper
@@ -289,11 +263,11 @@ def build_model(writer: OnnxWriter, producer: str = "msc"):
     specs = quantize_biases(specs, writer.inits, writer.name)
     nodes = [helper.make_node(n["op_type"], n["inputs"], n["outputs"], name=n["name"],
                               domain=n["domain"] or None, **n["attrs"]) for n in specs]
-    inputs = [_value_info(v, t) for v, t in zip(writer.values_of_inputs(),
-                                                 writer.graph.get_inputs())]
+    inputs = [tensor_value_info(v, t) for v, t in zip(writer.values_of_inputs(),
+                                                       writer.graph.get_inputs())]
     used = {v for n in specs for v in n["inputs"]} | {v for v, _ in outputs}
     graph = helper.make_graph(nodes, clean_name(writer.graph.name), inputs,
-                              [_value_info(v, t) for v, t in outputs])
+                              [info for _, info in outputs])
     kept = [(name, a) for name, a in writer.inits.items() if name in used]
     for name, array in progress(kept, desc="ONNX weights", unit="tensor"):
         # added in place: one copy of each weight into the proto, not two

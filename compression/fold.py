@@ -124,5 +124,6 @@ def fold_batch_norm(graph: MSCGraph, weights: dict) -> tuple[MSCGraph, dict, lis
         nodes.append(clone)
     outputs = [renamed.get(name, name) for name in graph.output_names]
     prims = serialize.graph_parts(graph.to_dict())[4] if graph.prims else []  # unowned copies
-    folded = MSCGraph(graph.name, nodes, list(graph.input_names), outputs, list(prims))
+    folded = MSCGraph(graph.name, nodes, list(graph.input_names), outputs, list(prims),
+                      graph.output_kinds)
     return folded, out, sorted(skip)

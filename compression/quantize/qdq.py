@@ -140,5 +140,5 @@ def apply_plan(graph: MSCGraph, weights: dict, plan, int8_weights: bool = True,
             readers = entry.get("consumers") or [c.name for c in node.children]
             swap.update({(reader, tensor.name): joints[-1] for reader in readers})
     qgraph = MSCGraph(graph.name, nodes, list(graph.input_names), list(graph.output_names),
-                      list(fresh_prims(graph)))
+                      list(fresh_prims(graph)), graph.output_kinds)
     return qgraph, {**_weights(graph, weights, plan, int8_weights), **arrays}

@@ -34,7 +34,7 @@ def rebuild(graph: MSCGraph, joints: Iterable[MSCJoint], outputs: Sequence[str] 
         nodes.append(clone)
     return MSCGraph(name or graph.name, nodes, list(graph.input_names),
                     list(outputs if outputs is not None else graph.output_names),
-                    list(fresh_prims(graph)))
+                    list(fresh_prims(graph)), graph.output_kinds if outputs is None else None)
 
 
 def fresh_prims(graph: MSCGraph) -> list:

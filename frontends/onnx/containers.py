@@ -86,3 +86,25 @@ def tensor_of_optional(v: onnx.ValueInfoProto) -> onnx.ValueInfoProto:
     out.name = v.name
     out.type.CopyFrom(_elem_type(v.type))
     return out
+
+
+def _output_kind(v: onnx.ValueInfoProto, value) -> str:
+    optional = v.type.WhichOneof("value") == "optional_type"
+    inner = _elem_type(v.type)
+    sequence = isinstance(value, relax.Tuple) or \
+        isinstance(getattr(value, "struct_info", None), relax.TupleStructInfo) or \
+        inner.WhichOneof("value") == "sequence_type"
+    if inner.WhichOneof("value") == "sequence_type":
+        inner = inner.sequence_type.elem_type
+    elem = inner.tensor_type.elem_type if inner.WhichOneof("value") == "tensor_type" else 0
+    kind = ("optional_" if optional else "") + ("sequence" if sequence else "tensor")
+    kind = "optional" if kind == "optional_tensor" else kind
+    return f"{kind}:{relax_dtype(elem)}" if elem else kind
+
+
+def output_kinds(outputs, values: list) -> list[str] | None:
+    """Per graph output its kind (``tensor``, ``sequence``, ``optional``,
+    ``optional_sequence``, with ``:<element dtype>``): the ``output_kinds`` function attr
+    from_relax reads (msc/graph/outputs.py); None when every output is a plain tensor."""
+    kinds = [_output_kind(v, value) for v, value in zip(outputs, values)]
+    return kinds if any(not k.startswith("tensor") for k in kinds) else None

@@ -201,7 +201,9 @@ class OnnxImporter:
             gvar = self.bb.emit_func_output(out)
         mod = self.bb.get()
         # Shape subgraphs folded into constants leave their runtime bindings unused.
-        mod.update_func(gvar, remove_all_unused(mod[gvar], mod))
+        func = remove_all_unused(mod[gvar], mod)
+        kinds = containers.output_kinds(graph.output, outputs)
+        mod.update_func(gvar, func.with_attr("output_kinds", kinds) if kinds else func)
         return mod, self.weights
 
     # ---- inputs and weights ---------------------------------------------------------------

@@ -30,7 +30,7 @@ from msc.relax.op.registry import Op
 from msc.relax.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from msc.tir import expr as tir
 
-from .optypes import FIRST_OUTPUT_ONLY, VANISHING_OPS, call_optype
+from .optypes import FIRST_OUTPUT_ONLY, VANISHING_OPS, call_optype, leaf_sinfos
 from .prims import PrimTable
 from .roles import INPUT, WEIGHT_ROLE_OF_CONST, roles_of
 from .values import arg_attr, arg_scalars, call_attrs, fused_attrs, is_attr_arg, scalar_attr
@@ -310,7 +310,7 @@ class GraphBuilder:
         name = self.names.of(var)
         inputs = self._inputs_of(value)
         outputs = [self._tensor(f"{name}:{i}", f, self.output_tensor(ref).layout.name)
-                   for i, (f, ref) in enumerate(zip(var.struct_info.fields, inputs))]
+                   for i, (f, ref) in enumerate(zip(leaf_sinfos(var.struct_info), inputs))]
         self._add(NodeSpec(name, "tuple", inputs, outputs, scope=list(self.scope)), var)
 
     def _get_item(self, var: Var, item: TupleGetItem) -> None:
@@ -411,7 +411,7 @@ def _set_aliases(specs: dict, inputs: list, outputs: list, config: BuildConfig) 
 
 
 def assemble(name: str, specs: list[NodeSpec], inputs: list, outputs: list, prims: list,
-             config: BuildConfig) -> MSCGraph:
+             config: BuildConfig, output_kinds: list | None = None) -> MSCGraph:
     """The MSCGraph of the node records (pruned to what the outputs need when asked)."""
     if config.prune_graph:
         live = _live(specs, outputs)
@@ -422,4 +422,4 @@ def assemble(name: str, specs: list[NodeSpec], inputs: list, outputs: list, prim
         pairs = [(joints[p], i) for p, i in s.inputs]
         joints[s.name] = MSCJoint(index, s.name, s.shared_ref, s.optype, s.attrs, pairs,
                                   s.outputs, s.weights, scope=s.scope)
-    return MSCGraph(name, list(joints.values()), inputs, outputs, prims)
+    return MSCGraph(name, list(joints.values()), inputs, outputs, prims, output_kinds)

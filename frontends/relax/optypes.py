@@ -84,6 +84,19 @@ def _graph_sinfo(sinfo, optype: str | None = None) -> bool:
     return isinstance(sinfo, (TensorStructInfo, ShapeStructInfo))
 
 
+def leaf_sinfos(sinfo) -> list:
+    """The struct infos of a (nested) tuple's leaves, in order."""
+    if isinstance(sinfo, TupleStructInfo):
+        return [leaf for f in sinfo.fields for leaf in leaf_sinfos(f)]
+    return [sinfo]
+
+
+def _tensor_leaves(sinfo) -> bool:
+    """A nested tuple of tensors: the function's result may be one (its fields are ONNX
+    sequences, msc/graph/outputs.py); the graph lists its leaves as outputs."""
+    return all(isinstance(leaf, TensorStructInfo) for leaf in leaf_sinfos(sinfo))
+
+
 class _Checker:
     def __init__(self, view: FunctionView, mod):
         self.view, self.mod = view, mod
@@ -100,7 +113,8 @@ class _Checker:
             self.call(var, value)
         elif isinstance(value, TupleGetItem):
             self.get_item(var, value)
-        elif isinstance(value, Tuple) and not _graph_sinfo(var.struct_info):
+        elif isinstance(value, Tuple) and not _graph_sinfo(var.struct_info) and \
+                not (var is self.view.result and _tensor_leaves(var.struct_info)):
             self.add("tuple", var.name_hint, f"nested tuple {var.struct_info}")
         elif not isinstance(value, (Var, Constant, Tuple, ShapeExpr)):
             self.add(type(value).__name__, var.name_hint, "no graph node for this value")

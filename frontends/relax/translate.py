@@ -25,6 +25,7 @@ from .graph_builder import BuildConfig, GraphBuilder, assemble
 from .layout import infer_layouts
 from .naming import name_function
 from .optypes import find_unsupported
+from .output_kinds import output_kinds
 from .tvm_module import from_tvm_module
 from .walk import FunctionView
 from .weights import normalize_weights
@@ -140,6 +141,6 @@ def from_relax(mod: Any, params: dict | None = None, trans_config: dict | None =
     builder = GraphBuilder(view, mod, names, layouts, groups, config)
     specs, inputs, outputs, refs = builder.build()
     graph = assemble(config.graph_name or entry, specs, inputs, outputs, builder.prims.prims,
-                     config)
+                     config, output_kinds(func, len(outputs)))
     return graph, normalize_weights(graph, refs)
 

@@ -10,6 +10,7 @@ from .attrs import encode_attr, encode_attrs, get_type_attr, parse_attr
 from .graph import MSCGraph
 from .joint import BaseJoint, MSCJoint, MSCPrim, WeightJoint
 from .layout import Layout
+from .outputs import OutputKind
 from .tensor import MSCTensor, normalize_dtype
 from .weight_graph import WEIGHT_STRATEGIES, WeightGraph
 
@@ -21,6 +22,7 @@ __all__ = [
     "MSCJoint",
     "MSCPrim",
     "MSCTensor",
+    "OutputKind",
     "WeightGraph",
     "WeightJoint",
     "encode_attr",

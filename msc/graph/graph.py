@@ -22,6 +22,7 @@ from . import serialize, visual
 from .attrs import encode_attr
 from .base import BaseGraph, check_joint_links, check_new_joint, index_joints, link_joints
 from .joint import MSCJoint, MSCPrim, item_at
+from .outputs import OutputKind, normalize_kinds
 from .tensor import MSCTensor
 
 __all__ = ["MSCGraph"]
@@ -49,13 +50,17 @@ class MSCGraph(BaseGraph):
     ``MSCGraph(name, nodes, input_names, output_names, prims=None)``: ``nodes`` are MSCJoints
     whose ``index`` is their position and whose parents come earlier; names in
     ``input_names``/``output_names`` must resolve to tensors (else ValidationError).
+    ``output_kinds`` (``msc/graph/outputs.py``) groups the outputs into sequences / optionals
+    where the model's outputs were such; None: every output is a tensor.
     """
 
     def __init__(self, name: str, nodes: Sequence[MSCJoint], input_names: Sequence[str],
-                 output_names: Sequence[str], prims: Sequence[MSCPrim] | None = None):
+                 output_names: Sequence[str], prims: Sequence[MSCPrim] | None = None,
+                 output_kinds: Sequence[OutputKind] | None = None):
         super().__init__(name)
         self._input_names = _names(input_names, "input_names")
         self._output_names = _names(output_names, "output_names")
+        self._output_kinds = normalize_kinds(output_kinds, len(self._output_names))
         nodes, prims = list(nodes), list(prims or ())
         self._nodes = index_joints(nodes, MSCJoint)
         self._node_names = list(self._nodes)
@@ -86,6 +91,20 @@ class MSCGraph(BaseGraph):
     @property
     def output_names(self) -> tuple[str, ...]:
         return tuple(self._output_names)
+
+    @property
+    def output_kinds(self) -> tuple[OutputKind, ...]:
+        """One entry per model-level output: its kind and how many flat outputs it takes."""
+        return self._output_kinds
+
+    def output_groups(self) -> list[tuple[OutputKind, list[MSCTensor]]]:
+        """``(kind, its tensors)`` per model-level output, in order."""
+        groups, start = [], 0
+        for kind in self._output_kinds:
+            names = self._output_names[start:start + kind.count]
+            groups.append((kind, [self.find_tensor(n) for n in names]))
+            start += kind.count
+        return groups
 
     @property
     def weight_holders(self) -> Mapping[str, tuple[str, ...]]:
@@ -204,8 +223,9 @@ class MSCGraph(BaseGraph):
 
     # ---- comparison and summaries -------------------------------------------------------
     def equal(self, other: object) -> bool:
-        """Same number of inputs, outputs and nodes, each pairwise ``equal``."""
-        if not isinstance(other, MSCGraph):
+        """Same number of inputs, outputs and nodes, each pairwise ``equal``, and the same
+        output kinds."""
+        if not isinstance(other, MSCGraph) or self._output_kinds != other._output_kinds:
             return False
         pairs = [(self.get_inputs(), other.get_inputs()),
                  (self.get_outputs(), other.get_outputs()),

@@ -19,6 +19,7 @@ from ..limits import check_joints
 from . import schema
 from .files import with_context
 from .joint import BaseJoint, MSCJoint, MSCPrim, WeightJoint
+from .outputs import is_plain, kinds_from_json, kinds_to_json
 from .tensor import MSCTensor
 
 __all__ = ["graph_parts", "graph_to_dict", "weight_graph_parts", "weight_graph_to_dict"]
@@ -47,11 +48,16 @@ def _weight_node_dict(node: WeightJoint) -> dict:
 
 
 def graph_to_dict(graph: Any) -> dict:
-    """``{"name", "inputs", "outputs", "nodes", "prims"}`` of an MSCGraph."""
-    return {"name": graph.name, "inputs": list(graph.input_names),
+    """``{"name", "inputs", "outputs", "nodes", "prims"}`` of an MSCGraph, plus
+    ``"output_kinds"`` only when some output is a sequence or optional (MSC's JSON has no such
+    key, so graphs of tensor outputs stay byte for byte MSC's)."""
+    data = {"name": graph.name, "inputs": list(graph.input_names),
             "outputs": list(graph.output_names),
             "nodes": [_node_dict(n) for n in graph.get_nodes()],
             "prims": [_prim_dict(p) for p in graph.get_prims()]}
+    if not is_plain(graph.output_kinds):
+        data["output_kinds"] = kinds_to_json(graph.output_kinds)
+    return data
 
 
 def weight_graph_to_dict(graph: Any) -> dict:
@@ -137,13 +143,15 @@ def _build_all(items: list, table: tuple, what: str,
     return list(loaded.values()), rows
 
 
-def graph_parts(data: Any) -> tuple[str, list[MSCJoint], list[str], list[str], list[MSCPrim]]:
-    """``(name, nodes, input_names, output_names, prims)`` for ``MSCGraph(...)``."""
+def graph_parts(data: Any) -> tuple:
+    """``(name, nodes, input_names, output_names, prims, output_kinds)`` for
+    ``MSCGraph(...)``."""
     name, inputs, outputs, nodes, prims = schema.read_fields(data, schema.GRAPH, "graph")
+    kinds = kinds_from_json(data.get("output_kinds"), len(outputs))
     check_joints(len(nodes), f"building graph {name!r} from its node list")  # before building any joint
     joints, _ = _build_all(nodes, schema.NODE, "node", _build_node)
     prim_joints, _ = _build_all(prims, schema.PRIM, "prim", _build_prim)
-    return name, joints, inputs, outputs, prim_joints
+    return name, joints, inputs, outputs, prim_joints, kinds
 
 
 def weight_graph_parts(data: Any) -> tuple[str, list[WeightJoint]]:
