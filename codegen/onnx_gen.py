@@ -26,6 +26,7 @@ from msc.relax.op.facts import load_facts
 from msc.relax.op.registry import OPS
 
 from .joint import JointContext, find_weight, write_nodes
+from .onnx_bf16 import bf16_detours
 from .onnx_context import OnnxContext, onnx_dtype
 from .onnx_functions import FunctionTable, domain_of
 from .onnx_outputs import tensor_value_info, write_outputs
@@ -279,6 +280,9 @@ def build_model(writer: OnnxWriter, producer: str = "msc"):
                               functions=functions)
     # model-local functions came with IR version 8
     model.ir_version = max(helper.find_min_ir_version_for(opsets), 8 if functions else 0)
+    if "bfloat16" in writer.dtypes.values() or any(
+            a.dtype.name == "bfloat16" for a in writer.inits.values()):
+        bf16_detours(model)
     return model
 
 
