@@ -1,0 +1,55 @@
+"""Single ONNX ops the importer spells out come back as the one op (codegen/onnx_refuse_ops.py):
+each case passes in onnxruntime with the expected outputs and has no more nodes than the
+original."""
+
+import pytest
+
+from tests.helpers.onnx_export import export, node_cases, round_trip_case
+
+pytest.importorskip("onnxruntime")
+
+# module -> (case, the op the written model holds)
+CASES = {
+    "clip": ("test_clip", "Clip"),
+    "argmax": ("test_argmax_default_axis_example_select_last_index", "ArgMax"),
+    "argmin": ("test_argmin_default_axis_example_select_last_index", "ArgMin"),
+    "cumsum": ("test_cumsum_1d_reverse_exclusive", "CumSum"),
+    "reducel1": ("test_reduce_l1_default_axes_keepdims_example", "ReduceL1"),
+    "reducel2": ("test_reduce_l2_default_axes_keepdims_example", "ReduceL2"),
+    "reducesumsquare": ("test_reduce_sum_square_default_axes_keepdims_example",
+                        "ReduceSumSquare"),
+    "reduce_log_sum": ("test_reduce_log_sum_default", "ReduceLogSum"),
+    "hardmax": ("test_hardmax_axis_0", "Hardmax"),
+    "elu": ("test_elu", "Elu"),
+    "celu": ("test_celu", "Celu"),
+    "lppool": ("test_lppool_2d_default", "LpPool"),
+    "pow": ("test_pow_types_float32_int32", "Pow"),
+    "compress": ("test_compress_0", "Compress"),
+    "castlike": ("test_castlike_FLOAT16_to_FLOAT8E4M3FN", "Cast"),
+    "trilu": ("test_triu_neg", "Trilu"),
+}
+
+
+@pytest.fixture(scope="module")
+def cases():
+    return node_cases({module: [name] for module, (name, _) in CASES.items()})
+
+
+@pytest.mark.parametrize("module", list(CASES))
+def test_spelled_op_comes_back_as_one(cases, module):
+    name, op = CASES[module]
+    result = round_trip_case(cases[name])
+    assert result["status"] == "pass", result["message"]
+    assert result["nodes_out"] <= result["nodes_in"], result
+    assert op in [n.op_type for n in export(cases[name].model).graph.node]
+
+
+def test_reduce_axes_become_an_attr_before_opset_18():
+    case = node_cases({"logsoftmax": ["test_logsoftmax_axis_0_expanded"]})[
+        "test_logsoftmax_axis_0_expanded"]
+    result = round_trip_case(case, opset=13)
+    assert result["status"] == "pass", result["message"]
+    nodes = export(case.model, 13).graph.node
+    log_sum = [n for n in nodes if n.op_type == "ReduceLogSum"]
+    assert log_sum and len(log_sum[0].input) == 1 and \
+        [a.name for a in log_sum[0].attribute if a.name == "axes"]
