@@ -4,7 +4,7 @@ original."""
 
 import pytest
 
-from tests.helpers.onnx_export import export, node_cases, round_trip_case
+from tests.helpers.onnx_export import export, model_opset, node_cases, round_trip_case
 
 pytest.importorskip("onnxruntime")
 
@@ -27,21 +27,29 @@ CASES = {
     "compress": ("test_compress_0", "Compress"),
     "castlike": ("test_castlike_FLOAT16_to_FLOAT8E4M3FN", "Cast"),
     "trilu": ("test_triu_neg", "Trilu"),
+    "attention": ("test_attention_3d", "Attention"),  # heads split and merged back
 }
+MORE = [("attention", "test_attention_4d_causal", "Attention")]
+
+
+ALL = [(m, name, op) for m, (name, op) in CASES.items()] + MORE
 
 
 @pytest.fixture(scope="module")
 def cases():
-    return node_cases({module: [name] for module, (name, _) in CASES.items()})
+    wanted: dict = {}
+    for module, name, _ in ALL:
+        wanted.setdefault(module, []).append(name)
+    return node_cases(wanted)
 
 
-@pytest.mark.parametrize("module", list(CASES))
-def test_spelled_op_comes_back_as_one(cases, module):
-    name, op = CASES[module]
+@pytest.mark.parametrize("module, name, op", ALL, ids=[name for _, name, _ in ALL])
+def test_spelled_op_comes_back_as_one(cases, module, name, op):
     result = round_trip_case(cases[name])
     assert result["status"] == "pass", result["message"]
     assert result["nodes_out"] <= result["nodes_in"], result
-    assert op in [n.op_type for n in export(cases[name].model).graph.node]
+    model = cases[name].model
+    assert op in [n.op_type for n in export(model, model_opset(model)).graph.node]
 
 
 def test_reduce_axes_become_an_attr_before_opset_18():

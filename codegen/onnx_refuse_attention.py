@@ -1,0 +1,142 @@
+"""ONNX ``Attention`` (opset 23) from the way importers spell it, on the writer's node dicts:
+
+    MatMul(Softmax(MatMul(Mul(Q, s), Transpose(Mul(K, s), [0, 1, 3, 2]))), V)
+
+with ``s = sqrt(scale)`` on both operands, optionally a constant causal mask added before the
+Softmax (``is_causal``; the all-false Where of the fully-masked-row guard after it), and for
+3-D inputs the Reshape / Transpose into heads around it (``q_num_heads`` /
+``kv_num_heads``). Masks given as inputs, past keys, soft caps and grouped heads stay spelled
+out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .onnx_refuse_ops import _Walk
+
+__all__ = ["fold_attention"]
+
+_TYPES = ("float16", "float32", "float64")
+_HEADS = [0, 2, 1, 3]
+
+
+def fold_attention(nodes: list[dict], consts: dict, keep: set, shapes: dict, dtypes: dict,
+                   opset: int) -> list[dict]:
+    if opset < 23:
+        return nodes
+    walk = _Walk(nodes, consts, keep, shapes, dtypes, opset)
+    for node in nodes:
+        if node["op_type"] == "MatMul" and not node["domain"]:
+            _attention_at(walk, node)
+    return nodes
+
+
+def _scaled(w: _Walk, value: str) -> tuple[str, float] | tuple[None, None]:
+    mul = w.back(value, "Mul")
+    scale = mul and w.scalar(mul["inputs"][1])
+    return (mul["inputs"][0], scale) if scale else (None, None)
+
+
+def _causal(w: _Walk, mask: str) -> bool:
+    data = w.const(mask)
+    if data is None or data.ndim != 2:
+        return False
+    rows, cols = np.indices(data.shape)
+    return bool(np.all(np.where(cols <= rows, data == 0, np.isneginf(data))))
+
+
+def _guard(w: _Walk, value: str) -> str:
+    """The Softmax output under a Where(all-false constant, 0, softmax), else ``value``."""
+    where = w.back(value, "Where")
+    cond = where and w.const(where["inputs"][0])
+    if cond is None or cond.dtype != bool or cond.any() or cond.ndim > 2 or \
+            w.scalar(where["inputs"][1]) is None:
+        return value
+    return where["inputs"][2]
+
+
+def _core(w: _Walk, node: dict):
+    """(q, k, v, attrs, parts) of the 4-D spelling ending at ``node``, else None."""
+    probs = _guard(w, node["inputs"][0])
+    soft = w.back(probs, "Softmax")
+    if soft is None or soft["attrs"].get("axis", -1) not in (-1, 3):
+        return None
+    add, attrs = w.back(soft["inputs"][0], "Add"), {}
+    scores = add["inputs"][0] if add else soft["inputs"][0]
+    if add is not None:
+        if not _causal(w, add["inputs"][1]):
+            return None
+        attrs["is_causal"] = 1
+    qk = w.back(scores, "MatMul")
+    turn = qk and w.back(qk["inputs"][1], "Transpose")
+    if not turn or turn["attrs"].get("perm") != [0, 1, 3, 2]:
+        return None
+    (q, sq), (k, sk) = _scaled(w, qk["inputs"][0]), _scaled(w, turn["inputs"][0])
+    if q is None or k is None or sq != sk:
+        return None
+    parts = [soft, qk, turn, w.made[qk["inputs"][0]], w.made[turn["inputs"][0]]]
+    parts += [n for n in (add, w.made.get(node["inputs"][0])) if n is not None and n
+              is not soft]
+    return q, k, node["inputs"][1], {**attrs, "_s": sq}, parts
+
+
+def _into_heads(w: _Walk, value: str):
+    """(3-D input, heads, its nodes) of Transpose(Reshape(x, [b, s, h, d]), [0, 2, 1, 3])."""
+    turn = w.back(value, "Transpose")
+    split = turn and turn["attrs"].get("perm") == _HEADS and w.back(turn["inputs"][0], "Reshape")
+    shape = split and w.const(split["inputs"][1])
+    source = split and w.shape(split["inputs"][0])
+    if shape is None or source is None or len(source) != 3 or shape.size != 4 or \
+            list(shape[:2]) != source[:2] or shape[2] * shape[3] != source[2]:
+        return None
+    return split["inputs"][0], int(shape[2]), [turn, split]
+
+
+def _next(w: _Walk, value: str, op_type: str) -> dict | None:
+    readers = w.users.get(value, [])
+    if value in w.keep or len(readers) != 1 or readers[0]["op_type"] != op_type:
+        return None
+    return readers[0]
+
+
+def _three_d(w: _Walk, node: dict, q: str, k: str, v: str):
+    """(end node, head attrs, 3-D inputs, nodes folded) around a 4-D core, else None."""
+    turn = _next(w, node["outputs"][0], "Transpose")
+    merge = turn and turn["attrs"].get("perm") == _HEADS and \
+        _next(w, turn["outputs"][0], "Reshape")
+    shape = merge and w.const(merge["inputs"][1])
+    found = [_into_heads(w, x) for x in (q, k, v)]
+    if shape is None or shape.size != 3 or any(f is None for f in found):
+        return None
+    heads = {"q_num_heads": found[0][1], "kv_num_heads": found[1][1]}
+    parts = [turn, node] + [n for f in found for n in f[2]]
+    return merge, heads, tuple(f[0] for f in found), parts
+
+
+def _scale_attr(head: int, s: float, dtype: str) -> dict:
+    """No ``scale`` when s is sqrt(1 / sqrt(head size)) in the inputs' dtype (the default)."""
+    default = np.asarray(np.sqrt(1 / np.sqrt(head)), dtype=dtype)
+    return {} if float(default) == s else {"scale": float(s) ** 2}
+
+
+def _attention_at(w: _Walk, node: dict) -> None:
+    found = _core(w, node)
+    if found is None:
+        return
+    q, k, v, attrs, parts = found
+    s = attrs.pop("_s")
+    end, heads, head = node, {}, 0
+    around = _three_d(w, node, q, k, v)
+    if around is not None:  # 3-D inputs split into heads and merged back
+        end, heads, (q, k, v), more = around
+        parts += more
+        head = w.shape(q)[2] // heads["q_num_heads"]
+    elif w.shape(q) is not None and len(w.shape(q)) == 4:
+        head = w.shape(q)[3]
+    dtype = w.dtypes.get(q)
+    if dtype not in _TYPES or any(w.shape(x) is None for x in (q, k, v)) or head <= 0:
+        return
+    w.kill(*(p for p in parts if p is not end))
+    end.update(op_type="Attention", inputs=[q, k, v], domain="",
+               attrs={**attrs, **heads, **_scale_attr(head, s, dtype)})
