@@ -307,12 +307,13 @@ RULES = {
 
 
 def fold_single_ops(nodes: list[dict], consts: dict, keep: set, shapes: dict,
-                    dtypes: dict, opset: int) -> list[dict]:
+                    dtypes: dict, opset: int, rules: dict | None = None) -> list[dict]:
+    """``rules`` (op type of the last node -> rules; default RULES) applied in node order."""
     walk = _Walk(nodes, consts, keep, shapes, dtypes, opset)
     for node in nodes:
         if node["domain"] or node["outputs"][0].endswith(".unused"):
             continue
-        for rule in RULES.get(node["op_type"], ()):
+        for rule in (RULES if rules is None else rules).get(node["op_type"], ()):
             op_type = node["op_type"]
             rule(walk, node)
             if node["op_type"] != op_type or node["outputs"][0].endswith(".unused"):

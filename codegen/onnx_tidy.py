@@ -16,6 +16,7 @@ from .onnx_refuse import (
     fold_rms_norm,
     scalar_const,
 )
+from .onnx_refuse_acts import fold_activations
 from .onnx_refuse_attention import fold_attention
 from .onnx_refuse_ops import fold_single_ops
 
@@ -37,6 +38,7 @@ def tidy(nodes: list[dict], consts: dict, keep: set[str], shapes: dict,
     nodes = fold_layer_norm(nodes, consts, keep, shapes, dtypes, opset)
     nodes = fold_rms_norm(nodes, consts, keep, shapes, dtypes, opset)
     nodes = fold_single_ops(nodes, consts, keep, shapes, dtypes, opset)
+    nodes = fold_activations(nodes, consts, keep, shapes, dtypes, opset)
     nodes = fold_attention(nodes, consts, keep, shapes, dtypes, opset)
     return _drop_dead(nodes, keep)
 

@@ -1,4 +1,5 @@
-"""Single ONNX ops the importer spells out come back as the one op (codegen/onnx_refuse_ops.py):
+"""Single ONNX ops the importer spells out come back as the one op (codegen/onnx_refuse_ops.py,
+onnx_refuse_acts.py, onnx_refuse_attention.py):
 each case passes in onnxruntime with the expected outputs and has no more nodes than the
 original."""
 
@@ -29,7 +30,14 @@ CASES = {
     "trilu": ("test_triu_neg", "Trilu"),
     "attention": ("test_attention_3d", "Attention"),  # heads split and merged back
 }
-MORE = [("attention", "test_attention_4d_causal", "Attention")]
+MORE = [("attention", "test_attention_4d_causal", "Attention"),
+        # codegen/onnx_refuse_acts.py
+        ("selu", "test_selu", "Selu"), ("thresholdedrelu", "test_thresholdedrelu",
+                                         "ThresholdedRelu"),
+        ("hardsigmoid", "test_hardsigmoid", "HardSigmoid"),
+        ("hardswish", "test_hardswish", "HardSwish"), ("isinf", "test_isinf_negative", "IsInf"),
+        ("lpnormalization", "test_l1normalization_axis_0", "LpNormalization"),
+        ("topk", "test_top_k_negative_axis", "TopK")]
 
 
 ALL = [(m, name, op) for m, (name, op) in CASES.items()] + MORE

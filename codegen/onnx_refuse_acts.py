@@ -1,0 +1,144 @@
+"""More single-op re-fusions (see onnx_refuse_ops.py), run after those: activations and
+normalizations importers spell with their parts, and TopK sliced to a run-time k.
+
+- ``Elu(x) * gamma`` -> ``Selu``; ``Where(x > alpha, x, 0)`` -> ``ThresholdedRelu``;
+- ``Clip(x * alpha + beta, 0, 1)`` -> ``HardSigmoid``, ``x * HardSigmoid(x, 1/6, 1/2)`` ->
+  ``HardSwish``;
+- ``IsInf(x) and x < 0`` (``> 0``) -> ``IsInf`` of one sign;
+- ``Where(n == 0, 0, x / n)``, n = ReduceL1 / ReduceL2 over one axis -> ``LpNormalization``;
+- both outputs of a full ``TopK`` sliced to ``k`` (a graph input) -> ``TopK(x, k)``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .onnx_refuse_ops import _Walk, fold_single_ops
+
+__all__ = ["fold_activations"]
+
+_FLOATS = ("float16", "float32", "float64")
+
+
+def _selu(w: _Walk, node: dict) -> None:
+    elu = w.back(node["inputs"][0], "Elu")
+    gamma = w.scalar(node["inputs"][1])
+    if elu is not None and gamma is not None and w.const(node["inputs"][1]).ndim == 0:
+        w.kill(elu)
+        node.update(op_type="Selu", inputs=[elu["inputs"][0]],
+                    attrs={"alpha": elu["attrs"].get("alpha", 1.0), "gamma": gamma})
+
+
+def _thresholded(w: _Walk, node: dict) -> None:
+    test = w.back(node["inputs"][0], "Greater")
+    x = node["inputs"][1]
+    alpha = test and w.scalar(test["inputs"][1])
+    if test is None or alpha is None or test["inputs"][0] != x or \
+            w.scalar(node["inputs"][2]) != 0 or w.dtypes.get(x) not in _FLOATS:
+        return
+    w.kill(test)
+    node.update(op_type="ThresholdedRelu", inputs=[x], attrs={"alpha": alpha})
+
+
+def _hard_sigmoid(w: _Walk, node: dict) -> None:
+    shift = w.back(node["inputs"][0], "Add")
+    scale = shift and w.back(shift["inputs"][0], "Mul")
+    if not scale or len(node["inputs"]) != 3:
+        return
+    alpha, beta = w.scalar(scale["inputs"][1]), w.scalar(shift["inputs"][1])
+    if alpha is None or beta is None or w.scalar(node["inputs"][1]) != 0 or \
+            w.scalar(node["inputs"][2]) != 1:
+        return
+    w.kill(scale, shift)
+    node.update(op_type="HardSigmoid", inputs=[scale["inputs"][0]],
+                attrs={"alpha": alpha, "beta": beta})
+
+
+def _hard_swish(w: _Walk, node: dict) -> None:
+    gate = w.back(node["inputs"][1], "HardSigmoid")
+    alpha, beta = (gate["attrs"]["alpha"], gate["attrs"]["beta"]) if gate else (0, 0)
+    if gate is None or gate["inputs"][0] != node["inputs"][0] or \
+            np.float32(alpha) != np.float32(1 / 6) or beta != 0.5:
+        return
+    w.kill(gate)
+    node.update(op_type="HardSwish", inputs=[node["inputs"][0]], attrs={})
+
+
+def _one_sided_inf(w: _Walk, node: dict) -> None:
+    inf = w.back(node["inputs"][0], "IsInf")
+    side = inf and next((w.back(node["inputs"][1], op) for op in ("Less", "Greater")
+                         if w.back(node["inputs"][1], op)), None)
+    if not side or side["inputs"][0] != inf["inputs"][0] or w.scalar(side["inputs"][1]) != 0 \
+            or inf["attrs"]:
+        return
+    w.kill(inf, side)
+    drop = "detect_positive" if side["op_type"] == "Less" else "detect_negative"
+    node.update(op_type="IsInf", inputs=[inf["inputs"][0]], attrs={drop: 0})
+
+
+def _lp_norm(w: _Walk, node: dict) -> None:
+    test, ratio = w.back(node["inputs"][0], "Equal"), w.back(node["inputs"][2], "Div")
+    norm = ratio and w.made.get(ratio["inputs"][1])
+    if not norm or test is None or norm["op_type"] not in ("ReduceL1", "ReduceL2") or \
+            test["inputs"][0] != norm["outputs"][0] or w.scalar(test["inputs"][1]) != 0 or \
+            w.scalar(node["inputs"][1]) != 0 or len(w.users.get(norm["outputs"][0], [])) != 2:
+        return
+    x, shape = ratio["inputs"][0], w.shape(ratio["inputs"][0])
+    axes = norm["attrs"].get("axes")
+    if axes is None and len(norm["inputs"]) > 1:
+        data = w.const(norm["inputs"][1])
+        axes = None if data is None else data.reshape(-1).tolist()
+    if norm["inputs"][0] != x or not shape or axes is None or len(axes) != 1 or \
+            not norm["attrs"].get("keepdims", 1) or w.dtypes.get(x) not in _FLOATS:
+        return
+    w.kill(test, ratio, norm)
+    node.update(op_type="LpNormalization", inputs=[x],
+                attrs={"axis": int(axes[0]) % len(shape),
+                       "p": 1 if norm["op_type"] == "ReduceL1" else 2})
+
+
+def _top_k(w: _Walk, node: dict) -> None:
+    """TopK(x, all) with both outputs sliced [0:k[0]] along its axis -> TopK(x, k)."""
+    x, shape = node["inputs"][0], w.shape(node["inputs"][0])
+    axis = node["attrs"].get("axis", -1)
+    if shape is None or w.scalar(node["inputs"][1]) != shape[axis] or \
+            not node["attrs"].get("sorted", 1):
+        return
+    cuts = [_cut(w, out, axis % len(shape), len(shape)) for out in node["outputs"]]
+    if any(c is None for c in cuts) or cuts[0][1] is not cuts[1][1]:
+        return
+    k = cuts[0][1]["inputs"][0]
+    if w.shape(k) != [1] or w.dtypes.get(k) != "int64":
+        return
+    w.kill(cuts[0][1])
+    node.update(inputs=[x, k], outputs=[c[0]["outputs"][0] for c in cuts])
+    w.kill(*(c[0] for c in cuts))
+
+
+def _cut(w: _Walk, value: str, axis: int, rank: int):
+    """(Slice, Gather of its end) of a Slice(value, 0, Gather(k, [0]), [axis], [1])."""
+    readers = w.users.get(value, [])
+    if len(readers) != 1 or value in w.keep or readers[0]["op_type"] != "Slice" or \
+            len(readers[0]["inputs"]) != 5:
+        return None
+    cut = readers[0]
+    starts, axes, steps = (w.const(cut["inputs"][i]) for i in (1, 3, 4))
+    gather = w.made.get(cut["inputs"][2])
+    index = gather and gather["op_type"] == "Gather" and w.const(gather["inputs"][1])
+    if any(a is None or a.size != 1 for a in (starts, axes, steps)) or index is None or \
+            index is False or index.reshape(-1).tolist() != [0] or \
+            int(starts.reshape(-1)[0]) != 0 or int(steps.reshape(-1)[0]) != 1 or \
+            int(axes.reshape(-1)[0]) % rank != axis:
+        return None
+    return cut, gather
+
+
+RULES = {
+    "Mul": (_selu, _hard_swish), "Where": (_thresholded, _lp_norm),
+    "Clip": (_hard_sigmoid,), "And": (_one_sided_inf,), "TopK": (_top_k,),
+}
+
+
+def fold_activations(nodes: list[dict], consts: dict, keep: set, shapes: dict, dtypes: dict,
+                     opset: int) -> list[dict]:
+    return fold_single_ops(nodes, consts, keep, shapes, dtypes, opset, RULES)
