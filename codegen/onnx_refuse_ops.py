@@ -247,6 +247,7 @@ def _lp_pool(w: _Walk, node: dict) -> None:
 def _pow_int(w: _Walk, node: dict) -> None:
     cast = w.back(node["inputs"][1], "Cast")
     if cast is not None and w.dtypes.get(cast["inputs"][0]) in ("int32", "int64") and \
+            cast["attrs"].get("to") in (1, 11) and \
             w.dtypes.get(node["inputs"][0]) in ("float32", "float64"):
         w.kill(cast)
         node["inputs"] = [node["inputs"][0], cast["inputs"][0]]
