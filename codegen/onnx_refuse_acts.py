@@ -6,7 +6,10 @@ normalizations importers spell with their parts, and TopK sliced to a run-time k
   ``HardSwish``;
 - ``IsInf(x) and x < 0`` (``> 0``) -> ``IsInf`` of one sign;
 - ``Where(n == 0, 0, x / n)``, n = ReduceL1 / ReduceL2 over one axis -> ``LpNormalization``;
-- both outputs of a full ``TopK`` sliced to ``k`` (a graph input) -> ``TopK(x, k)``.
+- both outputs of a full ``TopK`` sliced to ``k`` (a graph input) -> ``TopK(x, k)``;
+- a Concat of every element of a 1-D tensor, one Gather each -> the tensor; ``Expand`` of a
+  scalar constant -> ``ConstantOfShape``; the Reshape / Transpose / Reshape of
+  ``SpaceToDepth`` -> ``SpaceToDepth``.
 """
 
 from __future__ import annotations
@@ -133,9 +136,62 @@ def _cut(w: _Walk, value: str, axis: int, rank: int):
     return cut, gather
 
 
+def _whole(w: _Walk, node: dict) -> None:
+    """Concat(Gather(x, [0]), ..., Gather(x, [n - 1])) of a 1-D x of n elements -> x."""
+    parts = [w.back(v, "Gather") for v in node["inputs"]]
+    if not parts or any(p is None for p in parts) or node["attrs"].get("axis", 0) != 0 or \
+            node["outputs"][0] in w.keep:
+        return
+    x = parts[0]["inputs"][0]
+    picks = [w.const(p["inputs"][1]) for p in parts]
+    if w.shape(x) != [len(parts)] or any(p["inputs"][0] != x or p["attrs"].get("axis", 0)
+                                         for p in parts) or \
+            any(i is None or i.shape != (1,) for i in picks) or \
+            [int(i[0]) for i in picks] != list(range(len(parts))):
+        return
+    out = node["outputs"][0]
+    for reader in w.users.pop(out, []):
+        reader["inputs"] = [x if v == out else v for v in reader["inputs"]]
+        w.users.setdefault(x, []).append(reader)
+    w.kill(node, *parts)
+
+
+def _constant_of_shape(w: _Walk, node: dict) -> None:
+    """Expand(scalar constant, shape) -> ConstantOfShape(shape, value)."""
+    from onnx import numpy_helper
+
+    fill, shape = w.const(node["inputs"][0]), w.shape(node["inputs"][1])
+    if fill is None or fill.size != 1 or not shape or len(shape) != 1 or \
+            (fill.ndim and shape[0] < 1) or w.consts.get(node["inputs"][1]) is not None:
+        return
+    node.update(op_type="ConstantOfShape", inputs=[node["inputs"][1]],
+                attrs={"value": numpy_helper.from_array(fill.reshape(1))})
+
+
+def _space_to_depth(w: _Walk, node: dict) -> None:
+    """Reshape(Transpose(Reshape(x, [n, c, h/b, b, w/b, b]), [0, 3, 5, 1, 2, 4]),
+    [n, c*b*b, h/b, w/b]) -> SpaceToDepth(x, b) (DCR, the only mode before opset 28)."""
+    turn = w.back(node["inputs"][0], "Transpose")
+    split = turn and turn["attrs"].get("perm") == [0, 3, 5, 1, 2, 4] and \
+        w.back(turn["inputs"][0], "Reshape")
+    inner, outer = (w.const(split["inputs"][1]), w.const(node["inputs"][1])) if split else \
+        (None, None)
+    x_shape = split and w.shape(split["inputs"][0])
+    if inner is None or outer is None or not x_shape or len(x_shape) != 4 or inner.size != 6:
+        return
+    n, c, h, width = x_shape
+    b = int(inner[3])
+    if inner.tolist() != [n, c, h // b, b, width // b, b] or inner[5] != b or h % b or \
+            width % b or outer.tolist() != [n, c * b * b, h // b, width // b]:
+        return
+    w.kill(turn, split)
+    node.update(op_type="SpaceToDepth", inputs=[split["inputs"][0]], attrs={"blocksize": b})
+
+
 RULES = {
     "Mul": (_selu, _hard_swish), "Where": (_thresholded, _lp_norm),
     "Clip": (_hard_sigmoid,), "And": (_one_sided_inf,), "TopK": (_top_k,),
+    "Concat": (_whole,), "Expand": (_constant_of_shape,), "Reshape": (_space_to_depth,),
 }
 
 

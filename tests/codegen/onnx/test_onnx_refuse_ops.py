@@ -37,7 +37,9 @@ MORE = [("attention", "test_attention_4d_causal", "Attention"),
         ("hardsigmoid", "test_hardsigmoid", "HardSigmoid"),
         ("hardswish", "test_hardswish", "HardSwish"), ("isinf", "test_isinf_negative", "IsInf"),
         ("lpnormalization", "test_l1normalization_axis_0", "LpNormalization"),
-        ("topk", "test_top_k_negative_axis", "TopK")]
+        ("topk", "test_top_k_negative_axis", "TopK"),
+        ("constantofshape", "test_constantofshape_int_zeros", "ConstantOfShape"),
+        ("spacetodepth", "test_spacetodepth", "SpaceToDepth")]
 
 
 ALL = [(m, name, op) for m, (name, op) in CASES.items()] + MORE
