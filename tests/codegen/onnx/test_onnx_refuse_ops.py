@@ -39,7 +39,11 @@ MORE = [("attention", "test_attention_4d_causal", "Attention"),
         ("lpnormalization", "test_l1normalization_axis_0", "LpNormalization"),
         ("topk", "test_top_k_negative_axis", "TopK"),
         ("constantofshape", "test_constantofshape_int_zeros", "ConstantOfShape"),
-        ("spacetodepth", "test_spacetodepth", "SpaceToDepth")]
+        ("spacetodepth", "test_spacetodepth", "SpaceToDepth"),
+        # codegen/onnx_refuse_axes.py: axes given at run time
+        ("reducemax", "test_reduce_max_do_not_keepdims_random", "ReduceMax"),
+        ("reducel2", "test_reduce_l2_keep_dims_random", "ReduceL2"),
+        ("reduce_log_sum", "test_reduce_log_sum_negative_axes", "ReduceLogSum")]
 
 
 ALL = [(m, name, op) for m, (name, op) in CASES.items()] + MORE
@@ -71,3 +75,38 @@ def test_reduce_axes_become_an_attr_before_opset_18():
     log_sum = [n for n in nodes if n.op_type == "ReduceLogSum"]
     assert log_sum and len(log_sum[0].input) == 1 and \
         [a.name for a in log_sum[0].attribute if a.name == "axes"]
+
+
+def _axes_graph(shape_nodes):
+    """x [2, 3] reshaped to dims computed from the int64 input ``axes`` [1], then reduced
+    over the odd axes (how the importer spells ReduceMax(x, axes, keepdims=1))."""
+    rows = shape_nodes + [("Reshape", ["x", "shape"], "view", {}),
+                          ("ReduceMax", ["view", "odd"], "y", {"keepdims": 0})]
+    return [{"op_type": op, "inputs": ins, "outputs": [out], "attrs": attrs, "domain": "",
+             "name": out} for op, ins, out, attrs in rows]
+
+
+def test_run_time_axes_fold_only_when_the_shapes_check_out():
+    import numpy as np
+
+    from codegen.onnx_refuse_axes import fold_runtime_axes
+
+    consts = {"i0": np.asarray([0]), "zero": np.asarray([0]), "two": np.asarray([2]),
+              "zeros": np.zeros(4, np.int64), "first": np.asarray([1, 2, 3, 1]),
+              "second": np.asarray([2, 1, 1, 3]), "odd": np.asarray([1, 3])}
+    shapes, dtypes = {"x": [2, 3], "axes": [1]}, {"x": "float32", "axes": "int64"}
+    # right for every axes value: [-2, 2) wrapped, 0 -> first, 1 -> second
+    right = _axes_graph([
+        ("Gather", ["axes", "i0"], "g", {"axis": 0}), ("Less", ["g", "zero"], "neg", {}),
+        ("Add", ["g", "two"], "up", {}), ("Where", ["neg", "up", "g"], "a", {}),
+        ("Equal", ["a", "zero"], "is0", {}), ("Where", ["is0", "first", "second"], "shape", {})])
+    out = fold_runtime_axes(right, consts, {"y"}, shapes, dtypes, 18)
+    folded = [n for n in out if not n["outputs"][0].endswith(".unused")][-1]
+    assert (folded["op_type"], folded["inputs"], folded["attrs"]) == (
+        "ReduceMax", ["x", "axes"], {"keepdims": 1})
+    # right for axes [1] only: stays spelled out
+    wrong = _axes_graph([("Gather", ["axes", "i0"], "g", {"axis": 0}),
+                         ("Mul", ["g", "zeros"], "m", {}), ("Add", ["m", "second"], "shape", {})])
+    out = fold_runtime_axes(wrong, consts, {"y"}, shapes, dtypes, 18)
+    assert [n["op_type"] for n in out][-2:] == ["Reshape", "ReduceMax"]
+    assert not any(n["outputs"][0].endswith(".unused") for n in out)

@@ -1,0 +1,158 @@
+"""A reduction over axes given at run time, back to one ``Reduce*(x, axes)`` node.
+
+The importer reduces over axes known only at run time by reshaping ``x`` to interleaved
+(kept, reduced) dim pairs computed from the axes (``frontends/onnx/runtime_axes.py``), reducing
+the odd axes, and (keepdims=0) reshaping to the dims not reduced. Here the shape arithmetic is
+checked, not trusted: the subgraph computing each shape is run (onnx's reference evaluator)
+for every valid value of the axes input, and only when it gives the interleaved dims (and the
+kept dims) for all of them does the spelling become ``Reduce*(x, axes, keepdims)``.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from .onnx_refuse_ops import _Walk
+
+__all__ = ["fold_runtime_axes"]
+
+_REDUCES = {"ReduceMax", "ReduceMin", "ReduceSum", "ReduceMean", "ReduceProd", "ReduceL1",
+            "ReduceL2", "ReduceLogSum", "ReduceSumSquare"}
+_MAX_CASES = 4096  # axes values to try; a larger domain stays spelled out
+
+
+def fold_runtime_axes(nodes: list[dict], consts: dict, keep: set, shapes: dict, dtypes: dict,
+                      opset: int) -> list[dict]:
+    walk = _Walk(nodes, consts, keep, shapes, dtypes, opset)
+    for node in nodes:
+        if node["op_type"] in _REDUCES and not node["domain"]:
+            _fold_at(walk, node)
+    return nodes
+
+
+def _odd_axes(w: _Walk, node: dict) -> list[int] | None:
+    axes = node["attrs"].get("axes")
+    if axes is None and len(node["inputs"]) > 1:
+        data = w.const(node["inputs"][1])
+        axes = None if data is None else data.reshape(-1).tolist()
+    return axes
+
+
+def _fold_at(w: _Walk, node: dict) -> None:
+    view = w.back(node["inputs"][0], "Reshape")
+    x = view and view["inputs"][0]
+    shape = x and w.shape(x)
+    if not shape or any(d < 0 for d in shape) or node["attrs"].get("keepdims", 1) or \
+            _odd_axes(w, node) != list(range(1, 2 * len(shape), 2)) or \
+            (w.opset < 18 and node["op_type"] != "ReduceSum"):
+        return
+    axes = _axes_input(w, view["inputs"][1])
+    if axes is None:
+        return
+    rank = len(shape)
+    domain = _domain(rank, w.shape(axes)[0])
+    if domain is None or not _computes(w, view["inputs"][1], axes, domain, rank,
+                                       lambda a: _interleaved(shape, a)):
+        return
+    end, keepdims = node, 1
+    tail = _only_reader(w, node["outputs"][0], "Reshape")
+    if tail is not None and _computes(w, tail["inputs"][1], axes, domain, rank,
+                                      lambda a: [d for i, d in enumerate(shape) if i not in a]):
+        end, keepdims = tail, 0
+    parts = [view] + ([node] if end is not node else [])
+    w.kill(*parts)
+    end.update(op_type=node["op_type"], inputs=[x, axes], domain="",
+               attrs={"keepdims": keepdims})
+
+
+def _only_reader(w: _Walk, value: str, op_type: str) -> dict | None:
+    readers = w.users.get(value, [])
+    if value in w.keep or len(readers) != 1 or readers[0]["op_type"] != op_type:
+        return None
+    return readers[0]
+
+
+def _interleaved(shape: list[int], axes: set) -> list[int]:
+    return [d for i, n in enumerate(shape) for d in ((1, n) if i in axes else (n, 1))]
+
+
+def _domain(rank: int, count: int) -> list[tuple] | None:
+    """Every valid axes value: ``count`` distinct axes in [-rank, rank)."""
+    if count < 1 or count > rank or (2 * rank) ** count > _MAX_CASES:
+        return None
+    values = itertools.product(range(-rank, rank), repeat=count)
+    return [v for v in values if len({a % rank for a in v}) == count]
+
+
+def _axes_input(w: _Walk, value: str) -> str | None:
+    """The one non-constant graph value the shape ``value`` is computed from: a 1-D int64
+    of static length (the axes)."""
+    leaves, stack, seen = set(), [value], set()
+    while stack:
+        v = stack.pop()
+        if v in seen or not v:
+            continue
+        seen.add(v)
+        node = w.made.get(v)
+        if node is None:
+            if w.const(v) is None:
+                leaves.add(v)
+        elif node["domain"]:
+            return None
+        else:
+            stack.extend(node["inputs"])
+    if len(leaves) != 1:
+        return None
+    axes = leaves.pop()
+    shape = w.shape(axes)
+    return axes if shape and len(shape) == 1 and w.dtypes.get(axes) == "int64" else None
+
+
+def _computes(w: _Walk, value: str, axes: str, domain: list, rank: int, want) -> bool:
+    """Whether the subgraph making ``value`` gives ``want(axes wrapped into [0, rank))`` for
+    every axes value of ``domain``."""
+    run = _evaluator(w, value, axes)
+    if run is None:
+        return False
+    for values in domain:
+        try:
+            got = run(np.asarray(values, dtype=np.int64))
+        except Exception:  # noqa: BLE001 - a subgraph the evaluator cannot run stays as is
+            return False
+        if np.asarray(got).reshape(-1).tolist() != want({a % rank for a in values}):
+            return False
+    return True
+
+
+def _evaluator(w: _Walk, value: str, axes: str):
+    """``f(axes array) -> value`` by onnx's reference evaluator over the nodes making it."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    order, stack, seen = [], [value], set()
+    while stack:
+        v = stack.pop()
+        node = w.made.get(v)
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        order.append(node)
+        stack.extend(i for i in node["inputs"] if i)
+    position = {id(n): i for i, n in enumerate(w.made.values())}
+    order.sort(key=lambda n: position.get(id(n), 0))
+    used = {i for n in order for i in n["inputs"] if i}
+    inits = [numpy_helper.from_array(np.asarray(w.const(v)), v) for v in sorted(used)
+             if w.const(v) is not None]
+    try:
+        graph = helper.make_graph(
+            [helper.make_node(n["op_type"], n["inputs"], n["outputs"], **n["attrs"])
+             for n in order], "shape",
+            [helper.make_tensor_value_info(axes, TensorProto.INT64, None)],
+            [helper.make_tensor_value_info(value, TensorProto.UNDEFINED, None)], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", w.opset)])
+        session = ReferenceEvaluator(model)
+    except Exception:  # noqa: BLE001 - then the shape stays unproven
+        return None
+    return lambda values: session.run(None, {axes: values})[0]
