@@ -1,4 +1,5 @@
-"""A reduction over axes given at run time, back to one ``Reduce*(x, axes)`` node.
+"""A reduction over axes given at run time, back to one ``Reduce*(x, axes)`` node (and a
+Reshape to dims computed from run-time axes, back to ``Unsqueeze`` / ``Squeeze``).
 
 The importer reduces over axes known only at run time by reshaping ``x`` to interleaved
 (kept, reduced) dim pairs computed from the axes (``frontends/onnx/runtime_axes.py``), reducing
@@ -29,7 +30,34 @@ def fold_runtime_axes(nodes: list[dict], consts: dict, keep: set, shapes: dict, 
     for node in nodes:
         if node["op_type"] in _REDUCES and not node["domain"]:
             _fold_at(walk, node)
+    for node in nodes:
+        if node["op_type"] == "Reshape" and not node["domain"]:
+            _squeeze_at(walk, node)
     return nodes
+
+
+def _squeeze_at(w: _Walk, node: dict) -> None:
+    """Reshape(x, dims computed from the axes) -> Unsqueeze(x, axes) or Squeeze(x, axes),
+    whichever the dims are for every valid axes value."""
+    shape = w.shape(node["inputs"][0])
+    axes = shape and not any(d < 0 for d in shape) and _axes_input(w, node["inputs"][1])
+    if not axes:
+        return
+    rank, count = len(shape), w.shape(axes)[0]
+    grown = _domain(rank + count, count)
+    if grown and _computes(w, node["inputs"][1], axes, grown, rank + count,
+                           lambda a: _unsqueezed(shape, a)):
+        node.update(op_type="Unsqueeze", inputs=[node["inputs"][0], axes], attrs={})
+        return
+    ones = [v for v in _domain(rank, count) or () if all(shape[a % rank] == 1 for a in v)]
+    if ones and _computes(w, node["inputs"][1], axes, ones, rank,
+                          lambda a: [d for i, d in enumerate(shape) if i not in a]):
+        node.update(op_type="Squeeze", inputs=[node["inputs"][0], axes], attrs={})
+
+
+def _unsqueezed(shape: list[int], axes: set) -> list[int]:
+    dims = iter(shape)
+    return [1 if i in axes else next(dims) for i in range(len(shape) + len(axes))]
 
 
 def _odd_axes(w: _Walk, node: dict) -> list[int] | None:

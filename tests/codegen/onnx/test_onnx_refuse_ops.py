@@ -43,7 +43,9 @@ MORE = [("attention", "test_attention_4d_causal", "Attention"),
         # codegen/onnx_refuse_axes.py: axes given at run time
         ("reducemax", "test_reduce_max_do_not_keepdims_random", "ReduceMax"),
         ("reducel2", "test_reduce_l2_keep_dims_random", "ReduceL2"),
-        ("reduce_log_sum", "test_reduce_log_sum_negative_axes", "ReduceLogSum")]
+        ("reduce_log_sum", "test_reduce_log_sum_negative_axes", "ReduceLogSum"),
+        ("unsqueeze", "test_unsqueeze_two_axes", "Unsqueeze"),
+        ("squeeze", "test_squeeze_negative_axes", "Squeeze")]
 
 
 ALL = [(m, name, op) for m, (name, op) in CASES.items()] + MORE
