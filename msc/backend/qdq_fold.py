@@ -18,7 +18,7 @@ Weights arrive as float constants (from_onnx and the constant folding evaluate
 ``DequantizeLinear(int8 w)``; compression.quantize stores dequantized int8 weights): a weight
 folds when it lies on a symmetric int8 grid, per output channel (scale = max|w| / 127, as
 both quantizers choose it) or per tensor, checked element by element; else the call stays
-float. Convs: NCHW, groups 1, 2-D; matmuls: a constant 2-D weight (``matmul``'s x2, dense /
+float. Convs: NCHW, 2-D, any groups (depthwise ones on a direct kernel); matmuls: a constant 2-D weight (``matmul``'s x2, dense /
 linear ``[out, in]``). Everything else (adds, pools, attention matmuls) runs as before.
 
     counts = fold_qdq(program)       # {"qdq:nn.conv2d+add->quantize": 52, ...}
@@ -34,7 +34,9 @@ from ..relax.expr import Call, Var
 from .kernels.base import Site
 from .kernels.dense import fold_epilogue
 from .kernels.epilogues import EPILOGUE_OPS
+from .kernels.int8_bmm import QBatchMatmul
 from .kernels.int8_conv import QConv2d, QDense
+from .kernels.int8_dwconv import QDepthwise, depthwise_ok
 from .kernels.int8_eltwise import QAdd
 from .kernels.pool import pad4, pair
 from .runtime.program import Node, Program
@@ -130,11 +132,36 @@ class _Folder:
 
     def _fold(self, node: Node) -> None:
         quantized = self._dequantized_input(node)
+        if quantized is not None and node.op in _BATCH_MATMULS:
+            other = self._dequantized_input(node, 1)
+            if other is not None:
+                self._fold_batch_matmul(node, quantized, other)
+                return
         made = _MATCH[node.op](node.site) if quantized else None
         if made is None:
             return
         w_q, w_scale, axis, bias, make = made
-        xq, dtype, sx, zx = quantized
+        self._emit(node, quantized, (quantized[0],), w_scale, axis, bias,
+                   lambda *args: make(w_q, *args))
+
+    def _fold_batch_matmul(self, node: Node, a: tuple, b: tuple) -> None:
+        """dequantize @ dequantize (attention's QK^T, PV): int8_bmm.py, when both are
+        [..., M, K] @ [..., K, N] with equal batch dims and K a multiple of 4."""
+        sa, sb = (_shape(self.values[i].sinfo) for i in (a[0], b[0]))
+        if (sa is None or sb is None or len(sa) != len(sb) or len(sa) < 2 or sa[:-2] != sb[:-2]
+                or sa[-1] != sb[-2] or sa[-1] % 4
+                or getattr(self.values[node.out].sinfo, "dtype", "") != "float32"):
+            return
+
+        def make(dtype, za, scale, bias, out, relu, post):
+            return QBatchMatmul((dtype, za), (b[1], b[3]), scale, bias, out, relu, post=post)
+        self._emit(node, a, (a[0], b[0]), np.float32(b[2]), -1, None, make)
+
+    def _emit(self, node: Node, quantized: tuple, ins: tuple, w_scale, axis: int, bias,
+              make) -> None:
+        """The kernel of ``make`` in place of ``node`` and the epilogue / requantize chain
+        after it."""
+        _, dtype, sx, zx = quantized
         gone, entries, out_id = self._epilogue(node.out, axis)
         b, relu, extra = fold_epilogue(bias, entries)
         scale = (np.float64(sx) * w_scale * (1.0 if extra is None else extra)).astype(np.float32)
@@ -148,9 +175,9 @@ class _Folder:
             if chained is not None:
                 more, out_id, out, post = chained
                 gone += more
-        kernel = make(w_q, dtype, zx, scale, b, out, relu, post)
+        kernel = make(dtype, zx, scale, b, out, relu, post)
         self.counts[f"qdq:{_pattern([node, *gone])}"] += 1
-        self._replace(node, Node("call", (xq,), out_id, fn=kernel,
+        self._replace(node, Node("call", ins, out_id, fn=kernel,
                                  dps=(self.values[out_id].sinfo,), op=kernel.op,
                                  path="native", name=node.name), gone)
 
@@ -281,18 +308,21 @@ def _conv(site, has_bias: bool = False):
     layouts = (site.attr("data_layout") or "NCHW", site.attr("kernel_layout") or "OIHW",
                site.attr("out_layout") or site.attr("data_layout") or "NCHW")
     if (w is None or w.ndim != 4 or layouts != ("NCHW", "OIHW", "NCHW")
-            or int(site.attr("groups", 1)) != 1 or getattr(out, "dtype", "") != "float32"
+            or getattr(out, "dtype", "") != "float32"
             or site.attr("out_dtype") not in (None, "", "void", "float32")):
         return None
     bias = _const_bias(site, has_bias)
     grid = int8_grid(w, 0)
     if grid is None or bias is False:
         return None
+    groups = int(site.attr("groups", 1))
     attrs = {"strides": pair(site.attr("strides", 1)), "padding": pad4(site.attr("padding", 0)),
-             "dilation": pair(site.attr("dilation", 1))}
+             "dilation": pair(site.attr("dilation", 1)), "groups": groups}
+    # depthwise: a direct kernel; other groups: one GEMM per group
+    kind = QDepthwise if depthwise_ok(attrs, w.shape[1] * groups, groups, w.shape) else QConv2d
 
     def make(w_q, dtype, zx, scale, b, out, relu, post):
-        return QConv2d(w_q, attrs, dtype, zx, scale, b, out, relu, post=post)
+        return kind(w_q, attrs, dtype, zx, scale, b, out, relu, post=post)
     return grid[0], grid[1], 1, bias, make
 
 
@@ -325,6 +355,8 @@ def _const_bias(site, has_bias: bool):
 
 # data movement that commutes with a per-tensor (de)quantization of equal parameters
 _VIEWS = ("reshape", "permute_dims", "squeeze", "expand_dims", "flatten", "nn.max_pool2d")
+
+_BATCH_MATMULS = ("matmul", "msc.matmul")  # may read two activations
 
 _MATCH = {
     "nn.conv2d": _conv,

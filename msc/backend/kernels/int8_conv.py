@@ -259,6 +259,7 @@ class QConv2d(Kernel):
                  post: tuple | None = None):
         self.op = op
         self.o, self.c, self.kh, self.kw = w_q.shape
+        self.groups = int(attrs.get("groups", 1))  # one GEMM per group, on its channel slices
         self.k = self.c * self.kh * self.kw
         self.k4 = -(-self.k // 4) * 4
         self.w = aligned_bytes(self.o * self.k4, np.int8).reshape(self.o, self.k4)
@@ -279,9 +280,9 @@ class QConv2d(Kernel):
 
     def __call__(self, x, out):
         x = _check(x, self.x_np, "data", self.op)
-        if x.ndim != 4 or x.shape[1] != self.c:
-            raise ShapeError(f"expects [N, {self.c}, H, W], got {x.shape}", op=self.op,
-                             param="data")
+        if x.ndim != 4 or x.shape[1] != self.c * self.groups:
+            raise ShapeError(f"expects [N, {self.c * self.groups}, H, W], got {x.shape}",
+                             op=self.op, param="data")
         n, _, h, w = x.shape
         (sh, sw), (dh, dw) = self.strides, self.dilation
         pt, pl, pb, pr = self.padding
@@ -289,11 +290,13 @@ class QConv2d(Kernel):
         ow = max((w + pl + pr - dw * (self.kw - 1) - 1) // sw + 1, 0)
         _check_out(out, (n, self.o, oh, ow), self.epi.dtype, self.op)
         if out.size:
-            for i in range(n):
+            for i in range(n * self.groups):
                 self._image(x, out, i, h, w, oh, ow)
         return out
 
     def _image(self, x, out, i, h, w, oh, ow) -> None:
+        """Image ``i // groups``, group ``i % groups``: NCHW keeps a group's input and
+        output channels contiguous, so a group is an image of C / groups channels."""
         p = oh * ow
         groups = self.k4 // 4
         panels = -(-p // NR)
@@ -311,9 +314,13 @@ class QConv2d(Kernel):
                         hp, wp)
             src = cols.ctypes.data
         self._pack(src, p, packed.ctypes.data, groups, panels)
-        dst = out.ctypes.data + i * self.o * p * OUTS[self.cfg.out]
-        run_qgemm(self.driver, self.cfg, self.w.ctypes.data, packed.ctypes.data, dst, self.o, p,
-                  groups, self.k4, p, self.epi.args)
+        og = self.o // self.groups
+        dst = out.ctypes.data + i * og * p * OUTS[self.cfg.out]
+        epi, first = self.epi.args, 4 * og * (i % self.groups)
+        if first:
+            epi = tuple(v + first if k in (0, 1, 2, 6, 7) else v for k, v in enumerate(epi))
+        run_qgemm(self.driver, self.cfg, self.w.ctypes.data + first // 4 * self.k4,
+                  packed.ctypes.data, dst, og, p, groups, self.k4, p, epi)
 
 
     def _pack(self, src: int, p: int, dst: int, groups: int, panels: int) -> None:
