@@ -39,6 +39,7 @@ from .kernels.int8_conv import QConv2d, QDense
 from .kernels.int8_dwconv import QDepthwise, depthwise_ok
 from .kernels.int8_eltwise import QAdd
 from .kernels.pool import pad4, pair
+from .qdq_lut import fold_lut
 from .runtime.program import Node, Program
 
 __all__ = ["fold_qdq", "int8_grid"]
@@ -106,15 +107,16 @@ class _Folder:
         self.consumer = {i: n for n in program.nodes for i in n.ins}
         self.counts: Counter = Counter()
 
-    def run(self) -> Counter:
+    def run(self, adds: bool) -> Counter:
+        """GEMMs and views (``adds`` False), or the residual adds (True)."""
         for node in list(self.program.nodes):
             if node.kind != "call" or node.site is None or node not in self.program.nodes:
                 continue
-            if node.op in _MATCH:
+            if node.op in _MATCH and not adds:
                 self._fold(node)
-            elif node.op == "add":
+            elif node.op == "add" and adds:
                 self._fold_add(node)
-            elif node.op == "quantize":
+            elif node.op == "quantize" and not adds:
                 self._fold_view(node)
         return self.counts
 
@@ -372,4 +374,9 @@ _MATCH = {
 def fold_qdq(program: Program) -> Counter:
     """Replace the QDQ conv / matmul chains of ``program``'s top level by int8 kernel calls;
     returns how many of each pattern were folded."""
-    return _Folder(program).run()
+    # GEMMs take their epilogue chains first; then table lookups take whole elementwise
+    # regions of one tensor (GPT-2's GELU, with its x + c x^3 add); then the residual adds
+    counts = _Folder(program).run(adds=False)
+    counts.update(fold_lut(program))
+    counts.update(_Folder(program).run(adds=True))
+    return counts
