@@ -33,8 +33,11 @@ _ELEMENTWISE = frozenset((
     "add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "abs", "erf",
     "exp", "log", "negative", "sigmoid", "sqrt", "rsqrt", "square", "tanh", "nn.relu",
     "nn.gelu", "nn.gelu_tanh", "nn.silu", "nn.leakyrelu", "clip", "quantize", "dequantize",
-    "sin", "cos",
+    "sin", "cos", "nn.batch_norm",
 ))
+# ops whose 1-D constants run along an attr's axis (not numpy's trailing one), and whose
+# numpy fact returns (value, ...): inference batch norm (densenet's pre-activation norms)
+_CHANNEL_ATTR = {"nn.batch_norm": "axis"}
 _QDTYPES = {"uint8": np.uint8, "int8": np.int8}
 _OUT_DTYPES = ("uint8", "int8", "float32")
 _MAX_REGION = 48  # nodes scanned after the entry: regions are short chains
@@ -100,13 +103,18 @@ class _Lut:
                    and (n.ins[0], *(float(self.values[i].const.reshape(-1)[0])
                                     for i in n.ins[1:])) == key]
         inside = {n.out for n in entries}
-        region = []
+        region, tuples = [], set()
         for node in nodes[start + 1:start + _MAX_REGION]:
+            if node.kind == "getitem" and node.index == 0 and node.ins[0] in tuples:
+                region.append(node)  # batch norm's value
+                inside.add(node.out)
             if node in entries or node.site is None or node.op not in _ELEMENTWISE:
                 continue
             if any(i in inside for i in node.ins) and self._absorbable(node, inside, shape):
                 region.append(node)
                 inside.add(node.out)
+                if node.op in _CHANNEL_ATTR and _shape(self.values[node.out]) is None:
+                    tuples.add(node.out)
         exits = [v for v in inside if v not in {n.out for n in entries}
                  and any(r is None or r not in region for r in self.readers[v])]
         if not region or not exits:
@@ -118,7 +126,7 @@ class _Lut:
         for out, (table, axis) in tables.items():  # one lookup per value read outside
             kernel = QLut(table, axis)
             feeding = [n for n in region if self._feeds(n, out, region)]
-            self.counts["qdq:lut(" + ",".join(n.op for n in feeding) + ")"] += 1
+            self.counts["qdq:lut(" + ",".join(n.op for n in feeding if n.op) + ")"] += 1
             at = nodes.index(next(n for n in region if n.out == out))
             nodes[at] = Node("call", (entry[0],), out, fn=kernel,
                              dps=(self.values[out].sinfo,), op=kernel.op, path="native",
@@ -133,9 +141,10 @@ class _Lut:
 
     def _absorbable(self, node: Node, inside: set, shape: tuple) -> bool:
         out = self.values[node.out]
-        if _shape(out) != shape or getattr(out.sinfo, "dtype", "") not in _OUT_DTYPES:
+        tensor = _shape(out) == shape and getattr(out.sinfo, "dtype", "") in _OUT_DTYPES
+        if not tensor and node.op not in _CHANNEL_ATTR:  # batch norm: (value, mean, var)
             return False
-        for i in node.ins:
+        for i in _arg_ids(node):
             if i in inside:
                 continue
             c = self.values[i].const
@@ -146,9 +155,17 @@ class _Lut:
     def _table(self, entries: list, region: list, out: int, shape: tuple, dtype: str):
         """([C, 256] or [256] table of the exit's dtype, channel axis or None)."""
         rank = len(shape)
-        axes = {rank - np.ndim(c) + k for n in region for i in n.ins
-                if isinstance(c := self.values[i].const, np.ndarray)
-                for k, d in enumerate(np.shape(c)) if d > 1}
+        axes = set()
+        for n in region:
+            consts = [c for i in _arg_ids(n)
+                      if isinstance(c := self.values[i].const, np.ndarray)]
+            if n.op in _CHANNEL_ATTR:
+                if n.site.attrs.get("training"):
+                    return None
+                axes |= {int(n.site.attrs[_CHANNEL_ATTR[n.op]]) % rank for c in consts
+                         if c.size > 1}
+                continue
+            axes |= {rank - c.ndim + k for c in consts for k, d in enumerate(c.shape) if d > 1}
         if len(axes) > 1 or (axes and rank < 2):
             return None
         axis = axes.pop() if axes else None
@@ -163,8 +180,15 @@ class _Lut:
         env = {entries[0].ins[0]: x}
         try:
             for node in [*entries, *region]:
-                args = [env.get(i, self.values[i].const) for i in node.ins]
-                env[node.out] = numpy_caller(OPS[node.op].facts["numpy"], node.site)(*args)
+                if node.kind == "getitem":
+                    env[node.out] = env[node.ins[0]]
+                    continue
+                args = [env.get(i, self.values[i].const) for i in _arg_ids(node)]
+                fact = OPS[node.op].facts["numpy"]
+                if node.op in _CHANNEL_ATTR:  # (value, mean, var): the value, in float32
+                    env[node.out] = np.asarray(fact(args, node.site.attrs)[0], np.float32)
+                else:
+                    env[node.out] = numpy_caller(fact, node.site)(*args)
         except Exception:  # noqa: BLE001  (an op without a usable numpy fact: leave it)
             return None
         result = np.asarray(env[out])
@@ -214,6 +238,12 @@ class _Lut:
 
     def _producer(self, vid: int):
         return next((n for n in self.program.nodes if n.out == vid), None)
+
+
+def _arg_ids(node: Node) -> list:
+    """All the call's arguments: a kernel resolved at lowering (batch norm as an affine
+    kernel) keeps its constants in the site only."""
+    return list(node.ins) if node.site is None else [a.id for a in node.site.args]
 
 
 def _live(program: Program) -> set:

@@ -30,17 +30,23 @@ def _model(nodes, inits, shape, rng, opset=13):
 
 def _cnn():
     """conv -> relu -> depthwise (stride 2) -> grouped 1x1 (4 groups) ++ 1x1 branch ->
-    concat -> relu -> conv."""
+    concat -> batch norm -> relu (densenet's pre-activation) -> conv."""
     n = helper.make_node
     nodes = [n("Conv", ["x", "w1", "b1"], ["c1"], pads=[1] * 4), n("Relu", ["c1"], ["r1"]),
              n("Conv", ["r1", "wd"], ["d"], group=16, pads=[1] * 4, strides=[2, 2]),
              n("Conv", ["d", "wg"], ["g"], group=4),
              n("Conv", ["r1", "wb"], ["br"], strides=[2, 2]),
-             n("Concat", ["g", "br"], ["cat"], axis=1), n("Relu", ["cat"], ["r2"]),
+             n("Concat", ["g", "br"], ["cat"], axis=1),
+             n("BatchNormalization", ["cat", "gamma", "beta", "mean", "var"], ["bn"]),
+             n("Relu", ["bn"], ["r2"]),
              n("Conv", ["r2", "w3"], ["y"], pads=[1] * 4)]
     inits = [("w1", (16, 8, 3, 3), 0.3), ("b1", (16,), 0.1), ("wd", (16, 1, 3, 3), 0.5),
              ("wg", (16, 4, 1, 1), 0.5), ("wb", (8, 16, 1, 1), 0.3), ("w3", (6, 24, 3, 3), 0.2)]
-    return _model(nodes, inits, [1, 8, 12, 12], np.random.default_rng(0))
+    model = _model(nodes, inits, [1, 8, 12, 12], np.random.default_rng(0))
+    rng = np.random.default_rng(5)
+    model.graph.initializer.extend(numpy_helper.from_array(
+        (rng.random(24) + 0.5).astype(np.float32), k) for k in ("gamma", "beta", "mean", "var"))
+    return model
 
 
 def _attention(seq=16, dim=32, heads=4):
@@ -128,6 +134,9 @@ def test_depthwise_grouped_convs_and_concat_run_int8(tmp_path):
     ops = ex.stats["ops"]
     assert ops["int8.conv2d"] == {"native": 5} and "nn.conv2d" not in ops
     assert ops["int8.concat"] == {"numpy": 1} and "concat" not in ops
+    # batch norm -> relu between two quantizes: one per-channel table lookup
+    assert any(k.startswith("qdq:lut(nn.batch_norm") for k in ex.stats["fused"])
+    assert "nn.batch_norm" not in ops and ops["dequantize"] == {"tir": 1}  # the output's
     step = _y_scale(qdq)
     x = np.random.default_rng(2).random((1, 8, 12, 12), dtype=np.float32)
     got = vm(x).numpy()
