@@ -26,8 +26,9 @@ its recommended ``quant_pre_process`` (which folds BatchNormalization into Conv)
 same QDQ model then runs on onnxruntime and, imported with ``from_onnx``, on msc, where
 ``relax.build`` folds its QDQ convs / matmuls into int8 kernels (ex.stats["fused"]).
 
-Columns: best-of-N latency per contender (rounds interleaved, so load from other sessions hits
-all alike), msc int8 speed-up over msc float, msc int8 / onnxruntime int8, and the SQNR (dB)
+Columns: the fastest single call per contender (rounds of at least ``--min-time`` s each,
+interleaved, so load from other sessions hits all alike; a chunk's mean would count other
+processes' time), msc int8 speed-up over msc float, msc int8 / onnxruntime int8, and the SQNR (dB)
 of both int8 outputs against the float model's (onnxruntime float) on held-out inputs.
 """
 
@@ -46,8 +47,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.gemm import best_seconds
 from benchmarks.quantize import ZOO, ZOO_MORE, batches, sqnr
+from benchmarks.transformers import best_call_seconds
 from msc.progress import progress
 
 
@@ -276,8 +277,8 @@ def rows(name: str, args) -> list[dict]:
                "ORT f32": ort_runner(model, threads), "ORT int8": ort_runner(qmodel, threads)}
         if ex_fake is not None:
             fns["msc QDQ unfolded"] = msc_runner(ex_fake, threads)
-        best = best_seconds({k: (lambda f=f, x=x: f(x)) for k, f in fns.items()}, args.repeats,
-                            args.min_time)
+        best = best_call_seconds({k: (lambda f=f, x=x: f(x)) for k, f in fns.items()},
+                                 args.repeats, args.min_time)
         ms = {k: v * 1e3 for k, v in best.items()}
         out.append({"model": name, "threads": str(threads),
                     **{k: f"{v:.2f}" for k, v in ms.items()},
@@ -320,6 +321,8 @@ def main(argv=None) -> None:
     for name in progress(names, desc="models"):
         try:
             table += rows(name, args)
+            print(" | ".join(f"{k} {v}" for k, v in table[-1].items()), file=sys.stderr,
+                  flush=True)  # as it goes: a zoo run takes a while
         except Exception as err:  # a zoo model msc or onnxruntime cannot import: say so
             if not args.zoo:
                 raise

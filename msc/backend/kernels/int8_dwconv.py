@@ -51,15 +51,17 @@ _EPI_NAMES = ("comp", "scale", "bias", "oscale", "ozp", "relu", "pscale", "pbias
               "relu2")
 
 
-def _symbol(cfg: QGemmConfig, stride: int, signed: bool) -> str:
-    return f"msc_qdw_s{stride}_{'s8' if signed else 'u8'}_{cfg.symbol[10:]}"
+def _symbol(cfg: QGemmConfig, stride: int, signed: bool, window: tuple) -> str:
+    return (f"msc_qdw_s{stride}_k{window[0]}x{window[1]}_{'s8' if signed else 'u8'}_"
+            f"{cfg.symbol[10:]}")
 
 
-def _build(cfg: QGemmConfig, stride: int, signed: bool) -> ir.Module:
+def _build(cfg: QGemmConfig, stride: int, signed: bool, window: tuple) -> ir.Module:
     """``void (out, <epilogue args>, xp, wt, C, c0, c1, HP, WP, OH, OW, KH, KW, DH, DW, SH)``
     for channels c0..c1, and a padding function ``void (x, xp, C, H, W, HP, WP, PT, PL,
-    fill)``; the row stride of the input is the compiled ``stride`` (1 or 2)."""
-    symbol = _symbol(cfg, stride, signed)
+    fill)``; the row stride of the input (1 or 2) and the window are compiled in (the taps
+    unrolled, their weights splatted once per channel)."""
+    symbol = _symbol(cfg, stride, signed, window)
     module = ir.Module(name=symbol)
     t = _IR(module, cfg)
     epi_types = _DRIVER_TYPES[8:]
@@ -74,23 +76,25 @@ def _build(cfg: QGemmConfig, stride: int, signed: bool) -> ir.Module:
     epi["relu2"] = b.icmp_signed("!=", epi["relu2"], I32(0))
     slot = entry_alloca(b, t.i32v, "acc")
     size = OUTS[cfg.out]
-    taps = b.mul(a["kh"], a["kw"])
+    kh, kw = window
     plane = b.mul(a["hp"], a["wp"])
     with for_range(b, a["c1"], start=a["c0"], name="ch") as c:
         src = b.gep(a["xp"], [b.mul(c, plane)])
         chan = {k: b.gep(epi[k], [c]) for k in ("comp", "scale", "bias", "pscale", "pbias")}
+        weights = [_splat(b, b.load(b.gep(a["wt"], [b.add(b.mul(c, const64(kh * kw)),
+                                                          const64(tap))])))
+                   for tap in range(kh * kw)]
         with for_range(b, a["oh"], name="oh") as oh, \
                 for_range(b, a["ow"], step=LANES, name="ow") as ow:
-            b.store(ir.Constant(t.i32v, None), slot)
-            with for_range(b, a["kh"], name="i") as i:
-                line = b.gep(src, [b.mul(b.add(b.mul(oh, a["sh"]), b.mul(i, a["dh"])),
+            acc = ir.Constant(t.i32v, None)
+            for i in range(kh):
+                line = b.gep(src, [b.mul(b.add(b.mul(oh, a["sh"]), b.mul(const64(i), a["dh"])),
                                          a["wp"])])
-                with for_range(b, a["kw"], name="j") as j:
-                    start = b.add(b.mul(ow, const64(stride)), b.mul(j, a["dw"]))
+                for j in range(kw):
+                    start = b.add(b.mul(ow, const64(stride)), b.mul(const64(j), a["dw"]))
                     x = _lanes(b, b.gep(line, [start]), stride, signed)
-                    w = b.load(b.gep(a["wt"], [b.add(b.mul(c, taps),
-                                                     b.add(b.mul(i, a["kw"]), j))]))
-                    b.store(b.add(b.load(slot), b.mul(x, _splat(b, w))), slot)
+                    acc = b.add(acc, b.mul(x, weights[i * kw + j]))
+            b.store(acc, slot)
             dst = b.gep(out, [b.mul(b.add(b.mul(b.add(b.mul(c, a["oh"]), oh), a["ow"]), ow),
                                     const64(size))])
             args = dict(epi, **chan, c=dst, ldc=const64(0), ncols=b.sub(a["ow"], ow))
@@ -121,20 +125,20 @@ def _build_pad(module: ir.Module, name: str) -> None:
 
 
 @cache
-def _library(cfg: QGemmConfig, stride: int, signed: bool):
-    symbol = _symbol(cfg, stride, signed)
+def _library(cfg: QGemmConfig, stride: int, signed: bool, window: tuple):
+    symbol = _symbol(cfg, stride, signed, window)
     return get_jit().compile_generated(
-        lambda: _build(cfg, stride, signed), [symbol, symbol + "_pad"],
+        lambda: _build(cfg, stride, signed, window), [symbol, symbol + "_pad"],
         (__name__, "msc.backend.kernels.int8_gemm", "msc.backend.kernels.int8_conv",
-         "msc.backend.llvm.loops"), (repr(cfg), stride, signed))
+         "msc.backend.llvm.loops"), (repr(cfg), stride, signed, window))
 
 
 @cache
-def _functions(cfg: QGemmConfig, stride: int, signed: bool):
-    lib = _library(cfg, stride, signed)
-    conv = lib.cfunc(_symbol(cfg, stride, signed), None, ctypes.c_void_p, *DRIVER_CTYPES[8:],
+def _functions(cfg: QGemmConfig, stride: int, signed: bool, window: tuple):
+    lib = _library(cfg, stride, signed, window)
+    conv = lib.cfunc(_symbol(cfg, stride, signed, window), None, ctypes.c_void_p, *DRIVER_CTYPES[8:],
                      ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 12)
-    pad = lib.cfunc(_symbol(cfg, stride, signed) + "_pad", None, ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 7,
+    pad = lib.cfunc(_symbol(cfg, stride, signed, window) + "_pad", None, ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 7,
                     ctypes.c_int8)
     return conv, pad
 
@@ -143,7 +147,7 @@ def depthwise_ok(attrs: dict, channels: int, groups: int, w_shape: tuple) -> boo
     """Whether :class:`QDepthwise` runs a conv: one channel in and out per group, strides
     (1, 1) or (2, 2)."""
     return (groups == channels == w_shape[0] and w_shape[1] == 1
-            and attrs["strides"] in ((1, 1), (2, 2)))
+            and attrs["strides"] in ((1, 1), (2, 2)) and w_shape[2] * w_shape[3] <= 49)
 
 
 class QDepthwise(Kernel):
@@ -163,7 +167,7 @@ class QDepthwise(Kernel):
         self.strides, self.padding, self.dilation = (attrs["strides"], attrs["padding"],
                                                      attrs["dilation"])
         cfg = QGemmConfig("row", self.epi.kind, False, self.epi.mid)
-        self.conv, self.pad = _functions(cfg, self.strides[1], bool(flip))
+        self.conv, self.pad = _functions(cfg, self.strides[1], bool(flip), (self.kh, self.kw))
         self.size = OUTS[cfg.out]
 
     def __call__(self, x, out):

@@ -87,7 +87,7 @@ def test_qbatch_matmul_exact(vnni, dtypes):
         kernel(a[..., :22].copy(), b[..., :22, :].copy(), np.empty(want.shape, np.int32))
 
 
-def test_heads_on_two_threads_bitwise_equal_one():
+def test_heads_and_groups_on_two_threads_bitwise_equal_one():
     rng = np.random.default_rng(6)
     a, b = _draw(rng, "uint8", (1, 12, 64, 64)), _draw(rng, "uint8", (1, 12, 64, 96))
     kernel = QBatchMatmul(("uint8", 120), ("uint8", 128), np.float32(2e-3), None,
@@ -102,6 +102,15 @@ def test_heads_on_two_threads_bitwise_equal_one():
     one = dw(x, np.empty((1, 64, 30, 30), np.uint8))
     with num_threads(2):
         np.testing.assert_array_equal(dw(x, np.empty((1, 64, 30, 30), np.uint8)), one)
+    wg = rng.integers(-127, 128, (64, 16, 1, 1), np.int8)
+    attrs = dict(attrs, padding=(0,) * 4, groups=4)
+    grouped = QConv2d(wg, attrs, "uint8", 3, np.float32(0.02), None, ("u8", 0.5, 0))
+    one = grouped(x, np.empty((1, 64, 30, 30), np.uint8))
+    with num_threads(2):
+        np.testing.assert_array_equal(grouped(x, np.empty((1, 64, 30, 30), np.uint8)), one)
+    acc = _grouped_ref(x, wg, 3, 4, 1, 0).astype(np.float32)
+    np.testing.assert_array_equal(one, np.clip(np.rint(acc * np.float32(0.02) / np.float32(0.5)),
+                                               0, 255))
 
 
 def test_qlut_and_qconcat():
