@@ -320,9 +320,10 @@ def main(argv=None) -> None:
     table = []
     for name in progress(names, desc="models"):
         try:
-            table += rows(name, args)
-            print(" | ".join(f"{k} {v}" for k, v in table[-1].items()), file=sys.stderr,
-                  flush=True)  # as it goes: a zoo run takes a while
+            done = rows(name, args)
+            table += done
+            for row in done:  # as it goes: a zoo run takes a while
+                print(" | ".join(f"{k} {v}" for k, v in row.items()), file=sys.stderr, flush=True)
         except Exception as err:  # a zoo model msc or onnxruntime cannot import: say so
             if not args.zoo:
                 raise

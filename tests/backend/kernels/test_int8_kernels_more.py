@@ -127,5 +127,8 @@ def test_qlut_and_qconcat():
     req = (255 - np.arange(256)).astype(np.uint8)
     got = QConcat([None, req], 1, np.uint8)(a, b, np.empty((1, 5, 4, 4), np.uint8))
     np.testing.assert_array_equal(got, np.concatenate([a, 255 - b], axis=1))
+    a2, b2 = np.concatenate([a, a]), np.concatenate([b, b])  # batch 2: strided slices
+    got = QConcat([req, None], 1, np.uint8)(a2, b2, np.empty((2, 5, 4, 4), np.uint8))
+    np.testing.assert_array_equal(got, np.concatenate([255 - a2, b2], axis=1))
     with pytest.raises(ShapeError, match="channels"):
         QLut(table, 1)(x[:, :4].copy(), np.empty((2, 4, 3, 4), np.uint8))
