@@ -23,8 +23,8 @@ import numpy as np
 from llvmlite import ir
 
 from ...errors import ShapeError
-from ..llvm.jit import get_jit
-from ..llvm.loops import I64, for_range
+from ..llvm.jit import get_jit, host_target
+from ..llvm.loops import I32, I64, for_range
 from ..runtime.threads import parallel_for, task_threads
 from .base import Kernel
 
@@ -34,17 +34,27 @@ _PARALLEL = 1 << 17  # elements; below this one thread runs the lookup
 _BYTES = {1: ir.IntType(8), 4: ir.IntType(32)}
 
 
-def _symbol(size: int) -> str:
-    return f"msc_qlut_{size}"
+def _symbol(size: int, vbmi: bool) -> str:
+    return f"msc_qlut_{size}{'_vbmi' if vbmi else ''}"
 
 
-def _build(size: int) -> ir.Module:
+def host_vbmi() -> bool:
+    """Whether the host has AVX-512 VBMI (``vpermi2b``: 64 byte lookups in 128-byte tables)."""
+    t = host_target()
+    return t.has("avx512vbmi") and t.has("avx512bw")
+
+
+def _build(size: int, vbmi: bool = False) -> ir.Module:
     """void (x, table, out, rows, chans, inner): out[r, i] = table[(r % chans) * 256 +
-    x[r, i]] for rows r0..rows (x: bytes; table / out: ``size``-byte elements)."""
-    module = ir.Module(name=_symbol(size))
+    x[r, i]] for rows r0..rows (x: bytes; table / out: ``size``-byte elements). ``vbmi``
+    (byte tables only): the row's table in four zmm registers, 64 lookups per two
+    ``vpermi2b`` and a blend on the index's top bit."""
+    if vbmi:
+        return _build_vbmi()
+    module = ir.Module(name=_symbol(size, False))
     i8p = ir.IntType(8).as_pointer()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p, i8p, i8p] + [I64] * 4),
-                     name=_symbol(size))
+                     name=_symbol(size, False))
     x, table, out, r0, rows, chans, inner = fn.args
     for ptr in (x, table, out):
         ptr.add_attribute("noalias")
@@ -62,11 +72,55 @@ def _build(size: int) -> ir.Module:
     return module
 
 
+def _build_vbmi() -> ir.Module:
+    symbol = _symbol(1, True)
+    module = ir.Module(name=symbol)
+    i8p = ir.IntType(8).as_pointer()
+    v64 = ir.VectorType(ir.IntType(8), 64)
+    mask_ty = ir.VectorType(ir.IntType(1), 64)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p, i8p, i8p] + [I64] * 4),
+                     name=symbol)
+    permute = ir.Function(module, ir.FunctionType(v64, [v64] * 3),
+                          name="llvm.x86.avx512.vpermi2var.qi.512")
+    load = ir.Function(module, ir.FunctionType(v64, [v64.as_pointer(), I32, mask_ty, v64]),
+                       name="llvm.masked.load.v64i8.p0")
+    store = ir.Function(module, ir.FunctionType(ir.VoidType(), [v64, v64.as_pointer(), I32,
+                                                                mask_ty]),
+                        name="llvm.masked.store.v64i8.p0")
+    x, table, out, r0, rows, chans, inner = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    lanes = ir.Constant(ir.VectorType(I64, 64), list(range(64)))
+    zero = ir.Constant(v64, None)
+    with for_range(b, rows, start=r0, name="r") as r:
+        base = b.gep(table, [b.mul(b.srem(r, chans), ir.Constant(I64, 256))])
+        parts = [b.load(b.bitcast(b.gep(base, [ir.Constant(I64, 64 * q)]), v64.as_pointer()),
+                        align=1) for q in range(4)]
+        row = b.mul(r, inner)
+        with for_range(b, inner, step=64, name="i") as i:
+            limit = b.insert_element(ir.Constant(ir.VectorType(I64, 64), ir.Undefined),
+                                     b.sub(inner, i), ir.Constant(I32, 0))
+            limit = b.shuffle_vector(limit, ir.Constant(limit.type, ir.Undefined),
+                                     ir.Constant(ir.VectorType(I32, 64), None))
+            mask = b.icmp_signed("<", lanes, limit)
+            at = b.add(row, i)
+            src = b.bitcast(b.gep(x, [at]), v64.as_pointer())
+            idx = b.call(load, [src, ir.Constant(I32, 1), mask, zero])
+            low = b.call(permute, [parts[0], idx, parts[1]])
+            high = b.call(permute, [parts[2], idx, parts[3]])
+            value = b.select(b.icmp_signed("<", idx, zero), high, low)  # byte >= 128
+            b.call(store, [value, b.bitcast(b.gep(out, [at]), v64.as_pointer()),
+                           ir.Constant(I32, 1), mask])
+    b.ret_void()
+    return module
+
+
 @cache
-def _kernel(size: int):
-    lib = get_jit().compile_generated(lambda: _build(size), [_symbol(size)],
+def _kernel(size: int, vbmi: bool | None = None):
+    vbmi = size == 1 and (host_vbmi() if vbmi is None else vbmi)
+    symbol = _symbol(size, vbmi)
+    lib = get_jit().compile_generated(lambda: _build(size, vbmi), [symbol],
                                       (__name__, "msc.backend.llvm.loops"))
-    return lib.cfunc(_symbol(size), None, *[ctypes.c_void_p] * 3, *[ctypes.c_int64] * 4)
+    return lib.cfunc(symbol, None, *[ctypes.c_void_p] * 3, *[ctypes.c_int64] * 4)
 
 
 def _check_in(x, op: str, param: str) -> np.ndarray:
@@ -82,10 +136,11 @@ class QLut(Kernel):
 
     inputs = (0,)
 
-    def __init__(self, table: np.ndarray, axis: int | None, op: str = "int8.lut"):
+    def __init__(self, table: np.ndarray, axis: int | None, op: str = "int8.lut",
+                 vbmi: bool | None = None):
         self.op, self.axis = op, axis
         self.table = np.ascontiguousarray(table.reshape(-1, 256))
-        self.fn = _kernel(self.table.itemsize)
+        self.fn = _kernel(self.table.itemsize, vbmi)
 
     def __call__(self, x, out):
         x = _check_in(x, self.op, "data")

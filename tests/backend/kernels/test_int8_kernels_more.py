@@ -113,11 +113,13 @@ def test_heads_and_groups_on_two_threads_bitwise_equal_one():
                                                0, 255))
 
 
-def test_qlut_and_qconcat():
+@pytest.mark.parametrize("vbmi", [pytest.param(None, id="host"), pytest.param(False,
+                                                                             id="scalar")])
+def test_qlut_and_qconcat(vbmi):
     rng = np.random.default_rng(7)
-    x = _draw(rng, "int8", (2, 5, 3, 4))
+    x = _draw(rng, "int8", (2, 5, 3, 30))  # rows of 90: one whole and one partial vector
     table = rng.integers(0, 256, (5, 256)).astype(np.uint8)
-    got = QLut(table, 1)(x, np.empty(x.shape, np.uint8))
+    got = QLut(table, 1, vbmi=vbmi)(x, np.empty(x.shape, np.uint8))
     np.testing.assert_array_equal(got, table[np.arange(5)[None, :, None, None],
                                              x.view(np.uint8)])
     flat = rng.standard_normal(256).astype(np.float32)
@@ -131,4 +133,4 @@ def test_qlut_and_qconcat():
     got = QConcat([req, None], 1, np.uint8)(a2, b2, np.empty((2, 5, 4, 4), np.uint8))
     np.testing.assert_array_equal(got, np.concatenate([255 - a2, b2], axis=1))
     with pytest.raises(ShapeError, match="channels"):
-        QLut(table, 1)(x[:, :4].copy(), np.empty((2, 4, 3, 4), np.uint8))
+        QLut(table, 1)(x[:, :4].copy(), np.empty((2, 4, 3, 30), np.uint8))
