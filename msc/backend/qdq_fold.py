@@ -38,6 +38,7 @@ from .kernels.int8_bmm import QBatchMatmul
 from .kernels.int8_conv import QConv2d, QDense
 from .kernels.int8_dwconv import QDepthwise, depthwise_ok
 from .kernels.int8_eltwise import QAdd
+from .kernels.int8_pool import QAvgPool
 from .kernels.pool import pad4, pair
 from .qdq_lut import fold_lut
 from .runtime.program import Node, Program
@@ -118,6 +119,8 @@ class _Folder:
                 self._fold_add(node)
             elif node.op == "quantize" and not adds:
                 self._fold_view(node)
+            elif node.op in _POOLS and not adds:
+                self._fold_pool(node)
         return self.counts
 
     def _dequantized_input(self, node: Node, i: int = 0):
@@ -204,6 +207,24 @@ class _Folder:
         self.counts["qdq:add" + ("+nn.relu" if relu else "")
                     + ("->quantize" if requant else "")] += 1
         self._replace(node, Node("call", (a[0], b[0]), out_id, fn=kernel,
+                                 dps=(self.values[out_id].sinfo,), op=kernel.op,
+                                 path="native", name=node.name), gone)
+
+    def _fold_pool(self, node: Node) -> None:
+        """dequantize -> avg_pool2d / mean over H, W [-> quantize]: int8_pool.py."""
+        x = self._dequantized_input(node)
+        shape = _shape(self.values[node.ins[0]].sinfo) if node.ins else None
+        pool = _POOLS[node.op](node.site.attrs or {}) if shape and len(shape) == 4 else None
+        if x is None or pool is None or (
+                getattr(self.values[node.out].sinfo, "dtype", "") != "float32"):
+            return
+        gone, out_id, out = [], node.out, "f32"
+        requant = self._requantize(out_id)
+        if requant is not None:
+            gone, out_id, out = [requant[0]], requant[0].out, requant[1]
+        kernel = QAvgPool(x[1], (x[2], x[3]), *pool, out)
+        self.counts[f"qdq:{node.op}" + ("->quantize" if requant else "")] += 1
+        self._replace(node, Node("call", (x[0],), out_id, fn=kernel,
                                  dps=(self.values[out_id].sinfo,), op=kernel.op,
                                  path="native", name=node.name), gone)
 
@@ -354,6 +375,23 @@ def _const_bias(site, has_bias: bool):
     ok = b is not None and b.dtype == np.float32 and b.size == b.shape[-1]
     return np.ascontiguousarray(b.reshape(-1)) if ok else False
 
+
+def _avg_pool(attrs) -> tuple | None:
+    """(window, strides, padding, count_include_pad) of an NCHW avg_pool2d QAvgPool runs."""
+    if (attrs.get("layout", "NCHW") != "NCHW" or attrs.get("ceil_mode")
+            or pair(attrs.get("dilation", 1)) != (1, 1)):
+        return None
+    return (pair(attrs["pool_size"]), pair(attrs.get("strides", 1)),
+            pad4(attrs.get("padding", 0)), bool(attrs.get("count_include_pad")))
+
+
+def _global_mean(attrs) -> tuple | None:
+    axes = attrs.get("axis")
+    ok = axes is not None and sorted(int(a) % 4 for a in axes) == [2, 3]
+    return (None, None, None, False) if ok else None
+
+
+_POOLS = {"nn.avg_pool2d": _avg_pool, "mean": _global_mean}
 
 # data movement that commutes with a per-tensor (de)quantization of equal parameters
 _VIEWS = ("reshape", "permute_dims", "squeeze", "expand_dims", "flatten", "nn.max_pool2d")

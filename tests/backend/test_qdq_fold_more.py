@@ -30,7 +30,8 @@ def _model(nodes, inits, shape, rng, opset=13):
 
 def _cnn():
     """conv -> relu -> depthwise (stride 2) -> grouped 1x1 (4 groups) ++ 1x1 branch ->
-    concat -> batch norm -> relu (densenet's pre-activation) -> conv."""
+    concat -> batch norm -> relu (densenet's pre-activation) -> average pool -> conv ->
+    global average pool."""
     n = helper.make_node
     nodes = [n("Conv", ["x", "w1", "b1"], ["c1"], pads=[1] * 4), n("Relu", ["c1"], ["r1"]),
              n("Conv", ["r1", "wd"], ["d"], group=16, pads=[1] * 4, strides=[2, 2]),
@@ -39,7 +40,9 @@ def _cnn():
              n("Concat", ["g", "br"], ["cat"], axis=1),
              n("BatchNormalization", ["cat", "gamma", "beta", "mean", "var"], ["bn"]),
              n("Relu", ["bn"], ["r2"]),
-             n("Conv", ["r2", "w3"], ["y"], pads=[1] * 4)]
+             n("AveragePool", ["r2"], ["ap"], kernel_shape=[3, 3], pads=[1] * 4),
+             n("Conv", ["ap", "w3"], ["c3"], pads=[1] * 4),
+             n("GlobalAveragePool", ["c3"], ["y"])]
     inits = [("w1", (16, 8, 3, 3), 0.3), ("b1", (16,), 0.1), ("wd", (16, 1, 3, 3), 0.5),
              ("wg", (16, 4, 1, 1), 0.5), ("wb", (8, 16, 1, 1), 0.3), ("w3", (6, 24, 3, 3), 0.2)]
     model = _model(nodes, inits, [1, 8, 12, 12], np.random.default_rng(0))
@@ -134,6 +137,7 @@ def test_depthwise_grouped_convs_and_concat_run_int8(tmp_path):
     ops = ex.stats["ops"]
     assert ops["int8.conv2d"] == {"native": 5} and "nn.conv2d" not in ops
     assert ops["int8.concat"] == {"numpy": 1} and "concat" not in ops
+    assert ops["int8.avg_pool2d"] == {"native": 2} and "mean" not in ops
     # batch norm -> relu between two quantizes: one per-channel table lookup
     assert any(k.startswith("qdq:lut(nn.batch_norm") for k in ex.stats["fused"])
     assert "nn.batch_norm" not in ops and ops["dequantize"] == {"tir": 1}  # the output's

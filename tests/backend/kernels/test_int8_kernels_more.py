@@ -10,6 +10,7 @@ from msc.backend.kernels.int8_bmm import QBatchMatmul
 from msc.backend.kernels.int8_conv import QConv2d
 from msc.backend.kernels.int8_dwconv import QDepthwise
 from msc.backend.kernels.int8_lut import QConcat, QLut
+from msc.backend.kernels.int8_pool import QAvgPool
 from msc.backend.runtime.threads import num_threads
 from msc.errors import ShapeError
 
@@ -134,3 +135,23 @@ def test_qlut_and_qconcat(vbmi):
     np.testing.assert_array_equal(got, np.concatenate([255 - a2, b2], axis=1))
     with pytest.raises(ShapeError, match="channels"):
         QLut(table, 1)(x[:, :4].copy(), np.empty((2, 4, 3, 30), np.uint8))
+
+
+@pytest.mark.parametrize("include_pad", [False, True])
+def test_qavgpool_matches_float_pool_of_dequantized(include_pad):
+    rng = np.random.default_rng(8)
+    x = _draw(rng, "uint8", (1, 3, 9, 10))
+    sx, zx = 0.05, 100
+    xf = np.pad((x.astype(np.float64) - zx) * sx, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ones = np.pad(np.ones(x.shape), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    sums = sum(xf[:, :, i:i + 9:2, j:j + 10:2] for i in range(3) for j in range(3))
+    counts = 9 if include_pad else sum(ones[:, :, i:i + 9:2, j:j + 10:2]
+                                       for i in range(3) for j in range(3))
+    want = sums / counts
+    pool = QAvgPool("uint8", (sx, zx), (3, 3), (2, 2), (1, 1, 1, 1), include_pad, "f32")
+    got = pool(x, np.empty(want.shape, np.float32))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    q = QAvgPool("uint8", (sx, zx), None, None, None, False, ("s8", 0.01, -3))
+    got = q(x, np.empty((1, 3, 1, 1), np.int8))
+    mean = ((x.astype(np.float64) - zx) * sx).mean(axis=(2, 3), keepdims=True)
+    assert np.abs(got - np.clip(np.rint(mean / 0.01) - 3, -128, 127)).max() <= 1  # a tie
