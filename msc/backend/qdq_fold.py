@@ -38,7 +38,7 @@ from .kernels.int8_bmm import QBatchMatmul
 from .kernels.int8_conv import QConv2d, QDense
 from .kernels.int8_dwconv import QDepthwise, depthwise_ok
 from .kernels.int8_eltwise import QAdd
-from .kernels.int8_pool import QAvgPool
+from .kernels.int8_pool import QAvgPool, QMaxPool
 from .kernels.pool import pad4, pair
 from .qdq_lut import fold_lut
 from .runtime.program import Node, Program
@@ -243,6 +243,8 @@ class _Folder:
                 getattr(q_sinfo, "dtype", "") != x[1]):
             return
         xq = self.values[x[0]]
+        if f.op == "nn.max_pool2d" and self._max_pool(f, q, x):
+            return
         call = f.site.call
         new_call = Call(call.op, [Var("data", xq.sinfo), *call.args[1:]], call.attrs,
                         call.sinfo_args)
@@ -254,6 +256,22 @@ class _Folder:
         self.producer[q.out] = f
         self.uses[dq.out] -= 1
         self.counts[f"qdq:{f.op} on int8"] += 1
+
+    def _max_pool(self, f: Node, q: Node, x: tuple) -> bool:
+        """An NCHW max pool on the bytes: the native kernel of int8_pool.py."""
+        attrs = f.site.attrs or {}
+        if (attrs.get("layout", "NCHW") != "NCHW" or len(f.ins) != 1
+                or pair(attrs.get("dilation", 1)) != (1, 1)
+                or not QMaxPool.supports(pair(attrs["pool_size"]), pair(attrs.get("strides", 1)))):
+            return False
+        kernel = QMaxPool(x[1], pair(attrs["pool_size"]), pair(attrs.get("strides", 1)),
+                          pad4(attrs.get("padding", 0)))
+        self.program.nodes.remove(q)
+        self._replace(f, Node("call", (x[0],), q.out, fn=kernel, dps=(self.values[q.out].sinfo,),
+                              op=kernel.op, path="native", name=f.name), [])
+        self.uses[self.producer[f.ins[0]].out] -= 1
+        self.counts["qdq:nn.max_pool2d on int8"] += 1
+        return True
 
     def _replace(self, node: Node, new: Node, gone: list) -> None:
         nodes = self.program.nodes

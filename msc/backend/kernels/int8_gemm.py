@@ -339,7 +339,8 @@ def qgemm_driver(cfg: QGemmConfig):
 # ---------------------------------------------------------------------------------------------
 # Threads: blocks of C, one driver call each; every element is computed as on one thread.
 
-PARALLEL_MACS = 5e6  # about 100 us of int8 work; below it one thread wins
+PARALLEL_MACS = 2e7  # multiply-adds, ~100 us at VNNI speed; below it a second thread's wake-up
+# and the split cost more than they save (squeezenet's convs ran slower on two threads)
 
 
 def run_qgemm(driver, cfg: QGemmConfig, a: int, bp: int, c: int, m: int, n: int, groups: int,

@@ -10,7 +10,7 @@ from msc.backend.kernels.int8_bmm import QBatchMatmul
 from msc.backend.kernels.int8_conv import QConv2d
 from msc.backend.kernels.int8_dwconv import QDepthwise
 from msc.backend.kernels.int8_lut import QConcat, QLut
-from msc.backend.kernels.int8_pool import QAvgPool
+from msc.backend.kernels.int8_pool import QAvgPool, QMaxPool
 from msc.backend.runtime.threads import num_threads
 from msc.errors import ShapeError
 
@@ -155,3 +155,15 @@ def test_qavgpool_matches_float_pool_of_dequantized(include_pad):
     got = q(x, np.empty((1, 3, 1, 1), np.int8))
     mean = ((x.astype(np.float64) - zx) * sx).mean(axis=(2, 3), keepdims=True)
     assert np.abs(got - np.clip(np.rint(mean / 0.01) - 3, -128, 127)).max() <= 1  # a tie
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_qmaxpool_matches_numpy(dtype):
+    rng = np.random.default_rng(9)
+    x = _draw(rng, dtype, (2, 3, 11, 12))
+    low = np.iinfo(_NP[dtype]).min
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=low)
+    want = np.max([xp[:, :, i:i + 11:2, j:j + 12:2] for i in range(3) for j in range(3)],
+                  axis=0)
+    pool = QMaxPool(dtype, (3, 3), (2, 2), (1, 1, 1, 1))
+    np.testing.assert_array_equal(pool(x, np.empty(want.shape, x.dtype)), want)
