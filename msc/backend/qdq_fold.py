@@ -18,7 +18,7 @@ Weights arrive as float constants (from_onnx and the constant folding evaluate
 ``DequantizeLinear(int8 w)``; compression.quantize stores dequantized int8 weights): a weight
 folds when it lies on a symmetric int8 grid, per output channel (scale = max|w| / 127, as
 both quantizers choose it) or per tensor, checked element by element; else the call stays
-float. Convs: NCHW, groups 1, 2-D; matmuls: a constant 2-D weight (``matmul``'s x2, dense /
+float. Convs: NCHW, 2-D, any groups (depthwise ones on a direct kernel); matmuls: a constant 2-D weight (``matmul``'s x2, dense /
 linear ``[out, in]``). Everything else (adds, pools, attention matmuls) runs as before.
 
     counts = fold_qdq(program)       # {"qdq:nn.conv2d+add->quantize": 52, ...}
@@ -34,9 +34,13 @@ from ..relax.expr import Call, Var
 from .kernels.base import Site
 from .kernels.dense import fold_epilogue
 from .kernels.epilogues import EPILOGUE_OPS
+from .kernels.int8_bmm import QBatchMatmul
 from .kernels.int8_conv import QConv2d, QDense
+from .kernels.int8_dwconv import QDepthwise, depthwise_ok
 from .kernels.int8_eltwise import QAdd
+from .kernels.int8_pool import QAvgPool, QMaxPool
 from .kernels.pool import pad4, pair
+from .qdq_lut import fold_lut
 from .runtime.program import Node, Program
 
 __all__ = ["fold_qdq", "int8_grid"]
@@ -104,16 +108,19 @@ class _Folder:
         self.consumer = {i: n for n in program.nodes for i in n.ins}
         self.counts: Counter = Counter()
 
-    def run(self) -> Counter:
+    def run(self, adds: bool) -> Counter:
+        """GEMMs and views (``adds`` False), or the residual adds (True)."""
         for node in list(self.program.nodes):
             if node.kind != "call" or node.site is None or node not in self.program.nodes:
                 continue
-            if node.op in _MATCH:
+            if node.op in _MATCH and not adds:
                 self._fold(node)
-            elif node.op == "add":
+            elif node.op == "add" and adds:
                 self._fold_add(node)
-            elif node.op == "quantize":
+            elif node.op == "quantize" and not adds:
                 self._fold_view(node)
+            elif node.op in _POOLS and not adds:
+                self._fold_pool(node)
         return self.counts
 
     def _dequantized_input(self, node: Node, i: int = 0):
@@ -130,11 +137,36 @@ class _Folder:
 
     def _fold(self, node: Node) -> None:
         quantized = self._dequantized_input(node)
+        if quantized is not None and node.op in _BATCH_MATMULS:
+            other = self._dequantized_input(node, 1)
+            if other is not None:
+                self._fold_batch_matmul(node, quantized, other)
+                return
         made = _MATCH[node.op](node.site) if quantized else None
         if made is None:
             return
         w_q, w_scale, axis, bias, make = made
-        xq, dtype, sx, zx = quantized
+        self._emit(node, quantized, (quantized[0],), w_scale, axis, bias,
+                   lambda *args: make(w_q, *args))
+
+    def _fold_batch_matmul(self, node: Node, a: tuple, b: tuple) -> None:
+        """dequantize @ dequantize (attention's QK^T, PV): int8_bmm.py, when both are
+        [..., M, K] @ [..., K, N] with equal batch dims and K a multiple of 4."""
+        sa, sb = (_shape(self.values[i].sinfo) for i in (a[0], b[0]))
+        if (sa is None or sb is None or len(sa) != len(sb) or len(sa) < 2 or sa[:-2] != sb[:-2]
+                or sa[-1] != sb[-2] or sa[-1] % 4
+                or getattr(self.values[node.out].sinfo, "dtype", "") != "float32"):
+            return
+
+        def make(dtype, za, scale, bias, out, relu, post):
+            return QBatchMatmul((dtype, za), (b[1], b[3]), scale, bias, out, relu, post=post)
+        self._emit(node, a, (a[0], b[0]), np.float32(b[2]), -1, None, make)
+
+    def _emit(self, node: Node, quantized: tuple, ins: tuple, w_scale, axis: int, bias,
+              make) -> None:
+        """The kernel of ``make`` in place of ``node`` and the epilogue / requantize chain
+        after it."""
+        _, dtype, sx, zx = quantized
         gone, entries, out_id = self._epilogue(node.out, axis)
         b, relu, extra = fold_epilogue(bias, entries)
         scale = (np.float64(sx) * w_scale * (1.0 if extra is None else extra)).astype(np.float32)
@@ -148,9 +180,9 @@ class _Folder:
             if chained is not None:
                 more, out_id, out, post = chained
                 gone += more
-        kernel = make(w_q, dtype, zx, scale, b, out, relu, post)
+        kernel = make(dtype, zx, scale, b, out, relu, post)
         self.counts[f"qdq:{_pattern([node, *gone])}"] += 1
-        self._replace(node, Node("call", (xq,), out_id, fn=kernel,
+        self._replace(node, Node("call", ins, out_id, fn=kernel,
                                  dps=(self.values[out_id].sinfo,), op=kernel.op,
                                  path="native", name=node.name), gone)
 
@@ -178,6 +210,24 @@ class _Folder:
                                  dps=(self.values[out_id].sinfo,), op=kernel.op,
                                  path="native", name=node.name), gone)
 
+    def _fold_pool(self, node: Node) -> None:
+        """dequantize -> avg_pool2d / mean over H, W [-> quantize]: int8_pool.py."""
+        x = self._dequantized_input(node)
+        shape = _shape(self.values[node.ins[0]].sinfo) if node.ins else None
+        pool = _POOLS[node.op](node.site.attrs or {}) if shape and len(shape) == 4 else None
+        if x is None or pool is None or (
+                getattr(self.values[node.out].sinfo, "dtype", "") != "float32"):
+            return
+        gone, out_id, out = [], node.out, "f32"
+        requant = self._requantize(out_id)
+        if requant is not None:
+            gone, out_id, out = [requant[0]], requant[0].out, requant[1]
+        kernel = QAvgPool(x[1], (x[2], x[3]), *pool, out)
+        self.counts[f"qdq:{node.op}" + ("->quantize" if requant else "")] += 1
+        self._replace(node, Node("call", (x[0],), out_id, fn=kernel,
+                                 dps=(self.values[out_id].sinfo,), op=kernel.op,
+                                 path="native", name=node.name), gone)
+
     def _fold_view(self, q: Node) -> None:
         """quantize(view(dequantize(xq))) with the same parameters: the view on xq itself
         (moving int8 values is exact; the two float passes go)."""
@@ -193,6 +243,8 @@ class _Folder:
                 getattr(q_sinfo, "dtype", "") != x[1]):
             return
         xq = self.values[x[0]]
+        if f.op == "nn.max_pool2d" and self._max_pool(f, q, x):
+            return
         call = f.site.call
         new_call = Call(call.op, [Var("data", xq.sinfo), *call.args[1:]], call.attrs,
                         call.sinfo_args)
@@ -204,6 +256,22 @@ class _Folder:
         self.producer[q.out] = f
         self.uses[dq.out] -= 1
         self.counts[f"qdq:{f.op} on int8"] += 1
+
+    def _max_pool(self, f: Node, q: Node, x: tuple) -> bool:
+        """An NCHW max pool on the bytes: the native kernel of int8_pool.py."""
+        attrs = f.site.attrs or {}
+        if (attrs.get("layout", "NCHW") != "NCHW" or len(f.ins) != 1
+                or pair(attrs.get("dilation", 1)) != (1, 1)
+                or not QMaxPool.supports(pair(attrs["pool_size"]), pair(attrs.get("strides", 1)))):
+            return False
+        kernel = QMaxPool(x[1], pair(attrs["pool_size"]), pair(attrs.get("strides", 1)),
+                          pad4(attrs.get("padding", 0)))
+        self.program.nodes.remove(q)
+        self._replace(f, Node("call", (x[0],), q.out, fn=kernel, dps=(self.values[q.out].sinfo,),
+                              op=kernel.op, path="native", name=f.name), [])
+        self.uses[self.producer[f.ins[0]].out] -= 1
+        self.counts["qdq:nn.max_pool2d on int8"] += 1
+        return True
 
     def _replace(self, node: Node, new: Node, gone: list) -> None:
         nodes = self.program.nodes
@@ -281,18 +349,21 @@ def _conv(site, has_bias: bool = False):
     layouts = (site.attr("data_layout") or "NCHW", site.attr("kernel_layout") or "OIHW",
                site.attr("out_layout") or site.attr("data_layout") or "NCHW")
     if (w is None or w.ndim != 4 or layouts != ("NCHW", "OIHW", "NCHW")
-            or int(site.attr("groups", 1)) != 1 or getattr(out, "dtype", "") != "float32"
+            or getattr(out, "dtype", "") != "float32"
             or site.attr("out_dtype") not in (None, "", "void", "float32")):
         return None
     bias = _const_bias(site, has_bias)
     grid = int8_grid(w, 0)
     if grid is None or bias is False:
         return None
+    groups = int(site.attr("groups", 1))
     attrs = {"strides": pair(site.attr("strides", 1)), "padding": pad4(site.attr("padding", 0)),
-             "dilation": pair(site.attr("dilation", 1))}
+             "dilation": pair(site.attr("dilation", 1)), "groups": groups}
+    # depthwise: a direct kernel; other groups: one GEMM per group
+    kind = QDepthwise if depthwise_ok(attrs, w.shape[1] * groups, groups, w.shape) else QConv2d
 
     def make(w_q, dtype, zx, scale, b, out, relu, post):
-        return QConv2d(w_q, attrs, dtype, zx, scale, b, out, relu, post=post)
+        return kind(w_q, attrs, dtype, zx, scale, b, out, relu, post=post)
     return grid[0], grid[1], 1, bias, make
 
 
@@ -323,8 +394,27 @@ def _const_bias(site, has_bias: bool):
     return np.ascontiguousarray(b.reshape(-1)) if ok else False
 
 
+def _avg_pool(attrs) -> tuple | None:
+    """(window, strides, padding, count_include_pad) of an NCHW avg_pool2d QAvgPool runs."""
+    if (attrs.get("layout", "NCHW") != "NCHW" or attrs.get("ceil_mode")
+            or pair(attrs.get("dilation", 1)) != (1, 1)):
+        return None
+    return (pair(attrs["pool_size"]), pair(attrs.get("strides", 1)),
+            pad4(attrs.get("padding", 0)), bool(attrs.get("count_include_pad")))
+
+
+def _global_mean(attrs) -> tuple | None:
+    axes = attrs.get("axis")
+    ok = axes is not None and sorted(int(a) % 4 for a in axes) == [2, 3]
+    return (None, None, None, False) if ok else None
+
+
+_POOLS = {"nn.avg_pool2d": _avg_pool, "mean": _global_mean}
+
 # data movement that commutes with a per-tensor (de)quantization of equal parameters
 _VIEWS = ("reshape", "permute_dims", "squeeze", "expand_dims", "flatten", "nn.max_pool2d")
+
+_BATCH_MATMULS = ("matmul", "msc.matmul")  # may read two activations
 
 _MATCH = {
     "nn.conv2d": _conv,
@@ -340,4 +430,9 @@ _MATCH = {
 def fold_qdq(program: Program) -> Counter:
     """Replace the QDQ conv / matmul chains of ``program``'s top level by int8 kernel calls;
     returns how many of each pattern were folded."""
-    return _Folder(program).run()
+    # GEMMs take their epilogue chains first; then table lookups take whole elementwise
+    # regions of one tensor (GPT-2's GELU, with its x + c x^3 add); then the residual adds
+    counts = _Folder(program).run(adds=False)
+    counts.update(fold_lut(program))
+    counts.update(_Folder(program).run(adds=True))
+    return counts

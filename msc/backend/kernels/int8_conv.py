@@ -31,6 +31,7 @@ from .int8_gemm import (
     I8_PTR,
     NR,
     OUTS,
+    PARALLEL_MACS,
     QGemmConfig,
     aligned_bytes,
     host_vnni,
@@ -38,7 +39,7 @@ from .int8_gemm import (
     qgemm_driver,
     run_qgemm,
 )
-from .layout import scratch
+from .layout import scratch, scratch_addresses
 
 __all__ = ["QConv2d", "QDense", "pack_fn", "unfold_fn"]
 
@@ -259,6 +260,7 @@ class QConv2d(Kernel):
                  post: tuple | None = None):
         self.op = op
         self.o, self.c, self.kh, self.kw = w_q.shape
+        self.groups = int(attrs.get("groups", 1))  # one GEMM per group, on its channel slices
         self.k = self.c * self.kh * self.kw
         self.k4 = -(-self.k // 4) * 4
         self.w = aligned_bytes(self.o * self.k4, np.int8).reshape(self.o, self.k4)
@@ -276,24 +278,66 @@ class QConv2d(Kernel):
         self.direct = (self.kh, self.kw) == (1, 1) and self.strides == (1, 1) and not any(
             self.padding) and self.c % 4 == 0
         self.pack, self.unfold = pack_fn(), unfold_fn()
+        self.w_ptr = self.w.ctypes.data
+        og = self.o // self.groups  # each group's epilogue arrays start at its first channel
+        self.group_epi = [tuple(v + 4 * og * g if k in (0, 1, 2, 6, 7) else v
+                                for k, v in enumerate(self.epi.args)) for g in range(self.groups)]
 
     def __call__(self, x, out):
         x = _check(x, self.x_np, "data", self.op)
-        if x.ndim != 4 or x.shape[1] != self.c:
-            raise ShapeError(f"expects [N, {self.c}, H, W], got {x.shape}", op=self.op,
-                             param="data")
+        if x.ndim != 4 or x.shape[1] != self.c * self.groups:
+            raise ShapeError(f"expects [N, {self.c * self.groups}, H, W], got {x.shape}",
+                             op=self.op, param="data")
         n, _, h, w = x.shape
         (sh, sw), (dh, dw) = self.strides, self.dilation
         pt, pl, pb, pr = self.padding
         oh = max((h + pt + pb - dh * (self.kh - 1) - 1) // sh + 1, 0)
         ow = max((w + pl + pr - dw * (self.kw - 1) - 1) // sw + 1, 0)
         _check_out(out, (n, self.o, oh, ow), self.epi.dtype, self.op)
-        if out.size:
+        if out.size and self.groups > 1:
+            self._grouped(x, out, n, (h, w, oh, ow))
+        elif out.size:
+            x_ptr, out_ptr = x.ctypes.data, out.ctypes.data  # 1-5 us each: read once
             for i in range(n):
-                self._image(x, out, i, h, w, oh, ow)
+                self._image(x_ptr, out_ptr, i, h, w, oh, ow)
         return out
 
-    def _image(self, x, out, i, h, w, oh, ow) -> None:
+    def _grouped(self, x, out, n: int, dims: tuple) -> None:
+        """Every (image, group) as one unfold + pack + GEMM, the pairs on the threads: NCHW
+        keeps a group's input and output channels contiguous, so a group is an image of
+        C / groups channels (shufflenet's 4-group 1x1 convs are 68 x 68 GEMMs)."""
+        h, w, oh, ow = dims
+        p, kg, og = oh * ow, self.k4 // 4, self.o // self.groups
+        pt, pl, pb, pr = self.padding
+        hp, wp = h + pt + pb, w + pl + pr
+        sizes = (0 if self.direct else -(-(self.k4 * p + _SLACK) // 4),
+                 -(-p // NR) * kg * NR, 0 if self.direct else -(-(self.c * hp * wp + _SLACK) // 4))
+        flip, fill = self.flip - 256 if self.flip else 0, (self.zero - 128 if self.flip
+                                                          else self.zero) & 0xFF
+        size, pairs = OUTS[self.cfg.out], n * self.groups
+        base, dst0, w0 = x.ctypes.data, out.ctypes.data, self.w.ctypes.data
+
+        def run(first: int, stop: int) -> None:
+            cols, packed, xp = scratch_addresses(*sizes)
+            for i in range(first, stop):
+                g = i % self.groups
+                src = base + i * self.c * h * w
+                if not self.direct:
+                    self.unfold(src, cols, self.c, h, w, self.kh, self.kw, *self.strides, pt,
+                                pl, *self.dilation, oh, ow, self.k4, fill, xp, hp, wp)
+                    src = cols
+                self.pack(src, p, packed, kg, p, flip)
+                self.driver(w0 + g * og * self.k4, packed, dst0 + i * og * p * size, og, p,
+                            kg, self.k4, p, *self.group_epi[g])
+        threads = task_threads() if pairs > 1 and out.size * self.k >= PARALLEL_MACS else 1
+        if threads == 1:
+            run(0, pairs)
+            return
+        parts = min(pairs, threads)
+        parallel_for(parts, lambda t: run(pairs * t // parts, pairs * (t + 1) // parts),
+                     threads)
+
+    def _image(self, x_ptr: int, out_ptr: int, i, h, w, oh, ow) -> None:
         p = oh * ow
         groups = self.k4 // 4
         panels = -(-p // NR)
@@ -301,20 +345,18 @@ class QConv2d(Kernel):
         hp, wp = h + pt + pb, w + pl + pr
         cols_bytes = 0 if self.direct else self.k4 * p + _SLACK
         pad_bytes = 0 if self.direct else self.c * hp * wp + _SLACK
-        cols, packed, xp = scratch(-(-cols_bytes // 4), panels * groups * NR,
-                                   -(-pad_bytes // 4))
-        src = x.ctypes.data + i * self.c * h * w * x.itemsize
+        cols, packed, xp = scratch_addresses(-(-cols_bytes // 4), panels * groups * NR,
+                                             -(-pad_bytes // 4))
+        src = x_ptr + i * self.c * h * w
         if not self.direct:
-            self.unfold(src, cols.ctypes.data, self.c, h, w, self.kh, self.kw, *self.strides,
-                        pt, pl, *self.dilation, oh, ow, self.k4,
-                        (self.zero - 128 if self.flip else self.zero) & 0xFF, xp.ctypes.data,
-                        hp, wp)
-            src = cols.ctypes.data
-        self._pack(src, p, packed.ctypes.data, groups, panels)
-        dst = out.ctypes.data + i * self.o * p * OUTS[self.cfg.out]
-        run_qgemm(self.driver, self.cfg, self.w.ctypes.data, packed.ctypes.data, dst, self.o, p,
-                  groups, self.k4, p, self.epi.args)
-
+            self.unfold(src, cols, self.c, h, w, self.kh, self.kw, *self.strides, pt, pl,
+                        *self.dilation, oh, ow, self.k4,
+                        (self.zero - 128 if self.flip else self.zero) & 0xFF, xp, hp, wp)
+            src = cols
+        self._pack(src, p, packed, groups, panels)
+        dst = out_ptr + i * self.o * p * OUTS[self.cfg.out]
+        run_qgemm(self.driver, self.cfg, self.w_ptr, packed, dst, self.o, p, groups, self.k4,
+                  p, self.epi.args)
 
     def _pack(self, src: int, p: int, dst: int, groups: int, panels: int) -> None:
         """The patch rows as VNNI panels; panel ranges on the threads when there are any."""

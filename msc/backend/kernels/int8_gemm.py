@@ -68,16 +68,20 @@ class QGemmConfig:
     out: str = "f32"
     vnni: bool = True
     mid: str = ""  # "u8" / "s8": the quantized value a chain goes on from (see module doc)
+    rowterm: bool = False  # "col" only: a per-row int32 term too (``rcomp``, the driver's last
+    # argument): the other operand's zero point times the row sums of A, for a product of two
+    # activations (int8_bmm.py)
 
     def __post_init__(self):
         if self.channel not in ("col", "row") or self.out not in OUTS or (
-                self.mid not in ("", "u8", "s8")):
+                self.mid not in ("", "u8", "s8")) or (self.rowterm and self.channel != "col"):
             raise BuildError(f"unsupported int8 GEMM configuration {self}", op="int8_gemm",
                              hint=f"channel col|row, out one of {sorted(OUTS)}")
 
     @property
     def symbol(self) -> str:
         mid = f"_via_{self.mid}" if self.mid else ""
+        mid += "_rt" if self.rowterm else ""
         return (f"msc_qgemm_{self.channel}_{self.out}{mid}_{'vnni' if self.vnni else 'ext'}_"
                 f"{MR}x{NR}")
 
@@ -159,9 +163,9 @@ class _IR:
 
 
 _TILE_ARGS = ("a", "lda", "bp", "groups", "c", "ldc", "ncols", "comp", "scale", "bias",
-              "oscale", "ozp", "relu", "pscale", "pbias", "s2", "z2", "relu2")
+              "oscale", "ozp", "relu", "pscale", "pbias", "s2", "z2", "relu2", "rcomp")
 _TILE_TYPES = (I8_PTR, I64, I8_PTR, I64, I8_PTR, I64, I64, I32_PTR, F32_PTR, F32_PTR, F32, I32,
-               I1, F32_PTR, F32_PTR, F32, I32, I1)
+               I1, F32_PTR, F32_PTR, F32, I32, I1, I32_PTR)
 _CHANNEL_ARRAYS = ("comp", "scale", "bias", "pscale", "pbias")
 
 
@@ -224,6 +228,8 @@ def _epilogue(b, t: _IR, args, acc) -> None:
         for v, (slot, mask) in enumerate(zip(row, masks)):
             comp, scale, bias = _channel_vectors(b, t, args, r, v, mask)
             x = b.sub(b.load(slot), comp)
+            if t.cfg.rowterm:
+                x = b.sub(x, _splat(b, b.load(b.gep(args["rcomp"], [const64(r)]))))
             ptr = b.gep(c_row, [const64(v * LANES * size)])
             if out == "s32":
                 t.store(b, x, ptr, mask)
@@ -279,8 +285,10 @@ def build_qgemm_module(cfg: QGemmConfig) -> ir.Module:
     # a last panel of at most 16 columns (resnet's 196- and 784-pixel planes) runs one vector
     tiles = {(rows, vecs): _build_tile(module, t, rows, vecs) for rows in range(1, MR + 1)
              for vecs in (1, VECS)}
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), _DRIVER_TYPES), name=cfg.symbol)
-    args = dict(zip(_DRIVER_ARGS, fn.args))
+    types = _DRIVER_TYPES + ((I32_PTR,) if cfg.rowterm else ())
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), types), name=cfg.symbol)
+    args = dict(zip(_DRIVER_ARGS + ("rcomp",), fn.args))
+    args.setdefault("rcomp", ir.Constant(I32_PTR, None))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     relu = b.icmp_signed("!=", args["relu"], I32(0))
     relu2 = b.icmp_signed("!=", args["relu2"], I32(0))
@@ -299,6 +307,8 @@ def build_qgemm_module(cfg: QGemmConfig) -> ir.Module:
                                                   const64(size))]))
             if cfg.channel == "row":
                 tile.update({k: b.gep(args[k], [row0]) for k in _CHANNEL_ARRAYS})
+            elif cfg.rowterm:
+                tile["rcomp"] = b.gep(args["rcomp"], [row0])
             narrow = b.icmp_signed("<=", common["ncols"], const64(LANES))
             with b.if_else(narrow) as (one, full):
                 for vecs, arm in ((1, one), (VECS, full)):
@@ -322,13 +332,15 @@ def qgemm_driver(cfg: QGemmConfig):
     library = get_jit().compile_generated(
         lambda: build_qgemm_module(cfg), [cfg.symbol], (__name__, "msc.backend.llvm.loops"),
         (repr(cfg),))
-    return library.cfunc(cfg.symbol, None, *DRIVER_CTYPES)
+    return library.cfunc(cfg.symbol, None, *DRIVER_CTYPES,
+                         *((ctypes.c_void_p,) if cfg.rowterm else ()))
 
 
 # ---------------------------------------------------------------------------------------------
 # Threads: blocks of C, one driver call each; every element is computed as on one thread.
 
-PARALLEL_MACS = 5e6  # about 100 us of int8 work; below it one thread wins
+PARALLEL_MACS = 2e7  # multiply-adds, ~100 us at VNNI speed; below it a second thread's wake-up
+# and the split cost more than they save (squeezenet's convs ran slower on two threads)
 
 
 def run_qgemm(driver, cfg: QGemmConfig, a: int, bp: int, c: int, m: int, n: int, groups: int,

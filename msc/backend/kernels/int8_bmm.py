@@ -1,0 +1,157 @@
+"""int8 batched matmul of two quantized activations: attention's ``Q K^T`` and ``P V`` in QDQ
+transformers (both operands dequantized uint8 / int8 tensors, no constant weight).
+
+Per batch (head), the B operand ``[K, N]`` is packed at run time into the VNNI panels of
+int8_gemm.py (int8_conv.py's pack, uint8 flipped to int8 by xor 0x80: ``b' = b - off``,
+off = 128 for uint8, 0 for int8) and multiplied by A ``[M, K]`` (uint8, read in place) on
+the "col" GEMM. Both zero points come out exactly in int32::
+
+    sum_k (a - za)(b - zb) = sum_k a b' + (off - zb) * RA[m] - za * CB[n] + K za zb
+
+with RA / CB the row sums of A / column sums of B: ``comp[n] = za * CB[n] - K za zb`` is the
+GEMM's per-column term, ``rcomp[m] = (zb - off) * RA[m]`` its per-row one (QGemmConfig
+``rowterm``). The epilogue then dequantizes (``* sa * sb``, scalar or per-column scale, bias,
+relu) and requantizes as for the weight GEMMs. Heads run on the threads.
+
+    bmm = QBatchMatmul(("uint8", za), ("uint8", zb), scale=sa * sb, bias=None,
+                       out=("u8", sy, zy))
+    bmm(a [..., M, K], b [..., K, N], out [..., M, N])
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+
+import numpy as np
+from llvmlite import ir
+
+from ...errors import ShapeError
+from ..llvm.jit import get_jit
+from ..llvm.loops import I32, I64, for_range
+from ..runtime.threads import parallel_for, task_threads
+from .base import Kernel
+from .int8_conv import _ACT, _check, _check_out, _Epilogue, pack_fn
+from .int8_gemm import NR, OUTS, QGemmConfig, host_vnni, qgemm_driver
+from .layout import scratch
+
+__all__ = ["QBatchMatmul"]
+
+_PARALLEL_MACS = 1 << 20  # per call; below this the heads run on one thread
+_SUMS = "msc_qbmm_sums"
+
+
+def _build_sums() -> ir.Module:
+    """void (a, rows, k, ra, b, heads, kb, n, cb, b_signed): ra[i] = sum_j a[i, j] (uint8);
+    cb[h, j] = sum_r b[h, r, j] (int8 when b_signed, else uint8): the zero-point terms of all
+    heads in one call (numpy's integer sums cost 40% of the heads' GEMMs)."""
+    module = ir.Module(name=_SUMS)
+    i8p, i32p = ir.IntType(8).as_pointer(), I32.as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p, I64, I64, i32p, i8p, I64, I64,
+                                                             I64, i32p, I32]), name=_SUMS)
+    a, rows, k, ra, bm, heads, kb, n, cb, signed = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    slot = b.alloca(I32)
+    with for_range(b, rows, name="i") as i:
+        row = b.gep(a, [b.mul(i, k)])
+        b.store(ir.Constant(I32, 0), slot)
+        with for_range(b, k, name="j") as j:
+            b.store(b.add(b.load(slot), b.zext(b.load(b.gep(row, [j])), I32)), slot)
+        b.store(b.load(slot), b.gep(ra, [i]))
+    with b.if_else(b.icmp_signed("!=", signed, I32(0))) as (sext, zext):
+        for arm, widen in ((sext, b.sext), (zext, b.zext)):
+            with arm, for_range(b, heads, name="h") as h:
+                sums = b.gep(cb, [b.mul(h, n)])
+                with for_range(b, n, name="c") as c:
+                    b.store(ir.Constant(I32, 0), b.gep(sums, [c]))
+                with for_range(b, kb, name="r") as r:
+                    line = b.gep(bm, [b.mul(b.add(b.mul(h, kb), r), n)])
+                    with for_range(b, n, name="c") as c:
+                        at = b.gep(sums, [c])
+                        b.store(b.add(b.load(at), widen(b.load(b.gep(line, [c])), I32)), at)
+    b.ret_void()
+    return module
+
+
+@cache
+def _sums():
+    lib = get_jit().compile_generated(_build_sums, [_SUMS], (__name__, "msc.backend.llvm.loops"))
+    return lib.cfunc(_SUMS, None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                     ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 3, ctypes.c_void_p,
+                     ctypes.c_int32)
+
+
+class QBatchMatmul(Kernel):
+    """``out[..., M, N] = epilogue(DQ(a) @ DQ(b))`` on equal batch dims; see the module doc."""
+
+    inputs = (0, 1)
+
+    def __init__(self, a: tuple, b: tuple, scale, bias, out, relu: bool = False,
+                 op: str = "int8.batch_matmul", vnni: bool | None = None,
+                 post: tuple | None = None):
+        self.op = op
+        (a_dtype, za), (b_dtype, zb) = a, b
+        self.a_np, self.a_flip = _ACT[a_dtype]
+        self.b_np, b_flip = _ACT[b_dtype]
+        self.za = int(za) + (128 if self.a_flip else 0)
+        self.zb, self.off = int(zb), 128 if b_flip == 0 else 0  # uint8 B is flipped to int8
+        self.pack_flip = -128 if self.off else 0
+        self.scale, self.bias, self.out, self.relu, self.post = scale, bias, out, relu, post
+        self.epis: dict = {}
+        mid = post[0] if post else ""
+        kind = out[0] if isinstance(out, tuple) else out
+        self.cfg = QGemmConfig("col", kind, host_vnni() if vnni is None else vnni, mid,
+                               rowterm=True)
+        self.driver = qgemm_driver(self.cfg)
+        self.pack, self.sums = pack_fn(), _sums()
+
+    def _epilogue(self, n: int) -> _Epilogue:
+        """Scale / bias / output arrays for N columns (made once per N)."""
+        if n not in self.epis:
+            self.epis[n] = _Epilogue(np.zeros((n, 1), np.int8), 0, self.scale, self.bias,
+                                     self.out, self.relu, self.post)
+        return self.epis[n]
+
+    def __call__(self, a, b, out):
+        a = _check(a, self.a_np, "lhs", self.op)
+        b = _check(b, self.b_np, "rhs", self.op)
+        if a.ndim < 2 or b.shape[:-2] != a.shape[:-2] or b.ndim != a.ndim or (
+                a.shape[-1] != b.shape[-2] or a.shape[-1] % 4):
+            raise ShapeError(f"expects [..., M, K] @ [..., K, N] with equal batch dims and K a "
+                             f"multiple of 4, got {a.shape} @ {b.shape}", op=self.op,
+                             param="rhs")
+        m, k = a.shape[-2:]
+        n = b.shape[-1]
+        epi = self._epilogue(n)
+        _check_out(out, a.shape[:-1] + (n,), epi.dtype, self.op)
+        batch = out.size // max(m * n, 1)
+        if not out.size:
+            return out
+        if self.a_flip:
+            a = a.view(np.uint8) ^ np.uint8(0x80)
+        ra, cb = np.empty(batch * m, np.int32), np.empty((batch, n), np.int32)
+        self.sums(a.ctypes.data, batch * m, k, ra.ctypes.data, b.ctypes.data, batch, k, n,
+                  cb.ctypes.data, int(self.off == 0))
+        comp = cb
+        comp *= self.za
+        comp -= k * self.za * self.zb
+        rcomp = ra
+        rcomp *= self.zb - self.off
+        size, groups, panels = OUTS[self.cfg.out], k // 4, -(-n // NR)
+        ptrs = (a.ctypes.data, b.ctypes.data, out.ctypes.data, comp.ctypes.data,
+                rcomp.ctypes.data)
+
+        def head(h: int) -> None:
+            (packed,) = scratch(panels * groups * NR)
+            self.pack(ptrs[1] + h * k * n * b.itemsize, n, packed.ctypes.data, groups, n,
+                      self.pack_flip)
+            self.driver(ptrs[0] + h * m * k, packed.ctypes.data, ptrs[2] + h * m * n * size,
+                        m, n, groups, k, n, ptrs[3] + 4 * h * n, *epi.args[1:],
+                        ptrs[4] + 4 * h * m)
+        threads = task_threads() if batch * m * n * k >= _PARALLEL_MACS else 1
+        if threads == 1 or batch == 1:
+            for h in range(batch):
+                head(h)
+        else:
+            parallel_for(batch, head, threads)
+        return out

@@ -1,0 +1,210 @@
+"""int8 depthwise conv2d (NCHW, one input and one output channel per group): shufflenet's and
+mobilenet's 3x3 convs, which a GEMM would run as thousands of 1 x 9 products.
+
+Per image, the uint8 / int8 input is first copied into padded planes (the zero point around
+it, int8_conv.py's ``_pad_planes``), so that every tap reads in range. Then per channel and
+output row, 16 output pixels at a time: ``acc += x[ih, iw + lane * stride] * w[c, tap]`` in
+int32 lanes (stride 1: one 16-byte load per tap; stride 2: a 32-byte load whose even bytes
+are the lanes), and the int8 GEMM's epilogue (int8_gemm.py, "row" orientation: one channel a
+row) takes out ``zx * sum w``, dequantizes, applies bias / relu and requantizes, in the same
+registers. Exact: int32 sums of u8 x s8 products, the same epilogue arithmetic as QConv2d.
+
+    dw = QDepthwise(w_q [C, 1, KH, KW], attrs, "uint8", zx, scale, bias, out=("u8", sy, zy))
+    dw(x, out)
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+
+import numpy as np
+from llvmlite import ir
+
+from ...errors import ShapeError
+from ..llvm.jit import get_jit
+from ..llvm.loops import I32, I64, const64, entry_alloca, for_range
+from ..runtime.threads import parallel_for, task_threads
+from .base import Kernel
+from .int8_conv import _ACT, _SLACK, _check, _check_out, _Epilogue, _pad_planes
+from .int8_gemm import (
+    _DRIVER_TYPES,
+    _IR,
+    DRIVER_CTYPES,
+    I8,
+    I8_PTR,
+    LANES,
+    OUTS,
+    QGemmConfig,
+    _epilogue,
+    _splat,
+)
+from .layout import scratch
+
+__all__ = ["QDepthwise"]
+
+_PARALLEL = 1 << 16  # output elements; below this one thread runs the whole conv
+_PAD_ARGS = ("x", "xp", "c", "h", "w", "hp", "wp", "pt", "pl", "fill")
+# after the GEMM driver's epilogue arguments (comp ... relu2): the conv's own
+_ARGS = ("xp", "wt", "c", "c0", "c1", "hp", "wp", "oh", "ow", "kh", "kw", "dh", "dw", "sh")
+_EPI_NAMES = ("comp", "scale", "bias", "oscale", "ozp", "relu", "pscale", "pbias", "s2", "z2",
+              "relu2")
+
+
+def _symbol(cfg: QGemmConfig, stride: int, signed: bool, window: tuple) -> str:
+    return (f"msc_qdw_s{stride}_k{window[0]}x{window[1]}_{'s8' if signed else 'u8'}_"
+            f"{cfg.symbol[10:]}")
+
+
+def _build(cfg: QGemmConfig, stride: int, signed: bool, window: tuple) -> ir.Module:
+    """``void (out, <epilogue args>, xp, wt, C, c0, c1, HP, WP, OH, OW, KH, KW, DH, DW, SH)``
+    for channels c0..c1, and a padding function ``void (x, xp, C, H, W, HP, WP, PT, PL,
+    fill)``; the row stride of the input (1 or 2) and the window are compiled in (the taps
+    unrolled, their weights splatted once per channel)."""
+    symbol = _symbol(cfg, stride, signed, window)
+    module = ir.Module(name=symbol)
+    t = _IR(module, cfg)
+    epi_types = _DRIVER_TYPES[8:]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8_PTR, *epi_types, I8_PTR,
+                                                             I32.as_pointer()] + [I64] * 12),
+                     name=symbol)
+    out, *rest = fn.args
+    epi = dict(zip(_EPI_NAMES, rest[:11]))
+    a = dict(zip(_ARGS, rest[11:]))
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    epi["relu"] = b.icmp_signed("!=", epi["relu"], I32(0))
+    epi["relu2"] = b.icmp_signed("!=", epi["relu2"], I32(0))
+    slot = entry_alloca(b, t.i32v, "acc")
+    size = OUTS[cfg.out]
+    kh, kw = window
+    plane = b.mul(a["hp"], a["wp"])
+    with for_range(b, a["c1"], start=a["c0"], name="ch") as c:
+        src = b.gep(a["xp"], [b.mul(c, plane)])
+        chan = {k: b.gep(epi[k], [c]) for k in ("comp", "scale", "bias", "pscale", "pbias")}
+        weights = [_splat(b, b.load(b.gep(a["wt"], [b.add(b.mul(c, const64(kh * kw)),
+                                                          const64(tap))])))
+                   for tap in range(kh * kw)]
+        with for_range(b, a["oh"], name="oh") as oh, \
+                for_range(b, a["ow"], step=LANES, name="ow") as ow:
+            acc = ir.Constant(t.i32v, None)
+            for i in range(kh):
+                line = b.gep(src, [b.mul(b.add(b.mul(oh, a["sh"]), b.mul(const64(i), a["dh"])),
+                                         a["wp"])])
+                for j in range(kw):
+                    start = b.add(b.mul(ow, const64(stride)), b.mul(const64(j), a["dw"]))
+                    x = _lanes(b, b.gep(line, [start]), stride, signed)
+                    acc = b.add(acc, b.mul(x, weights[i * kw + j]))
+            b.store(acc, slot)
+            dst = b.gep(out, [b.mul(b.add(b.mul(b.add(b.mul(c, a["oh"]), oh), a["ow"]), ow),
+                                    const64(size))])
+            args = dict(epi, **chan, c=dst, ldc=const64(0), ncols=b.sub(a["ow"], ow))
+            _epilogue(b, t, args, [[slot]])
+    b.ret_void()
+    _build_pad(module, symbol + "_pad")
+    return module
+
+
+def _lanes(b, ptr, stride: int, signed: bool):
+    """16 input bytes at ``ptr``, ``ptr + stride``, ... as int32 lanes."""
+    count = LANES * stride
+    vec = b.load(b.bitcast(ptr, ir.VectorType(I8, count).as_pointer()), align=1)
+    if stride > 1:
+        picks = ir.Constant(ir.VectorType(I32, LANES), [k * stride for k in range(LANES)])
+        vec = b.shuffle_vector(vec, ir.Constant(vec.type, ir.Undefined), picks)
+    wide = ir.VectorType(I32, LANES)
+    return b.sext(vec, wide) if signed else b.zext(vec, wide)
+
+
+def _build_pad(module: ir.Module, name: str) -> None:
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8_PTR, I8_PTR] + [I64] * 7 + [I8]),
+                     name=name)
+    a = dict(zip(_PAD_ARGS, fn.args))
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    _pad_planes(b, a)
+    b.ret_void()
+
+
+@cache
+def _library(cfg: QGemmConfig, stride: int, signed: bool, window: tuple):
+    symbol = _symbol(cfg, stride, signed, window)
+    return get_jit().compile_generated(
+        lambda: _build(cfg, stride, signed, window), [symbol, symbol + "_pad"],
+        (__name__, "msc.backend.kernels.int8_gemm", "msc.backend.kernels.int8_conv",
+         "msc.backend.llvm.loops"), (repr(cfg), stride, signed, window))
+
+
+@cache
+def _functions(cfg: QGemmConfig, stride: int, signed: bool, window: tuple):
+    lib = _library(cfg, stride, signed, window)
+    conv = lib.cfunc(_symbol(cfg, stride, signed, window), None, ctypes.c_void_p, *DRIVER_CTYPES[8:],
+                     ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 12)
+    pad = lib.cfunc(_symbol(cfg, stride, signed, window) + "_pad", None, ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 7,
+                    ctypes.c_int8)
+    return conv, pad
+
+
+def depthwise_ok(attrs: dict, channels: int, groups: int, w_shape: tuple) -> bool:
+    """Whether :class:`QDepthwise` runs a conv: one channel in and out per group, strides
+    (1, 1) or (2, 2)."""
+    return (groups == channels == w_shape[0] and w_shape[1] == 1
+            and attrs["strides"] in ((1, 1), (2, 2)) and w_shape[2] * w_shape[3] <= 49)
+
+
+class QDepthwise(Kernel):
+    """int8 depthwise NCHW conv2d; see the module doc."""
+
+    inputs = (0,)
+
+    def __init__(self, w_q: np.ndarray, attrs: dict, x_dtype: str, x_zero: int, scale, bias,
+                 out, relu: bool = False, op: str = "int8.conv2d", vnni: bool = False,
+                 post: tuple | None = None):
+        self.op = op
+        self.c, _, self.kh, self.kw = w_q.shape
+        self.w = np.ascontiguousarray(w_q.reshape(self.c, -1).astype(np.int32))
+        self.x_np, flip = _ACT[x_dtype]
+        self.zero = int(x_zero)
+        self.epi = _Epilogue(w_q.reshape(self.c, -1), self.zero, scale, bias, out, relu, post)
+        self.strides, self.padding, self.dilation = (attrs["strides"], attrs["padding"],
+                                                     attrs["dilation"])
+        cfg = QGemmConfig("row", self.epi.kind, False, self.epi.mid)
+        self.conv, self.pad = _functions(cfg, self.strides[1], bool(flip), (self.kh, self.kw))
+        self.size = OUTS[cfg.out]
+
+    def __call__(self, x, out):
+        x = _check(x, self.x_np, "data", self.op)
+        if x.ndim != 4 or x.shape[1] != self.c:
+            raise ShapeError(f"expects [N, {self.c}, H, W], got {x.shape}", op=self.op,
+                             param="data")
+        n, _, h, w = x.shape
+        (sh, sw), (dh, dw) = self.strides, self.dilation
+        pt, pl, pb, pr = self.padding
+        oh = max((h + pt + pb - dh * (self.kh - 1) - 1) // sh + 1, 0)
+        ow = max((w + pl + pr - dw * (self.kw - 1) - 1) // sw + 1, 0)
+        _check_out(out, (n, self.c, oh, ow), self.epi.dtype, self.op)
+        if out.size:
+            for i in range(n):
+                self._image(x, out, i, (h, w, oh, ow))
+        return out
+
+    def _image(self, x, out, i: int, dims: tuple) -> None:
+        h, w, oh, ow = dims
+        pt, pl, pb, pr = self.padding
+        # a 16-lane load reads up to 16 * stride bytes past a row's last output pixel
+        hp, wp = h + pt + pb, w + pl + pr + LANES * self.strides[1]
+        (xp,) = scratch(-(-(self.c * hp * wp + _SLACK) // 4))
+        src = x.ctypes.data + i * self.c * h * w * x.itemsize
+        self.pad(src, xp.ctypes.data, self.c, h, w, hp, wp, pt, pl, self.zero - 256 * (
+            self.zero > 127))
+        dst = out.ctypes.data + i * self.c * oh * ow * self.size
+        threads = task_threads() if out[i].size >= _PARALLEL else 1
+        parts = min(self.c, 2 * threads)
+        bounds = [self.c * k // parts for k in range(parts + 1)]
+        args = (xp.ctypes.data, self.w.ctypes.data, self.c)
+        tail = (hp, wp, oh, ow, self.kh, self.kw, *self.dilation, self.strides[0])
+
+        def task(k: int) -> None:
+            self.conv(dst, *self.epi.args, *args, bounds[k], bounds[k + 1], *tail)
+        if parts == 1:
+            task(0)
+        else:
+            parallel_for(parts, task, threads)

@@ -1,0 +1,217 @@
+"""Table kernels for int8 data: elementwise chains as 256-entry lookups, and concat.
+
+:class:`QLut`: ``out[..., c, ...] = table[c, x]`` for a uint8 / int8 ``x`` (the byte as
+index), per channel along one axis or one table for all. qdq_lut.py builds the table by
+running a whole dequantize -> elementwise ops (with their scalar / per-channel constants,
+quantize -> dequantize steps included) -> quantize region on the 256 possible inputs, so the
+region costs one pass of byte loads instead of a float pass per op.
+
+:class:`QConcat`: ``quantize(concat(dequantize(x_i)))`` on the int8 values: each input is
+copied into its slice of the output (``table`` None: equal quantization parameters, an exact
+copy) or mapped through its 256-entry requantization table.
+
+    lut = QLut(table [C, 256] uint8, axis=1)            # lut(x, out)
+    cat = QConcat([None, table1], axis=1, out_dtype=np.uint8)
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+
+import numpy as np
+from llvmlite import ir
+
+from ...errors import ShapeError
+from ..llvm.jit import get_jit, host_target
+from ..llvm.loops import I32, I64, for_range
+from ..runtime.threads import parallel_for, task_threads
+from .base import Kernel
+
+__all__ = ["QConcat", "QLut"]
+
+_PARALLEL = 1 << 17  # elements; below this one thread runs the lookup
+_BYTES = {1: ir.IntType(8), 4: ir.IntType(32)}
+
+
+def _symbol(size: int, vbmi: bool) -> str:
+    return f"msc_qlut_{size}{'_vbmi' if vbmi else ''}"
+
+
+def host_vbmi() -> bool:
+    """Whether the host has AVX-512 VBMI (``vpermi2b``: 64 byte lookups in 128-byte tables)."""
+    t = host_target()
+    return t.has("avx512vbmi") and t.has("avx512bw")
+
+
+def _build(size: int, vbmi: bool = False) -> ir.Module:
+    """void (x, table, out, rows, chans, inner): out[r, i] = table[(r % chans) * 256 +
+    x[r, i]] for rows r0..rows (x: bytes; table / out: ``size``-byte elements). ``vbmi``
+    (byte tables only): the row's table in four zmm registers, 64 lookups per two
+    ``vpermi2b`` and a blend on the index's top bit."""
+    if vbmi:
+        return _build_vbmi()
+    module = ir.Module(name=_symbol(size, False))
+    i8p = ir.IntType(8).as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p, i8p, i8p] + [I64] * 4),
+                     name=_symbol(size, False))
+    x, table, out, r0, rows, chans, inner = fn.args
+    for ptr in (x, table, out):
+        ptr.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ty = _BYTES[size].as_pointer()
+    tab, dst = b.bitcast(table, ty), b.bitcast(out, ty)
+    with for_range(b, rows, start=r0, name="r") as r:
+        base = b.gep(tab, [b.mul(b.srem(r, chans), ir.Constant(I64, 256))])
+        row = b.mul(r, inner)
+        with for_range(b, inner, name="i") as i:
+            at = b.add(row, i)
+            byte = b.zext(b.load(b.gep(x, [at])), I64)
+            b.store(b.load(b.gep(base, [byte])), b.gep(dst, [at]))
+    b.ret_void()
+    return module
+
+
+def _build_vbmi() -> ir.Module:
+    symbol = _symbol(1, True)
+    module = ir.Module(name=symbol)
+    i8p = ir.IntType(8).as_pointer()
+    v64 = ir.VectorType(ir.IntType(8), 64)
+    mask_ty = ir.VectorType(ir.IntType(1), 64)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p, i8p, i8p] + [I64] * 4),
+                     name=symbol)
+    permute = ir.Function(module, ir.FunctionType(v64, [v64] * 3),
+                          name="llvm.x86.avx512.vpermi2var.qi.512")
+    load = ir.Function(module, ir.FunctionType(v64, [v64.as_pointer(), I32, mask_ty, v64]),
+                       name="llvm.masked.load.v64i8.p0")
+    store = ir.Function(module, ir.FunctionType(ir.VoidType(), [v64, v64.as_pointer(), I32,
+                                                                mask_ty]),
+                        name="llvm.masked.store.v64i8.p0")
+    x, table, out, r0, rows, chans, inner = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    lanes = ir.Constant(ir.VectorType(I64, 64), list(range(64)))
+    zero = ir.Constant(v64, None)
+    with for_range(b, rows, start=r0, name="r") as r:
+        base = b.gep(table, [b.mul(b.srem(r, chans), ir.Constant(I64, 256))])
+        parts = [b.load(b.bitcast(b.gep(base, [ir.Constant(I64, 64 * q)]), v64.as_pointer()),
+                        align=1) for q in range(4)]
+        row = b.mul(r, inner)
+        with for_range(b, inner, step=64, name="i") as i:
+            limit = b.insert_element(ir.Constant(ir.VectorType(I64, 64), ir.Undefined),
+                                     b.sub(inner, i), ir.Constant(I32, 0))
+            limit = b.shuffle_vector(limit, ir.Constant(limit.type, ir.Undefined),
+                                     ir.Constant(ir.VectorType(I32, 64), None))
+            mask = b.icmp_signed("<", lanes, limit)
+            at = b.add(row, i)
+            src = b.bitcast(b.gep(x, [at]), v64.as_pointer())
+            idx = b.call(load, [src, ir.Constant(I32, 1), mask, zero])
+            low = b.call(permute, [parts[0], idx, parts[1]])
+            high = b.call(permute, [parts[2], idx, parts[3]])
+            value = b.select(b.icmp_signed("<", idx, zero), high, low)  # byte >= 128
+            b.call(store, [value, b.bitcast(b.gep(out, [at]), v64.as_pointer()),
+                           ir.Constant(I32, 1), mask])
+    b.ret_void()
+    return module
+
+
+@cache
+def _kernel(size: int, vbmi: bool | None = None):
+    vbmi = size == 1 and (host_vbmi() if vbmi is None else vbmi)
+    symbol = _symbol(size, vbmi)
+    lib = get_jit().compile_generated(lambda: _build(size, vbmi), [symbol],
+                                      (__name__, "msc.backend.llvm.loops"))
+    return lib.cfunc(symbol, None, *[ctypes.c_void_p] * 3, *[ctypes.c_int64] * 4)
+
+
+def _check_in(x, op: str, param: str) -> np.ndarray:
+    if type(x) is not np.ndarray or x.dtype not in (np.uint8, np.int8):
+        raise ShapeError(f"expected a uint8 / int8 array, got "
+                         f"{getattr(x, 'dtype', type(x).__name__)}", op=op, param=param)
+    return x if x.flags.c_contiguous else np.ascontiguousarray(x)
+
+
+class QLut(Kernel):
+    """``out = table[channel, x]``; ``table`` [C, 256] (or [256] with ``axis`` None) of the
+    output dtype (uint8, int8 or float32)."""
+
+    inputs = (0,)
+
+    def __init__(self, table: np.ndarray, axis: int | None, op: str = "int8.lut",
+                 vbmi: bool | None = None):
+        self.op, self.axis = op, axis
+        self.table = np.ascontiguousarray(table.reshape(-1, 256))
+        self.fn = _kernel(self.table.itemsize, vbmi)
+
+    def __call__(self, x, out):
+        x = _check_in(x, self.op, "data")
+        chans = 1 if self.axis is None else x.shape[self.axis]
+        if (type(out) is not np.ndarray or out.shape != x.shape or out.dtype != self.table.dtype
+                or not out.flags.c_contiguous or chans != self.table.shape[0]):
+            raise ShapeError(f"{x.shape} -> {getattr(out, 'shape', None)} "
+                             f"{getattr(out, 'dtype', None)}, expected {x.shape} "
+                             f"{self.table.dtype} with {self.table.shape[0]} channels",
+                             op=self.op, param="out")
+        inner = 1 if self.axis is None else int(np.prod(x.shape[self.axis + 1:]))
+        if self.axis is None:
+            inner = x.size
+        rows = x.size // max(inner, 1)
+        if not x.size:
+            return out
+        args = (x.ctypes.data, self.table.ctypes.data, out.ctypes.data)
+        threads = task_threads() if x.size >= _PARALLEL else 1
+        if threads == 1 or rows < 2:
+            self.fn(*args, 0, rows, chans, inner)
+            return out
+        parts = min(rows, 2 * threads)
+        bounds = [rows * k // parts for k in range(parts + 1)]
+        parallel_for(parts, lambda k: self.fn(*args, bounds[k], bounds[k + 1], chans, inner),
+                     threads)
+        return out
+
+
+class QConcat(Kernel):
+    """int8 concat along ``axis``; ``tables[i]`` None copies input i, else maps it through
+    the 256-entry table (the byte as index)."""
+
+    def __init__(self, tables: list, axis: int, out_dtype, op: str = "int8.concat"):
+        self.op, self.axis, self.dtype = op, axis, np.dtype(out_dtype)
+        self.tables = [None if t is None else np.ascontiguousarray(t, self.dtype)
+                       for t in tables]
+        self.inputs = tuple(range(len(tables)))
+        self.fn = _kernel(1)
+
+    def __call__(self, *arrays):
+        *xs, out = arrays
+        if len(xs) != len(self.tables):
+            raise ShapeError(f"expected {len(self.tables)} inputs, got {len(xs)}", op=self.op)
+        if out.flags.c_contiguous and all(d == 1 for d in out.shape[:self.axis]):
+            self._slices(xs, out)  # batch 1: each input's part of out is one flat run
+            return out
+        start = 0
+        for i, (x, table) in enumerate(zip(xs, self.tables)):
+            x = _check_in(x, self.op, f"input {i}")
+            width = x.shape[self.axis]
+            view = out[(slice(None),) * self.axis + (slice(start, start + width),)]
+            if view.shape != x.shape:
+                raise ShapeError(f"input {i} {x.shape} does not fit the output {out.shape}",
+                                 op=self.op, param=f"input {i}")
+            if table is None:
+                np.copyto(view, x.view(self.dtype), casting="no")
+            else:
+                np.take(table, x.view(np.uint8), out=view, mode="clip")
+            start += width
+        return out
+
+    def _slices(self, xs, out) -> None:
+        at, end = out.ctypes.data, out.ctypes.data + out.nbytes
+        for i, (x, table) in enumerate(zip(xs, self.tables)):
+            x = _check_in(x, self.op, f"input {i}")
+            if x.shape[:self.axis] + x.shape[self.axis + 1:] != (
+                    out.shape[:self.axis] + out.shape[self.axis + 1:]) or at + x.nbytes > end:
+                raise ShapeError(f"input {i} {x.shape} does not fit the output {out.shape}",
+                                 op=self.op, param=f"input {i}")
+            if table is None:
+                ctypes.memmove(at, x.ctypes.data, x.nbytes)
+            elif x.size:
+                self.fn(x.ctypes.data, table.ctypes.data, at, 0, 1, 1, x.size)
+            at += x.nbytes

@@ -1,0 +1,250 @@
+"""int8 average pooling: ``quantize(avg_pool2d(dequantize(x)))`` and the global average pool
+(``mean`` over H, W) on the uint8 / int8 values.
+
+Per output: the int32 sum of the window's valid bytes, ``y = (sum - valid * zx) * sx / count``
+(count: the valid positions, or the padded window's with ``count_include_pad``), then
+QuantizeLinear's ``clamp(rint(y / sy) + zy)`` or y itself (float32 out). The float graph sums
+dequantized floats instead; the two differ only by float rounding, so the quantized outputs
+agree up to a rounding tie (one step). One pass over the bytes instead of three float passes.
+
+    pool = QAvgPool("uint8", (sx, zx), (3, 3), (2, 2), (1, 1, 1, 1), False, ("u8", sy, zy))
+    pool(x [N, C, H, W], out [N, C, OH, OW])
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+
+import numpy as np
+from llvmlite import ir
+
+from ...errors import ShapeError
+from ..llvm.jit import get_jit
+from ..llvm.loops import F32, I32, I64, for_range, imin
+from ..runtime.threads import parallel_for, task_threads
+from .base import Kernel
+from .int8_conv import _ACT, _NP_OUT, _check, _check_out
+from .int8_dwconv import _build_pad
+from .layout import scratch
+
+__all__ = ["QAvgPool", "QMaxPool"]
+
+_RANGES = {"u8": (0.0, 255.0), "s8": (-128.0, 127.0)}
+_ARGS = ("x", "out", "p0", "p1", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
+         "pad_h", "pad_w", "include_pad", "sx", "zx", "sy", "zy")
+_PARALLEL = 1 << 16  # output elements
+
+
+def _symbol(signed: bool, out: str) -> str:
+    return f"msc_qavgpool_{'s8' if signed else 'u8'}_{out}"
+
+
+def _build(signed: bool, out: str) -> ir.Module:
+    """void (x, out, plane0, plane1, H, W, OH, OW, KH, KW, SH, SW, PT, PL, HP, WP,
+    include_pad, sx, zx, sy, zy): planes plane0..plane1 of [planes, H, W]; HP / WP: the
+    padded extent that include_pad counts."""
+    symbol = _symbol(signed, out)
+    module = ir.Module(name=symbol)
+    i8p = ir.IntType(8).as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p, i8p] + [I64] * 15 + [F32] * 4),
+                     name=symbol)
+    a = dict(zip(_ARGS, fn.args))
+    rint = ir.Function(module, ir.FunctionType(F32, [F32]), name="llvm.rint.f32")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    zero64 = ir.Constant(I64, 0)
+    total = b.alloca(I32)
+    out_ty = F32 if out == "f32" else ir.IntType(8)
+    dst = b.bitcast(a["out"], out_ty.as_pointer())
+    with for_range(b, a["p1"], start=a["p0"], name="plane") as plane, \
+            for_range(b, a["oh"], name="oh") as oh, for_range(b, a["ow"], name="ow") as ow:
+        h0 = b.sub(b.mul(oh, a["sh"]), a["pt"])
+        w0 = b.sub(b.mul(ow, a["sw"]), a["pl"])
+        hs, ws = (b.select(b.icmp_signed("<", v, zero64), zero64, v) for v in (h0, w0))
+        he, we = imin(b, b.add(h0, a["kh"]), a["h"]), imin(b, b.add(w0, a["kw"]), a["w"])
+        src = b.gep(a["x"], [b.mul(plane, b.mul(a["h"], a["w"]))])
+        b.store(ir.Constant(I32, 0), total)
+        with for_range(b, he, start=hs, name="y") as y, for_range(b, we, start=ws, name="x") as x:
+            byte = b.load(b.gep(src, [b.add(b.mul(y, a["w"]), x)]))
+            b.store(b.add(b.load(total), b.sext(byte, I32) if signed else b.zext(byte, I32)),
+                    total)
+        valid = b.mul(b.sub(he, hs), b.sub(we, ws))
+        padded = b.mul(b.sub(imin(b, b.add(h0, a["kh"]), a["pad_h"]), h0),
+                       b.sub(imin(b, b.add(w0, a["kw"]), a["pad_w"]), w0))
+        count = b.sitofp(b.select(b.icmp_signed("!=", a["include_pad"], zero64), padded,
+                                  valid), F32)
+        # padded positions are float zeros: only the valid ones carry the zero point
+        y = b.fsub(b.sitofp(b.load(total), F32), b.fmul(b.sitofp(valid, F32), a["zx"]))
+        y = b.fdiv(b.fmul(y, a["sx"]), count)
+        if out != "f32":
+            lo, hi = (ir.Constant(F32, v) for v in _RANGES[out])
+            q = b.fadd(b.call(rint, [b.fdiv(y, a["sy"])]), a["zy"])
+            q = b.select(b.fcmp_ordered("<", q, lo), lo, q)
+            q = b.select(b.fcmp_ordered(">", q, hi), hi, q)
+            y = b.trunc(b.fptosi(q, I32), out_ty)
+        at = b.add(b.mul(b.add(b.mul(plane, a["oh"]), oh), a["ow"]), ow)
+        b.store(y, b.gep(dst, [at]))
+    b.ret_void()
+    return module
+
+
+def _max_symbol(signed: bool, stride: int, window: tuple) -> str:
+    return f"msc_qmaxpool_{'s8' if signed else 'u8'}_s{stride}_k{window[0]}x{window[1]}"
+
+
+def _build_max(signed: bool, stride: int, window: tuple) -> ir.Module:
+    """void (xp, out, plane0, plane1, HP, WP, OH, OW, SH): max pool of padded planes
+    ``xp`` [planes, HP, WP] (the lowest value around the input, so padding never wins, as
+    in ONNX MaxPool), 16 outputs of a row at a time with the window unrolled; the row stride
+    (1 or 2) and the window are compiled in. Also the padding function (int8_dwconv's)."""
+    symbol = _max_symbol(signed, stride, window)
+    module = ir.Module(name=symbol)
+    i8p = ir.IntType(8).as_pointer()
+    v16 = ir.VectorType(ir.IntType(8), 16)
+    mask_ty = ir.VectorType(ir.IntType(1), 16)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p, i8p] + [I64] * 7),
+                     name=symbol)
+    store = ir.Function(module, ir.FunctionType(ir.VoidType(), [v16, v16.as_pointer(), I32,
+                                                                mask_ty]),
+                        name="llvm.masked.store.v16i8.p0")
+    xp, out, p0, p1, hp, wp, oh, ow, sh = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    lanes = ir.Constant(ir.VectorType(I64, 16), list(range(16)))
+    with for_range(b, p1, start=p0, name="plane") as plane, \
+            for_range(b, oh, name="oh") as y, for_range(b, ow, step=16, name="ow") as x:
+        src = b.gep(xp, [b.mul(plane, b.mul(hp, wp))])
+        best = None
+        for i in range(window[0]):
+            line = b.gep(src, [b.mul(b.add(b.mul(y, sh), ir.Constant(I64, i)), wp)])
+            for j in range(window[1]):
+                ptr = b.gep(line, [b.add(b.mul(x, ir.Constant(I64, stride)), ir.Constant(I64, j))])
+                vec = b.load(b.bitcast(ptr, ir.VectorType(ir.IntType(8), 16 * stride)
+                                       .as_pointer()), align=1)
+                if stride > 1:
+                    picks = ir.Constant(ir.VectorType(I32, 16), [k * stride for k in range(16)])
+                    vec = b.shuffle_vector(vec, ir.Constant(vec.type, ir.Undefined), picks)
+                if best is None:
+                    best = vec
+                    continue
+                more = b.icmp_signed(">", vec, best) if signed else b.icmp_unsigned(">", vec,
+                                                                                   best)
+                best = b.select(more, vec, best)
+        limit = b.insert_element(ir.Constant(ir.VectorType(I64, 16), ir.Undefined),
+                                 b.sub(ow, x), ir.Constant(I32, 0))
+        limit = b.shuffle_vector(limit, ir.Constant(limit.type, ir.Undefined),
+                                 ir.Constant(ir.VectorType(I32, 16), None))
+        at = b.gep(out, [b.add(b.mul(b.add(b.mul(plane, oh), y), ow), x)])
+        b.call(store, [best, b.bitcast(at, v16.as_pointer()), ir.Constant(I32, 1),
+                       b.icmp_signed("<", lanes, limit)])
+    b.ret_void()
+    _build_pad(module, symbol + "_pad")
+    return module
+
+
+@cache
+def _max_kernel(signed: bool, stride: int, window: tuple):
+    symbol = _max_symbol(signed, stride, window)
+    lib = get_jit().compile_generated(
+        lambda: _build_max(signed, stride, window), [symbol, symbol + "_pad"],
+        (__name__, "msc.backend.llvm.loops", "msc.backend.kernels.int8_dwconv",
+         "msc.backend.kernels.int8_conv"), (signed, stride, window))
+    return (lib.cfunc(symbol, None, ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 7),
+            lib.cfunc(symbol + "_pad", None, ctypes.c_void_p, ctypes.c_void_p,
+                      *[ctypes.c_int64] * 7, ctypes.c_int8))
+
+
+@cache
+def _kernel(signed: bool, out: str):
+    symbol = _symbol(signed, out)
+    lib = get_jit().compile_generated(lambda: _build(signed, out), [symbol],
+                                      (__name__, "msc.backend.llvm.loops"))
+    return lib.cfunc(symbol, None, ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 15,
+                     *[ctypes.c_float] * 4)
+
+
+class QAvgPool(Kernel):
+    """int8 NCHW average pool (``window`` None: global, over all of H, W); see the module
+    doc."""
+
+    inputs = (0,)
+
+    def __init__(self, x_dtype: str, qx: tuple, window, strides, padding, include_pad: bool,
+                 out, op: str = "int8.avg_pool2d"):
+        self.op, self.window = op, window
+        self.strides, self.padding = tuple(strides or (1, 1)), tuple(padding or (0, 0, 0, 0))
+        self.include_pad = int(bool(include_pad))
+        self.x_np, flip = _ACT[x_dtype]
+        kind, sy, zy = out if isinstance(out, tuple) else (out, 1.0, 0)
+        self.dtype = np.dtype(_NP_OUT[kind])
+        self.fn = _kernel(bool(flip), kind)
+        self.q = (float(qx[0]), float(qx[1]), float(sy), float(zy))
+
+    def __call__(self, x, out):
+        x = _check(x, self.x_np, "data", self.op)
+        if x.ndim != 4:
+            raise ShapeError(f"expects [N, C, H, W], got {x.shape}", op=self.op, param="data")
+        n, c, h, w = x.shape
+        kh, kw = self.window or (h, w)
+        (sh, sw), (pt, pl, pb, pr) = self.strides, self.padding
+        oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
+        shape = (n, c, oh, ow) if out.ndim == 4 else (n, c)
+        _check_out(out, shape, self.dtype, self.op)
+        planes = n * c
+        dims = (h, w, oh, ow, kh, kw, sh, sw, pt, pl, h + pb, w + pr, self.include_pad)
+        ptrs = (x.ctypes.data, out.ctypes.data)
+        threads = task_threads() if out.size * kh * kw >= _PARALLEL and planes > 1 else 1
+        if threads == 1:
+            self.fn(*ptrs, 0, planes, *dims, *self.q)
+            return out
+        parts = min(planes, 2 * threads)
+        bounds = [planes * i // parts for i in range(parts + 1)]
+        parallel_for(parts, lambda i: self.fn(*ptrs, bounds[i], bounds[i + 1], *dims, *self.q),
+                     threads)
+        return out
+
+
+class QMaxPool(Kernel):
+    """NCHW max pool on uint8 / int8 values (a max pool commutes with a per-tensor
+    dequantize: qdq_fold.py moves it onto the bytes), native instead of the generic path;
+    strides (1, 1) / (2, 2), dilation 1 (``supports``)."""
+
+    inputs = (0,)
+
+    def __init__(self, x_dtype: str, window, strides, padding, op: str = "int8.max_pool2d"):
+        self.op, self.window = op, tuple(window)
+        self.strides, self.padding = tuple(strides), tuple(padding)
+        self.x_np, flip = _ACT[x_dtype]
+        self.lowest = -128 if flip else 0
+        self.fn, self.pad = _max_kernel(bool(flip), self.strides[1], self.window)
+
+    @staticmethod
+    def supports(window, strides) -> bool:
+        return tuple(strides) in ((1, 1), (2, 2)) and window[0] * window[1] <= 64
+
+    def __call__(self, x, out):
+        x = _check(x, self.x_np, "data", self.op)
+        if x.ndim != 4:
+            raise ShapeError(f"expects [N, C, H, W], got {x.shape}", op=self.op, param="data")
+        n, c, h, w = x.shape
+        pt, pl, pb, pr = self.padding
+        # the output size is the op's (ceil mode included): the padded planes reach it
+        oh, ow = out.shape[2:] if getattr(out, "ndim", 0) == 4 else (0, 0)
+        _check_out(out, (n, c, oh, ow), x.dtype, self.op)
+        if not out.size:
+            return out
+        sh, sw = self.strides
+        hp = max(h + pt + pb, (oh - 1) * sh + self.window[0])
+        wp = max(w + pl + pr, (ow + 15) * sw + self.window[1]) + 16 * sw
+        planes = n * c
+        (xp,) = scratch(-(-(planes * hp * wp + 64) // 4))
+        self.pad(x.ctypes.data, xp.ctypes.data, planes, h, w, hp, wp, pt, pl, self.lowest)
+        ptrs = (xp.ctypes.data, out.ctypes.data)
+        dims = (hp, wp, oh, ow, sh)
+        threads = task_threads() if out.size * 9 >= _PARALLEL and planes > 1 else 1
+        if threads == 1:
+            self.fn(*ptrs, 0, planes, *dims)
+            return out
+        parts = min(planes, 2 * threads)
+        bounds = [planes * i // parts for i in range(parts + 1)]
+        parallel_for(parts, lambda i: self.fn(*ptrs, bounds[i], bounds[i + 1], *dims), threads)
+        return out

@@ -1,0 +1,169 @@
+"""int8 depthwise / grouped convs, the batched matmul of two activations, table lookups and
+concat: exact against numpy integer references, on the VNNI and the portable paths."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from msc.backend.kernels.int8_bmm import QBatchMatmul
+from msc.backend.kernels.int8_conv import QConv2d
+from msc.backend.kernels.int8_dwconv import QDepthwise
+from msc.backend.kernels.int8_lut import QConcat, QLut
+from msc.backend.kernels.int8_pool import QAvgPool, QMaxPool
+from msc.backend.runtime.threads import num_threads
+from msc.errors import ShapeError
+
+PATHS = [pytest.param(True, id="vnni"), pytest.param(False, id="portable")]
+_NP = {"uint8": np.uint8, "int8": np.int8}
+
+
+def _draw(rng, dtype, shape):
+    info = np.iinfo(_NP[dtype])
+    return rng.integers(info.min, info.max + 1, shape).astype(_NP[dtype])
+
+
+def _grouped_ref(x, w, zero, groups, stride, pad):
+    """int64 NCHW grouped conv of (x - zero) with zero-point padding."""
+    n, _, h, wd = x.shape
+    o, cg, k, _ = w.shape
+    xp = np.pad(x.astype(np.int64) - zero, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (h + 2 * pad - k) // stride + 1, (wd + 2 * pad - k) // stride + 1
+    out = np.zeros((n, o, oh, ow), np.int64)
+    og = o // groups
+    for oc in range(o):
+        g = oc // og
+        for i in range(k):
+            for j in range(k):
+                patch = xp[:, g * cg:(g + 1) * cg, i:i + stride * oh:stride, j:j + stride * ow:stride]
+                out[:, oc] += np.einsum("nchw,c->nhw", patch, w[oc, :, i, j].astype(np.int64))
+    return out
+
+
+@pytest.mark.parametrize("case", [(12, 9, 11, 3, 1, 1, "uint8"), (5, 14, 14, 3, 2, 1, "uint8"),
+                                  (7, 6, 40, 3, 1, 0, "int8"), (3, 5, 5, 5, 2, 2, "int8")],
+                         ids=lambda c: "x".join(map(str, c[:6])) + c[-1])
+def test_qdepthwise_exact(case):
+    c, h, w, k, stride, pad, dtype = case
+    rng = np.random.default_rng(c)
+    x, wq = _draw(rng, dtype, (2, c, h, w)), rng.integers(-127, 128, (c, 1, k, k), dtype=np.int8)
+    zero = 19 if dtype == "uint8" else -7
+    attrs = {"strides": (stride, stride), "padding": (pad,) * 4, "dilation": (1, 1)}
+    want = _grouped_ref(x, wq, zero, c, stride, pad)
+    kernel = QDepthwise(wq, attrs, dtype, zero, 1.0, None, "s32")
+    np.testing.assert_array_equal(kernel(x, np.empty(want.shape, np.int32)), want)
+    # requantized epilogue: relu(acc * s + b) -> uint8, as QuantizeLinear rounds
+    scale, bias = np.float32(0.01), rng.standard_normal(c).astype(np.float32)
+    kernel = QDepthwise(wq, attrs, dtype, zero, scale, bias, ("u8", 0.5, 3), relu=True)
+    got = kernel(x, np.empty(want.shape, np.uint8))
+    y = np.maximum(want.astype(np.float32) * scale + bias[:, None, None], 0)
+    np.testing.assert_array_equal(got, np.clip(np.rint(y / np.float32(0.5)) + 3, 0, 255))
+
+
+@pytest.mark.parametrize("vnni", PATHS)
+def test_grouped_qconv2d_exact(vnni):
+    rng = np.random.default_rng(4)
+    x, wq = _draw(rng, "uint8", (1, 12, 9, 9)), rng.integers(-127, 128, (8, 3, 3, 3), np.int8)
+    attrs = {"strides": (2, 2), "padding": (1,) * 4, "dilation": (1, 1), "groups": 4}
+    kernel = QConv2d(wq, attrs, "uint8", 30, 1.0, None, "s32", vnni=vnni)
+    want = _grouped_ref(x, wq, 30, 4, 2, 1)
+    np.testing.assert_array_equal(kernel(x, np.empty(want.shape, np.int32)), want)
+
+
+@pytest.mark.parametrize("vnni", PATHS)
+@pytest.mark.parametrize("dtypes", [("uint8", "uint8"), ("int8", "uint8"), ("uint8", "int8")])
+def test_qbatch_matmul_exact(vnni, dtypes):
+    rng = np.random.default_rng(5)
+    a, b = _draw(rng, dtypes[0], (1, 3, 17, 24)), _draw(rng, dtypes[1], (1, 3, 24, 70))
+    za, zb = (131 if d == "uint8" else -9 for d in dtypes)
+    kernel = QBatchMatmul((dtypes[0], za), (dtypes[1], zb), 1.0, None, "s32", vnni=vnni)
+    want = (a.astype(np.int64) - za) @ (b.astype(np.int64) - zb)
+    np.testing.assert_array_equal(kernel(a, b, np.empty(want.shape, np.int32)), want)
+    scaled = QBatchMatmul((dtypes[0], za), (dtypes[1], zb), np.float32(1e-3), None,
+                          ("u8", 0.25, 100), vnni=vnni)
+    got = scaled(a, b, np.empty(want.shape, np.uint8))
+    y = want.astype(np.float32) * np.float32(1e-3)
+    np.testing.assert_array_equal(got, np.clip(np.rint(y / np.float32(0.25)) + 100, 0, 255))
+    with pytest.raises(ShapeError, match="K a multiple of 4"):
+        kernel(a[..., :22].copy(), b[..., :22, :].copy(), np.empty(want.shape, np.int32))
+
+
+def test_heads_and_groups_on_two_threads_bitwise_equal_one():
+    rng = np.random.default_rng(6)
+    a, b = _draw(rng, "uint8", (1, 12, 64, 64)), _draw(rng, "uint8", (1, 12, 64, 96))
+    kernel = QBatchMatmul(("uint8", 120), ("uint8", 128), np.float32(2e-3), None,
+                          ("u8", 0.1, 7))
+    one = kernel(a, b, np.empty((1, 12, 64, 96), np.uint8))
+    with num_threads(2):
+        two = kernel(a, b, np.empty((1, 12, 64, 96), np.uint8))
+    np.testing.assert_array_equal(one, two)
+    x, wq = _draw(rng, "uint8", (1, 64, 30, 30)), rng.integers(-127, 128, (64, 1, 3, 3), np.int8)
+    attrs = {"strides": (1, 1), "padding": (1,) * 4, "dilation": (1, 1)}
+    dw = QDepthwise(wq, attrs, "uint8", 3, np.float32(0.02), None, ("u8", 0.5, 0))
+    one = dw(x, np.empty((1, 64, 30, 30), np.uint8))
+    with num_threads(2):
+        np.testing.assert_array_equal(dw(x, np.empty((1, 64, 30, 30), np.uint8)), one)
+    wg = rng.integers(-127, 128, (64, 16, 1, 1), np.int8)
+    attrs = dict(attrs, padding=(0,) * 4, groups=4)
+    grouped = QConv2d(wg, attrs, "uint8", 3, np.float32(0.02), None, ("u8", 0.5, 0))
+    one = grouped(x, np.empty((1, 64, 30, 30), np.uint8))
+    with num_threads(2):
+        np.testing.assert_array_equal(grouped(x, np.empty((1, 64, 30, 30), np.uint8)), one)
+    acc = _grouped_ref(x, wg, 3, 4, 1, 0).astype(np.float32)
+    np.testing.assert_array_equal(one, np.clip(np.rint(acc * np.float32(0.02) / np.float32(0.5)),
+                                               0, 255))
+
+
+@pytest.mark.parametrize("vbmi", [pytest.param(None, id="host"), pytest.param(False,
+                                                                             id="scalar")])
+def test_qlut_and_qconcat(vbmi):
+    rng = np.random.default_rng(7)
+    x = _draw(rng, "int8", (2, 5, 3, 30))  # rows of 90: one whole and one partial vector
+    table = rng.integers(0, 256, (5, 256)).astype(np.uint8)
+    got = QLut(table, 1, vbmi=vbmi)(x, np.empty(x.shape, np.uint8))
+    np.testing.assert_array_equal(got, table[np.arange(5)[None, :, None, None],
+                                             x.view(np.uint8)])
+    flat = rng.standard_normal(256).astype(np.float32)
+    np.testing.assert_array_equal(QLut(flat, None)(x, np.empty(x.shape, np.float32)),
+                                  flat[x.view(np.uint8)])
+    a, b = _draw(rng, "uint8", (1, 3, 4, 4)), _draw(rng, "uint8", (1, 2, 4, 4))
+    req = (255 - np.arange(256)).astype(np.uint8)
+    got = QConcat([None, req], 1, np.uint8)(a, b, np.empty((1, 5, 4, 4), np.uint8))
+    np.testing.assert_array_equal(got, np.concatenate([a, 255 - b], axis=1))
+    a2, b2 = np.concatenate([a, a]), np.concatenate([b, b])  # batch 2: strided slices
+    got = QConcat([req, None], 1, np.uint8)(a2, b2, np.empty((2, 5, 4, 4), np.uint8))
+    np.testing.assert_array_equal(got, np.concatenate([255 - a2, b2], axis=1))
+    with pytest.raises(ShapeError, match="channels"):
+        QLut(table, 1)(x[:, :4].copy(), np.empty((2, 4, 3, 30), np.uint8))
+
+
+@pytest.mark.parametrize("include_pad", [False, True])
+def test_qavgpool_matches_float_pool_of_dequantized(include_pad):
+    rng = np.random.default_rng(8)
+    x = _draw(rng, "uint8", (1, 3, 9, 10))
+    sx, zx = 0.05, 100
+    xf = np.pad((x.astype(np.float64) - zx) * sx, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ones = np.pad(np.ones(x.shape), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    sums = sum(xf[:, :, i:i + 9:2, j:j + 10:2] for i in range(3) for j in range(3))
+    counts = 9 if include_pad else sum(ones[:, :, i:i + 9:2, j:j + 10:2]
+                                       for i in range(3) for j in range(3))
+    want = sums / counts
+    pool = QAvgPool("uint8", (sx, zx), (3, 3), (2, 2), (1, 1, 1, 1), include_pad, "f32")
+    got = pool(x, np.empty(want.shape, np.float32))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    q = QAvgPool("uint8", (sx, zx), None, None, None, False, ("s8", 0.01, -3))
+    got = q(x, np.empty((1, 3, 1, 1), np.int8))
+    mean = ((x.astype(np.float64) - zx) * sx).mean(axis=(2, 3), keepdims=True)
+    assert np.abs(got - np.clip(np.rint(mean / 0.01) - 3, -128, 127)).max() <= 1  # a tie
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_qmaxpool_matches_numpy(dtype):
+    rng = np.random.default_rng(9)
+    x = _draw(rng, dtype, (2, 3, 11, 12))
+    low = np.iinfo(_NP[dtype]).min
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=low)
+    want = np.max([xp[:, :, i:i + 11:2, j:j + 12:2] for i in range(3) for j in range(3)],
+                  axis=0)
+    pool = QMaxPool(dtype, (3, 3), (2, 2), (1, 1, 1, 1))
+    np.testing.assert_array_equal(pool(x, np.empty(want.shape, x.dtype)), want)
