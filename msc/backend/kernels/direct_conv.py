@@ -6,8 +6,12 @@ zero-padded image. Counting pixels in the padded width ``Wq`` ("wide" positions
 convolution is a sum over sources (input channel, tap) of contiguous vector loads: a register
 tile of ``R`` output channels x ``V`` vectors of positions is accumulated over all sources
 (V loads, R weight broadcasts, R*V FMAs each), then stored once with the bias and relu. The
-``OW..Wq`` columns of each wide row are dropped by a compaction pass; a 1x1 conv without
-padding reads the input as is (stride 1) and writes the output directly (any stride).
+``OW..Wq`` columns of each wide row are dropped by a compaction pass (or by the tile stores
+themselves when the wide output outgrows L2); a 1x1 conv without padding reads the input as
+is (stride 1) and writes the output directly (any stride). When the output rows are as wide
+as the input's, one run of max(left, right) zeros between padded rows serves as the right
+padding of one row and the left padding of the next, so a 3x3 conv computes one wide column
+a row, not two.
 
 Stride s > 1 splits each padded input plane into its s x s phase planes first
 (``phase[a][b][i][j] = xpad[i*s + a][j*s + b]``): tap (kh, kw) of output (oh, ow) is then
@@ -404,6 +408,8 @@ class DirectConv2d(Kernel):
         if stride == (1, 1) and self.kw == 1 and not any(self.padding):
             mode, ld, wq = PLAIN, h * w, w      # wide rows are the input's rows
         elif stride == (1, 1):                   # the pad also writes (top + H) * Wq + left
+            if ow == w:  # one run of zeros between rows is both their right and left padding
+                wq = w + max(left, self.padding[3])
             mode, ld = PADDED, max(hq * wq + cols[-1][0], (h + top) * wq + left)
         else:
             mode, ld = SPLIT, len(phases) * hq * wq

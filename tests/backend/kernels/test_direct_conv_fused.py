@@ -44,6 +44,7 @@ CASES = [  # n, c, h, w, o, k, stride, (top, left, bottom, right), dilation, gro
     (1, 6, 17, 40, 12, 3, 1, (2, 2, 2, 2), 2, 3),   # dilation and groups
     (1, 2, 9, 70, 8, 5, 3, (2, 2, 2, 2), 1, 1),     # stride 3: the scalar phase copy
     (1, 3, 30, 31, 16, 3, 2, (0, 0, 0, 0), 1, 1),   # SqueezeNet's stem geometry, no padding
+    (1, 3, 20, 40, 16, 3, 1, (2, 2, 2, 2), 1, 1),   # stride 1, rows wider than the input's
 ]
 
 
