@@ -28,7 +28,7 @@ from functools import cache
 from llvmlite import ir
 
 from ..llvm.jit import get_jit
-from ..llvm.loops import F32_PTR, I64, const64, for_range
+from ..llvm.loops import F32_PTR, I64, const64, entry_alloca, for_range
 from .layout import VecOps, nan_max
 
 __all__ = ["WINDOW_ARGS", "takes_window_3x3", "window_3x3_raw"]
@@ -231,15 +231,55 @@ class _Plane:
             cols.append(base)
             halves = [b.add(base, const64(VecOps.LANES * h)) for h in range(s)]
             masks.append([vec.between(b.neg(at), b.sub(g["W"], at)) for at in halves])
+        if self.how.mode == "max":
+            self._max_rows(ow0, cols, masks, out_mask)
+            return
         with for_range(b, g["OH"], name="oh") as oh:
             at = b.add(b.mul(oh, g["OW"]), ow0)
             acc = self.how.finish(self._row(oh, cols, masks), at, out_mask)
             vec.store(acc, b.gep(self.dst, [at]), out_mask)
 
-    def _row(self, oh, cols, masks):
+    def _max_rows(self, ow0, cols, masks, out_mask) -> None:
+        """Max is separable: each input row's 3-column max is made once and kept for the
+        next output row that reads it (stride 1: one new row per output row, stride 2: two),
+        so a vector costs 4 (stride 1) or 6 NaN-keeping maxes instead of 8."""
         b, g, vec, s, how = self.b, self.g, self.vec, self.stride, self.how
+        carried = [entry_alloca(b, vec.ty, f"row{k}") for k in range(3 - s)]
+        first = b.neg(g["ph"])  # input row of output row 0's first window row
+        for k, slot in enumerate(carried):
+            b.store(self._row_max(b.add(first, const64(k)), cols, masks), slot)
+        with for_range(b, g["OH"], name="oh") as oh:
+            top = b.add(b.mul(oh, const64(s)), first)
+            rows = [b.load(slot) for slot in carried]
+            rows += [self._row_max(b.add(top, const64(k)), cols, masks)
+                     for k in range(3 - s, 3)]
+            for slot, row in zip(carried, rows[s:]):
+                b.store(row, slot)  # the window rows the next output row shares
+            acc = how.merge(how.merge(rows[0], rows[1]), rows[2])
+            vec.store(acc, b.gep(self.dst, [b.add(b.mul(oh, g["OW"]), ow0)]), out_mask)
+
+    def _row_max(self, r, cols, masks):
+        """The 3-column max of input row r (the blank row when r is in the padding)."""
+        b, g, how = self.b, self.g, self.how
+        inside = b.icmp_unsigned("<", r, g["H"])
+        row = b.select(inside, b.gep(self.src, [b.mul(r, g["W"])]), how.blank)
+        values = [self._load(row, cols[kw], masks[kw]) for kw in range(_TAPS)]
+        return how.merge(how.merge(values[0], values[1]), values[2])
+
+    def _load(self, row, col, masks):
+        """Lanes i of input columns col + stride*i (masked lanes: the mode's identity)."""
+        b, vec, s = self.b, self.vec, self.stride
+        ptr = b.gep(row, [col])
+        parts = [vec.load(b.gep(ptr, [const64(VecOps.LANES * h)]), masks[h],
+                          self.how.identity) for h in range(s)]
+        if s == 1:
+            return parts[0]
         even = ir.Constant(ir.VectorType(ir.IntType(32), VecOps.LANES),
                            list(range(0, 2 * VecOps.LANES, 2)))
+        return b.shuffle_vector(parts[0], parts[1], even)
+
+    def _row(self, oh, cols, masks):
+        b, g, s, how = self.b, self.g, self.stride, self.how
         partial = []
         for kh in range(_TAPS):
             r = b.sub(b.add(b.mul(oh, const64(s)), const64(kh)), g["ph"])
@@ -247,11 +287,7 @@ class _Plane:
             row = b.select(inside, b.gep(self.src, [b.mul(r, g["W"])]), how.blank)
             acc = how.start if kh == 0 else how.identity
             for kw in range(_TAPS):
-                ptr = b.gep(row, [cols[kw]])
-                parts = [vec.load(b.gep(ptr, [const64(VecOps.LANES * h)]), masks[kw][h],
-                                  how.identity) for h in range(s)]
-                value = parts[0] if s == 1 else b.shuffle_vector(parts[0], parts[1], even)
-                acc = how.tap(acc, value, kh * _TAPS + kw)
+                acc = how.tap(acc, self._load(row, cols[kw], masks[kw]), kh * _TAPS + kw)
             partial.append(acc)
         return how.merge(how.merge(partial[0], partial[1]), partial[2])
 
