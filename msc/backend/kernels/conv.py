@@ -34,7 +34,7 @@ from .base import Kernel, KernelFact, Site
 from .dense import F32, Address, GemmRunner, as_f32, fold_epilogue
 from .direct_conv import DirectConv2d
 from .layout import im2col_fn, scratch_addresses, transpose_fn
-from .pool import pad4, pair, sane_window, window_kernels
+from .pool import pad4, pair, pick_window, sane_window
 
 __all__ = ["Conv2dFact", "conv_geometry"]
 
@@ -108,7 +108,8 @@ class _DepthwiseNCHW(_ConvKernel):
         self.bias = np.zeros(self.o, np.float32) if bias is None else np.ascontiguousarray(
             np.broadcast_to(bias, (self.o,)), np.float32)
         self.relu = int(bool(relu))
-        self.window = window_kernels()["dwconv"]
+        # 3x3 windows of stride 1 / 2 read the planes in place (window3.py), others pad
+        self.window = pick_window("dwconv", (self.kh, self.kw), self.strides, self.dilation)
         self.ptrs, self.addr = (self.w.ctypes.data, self.bias.ctypes.data), (Address(), Address())
 
     def _run(self, x, out, n, h, w, oh, ow) -> None:

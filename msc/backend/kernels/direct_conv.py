@@ -6,8 +6,12 @@ zero-padded image. Counting pixels in the padded width ``Wq`` ("wide" positions
 convolution is a sum over sources (input channel, tap) of contiguous vector loads: a register
 tile of ``R`` output channels x ``V`` vectors of positions is accumulated over all sources
 (V loads, R weight broadcasts, R*V FMAs each), then stored once with the bias and relu. The
-``OW..Wq`` columns of each wide row are dropped by a compaction pass; a 1x1 conv without
-padding reads the input as is (stride 1) and writes the output directly (any stride).
+``OW..Wq`` columns of each wide row are dropped by a compaction pass (or by the tile stores
+themselves when the wide output outgrows L2); a 1x1 conv without padding reads the input as
+is (stride 1) and writes the output directly (any stride). When the output rows are as wide
+as the input's, one run of max(left, right) zeros between padded rows serves as the right
+padding of one row and the left padding of the next, so a 3x3 conv computes one wide column
+a row, not two.
 
 Stride s > 1 splits each padded input plane into its s x s phase planes first
 (``phase[a][b][i][j] = xpad[i*s + a][j*s + b]``): tap (kh, kw) of output (oh, ow) is then
@@ -33,12 +37,14 @@ from llvmlite import ir
 
 from ...errors import ShapeError
 from ..llvm.jit import get_jit, vector_lanes
-from ..llvm.loops import F32, F32_PTR, I64, const64, entry_alloca, for_range, imin
+from ..llvm.loops import F32_PTR, I64, const64, entry_alloca, for_range, imin
 from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
 from .base import Kernel
 from .dense import F32 as F32_DTYPE
 from .dense import Address, as_f32
-from .layout import scratch_addresses, valid_range
+from .direct_conv_prep import Vec, build_compact, build_pad, build_split
+from .direct_conv_prep import gep as _gep
+from .layout import scratch_addresses
 
 __all__ = ["DirectConv2d", "direct_conv_fits", "tile_shape"]
 
@@ -47,65 +53,13 @@ _L2_BYTES = 512 * 1024  # input bytes of one chunk of positions: about half a Ze
 _PARALLEL_MACS = 1e6  # below this (~20 us) a conv runs on one thread (a split costs ~7 us)
 _PARALLEL_PREP = 1 << 16  # input floats from which the pad / phase split pass is split too
 SPLITS_PER_THREAD = 2  # parts per thread, so a thread slowed by other load takes fewer
-_CONV_ARGS = ("G", "S", "ld_group", "OB", "og", "ld_out", "Q", "chunk", "relu")
+_CONV_ARGS = ("G", "S", "ld_group", "OB", "og", "ld_out", "Q", "chunk", "relu", "Wq", "OW")
 
 
 def tile_shape(lanes: int) -> tuple[int, int]:
     """(R output channels, V vectors) of the register tile: R*V accumulators plus V loaded
     vectors and a broadcast fit the vector register file (32 with AVX-512, else 16)."""
     return (8, 3) if lanes == 16 else (4, 3)
-
-
-class _Vec:
-    """Masked loads / stores and splats of ``lanes`` x float32, declared once per module."""
-
-    def __init__(self, b: ir.IRBuilder, lanes: int):
-        self.b, self.lanes = b, lanes
-        self.ty = ir.VectorType(F32, lanes)
-        self.mask_ty = ir.VectorType(ir.IntType(1), lanes)
-        ptr = self.ty.as_pointer()
-        i32 = ir.IntType(32)
-        self._load = _intrinsic(b.module, f"llvm.masked.load.v{lanes}f32.p0", self.ty,
-                                [ptr, i32, self.mask_ty, self.ty])
-        self._store = _intrinsic(b.module, f"llvm.masked.store.v{lanes}f32.p0", ir.VoidType(),
-                                 [self.ty, ptr, i32, self.mask_ty])
-        self._fma = _intrinsic(b.module, f"llvm.fma.v{lanes}f32", self.ty, [self.ty] * 3)
-        self.zero = ir.Constant(self.ty, None)
-        self.all = ir.Constant(self.mask_ty, [1] * lanes)
-        self.ids = ir.Constant(ir.VectorType(ir.IntType(32), lanes), list(range(lanes)))
-
-    def splat(self, value):
-        b, ty = self.b, ir.VectorType(value.type, self.lanes)
-        first = b.insert_element(ir.Constant(ty, ir.Undefined), value, ir.IntType(32)(0))
-        return b.shuffle_vector(first, ir.Constant(ty, ir.Undefined),
-                                ir.Constant(ir.VectorType(ir.IntType(32), self.lanes), None))
-
-    def mask(self, left):
-        """Lanes i < left, for left <= lanes (compared in 32 bits: one instruction)."""
-        b = self.b
-        return b.icmp_signed("<", self.ids, self.splat(b.trunc(left, ir.IntType(32))))
-
-    def load(self, ptr, mask):
-        b = self.b
-        return b.call(self._load, [b.bitcast(ptr, self.ty.as_pointer()), ir.IntType(32)(4),
-                                   mask, self.zero])
-
-    def store(self, value, ptr, mask) -> None:
-        b = self.b
-        b.call(self._store, [value, b.bitcast(ptr, self.ty.as_pointer()), ir.IntType(32)(4),
-                             mask])
-
-    def fma(self, a, x, acc):
-        return self.b.call(self._fma, [a, x, acc])
-
-
-def _intrinsic(module, name, ret, args):
-    existing = module.globals.get(name)
-    return existing or ir.Function(module, ir.FunctionType(ret, args), name=name)
-
-
-def _gep(b, ptr, offset):
-    return b.gep(ptr, [offset], inbounds=True)
 
 
 def _symbol(lanes: int) -> str:
@@ -118,7 +72,9 @@ def _build_conv(module: ir.Module, lanes: int) -> ir.Function:
 
     A source is one (input channel, tap): wide position q of group g reads
     x[g * ld_group + offsets[s] + q]; w: [G, OB, S, R]; bias: [G, OB*R]; out: [G*og, ld_out],
-    positions q < Q written (relu when set).
+    positions q < Q written (relu when set). With OW < Wq the positions are wide rows of Wq
+    and the store drops each row's last Wq - OW columns (out rows of OW, ld_out a plane of
+    the output): a vector spans at most two rows when Wq >= lanes (the driver's condition).
     """
     r_n, v_n = tile_shape(lanes)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 4 + [I64_PTR]
@@ -130,7 +86,7 @@ def _build_conv(module: ir.Module, lanes: int) -> ir.Function:
         arg.add_attribute("noalias")
     g = dict(zip(_CONV_ARGS, fn.args[5:]))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    vec = _Vec(b, lanes)
+    vec = Vec(b, lanes)
     per_block = b.mul(g["S"], const64(r_n))
     step = lanes * v_n
     with for_range(b, g["G"], name="g") as grp:
@@ -208,117 +164,47 @@ class _Tile:
     def _store(self, q0, masks, accs, v_n) -> None:
         b, vec, g, lanes = self.b, self.vec, self.g, self.vec.lanes
         relu = b.icmp_signed("!=", g["relu"], const64(0))
+        values = []
         for r in range(len(accs)):
             channel = b.add(self.first, const64(r))
             valid = vec.splat(b.icmp_signed("<", channel, g["og"]))
-            row = _gep(b, self.og, b.add(b.mul(channel, g["ld_out"]), q0))
+            row = _gep(b, self.og, b.mul(channel, g["ld_out"]))
             for v in range(v_n):
                 value = b.load(accs[r][v])
                 clamp = b.and_(vec.splat(relu), b.fcmp_ordered("<", value, vec.zero))
-                value = b.select(clamp, vec.zero, value)  # relu keeps NaN
-                vec.store(value, _gep(b, row, const64(lanes * v)), b.and_(masks[v], valid))
+                values.append((row, v, b.select(clamp, vec.zero, value), valid))  # relu keeps NaN
+        with b.if_else(b.icmp_signed("!=", g["Wq"], g["OW"])) as (compact, plain):
+            with compact:
+                places = [self._places(b.add(q0, const64(lanes * v)), masks[v])
+                          for v in range(v_n)]
+                for row, v, value, valid in values:
+                    for offset, mask in places[v]:
+                        vec.store(value, _gep(b, row, offset), b.and_(mask, valid))
+            with plain:
+                for row, v, value, valid in values:
+                    vec.store(value, _gep(b, row, b.add(q0, const64(lanes * v))),
+                              b.and_(masks[v], valid))
 
-
-_PAD_ARGS = ("planes", "H", "W", "Wp", "top", "left", "ld")
-
-
-def _build_pad(module: ir.Module, lanes: int) -> ir.Function:
-    """void (x, xp, *_PAD_ARGS): xp[p, :ld] = plane p of x placed at (top, left) in zeros
-    with rows of ``Wp`` (ld >= (top + H) * Wp + left)."""
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 2
-                                             + [I64] * len(_PAD_ARGS)), name=f"pad_l{lanes}")
-    fn.linkage = "internal"
-    x, xp = fn.args[:2]
-    x.add_attribute("noalias")
-    xp.add_attribute("noalias")
-    a = dict(zip(_PAD_ARGS, fn.args[2:]))
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    vec = _Vec(b, lanes)
-    with for_range(b, a["planes"], name="p") as p:
-        src = _gep(b, x, b.mul(p, b.mul(a["H"], a["W"])))
-        dst = _gep(b, xp, b.mul(p, a["ld"]))
-        _fill(b, vec, dst, b.add(b.mul(a["top"], a["Wp"]), a["left"]), None)
-        with for_range(b, a["H"], name="h") as h:
-            row = _gep(b, dst, b.add(b.mul(b.add(h, a["top"]), a["Wp"]), a["left"]))
-            _fill(b, vec, row, a["W"], _gep(b, src, b.mul(h, a["W"])))
-            gap = b.sub(a["Wp"], a["W"])  # right padding, then the next row's left padding
-            _fill(b, vec, _gep(b, row, a["W"]), gap, None)
-        tail = b.add(b.mul(b.add(a["H"], a["top"]), a["Wp"]), a["left"])
-        _fill(b, vec, _gep(b, dst, tail), b.sub(a["ld"], tail), None)
-    b.ret_void()
-    return fn
-
-
-_SPLIT_ARGS = ("planes", "H", "W", "top", "left", "sh", "sw", "Hq", "Wq", "ld", "n_phase")
-
-
-def _build_split(module: ir.Module) -> ir.Function:
-    """void (x, xp, phases, *_SPLIT_ARGS): for strides above 1, plane p of x, zero-padded by
-    (top, left), is split into its used phases: xp[p*ld + k*Hq*Wq + i*Wq + j] =
-    xpad[p, i*sh + a_k, j*sw + b_k], (a_k, b_k) = phases[2k], phases[2k+1]."""
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 2 + [I64_PTR]
-                                             + [I64] * len(_SPLIT_ARGS)), name="split")
-    fn.linkage = "internal"
-    x, xp, phases = fn.args[:3]
-    x.add_attribute("noalias")
-    xp.add_attribute("noalias")
-    a = dict(zip(_SPLIT_ARGS, fn.args[3:]))
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    zero, wq = ir.Constant(F32, 0.0), a["Wq"]
-    plane_q = b.mul(a["Hq"], wq)
-    with for_range(b, a["planes"], name="p") as p, \
-            for_range(b, a["n_phase"], name="k") as k:
-        ph, pw = (b.load(_gep(b, phases, b.add(b.mul(k, const64(2)), const64(i))))
-                  for i in range(2))
-        src = _gep(b, x, b.mul(p, b.mul(a["H"], a["W"])))
-        dst = _gep(b, xp, b.add(b.mul(p, a["ld"]), b.mul(k, plane_q)))
-        col0 = b.sub(pw, a["left"])  # input column of j = 0
-        lo, hi = valid_range(b, col0, a["sw"], a["W"], wq)
-        with for_range(b, a["Hq"], name="i") as i:
-            r = b.sub(b.add(b.mul(i, a["sh"]), ph), a["top"])
-            row_ok = b.icmp_unsigned("<", r, a["H"])
-            lo_r, hi_r = b.select(row_ok, lo, wq), b.select(row_ok, hi, wq)
-            out_row = _gep(b, dst, b.mul(i, wq))
-            in_row = _gep(b, src, b.mul(b.select(row_ok, r, const64(0)), a["W"]))
-            with for_range(b, lo_r, name="z0") as j:
-                b.store(zero, _gep(b, out_row, j))
-            with for_range(b, hi_r, start=lo_r, name="j") as j:
-                value = b.load(_gep(b, in_row, b.add(b.mul(j, a["sw"]), col0)))
-                b.store(value, _gep(b, out_row, j))
-            with for_range(b, wq, start=hi_r, name="z1") as j:
-                b.store(zero, _gep(b, out_row, j))
-    b.ret_void()
-    return fn
-
-
-def _build_compact(module: ir.Module, lanes: int) -> ir.Function:
-    """void (wide, out, planes, rows, src_stride, count, src_plane, dst_plane):
-    out[p*dst_plane + r*count + :count] = wide[p*src_plane + r*src_stride + :count]."""
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 2 + [I64] * 6),
-                     name=f"compact_l{lanes}")
-    fn.linkage = "internal"
-    wide, out, planes, rows, stride, count, src_plane, dst_plane = fn.args
-    wide.add_attribute("noalias")
-    out.add_attribute("noalias")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    vec = _Vec(b, lanes)
-    with for_range(b, planes, name="p") as p, for_range(b, rows, name="r") as r:
-        dst = _gep(b, out, b.add(b.mul(p, dst_plane), b.mul(r, count)))
-        _fill(b, vec, dst, count, _gep(b, wide, b.add(b.mul(p, src_plane), b.mul(r, stride))))
-    b.ret_void()
-    return fn
-
-
-def _fill(b, vec, dst, count, src) -> None:
-    """dst[:count] = src[:count], or zeros when src is None."""
-    with for_range(b, count, step=vec.lanes, name="f") as t:
-        mask = vec.mask(imin(b, b.sub(count, t), vec.lanes))
-        value = vec.zero if src is None else vec.load(_gep(b, src, t), mask)
-        vec.store(value, _gep(b, dst, t), mask)
+    def _places(self, q, mask) -> list:
+        """(offset, mask) stores of the vector at wide position q when rows are compacted
+        (Wq > OW, Wq >= lanes): the lanes left of this row's end at their output offset, the
+        next row's lanes shifted back by the Wq - OW dropped columns."""
+        b, vec, g = self.b, self.vec, self.g
+        i32 = ir.IntType(32)
+        wq, ow = b.trunc(g["Wq"], i32), b.trunc(g["OW"], i32)
+        q32 = b.trunc(q, i32)
+        row = b.udiv(q32, wq)
+        col = b.sub(q32, b.mul(row, wq))
+        here = b.sext(b.add(b.mul(row, ow), col), I64)  # output offset of lane 0
+        drop = b.sext(b.sub(wq, ow), I64)
+        first = b.and_(mask, b.icmp_signed("<", vec.ids, vec.splat(b.sub(ow, col))))
+        second = b.and_(mask, b.icmp_signed(">=", vec.ids, vec.splat(b.sub(wq, col))))
+        return [(here, first), (b.sub(here, drop), second)]
 
 
 _PLAN = ("n", "G", "S", "ld_group", "OB", "og", "Q", "chunk", "relu", "mode", "H", "W",
-         "Wq", "Hq", "top", "left", "sh", "sw", "ld", "n_phase", "C_all", "O_all", "OH", "OW")
+         "Wq", "Hq", "top", "left", "sh", "sw", "ld", "n_phase", "C_all", "O_all", "OH", "OW",
+         "fuse")
 PLAIN, PADDED, SPLIT = 0, 1, 2  # how the input reaches the kernel: as is, padded, phases
 PREP, CONV, COMPACT = 1, 2, 4  # the stages of one image a driver call runs
 
@@ -331,9 +217,8 @@ def _build_driver(module: ir.Module, lanes: int) -> None:
     channels [first, end channel); CONV and COMPACT run output rows [first, end row) of the
     output units [first, end unit), a unit being a group when G > 1, else a block of R output
     channels."""
-    conv, pad, compact = (build(module, lanes) for build in (_build_conv, _build_pad,
-                                                               _build_compact))
-    split = _build_split(module)
+    conv, pad, compact = (build(module, lanes) for build in (_build_conv, build_pad, build_compact))
+    split = build_split(module)
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 6 + [I64_PTR] * 3),
                      name=_symbol(lanes))
     x, padded, wide, w, bias, out, offsets, plan, part = fn.args
@@ -365,16 +250,22 @@ def _build_driver(module: ir.Module, lanes: int) -> None:
                            a["left"], a["sh"], a["sw"], a["Hq"], a["Wq"], a["ld"],
                            a["n_phase"]])
     unit = _Units(b, a, lanes, u0, u1)
+    plane_out = b.mul(a["OH"], a["OW"])
+    # the tile store drops the wide columns itself, no compaction pass (see _fuse_compact)
+    fused = b.icmp_signed("!=", a["fuse"], const64(0))
+    direct = b.or_(narrow, fused)
     with b.if_then(stage(CONV)):
-        # positions [q0, q1) of the wide output: both pointers move by q0
-        base, target = b.select(plain, src, padded), b.select(narrow, dst, wide)
-        target = _gep(b, target, b.mul(unit.o0, a["Q"]))
+        # positions [q0, q1) of the wide output: the input pointer moves by q0, the output
+        # by row0 whole output rows (direct) or q0 wide positions
+        base = b.select(plain, src, padded)
+        at_out = _gep(b, dst, b.add(b.mul(unit.o0, plane_out), b.mul(row0, a["OW"])))
+        at_wide = _gep(b, wide, b.add(b.mul(unit.o0, a["Q"]), q0))
         b.call(conv, [_gep(b, _gep(b, base, unit.x_off), q0), _gep(b, w, unit.w_off),
-                      _gep(b, bias, unit.bias_off), _gep(b, target, q0), offsets, unit.groups,
-                      a["S"], a["ld_group"], unit.blocks, unit.og, a["Q"], b.sub(q1, q0),
-                      a["chunk"], a["relu"]])
-    with b.if_then(b.and_(stage(COMPACT), b.not_(narrow))):
-        plane_out = b.mul(a["OH"], a["OW"])
+                      _gep(b, bias, unit.bias_off), b.select(direct, at_out, at_wide), offsets,
+                      unit.groups, a["S"], a["ld_group"], unit.blocks, unit.og,
+                      b.select(direct, plane_out, a["Q"]), b.sub(q1, q0), a["chunk"],
+                      a["relu"], b.select(fused, a["Wq"], a["OW"]), a["OW"]])
+    with b.if_then(b.and_(stage(COMPACT), b.not_(direct))):
         b.call(compact, [_gep(b, wide, b.add(b.mul(unit.o0, a["Q"]), q0)),
                          _gep(b, dst, b.add(b.mul(unit.o0, plane_out), b.mul(row0, a["OW"]))),
                          b.sub(unit.o1, unit.o0), b.sub(row1, row0), a["Wq"], a["OW"], a["Q"],
@@ -411,7 +302,8 @@ def _driver(lanes: int):
 
     library = get_jit().compile_generated(
         build, [_symbol(lanes)],
-        (__name__, "msc.backend.kernels.layout", "msc.backend.llvm.loops"), (lanes,))
+        (__name__, "msc.backend.kernels.direct_conv_prep", "msc.backend.kernels.layout",
+         "msc.backend.llvm.loops"), (lanes,))
     return library.cfunc(_symbol(lanes), None, *(ctypes.c_void_p,) * 9)
 
 
@@ -516,6 +408,8 @@ class DirectConv2d(Kernel):
         if stride == (1, 1) and self.kw == 1 and not any(self.padding):
             mode, ld, wq = PLAIN, h * w, w      # wide rows are the input's rows
         elif stride == (1, 1):                   # the pad also writes (top + H) * Wq + left
+            if ow == w:  # one run of zeros between rows is both their right and left padding
+                wq = w + max(left, self.padding[3])
             mode, ld = PADDED, max(hq * wq + cols[-1][0], (h + top) * wq + left)
         else:
             mode, ld = SPLIT, len(phases) * hq * wq
@@ -523,12 +417,13 @@ class DirectConv2d(Kernel):
         cg, og = self.c // self.groups, self.o // self.groups
         offsets = [c * ld + slot[(a, b)] + i * wq + j for c in range(cg)
                    for i, a in rows for j, b in cols]
+        fuse = self._fuse_compact(oh, ow, wq)
         args = (n, self.groups, cg * self.kh * self.kw, cg * ld, self.blocks, og, oh * wq,
                 self._chunk(cg), self.relu, mode, h, w, wq, hq, top, left, *stride,
-                ld, len(phases), self.c, self.o, oh, ow, *(v for ab in phases for v in ab))
+                ld, len(phases), self.c, self.o, oh, ow, fuse, *(v for ab in phases for v in ab))
         # reads past a channel's last plane reach cols[-1][0] floats (wide garbage columns)
         sizes = () if mode == PLAIN else (self.c * ld + cols[-1][0] + self.lanes,
-                                          0 if wq == ow else self.o * oh * wq)
+                                          0 if wq == ow or fuse else self.o * oh * wq)
         macs = n * self.o * oh * ow * cg * self.kh * self.kw
         units = self.groups if self.groups > 1 else self.blocks
         # per image, the bytes a thread reads of weights and of input when all threads split
@@ -538,6 +433,14 @@ class DirectConv2d(Kernel):
                                           np.array(offsets, np.int64), sizes, macs,
                                           (units, self.c, mode != PLAIN, traffic))
         return plan
+
+    def _fuse_compact(self, oh: int, ow: int, wq: int) -> int:
+        """1 when the tile stores drop the wide columns (two masked stores a vector where a
+        row ends) instead of a compaction pass: when the wide output outgrows L2, so the pass
+        would stream it from memory (stems, VGG's 224x224 convs: 3-5% of the conv); below
+        that the pass is cheaper than the extra stores. Rows of at least a vector keep each
+        vector within two rows."""
+        return int(wq != ow and wq >= self.lanes and 4 * self.o * oh * wq > 2 * _L2_BYTES)
 
     def _chunk(self, cg: int) -> int:
         """Wide positions per chunk: the chunk's input, over the group's channels, fits in

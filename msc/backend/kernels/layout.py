@@ -232,6 +232,13 @@ def _clamp(b, value, low: int, high: int):
     return b.select(b.icmp_signed(">", value, const64(high)), const64(high), value)
 
 
+def nan_max(b, acc, value):
+    """max that keeps a NaN from either side (numpy's np.max): value when it is larger or
+    NaN, else acc (a NaN acc stays, as NaN > value is false)."""
+    take = b.or_(b.fcmp_ordered(">", value, acc), b.fcmp_unordered("uno", value, value))
+    return b.select(take, value, acc)
+
+
 def _intrinsic(module, name, ret, args):
     existing = module.globals.get(name)
     return existing if existing is not None else _declare(module, name, ret, args)

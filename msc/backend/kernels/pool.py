@@ -32,9 +32,10 @@ from ..runtime.threads import NativeTasks, native_address, split_range, task_thr
 from .base import Kernel, KernelFact, Site
 from .dense import F32 as F32_DTYPE
 from .dense import Address, as_f32
-from .layout import VecOps, scratch_addresses
+from .layout import VecOps, nan_max, scratch_addresses
+from .window3 import takes_window_3x3, window_3x3_raw
 
-__all__ = ["Pool2dFact", "window_kernels"]
+__all__ = ["Pool2dFact", "fast_window", "window_kernels"]
 
 _MODES = ("max", "avg", "dwconv")
 _ARGS = ("planes", "C", "mult", "H", "W", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw", "OH",
@@ -272,7 +273,7 @@ class _Plane:
     def _merge(self, acc, other):
         b = self.b
         if self.mode == "max":
-            return _nan_max(b, acc, other)
+            return nan_max(b, acc, other)
         return b.fadd(acc, other)
 
     def _load(self, ptr, mask, stride):
@@ -286,7 +287,7 @@ class _Plane:
     def _combine(self, acc, value, tap):
         b = self.b
         if self.mode == "max":
-            return _nan_max(b, acc, value)
+            return nan_max(b, acc, value)
         if self.mode == "avg":
             return b.fadd(acc, value)
         weight = b.load(_gep(b, self.weights, tap))
@@ -323,13 +324,6 @@ class _Plane:
                     tap = b.add(b.mul(kh, g["KW"]), kw)
                     b.store(self._combine(b.load(slot), value, tap), slot)
             b.store(self._finish(b.load(slot), oh, ow, None), _gep(b, self.out, self._at(oh, ow)))
-
-
-def _nan_max(b, acc, value):
-    """max that keeps a NaN from either side (numpy's np.max): value when it is larger or
-    NaN, else acc (a NaN acc stays, as NaN > value is false)."""
-    take = b.or_(b.fcmp_ordered(">", value, acc), b.fcmp_unordered("uno", value, value))
-    return b.select(take, value, acc)
 
 
 def plane_geometry(h, w, kh, kw, strides, top_left, dilation, oh, ow) -> tuple:
@@ -408,6 +402,20 @@ def window_kernels() -> dict:
             for m in _MODES}
 
 
+@cache
+def fast_window(mode: str, stride: int) -> _Window:
+    """window3.py's in-place 3x3 entry of ``mode`` for ``stride``, as a _Window."""
+    return _Window(window_3x3_raw(mode, stride))
+
+
+def pick_window(mode: str, kernel: tuple, strides: tuple, dilation: tuple) -> _Window:
+    """window3.py's entry for 3x3 windows of stride 1 or 2 (no padded copy, a few times
+    faster on small planes), else this module's window kernel."""
+    if takes_window_3x3(*kernel, strides, dilation):
+        return fast_window(mode, strides[0])
+    return window_kernels()[mode]
+
+
 class _Pool2dKernel(Kernel):
     inputs = (0,)
 
@@ -416,7 +424,7 @@ class _Pool2dKernel(Kernel):
         self.kernel, self.strides = attrs["pool_size"], attrs["strides"]
         self.dilation, self.padding = attrs["dilation"], attrs["padding"]
         self.ceil, self.include_pad = attrs["ceil_mode"], attrs["count_include_pad"]
-        self.run = window_kernels()[kind]
+        self.run = pick_window(kind, self.kernel, self.strides, self.dilation)
         self._inv: dict = {}
         self._shapes: dict = {}  # input shape -> _shape(); (shape, threads) -> _parts()
         self.addr = (Address(), Address())
