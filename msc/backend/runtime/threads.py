@@ -16,6 +16,11 @@ task runs serially on that thread (no nested fan-out). The first exception raise
 re-raised in the caller, and tasks not yet started are skipped. Waiting threads poll for
 SPIN_SECONDS (200 us, in native code without the GIL) before they sleep, since waking a
 sleeping thread costs about 40 us here, and milliseconds when other processes hold the cores.
+
+Most kernels do not call ``parallel_for``: they post a :class:`NativeTasks` list (kernel
+address and arguments per task), which on x86-64 Linux runs on the native pool of
+native_pool.py, whose workers wait in native code, so handing an op to them takes one ctypes
+call and no GIL (about 3 us, against about 20 us through ``parallel_for``).
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from contextvars import ContextVar
 import numpy as np
 
 from ...errors import ValidationError
+from . import native_pool
+from .native_pool import NATIVE_ARGS, RECORD, claim_ir
 
 __all__ = ["NATIVE_ARGS", "NativeTasks", "copy_into", "cpu_threads", "get_num_threads", "native_address",
            "num_threads", "parallel_calls", "parallel_for", "parallel_ranges", "set_num_threads",
@@ -284,6 +291,7 @@ def _reset_after_fork() -> None:
 
 os.register_at_fork(after_in_child=_reset_after_fork)
 atexit.register(lambda: _pool.shutdown())
+atexit.register(native_pool.shutdown)
 
 
 def parallel_for(n_tasks: int, fn: Callable[[int], object],
@@ -347,43 +355,16 @@ def parallel_ranges(total: int, fn: Callable[[int, int], object], work: float,
 # ---------------------------------------------------------------------------------------------
 # Native task lists: one ctypes call per thread and op, not one Python call per task.
 
-NATIVE_ARGS = 10  # integer / pointer arguments a native task may take
-_RECORD = NATIVE_ARGS + 1  # int64s per task: the function's address, then its arguments
-_ARGS_TY = ", ".join(["i64"] * NATIVE_ARGS)
-_RUN_TASKS_IR = f"""
-define void @msc_threads_run_tasks(i64* %records, i64 %n, i64* %next) {{
-entry:
-  br label %claim
-claim:
-  %i = atomicrmw add i64* %next, i64 1 monotonic
-  %more = icmp slt i64 %i, %n
-  br i1 %more, label %call, label %done
-call:
-  %base = mul i64 %i, {_RECORD}
-  %rec = getelementptr inbounds i64, i64* %records, i64 %base
-  %raw = load i64, i64* %rec
-  %fn = inttoptr i64 %raw to void ({_ARGS_TY})*
-""" + "".join(f"""  %p{k} = getelementptr inbounds i64, i64* %rec, i64 {k + 1}
-  %a{k} = load i64, i64* %p{k}
-""" for k in range(NATIVE_ARGS)) + f"""  call void %fn({", ".join(f"i64 %a{k}" for k in range(NATIVE_ARGS))})
-  br label %claim
-done:
-  ret void
-}}
-"""
-
 
 @functools.cache
 def _task_runner():
-    """``run(records, n, next)``: claims task indices from ``next`` (an atomic counter) and
-    calls each record's function with its NATIVE_ARGS int64 arguments, until n are taken. On
-    x86-64 and AArch64 a function taking fewer integer or pointer arguments (int32 included)
-    reads its own from the same registers and stack slots, so one call signature serves every
-    kernel entry."""
+    """``run(records, n, next)``, the claim loop (native_pool.claim_ir) for the threads that
+    run task lists without the native pool (one thread, or hosts without it)."""
     from ..llvm.jit import get_jit
 
-    return get_jit().compile(_RUN_TASKS_IR, ["msc_threads_run_tasks"]).cfunc(
-        "msc_threads_run_tasks", None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
+    name = "msc_threads_run_tasks"
+    return get_jit().compile(claim_ir(name), [name]).cfunc(
+        name, None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
 
 
 def native_address(cfunc) -> int:
@@ -404,7 +385,9 @@ def parallel_calls(address: int, args: np.ndarray, threads: int | None = None) -
 class NativeTasks:
     """``n`` native calls, ``records[i] = (function address, NATIVE_ARGS int64 arguments)``,
     run by :meth:`run`: the rows are handed out by an atomic counter inside native code, so a
-    task costs no Python and no GIL; each thread makes one ctypes call. Kernels keep one per
+    task costs no Python and no GIL. On several threads the list goes to the native pool
+    (native_pool.py: one ctypes call in all, the workers wait in native code), elsewhere to
+    :func:`parallel_for` (one ctypes call per thread). Kernels keep one per
     plan and rewrite only the pointer columns that change between calls (``records`` keeps
     its address). The functions must not fail (they return void)."""
 
@@ -412,7 +395,7 @@ class NativeTasks:
 
     def __init__(self, n: int):
         self.n = n
-        self.records = np.zeros((n, _RECORD), np.int64)
+        self.records = np.zeros((n, RECORD), np.int64)
         self._next = np.zeros(1, np.int64)
         self._ptr, self._next_ptr = self.records.ctypes.data, self._next.ctypes.data
         self._busy = threading.Lock()
@@ -433,10 +416,16 @@ class NativeTasks:
             tasks._busy.release()
 
     def run(self, threads: int | None = None) -> None:
-        """Every task once, on up to ``threads`` threads (default :func:`task_threads`)."""
-        run, n, ptr, next_ptr = _task_runner(), self.n, self._ptr, self._next_ptr
-        self._next[0] = 0
+        """Every task once, on up to ``threads`` threads (default :func:`task_threads`). Not
+        for two threads at once on one list (:meth:`call` copies it for a second caller)."""
+        n, ptr, next_ptr = self.n, self._ptr, self._next_ptr
         count = min(n, task_threads() if threads is None else threads)
+        pool = native_pool.get_pool() if count > 1 else None
+        if pool is not None:
+            pool.run(ptr, n, next_ptr, count)
+            return
+        run = _task_runner()
+        self._next[0] = 0
         if count <= 1:
             run(ptr, n, next_ptr)
         else:
