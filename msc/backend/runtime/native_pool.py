@@ -3,21 +3,22 @@ Python and no GIL between the caller and its workers.
 
 Each worker is a Python thread that makes ONE ctypes call, ``msc_pool_work``, which loops until
 the pool stops: it waits for the control block's generation word to change (polling with
-``pause`` for SPIN_SECONDS, then sleeping on a futex), joins the posted task list and claims
-tasks from its atomic counter. A caller (``msc_pool_run``, also one ctypes call) takes the
-pool's try-lock, publishes (records, n, counter), bumps the generation, wakes sleepers only
-when some sleep, runs tasks itself, closes the list and waits until every worker that joined
-has left. A worker that comes late finds the list closed (or empty) and goes back to waiting,
-so a caller never waits for a worker that did not start. A caller that finds the pool busy
-(another thread's VM, or a call made inside a task) runs its tasks alone: no deadlock, and
-results do not depend on who ran which task.
+``pause`` for SPIN_SECONDS, then sleeping on a futex) and then claims tasks of the posted job.
+A caller (``msc_pool_run``, also one ctypes call) takes the pool's try-lock, writes the job
+(records, n, threads wanted) into the next of four descriptors, opens it in the CLAIM word
+(job id << 32 | next task), bumps the generation, wakes sleepers only when some sleep, claims
+tasks itself and, when none is left, waits until the DONE count reaches n.
 
-Handshakes that must not be missed are store-then-load pairs on both sides, all seq_cst:
-the caller stores ``open`` then reads ``active``, a worker adds to ``active`` then reads
-``open``; the caller bumps ``generation`` then reads ``sleepers``, a sleeper adds to
-``sleepers`` then reads ``generation`` (and the futex re-checks it). x86-64 Linux only (the
-futex goes through libc's ``syscall``, passed in by address); elsewhere :func:`get_pool`
-returns None and threads.py falls back to its Python pool.
+A worker claims with a compare-and-swap on CLAIM after reading the job's descriptor between
+two reads of its sequence word (a seqlock), so a worker that comes late, or was preempted
+while reading, cannot take a task of another job; and the caller waits only for tasks that
+were claimed, never for a worker that did not start (which matters when other processes hold
+the cores). A caller that finds the pool busy (another thread's VM, or a call made inside a
+task) runs its tasks alone: no deadlock, and results do not depend on who ran which task.
+Sleep / wake handshakes are store-then-load pairs, all seq_cst, on both sides, and the futex
+re-checks the word. x86-64 Linux only (the futex goes through libc's ``syscall``, passed in
+by address); elsewhere :func:`get_pool` returns None and threads.py falls back to its Python
+pool.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ SPIN_SECONDS = 2e-4  # how long a waiting thread polls before it sleeps (a futex
 WORKER_NAME = "msc-worker-native-"  # threads.WORKER_PREFIX + "native-"
 
 # Control block slots (int64). Words written by different sides sit on their own 64-byte line.
-_SLOT_OF = {"GEN": 0, "ACTIVE": 8, "WAITING": 9, "OPEN": 16, "RECORDS": 17, "COUNT": 18,
-            "NEXT": 19, "HELPERS": 20, "STOP": 21, "SLEEPERS": 24, "LOCK": 32}
-_SLOTS = 40
+# CLAIM packs (job id << 32 | next task index); DESC: four job descriptors (seq, records, n,
+# want) that jobs use in turn, so a worker that read a stale job id finds another seq.
+_SLOT_OF = {"GEN": 0, "CLAIM": 8, "DONE": 16, "WAITING": 17, "SLEEPERS": 24, "LOCK": 32,
+            "STOP": 33, "DESC": 40}
+_SLOTS = 56
 _SYS_FUTEX, _WAIT, _WAKE = 202, 128, 129  # x86-64 syscall number; FUTEX_*_PRIVATE
 
 
@@ -52,25 +55,17 @@ def claim_ir(name: str, linkage: str = "") -> str:
     arguments, until n are taken. On x86-64 and AArch64 a function taking fewer integer or
     pointer arguments (int32 included) reads its own from the same registers and stack slots,
     so one call signature serves every kernel entry."""
-    args_ty = ", ".join(["i64"] * NATIVE_ARGS)
-    loads = "".join(f"  %p{k} = getelementptr inbounds i64, i64* %rec, i64 {k + 1}\n"
-                    f"  %a{k} = load i64, i64* %p{k}\n" for k in range(NATIVE_ARGS))
-    call_args = ", ".join(f"i64 %a{k}" for k in range(NATIVE_ARGS))
     return f"""
 define {linkage} void @{name}(i64* %records, i64 %n, i64* %next) {{
 entry:
+  %recv = ptrtoint i64* %records to i64
   br label %claim
 claim:
   %i = atomicrmw add i64* %next, i64 1 monotonic
   %more = icmp slt i64 %i, %n
   br i1 %more, label %call, label %done
 call:
-  %base = mul i64 %i, {RECORD}
-  %rec = getelementptr inbounds i64, i64* %records, i64 %base
-  %raw = load i64, i64* %rec
-  %fn = inttoptr i64 %raw to void ({args_ty})*
-{loads}  call void %fn({call_args})
-  br label %claim
+{_call("%t", "%recv", "%i")}  br label %claim
 done:
   ret void
 }}
@@ -78,17 +73,14 @@ done:
 
 
 def _fields() -> str:
-    """Entry-block IR: ``%<slot>`` = i64* to each control slot (``%gen64`` / ``%active64`` for
-    the two futex words, whose i32 views are ``%gen`` / ``%active``), their integer addresses
-    and ``%sys``, libc's syscall."""
-    names = {"GEN": "gen64", "ACTIVE": "active64"}
-    lines = [f"  %{names.get(n, n.lower())} = getelementptr inbounds i64, i64* %ctrl, "
-             f"i64 {slot}" for n, slot in _SLOT_OF.items()]
-    lines += ["  %gen = bitcast i64* %gen64 to i32*",
-              "  %active = bitcast i64* %active64 to i32*",
-              "  %genaddr = ptrtoint i32* %gen to i64",
-              "  %actaddr = ptrtoint i32* %active to i64",
-              "  %sys = inttoptr i64 %syscall to i64 (i64, ...)*"]
+    """Entry-block IR: ``%<slot>`` = i64* to each control slot, the i32 views ``%gen`` and
+    ``%done`` (futex words) and their integer addresses, and ``%sys``, libc's syscall."""
+    lines = [f"  %{n.lower()}64 = getelementptr inbounds i64, i64* %ctrl, i64 {slot}"
+             for n, slot in _SLOT_OF.items()]
+    for word in ("gen", "done"):
+        lines += [f"  %{word} = bitcast i64* %{word}64 to i32*",
+                  f"  %{word}addr = ptrtoint i32* %{word} to i64"]
+    lines.append("  %sys = inttoptr i64 %syscall to i64 (i64, ...)*")
     return "\n".join(lines)
 
 
@@ -114,22 +106,33 @@ def _spin_wait(label: str, ready: str, fail: str, test: str) -> str:
 """
 
 
+def _desc(prefix: str, jid: str) -> str:
+    """IR: pointers %<prefix>.seq/.records/.n/.want to the fields of job ``jid``'s descriptor."""
+    lines = [f"  {prefix}.slot = and i64 {jid}, 3",
+             f"  {prefix}.off = mul i64 {prefix}.slot, 4",
+             f"  {prefix}.base = getelementptr inbounds i64, i64* %desc64, i64 {prefix}.off"]
+    for k, field in enumerate(("seq", "records", "n", "want")):
+        lines.append(f"  {prefix}.{field} = getelementptr inbounds i64, i64* {prefix}.base, "
+                     f"i64 {k}")
+    return "\n".join(lines) + "\n"
+
+
 def _worker_ir() -> str:
     poll = ("  %seen = load i32, i32* %seenp\n"
             "  %g = load atomic i32, i32* %gen acquire, align 4\n"
             "  %wait.ok = icmp ne i32 %g, %seen\n")
     return f"""
-define void @msc_pool_work(i64* %ctrl, i64 %syscall, i64 %ticks) {{
+define void @msc_pool_work(i64* %ctrl, i64 %syscall, i64 %ticks, i64 %index) {{
 entry:
 {_fields()}
   %seenp = alloca i32
   %first = load atomic i32, i32* %gen seq_cst, align 4
   store i32 %first, i32* %seenp
-  %stop0 = load atomic i64, i64* %stop seq_cst, align 8
+  %stop0 = load atomic i64, i64* %stop64 seq_cst, align 8
   %stopped = icmp ne i64 %stop0, 0
   br i1 %stopped, label %exit, label %wait
 {_spin_wait("wait", "woke", "sleep", poll)}sleep:
-  %s0 = atomicrmw add i64* %sleepers, i64 1 seq_cst
+  %s0 = atomicrmw add i64* %sleepers64, i64 1 seq_cst
   %g2 = load atomic i32, i32* %gen seq_cst, align 4
   %seen2 = load i32, i32* %seenp
   %same = icmp eq i32 %g2, %seen2
@@ -138,94 +141,131 @@ futex:
   %seen64 = zext i32 %seen2 to i64
 {_futex("%r0", "%genaddr", _WAIT, "%seen64")}  br label %awake
 awake:
-  %s1 = atomicrmw sub i64* %sleepers, i64 1 seq_cst
+  %s1 = atomicrmw sub i64* %sleepers64, i64 1 seq_cst
   br label %wait
 woke:
   store i32 %g, i32* %seenp
-  %stopv = load atomic i64, i64* %stop acquire, align 8
+  %stopv = load atomic i64, i64* %stop64 acquire, align 8
   %stopping = icmp ne i64 %stopv, 0
-  br i1 %stopping, label %exit, label %join
-join:
-  %old = atomicrmw add i32* %active, i32 1 seq_cst
-  %isopen = load atomic i64, i64* %open seq_cst, align 8
-  %want = load i64, i64* %helpers
-  %old64 = sext i32 %old to i64
-  %room = icmp slt i64 %old64, %want
-  %opened = icmp ne i64 %isopen, 0
-  %go = and i1 %room, %opened
-  br i1 %go, label %run, label %leave
+  br i1 %stopping, label %exit, label %claim
+claim:
+  %c = load atomic i64, i64* %claim64 acquire, align 8
+  %jid = lshr i64 %c, 32
+  %idx = and i64 %c, 4294967295
+{_desc("%d", "%jid")}  %seq1 = load atomic i64, i64* %d.seq acquire, align 8
+  %recv = load atomic i64, i64* %d.records monotonic, align 8
+  %n = load atomic i64, i64* %d.n monotonic, align 8
+  %want = load atomic i64, i64* %d.want monotonic, align 8
+  fence acquire
+  %seq2 = load atomic i64, i64* %d.seq monotonic, align 8
+  %ok1 = icmp eq i64 %seq1, %jid
+  %ok2 = icmp eq i64 %seq2, %jid
+  %ok3 = icmp ult i64 %idx, %n
+  %ok4 = icmp ult i64 %index, %want
+  %ok12 = and i1 %ok1, %ok2
+  %ok34 = and i1 %ok3, %ok4
+  %ok = and i1 %ok12, %ok34
+  br i1 %ok, label %take, label %wait
+take:
+  %c1 = add i64 %c, 1
+  %pair = cmpxchg i64* %claim64, i64 %c, i64 %c1 acq_rel monotonic
+  %won = extractvalue {{i64, i1}} %pair, 1
+  br i1 %won, label %run, label %claim
 run:
-  %recv = load i64, i64* %records
-  %recp = inttoptr i64 %recv to i64*
-  %n = load i64, i64* %count
-  %nextv = load i64, i64* %next
-  %nextp = inttoptr i64 %nextv to i64*
-  call void @msc_pool_claim(i64* %recp, i64 %n, i64* %nextp)
-  br label %leave
-leave:
-  %left = atomicrmw sub i32* %active, i32 1 seq_cst
-  %last = icmp eq i32 %left, 1
-  br i1 %last, label %check, label %wait
+{_call("%t", "%recv", "%idx")}  %before = atomicrmw add i32* %done, i32 1 seq_cst
+  %after = add i32 %before, 1
+  %n32 = trunc i64 %n to i32
+  %last = icmp eq i32 %after, %n32
+  br i1 %last, label %check, label %claim
 check:
-  %w = load atomic i64, i64* %waiting seq_cst, align 8
+  %w = load atomic i64, i64* %waiting64 seq_cst, align 8
   %wants = icmp ne i64 %w, 0
-  br i1 %wants, label %wake, label %wait
+  br i1 %wants, label %wake, label %claim
 wake:
-{_futex("%r1", "%actaddr", _WAKE, "1")}  br label %wait
+{_futex("%r1", "%doneaddr", _WAKE, "1")}  br label %claim
 exit:
   ret void
 }}
 """
 
 
+def _call(prefix: str, records: str, index: str) -> str:
+    """IR: call task ``index`` of the records at integer address ``records``."""
+    args_ty = ", ".join(["i64"] * NATIVE_ARGS)
+    lines = [f"  {prefix}.rp = inttoptr i64 {records} to i64*",
+             f"  {prefix}.base = mul i64 {index}, {RECORD}",
+             f"  {prefix}.rec = getelementptr inbounds i64, i64* {prefix}.rp, i64 {prefix}.base",
+             f"  {prefix}.raw = load i64, i64* {prefix}.rec",
+             f"  {prefix}.fn = inttoptr i64 {prefix}.raw to void ({args_ty})*"]
+    for k in range(NATIVE_ARGS):
+        lines += [f"  {prefix}.p{k} = getelementptr inbounds i64, i64* {prefix}.rec, i64 {k + 1}",
+                  f"  {prefix}.a{k} = load i64, i64* {prefix}.p{k}"]
+    args = ", ".join(f"i64 {prefix}.a{k}" for k in range(NATIVE_ARGS))
+    lines.append(f"  call void {prefix}.fn({args})")
+    return "\n".join(lines) + "\n"
+
+
 def _caller_ir() -> str:
-    idle = ("  %a = load atomic i32, i32* %active seq_cst, align 4\n"
-            "  %drain.ok = icmp eq i32 %a, 0\n")
+    drained = ("  %left = load atomic i32, i32* %done acquire, align 4\n"
+               "  %drain.ok = icmp eq i32 %left, %n32\n")
     return f"""
 define i64 @msc_pool_run(i64* %ctrl, i64 %recv, i64 %n, i64* %nextp, i64 %want,
                          i64 %syscall, i64 %ticks) {{
 entry:
 {_fields()}
-  %recp = inttoptr i64 %recv to i64*
-  store atomic i64 0, i64* %nextp seq_cst, align 8
-  %pair = cmpxchg i64* %lock, i64 0, i64 1 acquire monotonic
+  %n32 = trunc i64 %n to i32
+  %pair = cmpxchg i64* %lock64, i64 0, i64 1 acquire monotonic
   %won = extractvalue {{i64, i1}} %pair, 1
   br i1 %won, label %publish, label %alone
 alone:
+  %recp = inttoptr i64 %recv to i64*
+  store i64 0, i64* %nextp
   call void @msc_pool_claim(i64* %recp, i64 %n, i64* %nextp)
   ret i64 0
 publish:
-  store i64 %recv, i64* %records
-  store i64 %n, i64* %count
-  %nextv = ptrtoint i64* %nextp to i64
-  store i64 %nextv, i64* %next
-  store i64 %want, i64* %helpers
-  store atomic i64 1, i64* %open seq_cst, align 8
-  %g = atomicrmw add i32* %gen, i32 1 seq_cst
-  %s = load atomic i64, i64* %sleepers seq_cst, align 8
+  %c0 = load atomic i64, i64* %claim64 monotonic, align 8
+  %j0 = lshr i64 %c0, 32
+  %j1 = add i64 %j0, 1
+  %jid = and i64 %j1, 4294967295
+{_desc("%d", "%jid")}  store atomic i64 -1, i64* %d.seq monotonic, align 8
+  fence release
+  store atomic i64 %recv, i64* %d.records monotonic, align 8
+  store atomic i64 %n, i64* %d.n monotonic, align 8
+  store atomic i64 %want, i64* %d.want monotonic, align 8
+  store atomic i32 0, i32* %done monotonic, align 4
+  store atomic i64 %jid, i64* %d.seq release, align 8
+  %opened = shl i64 %jid, 32
+  store atomic i64 %opened, i64* %claim64 seq_cst, align 8
+  %jid32 = trunc i64 %jid to i32
+  store atomic i32 %jid32, i32* %gen seq_cst, align 4
+  %s = load atomic i64, i64* %sleepers64 seq_cst, align 8
   %any = icmp ne i64 %s, 0
-  br i1 %any, label %wake, label %work
+  br i1 %any, label %wake, label %claim
 wake:
-{_futex("%r0", "%genaddr", _WAKE, "%want")}  br label %work
-work:
-  call void @msc_pool_claim(i64* %recp, i64 %n, i64* %nextp)
-  store atomic i64 0, i64* %open seq_cst, align 8
-  br label %drain
-{_spin_wait("drain", "done", "sleep", idle)}sleep:
-  store atomic i64 1, i64* %waiting seq_cst, align 8
-  %a2 = load atomic i32, i32* %active seq_cst, align 4
-  %busy = icmp ne i32 %a2, 0
+{_futex("%r0", "%genaddr", _WAKE, "%want")}  br label %claim
+claim:
+  %c = atomicrmw add i64* %claim64, i64 1 acq_rel
+  %idx = and i64 %c, 4294967295
+  %more = icmp ult i64 %idx, %n
+  br i1 %more, label %run, label %drain
+run:
+{_call("%t", "%recv", "%idx")}  %before = atomicrmw add i32* %done, i32 1 seq_cst
+  br label %claim
+{_spin_wait("drain", "finish", "sleep", drained)}sleep:
+  store atomic i64 1, i64* %waiting64 seq_cst, align 8
+  %now = load atomic i32, i32* %done seq_cst, align 4
+  %busy = icmp ne i32 %now, %n32
   br i1 %busy, label %futex, label %woken
 futex:
-  %a64 = zext i32 %a2 to i64
-{_futex("%r1", "%actaddr", _WAIT, "%a64")}  br label %woken
+  %now64 = zext i32 %now to i64
+{_futex("%r1", "%doneaddr", _WAIT, "%now64")}  br label %woken
 woken:
-  store atomic i64 0, i64* %waiting seq_cst, align 8
-  %a3 = load atomic i32, i32* %active seq_cst, align 4
-  %idle = icmp eq i32 %a3, 0
-  br i1 %idle, label %done, label %sleep
-done:
-  store atomic i64 0, i64* %lock release, align 8
+  store atomic i64 0, i64* %waiting64 seq_cst, align 8
+  %after = load atomic i32, i32* %done acquire, align 4
+  %all = icmp eq i32 %after, %n32
+  br i1 %all, label %finish, label %sleep
+finish:
+  store atomic i64 0, i64* %lock64 release, align 8
   ret i64 1
 }}
 """
@@ -236,7 +276,7 @@ def _stop_ir() -> str:
 define void @msc_pool_stop(i64* %ctrl, i64 %syscall) {{
 entry:
 {_fields()}
-  store atomic i64 1, i64* %stop seq_cst, align 8
+  store atomic i64 1, i64* %stop64 seq_cst, align 8
   %g = atomicrmw add i32* %gen, i32 1 seq_cst
 {_futex("%r", "%genaddr", _WAKE, "2147483647")}  ret void
 }}
@@ -274,7 +314,7 @@ def _native():
         return None
     lib = get_jit().compile(pool_ir(), _ENTRIES, name="msc_native_pool")
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    work = lib.cfunc("msc_pool_work", None, ptr, i64, i64)
+    work = lib.cfunc("msc_pool_work", None, ptr, i64, i64, i64)
     run = lib.cfunc("msc_pool_run", i64, ptr, i64, i64, ptr, i64, i64, i64)
     stop = lib.cfunc("msc_pool_stop", None, ptr, i64)
     cycles = lib.cfunc("msc_pool_cycles", i64)
@@ -311,7 +351,8 @@ class NativePool:
         with self._lock:
             while len(self.workers) < count and not self.stopped:
                 worker = threading.Thread(
-                    target=self._work, args=(self._ptr, self._syscall, self._ticks),
+                    target=self._work,
+                    args=(self._ptr, self._syscall, self._ticks, len(self.workers)),
                     daemon=True, name=f"{WORKER_NAME}{len(self.workers)}")
                 worker.start()
                 self.workers.append(worker)
