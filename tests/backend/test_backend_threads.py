@@ -253,16 +253,16 @@ def spy(monkeypatch):
         calls.append(n_tasks)
         return parallel_for(n_tasks, fn, count)
 
-    def native(self, count=None):
+    def native(self, first, bases, count=None):
         calls.append(self.n)
-        return run(self, count)
+        return launch(self, first, bases, count)
 
-    run = threads.NativeTasks.run
+    launch = threads.NativeTasks.launch
     monkeypatch.setattr(gemm_kernels, "PARALLEL_FLOPS", 0)
     monkeypatch.setattr(conv_kernels, "_DEPTHWISE_PARALLEL", 0)
     monkeypatch.setattr(direct_conv, "_PARALLEL_MACS", 0)
     monkeypatch.setattr(conv_kernels, "parallel_for", recording)
-    monkeypatch.setattr(threads.NativeTasks, "run", native)  # GEMM and direct conv task lists
+    monkeypatch.setattr(threads.NativeTasks, "launch", native)  # GEMM and direct conv tasks
     return calls
 
 
@@ -294,7 +294,7 @@ def test_gemm_two_threads_equal_one(spy, m, k, n, relu):
 
 def test_small_gemm_stays_on_one_thread(monkeypatch):
     calls = []
-    monkeypatch.setattr(threads.NativeTasks, "run", lambda *a: calls.append(a))
+    monkeypatch.setattr(threads.NativeTasks, "launch", lambda *a: calls.append(a))
     a, b = _rand(8, 16), _rand(16, 8)
     with num_threads(2):
         out = Gemm(b)(a)

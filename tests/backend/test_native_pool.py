@@ -22,6 +22,7 @@ from msc.backend.kernels import elementwise as ew_kernels
 from msc.backend.kernels import pool as pool_kernels
 from msc.backend.llvm.jit import get_jit
 from msc.backend.runtime import native_pool
+from msc.backend.runtime.native_pool_ir import SLOT_OF
 from msc.backend.runtime.threads import NativeTasks, num_threads
 from msc.relax import op as R
 from tests.helpers.concurrency import run_on_threads
@@ -67,9 +68,9 @@ def test_workers_join_and_sleep_between_calls():
     assert len(POOL.workers) >= 1 and all(w.is_alive() for w in POOL.workers)
     # After SPIN_SECONDS the workers sleep on the futex; a call must still wake them.
     deadline = time.monotonic() + 10
-    while POOL.ctrl[native_pool._SLOT_OF["SLEEPERS"]] < 1 and time.monotonic() < deadline:
+    while POOL.ctrl[SLOT_OF["SLEEPERS"]] < 1 and time.monotonic() < deadline:
         time.sleep(0.001)
-    assert POOL.ctrl[native_pool._SLOT_OF["SLEEPERS"]] >= 1
+    assert POOL.ctrl[SLOT_OF["SLEEPERS"]] >= 1
     tasks.run(2)
     assert (counts == 2).all()
 
@@ -89,19 +90,28 @@ def test_concurrent_callers_from_two_threads():
 def test_a_call_inside_a_task_runs_alone():
     """Outer tasks call msc_pool_run themselves, each on its own inner list, while the outer
     caller holds the pool: the inner calls must run on their own thread and complete."""
-    _, run, _, syscall, ticks = native_pool._native()
+    run = native_pool._native()[1]
     inner = [np.zeros(50, np.int64) for _ in range(4)]
     inner_tasks = [_bump_tasks(c) for c in inner]
     outer = NativeTasks(len(inner))
     outer.records[:, 0] = ctypes.cast(run, ctypes.c_void_p).value
     outer.records[:, 1] = POOL._ptr
     outer.records[:, 2] = [t._ptr for t in inner_tasks]
-    outer.records[:, 3] = 50
-    outer.records[:, 4] = [t._next_ptr for t in inner_tasks]
-    outer.records[:, 5:8] = (1, syscall, ticks)  # one helper wanted, futex, spin budget
+    # 50 tasks, one helper wanted, bases from column 10 on (the bump reads only column 1)
+    outer.records[:, 3:6] = (50, 1, 10)
     for rep in range(1, 11):
         outer.run(2)
         assert all((c == rep).all() for c in inner)
+
+
+def test_bases_are_added_to_the_arguments():
+    counts = np.zeros(64, np.int64)
+    tasks = NativeTasks(8)
+    tasks.records[:, 0] = _bump_address()
+    tasks.records[:, 1] = 8 * 8 * np.arange(8)  # byte offsets of counts[0], counts[8], ..
+    for count in (1, 2, 3):
+        tasks.launch(1, (counts.ctypes.data + 8 * count,), count)
+    assert (counts.reshape(8, 8)[:, 1:4] == 1).all() and counts.sum() == 24
 
 
 def _run_child(code: str) -> subprocess.CompletedProcess:

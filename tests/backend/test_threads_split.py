@@ -40,13 +40,13 @@ def test_split_range_covers_in_order(total, parts, align):
 @pytest.fixture
 def tasks_run(monkeypatch):
     """Thresholds off; records the task count of every native task list a kernel runs."""
-    counts, run = [], NativeTasks.run
+    counts, launch = [], NativeTasks.launch
 
-    def recording(self, count=None):
+    def recording(self, first, bases, count=None):
         counts.append(self.n)
-        return run(self, count)
+        return launch(self, first, bases, count)
 
-    monkeypatch.setattr(NativeTasks, "run", recording)
+    monkeypatch.setattr(NativeTasks, "launch", recording)
     monkeypatch.setattr(ew_kernels, "_PARALLEL_ELEMENTS", 1)
     monkeypatch.setattr(pool_kernels, "_PARALLEL_READS", 0)
     monkeypatch.setattr(conv_kernels, "_DEPTHWISE_PARALLEL", 0)

@@ -496,7 +496,7 @@ class DirectConv2d(Kernel):
         each stage one native task list (threads.NativeTasks)."""
         for stage in plan.split(threads, self.address):
             if stage is not None:
-                stage.call(1, pointers, threads)
+                stage.launch(1, pointers, threads)
 
     def _plan(self, shape: tuple) -> _Plan:
         """The checked geometry of one input shape, as the driver's int64 plan (cached)."""

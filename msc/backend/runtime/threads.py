@@ -41,13 +41,15 @@ import numpy as np
 
 from ...errors import ValidationError
 from . import native_pool
-from .native_pool import NATIVE_ARGS, RECORD, claim_ir
+from .native_pool import claim_runner, serial_runner
+from .native_pool_ir import BASES, NATIVE_ARGS, RECORD
 
-__all__ = ["NATIVE_ARGS", "NativeTasks", "copy_into", "cpu_threads", "get_num_threads", "native_address",
-           "num_threads", "parallel_calls", "parallel_for", "parallel_ranges", "set_num_threads",
-           "split_range", "task_threads"]
+__all__ = ["BASES", "NATIVE_ARGS", "NativeTasks", "copy_into", "cpu_threads", "get_num_threads",
+           "native_address", "num_threads", "parallel_calls", "parallel_for", "parallel_ranges",
+           "set_num_threads", "split_range", "task_threads"]
 
 MAX_THREADS = 256  # a typo such as 10**6 must not try to start a million OS threads
+_NO_BASES = (0,) * BASES
 WORKER_PREFIX = "msc-worker-"  # the pool's thread names (tir/compile.py tells them from others)
 
 
@@ -356,17 +358,6 @@ def parallel_ranges(total: int, fn: Callable[[int, int], object], work: float,
 # Native task lists: one ctypes call per thread and op, not one Python call per task.
 
 
-@functools.cache
-def _task_runner():
-    """``run(records, n, next)``, the claim loop (native_pool.claim_ir) for the threads that
-    run task lists without the native pool (one thread, or hosts without it)."""
-    from ..llvm.jit import get_jit
-
-    name = "msc_threads_run_tasks"
-    return get_jit().compile(claim_ir(name), [name]).cfunc(
-        name, None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
-
-
 def native_address(cfunc) -> int:
     """The address of a ctypes function (a compiled kernel entry), for :func:`parallel_calls`."""
     return ctypes.cast(cfunc, ctypes.c_void_p).value
@@ -384,26 +375,45 @@ def parallel_calls(address: int, args: np.ndarray, threads: int | None = None) -
 
 class NativeTasks:
     """``n`` native calls, ``records[i] = (function address, NATIVE_ARGS int64 arguments)``,
-    run by :meth:`run`: the rows are handed out by an atomic counter inside native code, so a
-    task costs no Python and no GIL. On several threads the list goes to the native pool
-    (native_pool.py: one ctypes call in all, the workers wait in native code), elsewhere to
-    :func:`parallel_for` (one ctypes call per thread). Kernels keep one per
-    plan and rewrite only the pointer columns that change between calls (``records`` keeps
-    its address). The functions must not fail (they return void)."""
+    run by :meth:`launch` / :meth:`run`: the rows are handed out by an atomic counter inside
+    native code, so a task costs no Python and no GIL. On several threads the list goes to
+    the native pool (native_pool.py: one ctypes call in all, the workers wait in native
+    code), elsewhere to :func:`parallel_for` (one ctypes call per thread). Kernels keep one
+    per plan with byte offsets in the pointer columns and pass the tensors' addresses per
+    call (:meth:`launch`). The functions must not fail (they return void)."""
 
-    __slots__ = ("_busy", "_next", "_next_ptr", "_ptr", "n", "records")
+    __slots__ = ("_busy", "_ptr", "n", "records")
 
     def __init__(self, n: int):
         self.n = n
         self.records = np.zeros((n, RECORD), np.int64)
-        self._next = np.zeros(1, np.int64)
-        self._ptr, self._next_ptr = self.records.ctypes.data, self._next.ctypes.data
+        self._ptr = self.records.ctypes.data
         self._busy = threading.Lock()
 
+    def launch(self, first: int, bases: tuple, threads: int | None = None) -> None:
+        """Every task once, with ``bases`` (up to BASES ints: addresses) added to the
+        arguments in record columns ``first``.. (which hold byte offsets), on up to
+        ``threads`` threads (default :func:`task_threads`). The records are not written, so
+        concurrent callers may share the list."""
+        n = self.n
+        count = min(n, task_threads() if threads is None else threads)
+        if count > 1:
+            pool = native_pool.get_pool()
+            if pool is not None:
+                pool.run(self._ptr, n, count, first, bases)
+            else:
+                self._on_python_pool(first, bases, count)
+        elif n:
+            serial_runner()(self._ptr, n, first, *bases, *_NO_BASES[len(bases):])
+
+    def run(self, threads: int | None = None) -> None:
+        """Every task once, as its records say (see :meth:`launch`)."""
+        self.launch(1, (), threads)
+
     def call(self, first: int, values, threads: int | None = None) -> None:
-        """Set columns ``first..`` of every record to ``values`` (a row of pointers, or one
-        row per task), then :meth:`run`. A concurrent caller of the same list (two VMs
-        running one model on two threads) works on a copy."""
+        """Set columns ``first..`` of every record to ``values`` (a row, or one row per
+        task), then :meth:`run`. A concurrent caller of the same list (two VMs running one
+        model on two threads) works on a copy."""
         tasks = self
         if not self._busy.acquire(blocking=False):
             tasks = NativeTasks(self.n)
@@ -415,25 +425,16 @@ class NativeTasks:
         finally:
             tasks._busy.release()
 
-    def run(self, threads: int | None = None) -> None:
-        """Every task once, on up to ``threads`` threads (default :func:`task_threads`). Not
-        for two threads at once on one list (:meth:`call` copies it for a second caller)."""
-        n, ptr, next_ptr = self.n, self._ptr, self._next_ptr
-        count = min(n, task_threads() if threads is None else threads)
-        pool = native_pool.get_pool() if count > 1 else None
-        if pool is not None:
-            pool.run(ptr, n, next_ptr, count)
-            return
-        run = _task_runner()
-        self._next[0] = 0
-        if count <= 1:
-            run(ptr, n, next_ptr)
-        else:
-            parallel_for(count, lambda _: run(ptr, n, next_ptr), count)
+    def _on_python_pool(self, first: int, bases: tuple, count: int) -> None:
+        records = self.records.copy()
+        records[:, first:first + len(bases)] += np.asarray(bases, np.int64)
+        claim, next_ = claim_runner(), np.zeros(1, np.int64)
+        ptr, next_ptr = records.ctypes.data, next_.ctypes.data
+        parallel_for(count, lambda _: claim(ptr, self.n, next_ptr), count)
 
 
 _COPY_PARALLEL = 1 << 18  # bytes from which copy_into splits (a 256 KiB copy takes ~20 us)
-_COPY_SPLITS: dict = {}  # (bytes, threads) -> (task list, byte offsets, as for memmove)
+_COPY_SPLITS: dict = {}  # (bytes, threads) -> memmove task list (byte offsets, sizes)
 
 
 def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
@@ -452,9 +453,7 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
         if len(_COPY_SPLITS) > 4096:  # sizes of many models in one process: start over
             _COPY_SPLITS.clear()
         ranges = split_range(nbytes, threads, 64)
-        tasks = NativeTasks(len(ranges))
-        tasks.records[:, 0] = native_address(ctypes.memmove)
-        tasks.records[:, 3] = [hi - lo for lo, hi in ranges]
-        found = _COPY_SPLITS[key] = tasks, np.array([(lo, lo) for lo, _ in ranges], np.int64)
-    tasks, offsets = found
-    tasks.call(1, offsets + (dst.ctypes.data, src.ctypes.data), threads)
+        found = _COPY_SPLITS[key] = NativeTasks(len(ranges))
+        found.records[:, 0] = native_address(ctypes.memmove)
+        found.records[:, 1:4] = [(lo, lo, hi - lo) for lo, hi in ranges]  # dst, src offsets
+    found.launch(1, (dst.ctypes.data, src.ctypes.data), threads)
