@@ -66,15 +66,16 @@ def claim_runner():
 
 @functools.cache
 def _native():
-    """(work, run, stop, syscall address, ticks per SPIN_SECONDS), or None where the pool
-    cannot run (not x86-64 Linux, no libc ``syscall``)."""
+    """(work, run, stop, addresses of libc's syscall and sched_getcpu, ticks per
+    SPIN_SECONDS), or None where the pool cannot run (not x86-64 Linux, no such libc)."""
     from ..llvm.jit import get_jit, host_target
 
     if not (sys.platform.startswith("linux") and host_target().triple.startswith("x86_64")):
         return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        syscall = ctypes.cast(libc.syscall, ctypes.c_void_p).value
+        syscall, getcpu = (ctypes.cast(f, ctypes.c_void_p).value
+                           for f in (libc.syscall, libc.sched_getcpu))
     except (OSError, AttributeError):
         return None
     lib = get_jit().compile(pool_ir(), POOL_ENTRIES, name="msc_native_pool")
@@ -85,7 +86,16 @@ def _native():
     start, t0 = cycles(), time.perf_counter()
     time.sleep(0.002)
     rate = (cycles() - start) / max(time.perf_counter() - t0, 1e-6)
-    return work, run, stop, syscall, max(int(rate * SPIN_SECONDS), 1)
+    return work, run, stop, (syscall, getcpu), max(int(rate * SPIN_SECONDS), 1)
+
+
+def _allowed_mask() -> int:
+    """The CPUs this process may run on as a bit mask (int64 bits), 0 past 64 CPUs."""
+    cpus = os.sched_getaffinity(0)
+    if max(cpus) >= 64:
+        return 0
+    mask = sum(1 << cpu for cpu in cpus)
+    return mask - (1 << 64) if mask >= 1 << 63 else mask
 
 
 class NativePool:
@@ -93,11 +103,13 @@ class NativePool:
     WORKER_NAME + index). :meth:`run` is the only hot path: one ctypes call."""
 
     def __init__(self, native):
-        self._work, self._run, self._stop, syscall, ticks = native
+        self._work, self._run, self._stop, (syscall, getcpu), ticks = native
         self._raw = np.zeros(SLOTS + 8, np.int64)  # 64-byte aligned view below
         skip = (-self._raw.ctypes.data % 64) // 8
         self.ctrl = self._raw[skip:skip + SLOTS]
-        self.ctrl[SLOT_OF["SYSCALL"]], self.ctrl[SLOT_OF["TICKS"]] = syscall, ticks
+        for slot, value in (("SYSCALL", syscall), ("GETCPU", getcpu), ("TICKS", ticks),
+                            ("ALLOWED", _allowed_mask())):
+            self.ctrl[SLOT_OF[slot]] = value
         self._ptr = self.ctrl.ctypes.data
         self.workers: list[threading.Thread] = []
         self._lock = threading.Lock()
