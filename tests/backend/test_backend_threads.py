@@ -339,7 +339,7 @@ CONV_CASES = [  # x (in data_layout), weight OIHW, groups, strides, data_layout,
     ((3, 64, 24, 24), (16, 64, 3, 3), 1, 1, "NCHW", [1, 4] * 3),
     ((1, 40, 30, 30), (70, 40, 3, 3), 1, 1, "NCHW", [1, 4]),
     ((1, 8, 7, 9), (130, 8, 1, 1), 1, 1, "NCHW", [1, 4]),        # 17 channel blocks
-    ((3, 12, 11, 13), (18, 6, 3, 3), 2, 2, "NCHW", [1, 4] * 3),  # grouped, strided
+    ((3, 12, 11, 13), (18, 6, 3, 3), 2, 2, "NCHW", [1, 2] * 3),  # grouped, strided: groups
     ((1, 24, 15, 17), (24, 1, 3, 3), 24, 1, "NCHW", [4]),   # depthwise, batch 1: channel ranges
     ((3, 6, 10, 9), (12, 1, 3, 3), 6, 2, "NCHW", [6]),      # depthwise, multiplier 2, batch 3
     ((2, 9, 10, 5), (20, 5, 3, 3), 1, 1, "NHWC", [2]),      # images in parallel

@@ -47,6 +47,7 @@ _L2_BYTES = 512 * 1024  # input bytes of one chunk of positions: about half a Ze
 _PARALLEL_MACS = 1e6  # below this (~20 us) a conv runs on one thread (a split costs ~7 us)
 _PARALLEL_PREP = 1 << 16  # input floats from which the pad / phase split pass is split too
 SPLITS_PER_THREAD = 2  # parts per thread, so a thread slowed by other load takes fewer
+_BAND_POSITIONS = 256  # fewest output positions of a row band (a tile covers 48 with AVX-512)
 _CONV_ARGS = ("G", "S", "ld_group", "OB", "og", "ld_out", "Q", "chunk", "relu")
 
 
@@ -536,7 +537,8 @@ class DirectConv2d(Kernel):
         traffic = (self.w.size, self.c * h * w)
         plan = self._plans[shape] = _Plan((n, self.o, oh, ow), np.array(args, np.int64),
                                           np.array(offsets, np.int64), sizes, macs,
-                                          (units, self.c, mode != PLAIN, traffic))
+                                          (units, self.c, mode != PLAIN, traffic,
+                                           self.groups > 1))
         return plan
 
     def _chunk(self, cg: int) -> int:
@@ -550,14 +552,14 @@ class DirectConv2d(Kernel):
 class _Plan:
     """One input shape's driver arguments (the arrays stay alive with the plan) and its splits
     across threads. ``shape_facts``: (output units, input channels, whether PREP pads or
-    splits the input, (weight floats, input floats per image))."""
+    splits the input, (weight floats, input floats per image), whether units are groups)."""
 
     def __init__(self, out_shape, args: np.ndarray, offsets: np.ndarray, scratch_sizes,
                  macs: int, shape_facts: tuple):
         self.out_shape, self.args, self.offsets = out_shape, args, offsets
         self.args_ptr, self.offsets_ptr = args.ctypes.data, offsets.ctypes.data
         self.scratch, self.macs = scratch_sizes, macs
-        self.units, self.channels, self.prep, self.traffic = shape_facts
+        self.units, self.channels, self.prep, self.traffic, self.grouped = shape_facts
         self._parts, self._splits = {}, {}
         self.whole = [self._part(i, 0, out_shape[2], PREP | CONV | COMPACT, 0, self.units, 0,
                                  self.channels) for i in range(out_shape[0])]
@@ -584,8 +586,14 @@ class _Plan:
         count = SPLITS_PER_THREAD * threads
         weights, inputs = self.traffic
         # Output units when there are enough and the weights are the larger read (each thread
-        # then reads its share of them), or the plane has too few rows for even bands.
-        if self.units >= count and (weights >= inputs or oh < 2 * count):
+        # then reads its share of them), or the plane has too few rows for even bands, or
+        # bands too short for whole register tiles (14 x 14 maps); groups whenever each thread
+        # gets one (a group reads only its own input and weights).
+        if self.grouped and self.units >= threads:
+            shapes = [(0, oh, lo, hi)
+                      for lo, hi in split_range(self.units, min(count, self.units))]
+        elif self.units >= count and (weights >= inputs or oh < 2 * count
+                                      or oh * self.out_shape[3] < _BAND_POSITIONS * count):
             shapes = [(0, oh, lo, hi) for lo, hi in split_range(self.units, count)]
         else:
             shapes = [(lo, hi, 0, self.units) for lo, hi in split_range(oh, count)]
