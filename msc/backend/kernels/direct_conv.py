@@ -488,16 +488,11 @@ class DirectConv2d(Kernel):
             if threads == 1:
                 for part in plan.whole:
                     self.run(*pointers, part)
-            else:
-                self._parallel(plan, pointers, threads)
+            else:  # per image: pad / split input channel ranges, then output parts
+                for stage in plan.split(threads, self.address):
+                    if stage is not None:  # one native task list (threads.NativeTasks)
+                        stage.launch(1, pointers, threads)
         return out
-
-    def _parallel(self, plan: _Plan, pointers: tuple, threads: int) -> None:
-        """Per image: pad / split input channel ranges, then output parts, on ``threads``;
-        each stage one native task list (threads.NativeTasks)."""
-        for stage in plan.split(threads, self.address):
-            if stage is not None:
-                stage.launch(1, pointers, threads)
 
     def _plan(self, shape: tuple) -> _Plan:
         """The checked geometry of one input shape, as the driver's int64 plan (cached)."""
@@ -531,14 +526,13 @@ class DirectConv2d(Kernel):
         sizes = () if mode == PLAIN else (self.c * ld + cols[-1][0] + self.lanes,
                                           0 if wq == ow else self.o * oh * wq)
         macs = n * self.o * oh * ow * cg * self.kh * self.kw
-        units = self.groups if self.groups > 1 else self.blocks
+        units, grouped = (self.groups, True) if self.groups > 1 else (self.blocks, False)
         # per image, the bytes a thread reads of weights and of input when all threads split
         # output units (each reads the whole input) instead of rows (each reads all weights)
         traffic = (self.w.size, self.c * h * w)
         plan = self._plans[shape] = _Plan((n, self.o, oh, ow), np.array(args, np.int64),
                                           np.array(offsets, np.int64), sizes, macs,
-                                          (units, self.c, mode != PLAIN, traffic,
-                                           self.groups > 1))
+                                          (units, self.c, mode != PLAIN, traffic, grouped))
         return plan
 
     def _chunk(self, cg: int) -> int:
@@ -585,15 +579,12 @@ class _Plan:
         n, _, oh, _ = self.out_shape
         count = SPLITS_PER_THREAD * threads
         weights, inputs = self.traffic
-        # Output units when there are enough and the weights are the larger read (each thread
-        # then reads its share of them), or the plane has too few rows for even bands, or
-        # bands too short for whole register tiles (14 x 14 maps); groups whenever each thread
-        # gets one (a group reads only its own input and weights).
-        if self.grouped and self.units >= threads:
-            shapes = [(0, oh, lo, hi)
-                      for lo, hi in split_range(self.units, min(count, self.units))]
-        elif self.units >= count and (weights >= inputs or oh < 2 * count
-                                      or oh * self.out_shape[3] < _BAND_POSITIONS * count):
+        # Output units (groups when each thread gets one: a group reads only its own input)
+        # when there are enough and the weights are the larger read (each thread then reads its
+        # share), or the plane has too few rows for even bands or for whole register tiles.
+        few = oh < 2 * count or oh * self.out_shape[3] < _BAND_POSITIONS * count
+        if (self.grouped and self.units >= threads) or (
+                self.units >= count and (weights >= inputs or few)):
             shapes = [(0, oh, lo, hi) for lo, hi in split_range(self.units, count)]
         else:
             shapes = [(lo, hi, 0, self.units) for lo, hi in split_range(oh, count)]
