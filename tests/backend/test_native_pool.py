@@ -22,7 +22,7 @@ from msc.backend.kernels import elementwise as ew_kernels
 from msc.backend.kernels import pool as pool_kernels
 from msc.backend.llvm.jit import get_jit
 from msc.backend.runtime import native_pool
-from msc.backend.runtime.native_pool_ir import SLOT_OF
+from msc.backend.runtime.native_pool_ir import WORKERS
 from msc.backend.runtime.threads import NativeTasks, num_threads
 from msc.relax import op as R
 from tests.helpers.concurrency import run_on_threads
@@ -67,10 +67,11 @@ def test_workers_join_and_sleep_between_calls():
     tasks.run(2)
     assert len(POOL.workers) >= 1 and all(w.is_alive() for w in POOL.workers)
     # After SPIN_SECONDS the workers sleep on the futex; a call must still wake them.
+    asleep = WORKERS + 1  # worker 0's flag
     deadline = time.monotonic() + 10
-    while POOL.ctrl[SLOT_OF["SLEEPERS"]] < 1 and time.monotonic() < deadline:
+    while POOL.ctrl[asleep] != 1 and time.monotonic() < deadline:
         time.sleep(0.001)
-    assert POOL.ctrl[SLOT_OF["SLEEPERS"]] >= 1
+    assert POOL.ctrl[asleep] == 1
     tasks.run(2)
     assert (counts == 2).all()
 

@@ -33,7 +33,16 @@ import time
 
 import numpy as np
 
-from .native_pool_ir import BASES, POOL_ENTRIES, SLOT_OF, SLOTS, TASKS_ENTRIES, pool_ir, tasks_ir
+from .native_pool_ir import (
+    BASES,
+    MAX_WORKERS,
+    POOL_ENTRIES,
+    SLOT_OF,
+    SLOTS,
+    TASKS_ENTRIES,
+    pool_ir,
+    tasks_ir,
+)
 
 __all__ = ["NativePool", "get_pool", "serial_runner", "shutdown"]
 
@@ -81,7 +90,7 @@ def _native():
     lib = get_jit().compile(pool_ir(), POOL_ENTRIES, name="msc_native_pool")
     work = lib.cfunc("msc_pool_work", None, _I64, _I64)
     run = lib.cfunc("msc_pool_run", _I64, *[_I64] * (5 + BASES))
-    stop = lib.cfunc("msc_pool_stop", None, _I64)
+    stop = lib.cfunc("msc_pool_stop", None, _I64, _I64)
     cycles = lib.cfunc("msc_pool_cycles", _I64)
     start, t0 = cycles(), time.perf_counter()
     time.sleep(0.002)
@@ -128,7 +137,7 @@ class NativePool:
 
     def _grow(self, count: int) -> None:
         with self._lock:
-            while len(self.workers) < count and not self.stopped:
+            while len(self.workers) < min(count, MAX_WORKERS) and not self.stopped:
                 worker = threading.Thread(target=self._work, args=(self._ptr, len(self.workers)),
                                           daemon=True, name=f"{WORKER_NAME}{len(self.workers)}")
                 worker.start()
@@ -139,7 +148,7 @@ class NativePool:
         with self._lock:
             self.stopped = True
             workers, self.workers = self.workers, []
-        self._stop(self._ptr)
+        self._stop(self._ptr, len(workers))
         for worker in workers:
             worker.join(timeout)
 

@@ -8,7 +8,7 @@ Control block (int64 slots; words written by different sides on their own 64-byt
 GEN, the generation workers wait on (futex word); CLAIM, (job id << 32 | next task index);
 DONE, tasks finished in the current job (futex word of a waiting caller) and WAITING, whether
 one sleeps on it; CALLER_CPU / WORKER_CPU, the CPUs the last caller and the last worker to take
-a task ran on; SLEEPERS, workers asleep on GEN; LOCK, the callers' try-lock; STOP; SYSCALL and
+a task ran on; LOCK, the callers' try-lock; STOP; SYSCALL and
 GETCPU, libc's syscall and sched_getcpu; TICKS, cycles a waiter polls before it sleeps; DESC, four
 job descriptors used in turn: seq (the job id once complete, -1 while written), records, n,
 want (helper threads wanted: worker i joins when i < want), the job's base vector.
@@ -25,9 +25,11 @@ BASES = 8  # pointers a job may add to its tasks' arguments
 _VECTOR = NATIVE_ARGS + BASES  # base vector slots: zeros, the bases from column first - 1
 DESC_SLOTS = 32  # per descriptor: seq, records, n, want, base vector (4 + 18), padded
 SLOT_OF = {"GEN": 0, "CALLER_CPU": 1, "CLAIM": 8, "DONE": 16, "WAITING": 17, "WORKER_CPU": 18,
-           "SLEEPERS": 24, "LOCK": 32, "STOP": 33, "SYSCALL": 40, "GETCPU": 41, "TICKS": 42,
-           "ALLOWED": 43, "DESC": 48}
-SLOTS = SLOT_OF["DESC"] + 4 * DESC_SLOTS
+           "LOCK": 32, "STOP": 33, "SYSCALL": 40, "GETCPU": 41, "TICKS": 42, "ALLOWED": 43,
+           "DESC": 48}
+WORKERS = SLOT_OF["DESC"] + 4 * DESC_SLOTS  # then one line per worker: its bell and asleep flag
+MAX_WORKERS = 255
+SLOTS = WORKERS + 8 * MAX_WORKERS
 _SYS_FUTEX, _WAIT, _WAKE = 202, 128, 129  # x86-64 syscall number; FUTEX_*_PRIVATE
 _SET_AFFINITY = 203  # x86-64 sched_setaffinity
 _LOW32 = 4294967295
@@ -216,6 +218,13 @@ define void @msc_pool_work(i64* %ctrl, i64 %index) {{
 entry:
 {_fields()}
   %seenp = alloca i32
+  %mine = mul i64 %index, 8
+  %mine0 = add i64 %mine, {WORKERS}
+  %mine1 = add i64 %mine, {WORKERS + 1}
+  %bell64 = getelementptr inbounds i64, i64* %ctrl, i64 %mine0
+  %bell = bitcast i64* %bell64 to i32*
+  %belladdr = ptrtoint i32* %bell to i64
+  %asleep = getelementptr inbounds i64, i64* %ctrl, i64 %mine1
   %movedp = alloca i1
   %maskp = alloca i64
   store i1 false, i1* %movedp
@@ -223,18 +232,20 @@ entry:
   store i32 %first, i32* %seenp
   %stop0 = load atomic i64, i64* %stop64 seq_cst, align 8
   %stopped = icmp ne i64 %stop0, 0
-  br i1 %stopped, label %exit, label %wait
+  br i1 %stopped, label %exit, label %claim  ; a new worker joins the job posted before it ran
 {_spin_wait("wait", "woke", "sleep", poll, "caller_cpu64", "apart")}{_move_off("apart", "wait", "sleep")}sleep:
-  %s0 = atomicrmw add i64* %sleepers64, i64 1 seq_cst
+  ; each worker sleeps on its own bell, so a caller wakes exactly the workers it wants
+  %b0 = load atomic i32, i32* %bell seq_cst, align 4
+  store atomic i64 1, i64* %asleep seq_cst, align 8
   %g2 = load atomic i32, i32* %gen seq_cst, align 4
   %seen2 = load i32, i32* %seenp
   %same = icmp eq i32 %g2, %seen2
   br i1 %same, label %futex, label %awake
 futex:
-  %seen64 = zext i32 %seen2 to i64
-{_futex("%r0", "%genaddr", _WAIT, "%seen64")}  br label %awake
+  %b064 = zext i32 %b0 to i64
+{_futex("%r0", "%belladdr", _WAIT, "%b064")}  br label %awake
 awake:
-  %s1 = atomicrmw sub i64* %sleepers64, i64 1 seq_cst
+  store atomic i64 0, i64* %asleep seq_cst, align 8
   br label %wait
 woke:
   store i32 %g, i32* %seenp
@@ -330,12 +341,7 @@ publish:
   store atomic i64 -1, i64* %worker_cpu64 monotonic, align 8
   %jid32 = trunc i64 %jid to i32
   store atomic i32 %jid32, i32* %gen seq_cst, align 4
-  %s = load atomic i64, i64* %sleepers64 seq_cst, align 8
-  %any = icmp ne i64 %s, 0
-  br i1 %any, label %wake, label %claim
-wake:
-{_futex("%r0", "%genaddr", _WAKE, "%want")}  br label %claim
-claim:
+{_ring("ring", "%want", "claim", True)}claim:
   %c = atomicrmw add i64* %claim64, i64 1 acq_rel
   %idx = and i64 %c, {_LOW32}
   %more = icmp ult i64 %idx, %n
@@ -363,14 +369,46 @@ finish:
 """
 
 
+def _ring(label: str, count: str, done: str, asleep_only: bool) -> str:
+    """Blocks ``label``..: ring the bells of workers 0..``count`` - 1 (those asleep, or all),
+    then go to ``done``."""
+    check = (f"  %{label}.flag = load atomic i64, i64* %{label}.asleep seq_cst, align 8\n"
+             f"  %{label}.is = icmp ne i64 %{label}.flag, 0\n") if asleep_only else (
+             f"  %{label}.is = icmp eq i64 0, 0\n")
+    return f"""  br label %{label}.pre
+{label}.pre:
+  br label %{label}
+{label}:
+  %{label}.i = phi i64 [0, %{label}.pre], [%{label}.next, %{label}.step]
+  %{label}.more = icmp ult i64 %{label}.i, {count}
+  br i1 %{label}.more, label %{label}.look, label %{done}
+{label}.look:
+  %{label}.at = mul i64 %{label}.i, 8
+  %{label}.at0 = add i64 %{label}.at, {WORKERS}
+  %{label}.at1 = add i64 %{label}.at, {WORKERS + 1}
+  %{label}.bell64 = getelementptr inbounds i64, i64* %ctrl, i64 %{label}.at0
+  %{label}.bell = bitcast i64* %{label}.bell64 to i32*
+  %{label}.asleep = getelementptr inbounds i64, i64* %ctrl, i64 %{label}.at1
+{check}  br i1 %{label}.is, label %{label}.wake, label %{label}.step
+{label}.wake:
+  %{label}.old = atomicrmw add i32* %{label}.bell, i32 1 seq_cst
+  %{label}.addr = ptrtoint i32* %{label}.bell to i64
+{_futex(f"%{label}.r", f"%{label}.addr", _WAKE, "1")}  br label %{label}.step
+{label}.step:
+  %{label}.next = add i64 %{label}.i, 1
+  br label %{label}
+"""
+
+
 def _stop_ir() -> str:
     return f"""
-define void @msc_pool_stop(i64* %ctrl) {{
+define void @msc_pool_stop(i64* %ctrl, i64 %count) {{
 entry:
 {_fields()}
   store atomic i64 1, i64* %stop64 seq_cst, align 8
   %g = atomicrmw add i32* %gen, i32 1 seq_cst
-{_futex("%r", "%genaddr", _WAKE, "2147483647")}  ret void
+{_ring("ring", "%count", "stopped", False)}stopped:
+  ret void
 }}
 
 define i64 @msc_pool_cycles() {{

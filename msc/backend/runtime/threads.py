@@ -313,6 +313,10 @@ def parallel_for(n_tasks: int, fn: Callable[[int], object],
         for i in range(n_tasks):
             fn(i)
         return
+    pool = native_pool.get_pool()
+    if pool is not None:
+        _on_native_pool(n_tasks, fn, threads)
+        return
     region = _Region(n_tasks, fn)
     region.active = 1  # the caller, counted before any helper can see the region
     pool = _pool
@@ -324,6 +328,60 @@ def parallel_for(n_tasks: int, fn: Callable[[int], object],
     except BaseException as error:  # noqa: BLE001 - interrupted: start no more tasks
         region.fail(error)
         region.join()
+    if region.error is not None:
+        raise region.error
+
+
+class _PyRegion:
+    """A ``parallel_for`` on the native pool: its tasks call back into Python (_py_task)."""
+
+    __slots__ = ("error", "fn")
+
+    def __init__(self, fn: Callable[[int], object]):
+        self.fn, self.error = fn, None
+
+    def task(self, i: int) -> None:
+        if self.error is not None:  # no task starts after a failure
+            return
+        _local.inside = True
+        try:
+            self.fn(i)
+        except BaseException as error:  # noqa: BLE001 - re-raised by the caller
+            if self.error is None:
+                self.error = error
+        finally:
+            _local.inside = False
+
+
+_regions: dict[int, _PyRegion] = {}
+_region_ids = itertools.count(1)
+_PY_LISTS: dict[int, object] = {}  # task count -> task list calling _py_task(region, i)
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64)
+def _py_task(region: int, i: int) -> None:
+    # Called by native pool threads (all Python threads: ctypes takes the GIL for the call)
+    _regions[region].task(i)
+
+
+def _on_native_pool(n_tasks: int, fn: Callable[[int], object], threads: int) -> None:
+    """parallel_for on the native pool, so one set of workers serves both kinds of split
+    (two pools spinning at once would take each other's cores). A task costs a GIL round
+    trip, as on the Python pool."""
+    tasks = _PY_LISTS.get(n_tasks)
+    if tasks is None:
+        tasks = NativeTasks(n_tasks)
+        tasks.records[:, 0] = ctypes.cast(_py_task, ctypes.c_void_p).value
+        tasks.records[:, 2] = np.arange(n_tasks)
+        if len(_PY_LISTS) > 1024:
+            _PY_LISTS.clear()
+        _PY_LISTS[n_tasks] = tasks
+    key = next(_region_ids)
+    region = _regions[key] = _PyRegion(fn)
+    try:
+        tasks.launch(1, (key,), threads)  # column 1 (0) + key: the region's id
+    finally:
+        del _regions[key]
     if region.error is not None:
         raise region.error
 
