@@ -3,11 +3,12 @@ Python and no GIL between the caller and its workers.
 
 Each worker is a Python thread that makes ONE ctypes call, ``msc_pool_work``, which loops until
 the pool stops: it waits for the control block's generation word to change (polling with
-``pause`` for SPIN_SECONDS, then sleeping on a futex) and then claims tasks of the posted job.
-A caller (``msc_pool_run``, also one ctypes call) takes the pool's try-lock, writes the job
-(records, n, threads wanted) into the next of four descriptors, opens it in the CLAIM word
-(job id << 32 | next task), bumps the generation, wakes sleepers only when some sleep, claims
-tasks itself and, when none is left, waits until the DONE count reaches n.
+``pause`` for SPIN_SECONDS, then asleep on a futex, its own "bell") and then claims tasks of
+the posted job. A caller (``msc_pool_run``, also one ctypes call) takes the pool's try-lock,
+writes the job (records, n, helpers wanted, base pointers) into the next of four descriptors,
+opens it in the CLAIM word (job id << 32 | next task), bumps the generation, rings the bells
+of the wanted workers that sleep, claims tasks itself and, when none is left, waits until
+the DONE count reaches n.
 
 A worker claims with a compare-and-swap on CLAIM after reading the job's descriptor between
 two reads of its sequence word (a seqlock), so a worker that comes late, or was preempted
@@ -16,7 +17,12 @@ were claimed, never for a worker that did not start (which matters when other pr
 the cores). A caller that finds the pool busy (another thread's VM, or a call made inside a
 task) runs its tasks alone: no deadlock, and results do not depend on who ran which task.
 Sleep / wake handshakes are store-then-load pairs, all seq_cst, on both sides, and the futex
-re-checks the word. x86-64 Linux only (the futex goes through libc's ``syscall``, passed in
+re-checks the word.
+
+On a loaded machine the kernel tends to wake a worker on the caller's CPU (no CPU is idle),
+where the two could only take turns: such a worker moves itself off that CPU (affinity to the
+process's other CPUs, then back), and a waiter stops polling when it shares a CPU with the
+thread it waits for. x86-64 Linux only (libc's ``syscall`` and ``sched_getcpu`` are passed in
 by address); elsewhere :func:`get_pool` returns None and threads.py falls back to its Python
 pool.
 """

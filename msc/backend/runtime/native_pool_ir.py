@@ -5,13 +5,14 @@ add BASES pointers to the arguments from a column on (``first``), so a kernel ke
 offsets in its records and passes only the tensors' addresses per call (no record rewrite).
 
 Control block (int64 slots; words written by different sides on their own 64-byte line):
-GEN, the generation workers wait on (futex word); CLAIM, (job id << 32 | next task index);
-DONE, tasks finished in the current job (futex word of a waiting caller) and WAITING, whether
-one sleeps on it; CALLER_CPU / WORKER_CPU, the CPUs the last caller and the last worker to take
-a task ran on; LOCK, the callers' try-lock; STOP; SYSCALL and
-GETCPU, libc's syscall and sched_getcpu; TICKS, cycles a waiter polls before it sleeps; DESC, four
-job descriptors used in turn: seq (the job id once complete, -1 while written), records, n,
-want (helper threads wanted: worker i joins when i < want), the job's base vector.
+GEN, the generation workers poll; CLAIM, (job id << 32 | next task index); DONE, tasks
+finished in the current job (futex word of a waiting caller) and WAITING, whether one sleeps
+on it; CALLER_CPU / WORKER_CPU, the CPUs the last caller and the last worker to take a task
+ran on; LOCK, the callers' try-lock; STOP; SYSCALL and GETCPU, libc's syscall and
+sched_getcpu; TICKS, cycles a waiter polls before it sleeps; ALLOWED, the process's CPU mask;
+DESC, four job descriptors used in turn: seq (the job id once complete, -1 while written),
+records, n, want (helpers wanted: worker i joins when i < want), the job's base vector; then
+from WORKERS one line per worker: its bell (futex word it sleeps on) and its asleep flag.
 """
 
 from __future__ import annotations
