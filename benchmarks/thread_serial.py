@@ -42,14 +42,14 @@ def _instrument() -> None:
     from msc.backend.kernels.base import Kernel
 
     load_facts()
-    run = threads.NativeTasks.run
+    launch = threads.NativeTasks.launch
 
-    def native_run(self, count=None):
+    def native_launch(self, first, bases, count=None):
         if self.n > 1 and (threads.task_threads() if count is None else count) > 1:
             _STATE["split"] = True
-        return run(self, count)
+        return launch(self, first, bases, count)
 
-    threads.NativeTasks.run = native_run
+    threads.NativeTasks.launch = native_launch
     for module in list(sys.modules.values()):
         if getattr(module, "__name__", "").startswith("msc.backend.kernels") and \
                 getattr(module, "parallel_for", None) is threads.parallel_for:

@@ -253,16 +253,19 @@ def spy(monkeypatch):
         calls.append(n_tasks)
         return parallel_for(n_tasks, fn, count)
 
-    def native(self, count=None):
-        calls.append(self.n)
-        return run(self, count)
+    def native(self, first, bases, count=None):
+        if self.n and self.records[0, 0] != python_tasks:  # not a parallel_for's own list
+            calls.append(self.n)
+        return launch(self, first, bases, count)
 
-    run = threads.NativeTasks.run
+    python_tasks = threads.native_address(threads._py_task)
+
+    launch = threads.NativeTasks.launch
     monkeypatch.setattr(gemm_kernels, "PARALLEL_FLOPS", 0)
     monkeypatch.setattr(conv_kernels, "_DEPTHWISE_PARALLEL", 0)
     monkeypatch.setattr(direct_conv, "_PARALLEL_MACS", 0)
     monkeypatch.setattr(conv_kernels, "parallel_for", recording)
-    monkeypatch.setattr(threads.NativeTasks, "run", native)  # GEMM and direct conv task lists
+    monkeypatch.setattr(threads.NativeTasks, "launch", native)  # GEMM and direct conv tasks
     return calls
 
 
@@ -294,7 +297,7 @@ def test_gemm_two_threads_equal_one(spy, m, k, n, relu):
 
 def test_small_gemm_stays_on_one_thread(monkeypatch):
     calls = []
-    monkeypatch.setattr(threads.NativeTasks, "run", lambda *a: calls.append(a))
+    monkeypatch.setattr(threads.NativeTasks, "launch", lambda *a: calls.append(a))
     a, b = _rand(8, 16), _rand(16, 8)
     with num_threads(2):
         out = Gemm(b)(a)
@@ -339,7 +342,7 @@ CONV_CASES = [  # x (in data_layout), weight OIHW, groups, strides, data_layout,
     ((3, 64, 24, 24), (16, 64, 3, 3), 1, 1, "NCHW", [1, 4] * 3),
     ((1, 40, 30, 30), (70, 40, 3, 3), 1, 1, "NCHW", [1, 4]),
     ((1, 8, 7, 9), (130, 8, 1, 1), 1, 1, "NCHW", [1, 4]),        # 17 channel blocks
-    ((3, 12, 11, 13), (18, 6, 3, 3), 2, 2, "NCHW", [1, 4] * 3),  # grouped, strided
+    ((3, 12, 11, 13), (18, 6, 3, 3), 2, 2, "NCHW", [1, 2] * 3),  # grouped, strided: groups
     ((1, 24, 15, 17), (24, 1, 3, 3), 24, 1, "NCHW", [4]),   # depthwise, batch 1: channel ranges
     ((3, 6, 10, 9), (12, 1, 3, 3), 6, 2, "NCHW", [6]),      # depthwise, multiplier 2, batch 3
     ((2, 9, 10, 5), (20, 5, 3, 3), 1, 1, "NHWC", [2]),      # images in parallel

@@ -53,6 +53,7 @@ _L2_BYTES = 512 * 1024  # input bytes of one chunk of positions: about half a Ze
 _PARALLEL_MACS = 1e6  # below this (~20 us) a conv runs on one thread (a split costs ~7 us)
 _PARALLEL_PREP = 1 << 16  # input floats from which the pad / phase split pass is split too
 SPLITS_PER_THREAD = 2  # parts per thread, so a thread slowed by other load takes fewer
+_BAND_POSITIONS = 256  # fewest output positions of a row band (a tile covers 48 with AVX-512)
 _CONV_ARGS = ("G", "S", "ld_group", "OB", "og", "ld_out", "Q", "chunk", "relu", "Wq", "OW")
 
 
@@ -379,16 +380,11 @@ class DirectConv2d(Kernel):
             if threads == 1:
                 for part in plan.whole:
                     self.run(*pointers, part)
-            else:
-                self._parallel(plan, pointers, threads)
+            else:  # per image: pad / split input channel ranges, then output parts
+                for stage in plan.split(threads, self.address):
+                    if stage is not None:  # one native task list (threads.NativeTasks)
+                        stage.launch(1, pointers, threads)
         return out
-
-    def _parallel(self, plan: _Plan, pointers: tuple, threads: int) -> None:
-        """Per image: pad / split input channel ranges, then output parts, on ``threads``;
-        each stage one native task list (threads.NativeTasks)."""
-        for stage in plan.split(threads, self.address):
-            if stage is not None:
-                stage.call(1, pointers, threads)
 
     def _plan(self, shape: tuple) -> _Plan:
         """The checked geometry of one input shape, as the driver's int64 plan (cached)."""
@@ -425,13 +421,13 @@ class DirectConv2d(Kernel):
         sizes = () if mode == PLAIN else (self.c * ld + cols[-1][0] + self.lanes,
                                           0 if wq == ow or fuse else self.o * oh * wq)
         macs = n * self.o * oh * ow * cg * self.kh * self.kw
-        units = self.groups if self.groups > 1 else self.blocks
+        units, grouped = (self.groups, True) if self.groups > 1 else (self.blocks, False)
         # per image, the bytes a thread reads of weights and of input when all threads split
         # output units (each reads the whole input) instead of rows (each reads all weights)
         traffic = (self.w.size, self.c * h * w)
         plan = self._plans[shape] = _Plan((n, self.o, oh, ow), np.array(args, np.int64),
                                           np.array(offsets, np.int64), sizes, macs,
-                                          (units, self.c, mode != PLAIN, traffic))
+                                          (units, self.c, mode != PLAIN, traffic, grouped))
         return plan
 
     def _fuse_compact(self, oh: int, ow: int, wq: int) -> int:
@@ -453,14 +449,14 @@ class DirectConv2d(Kernel):
 class _Plan:
     """One input shape's driver arguments (the arrays stay alive with the plan) and its splits
     across threads. ``shape_facts``: (output units, input channels, whether PREP pads or
-    splits the input, (weight floats, input floats per image))."""
+    splits the input, (weight floats, input floats per image), whether units are groups)."""
 
     def __init__(self, out_shape, args: np.ndarray, offsets: np.ndarray, scratch_sizes,
                  macs: int, shape_facts: tuple):
         self.out_shape, self.args, self.offsets = out_shape, args, offsets
         self.args_ptr, self.offsets_ptr = args.ctypes.data, offsets.ctypes.data
         self.scratch, self.macs = scratch_sizes, macs
-        self.units, self.channels, self.prep, self.traffic = shape_facts
+        self.units, self.channels, self.prep, self.traffic, self.grouped = shape_facts
         self._parts, self._splits = {}, {}
         self.whole = [self._part(i, 0, out_shape[2], PREP | CONV | COMPACT, 0, self.units, 0,
                                  self.channels) for i in range(out_shape[0])]
@@ -486,9 +482,12 @@ class _Plan:
         n, _, oh, _ = self.out_shape
         count = SPLITS_PER_THREAD * threads
         weights, inputs = self.traffic
-        # Output units when there are enough and the weights are the larger read (each thread
-        # then reads its share of them), or the plane has too few rows for even bands.
-        if self.units >= count and (weights >= inputs or oh < 2 * count):
+        # Output units (groups when each thread gets one: a group reads only its own input)
+        # when there are enough and the weights are the larger read (each thread then reads its
+        # share), or the plane has too few rows for even bands or for whole register tiles.
+        few = oh < 2 * count or oh * self.out_shape[3] < _BAND_POSITIONS * count
+        if (self.grouped and self.units >= threads) or (
+                self.units >= count and (weights >= inputs or few)):
             shapes = [(0, oh, lo, hi) for lo, hi in split_range(self.units, count)]
         else:
             shapes = [(lo, hi, 0, self.units) for lo, hi in split_range(oh, count)]

@@ -197,19 +197,20 @@ def _flat(run, a: int, b: int, out: int, n: int, relu: int) -> None:
         if len(_FLAT) > 4096:  # sizes of many models in one process: start over
             _FLAT.clear()
         ranges = split_range(n, threads, _LINE)
-        found = _FLAT[key] = _tasks(run, [(hi - lo, relu) for lo, hi in ranges], 4), np.array(
-            [(4 * lo,) * 3 for lo, _ in ranges], np.int64)
-    tasks, offsets = found
-    tasks.call(1, offsets + (a, b, out), threads)
+        found = _FLAT[key] = _tasks(run, [(hi - lo, relu) for lo, hi in ranges], 4,
+                                    [(4 * lo,) * 3 for lo, _ in ranges])
+    found.launch(1, (a, b, out), threads)
 
 
-_FLAT: dict = {}  # (entry, size, relu, threads) -> (task list, byte offsets of a, b, out)
+_FLAT: dict = {}  # (entry, size, relu, threads) -> task list (byte offsets of a, b, out)
 
 
-def _tasks(run, tails: list, first: int) -> NativeTasks:
-    """A task list calling ``run``, with columns ``first..`` of each task set to its tail."""
+def _tasks(run, tails: list, first: int, offsets: list) -> NativeTasks:
+    """A task list calling ``run``: columns 1.. of each task hold its byte offsets (the
+    arrays' addresses are added per call, NativeTasks.launch), ``first..`` its tail."""
     tasks = NativeTasks(len(tails))
     tasks.records[:, 0] = native_address(run)
+    tasks.records[:, 1:1 + len(offsets[0])] = offsets
     tasks.records[:, first:first + len(tails[0])] = tails
     return tasks
 
@@ -244,8 +245,7 @@ class _AffineKernel(Kernel):
         if threads == 1:
             run(self.addr[0](x), self.addr[1](out), *args)
         else:
-            tasks, offsets = split(threads)
-            tasks.call(1, offsets + (self.addr[0](x), self.addr[1](out)), threads)
+            split(threads).launch(1, (self.addr[0](x), self.addr[1](out)), threads)
         return out
 
     def native_signature(self, buffers: list) -> tuple | None:
@@ -297,7 +297,7 @@ class _AffineKernel(Kernel):
 
 
 def _splitter(run, units: int, part, per_image: int = 1):
-    """``split(threads) -> (task list, byte offsets of x and out)`` over ranges of ``units``
+    """``split(threads) -> task list`` (byte offsets of x and out first) over ranges of ``units``
     rows or planes; ``part(lo, hi)`` gives a range's (offsets, arguments after x and out).
     Planes split by channel ranges within images when there are fewer images than tasks,
     else by whole images (each element is computed as in the whole call)."""
@@ -314,8 +314,8 @@ def _splitter(run, units: int, part, per_image: int = 1):
                           for lo, hi in split_range(per_image, -(-2 * threads // images))]
             parts = [part(lo, hi) or _whole_images(lo, hi, per_image, part)
                      for lo, hi in ranges]
-            cache[threads] = (_tasks(run, [tail for _, tail in parts], 3),
-                              np.array([offsets for offsets, _ in parts], np.int64))
+            cache[threads] = _tasks(run, [tail for _, tail in parts], 3,
+                                    [offsets for offsets, _ in parts])
         return cache[threads]
     return split
 

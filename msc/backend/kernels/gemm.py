@@ -358,15 +358,14 @@ def run_gemm(driver, nr: int, a: int, bp: int, bias: int, c: int, m: int, n: int
     big = 2.0 * m * -(-n // nr) * nr * k >= PARALLEL_FLOPS or (m < MR and k * n >= PARALLEL_B)
     threads = task_threads() if big else 1
     if threads > 1:
-        split = _split(driver, nr, m, n, k, lda, ldc, relu, threads)
-        if split is not None:
-            tasks, offsets = split
-            tasks.call(1, offsets + (a, bp, bias, c), threads)
+        tasks = _split(driver, nr, m, n, k, lda, ldc, relu, threads)
+        if tasks is not None:
+            tasks.launch(1, (a, bp, bias, c), threads)
             return
     driver(a, bp, bias, c, m, n, k, lda, ldc, relu)
 
 
-_SPLITS: dict = {}  # (driver, shape, threads) -> (task list, byte offsets of a, bp, bias, c)
+_SPLITS: dict = {}  # (driver, shape, threads) -> task list (byte offsets of a, bp, bias, c)
 
 
 def _split(driver, nr, m, n, k, lda, ldc, relu, threads):
@@ -379,10 +378,10 @@ def _split(driver, nr, m, n, k, lda, ldc, relu, threads):
         else:
             tasks = NativeTasks(len(parts))
             tasks.records[:, 0] = native_address(driver)
-            tasks.records[:, 5:11] = [(r1 - r0, j1 - j0, k, lda, ldc, relu)
+            tasks.records[:, 1:11] = [(r0 * lda * 4, j0 * k * 4, j0 * 4, (r0 * ldc + j0) * 4,
+                                       r1 - r0, j1 - j0, k, lda, ldc, relu)
                                       for r0, r1, j0, j1 in parts]
-            found = tasks, np.array([(r0 * lda * 4, j0 * k * 4, j0 * 4, (r0 * ldc + j0) * 4)
-                                     for r0, r1, j0, j1 in parts], np.int64)
+            found = tasks
         if len(_SPLITS) > 4096:  # shapes of many models in one process: start over
             _SPLITS.clear()
         _SPLITS[key] = found

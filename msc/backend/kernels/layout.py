@@ -412,11 +412,11 @@ class _PermuteKernel(Kernel):
             if tasks is None:
                 self.run(xp, op, *plan)
             else:
-                tasks[0].call(1, tasks[1] + (xp, op), threads)
+                tasks.launch(1, (xp, op), threads)
         return out
 
     def _split(self, plan: tuple, threads: int):
-        """(task list, byte offsets of x and out): ranges of the larger of the two outer
+        """Task list (byte offsets of x and out first): ranges of the larger of the two outer
         dims, each a copy of its own runs (None when both are 1)."""
         key = (plan, threads)
         if key not in self._splits:
@@ -429,8 +429,7 @@ class _PermuteKernel(Kernel):
                 tasks.records[:, 0] = native_address(self.run)
                 tasks.records[:, 3:10] = [(hi - lo, d1, d2, run, s0, s1, s2) if axis == 0 else
                                           (d0, hi - lo, d2, run, s0, s1, s2) for lo, hi in ranges]
-                tasks = tasks, np.array([(4 * lo * step, 4 * lo * inner) for lo, _ in ranges],
-                                        np.int64)
+                tasks.records[:, 1:3] = [(4 * lo * step, 4 * lo * inner) for lo, _ in ranges]
             self._splits[key] = tasks
         return self._splits[key]
 

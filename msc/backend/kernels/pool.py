@@ -363,19 +363,19 @@ class _Window:
         found = self._splits.get((parts, rest))
         if found is None:
             found = self._splits[(parts, rest)] = self._split(parts, rest)
-        tasks, offsets, tmp_floats = found
+        tasks, tmp_floats = found
         tmp = scratch_addresses(tmp_floats)[0] if tmp_floats else 0
-        tasks.call(1, offsets + (x, out, aux, w, bias, tmp))
+        tasks.launch(1, (x, out, aux, w, bias, tmp))
 
     def _split(self, parts: tuple, rest: tuple) -> tuple:
-        tasks, offsets, tmp_floats = NativeTasks(len(parts)), [], 0
+        tasks, tmp_floats = NativeTasks(len(parts)), 0
         tasks.records[:, 0] = self.address
         for k, (xo, oo, wo, bo, planes, channels) in enumerate(parts):
             args, tmp_size, _ = self._lookup((planes, channels, *rest))
             tasks.records[k, 7] = args.ctypes.data  # the array stays alive in self._args
-            offsets.append((xo, oo, 0, wo, bo, 4 * tmp_floats))
+            tasks.records[k, 1:7] = (xo, oo, 0, wo, bo, 4 * tmp_floats)  # byte offsets
             tmp_floats += -(-tmp_size // 16) * 16  # each task's planes 64-byte aligned
-        return tasks, np.array(offsets, np.int64), tmp_floats
+        return tasks, tmp_floats
 
     @staticmethod
     def _geometry(ints: tuple) -> tuple:

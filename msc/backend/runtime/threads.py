@@ -16,6 +16,11 @@ task runs serially on that thread (no nested fan-out). The first exception raise
 re-raised in the caller, and tasks not yet started are skipped. Waiting threads poll for
 SPIN_SECONDS (200 us, in native code without the GIL) before they sleep, since waking a
 sleeping thread costs about 40 us here, and milliseconds when other processes hold the cores.
+
+Most kernels do not call ``parallel_for``: they post a :class:`NativeTasks` list (kernel
+address and arguments per task), which on x86-64 Linux runs on the native pool of
+native_pool.py, whose workers wait in native code, so handing an op to them takes one ctypes
+call and no GIL (about 3 us, against about 20 us through ``parallel_for``).
 """
 
 from __future__ import annotations
@@ -35,12 +40,16 @@ from contextvars import ContextVar
 import numpy as np
 
 from ...errors import ValidationError
+from . import native_pool
+from .native_pool import claim_runner, serial_runner
+from .native_pool_ir import BASES, NATIVE_ARGS, RECORD
 
-__all__ = ["NATIVE_ARGS", "NativeTasks", "copy_into", "cpu_threads", "get_num_threads", "native_address",
-           "num_threads", "parallel_calls", "parallel_for", "parallel_ranges", "set_num_threads",
-           "split_range", "task_threads"]
+__all__ = ["BASES", "NATIVE_ARGS", "NativeTasks", "copy_into", "cpu_threads", "get_num_threads",
+           "native_address", "num_threads", "parallel_calls", "parallel_for", "parallel_ranges",
+           "set_num_threads", "split_range", "task_threads"]
 
 MAX_THREADS = 256  # a typo such as 10**6 must not try to start a million OS threads
+_NO_BASES = (0,) * BASES
 WORKER_PREFIX = "msc-worker-"  # the pool's thread names (tir/compile.py tells them from others)
 
 
@@ -284,6 +293,7 @@ def _reset_after_fork() -> None:
 
 os.register_at_fork(after_in_child=_reset_after_fork)
 atexit.register(lambda: _pool.shutdown())
+atexit.register(native_pool.shutdown)
 
 
 def parallel_for(n_tasks: int, fn: Callable[[int], object],
@@ -303,6 +313,10 @@ def parallel_for(n_tasks: int, fn: Callable[[int], object],
         for i in range(n_tasks):
             fn(i)
         return
+    pool = native_pool.get_pool()
+    if pool is not None:
+        _on_native_pool(n_tasks, fn, threads)
+        return
     region = _Region(n_tasks, fn)
     region.active = 1  # the caller, counted before any helper can see the region
     pool = _pool
@@ -314,6 +328,60 @@ def parallel_for(n_tasks: int, fn: Callable[[int], object],
     except BaseException as error:  # noqa: BLE001 - interrupted: start no more tasks
         region.fail(error)
         region.join()
+    if region.error is not None:
+        raise region.error
+
+
+class _PyRegion:
+    """A ``parallel_for`` on the native pool: its tasks call back into Python (_py_task)."""
+
+    __slots__ = ("error", "fn")
+
+    def __init__(self, fn: Callable[[int], object]):
+        self.fn, self.error = fn, None
+
+    def task(self, i: int) -> None:
+        if self.error is not None:  # no task starts after a failure
+            return
+        _local.inside = True
+        try:
+            self.fn(i)
+        except BaseException as error:  # noqa: BLE001 - re-raised by the caller
+            if self.error is None:
+                self.error = error
+        finally:
+            _local.inside = False
+
+
+_regions: dict[int, _PyRegion] = {}
+_region_ids = itertools.count(1)
+_PY_LISTS: dict[int, object] = {}  # task count -> task list calling _py_task(region, i)
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64)
+def _py_task(region: int, i: int) -> None:
+    # Called by native pool threads (all Python threads: ctypes takes the GIL for the call)
+    _regions[region].task(i)
+
+
+def _on_native_pool(n_tasks: int, fn: Callable[[int], object], threads: int) -> None:
+    """parallel_for on the native pool, so one set of workers serves both kinds of split
+    (two pools spinning at once would take each other's cores). A task costs a GIL round
+    trip, as on the Python pool."""
+    tasks = _PY_LISTS.get(n_tasks)
+    if tasks is None:
+        tasks = NativeTasks(n_tasks)
+        tasks.records[:, 0] = ctypes.cast(_py_task, ctypes.c_void_p).value
+        tasks.records[:, 2] = np.arange(n_tasks)
+        if len(_PY_LISTS) > 1024:
+            _PY_LISTS.clear()
+        _PY_LISTS[n_tasks] = tasks
+    key = next(_region_ids)
+    region = _regions[key] = _PyRegion(fn)
+    try:
+        tasks.launch(1, (key,), threads)  # column 1 (0) + key: the region's id
+    finally:
+        del _regions[key]
     if region.error is not None:
         raise region.error
 
@@ -347,44 +415,6 @@ def parallel_ranges(total: int, fn: Callable[[int, int], object], work: float,
 # ---------------------------------------------------------------------------------------------
 # Native task lists: one ctypes call per thread and op, not one Python call per task.
 
-NATIVE_ARGS = 10  # integer / pointer arguments a native task may take
-_RECORD = NATIVE_ARGS + 1  # int64s per task: the function's address, then its arguments
-_ARGS_TY = ", ".join(["i64"] * NATIVE_ARGS)
-_RUN_TASKS_IR = f"""
-define void @msc_threads_run_tasks(i64* %records, i64 %n, i64* %next) {{
-entry:
-  br label %claim
-claim:
-  %i = atomicrmw add i64* %next, i64 1 monotonic
-  %more = icmp slt i64 %i, %n
-  br i1 %more, label %call, label %done
-call:
-  %base = mul i64 %i, {_RECORD}
-  %rec = getelementptr inbounds i64, i64* %records, i64 %base
-  %raw = load i64, i64* %rec
-  %fn = inttoptr i64 %raw to void ({_ARGS_TY})*
-""" + "".join(f"""  %p{k} = getelementptr inbounds i64, i64* %rec, i64 {k + 1}
-  %a{k} = load i64, i64* %p{k}
-""" for k in range(NATIVE_ARGS)) + f"""  call void %fn({", ".join(f"i64 %a{k}" for k in range(NATIVE_ARGS))})
-  br label %claim
-done:
-  ret void
-}}
-"""
-
-
-@functools.cache
-def _task_runner():
-    """``run(records, n, next)``: claims task indices from ``next`` (an atomic counter) and
-    calls each record's function with its NATIVE_ARGS int64 arguments, until n are taken. On
-    x86-64 and AArch64 a function taking fewer integer or pointer arguments (int32 included)
-    reads its own from the same registers and stack slots, so one call signature serves every
-    kernel entry."""
-    from ..llvm.jit import get_jit
-
-    return get_jit().compile(_RUN_TASKS_IR, ["msc_threads_run_tasks"]).cfunc(
-        "msc_threads_run_tasks", None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p)
-
 
 def native_address(cfunc) -> int:
     """The address of a ctypes function (a compiled kernel entry), for :func:`parallel_calls`."""
@@ -403,24 +433,45 @@ def parallel_calls(address: int, args: np.ndarray, threads: int | None = None) -
 
 class NativeTasks:
     """``n`` native calls, ``records[i] = (function address, NATIVE_ARGS int64 arguments)``,
-    run by :meth:`run`: the rows are handed out by an atomic counter inside native code, so a
-    task costs no Python and no GIL; each thread makes one ctypes call. Kernels keep one per
-    plan and rewrite only the pointer columns that change between calls (``records`` keeps
-    its address). The functions must not fail (they return void)."""
+    run by :meth:`launch` / :meth:`run`: the rows are handed out by an atomic counter inside
+    native code, so a task costs no Python and no GIL. On several threads the list goes to
+    the native pool (native_pool.py: one ctypes call in all, the workers wait in native
+    code), elsewhere to :func:`parallel_for` (one ctypes call per thread). Kernels keep one
+    per plan with byte offsets in the pointer columns and pass the tensors' addresses per
+    call (:meth:`launch`). The functions must not fail (they return void)."""
 
-    __slots__ = ("_busy", "_next", "_next_ptr", "_ptr", "n", "records")
+    __slots__ = ("_busy", "_ptr", "n", "records")
 
     def __init__(self, n: int):
         self.n = n
-        self.records = np.zeros((n, _RECORD), np.int64)
-        self._next = np.zeros(1, np.int64)
-        self._ptr, self._next_ptr = self.records.ctypes.data, self._next.ctypes.data
+        self.records = np.zeros((n, RECORD), np.int64)
+        self._ptr = self.records.ctypes.data
         self._busy = threading.Lock()
 
+    def launch(self, first: int, bases: tuple, threads: int | None = None) -> None:
+        """Every task once, with ``bases`` (up to BASES ints: addresses) added to the
+        arguments in record columns ``first``.. (which hold byte offsets), on up to
+        ``threads`` threads (default :func:`task_threads`). The records are not written, so
+        concurrent callers may share the list."""
+        n = self.n
+        count = min(n, task_threads() if threads is None else threads)
+        if count > 1:
+            pool = native_pool.get_pool()
+            if pool is not None:
+                pool.run(self._ptr, n, count, first, bases)
+            else:
+                self._on_python_pool(first, bases, count)
+        elif n:
+            serial_runner()(self._ptr, n, first, *bases, *_NO_BASES[len(bases):])
+
+    def run(self, threads: int | None = None) -> None:
+        """Every task once, as its records say (see :meth:`launch`)."""
+        self.launch(1, (), threads)
+
     def call(self, first: int, values, threads: int | None = None) -> None:
-        """Set columns ``first..`` of every record to ``values`` (a row of pointers, or one
-        row per task), then :meth:`run`. A concurrent caller of the same list (two VMs
-        running one model on two threads) works on a copy."""
+        """Set columns ``first..`` of every record to ``values`` (a row, or one row per
+        task), then :meth:`run`. A concurrent caller of the same list (two VMs running one
+        model on two threads) works on a copy."""
         tasks = self
         if not self._busy.acquire(blocking=False):
             tasks = NativeTasks(self.n)
@@ -432,19 +483,16 @@ class NativeTasks:
         finally:
             tasks._busy.release()
 
-    def run(self, threads: int | None = None) -> None:
-        """Every task once, on up to ``threads`` threads (default :func:`task_threads`)."""
-        run, n, ptr, next_ptr = _task_runner(), self.n, self._ptr, self._next_ptr
-        self._next[0] = 0
-        count = min(n, task_threads() if threads is None else threads)
-        if count <= 1:
-            run(ptr, n, next_ptr)
-        else:
-            parallel_for(count, lambda _: run(ptr, n, next_ptr), count)
+    def _on_python_pool(self, first: int, bases: tuple, count: int) -> None:
+        records = self.records.copy()
+        records[:, first:first + len(bases)] += np.asarray(bases, np.int64)
+        claim, next_ = claim_runner(), np.zeros(1, np.int64)
+        ptr, next_ptr = records.ctypes.data, next_.ctypes.data
+        parallel_for(count, lambda _: claim(ptr, self.n, next_ptr), count)
 
 
 _COPY_PARALLEL = 1 << 18  # bytes from which copy_into splits (a 256 KiB copy takes ~20 us)
-_COPY_SPLITS: dict = {}  # (bytes, threads) -> (task list, byte offsets, as for memmove)
+_COPY_SPLITS: dict = {}  # (bytes, threads) -> memmove task list (byte offsets, sizes)
 
 
 def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
@@ -463,9 +511,7 @@ def copy_into(dst: np.ndarray, src: np.ndarray) -> None:
         if len(_COPY_SPLITS) > 4096:  # sizes of many models in one process: start over
             _COPY_SPLITS.clear()
         ranges = split_range(nbytes, threads, 64)
-        tasks = NativeTasks(len(ranges))
-        tasks.records[:, 0] = native_address(ctypes.memmove)
-        tasks.records[:, 3] = [hi - lo for lo, hi in ranges]
-        found = _COPY_SPLITS[key] = tasks, np.array([(lo, lo) for lo, _ in ranges], np.int64)
-    tasks, offsets = found
-    tasks.call(1, offsets + (dst.ctypes.data, src.ctypes.data), threads)
+        found = _COPY_SPLITS[key] = NativeTasks(len(ranges))
+        found.records[:, 0] = native_address(ctypes.memmove)
+        found.records[:, 1:4] = [(lo, lo, hi - lo) for lo, hi in ranges]  # dst, src offsets
+    found.launch(1, (dst.ctypes.data, src.ctypes.data), threads)
