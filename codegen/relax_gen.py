@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from msc.errors import UnsupportedOpError, ValidationError
+from msc.gc_tuning import fewer_collections
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.graph.files import write_atomic
 from msc.relax.op.registry import OPS, make_function
@@ -415,6 +416,7 @@ def run(inputs):
 # --------------------------------------------------------------------------------------------
 # Entry point.
 
+@fewer_collections
 def to_relax(graph: MSCGraph, weights: dict | None = None, codegen_config: dict | None = None,
              build_folder: str | os.PathLike | None = None):
     """Write ``<graph>.py`` (a BlockBuilder script) and ``<graph>_params.npz`` into

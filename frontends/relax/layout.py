@@ -285,12 +285,17 @@ def _is_nested_tensor(sinfo) -> bool:
 
 
 def _has_unknown_rank(args) -> bool:
-    def unknown(sinfo) -> bool:
-        if isinstance(sinfo, TupleStructInfo):
-            return any(unknown(f) for f in sinfo.fields)
-        return isinstance(sinfo, TensorStructInfo) and sinfo.ndim < 0
+    for arg in args:
+        if _unknown_rank(arg.struct_info):
+            return True
+    return False
 
-    return any(unknown(a.struct_info) for a in args)
+
+def _unknown_rank(sinfo) -> bool:
+    # module level, not nested: a recursive closure is a reference cycle made on every call
+    if isinstance(sinfo, TupleStructInfo):
+        return any(_unknown_rank(f) for f in sinfo.fields)
+    return isinstance(sinfo, TensorStructInfo) and sinfo.ndim < 0
 
 
 # --------------------------------------------------------------------------------------------

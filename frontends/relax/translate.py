@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from msc.errors import UnsupportedOpError, ValidationError
+from msc.gc_tuning import fewer_collections
 from msc.graph import MSCGraph
 from msc.relax import IRModule, from_script
 from msc.relax import transform as T
@@ -112,6 +113,7 @@ def _check_supported(view: FunctionView, mod: IRModule, entry: str) -> None:
                                       "translated; translate the module before lowering it")
 
 
+@fewer_collections
 def from_relax(mod: Any, params: dict | None = None, trans_config: dict | None = None,
                build_config: dict | None = None,
                opt_config: dict | None = None) -> tuple[MSCGraph, dict[str, np.ndarray]]:

@@ -13,6 +13,8 @@ import hashlib
 
 import numpy as np
 
+from msc.gc_tuning import fewer_collections
+
 from ..relax.translate import from_relax
 from .importer import translate_torch
 
@@ -24,6 +26,7 @@ _NORM_ROLES = {"gamma": "weight", "beta": "bias", "mean": "running_mean",
 _NORM_OPTYPES = ("nn.batch_norm", "nn.layer_norm", "nn.group_norm")
 
 
+@fewer_collections
 def from_torch(model, input_info, trans_config=None, build_config=None,
                custom_convert_map=None, as_msc: bool = True, via: str | None = None):
     """Translate a torch model.

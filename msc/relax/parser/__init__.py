@@ -20,6 +20,7 @@ import typing
 import warnings
 
 from ...errors import ParseError
+from ...gc_tuning import fewer_collections
 from ...tir import expr as tir
 from .context import NAMESPACE_MODULES, ParseContext
 from .metadata import normalize_metadata
@@ -28,6 +29,7 @@ from .module import parse_tree
 __all__ = ["ParseContext", "from_script", "parse_object"]
 
 
+@fewer_collections
 def from_script(text: str, metadata: dict | None = None, filename: str | None = None):
     """Parse TVMScript: an ``@I.ir_module`` class -> IRModule, an ``@R.function`` ->
     Function. ``metadata`` supplies constants the text references but does not contain
