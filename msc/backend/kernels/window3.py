@@ -235,10 +235,38 @@ class _Plane:
         if self.how.mode == "max":
             self._max_rows(ow0, cols, masks, out_mask)
             return
-        with for_range(b, g["OH"], name="oh") as oh:
+        pairs = const64(0)
+        if s == 1:  # two output rows share 2 of their 3 input rows: loaded once
+            pairs = b.mul(b.sdiv(g["OH"], const64(2)), const64(2))
+            with for_range(b, pairs, step=2, name="oh2") as oh:
+                for k, acc in enumerate(self._row_pair(oh, cols, masks)):
+                    at = b.add(b.mul(b.add(oh, const64(k)), g["OW"]), ow0)
+                    vec.store(self.how.finish(acc, at, out_mask), b.gep(self.dst, [at]),
+                              out_mask)
+        with for_range(b, g["OH"], start=pairs, name="oh") as oh:
             at = b.add(b.mul(oh, g["OW"]), ow0)
             acc = self.how.finish(self._row(oh, cols, masks), at, out_mask)
             vec.store(acc, b.gep(self.dst, [at]), out_mask)
+
+    def _row_pair(self, oh, cols, masks) -> list:
+        """Output rows oh and oh + 1 (stride 1) from input rows oh - ph .. oh - ph + 3."""
+        b, g, how = self.b, self.g, self.how
+        loaded = []
+        for k in range(_TAPS + 1):
+            r = b.sub(b.add(oh, const64(k)), g["ph"])
+            inside = b.icmp_unsigned("<", r, g["H"])  # rows in the padding read the blank row
+            row = b.select(inside, b.gep(self.src, [b.mul(r, g["W"])]), how.blank)
+            loaded.append([self._load(row, cols[kw], masks[kw]) for kw in range(_TAPS)])
+        out = []
+        for first in range(2):
+            partial = []
+            for kh in range(_TAPS):
+                acc = how.start if kh == 0 else how.identity
+                for kw in range(_TAPS):
+                    acc = how.tap(acc, loaded[first + kh][kw], kh * _TAPS + kw)
+                partial.append(acc)
+            out.append(how.merge(how.merge(partial[0], partial[1]), partial[2]))
+        return out
 
     def _max_rows(self, ow0, cols, masks, out_mask) -> None:
         """Max is separable: each input row's 3-column max is made once and kept for the
