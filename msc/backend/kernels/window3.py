@@ -256,7 +256,7 @@ class _Plane:
             r = b.sub(b.add(oh, const64(k)), g["ph"])
             inside = b.icmp_unsigned("<", r, g["H"])  # rows in the padding read the blank row
             row = b.select(inside, b.gep(self.src, [b.mul(r, g["W"])]), how.blank)
-            loaded.append([self._load(row, cols[kw], masks[kw]) for kw in range(_TAPS)])
+            loaded.append(self._taps(row, cols, masks))
         out = []
         for first in range(2):
             partial = []
@@ -292,20 +292,27 @@ class _Plane:
         b, g, how = self.b, self.g, self.how
         inside = b.icmp_unsigned("<", r, g["H"])
         row = b.select(inside, b.gep(self.src, [b.mul(r, g["W"])]), how.blank)
-        values = [self._load(row, cols[kw], masks[kw]) for kw in range(_TAPS)]
+        values = self._taps(row, cols, masks)
         return how.merge(how.merge(values[0], values[1]), values[2])
 
-    def _load(self, row, col, masks):
-        """Lanes i of input columns col + stride*i (masked lanes: the mode's identity)."""
+    def _taps(self, row, cols, masks) -> list:
+        """The 3 tap vectors of one input row: lane i of tap kw reads column cols[kw] +
+        stride*i (masked lanes: the mode's identity). Stride 2 takes taps 0 and 1 from the
+        even and odd lanes of the same two loads (their columns' validity is the same)."""
         b, vec, s = self.b, self.vec, self.stride
-        ptr = b.gep(row, [col])
-        parts = [vec.load(b.gep(ptr, [const64(VecOps.LANES * h)]), masks[h],
-                          self.how.identity) for h in range(s)]
         if s == 1:
-            return parts[0]
-        even = ir.Constant(ir.VectorType(ir.IntType(32), VecOps.LANES),
-                           list(range(0, 2 * VecOps.LANES, 2)))
-        return b.shuffle_vector(parts[0], parts[1], even)
+            return [vec.load(b.gep(row, [cols[kw]]), masks[kw][0], self.how.identity)
+                    for kw in range(_TAPS)]
+        lanes = VecOps.LANES
+        pick = [ir.Constant(ir.VectorType(ir.IntType(32), lanes), list(range(k, 2 * lanes, 2)))
+                for k in range(2)]
+        pairs = []
+        for kw in (0, 2):
+            ptr = b.gep(row, [cols[kw]])
+            pairs.append([vec.load(b.gep(ptr, [const64(lanes * h)]), masks[kw][h],
+                                   self.how.identity) for h in range(2)])
+        return [b.shuffle_vector(*pairs[0], pick[0]), b.shuffle_vector(*pairs[0], pick[1]),
+                b.shuffle_vector(*pairs[1], pick[0])]
 
     def _row(self, oh, cols, masks):
         b, g, s, how = self.b, self.g, self.stride, self.how
@@ -315,8 +322,8 @@ class _Plane:
             inside = b.icmp_unsigned("<", r, g["H"])  # rows in the padding read the blank row
             row = b.select(inside, b.gep(self.src, [b.mul(r, g["W"])]), how.blank)
             acc = how.start if kh == 0 else how.identity
-            for kw in range(_TAPS):
-                acc = how.tap(acc, self._load(row, cols[kw], masks[kw]), kh * _TAPS + kw)
+            for kw, value in enumerate(self._taps(row, cols, masks)):
+                acc = how.tap(acc, value, kh * _TAPS + kw)
             partial.append(acc)
         return how.merge(how.merge(partial[0], partial[1]), partial[2])
 
