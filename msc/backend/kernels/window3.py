@@ -110,9 +110,10 @@ def _build(module: ir.Module, mode: str, stride: int) -> None:
     how = _Mode(b, VecOps(b), mode, g, fn.args[:5])
     how.blank = _blank_row(b, how, fn.args[5])
     if stride == 1 and mode == "dwconv":
-        # rows as wide as the input's and narrower than a vector: one flat run of positions
+        # rows as wide as the input's and narrower than half a vector: one flat run of
+        # positions (7x7: 4 vectors a plane, not 7; from 8 columns on the rows path is faster)
         flat_ok = b.and_(b.icmp_signed("==", g["OW"], g["W"]),
-                         b.icmp_signed("<", g["W"], const64(VecOps.LANES)))
+                         b.icmp_signed("<", g["W"], const64(VecOps.LANES // 2)))
         with b.if_else(flat_ok) as (flat, rows):
             with flat:
                 _flat_planes(how)
@@ -234,10 +235,38 @@ class _Plane:
         if self.how.mode == "max":
             self._max_rows(ow0, cols, masks, out_mask)
             return
-        with for_range(b, g["OH"], name="oh") as oh:
+        pairs = const64(0)
+        if s == 1:  # two output rows share 2 of their 3 input rows: loaded once
+            pairs = b.mul(b.sdiv(g["OH"], const64(2)), const64(2))
+            with for_range(b, pairs, step=2, name="oh2") as oh:
+                for k, acc in enumerate(self._row_pair(oh, cols, masks)):
+                    at = b.add(b.mul(b.add(oh, const64(k)), g["OW"]), ow0)
+                    vec.store(self.how.finish(acc, at, out_mask), b.gep(self.dst, [at]),
+                              out_mask)
+        with for_range(b, g["OH"], start=pairs, name="oh") as oh:
             at = b.add(b.mul(oh, g["OW"]), ow0)
             acc = self.how.finish(self._row(oh, cols, masks), at, out_mask)
             vec.store(acc, b.gep(self.dst, [at]), out_mask)
+
+    def _row_pair(self, oh, cols, masks) -> list:
+        """Output rows oh and oh + 1 (stride 1) from input rows oh - ph .. oh - ph + 3."""
+        b, g, how = self.b, self.g, self.how
+        loaded = []
+        for k in range(_TAPS + 1):
+            r = b.sub(b.add(oh, const64(k)), g["ph"])
+            inside = b.icmp_unsigned("<", r, g["H"])  # rows in the padding read the blank row
+            row = b.select(inside, b.gep(self.src, [b.mul(r, g["W"])]), how.blank)
+            loaded.append(self._taps(row, cols, masks))
+        out = []
+        for first in range(2):
+            partial = []
+            for kh in range(_TAPS):
+                acc = how.start if kh == 0 else how.identity
+                for kw in range(_TAPS):
+                    acc = how.tap(acc, loaded[first + kh][kw], kh * _TAPS + kw)
+                partial.append(acc)
+            out.append(how.merge(how.merge(partial[0], partial[1]), partial[2]))
+        return out
 
     def _max_rows(self, ow0, cols, masks, out_mask) -> None:
         """Max is separable: each input row's 3-column max is made once and kept for the
@@ -263,20 +292,27 @@ class _Plane:
         b, g, how = self.b, self.g, self.how
         inside = b.icmp_unsigned("<", r, g["H"])
         row = b.select(inside, b.gep(self.src, [b.mul(r, g["W"])]), how.blank)
-        values = [self._load(row, cols[kw], masks[kw]) for kw in range(_TAPS)]
+        values = self._taps(row, cols, masks)
         return how.merge(how.merge(values[0], values[1]), values[2])
 
-    def _load(self, row, col, masks):
-        """Lanes i of input columns col + stride*i (masked lanes: the mode's identity)."""
+    def _taps(self, row, cols, masks) -> list:
+        """The 3 tap vectors of one input row: lane i of tap kw reads column cols[kw] +
+        stride*i (masked lanes: the mode's identity). Stride 2 takes taps 0 and 1 from the
+        even and odd lanes of the same two loads (their columns' validity is the same)."""
         b, vec, s = self.b, self.vec, self.stride
-        ptr = b.gep(row, [col])
-        parts = [vec.load(b.gep(ptr, [const64(VecOps.LANES * h)]), masks[h],
-                          self.how.identity) for h in range(s)]
         if s == 1:
-            return parts[0]
-        even = ir.Constant(ir.VectorType(ir.IntType(32), VecOps.LANES),
-                           list(range(0, 2 * VecOps.LANES, 2)))
-        return b.shuffle_vector(parts[0], parts[1], even)
+            return [vec.load(b.gep(row, [cols[kw]]), masks[kw][0], self.how.identity)
+                    for kw in range(_TAPS)]
+        lanes = VecOps.LANES
+        pick = [ir.Constant(ir.VectorType(ir.IntType(32), lanes), list(range(k, 2 * lanes, 2)))
+                for k in range(2)]
+        pairs = []
+        for kw in (0, 2):
+            ptr = b.gep(row, [cols[kw]])
+            pairs.append([vec.load(b.gep(ptr, [const64(lanes * h)]), masks[kw][h],
+                                   self.how.identity) for h in range(2)])
+        return [b.shuffle_vector(*pairs[0], pick[0]), b.shuffle_vector(*pairs[0], pick[1]),
+                b.shuffle_vector(*pairs[1], pick[0])]
 
     def _row(self, oh, cols, masks):
         b, g, s, how = self.b, self.g, self.stride, self.how
@@ -286,8 +322,8 @@ class _Plane:
             inside = b.icmp_unsigned("<", r, g["H"])  # rows in the padding read the blank row
             row = b.select(inside, b.gep(self.src, [b.mul(r, g["W"])]), how.blank)
             acc = how.start if kh == 0 else how.identity
-            for kw in range(_TAPS):
-                acc = how.tap(acc, self._load(row, cols[kw], masks[kw]), kh * _TAPS + kw)
+            for kw, value in enumerate(self._taps(row, cols, masks)):
+                acc = how.tap(acc, value, kh * _TAPS + kw)
             partial.append(acc)
         return how.merge(how.merge(partial[0], partial[1]), partial[2])
 

@@ -25,7 +25,7 @@ FACT_SOURCES: dict[str, tuple[str, ...]] = {
     "numpy": ("msc.relax.op.numpy_ref",),
     "kernel": tuple(f"msc.backend.kernels.{m}" for m in (
         "activation", "attention", "conv", "dense", "elementwise", "layout", "nonzero", "norm",
-        "pool", "unique")),
+        "pool", "reduce_rows", "unique")),
     "legalize": ("msc.backend.legalize",),
     "torch": ("codegen.torch_table",),
     "onnx_codegen": ("codegen.onnx_table",),

@@ -1,6 +1,6 @@
 """The in-place 3x3 window kernels (kernels/window3.py) against numpy / torch references:
-depthwise convs on the flat path (stride 1, rows as wide as the input's, narrower than a
-vector) and the row path (wider planes, other paddings, stride 2), masks at every border,
+depthwise convs on the flat path (stride 1, rows as wide as the input's, narrower than half
+a vector) and the row path (wider planes, other paddings, stride 2), masks at every border,
 channel multipliers, batches, relu; max and average pooling (padding, ceil_mode, NaN)."""
 
 import numpy as np
@@ -40,12 +40,12 @@ def _reference(x, w, b, stride, pad, mult):
 
 CASES = [  # n, c, mult, h, w, stride, (top, left, bottom, right)
     (1, 37, 1, 7, 7, 1, (1, 1, 1, 1)),      # ShuffleNet's 7x7: flat path, 4 vectors a plane
-    (1, 5, 1, 14, 14, 1, (1, 1, 1, 1)),     # flat, a 196-position plane
+    (1, 5, 1, 14, 14, 1, (1, 1, 1, 1)),     # ShuffleNet's 14x14: row path
     (2, 3, 2, 9, 5, 1, (2, 1, 0, 1)),       # flat, batch, multiplier, uneven top / bottom
-    (1, 4, 1, 6, 15, 1, (0, 1, 0, 1)),      # flat, no rows of padding
+    (1, 4, 1, 6, 6, 1, (0, 1, 0, 1)),       # flat, no rows of padding
     (1, 3, 1, 5, 16, 1, (1, 1, 1, 1)),      # a row of exactly one vector: row path
     (1, 3, 1, 11, 33, 1, (1, 1, 1, 1)),     # row path, a one-lane tail
-    (1, 2, 1, 8, 9, 1, (1, 2, 1, 0)),       # OW == W from uneven left / right: flat path
+    (1, 2, 1, 8, 7, 1, (1, 2, 1, 0)),       # OW == W from uneven left / right: flat path
     (1, 3, 1, 8, 10, 1, (2, 2, 2, 2)),      # OW != W: row path
     (1, 2, 1, 9, 9, 1, (0, 0, 0, 0)),       # no padding at all
     (1, 6, 1, 28, 28, 2, (1, 1, 1, 1)),     # stride 2: even lanes of two masked loads
