@@ -313,8 +313,7 @@ def parallel_for(n_tasks: int, fn: Callable[[int], object],
         for i in range(n_tasks):
             fn(i)
         return
-    pool = native_pool.get_pool()
-    if pool is not None:
+    if _PY_ON_NATIVE[0] and native_pool.get_pool() is not None:
         _on_native_pool(n_tasks, fn, threads)
         return
     region = _Region(n_tasks, fn)
@@ -353,6 +352,7 @@ class _PyRegion:
             _local.inside = False
 
 
+_PY_ON_NATIVE = [True]  # parallel_for on the native pool when there is one (False: Python pool)
 _regions: dict[int, _PyRegion] = {}
 _region_ids = itertools.count(1)
 _PY_LISTS: dict[int, object] = {}  # task count -> task list calling _py_task(region, i)
