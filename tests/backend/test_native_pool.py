@@ -120,13 +120,16 @@ def _run_child(code: str) -> subprocess.CompletedProcess:
                           text=True, timeout=60, check=False)
 
 
-CHILD_SETUP = """
+CHILD_SETUP = f"""
     import os, time
     import numpy as np
-    from tests.backend.test_native_pool import _bump_tasks
+    from msc.backend.llvm.jit import get_jit
+    from msc.backend.runtime.threads import NativeTasks
+    bump = get_jit().compile({_BUMP_IR!r}, ["msc_test_pool_bump"]).address("msc_test_pool_bump")
     counts = np.zeros(64, np.int64)
-    tasks = _bump_tasks(counts)
-"""
+    tasks = NativeTasks(64)
+    tasks.records[:, 0], tasks.records[:, 1] = bump, counts.ctypes.data + 8 * np.arange(64)
+"""  # imports only the pool (a child importing the whole test module takes 3x as long)
 
 
 @pytest.mark.parametrize("pause", [0.0, 0.05])  # workers spinning / asleep on the futex
