@@ -20,7 +20,9 @@ sleeping thread costs about 40 us here, and milliseconds when other processes ho
 Most kernels do not call ``parallel_for``: they post a :class:`NativeTasks` list (kernel
 address and arguments per task), which on x86-64 Linux runs on the native pool of
 native_pool.py, whose workers wait in native code, so handing an op to them takes one ctypes
-call and no GIL (about 3 us, against about 20 us through ``parallel_for``).
+call and no GIL (about 3 us, against about 20 us on the Python pool). There ``parallel_for``
+runs on the same workers too (each task calls back into Python), so two pools never spin
+against each other; the Python pool below is the fallback on other hosts.
 """
 
 from __future__ import annotations
