@@ -212,3 +212,21 @@ def _conv_ref(x, w, pad):
     padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     windows = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(2, 3))
     return np.einsum("nchwij,ocij->nohw", windows, w.astype(np.float64))
+
+
+def test_hosts_without_the_pool_run_lists_on_the_python_pool(monkeypatch):
+    """Off x86-64 Linux get_pool() is None: task lists and parallel_for use the Python pool,
+    with the same results (bases added, every task once)."""
+    from msc.backend.runtime import threads
+
+    monkeypatch.setattr(native_pool, "get_pool", lambda: None)
+    counts = np.zeros(64, np.int64)
+    tasks = NativeTasks(8)
+    tasks.records[:, 0] = _bump_address()
+    tasks.records[:, 1] = 8 * 8 * np.arange(8)
+    for count in (1, 2, 3):
+        tasks.launch(1, (counts.ctypes.data + 8 * count,), count)
+    out = [0] * 9
+    threads.parallel_for(9, lambda i: out.__setitem__(i, out[i] + i), 2)
+    assert (counts.reshape(8, 8)[:, 1:4] == 1).all() and counts.sum() == 24
+    assert out == list(range(9))
