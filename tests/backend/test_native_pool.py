@@ -120,13 +120,16 @@ def _run_child(code: str) -> subprocess.CompletedProcess:
                           text=True, timeout=60, check=False)
 
 
-CHILD_SETUP = """
+CHILD_SETUP = f"""
     import os, time
     import numpy as np
-    from tests.backend.test_native_pool import _bump_tasks
+    from msc.backend.llvm.jit import get_jit
+    from msc.backend.runtime.threads import NativeTasks
+    bump = get_jit().compile({_BUMP_IR!r}, ["msc_test_pool_bump"]).address("msc_test_pool_bump")
     counts = np.zeros(64, np.int64)
-    tasks = _bump_tasks(counts)
-"""
+    tasks = NativeTasks(64)
+    tasks.records[:, 0], tasks.records[:, 1] = bump, counts.ctypes.data + 8 * np.arange(64)
+"""  # imports only the pool (a child importing the whole test module takes 3x as long)
 
 
 @pytest.mark.parametrize("pause", [0.0, 0.05])  # workers spinning / asleep on the futex
@@ -209,3 +212,21 @@ def _conv_ref(x, w, pad):
     padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     windows = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(2, 3))
     return np.einsum("nchwij,ocij->nohw", windows, w.astype(np.float64))
+
+
+def test_hosts_without_the_pool_run_lists_on_the_python_pool(monkeypatch):
+    """Off x86-64 Linux get_pool() is None: task lists and parallel_for use the Python pool,
+    with the same results (bases added, every task once)."""
+    from msc.backend.runtime import threads
+
+    monkeypatch.setattr(native_pool, "get_pool", lambda: None)
+    counts = np.zeros(64, np.int64)
+    tasks = NativeTasks(8)
+    tasks.records[:, 0] = _bump_address()
+    tasks.records[:, 1] = 8 * 8 * np.arange(8)
+    for count in (1, 2, 3):
+        tasks.launch(1, (counts.ctypes.data + 8 * count,), count)
+    out = [0] * 9
+    threads.parallel_for(9, lambda i: out.__setitem__(i, out[i] + i), 2)
+    assert (counts.reshape(8, 8)[:, 1:4] == 1).all() and counts.sum() == 24
+    assert out == list(range(9))

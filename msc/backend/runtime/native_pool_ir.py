@@ -9,8 +9,7 @@ GEN, the generation workers poll; CLAIM, (job id << 32 | next task index); DONE,
 finished in the current job (futex word of a waiting caller) and WAITING, whether one sleeps
 on it; CALLER_CPU / WORKER_CPU, the CPUs the last caller and the last worker to take a task
 ran on; LOCK, the callers' try-lock; STOP; SYSCALL and GETCPU, libc's syscall and
-sched_getcpu; TICKS, cycles a waiter polls before it sleeps; ALLOWED, the process's CPU mask;
-DESC, four job descriptors used in turn: seq (the job id once complete, -1 while written),
+sched_getcpu; TICKS, cycles a waiter polls before it sleeps; DESC, four job descriptors used in turn: seq (the job id once complete, -1 while written),
 records, n, want (helpers wanted: worker i joins when i < want), the job's base vector; then
 from WORKERS one line per worker: its bell (futex word it sleeps on) and its asleep flag.
 """
@@ -26,13 +25,12 @@ BASES = 8  # pointers a job may add to its tasks' arguments
 _VECTOR = NATIVE_ARGS + BASES  # base vector slots: zeros, the bases from column first - 1
 DESC_SLOTS = 32  # per descriptor: seq, records, n, want, base vector (4 + 18), padded
 SLOT_OF = {"GEN": 0, "CALLER_CPU": 1, "CLAIM": 8, "DONE": 16, "WAITING": 17, "WORKER_CPU": 18,
-           "LOCK": 32, "STOP": 33, "SYSCALL": 40, "GETCPU": 41, "TICKS": 42, "ALLOWED": 43,
+           "LOCK": 32, "STOP": 33, "SYSCALL": 40, "GETCPU": 41, "TICKS": 42,
            "DESC": 48}
 WORKERS = SLOT_OF["DESC"] + 4 * DESC_SLOTS  # then one line per worker: its bell and asleep flag
 MAX_WORKERS = 255
 SLOTS = WORKERS + 8 * MAX_WORKERS
 _SYS_FUTEX, _WAIT, _WAKE = 202, 128, 129  # x86-64 syscall number; FUTEX_*_PRIVATE
-_SET_AFFINITY = 203  # x86-64 sched_setaffinity
 _LOW32 = 4294967295
 
 POOL_ENTRIES = ["msc_pool_work", "msc_pool_run", "msc_pool_stop", "msc_pool_cycles"]
@@ -141,13 +139,11 @@ def _futex(result: str, addr: str, op: int, value: str) -> str:
             f"i64 {value}, i64 0, i64 0, i64 0)\n")
 
 
-def _spin_wait(label: str, ready: str, fail: str, test: str, other_cpu: str,
-               shared: str | None = None) -> str:
+def _spin_wait(label: str, ready: str, fail: str, test: str, other_cpu: str) -> str:
     """Blocks ``label``..: evaluate ``test`` (IR setting %<label>.ok) until true (go to
     ``ready``), with ``pause`` between polls, or go to ``fail`` (sleep) after %ticks cycles
-    or, as soon as this thread runs on the CPU in slot ``other_cpu``, to ``shared`` (default
-    ``fail``): the thread it waits for shares its core then, and polling would only take
-    time from it."""
+    or as soon as this thread runs on the CPU in slot ``other_cpu``: the thread it waits for
+    shares its core then, and polling would only take time from it."""
     return f"""{label}:
   %{label}.start = call i64 @llvm.readcyclecounter()
   br label %{label}.poll
@@ -162,42 +158,10 @@ def _spin_wait(label: str, ready: str, fail: str, test: str, other_cpu: str,
   %{label}.cpu = sext i32 %{label}.cpu32 to i64
   %{label}.other = load atomic i64, i64* %{other_cpu} monotonic, align 8
   %{label}.apart = icmp ne i64 %{label}.cpu, %{label}.other
-  br i1 %{label}.apart, label %{label}.time, label %{shared or fail}
+  br i1 %{label}.apart, label %{label}.time, label %{fail}
 {label}.time:
   br i1 %{label}.early, label %{label}.poll, label %{fail}
 """
-
-
-def _move_off(label: str, done: str, fail: str) -> str:
-    """Blocks ``label``..: once per job (flag %movedp), move this worker off the caller's
-    CPU: set its affinity to the process's CPUs but that one (sched_setaffinity migrates a
-    thread off a CPU it may no longer use), then back to all of them; go to ``done``, or to
-    ``fail`` when already moved, or when no other CPU is known (ALLOWED is 0 past 64 CPUs)."""
-    return f"""{label}:
-  %{label}.moved = load i1, i1* %movedp
-  br i1 %{label}.moved, label %{fail}, label %{label}.try
-{label}.try:
-  store i1 true, i1* %movedp
-  %{label}.all = load i64, i64* %allowed64
-  %{label}.cpu = load atomic i64, i64* %caller_cpu64 monotonic, align 8
-  %{label}.known = icmp ult i64 %{label}.cpu, 64
-  %{label}.bit = shl i64 1, %{label}.cpu
-  %{label}.off = xor i64 %{label}.bit, -1
-  %{label}.rest = and i64 %{label}.all, %{label}.off
-  %{label}.some = icmp ne i64 %{label}.rest, 0
-  %{label}.go = and i1 %{label}.known, %{label}.some
-  br i1 %{label}.go, label %{label}.set, label %{fail}
-{label}.set:
-  store i64 %{label}.rest, i64* %maskp
-  %{label}.maskv = ptrtoint i64* %maskp to i64
-{_set_affinity(f"%{label}.r0", _SET_AFFINITY, f"%{label}.maskv")}  store i64 %{label}.all, i64* %maskp
-{_set_affinity(f"%{label}.r1", _SET_AFFINITY, f"%{label}.maskv")}  br label %{done}
-"""
-
-
-def _set_affinity(result: str, number: int, mask: str) -> str:
-    """IR: ``sched_setaffinity(0, 8, mask)`` (this thread) through libc's syscall."""
-    return (f"  {result} = call i64 (i64, ...) %sys(i64 {number}, i64 0, i64 8, i64 {mask})\n")
 
 
 def _desc(p: str, jid: str) -> str:
@@ -226,15 +190,12 @@ entry:
   %bell = bitcast i64* %bell64 to i32*
   %belladdr = ptrtoint i32* %bell to i64
   %asleep = getelementptr inbounds i64, i64* %ctrl, i64 %mine1
-  %movedp = alloca i1
-  %maskp = alloca i64
-  store i1 false, i1* %movedp
   %first = load atomic i32, i32* %gen seq_cst, align 4
   store i32 %first, i32* %seenp
   %stop0 = load atomic i64, i64* %stop64 seq_cst, align 8
   %stopped = icmp ne i64 %stop0, 0
   br i1 %stopped, label %exit, label %claim  ; a new worker joins the job posted before it ran
-{_spin_wait("wait", "woke", "sleep", poll, "caller_cpu64", "apart")}{_move_off("apart", "wait", "sleep")}sleep:
+{_spin_wait("wait", "woke", "sleep", poll, "caller_cpu64")}sleep:
   ; each worker sleeps on its own bell, so a caller wakes exactly the workers it wants
   %b0 = load atomic i32, i32* %bell seq_cst, align 4
   store atomic i64 1, i64* %asleep seq_cst, align 8
@@ -250,19 +211,10 @@ awake:
   br label %wait
 woke:
   store i32 %g, i32* %seenp
-  store i1 false, i1* %movedp
   %stopv = load atomic i64, i64* %stop64 acquire, align 8
   %stopping = icmp ne i64 %stopv, 0
-  br i1 %stopping, label %exit, label %where
-where:
-  ; woken onto the caller's CPU (the kernel's choice when the others are busy), a worker would
-  ; only take turns with the caller: it moves to another CPU first
-  %wcpu32 = call i32 %getcpu()
-  %wcpu = sext i32 %wcpu32 to i64
-  %ccpu = load atomic i64, i64* %caller_cpu64 monotonic, align 8
-  %shared = icmp eq i64 %wcpu, %ccpu
-  br i1 %shared, label %leave, label %claim
-{_move_off("leave", "claim", "claim")}claim:
+  br i1 %stopping, label %exit, label %claim
+claim:
   %c = load atomic i64, i64* %claim64 acquire, align 8
   %jid = lshr i64 %c, 32
   %idx = and i64 %c, {_LOW32}

@@ -20,7 +20,9 @@ sleeping thread costs about 40 us here, and milliseconds when other processes ho
 Most kernels do not call ``parallel_for``: they post a :class:`NativeTasks` list (kernel
 address and arguments per task), which on x86-64 Linux runs on the native pool of
 native_pool.py, whose workers wait in native code, so handing an op to them takes one ctypes
-call and no GIL (about 3 us, against about 20 us through ``parallel_for``).
+call and no GIL (about 3 us, against about 20 us on the Python pool). There ``parallel_for``
+runs on the same workers too (each task calls back into Python), so two pools never spin
+against each other; the Python pool below is the fallback on other hosts.
 """
 
 from __future__ import annotations
@@ -313,8 +315,7 @@ def parallel_for(n_tasks: int, fn: Callable[[int], object],
         for i in range(n_tasks):
             fn(i)
         return
-    pool = native_pool.get_pool()
-    if pool is not None:
+    if _PY_ON_NATIVE[0] and native_pool.get_pool() is not None:
         _on_native_pool(n_tasks, fn, threads)
         return
     region = _Region(n_tasks, fn)
@@ -353,6 +354,7 @@ class _PyRegion:
             _local.inside = False
 
 
+_PY_ON_NATIVE = [True]  # parallel_for on the native pool when there is one (False: Python pool)
 _regions: dict[int, _PyRegion] = {}
 _region_ids = itertools.count(1)
 _PY_LISTS: dict[int, object] = {}  # task count -> task list calling _py_task(region, i)
