@@ -118,7 +118,8 @@ def test_depthwise_grouped_convs_and_concat_run_int8(tmp_path):
     ops = ex.stats["ops"]
     assert ops["int8.conv2d"] == {"native": 5} and "nn.conv2d" not in ops
     assert ops["int8.concat"] == {"numpy": 1} and "concat" not in ops
-    assert ops["int8.avg_pool2d"] == {"native": 2} and "mean" not in ops
+    # the global average pool on the bytes; the 3x3 one stays float (scalar kernel too slow)
+    assert ops["int8.avg_pool2d"] == {"native": 1} and "mean" not in ops
     # batch norm -> relu between two quantizes: one per-channel table lookup
     assert any(k.startswith("qdq:lut(nn.batch_norm") for k in ex.stats["fused"])
     assert "nn.batch_norm" not in ops and ops["dequantize"] == {"tir": 1}  # the output's
