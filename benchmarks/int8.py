@@ -151,27 +151,10 @@ def preprocessed(model):
 
 def ort_qdq(model, name: str, calib: list):
     """onnxruntime's QDQ model of ``model`` (per-channel int8 weights, uint8 activations)."""
-    import onnx
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.items = iter([{name: x} for x in calib])
-
-        def get_next(self):
-            return next(self.items, None)
+    from tests.helpers.qdq_models import ort_quantize
 
     with tempfile.TemporaryDirectory() as folder:
-        src, dst = Path(folder) / "float.onnx", Path(folder) / "qdq.onnx"
-        onnx.save(model, src)
-        quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-        return onnx.load(dst)
+        return ort_quantize(model, calib, Path(folder), name)
 
 
 def ort_runner(model, threads: int):

@@ -17,6 +17,7 @@ from compression.quantize import apply_plan, calibrate
 from frontends.translate import from_onnx
 from msc import relax
 from msc.backend.qdq_fold import int8_grid
+from tests.helpers.qdq_models import ort_quantize
 
 
 def _float_model():
@@ -50,27 +51,7 @@ def _inputs(count, seed):
 
 @pytest.fixture(scope="module")
 def ort_qdq(tmp_path_factory):
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.items = iter([{"x": x} for x in _inputs(4, 1)])
-
-        def get_next(self):
-            return next(self.items, None)
-
-    folder = tmp_path_factory.mktemp("qdq")
-    src, dst = folder / "float.onnx", folder / "qdq.onnx"
-    onnx.save(_float_model(), src)
-    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
-                    per_channel=True, activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8)
-    return onnx.load(dst)
+    return ort_quantize(_float_model(), _inputs(4, 1), tmp_path_factory.mktemp("qdq"))
 
 
 def _ort(model, x):

@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 from codegen import to_relax
 from frontends.translate import from_onnx
 from msc import relax
+from tests.helpers.qdq_models import ort_quantize
 
 
 def _model(nodes, inits, shape, rng, opset=13):
@@ -83,29 +84,9 @@ def _attention(seq=16, dim=32, heads=4):
 
 
 def _quantized(model, tmp_path, shape, seed=1):
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
     rng = np.random.default_rng(seed)
-    data = [rng.random(shape, dtype=np.float32) * 2 - 0.5 for _ in range(4)]
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.items = iter([{"x": x} for x in data])
-
-        def get_next(self):
-            return next(self.items, None)
-
-    src, dst = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
-    onnx.save(model, src)
-    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
-                    per_channel=True, activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8)
-    return onnx.load(dst)
+    return ort_quantize(model, [rng.random(shape, dtype=np.float32) * 2 - 0.5
+                                for _ in range(4)], tmp_path)
 
 
 def _ort(model, x):
@@ -137,7 +118,8 @@ def test_depthwise_grouped_convs_and_concat_run_int8(tmp_path):
     ops = ex.stats["ops"]
     assert ops["int8.conv2d"] == {"native": 5} and "nn.conv2d" not in ops
     assert ops["int8.concat"] == {"numpy": 1} and "concat" not in ops
-    assert ops["int8.avg_pool2d"] == {"native": 2} and "mean" not in ops
+    # the global average pool on the bytes; the 3x3 one stays float (scalar kernel too slow)
+    assert ops["int8.avg_pool2d"] == {"native": 1} and "mean" not in ops
     # batch norm -> relu between two quantizes: one per-channel table lookup
     assert any(k.startswith("qdq:lut(nn.batch_norm") for k in ex.stats["fused"])
     assert "nn.batch_norm" not in ops and ops["dequantize"] == {"tir": 1}  # the output's

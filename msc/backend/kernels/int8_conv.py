@@ -242,6 +242,21 @@ def _check(x, dtype, param: str, op: str) -> np.ndarray:
     return x if x.flags.c_contiguous else np.ascontiguousarray(x)
 
 
+def conv_dims(k, x, channels: int) -> tuple:
+    """(checked x, (N, H, W, OH, OW)) for an NCHW conv kernel ``k`` (its window, strides,
+    padding, dilation) on ``x`` of ``channels`` channels."""
+    x = _check(x, k.x_np, "data", k.op)
+    if x.ndim != 4 or x.shape[1] != channels:
+        raise ShapeError(f"expects [N, {channels}, H, W], got {x.shape}", op=k.op,
+                         param="data")
+    n, _, h, w = x.shape
+    (sh, sw), (dh, dw) = k.strides, k.dilation
+    pt, pl, pb, pr = k.padding
+    oh = max((h + pt + pb - dh * (k.kh - 1) - 1) // sh + 1, 0)
+    ow = max((w + pl + pr - dw * (k.kw - 1) - 1) // sw + 1, 0)
+    return x, (n, h, w, oh, ow)
+
+
 def _check_out(out, shape: tuple, dtype, op: str) -> None:
     if (type(out) is not np.ndarray or out.shape != shape or out.dtype != dtype
             or not out.flags.c_contiguous or not out.flags.writeable):
@@ -284,15 +299,7 @@ class QConv2d(Kernel):
                                 for k, v in enumerate(self.epi.args)) for g in range(self.groups)]
 
     def __call__(self, x, out):
-        x = _check(x, self.x_np, "data", self.op)
-        if x.ndim != 4 or x.shape[1] != self.c * self.groups:
-            raise ShapeError(f"expects [N, {self.c * self.groups}, H, W], got {x.shape}",
-                             op=self.op, param="data")
-        n, _, h, w = x.shape
-        (sh, sw), (dh, dw) = self.strides, self.dilation
-        pt, pl, pb, pr = self.padding
-        oh = max((h + pt + pb - dh * (self.kh - 1) - 1) // sh + 1, 0)
-        ow = max((w + pl + pr - dw * (self.kw - 1) - 1) // sw + 1, 0)
+        x, (n, h, w, oh, ow) = conv_dims(self, x, self.c * self.groups)
         _check_out(out, (n, self.o, oh, ow), self.epi.dtype, self.op)
         if out.size and self.groups > 1:
             self._grouped(x, out, n, (h, w, oh, ow))

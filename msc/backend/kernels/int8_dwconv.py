@@ -21,12 +21,11 @@ from functools import cache
 import numpy as np
 from llvmlite import ir
 
-from ...errors import ShapeError
 from ..llvm.jit import get_jit
 from ..llvm.loops import I32, I64, const64, entry_alloca, for_range
 from ..runtime.threads import parallel_for, task_threads
 from .base import Kernel
-from .int8_conv import _ACT, _SLACK, _check, _check_out, _Epilogue, _pad_planes
+from .int8_conv import _ACT, _SLACK, _check_out, _Epilogue, _pad_planes, conv_dims
 from .int8_gemm import (
     _DRIVER_TYPES,
     _IR,
@@ -171,15 +170,7 @@ class QDepthwise(Kernel):
         self.size = OUTS[cfg.out]
 
     def __call__(self, x, out):
-        x = _check(x, self.x_np, "data", self.op)
-        if x.ndim != 4 or x.shape[1] != self.c:
-            raise ShapeError(f"expects [N, {self.c}, H, W], got {x.shape}", op=self.op,
-                             param="data")
-        n, _, h, w = x.shape
-        (sh, sw), (dh, dw) = self.strides, self.dilation
-        pt, pl, pb, pr = self.padding
-        oh = max((h + pt + pb - dh * (self.kh - 1) - 1) // sh + 1, 0)
-        ow = max((w + pl + pr - dw * (self.kw - 1) - 1) // sw + 1, 0)
+        x, (n, h, w, oh, ow) = conv_dims(self, x, self.c)
         _check_out(out, (n, self.c, oh, ow), self.epi.dtype, self.op)
         if out.size:
             for i in range(n):
