@@ -62,6 +62,7 @@ from benchmarks import int8
 from benchmarks import transformers as hf
 from benchmarks.gemm import timed
 from benchmarks.quantize import batches, sqnr
+from msc.progress import progress
 
 ZOO = sorted(p.stem.removeprefix("light_")
              for p in (Path(onnx.__file__).parent / "backend/test/data/light").glob("*.onnx"))
@@ -396,7 +397,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     rows, start = [], time.perf_counter()
-    for name in args.models:
+    for name in progress(args.models, desc="models"):
         log(f"{name} ({time.perf_counter() - start:.0f} s)")
         rows.append(measure(name, args))
     for line in header(args):

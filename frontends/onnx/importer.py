@@ -429,6 +429,7 @@ def _onnx_type(value) -> str | None:
     return f"tensor({name})" if name else None
 
 
+@functools.cache  # schema_of hands out one object per (op, opset); .inputs copies them all
 def _variadic(schema) -> bool:
     return bool(schema.inputs) and schema.inputs[-1].option == \
         onnx.defs.OpSchema.FormalParameterOption.Variadic

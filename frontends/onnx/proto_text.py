@@ -57,11 +57,13 @@ def _dim_params(value: onnx.ValueInfoProto):
 
 
 def _node_names(node: onnx.NodeProto):
-    yield "a node name", node.name
-    yield "an op type", node.op_type
-    yield "an op domain", node.domain
-    for name in (*node.input, *node.output):
-        yield "a node input or output name", name
+    texts = (node.name, node.op_type, node.domain, *node.input, *node.output)
+    if not all(isinstance(text, str) for text in texts):  # rare: only then say which one
+        yield "a node name", node.name
+        yield "an op type", node.op_type
+        yield "an op domain", node.domain
+        for name in (*node.input, *node.output):
+            yield "a node input or output name", name
     for attr in node.attribute:
         yield "an attribute name", attr.name
         for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):

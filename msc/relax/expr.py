@@ -56,8 +56,11 @@ __all__ = [
 ]
 
 
+_set = object.__setattr__
+
+
 class Node:
-    """Frozen after ``__init__``: fields are set through ``_init`` only."""
+    """Frozen after ``__init__``: fields are set through ``_init`` (or ``_set``) only."""
 
     __slots__ = ()
 
@@ -75,7 +78,8 @@ class Expr(Node):
     __slots__ = ("_sinfo", "span")
 
     def __init__(self, sinfo: StructInfo | None = None, span=None):
-        self._init(_sinfo=sinfo, span=span)
+        _set(self, "_sinfo", sinfo)  # not _init(**fields): the hottest constructors of a graph
+        _set(self, "span", span)
 
     @property
     def struct_info(self) -> StructInfo | None:
@@ -108,7 +112,7 @@ class Var(Expr):
                                   f"got {type(struct_info).__name__}",
                                   hint="e.g. relax.TensorStructInfo((1, 3), 'float32')")
         super().__init__(struct_info, span)
-        self._init(name_hint=name_hint)
+        _set(self, "name_hint", name_hint)
 
 
 class DataflowVar(Var):
@@ -211,8 +215,10 @@ class Call(Expr):
     def __init__(self, op, args, attrs=None, sinfo_args=(), span=None):
         super().__init__(None, span)
         attrs = attrs if isinstance(attrs, Attrs) or attrs is None else Attrs(attrs)
-        self._init(op=op, args=tuple(convert_to_expr(a) for a in args), attrs=attrs,
-                   sinfo_args=tuple(sinfo_args or ()))
+        _set(self, "op", op)
+        _set(self, "args", tuple([a if isinstance(a, Expr) else convert_to_expr(a) for a in args]))
+        _set(self, "attrs", attrs)
+        _set(self, "sinfo_args", tuple(sinfo_args or ()))
 
 
 class Tuple(Expr):
@@ -326,7 +332,9 @@ class VarBinding(Binding):
     __slots__ = ()
 
     def __init__(self, var: Var, value: Expr, span=None):
-        self._init(var=var, value=value, span=span)
+        _set(self, "var", var)
+        _set(self, "value", value)
+        _set(self, "span", span)
 
 
 class MatchCast(Binding):

@@ -51,6 +51,9 @@ def set_shape_kinds(shape_expr: type, shape_var: type) -> None:
     _SHAPE_KINDS[:] = [shape_expr, shape_var]
 
 
+_set = object.__setattr__
+
+
 class StructInfo:
     """Base class. Immutable; equality is structural."""
 
@@ -125,7 +128,10 @@ class TensorStructInfo(StructInfo):
             if ndim not in (-1, len(shape.values)):
                 raise ValidationError(f"shape {shape} has rank {len(shape.values)}, not {ndim}")
             ndim = len(shape.values)
-        self._init(shape=shape, dtype=normalize_dtype(dtype), ndim=ndim, vdevice=vdevice)
+        _set(self, "shape", shape)  # not _init(**fields): one per value of a graph
+        _set(self, "dtype", normalize_dtype(dtype))
+        _set(self, "ndim", ndim)
+        _set(self, "vdevice", vdevice)
 
     @property
     def values(self) -> tuple | None:

@@ -223,19 +223,34 @@ def _param(name: str, default) -> inspect.Parameter:
 def make_call(name: str, *args, **kwargs) -> Call:
     """Build a Call to op ``name`` from TVM-style Python arguments (bound to the signature)."""
     op_def = get_op(name)
-    try:
-        bound = signature(op_def).bind(*args, **kwargs)
-    except TypeError as err:
-        raise ValidationError(f"bad arguments for R.{op_def.name}: {err}", op=op_def.name,
-                              hint=f"signature: {op_def.name}{signature(op_def)}") from None
-    bound.apply_defaults()
-    values = bound.arguments
+    values = _positional_values(op_def, args) if not kwargs else None
+    if values is None:
+        try:
+            bound = signature(op_def).bind(*args, **kwargs)
+        except TypeError as err:
+            raise ValidationError(f"bad arguments for R.{op_def.name}: {err}", op=op_def.name,
+                                  hint=f"signature: {op_def.name}{signature(op_def)}") from None
+        bound.apply_defaults()
+        values = bound.arguments
     exprs = [_convert_arg(op_def, a, values[a.name]) for a in op_def.args]
     exprs = _drop_trailing_none(op_def, exprs)
     attrs = {a.name: convert_attr(op_def, a, values[a.name]) for a in op_def.attrs}
     if op_def.normalize is not None:
         attrs = op_def.normalize(attrs, exprs)
     return Call(Op.get(op_def.name), exprs, Attrs(attrs) if op_def.attrs else None)
+
+
+def _positional_values(op_def: OpDef, args: tuple) -> dict | None:
+    """What ``signature(op_def).bind(*args)`` + ``apply_defaults()`` give for positional
+    arguments that leave no required parameter out; None for any other call (bound the slow
+    way, which also words the errors). Converters call ops this way once per node."""
+    params = op_def.args + op_def.attrs
+    if len(args) > len(params) or any(p.default is REQUIRED for p in params[len(args):]):
+        return None
+    values = {p.name: a for p, a in zip(params, args)}
+    for p in params[len(args):]:
+        values[p.name] = p.default
+    return values
 
 
 def _drop_trailing_none(op_def: OpDef, exprs: list) -> list:

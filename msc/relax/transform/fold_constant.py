@@ -17,20 +17,8 @@ import warnings
 
 import numpy as np
 
-from ..expr import (
-    Call,
-    Constant,
-    DataTypeImm,
-    Function,
-    PrimValue,
-    SeqExpr,
-    ShapeExpr,
-    StringImm,
-    Tuple,
-    TupleGetItem,
-    Var,
-    VarBinding,
-)
+from .. import expr as rx
+from ..expr import Call, Constant, Function, PrimValue, ShapeExpr, Tuple, TupleGetItem, Var
 from ..module import IRModule
 from ..op.facts import load_facts
 from ..op.registry import Op
@@ -187,7 +175,7 @@ def fold_constant(func: Function, mod: IRModule | None = None) -> Function:
     return remove_all_unused(folded, mod)
 
 
-_ARG_LEAVES = (Constant, ShapeExpr, PrimValue, StringImm, DataTypeImm)
+_ARG_LEAVES = (Constant, ShapeExpr, PrimValue, rx.StringImm, rx.DataTypeImm)
 
 
 def _nothing_to_fold(func: Function) -> bool:
@@ -197,13 +185,13 @@ def _nothing_to_fold(func: Function) -> bool:
     bound to another call (so no call is all known), or aliases such a var, and no var is bound
     to a leaf to inline."""
     seq = func.body
-    if not isinstance(seq, SeqExpr) or not isinstance(seq.body, Var):
+    if not isinstance(seq, rx.SeqExpr) or not isinstance(seq.body, Var):
         return False
     computed = set(func.params)
     for block in seq.blocks:
         for binding in block.bindings:
             value = binding.value
-            if type(binding) is not VarBinding:
+            if type(binding) is not rx.VarBinding:
                 return False
             if isinstance(value, Var) and value in computed:  # an output alias: gv = lv
                 computed.add(binding.var)
