@@ -70,6 +70,9 @@ TRANSFORMERS = ["bert", "gpt2"]
 PRECISIONS = ["float", "int8"]
 CONTENDERS = ["msc", "ORT", "torch"]
 CALIBRATION, HELD_OUT = 4, 2
+# idle time before each contender's chunk: onnxruntime's and torch's worker threads keep
+# spinning for a while after a call returns, and on 2 cores that would slow whoever runs next
+PAUSE = 0.1
 
 
 def log(message: str) -> None:
@@ -245,6 +248,7 @@ def rounds(fns: dict, repeats: int, min_time: float) -> dict[str, list[float]]:
     seen: dict = {who: [] for who in fns}
     for _ in range(repeats):
         for who, fn in fns.items():
+            time.sleep(min(PAUSE, min_time))
             seen[who].append(timed(fn, min_time))
     return seen
 
