@@ -5,14 +5,15 @@
 with ``s = sqrt(scale)`` on both operands, optionally a constant causal mask added before the
 Softmax (``is_causal``; the all-false Where of the fully-masked-row guard after it), and for
 3-D inputs the Reshape / Transpose into heads around it (``q_num_heads`` /
-``kv_num_heads``). Masks given as inputs, past keys, soft caps and grouped heads stay spelled
-out.
+``kv_num_heads``); a mask given as an input with its fully-masked-row guard
+(onnx_refuse_attention_mask.py). Past keys, soft caps and grouped heads stay spelled out.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .onnx_refuse_attention_mask import masked_guard, split_bias
 from .onnx_refuse_ops import _Walk
 
 __all__ = ["fold_attention"]
@@ -58,13 +59,21 @@ def _guard(w: _Walk, value: str) -> str:
 
 def _core(w: _Walk, node: dict):
     """(q, k, v, attrs, parts) of the 4-D spelling ending at ``node``, else None."""
-    probs = _guard(w, node["inputs"][0])
+    guarded = masked_guard(w, node["inputs"][0])
+    probs = guarded[0] if guarded else _guard(w, node["inputs"][0])
     soft = w.back(probs, "Softmax")
     if soft is None or soft["attrs"].get("axis", -1) not in (-1, 3):
         return None
-    add, attrs = w.back(soft["inputs"][0], "Add"), {}
+    add, attrs, mask, more = w.back(soft["inputs"][0], "Add"), {}, [], []
     scores = add["inputs"][0] if add else soft["inputs"][0]
-    if add is not None:
+    if guarded is not None:  # a mask given at run time: Add(scores, the guarded bias)
+        if add is None or add["inputs"][1] != guarded[1]:
+            return None
+        found = _mask(w, scores, guarded)
+        if found is None:
+            return None
+        mask, attrs, more = found
+    elif add is not None:
         if not _causal(w, add["inputs"][1]):
             return None
         attrs["is_causal"] = 1
@@ -77,8 +86,22 @@ def _core(w: _Walk, node: dict):
         return None
     parts = [soft, qk, turn, w.made[qk["inputs"][0]], w.made[turn["inputs"][0]]]
     parts += [n for n in (add, w.made.get(node["inputs"][0])) if n is not None and n
-              is not soft]
-    return q, k, node["inputs"][1], {**attrs, "_s": sq}, parts
+              is not soft] + more
+    return q, k, node["inputs"][1], {**attrs, "_s": sq, "_mask": mask}, parts
+
+
+def _mask(w: _Walk, scores: str, guarded: tuple):
+    """([attn_mask], attrs, the guard's and bias's nodes) of the guarded bias, else None."""
+    qk = w.back(scores, "MatMul")
+    turn = qk and w.back(qk["inputs"][1], "Transpose")
+    if turn is None:
+        return None
+    q, k = (_scaled(w, v)[0] for v in (qk["inputs"][0], turn["inputs"][0]))
+    found = q and k and split_bias(w, guarded[1], q, k, lambda v: _causal(w, v))
+    if not found:
+        return None
+    bias, attrs, parts = found
+    return [bias], attrs, guarded[2][1:] + parts  # [0], the Where, is the core's
 
 
 def _into_heads(w: _Walk, value: str):
@@ -125,7 +148,7 @@ def _attention_at(w: _Walk, node: dict) -> None:
     if found is None:
         return
     q, k, v, attrs, parts = found
-    s = attrs.pop("_s")
+    s, mask = attrs.pop("_s"), attrs.pop("_mask")
     end, heads, head = node, {}, 0
     around = _three_d(w, node, q, k, v)
     if around is not None:  # 3-D inputs split into heads and merged back
@@ -138,5 +161,5 @@ def _attention_at(w: _Walk, node: dict) -> None:
     if dtype not in _TYPES or any(w.shape(x) is None for x in (q, k, v)) or head <= 0:
         return
     w.kill(*(p for p in parts if p is not end))
-    end.update(op_type="Attention", inputs=[q, k, v], domain="",
+    end.update(op_type="Attention", inputs=[q, k, v, *mask], domain="",
                attrs={**attrs, **heads, **_scale_attr(head, s, dtype)})

@@ -1,0 +1,76 @@
+"""The ``attn_mask`` of an ``Attention`` spelled out (see onnx_refuse_attention.py): the scores
+plus a bias, and the guard that gives fully masked rows zeros, as ONNX specifies:
+
+    p = Where(IsInf[detect_positive=0](ReduceMax(bias, [-1], keepdims=1)), 0, Softmax(s + bias))
+
+``bias`` is the mask as given (float, the inputs' dtype), a boolean mask as
+``Where(mask, 0, -inf)``, either plus the constant causal bias (``is_causal``). The mask must
+already span every key (the importer pads a shorter one; a padded mask is read as it is).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .onnx_refuse_ops import _Walk
+
+__all__ = ["masked_guard", "split_bias"]
+
+
+def masked_guard(w: _Walk, value: str):
+    """(softmax output, bias, nodes) of the fully-masked-row guard making ``value``."""
+    where = w.back(value, "Where")
+    if where is None or len(where["inputs"]) != 3 or w.scalar(where["inputs"][1]) != 0.0:
+        return None
+    test = w.back(where["inputs"][0], "IsInf")
+    if test is None or test["attrs"].get("detect_positive", 1) != 0 or \
+            test["attrs"].get("detect_negative", 1) != 1:
+        return None
+    peak = w.back(test["inputs"][0], "ReduceMax")
+    bias = peak and peak["inputs"][0]
+    shape = bias and w.shape(bias)
+    if not shape or peak["attrs"].get("keepdims", 1) != 1 or _axes(w, peak) not in (
+            [-1], [len(shape) - 1]):
+        return None
+    return where["inputs"][2], bias, [where, test, peak]
+
+
+def _axes(w: _Walk, node: dict) -> list | None:
+    axes = node["attrs"].get("axes")
+    if axes is None and len(node["inputs"]) > 1:
+        data = w.const(node["inputs"][1])
+        axes = None if data is None else data.reshape(-1).tolist()
+    return axes
+
+
+def split_bias(w: _Walk, bias: str, q: str, k: str, causal) -> tuple | None:
+    """(attn_mask, attrs, nodes) of a guarded bias read by the scores' Add and the guard's
+    ReduceMax; ``causal(value)`` tells a constant causal bias."""
+    attrs, parts = {}, []
+    made = w.back(bias, "Add", uses=2)
+    if made is not None and causal(made["inputs"][1]):
+        attrs["is_causal"], parts = 1, [made]
+        bias = made["inputs"][0]
+        mask = _boolean(w, bias, q, uses=1)
+    else:
+        mask = _boolean(w, bias, q, uses=2)
+    if mask is not None:
+        parts.append(w.made[bias])
+        bias = mask
+    elif w.dtypes.get(bias) != w.dtypes.get(q):
+        return None
+    shape, keys, queries = w.shape(bias), w.shape(k), w.shape(q)
+    if shape is None or keys is None or queries is None or not 2 <= len(shape) <= 4 or \
+            shape[-1] != keys[-2] or shape[-2] not in (1, queries[-2]):
+        return None
+    return bias, attrs, parts
+
+
+def _boolean(w: _Walk, value: str, q: str, uses: int) -> str | None:
+    """The boolean mask of ``Where(mask, 0, -inf)`` making ``value``, else None."""
+    where = w.back(value, "Where", uses)
+    if where is None or w.dtypes.get(where["inputs"][0]) != "bool" or \
+            w.dtypes.get(value) != w.dtypes.get(q):
+        return None
+    zero, low = (w.scalar(v) for v in where["inputs"][1:])
+    return where["inputs"][0] if zero == 0.0 and low is not None and np.isneginf(low) else None
