@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_refuse_attention_mask import masked_guard, split_bias
+from .onnx_refuse_attention_mask import masked_guard, split_bias, split_past
 from .onnx_refuse_ops import _Walk
 
 __all__ = ["fold_attention"]
@@ -150,6 +150,10 @@ def _attention_at(w: _Walk, node: dict) -> None:
     q, k, v, attrs, parts = found
     s, mask = attrs.pop("_s"), attrs.pop("_mask")
     end, heads, head = node, {}, 0
+    past = split_past(w, k, v)
+    if past is not None:  # keys and values after the past ones: present_key / _value
+        (k, v), past_kv, concats = past
+        parts += concats
     around = _three_d(w, node, q, k, v)
     if around is not None:  # 3-D inputs split into heads and merged back
         end, heads, (q, k, v), more = around
@@ -160,6 +164,12 @@ def _attention_at(w: _Walk, node: dict) -> None:
     dtype = w.dtypes.get(q)
     if dtype not in _TYPES or any(w.shape(x) is None for x in (q, k, v)) or head <= 0:
         return
+    if past is not None and len(w.shape(k)) != len(w.shape(q)):
+        return
+    inputs, outputs = [q, k, v, *mask], list(end["outputs"])
+    if past is not None:
+        inputs = [q, k, v, *(mask or [""]), *past_kv]
+        outputs += [n["outputs"][0] for n in concats]
     w.kill(*(p for p in parts if p is not end))
-    end.update(op_type="Attention", inputs=[q, k, v, *mask], domain="",
+    end.update(op_type="Attention", inputs=inputs, outputs=outputs, domain="",
                attrs={**attrs, **heads, **_scale_attr(head, s, dtype)})

@@ -74,3 +74,22 @@ def _boolean(w: _Walk, value: str, q: str, uses: int) -> str | None:
         return None
     zero, low = (w.scalar(v) for v in where["inputs"][1:])
     return where["inputs"][0] if zero == 0.0 and low is not None and np.isneginf(low) else None
+
+
+def split_past(w: _Walk, k: str, v: str) -> tuple | None:
+    """((new k, new v), (past_key, past_value), the two Concats) when the keys and values
+    read are ``Concat([past, new], axis=2)`` of 4-D past tensors: ONNX Attention's
+    present_key / present_value, which it then writes itself."""
+    found = []
+    for value in (k, v):
+        node = w.made.get(value)
+        past = node and node["op_type"] == "Concat" and not node["domain"] and \
+            len(node["inputs"]) == 2 and node["inputs"][0]
+        shape = past and w.shape(past)
+        if not shape or len(shape) != 4 or node["attrs"].get("axis") not in (2, -2):
+            return None
+        found.append(node)
+    news = tuple(n["inputs"][1] for n in found)
+    if any(len(w.shape(x) or []) not in (3, 4) for x in news):
+        return None
+    return news, tuple(n["inputs"][0] for n in found), found

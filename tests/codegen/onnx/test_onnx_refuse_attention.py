@@ -12,7 +12,8 @@ pytest.importorskip("onnxruntime")
 NAMES = ["test_attention_4d_attn_mask_3d_causal",  # float mask plus is_causal
          "test_attention_4d_attn_mask_bool",  # boolean mask
          "test_attention_3d_attn_mask",  # heads split and merged around it
-         "test_attention_causal_boolmask_nan_robustness"]
+         "test_attention_causal_boolmask_nan_robustness",
+         "test_attention_3d_with_past_and_present"]  # past keys / values, present outputs
 
 
 @pytest.fixture(scope="module")
@@ -29,3 +30,4 @@ def test_masked_attention_comes_back_as_one(cases, name):
     nodes = export(model, model_opset(model)).graph.node
     assert [n.op_type for n in nodes] == ["Attention"]
     assert len(nodes[0].input) == len(model.graph.node[0].input)
+    assert len(nodes[0].output) == len(model.graph.node[0].output)
