@@ -13,7 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_refuse_attention_mask import masked_guard, split_bias, split_past
+from .onnx_refuse_attention_mask import (
+    masked_guard,
+    split_bias,
+    split_past,
+    split_softcap,
+    unrepeat,
+)
 from .onnx_refuse_ops import _Walk
 
 __all__ = ["fold_attention"]
@@ -66,13 +72,15 @@ def _core(w: _Walk, node: dict):
         return None
     add, attrs, mask, more = w.back(soft["inputs"][0], "Add"), {}, [], []
     scores = add["inputs"][0] if add else soft["inputs"][0]
+    scores, capped, more = split_softcap(w, scores)
     if guarded is not None:  # a mask given at run time: Add(scores, the guarded bias)
         if add is None or add["inputs"][1] != guarded[1]:
             return None
         found = _mask(w, scores, guarded)
         if found is None:
             return None
-        mask, attrs, more = found
+        mask, attrs, found_more = found
+        more += found_more
     elif add is not None:
         if not _causal(w, add["inputs"][1]):
             return None
@@ -87,7 +95,7 @@ def _core(w: _Walk, node: dict):
     parts = [soft, qk, turn, w.made[qk["inputs"][0]], w.made[turn["inputs"][0]]]
     parts += [n for n in (add, w.made.get(node["inputs"][0])) if n is not None and n
               is not soft] + more
-    return q, k, node["inputs"][1], {**attrs, "_s": sq, "_mask": mask}, parts
+    return q, k, node["inputs"][1], {**attrs, **capped, "_s": sq, "_mask": mask}, parts
 
 
 def _mask(w: _Walk, scores: str, guarded: tuple):
@@ -150,6 +158,13 @@ def _attention_at(w: _Walk, node: dict) -> None:
     q, k, v, attrs, parts = found
     s, mask = attrs.pop("_s"), attrs.pop("_mask")
     end, heads, head = node, {}, 0
+    grouped = [unrepeat(w, x) for x in (k, v)]
+    if grouped[0] is not None and grouped[1] is not None and \
+            grouped[0][1] == grouped[1][1]:  # grouped heads: Attention repeats kv itself
+        (k, _, one), (v, _, two) = grouped
+        parts += one + two
+    elif grouped[0] is not None or grouped[1] is not None:
+        return
     past = split_past(w, k, v)
     if past is not None:  # keys and values after the past ones: present_key / _value
         (k, v), past_kv, concats = past

@@ -93,3 +93,36 @@ def split_past(w: _Walk, k: str, v: str) -> tuple | None:
     if any(len(w.shape(x) or []) not in (3, 4) for x in news):
         return None
     return news, tuple(n["inputs"][0] for n in found), found
+
+
+def split_softcap(w: _Walk, scores: str) -> tuple:
+    """(raw scores, {"softcap": c}, nodes) of ``Mul(Tanh(Div(s, c)), c)``, else (scores, {},
+    [])."""
+    mul = w.back(scores, "Mul")
+    tanh = mul and w.back(mul["inputs"][0], "Tanh")
+    div = tanh and w.back(tanh["inputs"][0], "Div")
+    cap = div and w.scalar(div["inputs"][1])
+    if not cap or cap <= 0 or w.scalar(mul["inputs"][1]) != cap:
+        return scores, {}, []
+    return div["inputs"][0], {"softcap": cap}, [mul, tanh, div]
+
+
+def unrepeat(w: _Walk, value: str) -> tuple | None:
+    """(kv, groups, nodes) of ``Reshape(Tile(Unsqueeze(kv, [2]), [1, 1, g, 1, 1]),
+    [b, h * g, s, d])``: each kv head read by g query heads in a row (grouped heads)."""
+    view = w.back(value, "Reshape")
+    tile = view and w.back(view["inputs"][0], "Tile")
+    grow = tile and w.back(tile["inputs"][0], "Unsqueeze")
+    axes = grow and w.const(grow["inputs"][1]) if grow and len(grow["inputs"]) > 1 else None
+    reps, dims = (w.const(tile["inputs"][1]), w.const(view["inputs"][1])) if axes is not None \
+        else (None, None)
+    kv = grow and grow["inputs"][0]
+    shape = kv and w.shape(kv)
+    if reps is None or dims is None or not shape or len(shape) != 4 or \
+            axes.reshape(-1).tolist() not in ([2], [-3]) or reps.size != 5:
+        return None
+    groups = int(reps[2])
+    b, h, s, d = shape
+    if reps.tolist() != [1, 1, groups, 1, 1] or dims.tolist() != [b, h * groups, s, d]:
+        return None
+    return kv, groups, [view, tile, grow]

@@ -1,5 +1,5 @@
 """Attention with a mask given as an input (float or boolean, with or without is_causal), its
-fully-masked-row guard, and past keys / values, comes back as one Attention node
+fully-masked-row guard, past keys / values, grouped heads and softcap, comes back as one Attention node
 (codegen/onnx_refuse_attention.py, onnx_refuse_attention_mask.py): outputs equal to the
 case's (onnxruntime's on the original), no more nodes than it."""
 
@@ -13,7 +13,9 @@ NAMES = ["test_attention_4d_attn_mask_3d_causal",  # float mask plus is_causal
          "test_attention_4d_attn_mask_bool",  # boolean mask
          "test_attention_3d_attn_mask",  # heads split and merged around it
          "test_attention_causal_boolmask_nan_robustness",
-         "test_attention_3d_with_past_and_present"]  # past keys / values, present outputs
+         "test_attention_3d_with_past_and_present",  # past keys / values, present outputs
+         "test_attention_4d_gqa_softcap",  # grouped heads, softcap
+         "test_attention_3d_gqa_with_past_and_present"]
 
 
 @pytest.fixture(scope="module")
