@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from .onnx_refuse_attention_mask import (
+    band_attrs,
     masked_guard,
     split_bias,
     split_past,
@@ -45,14 +46,6 @@ def _scaled(w: _Walk, value: str) -> tuple[str, float] | tuple[None, None]:
     return (mul["inputs"][0], scale) if scale else (None, None)
 
 
-def _causal(w: _Walk, mask: str) -> bool:
-    data = w.const(mask)
-    if data is None or data.ndim != 2:
-        return False
-    rows, cols = np.indices(data.shape)
-    return bool(np.all(np.where(cols <= rows, data == 0, np.isneginf(data))))
-
-
 def _guard(w: _Walk, value: str) -> str:
     """The Softmax output under a Where(all-false constant, 0, softmax), else ``value``."""
     where = w.back(value, "Where")
@@ -82,9 +75,9 @@ def _core(w: _Walk, node: dict):
         mask, attrs, found_more = found
         more += found_more
     elif add is not None:
-        if not _causal(w, add["inputs"][1]):
+        attrs = band_attrs(w.const(add["inputs"][1]), w.opset)
+        if attrs is None:
             return None
-        attrs["is_causal"] = 1
     qk = w.back(scores, "MatMul")
     turn = qk and w.back(qk["inputs"][1], "Transpose")
     if not turn or turn["attrs"].get("perm") != [0, 1, 3, 2]:
@@ -105,7 +98,7 @@ def _mask(w: _Walk, scores: str, guarded: tuple):
     if turn is None:
         return None
     q, k = (_scaled(w, v)[0] for v in (qk["inputs"][0], turn["inputs"][0]))
-    found = q and k and split_bias(w, guarded[1], q, k, lambda v: _causal(w, v))
+    found = q and k and split_bias(w, guarded[1], q, k)
     if not found:
         return None
     bias, attrs, parts = found

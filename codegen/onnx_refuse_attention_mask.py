@@ -43,25 +43,30 @@ def _axes(w: _Walk, node: dict) -> list | None:
     return axes
 
 
-def split_bias(w: _Walk, bias: str, q: str, k: str, causal) -> tuple | None:
+def split_bias(w: _Walk, bias: str, q: str, k: str) -> tuple | None:
     """(attn_mask, attrs, nodes) of a guarded bias read by the scores' Add and the guard's
-    ReduceMax; ``causal(value)`` tells a constant causal bias."""
-    attrs, parts = {}, []
-    made = w.back(bias, "Add", uses=2)
-    if made is not None and causal(made["inputs"][1]):
-        attrs["is_causal"], parts = 1, [made]
-        bias = made["inputs"][0]
-        mask = _boolean(w, bias, q, uses=1)
-    else:
-        mask = _boolean(w, bias, q, uses=2)
+    ReduceMax: the mask plus constant 2-D band biases (is_causal / window sizes)."""
+    parts, band, uses = [], None, 2
+    while True:
+        made = w.back(bias, "Add", uses)
+        data = made and w.const(made["inputs"][1])
+        if data is None or data.ndim != 2:
+            break
+        band = data if band is None else band + data
+        parts.append(made)
+        bias, uses = made["inputs"][0], 1
+    attrs = band_attrs(band, w.opset) if band is not None else {}
+    if attrs is None:
+        return None
+    mask = _boolean(w, bias, q, uses)
     if mask is not None:
         parts.append(w.made[bias])
         bias = mask
     elif w.dtypes.get(bias) != w.dtypes.get(q):
         return None
     shape, keys, queries = w.shape(bias), w.shape(k), w.shape(q)
-    if shape is None or keys is None or queries is None or not 2 <= len(shape) <= 4 or \
-            shape[-1] != keys[-2] or shape[-2] not in (1, queries[-2]):
+    if shape is None or keys is None or queries is None or not 1 <= len(shape) <= 4 or \
+            shape[-1] != keys[-2] or len(shape) > 1 and shape[-2] != queries[-2]:
         return None
     return bias, attrs, parts
 
@@ -126,3 +131,41 @@ def unrepeat(w: _Walk, value: str) -> tuple | None:
     if reps.tolist() != [1, 1, groups, 1, 1] or dims.tolist() != [b, h * groups, s, d]:
         return None
     return kv, groups, [view, tile, grow]
+
+
+def band_attrs(data, opset: int) -> dict | None:
+    """Attention attrs of a constant [q, kv] 0 / -inf bias that allows key j for query i
+    iff (is_causal: j <= i), (left_window_size l: i - j <= l), (right_window_size r:
+    j - i <= r), else None (window sizes from opset 25 on)."""
+    data = None if data is None else np.asarray(data)
+    if data is None or data.ndim != 2 or not np.all((data == 0) | np.isneginf(data)):
+        return None
+    allowed = data == 0
+    diff = np.subtract(*np.indices(data.shape))  # i - j
+    if not allowed.any():
+        return None
+    found = {"is_causal": int(diff[allowed].min() >= 0),
+             "left_window_size": int(diff[allowed].max()),
+             "right_window_size": int(-diff[allowed].min())}
+    if found["is_causal"]:
+        found["right_window_size"] = -1
+    for key in ("left_window_size", "right_window_size"):  # unbounded when that fits too
+        if np.array_equal(_band(diff, {**found, key: -1}), allowed):
+            found[key] = -1
+    if not np.array_equal(_band(diff, found), allowed):
+        return None
+    attrs = {k: v for k, v in found.items() if v > 0 or v == 0 and k != "is_causal"}
+    if opset < 25 and set(attrs) - {"is_causal"}:
+        return None
+    return attrs
+
+
+def _band(diff, attrs: dict):
+    allowed = np.ones(diff.shape, bool)
+    if attrs.get("is_causal"):
+        allowed &= diff >= 0
+    if attrs.get("left_window_size", -1) >= 0:
+        allowed &= diff <= attrs["left_window_size"]
+    if attrs.get("right_window_size", -1) >= 0:
+        allowed &= -diff <= attrs["right_window_size"]
+    return allowed
