@@ -6,7 +6,7 @@ with ``s = sqrt(scale)`` on both operands, optionally a constant causal mask add
 Softmax (``is_causal``; the all-false Where of the fully-masked-row guard after it), and for
 3-D inputs the Reshape / Transpose into heads around it (``q_num_heads`` /
 ``kv_num_heads``); a mask given as an input with its fully-masked-row guard
-(onnx_refuse_attention_mask.py). Past keys, soft caps and grouped heads stay spelled out.
+(onnx_refuse_attention_mask.py), past keys / values, grouped heads, softcap, window sizes.
 """
 
 from __future__ import annotations
@@ -75,9 +75,10 @@ def _core(w: _Walk, node: dict):
         mask, attrs, found_more = found
         more += found_more
     elif add is not None:
-        attrs = band_attrs(w.const(add["inputs"][1]), w.opset)
-        if attrs is None:
+        band = w.const(add["inputs"][1])
+        if band is None or band.ndim != 2:
             return None
+        attrs["_band"] = band  # read once the past length (the band's offset) is known
     qk = w.back(scores, "MatMul")
     turn = qk and w.back(qk["inputs"][1], "Transpose")
     if not turn or turn["attrs"].get("perm") != [0, 1, 3, 2]:
@@ -149,7 +150,7 @@ def _attention_at(w: _Walk, node: dict) -> None:
     if found is None:
         return
     q, k, v, attrs, parts = found
-    s, mask = attrs.pop("_s"), attrs.pop("_mask")
+    s, mask, band = attrs.pop("_s"), attrs.pop("_mask"), attrs.pop("_band", None)
     end, heads, head = node, {}, 0
     grouped = [unrepeat(w, x) for x in (k, v)]
     if grouped[0] is not None and grouped[1] is not None and \
@@ -174,6 +175,11 @@ def _attention_at(w: _Walk, node: dict) -> None:
         return
     if past is not None and len(w.shape(k)) != len(w.shape(q)):
         return
+    if band is not None:  # is_causal / windows count query i as i + the past length
+        found = band_attrs(band, w.opset, w.shape(past_kv[0])[2] if past else 0)
+        if found is None:
+            return
+        attrs.update(found)
     inputs, outputs = [q, k, v, *mask], list(end["outputs"])
     if past is not None:
         inputs = [q, k, v, *(mask or [""]), *past_kv]

@@ -55,9 +55,7 @@ def split_bias(w: _Walk, bias: str, q: str, k: str) -> tuple | None:
         band = data if band is None else band + data
         parts.append(made)
         bias, uses = made["inputs"][0], 1
-    attrs = band_attrs(band, w.opset) if band is not None else {}
-    if attrs is None:
-        return None
+    attrs = {} if band is None else {"_band": band}
     mask = _boolean(w, bias, q, uses)
     if mask is not None:
         parts.append(w.made[bias])
@@ -133,15 +131,15 @@ def unrepeat(w: _Walk, value: str) -> tuple | None:
     return kv, groups, [view, tile, grow]
 
 
-def band_attrs(data, opset: int) -> dict | None:
+def band_attrs(data, opset: int, offset: int = 0) -> dict | None:
     """Attention attrs of a constant [q, kv] 0 / -inf bias that allows key j for query i
     iff (is_causal: j <= i), (left_window_size l: i - j <= l), (right_window_size r:
-    j - i <= r), else None (window sizes from opset 25 on)."""
+    j - i <= r), else None (window sizes from opset 25 on); query i is i + ``offset``."""
     data = None if data is None else np.asarray(data)
     if data is None or data.ndim != 2 or not np.all((data == 0) | np.isneginf(data)):
         return None
     allowed = data == 0
-    diff = np.subtract(*np.indices(data.shape))  # i - j
+    diff = np.subtract(*np.indices(data.shape)) + offset  # i - j, i after the past keys
     if not allowed.any():
         return None
     found = {"is_causal": int(diff[allowed].min() >= 0),

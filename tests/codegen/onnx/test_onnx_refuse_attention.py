@@ -17,7 +17,8 @@ NAMES = ["test_attention_4d_attn_mask_3d_causal",  # float mask plus is_causal
          "test_attention_4d_gqa_softcap",  # grouped heads, softcap
          "test_attention_3d_gqa_with_past_and_present",
          "test_attention_bidirectional_window",  # left / right window sizes (opset 25)
-         "test_attention_local_window_rank1_boolean_mask"]  # rank-1 mask, causal, window
+         "test_attention_local_window_rank1_boolean_mask",  # rank-1 mask, causal, window
+         "test_attention_local_window_with_past"]  # the band counted after the past keys
 
 
 @pytest.fixture(scope="module")
