@@ -11,6 +11,8 @@ float32 reference cast to bfloat16 does.
 
 from __future__ import annotations
 
+from msc.naming import UniqueNamer
+
 __all__ = ["ORT_BF16", "bf16_detours", "ort_registry_bf16"]
 
 # Default-domain ops onnxruntime 1.32's CPU provider runs in bfloat16 (its kernel registry,
@@ -70,24 +72,17 @@ class _Detour:
         from onnx import TensorProto
 
         self.bf16, self.f32 = TensorProto.BFLOAT16, TensorProto.FLOAT
-        self.types, self.taken, self.inits = types, taken, inits
+        self.types, self.namer, self.inits = types, UniqueNamer(taken), inits
         self.new_inits: list = []
         self.twin: dict[str, str] = {}  # bfloat16 value -> its float32 twin
         self.nodes: list = []
         self.backs: dict[str, object] = {}  # bfloat16 value -> the Cast back making it
 
-    def _name(self, hint: str) -> str:
-        name, k = hint, 0
-        while name in self.taken:
-            k += 1
-            name = f"{hint}_{k}"
-        self.taken.add(name)
-        return name
 
     def _cast(self, src: str, dst: str, to: int):
         from onnx import helper
 
-        return helper.make_node("Cast", [src], [dst], name=self._name(f"{dst}_Cast"), to=to)
+        return helper.make_node("Cast", [src], [dst], name=self.namer(f"{dst}_Cast"), to=to)
 
     def needs(self, node) -> bool:
         return node.domain in ("", "ai.onnx") and node.op_type not in ORT_BF16 and any(
@@ -97,7 +92,7 @@ class _Detour:
         from onnx import numpy_helper
 
         if value not in self.twin:
-            self.twin[value] = self._name(f"{value}_f32")
+            self.twin[value] = self.namer(f"{value}_f32")
             if value in self.inits:  # a float32 copy of the weight, no Cast node
                 data = numpy_helper.to_array(self.inits[value]).astype("float32")
                 self.new_inits.append(numpy_helper.from_array(data, self.twin[value]))
@@ -115,7 +110,7 @@ class _Detour:
         self.nodes.append(node)
         for i, value in enumerate(node.output):
             if value and self.types.get(value) == self.bf16:
-                node.output[i] = self.twin[value] = self._name(f"{value}_f32")
+                node.output[i] = self.twin[value] = self.namer(f"{value}_f32")
                 self.backs[value] = self._cast(node.output[i], value, self.bf16)
                 self.nodes.append(self.backs[value])
 

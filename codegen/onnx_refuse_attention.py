@@ -5,14 +5,22 @@
 with ``s = sqrt(scale)`` on both operands, optionally a constant causal mask added before the
 Softmax (``is_causal``; the all-false Where of the fully-masked-row guard after it), and for
 3-D inputs the Reshape / Transpose into heads around it (``q_num_heads`` /
-``kv_num_heads``). Masks given as inputs, past keys, soft caps and grouped heads stay spelled
-out.
+``kv_num_heads``); a mask given as an input with its fully-masked-row guard
+(onnx_refuse_attention_mask.py), past keys / values, grouped heads, softcap, window sizes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .onnx_refuse_attention_mask import (
+    band_attrs,
+    masked_guard,
+    split_bias,
+    split_past,
+    split_softcap,
+    unrepeat,
+)
 from .onnx_refuse_ops import _Walk
 
 __all__ = ["fold_attention"]
@@ -38,14 +46,6 @@ def _scaled(w: _Walk, value: str) -> tuple[str, float] | tuple[None, None]:
     return (mul["inputs"][0], scale) if scale else (None, None)
 
 
-def _causal(w: _Walk, mask: str) -> bool:
-    data = w.const(mask)
-    if data is None or data.ndim != 2:
-        return False
-    rows, cols = np.indices(data.shape)
-    return bool(np.all(np.where(cols <= rows, data == 0, np.isneginf(data))))
-
-
 def _guard(w: _Walk, value: str) -> str:
     """The Softmax output under a Where(all-false constant, 0, softmax), else ``value``."""
     where = w.back(value, "Where")
@@ -58,16 +58,27 @@ def _guard(w: _Walk, value: str) -> str:
 
 def _core(w: _Walk, node: dict):
     """(q, k, v, attrs, parts) of the 4-D spelling ending at ``node``, else None."""
-    probs = _guard(w, node["inputs"][0])
+    guarded = masked_guard(w, node["inputs"][0])
+    probs = guarded[0] if guarded else _guard(w, node["inputs"][0])
     soft = w.back(probs, "Softmax")
     if soft is None or soft["attrs"].get("axis", -1) not in (-1, 3):
         return None
-    add, attrs = w.back(soft["inputs"][0], "Add"), {}
+    add, attrs, mask, more = w.back(soft["inputs"][0], "Add"), {}, [], []
     scores = add["inputs"][0] if add else soft["inputs"][0]
-    if add is not None:
-        if not _causal(w, add["inputs"][1]):
+    scores, capped, more = split_softcap(w, scores)
+    if guarded is not None:  # a mask given at run time: Add(scores, the guarded bias)
+        if add is None or add["inputs"][1] != guarded[1]:
             return None
-        attrs["is_causal"] = 1
+        found = _mask(w, scores, guarded)
+        if found is None:
+            return None
+        mask, attrs, found_more = found
+        more += found_more
+    elif add is not None:
+        band = w.const(add["inputs"][1])
+        if band is None or band.ndim != 2:
+            return None
+        attrs["_band"] = band  # read once the past length (the band's offset) is known
     qk = w.back(scores, "MatMul")
     turn = qk and w.back(qk["inputs"][1], "Transpose")
     if not turn or turn["attrs"].get("perm") != [0, 1, 3, 2]:
@@ -77,8 +88,22 @@ def _core(w: _Walk, node: dict):
         return None
     parts = [soft, qk, turn, w.made[qk["inputs"][0]], w.made[turn["inputs"][0]]]
     parts += [n for n in (add, w.made.get(node["inputs"][0])) if n is not None and n
-              is not soft]
-    return q, k, node["inputs"][1], {**attrs, "_s": sq}, parts
+              is not soft] + more
+    return q, k, node["inputs"][1], {**attrs, **capped, "_s": sq, "_mask": mask}, parts
+
+
+def _mask(w: _Walk, scores: str, guarded: tuple):
+    """([attn_mask], attrs, the guard's and bias's nodes) of the guarded bias, else None."""
+    qk = w.back(scores, "MatMul")
+    turn = qk and w.back(qk["inputs"][1], "Transpose")
+    if turn is None:
+        return None
+    q, k = (_scaled(w, v)[0] for v in (qk["inputs"][0], turn["inputs"][0]))
+    found = q and k and split_bias(w, guarded[1], q, k)
+    if not found:
+        return None
+    bias, attrs, parts = found
+    return [bias], attrs, guarded[2][1:] + parts  # [0], the Where, is the core's
 
 
 def _into_heads(w: _Walk, value: str):
@@ -125,8 +150,19 @@ def _attention_at(w: _Walk, node: dict) -> None:
     if found is None:
         return
     q, k, v, attrs, parts = found
-    s = attrs.pop("_s")
+    s, mask, band = attrs.pop("_s"), attrs.pop("_mask"), attrs.pop("_band", None)
     end, heads, head = node, {}, 0
+    grouped = [unrepeat(w, x) for x in (k, v)]
+    if grouped[0] is not None and grouped[1] is not None and \
+            grouped[0][1] == grouped[1][1]:  # grouped heads: Attention repeats kv itself
+        (k, _, one), (v, _, two) = grouped
+        parts += one + two
+    elif grouped[0] is not None or grouped[1] is not None:
+        return
+    past = split_past(w, k, v)
+    if past is not None:  # keys and values after the past ones: present_key / _value
+        (k, v), past_kv, concats = past
+        parts += concats
     around = _three_d(w, node, q, k, v)
     if around is not None:  # 3-D inputs split into heads and merged back
         end, heads, (q, k, v), more = around
@@ -137,6 +173,17 @@ def _attention_at(w: _Walk, node: dict) -> None:
     dtype = w.dtypes.get(q)
     if dtype not in _TYPES or any(w.shape(x) is None for x in (q, k, v)) or head <= 0:
         return
+    if past is not None and len(w.shape(k)) != len(w.shape(q)):
+        return
+    if band is not None:  # is_causal / windows count query i as i + the past length
+        found = band_attrs(band, w.opset, w.shape(past_kv[0])[2] if past else 0)
+        if found is None:
+            return
+        attrs.update(found)
+    inputs, outputs = [q, k, v, *mask], list(end["outputs"])
+    if past is not None:
+        inputs = [q, k, v, *(mask or [""]), *past_kv]
+        outputs += [n["outputs"][0] for n in concats]
     w.kill(*(p for p in parts if p is not end))
-    end.update(op_type="Attention", inputs=[q, k, v], domain="",
+    end.update(op_type="Attention", inputs=inputs, outputs=outputs, domain="",
                attrs={**attrs, **heads, **_scale_attr(head, s, dtype)})

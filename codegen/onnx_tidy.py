@@ -19,7 +19,11 @@ from .onnx_refuse import (
 from .onnx_refuse_acts import fold_activations
 from .onnx_refuse_attention import fold_attention
 from .onnx_refuse_axes import fold_runtime_axes
+from .onnx_refuse_cumulative import fold_runtime_cumulative
+from .onnx_refuse_lse import fold_log_sum_exp
 from .onnx_refuse_ops import fold_single_ops
+from .onnx_refuse_reshape import fold_runtime_reshape
+from .onnx_refuse_split import fold_runtime_split
 
 __all__ = ["tidy"]
 
@@ -40,6 +44,10 @@ def tidy(nodes: list[dict], consts: dict, keep: set[str], shapes: dict,
     nodes = fold_rms_norm(nodes, consts, keep, shapes, dtypes, opset)
     nodes = fold_single_ops(nodes, consts, keep, shapes, dtypes, opset)
     nodes = fold_activations(nodes, consts, keep, shapes, dtypes, opset)
+    nodes = fold_log_sum_exp(_drop_dead(nodes, keep), consts, keep, shapes, dtypes, opset)
+    nodes = fold_runtime_reshape(nodes, consts, keep, shapes, dtypes, opset)
+    nodes = fold_runtime_cumulative(nodes, consts, keep, shapes, dtypes, opset)
+    nodes = fold_runtime_split(nodes, consts, keep, shapes, dtypes, opset)
     nodes = fold_runtime_axes(_drop_dead(nodes, keep), consts, keep, shapes, dtypes, opset)
     nodes = fold_single_ops(_drop_dead(nodes, keep), consts, keep, shapes, dtypes, opset)
     nodes = fold_attention(nodes, consts, keep, shapes, dtypes, opset)
