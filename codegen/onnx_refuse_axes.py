@@ -117,7 +117,18 @@ def _domain(rank: int, count: int) -> list[tuple] | None:
 def _axes_input(w: _Walk, value: str) -> str | None:
     """The one non-constant graph value the shape ``value`` is computed from: a 1-D int64
     of static length (the axes)."""
-    leaves, stack, seen = set(), [value], set()
+    leaves = _graph_leaves(w, [value])
+    if leaves is None or len(leaves) != 1:
+        return None
+    axes = leaves.pop()
+    shape = w.shape(axes)
+    return axes if shape and len(shape) == 1 and w.dtypes.get(axes) == "int64" else None
+
+
+def _graph_leaves(w: _Walk, values: list) -> set | None:
+    """The non-constant graph values (inputs or values made outside the written nodes) that
+    ``values`` are computed from; None when a custom-domain node lies on the way."""
+    leaves, stack, seen = set(), list(values), set()
     while stack:
         v = stack.pop()
         if v in seen or not v:
@@ -131,11 +142,7 @@ def _axes_input(w: _Walk, value: str) -> str | None:
             return None
         else:
             stack.extend(node["inputs"])
-    if len(leaves) != 1:
-        return None
-    axes = leaves.pop()
-    shape = w.shape(axes)
-    return axes if shape and len(shape) == 1 and w.dtypes.get(axes) == "int64" else None
+    return leaves
 
 
 def _computes(w: _Walk, value: str, axes: str, domain: list, rank: int, want) -> bool:

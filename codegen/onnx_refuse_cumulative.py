@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_refuse_axes import _evaluator
+from .onnx_refuse_axes import _evaluator, _graph_leaves
 from .onnx_refuse_ops import _Walk
 
 __all__ = ["fold_runtime_cumulative"]
@@ -97,21 +97,8 @@ def _fold_at(w: _Walk, node: dict) -> None:
 def _single_input(w: _Walk, values: list) -> str | None:
     """The one non-constant graph value the conditions are computed from: a scalar or
     one-element int32 / int64 (the axis)."""
-    leaves, stack, seen = set(), list(values), set()
-    while stack:
-        v = stack.pop()
-        if v in seen or not v:
-            continue
-        seen.add(v)
-        made = w.made.get(v)
-        if made is None:
-            if w.const(v) is None:
-                leaves.add(v)
-        elif made["domain"]:
-            return None
-        else:
-            stack.extend(made["inputs"])
-    axis = leaves.pop() if len(leaves) == 1 else None
+    leaves = _graph_leaves(w, values)
+    axis = leaves.pop() if leaves is not None and len(leaves) == 1 else None
     shape = axis and w.shape(axis)
     if axis is None or shape is None or int(np.prod(shape)) != 1 or \
             w.dtypes.get(axis) not in ("int32", "int64"):
