@@ -37,15 +37,12 @@ from benchmarks.backend import (
     ort_session,
     with_random_weights,
 )
+from benchmarks.gemm import timed
 
 
 def cpu_seconds(fn, min_time: float) -> float:
     """CPU seconds per call of the calling thread over at least ``min_time`` CPU seconds."""
-    calls, start = 0, time.thread_time()
-    while (spent := time.thread_time() - start) < min_time or not calls:
-        fn()
-        calls += 1
-    return spent / calls
+    return timed(fn, min_time, clock=time.thread_time)
 
 
 def model_row(name: str, repeats: int, min_time: float) -> dict:
