@@ -37,7 +37,8 @@ from llvmlite import ir
 from ...errors import BuildError
 from ..llvm.jit import get_jit, host_target
 from ..llvm.loops import F32, I1, I32, I64, const64, entry_alloca, for_range, imin, switch_cases
-from ..runtime.threads import parallel_for, task_threads
+from ..runtime.task_wrap import wrapped_tasks
+from ..runtime.threads import task_threads
 
 __all__ = ["LANES", "NR", "QGemmConfig", "host_vnni", "pack_vnni", "qgemm_driver", "run_qgemm"]
 
@@ -345,25 +346,44 @@ PARALLEL_MACS = 2e7  # multiply-adds, ~100 us at VNNI speed; below it a second t
 
 def run_qgemm(driver, cfg: QGemmConfig, a: int, bp: int, c: int, m: int, n: int, groups: int,
               lda: int, ldc: int, epi: tuple) -> None:
-    """``driver`` on checked pointers (bytes), split over panels or row tiles.
-    ``epi = (comp, scale, bias, out_scale, out_zero, relu, pscale, pbias, s2, z2, relu2)``
-    (the five arrays as pointers)."""
+    """``driver`` on checked pointers (bytes), split over panels or row tiles: the blocks
+    run as one native task list (task_wrap.wrapped_tasks: the driver takes floats and 19
+    arguments), kept per shape. ``epi = (comp, scale, bias, out_scale, out_zero, relu,
+    pscale, pbias, s2, z2, relu2)`` (the five arrays as pointers)."""
     threads = task_threads() if m * n * groups * 4 >= PARALLEL_MACS else 1
-    parts = _blocks(m, n, threads)
-    if len(parts) == 1:
+    tasks = _split(driver, cfg, m, n, groups, lda, ldc, epi, threads) if threads > 1 else None
+    if tasks is None:
         driver(a, bp, c, m, n, groups, lda, ldc, *epi)
-        return
+    else:
+        tasks.launch(1, (a, bp, c), threads)
+
+
+_SPLITS: dict = {}  # (driver, shape, epilogue, threads) -> task list (byte offsets of a, bp, c)
+
+
+def _split(driver, cfg, m, n, groups, lda, ldc, epi, threads):
+    key = (id(driver), cfg, m, n, groups, lda, ldc, epi, threads)
+    found = _SPLITS.get(key, False)
+    if found is False:
+        parts = _blocks(m, n, threads)
+        found = None if len(parts) < 2 else wrapped_tasks(driver, _rows(cfg, parts, groups,
+                                                                         lda, ldc, epi))
+        if len(_SPLITS) > 4096:  # shapes of many models in one process: start over
+            _SPLITS.clear()
+        _SPLITS[key] = found
+    return found
+
+
+def _rows(cfg, parts, groups, lda, ldc, epi) -> list[tuple]:
     size = OUTS[cfg.out]
-
-    def block(i: int) -> None:
-        r0, r1, j0, j1 = parts[i]
+    comp, scale, bias, oscale, ozp, relu, pscale, pbias, *rest = epi
+    rows = []
+    for r0, r1, j0, j1 in parts:
         ch = 4 * (r0 if cfg.channel == "row" else j0)
-        comp, scale, bias, oscale, ozp, relu, pscale, pbias, *rest = epi
-        driver(a + r0 * lda, bp + j0 * groups * 4, c + (r0 * ldc + j0) * size, r1 - r0,
-               j1 - j0, groups, lda, ldc, comp + ch, scale + ch, bias + ch, oscale, ozp, relu,
-               pscale + ch, pbias + ch, *rest)
-
-    parallel_for(len(parts), block, threads)
+        rows.append((r0 * lda, j0 * groups * 4, (r0 * ldc + j0) * size, r1 - r0, j1 - j0,
+                     groups, lda, ldc, comp + ch, scale + ch, bias + ch, oscale, ozp, relu,
+                     pscale + ch, pbias + ch, *rest))
+    return rows
 
 
 def _blocks(m: int, n: int, threads: int) -> list[tuple[int, int, int, int]]:

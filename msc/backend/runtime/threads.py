@@ -442,10 +442,11 @@ class NativeTasks:
     per plan with byte offsets in the pointer columns and pass the tensors' addresses per
     call (:meth:`launch`). The functions must not fail (they return void)."""
 
-    __slots__ = ("_busy", "_ptr", "n", "records")
+    __slots__ = ("_busy", "_ptr", "keep", "n", "records")
 
     def __init__(self, n: int):
         self.n = n
+        self.keep = None  # what the records point into (task_wrap's argument rows)
         self.records = np.zeros((n, RECORD), np.int64)
         self._ptr = self.records.ctypes.data
         self._busy = threading.Lock()
