@@ -44,7 +44,11 @@ _PANEL_BYTES = 512 * 1024  # packed patches per GEMM call: about half of a Zen 4
 _DEPTHWISE_PARALLEL = 1.5e5  # multiply-adds (~20-40 us); shufflenet's are 0.2-1M (gemm.py's note)
 _GEMM_PLANE = 64  # output pixels per image up to which any dense NCHW conv takes the GEMM path
 _GEMM_PLANE_WINDOW = 196  # the same for windows larger than 1x1 (padded wide rows cost more)
-_PIXEL_PLANE = 256  # output pixels up to which pixel_conv.py beats both (14x14: 1.1-1.3x)
+# (most output pixels, fewest K) pairs where pixel_conv.py beats the direct conv and the GEMM
+# path: 14x14 / 7x7 3x3 1.1-1.3x; 28x28 3x3 of stride 2 and 1x1 with 512+ channels 1.04-1.08x;
+# 1x1 with fewer channels (squeezenet's 13x13, resnet's 256 -> 1024) stay direct (0.9x)
+_PIXEL_LIMITS = ((64, 0), (256, 384), (1024, 512))
+_PIXEL_LIMITS_1X1 = ((64, 0), (1024, 512))
 
 
 def conv_geometry(h: int, w: int, kh: int, kw: int, strides, padding, dilation) -> tuple:
@@ -65,12 +69,12 @@ def _plane(site: Site) -> int:
 
 
 def _pixel_wins(site: Site, weight_oihw: np.ndarray) -> bool:
-    """Whether pixel_conv.py takes an ungrouped NCHW conv: windows larger than 1x1 up to
-    _PIXEL_PLANE output pixels (14x14 3x3: 1.1-1.3x the direct conv and the GEMM path), 1x1
-    windows only where the GEMM path was used (on 13x13 and 14x14 planes the direct conv reads
-    its input as is and stays ahead by 5-20%)."""
-    limit = _GEMM_PLANE if weight_oihw.shape[2:] == (1, 1) else _PIXEL_PLANE
-    return 0 < _plane(site) <= limit
+    """Whether pixel_conv.py takes an ungrouped NCHW conv (measured, 1 thread): its tiles waste
+    no multiplies on small planes, but its [P][O] scratch is transposed into NCHW, which the
+    direct conv's stores avoid, so larger planes need longer sums (K = C * window) to win."""
+    plane, k = _plane(site), int(np.prod(weight_oihw.shape[1:]))
+    limits = _PIXEL_LIMITS_1X1 if weight_oihw.shape[2:] == (1, 1) else _PIXEL_LIMITS
+    return plane > 0 and any(plane <= most and k >= least for most, least in limits)
 
 
 def _gemm_wins(site: Site, weight_oihw: np.ndarray, groups: int) -> bool:

@@ -39,6 +39,19 @@ def test_small_planes_take_the_gemm(out_shape, window, groups, gemm):
     assert conv_kernels._gemm_wins(_site(out_shape), weight, groups) == gemm
 
 
+@pytest.mark.parametrize("out_shape, cin, window, pixel", [
+    ((1, 256, 14, 14), 64, 3, True),     # K = 576 on a small plane
+    ((1, 32, 56, 56), 128, 3, False),    # large plane: direct
+    ((1, 128, 28, 28), 128, 3, True),    # K = 1152 up to 32x32
+    ((1, 64, 13, 13), 384, 1, False),    # 1x1 with < 512 channels: direct
+    ((1, 256, 14, 14), 1024, 1, True),
+    ((1, 2048, 7, 7), 16, 1, True),      # where the GEMM path was
+])
+def test_pixel_tiles_take_small_planes_with_long_sums(out_shape, cin, window, pixel):
+    weight = np.zeros((out_shape[1], cin, window, window), np.float32)
+    assert conv_kernels._pixel_wins(_site(out_shape), weight) == pixel
+
+
 def _torch_conv(x, w, b, strides, padding, dilation):
     torch = pytest.importorskip("torch")
     top, left, bottom, right = (padding,) * 4 if isinstance(padding, int) else padding
@@ -54,6 +67,7 @@ CASES = [  # x NCHW, weight OIHW, strides, padding, small-plane (pixel / GEMM) i
     ((1, 48, 7, 7), (40, 48, 3, 3), 1, 1, 2),
     ((2, 32, 14, 14), (33, 32, 3, 3), 1, 1, 4),
     ((1, 24, 13, 13), (16, 24, 3, 3), 2, 1, 2),     # 7x7 out of an odd plane
+    ((1, 48, 12, 12), (20, 48, 3, 3), 1, 1, 2),     # 12x12, K = 432: pixel tiles (else direct)
     ((1, 16, 30, 30), (20, 16, 3, 3), 1, 1, 0),     # large plane: direct
     ((2, 16, 34, 33), (24, 16, 1, 1), 2, 0, 0),     # direct, strided 1x1: no compaction
     ((1, 8, 20, 20), (12, 8, 3, 1), 1, 1, 0),       # direct, padded 3x1: no compaction
@@ -68,7 +82,7 @@ def test_conv_bias_relu_matches_torch_on_both_paths(monkeypatch, xs, ws, strides
 
 @pytest.mark.parametrize("ws, dilation, images", [
     ((24, 16, 3, 3), 2, 2),      # 8x9 out: GEMM
-    ((24, 16, 3, 3), 1, 2),      # 14x15 out: pixel tiles (direct without AVX-512)
+    ((24, 16, 3, 3), 1, 0),      # 14x15 out of a larger plane: direct
 ])
 def test_dilated_asymmetric_padding(monkeypatch, ws, dilation, images):
     xs = (1, 16, 9, 10) if dilation == 2 else (1, 16, 13, 14)
@@ -104,8 +118,6 @@ def _check(monkeypatch, xs, ws, strides, padding, dilation, images):
     with num_threads(2):
         two = f(xv).numpy().copy()
     assert np.array_equal(one, two)
-    if not pixel_conv.pixel_conv_available() and ws[1:] == (16, 3, 3) and xs[2] == 13:
-        images = 0  # the 14x15 plane is over the GEMM's limit: direct
     assert len(runs) == images, "the conv took the other path"
     np.testing.assert_allclose(one, _torch_conv(xv, w, b, strides, padding, dilation), **TOL)
 
