@@ -148,9 +148,11 @@ class PixelConv2d(Kernel):
     def __init__(self, op: str, weight_oihw: np.ndarray, bias, relu: bool, attrs: dict):
         self.o, self.c, kh, kw = weight_oihw.shape
         self.op, self.relu, self.lanes = op, int(bool(relu)), vector_lanes()
-        # the direct conv's geometry, offsets table and pad / split pass, without its weights
+        # the direct conv's stride-1 geometry, offsets table and pad pass, without its
+        # weights: a strided conv reads the padded input at strided pixel bases, no phases
+        self.strides = tuple(attrs["strides"])
         self.prep = DirectConv2d(op, np.zeros((1, self.c, kh, kw), np.float32), None, False,
-                                 1, attrs)
+                                 1, dict(attrs, strides=(1, 1)))
         nr = NV * self.lanes
         panels = -(-self.o // nr)
         k = self.c * kh * kw
@@ -205,14 +207,23 @@ class PixelConv2d(Kernel):
 
     def _plan(self, shape: tuple) -> _Plan:
         prep = self.prep._plan(shape)
-        n, _, oh, ow = prep.out_shape
+        n, (sh, sw) = shape[0], self.strides
+        oh, ow = (max(d, 0) for d in _strided_dims(self.prep, shape, self.strides))
         wq = int(prep.args[_PLAN.index("Wq")])  # the padded row length the offsets assume
-        pix = (np.arange(oh)[:, None] * wq + np.arange(ow)[None, :]).reshape(-1)
+        pix = (np.arange(oh)[:, None] * sh * wq + np.arange(ow)[None, :] * sw).reshape(-1)
         plan = self._plans[shape] = _Plan(
             (n, self.o, oh, ow), prep, np.ascontiguousarray(pix, np.int64),
             (self.k, self.kc, self.o, self.relu), self.panels,
             n * self.o * oh * ow * self.k, shape[2] * shape[3])
         return plan
+
+
+def _strided_dims(prep: DirectConv2d, shape: tuple, strides: tuple) -> tuple:
+    """(OH, OW) of the conv with ``strides``, from the stride-1 prep's window and padding."""
+    top, left, bottom, right = prep.padding
+    (dh, dw), (sh, sw) = prep.dilation, strides
+    return ((shape[2] + top + bottom - dh * (prep.kh - 1) - 1) // sh + 1,
+            (shape[3] + left + right - dw * (prep.kw - 1) - 1) // sw + 1)
 
 
 class _Plan:
