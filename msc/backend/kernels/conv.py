@@ -34,6 +34,7 @@ from .base import Kernel, KernelFact, Site
 from .dense import F32, Address, GemmRunner, as_f32, fold_epilogue
 from .direct_conv import DirectConv2d
 from .layout import im2col_fn, scratch_addresses, transpose_fn
+from .pixel_conv import PixelConv2d, pixel_conv_available
 from .pool import pad4, pair, pick_window, sane_window
 
 __all__ = ["Conv2dFact", "conv_geometry"]
@@ -43,6 +44,11 @@ _PANEL_BYTES = 512 * 1024  # packed patches per GEMM call: about half of a Zen 4
 _DEPTHWISE_PARALLEL = 1.5e5  # multiply-adds (~20-40 us); shufflenet's are 0.2-1M (gemm.py's note)
 _GEMM_PLANE = 64  # output pixels per image up to which any dense NCHW conv takes the GEMM path
 _GEMM_PLANE_WINDOW = 196  # the same for windows larger than 1x1 (padded wide rows cost more)
+# (most output pixels, fewest K) pairs where pixel_conv.py beats the direct conv and the GEMM
+# path: 14x14 / 7x7 3x3 1.1-1.3x; 28x28 3x3 of stride 2 and 1x1 with 512+ channels 1.04-1.08x;
+# 1x1 with fewer channels (squeezenet's 13x13, resnet's 256 -> 1024) stay direct (0.9x)
+_PIXEL_LIMITS = ((64, 0), (256, 384), (1024, 512))
+_PIXEL_LIMITS_1X1 = ((64, 0), (1024, 512))
 
 
 def conv_geometry(h: int, w: int, kh: int, kw: int, strides, padding, dilation) -> tuple:
@@ -52,6 +58,23 @@ def conv_geometry(h: int, w: int, kh: int, kw: int, strides, padding, dilation) 
     oh = (h + top + bottom - dh * (kh - 1) - 1) // sh + 1
     ow = (w + left + right - dw * (kw - 1) - 1) // sw + 1
     return oh, ow
+
+
+def _plane(site: Site) -> int:
+    """Output pixels per image of a static 4-D result, else 0."""
+    out = site.out
+    if not getattr(out, "is_static", False) or getattr(out, "ndim", 0) != 4:
+        return 0
+    return int(out.values[2]) * int(out.values[3])
+
+
+def _pixel_wins(site: Site, weight_oihw: np.ndarray) -> bool:
+    """Whether pixel_conv.py takes an ungrouped NCHW conv (measured, 1 thread): its tiles waste
+    no multiplies on small planes, but its [P][O] scratch is transposed into NCHW, which the
+    direct conv's stores avoid, so larger planes need longer sums (K = C * window) to win."""
+    plane, k = _plane(site), int(np.prod(weight_oihw.shape[1:]))
+    limits = _PIXEL_LIMITS_1X1 if weight_oihw.shape[2:] == (1, 1) else _PIXEL_LIMITS
+    return plane > 0 and any(plane <= most and k >= least for most, least in limits)
 
 
 def _gemm_wins(site: Site, weight_oihw: np.ndarray, groups: int) -> bool:
@@ -234,6 +257,8 @@ class Conv2dFact(KernelFact):
         nchw = attrs["data_layout"] == attrs["out_layout"] == "NCHW"
         if nchw and groups > 1 and weight.shape[1] == 1:
             kernel = _DepthwiseNCHW
+        elif nchw and groups == 1 and _pixel_wins(site, weight) and pixel_conv_available():
+            return PixelConv2d(site.op, weight, bias, relu, attrs)
         elif nchw and not _gemm_wins(site, weight, groups):
             kernel = DirectConv2d
         else:

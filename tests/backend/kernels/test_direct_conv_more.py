@@ -1,15 +1,17 @@
-"""NCHW convs with small output planes run as im2col + GEMM (conv._gemm_wins), larger ones
-directly; both paths match torch, and 2 threads are bitwise equal to 1."""
+"""NCHW convs with small output planes run as pixel tiles (pixel_conv.py, AVX-512 hosts) or
+else as im2col + GEMM (conv._gemm_wins), larger ones directly; every path matches torch, and
+2 threads are bitwise equal to 1."""
 
 import numpy as np
 import pytest
 
 from msc import relax
 from msc.backend.kernels import conv as conv_kernels
-from msc.backend.kernels import direct_conv
+from msc.backend.kernels import direct_conv, pixel_conv
 from msc.backend.kernels import gemm as gemm_kernels
 from msc.backend.kernels.base import Site
 from msc.backend.runtime.threads import num_threads
+from msc.errors import ShapeError
 from msc.relax import op as R
 
 TOL = {"rtol": 1e-4, "atol": 1e-4}
@@ -37,6 +39,19 @@ def test_small_planes_take_the_gemm(out_shape, window, groups, gemm):
     assert conv_kernels._gemm_wins(_site(out_shape), weight, groups) == gemm
 
 
+@pytest.mark.parametrize("out_shape, cin, window, pixel", [
+    ((1, 256, 14, 14), 64, 3, True),     # K = 576 on a small plane
+    ((1, 32, 56, 56), 128, 3, False),    # large plane: direct
+    ((1, 128, 28, 28), 128, 3, True),    # K = 1152 up to 32x32
+    ((1, 64, 13, 13), 384, 1, False),    # 1x1 with < 512 channels: direct
+    ((1, 256, 14, 14), 1024, 1, True),
+    ((1, 2048, 7, 7), 16, 1, True),      # where the GEMM path was
+])
+def test_pixel_tiles_take_small_planes_with_long_sums(out_shape, cin, window, pixel):
+    weight = np.zeros((out_shape[1], cin, window, window), np.float32)
+    assert conv_kernels._pixel_wins(_site(out_shape), weight) == pixel
+
+
 def _torch_conv(x, w, b, strides, padding, dilation):
     torch = pytest.importorskip("torch")
     top, left, bottom, right = (padding,) * 4 if isinstance(padding, int) else padding
@@ -46,14 +61,15 @@ def _torch_conv(x, w, b, strides, padding, dilation):
     return np.maximum(out.numpy(), 0)
 
 
-CASES = [  # x NCHW, weight OIHW, strides, padding, GEMM images run
+CASES = [  # x NCHW, weight OIHW, strides, padding, small-plane (pixel / GEMM) images run
     ((1, 96, 7, 7), (200, 96, 1, 1), 1, 0, 2),      # pointwise GEMM, no im2col
     ((2, 64, 14, 14), (70, 64, 1, 1), 2, 0, 4),     # strided 1x1: im2col subsamples
     ((1, 48, 7, 7), (40, 48, 3, 3), 1, 1, 2),
     ((2, 32, 14, 14), (33, 32, 3, 3), 1, 1, 4),
     ((1, 24, 13, 13), (16, 24, 3, 3), 2, 1, 2),     # 7x7 out of an odd plane
+    ((1, 48, 12, 12), (20, 48, 3, 3), 1, 1, 2),     # 12x12, K = 432: pixel tiles (else direct)
     ((1, 16, 30, 30), (20, 16, 3, 3), 1, 1, 0),     # large plane: direct
-    ((2, 16, 30, 29), (24, 16, 1, 1), 2, 0, 0),     # direct, strided 1x1: no compaction
+    ((2, 16, 34, 33), (24, 16, 1, 1), 2, 0, 0),     # direct, strided 1x1: no compaction
     ((1, 8, 20, 20), (12, 8, 3, 1), 1, 1, 0),       # direct, padded 3x1: no compaction
 ]
 
@@ -76,10 +92,13 @@ def test_dilated_asymmetric_padding(monkeypatch, ws, dilation, images):
 def _check(monkeypatch, xs, ws, strides, padding, dilation, images):
     monkeypatch.setattr(gemm_kernels, "PARALLEL_FLOPS", 0)  # split even these small convs
     monkeypatch.setattr(direct_conv, "_PARALLEL_MACS", 0)
+    monkeypatch.setattr(pixel_conv, "_PARALLEL_MACS", 0)
     runs = []
-    image = conv_kernels._Conv2dNHWC._image
+    image, pixels = conv_kernels._Conv2dNHWC._image, pixel_conv.PixelConv2d._run
     monkeypatch.setattr(conv_kernels._Conv2dNHWC, "_image",
                         lambda self, *a: runs.append(1) or image(self, *a))
+    monkeypatch.setattr(pixel_conv.PixelConv2d, "_run", lambda self, plan, *a: runs.extend(
+        [1] * plan.out_shape[0]) or pixels(self, plan, *a))
     w, b = _rand(*ws, seed=1), _rand(ws[0], seed=2)
     x = relax.Var("x", relax.TensorStructInfo(xs, "float32"))
     bb = relax.BlockBuilder()
@@ -101,3 +120,31 @@ def _check(monkeypatch, xs, ws, strides, padding, dilation, images):
     assert np.array_equal(one, two)
     assert len(runs) == images, "the conv took the other path"
     np.testing.assert_allclose(one, _torch_conv(xv, w, b, strides, padding, dilation), **TOL)
+
+
+@pytest.mark.parametrize("xs, ws, strides, padding, kc_bytes", [
+    ((2, 13, 5, 3), (37, 13, 3, 2), 1, (1, 0, 1, 1), 1 << 18),  # channel tail, 15 pixels
+    ((1, 40, 9, 9), (300, 40, 3, 3), 2, 1, 4096),  # 5 panels split; 16-source K blocks
+    ((1, 24, 7, 7), (20, 24, 1, 1), 1, 0, 1 << 18),  # the input read in place
+])
+def test_pixel_tiles_match_torch_and_split_bitwise(monkeypatch, xs, ws, strides, padding,
+                                                   kc_bytes):
+    if not pixel_conv.pixel_conv_available():
+        pytest.skip("pixel tiles need AVX-512")
+    monkeypatch.setattr(pixel_conv, "_PARALLEL_MACS", 0)
+    monkeypatch.setattr(pixel_conv, "_KC_BYTES", kc_bytes)
+    w, b, x = _rand(*ws, seed=1), _rand(ws[0], seed=2), _rand(*xs, seed=3)
+    pad = (padding,) * 4 if isinstance(padding, int) else padding
+    kernel = pixel_conv.PixelConv2d("nn.conv2d", w, b, True, {
+        "strides": (strides, strides), "padding": pad, "dilation": (1, 1)})
+    want = _torch_conv(x, w, b, strides, padding, 1)
+    outs = []
+    for count in (1, 2, 3):
+        out = np.full(want.shape, np.nan, np.float32)
+        with num_threads(count):
+            kernel(x, out)
+        outs.append(out)
+    assert all(np.array_equal(outs[0], more) for more in outs[1:])
+    np.testing.assert_allclose(outs[0], want, **TOL)
+    with pytest.raises(ShapeError):
+        kernel(x, np.empty((1, 2, 3, 4), np.float32))

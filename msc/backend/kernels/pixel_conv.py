@@ -1,0 +1,263 @@
+"""Pixel-tile convolution: NCHW convs with small output planes, vectors along output channels.
+
+The direct conv (direct_conv.py) puts output positions in the vector lanes: on a 14x14 or
+7x7 plane its 48-position tiles and padded wide rows waste 20-50% of the multiplies. Here a
+register tile is ``MR`` output pixels x ``NV`` vectors of output channels (6 x 64 with
+AVX-512, 24 accumulators), the GEMM's tile with the patch matrix never written: pixel ``p``
+reads the padded input (the direct conv's pad / phase-split pass, its offsets table) at
+``pix[p] + offsets[k]`` for source ``k`` (input channel, tap), one broadcast per pixel, and
+the weights are packed in panels ``[K][NV * lanes]``. Any pixel count and channel count runs
+without wasted multiplies (narrower tiles at the edges). The tile writes ``[P][O]``
+(pixel-major) scratch; a transpose makes the NCHW output. K is blocked (``kc`` sources) so a
+weight panel block stays in L2; later blocks add to the scratch.
+
+    kernel = PixelConv2d("nn.conv2d", weight_oihw, bias, relu, attrs)
+    kernel(x, out)          # NCHW float32, checked before native code runs
+"""
+
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+
+import numpy as np
+from llvmlite import ir
+
+from ...errors import ShapeError
+from ..llvm.jit import get_jit, vector_lanes
+from ..llvm.loops import F32_PTR, I64, const64, entry_alloca, for_range, imin, switch_cases
+from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
+from .base import Kernel
+from .dense import F32 as F32_DTYPE
+from .dense import Address, as_f32
+from .direct_conv import _PLAN, PREP, DirectConv2d
+from .direct_conv_prep import Vec
+from .direct_conv_prep import gep as _gep
+from .gemm import _aligned_empty
+from .layout import scratch_addresses, transpose_fn
+
+__all__ = ["PixelConv2d", "pixel_conv_available"]
+
+I64_PTR = I64.as_pointer()
+MR, NV = 6, 4  # pixels x channel vectors of the register tile (24 accumulators)
+_KC_BYTES = 256 * 1024  # weight panel bytes of one K block: a quarter of a Zen 4 core's L2
+_PARALLEL_MACS = 1e6  # below this a conv runs on one thread (as the direct conv)
+_ARGS = ("K", "kc", "O", "relu", "p0", "p1", "j0", "j1")
+
+
+def pixel_conv_available() -> bool:
+    """The tile needs 32 vector registers (AVX-512); narrower hosts keep the other paths."""
+    return vector_lanes() == 16
+
+
+def _symbol(lanes: int) -> str:
+    return f"msc_pixel_conv_f32_l{lanes}_m{MR}_v{NV}"
+
+
+def _build(module: ir.Module, lanes: int) -> None:
+    """void (x, w, bias, out, offsets, pix, args): out[p][o] (+)= sum_k x[pix[p] + offsets[k]]
+    * w[o // nr][k][o % nr] for pixels [p0, p1) and panels [j0, j1) (args: _ARGS); the first
+    K block starts from the bias, the last applies relu when set."""
+    nr = NV * lanes
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 4 + [I64_PTR] * 3),
+                     name=_symbol(lanes))
+    x, w, bias, out, offsets, pix, args = fn.args
+    for arg in fn.args:
+        arg.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    vec = Vec(b, lanes)
+    a = {name: b.load(_gep(b, args, const64(i))) for i, name in enumerate(_ARGS)}
+    with for_range(b, a["K"], step=a["kc"], name="kb") as k0:
+        k1 = imin(b, b.add(k0, a["kc"]), a["K"])
+        first = b.icmp_signed("==", k0, const64(0))
+        relu = b.and_(b.icmp_signed("==", k1, a["K"]),
+                      b.icmp_signed("!=", a["relu"], const64(0)))
+        with for_range(b, a["j1"], start=a["j0"], name="j") as j:
+            c0 = b.mul(j, const64(nr))
+            left = b.sub(a["O"], c0)  # valid channels of this panel
+            nv = imin(b, b.sdiv(b.add(left, const64(lanes - 1)), const64(lanes)), NV)
+            tile = _Tile(b, vec, a, (x, _gep(b, w, b.mul(j, b.mul(a["K"], const64(nr)))),
+                                     _gep(b, bias, c0), _gep(b, out, c0), offsets, pix),
+                         left, (k0, k1, first, relu), nr)
+            with for_range(b, a["p1"], start=a["p0"], step=MR, name="p") as p:
+                mr = imin(b, b.sub(a["p1"], p), MR)
+                cases = {v * 8 + m: (lambda m=m, v=v: tile.run(p, m, v))
+                         for v in range(1, NV + 1) for m in range(1, MR + 1)}
+                switch_cases(b, b.add(b.mul(nv, const64(8)), mr), cases)
+    b.ret_void()
+
+
+class _Tile:
+    """One panel's tile variants (``run(p, mr, nv)``: pixels p.. p+mr, nv channel vectors)."""
+
+    def __init__(self, b, vec, a, pointers, left, block, nr):
+        self.b, self.vec, self.a, self.left, self.nr = b, vec, a, left, nr
+        self.x, self.w, self.bias, self.out, self.offsets, self.pix = pointers
+        self.k0, self.k1, self.first, self.relu = block
+
+    def run(self, p, mr: int, nv: int) -> None:
+        b, vec, lanes = self.b, self.vec, self.vec.lanes
+        masks = [vec.mask(imin(b, b.sub(self.left, const64(lanes * v)), lanes))
+                 for v in range(nv)]
+        rows = [_gep(b, self.out, b.mul(b.add(p, const64(i)), self.a["O"])) for i in range(mr)]
+        bases = [_gep(b, self.x, b.load(_gep(b, self.pix, b.add(p, const64(i)))))
+                 for i in range(mr)]
+        seeds = [vec.load(_gep(b, self.bias, const64(lanes * v)), masks[v]) for v in range(nv)]
+        accs = [[entry_alloca(b, vec.ty, f"acc{i}_{v}") for v in range(nv)] for i in range(mr)]
+        for i in range(mr):
+            for v in range(nv):
+                old = vec.load(_gep(b, rows[i], const64(lanes * v)), masks[v])
+                b.store(b.select(self.first, seeds[v], old), accs[i][v])
+        with for_range(b, self.k1, start=self.k0, name="k") as k:
+            off = b.load(_gep(b, self.offsets, k))
+            wk = _gep(b, self.w, b.mul(k, const64(self.nr)))
+            ws = [b.load(b.bitcast(_gep(b, wk, const64(lanes * v)), vec.ty.as_pointer()),
+                         align=64) for v in range(nv)]
+            for i in range(mr):
+                xv = vec.splat(b.load(_gep(b, bases[i], off)))
+                for v in range(nv):
+                    b.store(vec.fma(ws[v], xv, b.load(accs[i][v])), accs[i][v])
+        for i in range(mr):
+            for v in range(nv):
+                value = b.load(accs[i][v])
+                clamp = b.and_(vec.splat(self.relu), b.fcmp_ordered("<", value, vec.zero))
+                vec.store(b.select(clamp, vec.zero, value),  # relu keeps NaN
+                          _gep(b, rows[i], const64(lanes * v)), masks[v])
+
+
+@cache
+def _kernel(lanes: int):
+    def build():
+        module = ir.Module(name=_symbol(lanes))
+        _build(module, lanes)
+        return module
+
+    library = get_jit().compile_generated(
+        build, [_symbol(lanes)],
+        (__name__, "msc.backend.kernels.direct_conv_prep", "msc.backend.llvm.loops"),
+        (lanes, MR, NV))
+    return library.cfunc(_symbol(lanes), None, *(ctypes.c_void_p,) * 7)
+
+
+class PixelConv2d(Kernel):
+    """out = relu?(conv2d(x, w) + bias), NCHW float32, groups 1 (see the module doc); the
+    input's padding / phase planes come from the direct conv's PREP stage."""
+
+    inputs = (0,)
+
+    def __init__(self, op: str, weight_oihw: np.ndarray, bias, relu: bool, attrs: dict):
+        self.o, self.c, kh, kw = weight_oihw.shape
+        self.op, self.relu, self.lanes = op, int(bool(relu)), vector_lanes()
+        # the direct conv's stride-1 geometry, offsets table and pad pass, without its
+        # weights: a strided conv reads the padded input at strided pixel bases, no phases
+        self.strides = tuple(attrs["strides"])
+        self.prep = DirectConv2d(op, np.zeros((1, self.c, kh, kw), np.float32), None, False,
+                                 1, dict(attrs, strides=(1, 1)))
+        nr = NV * self.lanes
+        panels = -(-self.o // nr)
+        k = self.c * kh * kw
+        w = np.zeros((panels * nr, k), np.float32)
+        w[:self.o] = weight_oihw.reshape(self.o, k)
+        self.w = _aligned_empty(panels * k * nr).reshape(panels, k, nr)  # aligned loads
+        self.w[:] = w.reshape(panels, nr, k).transpose(0, 2, 1)
+        self.bias = np.zeros(panels * nr, np.float32)
+        if bias is not None:
+            self.bias[:self.o] = np.broadcast_to(bias, (self.o,))
+        self.panels, self.k = panels, k
+        self.kc = max(1, min(k, _KC_BYTES // (4 * nr)))
+        self.run, self.transpose = _kernel(self.lanes), transpose_fn()
+        self.address = native_address(self.run)
+        self._plans: dict = {}
+        self.addr = (Address(), Address())
+
+    def __call__(self, x, out):
+        if type(x) is not np.ndarray or x.dtype != F32_DTYPE or not x.flags.c_contiguous:
+            x = as_f32(x, "data", self.op)
+        plan = self._plans.get(x.shape)
+        if plan is None:
+            plan = self._plan(x.shape)
+        if (type(out) is not np.ndarray or out.shape != plan.out_shape
+                or out.dtype != F32_DTYPE or not out.flags.c_contiguous
+                or not out.flags.writeable):
+            raise ShapeError(f"output buffer {getattr(out, 'shape', out)}, expected float32 "
+                             f"{plan.out_shape}", op=self.op, param="out")
+        if out.size:
+            self._run(plan, self.addr[0](x), self.addr[1](out))
+        return out
+
+    def _run(self, plan, xp: int, op: int) -> None:
+        n, o, oh, ow = plan.out_shape
+        pixels, prep = oh * ow, plan.prep
+        padded, po = scratch_addresses(prep.scratch[0] if prep.scratch else 0, pixels * o)
+        threads = task_threads() if plan.macs >= _PARALLEL_MACS else 1
+        for i in range(n):
+            if prep.scratch:  # the PREP stage of image i into `padded` (one thread)
+                self.prep.run(xp, padded, 0, 0, 0, 0, prep.offsets_ptr, prep.args_ptr,
+                              plan.prep_parts[i])
+                base = padded
+            else:
+                base = xp + i * self.c * plan.in_plane * 4
+            pointers = (base, self.w.ctypes.data, self.bias.ctypes.data, po,
+                        prep.offsets_ptr, plan.pix_ptr)
+            if threads == 1:
+                self.run(*pointers, plan.whole_ptr)
+            else:
+                plan.tasks(threads, self.address).launch(1, pointers, threads)
+            self.transpose(po, op + i * o * pixels * 4, 1, pixels, o)
+
+    def _plan(self, shape: tuple) -> _Plan:
+        prep = self.prep._plan(shape)
+        n, (sh, sw) = shape[0], self.strides
+        oh, ow = (max(d, 0) for d in _strided_dims(self.prep, shape, self.strides))
+        wq = int(prep.args[_PLAN.index("Wq")])  # the padded row length the offsets assume
+        pix = (np.arange(oh)[:, None] * sh * wq + np.arange(ow)[None, :] * sw).reshape(-1)
+        plan = self._plans[shape] = _Plan(
+            (n, self.o, oh, ow), prep, np.ascontiguousarray(pix, np.int64),
+            (self.k, self.kc, self.o, self.relu), self.panels,
+            n * self.o * oh * ow * self.k, shape[2] * shape[3])
+        return plan
+
+
+def _strided_dims(prep: DirectConv2d, shape: tuple, strides: tuple) -> tuple:
+    """(OH, OW) of the conv with ``strides``, from the stride-1 prep's window and padding."""
+    top, left, bottom, right = prep.padding
+    (dh, dw), (sh, sw) = prep.dilation, strides
+    return ((shape[2] + top + bottom - dh * (prep.kh - 1) - 1) // sh + 1,
+            (shape[3] + left + right - dw * (prep.kw - 1) - 1) // sw + 1)
+
+
+class _Plan:
+    """One input shape: the prep plan, pixel table, whole-image args and thread splits."""
+
+    def __init__(self, out_shape, prep, pix, fixed, panels, macs, in_plane):
+        self.out_shape, self.prep, self.pix, self.macs = out_shape, prep, pix, macs
+        self.fixed, self.panels, self.in_plane = fixed, panels, in_plane
+        self.pix_ptr = pix.ctypes.data
+        self._arrays: list = []
+        pixels = out_shape[2] * out_shape[3]
+        self.whole_ptr = self._args(0, pixels, 0, panels)
+        self.prep_parts = [prep._part(i, 0, 0, PREP, 0, 0, 0, prep.channels)
+                           for i in range(out_shape[0])]
+        self._splits: dict = {}
+
+    def _args(self, p0, p1, j0, j1) -> int:
+        arr = np.array((*self.fixed, p0, p1, j0, j1), np.int64)
+        self._arrays.append(arr)  # task lists hold its address
+        return arr.ctypes.data
+
+    def tasks(self, threads: int, address: int) -> NativeTasks:
+        """Parts for ``threads``: panels when there are two per thread, else pixel ranges
+        (whole tiles) of every panel."""
+        if threads not in self._splits:
+            count = 2 * threads
+            pixels = self.out_shape[2] * self.out_shape[3]
+            if self.panels >= count:
+                parts = [(0, pixels, lo, hi) for lo, hi in split_range(self.panels, count)]
+            else:
+                parts = [(lo, hi, 0, self.panels)
+                         for lo, hi in split_range(pixels, count, MR) if hi > lo]
+            tasks = NativeTasks(len(parts))
+            tasks.records[:, 0] = address
+            tasks.records[:, 7] = [self._args(*part) for part in parts]
+            self._splits[threads] = tasks
+        return self._splits[threads]
