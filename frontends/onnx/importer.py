@@ -425,7 +425,12 @@ def _onnx_type(value) -> str | None:
     """``tensor(<elem>)`` of a converted input, None when not a plain typed tensor."""
     sinfo = getattr(value, "struct_info", None)
     dtype = getattr(sinfo, "dtype", None) if isinstance(sinfo, relax.TensorStructInfo) else None
-    name = _onnx_names().get(dtype) if dtype else None
+    return _tensor_type(dtype) if dtype else None
+
+
+@functools.cache  # once per dtype, not once per node input
+def _tensor_type(dtype: str) -> str | None:
+    name = _onnx_names().get(dtype)
     return f"tensor({name})" if name else None
 
 
