@@ -315,8 +315,8 @@ class OnnxImporter:
         opset = self.opsets.get(proto.domain or "", 1)
         inputs = [self.env[n] if n else None for n in proto.input]
         schema = schema_of(proto.op_type, opset, proto.domain or "")
-        if schema is not None and not _variadic(schema):
-            inputs += [None] * (len(schema.inputs) - len(inputs))
+        if schema is not None and not _variadic(schema):  # (schema.inputs copies them all)
+            inputs += [None] * (len(_schema_facts(schema)[1]) - len(inputs))
         name = proto.name or f"{proto.op_type}_{len(self.env)}"
         attrs = node_attrs(proto, opset, name)
         if schema is not None:
