@@ -72,10 +72,13 @@ class JointBudget:
 
     def __init__(self):
         self.spent = 0
+        self._fits = 0  # counts up to this passed the limit: no need to read it again
 
     def reserve(self, count: int, what: str, **context) -> None:
         """Check that ``count`` more joints fit, without spending them."""
-        check_joints(self.spent + count, what, **context)
+        if self.spent + count > self._fits:  # spend runs once per joint: $MSC_MAX_JOINTS
+            check_joints(self.spent + count, what, **context)  # is read again only past it
+            self._fits = max_joints()
 
     def spend(self, count: int, what: str, **context) -> None:
         self.reserve(count, what, **context)

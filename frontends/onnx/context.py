@@ -75,7 +75,9 @@ class Context:
 
     def _emit_call(self, call: Call) -> Expr:
         args = [self.emit(a) if isinstance(a, _NESTED) else a for a in call.args]
-        call = self.bb.normalize(Call(call.op, args, call.attrs, call.sinfo_args))
+        if call.span is not None or any(a is not b for a, b in zip(args, call.args)):
+            call = Call(call.op, args, call.attrs, call.sinfo_args)
+        call = self.bb.normalize(call)
         folded = shape_fold.fold_constant_call(call)
         if folded is not None:
             return folded

@@ -315,8 +315,8 @@ class OnnxImporter:
         opset = self.opsets.get(proto.domain or "", 1)
         inputs = [self.env[n] if n else None for n in proto.input]
         schema = schema_of(proto.op_type, opset, proto.domain or "")
-        if schema is not None and not _variadic(schema):
-            inputs += [None] * (len(schema.inputs) - len(inputs))
+        if schema is not None and not _variadic(schema):  # (schema.inputs copies them all)
+            inputs += [None] * (len(_schema_facts(schema)[1]) - len(inputs))
         name = proto.name or f"{proto.op_type}_{len(self.env)}"
         attrs = node_attrs(proto, opset, name)
         if schema is not None:
@@ -425,7 +425,12 @@ def _onnx_type(value) -> str | None:
     """``tensor(<elem>)`` of a converted input, None when not a plain typed tensor."""
     sinfo = getattr(value, "struct_info", None)
     dtype = getattr(sinfo, "dtype", None) if isinstance(sinfo, relax.TensorStructInfo) else None
-    name = _onnx_names().get(dtype) if dtype else None
+    return _tensor_type(dtype) if dtype else None
+
+
+@functools.cache  # once per dtype, not once per node input
+def _tensor_type(dtype: str) -> str | None:
+    name = _onnx_names().get(dtype)
     return f"tensor({name})" if name else None
 
 

@@ -47,7 +47,16 @@ def _graph_names(graph: onnx.GraphProto):
             yield "an external data entry", entry.key
             yield "an external data entry", entry.value
     for node in graph.node:
-        yield from _node_names(node)
+        if node.attribute or not _all_text(node):  # one C-level test per plain node
+            yield from _node_names(node)
+
+
+def _all_text(node: onnx.NodeProto) -> bool:
+    try:
+        "".join((node.name, node.op_type, node.domain, *node.input, *node.output))
+    except TypeError:  # a bytes name
+        return False
+    return True
 
 
 def _dim_params(value: onnx.ValueInfoProto):
@@ -57,8 +66,7 @@ def _dim_params(value: onnx.ValueInfoProto):
 
 
 def _node_names(node: onnx.NodeProto):
-    texts = (node.name, node.op_type, node.domain, *node.input, *node.output)
-    if not all(isinstance(text, str) for text in texts):  # rare: only then say which one
+    if not _all_text(node):  # rare: only then say which one
         yield "a node name", node.name
         yield "an op type", node.op_type
         yield "an op domain", node.domain

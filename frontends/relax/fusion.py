@@ -281,11 +281,21 @@ def fuse(view: FunctionView, patterns: list[FusedPattern] | None = None) -> list
     matcher = _Matcher(view)
     groups = []
     by_op: dict = {}  # a pattern is tried only on the calls of its root op (not on all)
+    op_of: dict = {}  # bound var -> the op it calls
     for _, binding in view.bindings:
         if isinstance(binding.value, Call):
-            by_op.setdefault(op_name(binding.value), []).append(binding)
+            name = op_of[binding.var] = op_name(binding.value)
+            by_op.setdefault(name, []).append(binding)
+    arg_ops: dict = {}  # root var -> the ops its arguments call
     for pattern in PATTERNS if patterns is None else patterns:
+        need = {sub.op for sub in pattern.root.args if isinstance(sub, OpPattern)}
         for binding in by_op.get(pattern.root.op, ()):
+            ops = arg_ops.get(binding.var)
+            if ops is None:
+                ops = arg_ops[binding.var] = {op_of.get(a) for a in binding.value.args
+                                              if isinstance(a, Var)}
+            if need and need.isdisjoint(ops):
+                continue  # no argument is a call the pattern needs: most tries end here
             if binding.var not in matcher.claimed:
                 group = matcher.group(pattern, binding.var)
                 if group is not None:

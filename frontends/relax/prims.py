@@ -80,8 +80,9 @@ class PrimTable:
         shape, prims = [], []
         for v in values:
             if v.is_const:
-                shape.append(int(v))
-                prims.append(str(int(v)))
+                n = int(v)
+                shape.append(n)
+                prims.append(str(n))
             else:
                 shape.append(-1)
                 prims.append(self.match(v).name)

@@ -34,7 +34,8 @@ _LEAF_VALUES = (Constant, ShapeExpr, PrimValue, StringImm, DataTypeImm)
 
 def op_name(call: Call) -> str | None:
     """The Relax op name without ``relax.`` (``"nn.conv2d"``), or None for non-op calls."""
-    return call.op.name.removeprefix("relax.") if isinstance(call.op, Op) else None
+    op = call.op
+    return op.op_def.name if isinstance(op, Op) else None  # full_name is "relax." + name
 
 
 def callee_name(call: Call) -> str:

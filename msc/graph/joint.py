@@ -42,6 +42,12 @@ def check_name(value: Any, what: str, node: str | None = None) -> str:
 
 
 def _str_list(values: Any, key: str, node: str) -> tuple[str, ...]:
+    if type(values) is list or type(values) is tuple:
+        try:
+            "".join(values)  # one C-level test that every item is a str
+            return tuple(values)
+        except TypeError:
+            pass  # the error below names the list
     values = () if values is None else values
     if isinstance(values, str) or not all(isinstance(v, str) for v in values):
         raise ValidationError(f"{key} must be a list of strings, got {values!r}", node=node,

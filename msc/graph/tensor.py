@@ -90,6 +90,11 @@ def _is_dim(d: Any) -> bool:
 
 
 def _check_dims(name: str, shape: Any, prims: Any) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    if (prims is None or (type(prims) in (list, tuple) and not prims)) and \
+            type(shape) in (list, tuple) and all(
+            type(d) is int for d in shape) and (not shape or (
+            min(shape) >= -1 and max(shape) <= _INT64_MAX)):
+        return tuple(shape), ()  # plain int dims, no prims: the usual tensor
     if not isinstance(shape, (list, tuple)) or not all(_is_dim(d) for d in shape):
         raise ValidationError(f"shape must be a list of int64 ints >= -1, got {shape!r:.80}",
                               tensor=name, key="shape", hint="use -1 for a dynamic dim")

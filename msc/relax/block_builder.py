@@ -206,6 +206,8 @@ class BlockBuilder:
     # ---- normalization --------------------------------------------------------------------
     def normalize(self, expr) -> Expr:
         """Fill struct info bottom-up; nested calls inside a scope are bound to vars first."""
+        if is_normal(expr):  # most emits: a leaf, or a call on leaves inferred already
+            return expr
         if isinstance(expr, (list, tuple)):
             expr = Tuple(expr)
         if not isinstance(expr, Expr):

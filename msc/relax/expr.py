@@ -10,6 +10,8 @@ BlockBuilder has normalized them; Vars and Constants carry it from construction:
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..errors import ValidationError
@@ -133,6 +135,7 @@ class Constant(Expr):
         return self.data
 
 
+@functools.cache  # once per dtype, not once per constant
 def _np_dtype_name(dtype) -> str:
     name = np.dtype(dtype).name
     return "bool" if name == "bool" else name
@@ -261,9 +264,9 @@ class ShapeExpr(Expr):
     def __init__(self, values, span=None):
         if isinstance(values, ShapeExpr):
             values = values.values
-        vals = tuple(tir.convert(v) for v in values)
-        super().__init__(ShapeStructInfo(vals), span)
-        self._init(values=vals)
+        vals = tuple([tir.convert(v) for v in values])
+        super().__init__(ShapeStructInfo.of_prims(vals), span)
+        _set(self, "values", vals)
 
     def __iter__(self):
         return iter(self.values)

@@ -31,6 +31,10 @@ _DTYPE_ALIASES = {"float": "float32", "double": "float64", "half": "float16", "i
 
 def normalize_dtype(dtype) -> str:
     """A dtype given as str, numpy dtype or DataTypeImm -> Relax name ("float32", "void")."""
+    if type(dtype) is str:
+        known = _NAMES.get(dtype)  # one lookup per value of a graph, not the parsing below
+        if known is not None:
+            return known
     if dtype is None:
         return "void"
     name = getattr(dtype, "value", None) if not isinstance(dtype, str) else dtype
@@ -38,6 +42,11 @@ def normalize_dtype(dtype) -> str:
         name = getattr(dtype, "name", None) or str(dtype)
     name = str(name).replace("torch.", "")
     return _DTYPE_ALIASES.get(name, name)
+
+
+_NAMES = {name: name for name in ("bool", "float16", "bfloat16", "float32", "float64", "int8",
+                                   "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                                   "uint64", "void")}
 
 
 # A TensorStructInfo holds its shape as an expression (a ShapeExpr, or a Var bound to an
@@ -110,6 +119,14 @@ class ShapeStructInfo(StructInfo):
             values = tuple(tir.convert(v) for v in values)
             ndim = len(values)
         self._init(values=values, ndim=ndim)
+
+    @classmethod
+    def of_prims(cls, values: tuple) -> ShapeStructInfo:
+        """``ShapeStructInfo(values)`` for a tuple of PrimExprs already (no conversion)."""
+        sinfo = object.__new__(cls)
+        _set(sinfo, "values", values)
+        _set(sinfo, "ndim", len(values))
+        return sinfo
 
     def _key(self):
         return ("Shape", self.values, self.ndim)

@@ -95,6 +95,7 @@ class PrimExpr:
 class IntImm(PrimExpr):
     __slots__ = ("value",)
     kind = "Int"
+    is_const = True  # shadows PrimExpr.is_const: read once per dim of every tensor
 
     def __init__(self, value: int, dtype: str = "int64"):
         object.__setattr__(self, "value", int(value))
@@ -113,6 +114,7 @@ class IntImm(PrimExpr):
 class FloatImm(PrimExpr):
     __slots__ = ("value",)
     kind = "Float"
+    is_const = True
 
     def __init__(self, value: float, dtype: str = "float32"):
         object.__setattr__(self, "value", float(value))
@@ -218,6 +220,8 @@ def convert(value) -> PrimExpr:
     """Python int/float/bool or PrimExpr -> PrimExpr."""
     if isinstance(value, PrimExpr):
         return value
+    if type(value) is int and -1 <= value <= _SMALL_MAX:
+        return _SMALL[value]  # one shared IntImm per small dim (they are immutable)
     if isinstance(value, bool):
         return IntImm(int(value), "bool")
     if isinstance(value, int) or _is_np_int(value):
@@ -226,6 +230,10 @@ def convert(value) -> PrimExpr:
         return FloatImm(float(value))
     raise ValidationError(f"cannot use {value!r} ({type(value).__name__}) as a symbolic scalar",
                           hint="use an int, a float or a tir.Var")
+
+
+_SMALL_MAX = 1024
+_SMALL = {v: IntImm(v) for v in range(-1, _SMALL_MAX + 1)}
 
 
 def is_float(dtype: str) -> bool:

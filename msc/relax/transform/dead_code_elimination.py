@@ -13,6 +13,7 @@ from ..expr import (
     BindingBlock,
     Call,
     Constant,
+    DataflowVar,
     DataTypeImm,
     ExternFunc,
     Function,
@@ -105,11 +106,25 @@ def remove_all_unused(func: Function, mod: IRModule | None = None) -> Function:
 
 
 _LEAVES = (Constant, ShapeExpr, PrimValue, StringImm, DataTypeImm, GlobalVar, ExternFunc, Op)
+_LEAF_TYPES = frozenset(_LEAVES)
 
 
 def _flat_uses(value) -> list | None:
     """The vars a flat value uses (a var, leaf, or a call / tuple / item over vars and
     leaves); None when something nests (If, inner functions, nested calls)."""
+    if type(value) is Call and type(value.op) is Op:  # the usual binding: an op on vars
+        uses = []
+        for item in value.args:
+            kind = type(item)
+            if kind is DataflowVar or kind is Var:
+                uses.append(item)
+            elif kind not in _LEAF_TYPES and not isinstance(item, _LEAVES):
+                return _flat_uses_of(value)  # a subclass or a nested value: the long way
+        return uses
+    return _flat_uses_of(value)
+
+
+def _flat_uses_of(value) -> list | None:
     if isinstance(value, Var):
         return [value]
     if isinstance(value, _LEAVES):
