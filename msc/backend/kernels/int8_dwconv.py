@@ -25,7 +25,8 @@ from ..llvm.jit import get_jit
 from ..llvm.loops import I32, I64, const64, entry_alloca, for_range
 from ..runtime.threads import parallel_for, task_threads
 from .base import Kernel
-from .int8_conv import _ACT, _SLACK, _check_out, _Epilogue, _pad_planes, conv_dims
+from .int8_conv import _ACT, _check_out, _Epilogue, conv_dims
+from .int8_conv_tasks import _SLACK, _pad_planes
 from .int8_gemm import (
     _DRIVER_TYPES,
     _IR,
@@ -128,7 +129,7 @@ def _library(cfg: QGemmConfig, stride: int, signed: bool, window: tuple):
     symbol = _symbol(cfg, stride, signed, window)
     return get_jit().compile_generated(
         lambda: _build(cfg, stride, signed, window), [symbol, symbol + "_pad"],
-        (__name__, "msc.backend.kernels.int8_gemm", "msc.backend.kernels.int8_conv",
+        (__name__, "msc.backend.kernels.int8_gemm", "msc.backend.kernels.int8_conv_tasks",
          "msc.backend.llvm.loops"), (repr(cfg), stride, signed, window))
 
 

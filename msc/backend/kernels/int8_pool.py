@@ -147,7 +147,7 @@ def _max_kernel(signed: bool, stride: int, window: tuple):
     lib = get_jit().compile_generated(
         lambda: _build_max(signed, stride, window), [symbol, symbol + "_pad"],
         (__name__, "msc.backend.llvm.loops", "msc.backend.kernels.int8_dwconv",
-         "msc.backend.kernels.int8_conv"), (signed, stride, window))
+         "msc.backend.kernels.int8_conv_tasks"), (signed, stride, window))
     return (lib.cfunc(symbol, None, ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 7),
             lib.cfunc(symbol + "_pad", None, ctypes.c_void_p, ctypes.c_void_p,
                       *[ctypes.c_int64] * 7, ctypes.c_int8))
