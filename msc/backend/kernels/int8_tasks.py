@@ -9,6 +9,7 @@ task. Entries taking floats or more than ten arguments go through task_wrap.wrap
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -49,36 +50,40 @@ class GatherPlan:
     """Byte ranges of several inputs copied (libc memmove) or mapped through a 256-entry
     table (``lut``: int8_lut's entry, ``lut(x, table, out, 0, 1, 1, count)``) into one output,
     as one task list: the int8 concat. The inputs' addresses differ per call and per record,
-    so each call fills them into a copy of the records (a few microseconds, once per op)."""
+    so a call writes the records as one small integer product, ``select @ (out, x0, .., 1)``
+    (the last column holds the fixed part), about 2 us."""
 
-    __slots__ = ("_dst", "_rows", "_src", "_template", "_which")
+    __slots__ = ("_lock", "_select", "_tasks")
 
     def __init__(self, sizes: list[int], tables: list[int], lut, parts: int):
         chunk = max(64, -(-sum(sizes) // max(parts, 1) // 64) * 64)
-        records, dst_col, src_col, which, at = [], [], [], [], 0
+        records, at = [], 0
         for i, (size, table) in enumerate(zip(sizes, tables)):
             for lo, hi in split_range(size, -(-size // chunk), 64):
-                if table:
-                    records.append((native_address(lut), lo, table, at + lo, 0, 1, 1, hi - lo))
-                    dst_col.append(3)
-                    src_col.append(1)
+                if table:  # (fixed values, column of out, column of input i)
+                    records.append(((native_address(lut), lo, table, at + lo, 0, 1, 1, hi - lo),
+                                    3, 1, i))
                 else:
-                    records.append((native_address(ctypes.memmove), at + lo, lo, hi - lo))
-                    dst_col.append(1)
-                    src_col.append(2)
-                which.append(i)
+                    records.append(((native_address(ctypes.memmove), at + lo, lo, hi - lo),
+                                    1, 2, i))
             at += size
-        self._template = np.zeros((len(records), RECORD), np.int64)
-        for k, record in enumerate(records):
-            self._template[k, :len(record)] = record
-        self._rows = np.arange(len(records))
-        self._dst, self._src = np.array(dst_col), np.array(src_col)
-        self._which = np.array(which)
+        select = np.zeros((len(records), RECORD, len(sizes) + 2), np.int64)
+        for k, (fixed, dst, src, i) in enumerate(records):
+            select[k, :len(fixed), -1] = fixed
+            select[k, dst, 0] = select[k, src, 1 + i] = 1
+        self._select = select.reshape(-1, len(sizes) + 2)
+        self._tasks = NativeTasks(len(records))
+        self._lock = threading.Lock()
 
     def run(self, out: int, inputs: list[int], threads: int) -> None:
-        tasks = NativeTasks(len(self._template))
-        records = tasks.records
-        records[:] = self._template
-        records[self._rows, self._dst] += out
-        records[self._rows, self._src] += np.asarray(inputs, np.int64)[self._which]
-        tasks.run(threads)
+        bases = np.array([out, *inputs, 1], np.int64)
+        if not self._lock.acquire(blocking=False):  # another thread runs this concat now
+            tasks = NativeTasks(self._tasks.n)
+            np.dot(self._select, bases, out=tasks.records.reshape(-1))
+            tasks.run(threads)
+            return
+        try:
+            np.dot(self._select, bases, out=self._tasks.records.reshape(-1))
+            self._tasks.run(threads)
+        finally:
+            self._lock.release()
