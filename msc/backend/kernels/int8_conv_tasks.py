@@ -7,9 +7,9 @@ two separate splits, each a Python callback per task. Here one native entry,
 own patch rows, packs them into its own VNNI panels (both stay in L2) and calls the GEMM
 driver (by address) on them, writing NCHW columns q.. of its rows. Blocks never share a
 buffer, so the tasks of one conv run on any thread in any order with one handoff
-(threads.NativeTasks). Padded input planes, which all blocks of an image read, are made
-first: in the block itself when it is alone, else by ``msc_qconv_pad`` tasks over channel
-ranges. Every output element is the same integer sum and the same epilogue however the
+(threads.NativeTasks) and no barrier: each block first copies the input rows its pixels read
+into its own padded window (the zero point around them; neighbouring blocks share only a
+few halo rows, copied twice). Every output element is the same integer sum and the same epilogue however the
 pixels are blocked, so results are bitwise equal on any thread count.
 
 ``row`` points to an int64 parameter row (FIELDS); ``x``, ``arena``, ``out`` are the bases
@@ -26,19 +26,18 @@ from llvmlite import ir
 
 from ..llvm.jit import get_jit
 from ..llvm.loops import I32, I64, const64, for_range, imin
-from ..runtime.task_wrap import wrapped_tasks
 from ..runtime.threads import NativeTasks, native_address, split_range
 from .int8_gemm import _DRIVER_TYPES, I8, I8_PTR, NR, OUTS
 
 __all__ = ["FIELDS", "block_fn", "build_pack", "conv_plan"]
 
 FIELDS = ("flags", "c", "h", "w", "kh", "kw", "sh", "sw", "pt", "pl", "dh", "dw", "oh", "ow",
-          "k4", "fill", "hp", "wp", "xp", "cols", "packed", "q0", "q1", "qb", "rows", "flip",
+          "k4", "fill", "y0", "wh", "wp", "xp", "cols", "packed", "q0", "q1", "qb", "rows", "flip",
           "p", "size", "driver", "w_ptr", "comp", "scale", "bias", "oscale", "ozp", "relu",
           "pscale", "pbias", "s2", "z2", "relu2")
 _AT = {name: i for i, name in enumerate(FIELDS)}
-DIRECT, PAD = 1, 2  # flags: pack the input as it is (1x1 convs); pad the planes in the block
-_SYMBOLS = ("msc_qconv_block", "msc_qconv_pad")
+DIRECT = 1  # flag: pack the input as it is (1x1 stride-1 convs: no window, no unfold)
+_SYMBOL = "msc_qconv_block"
 _L2_BLOCK = 1 << 20  # bytes of patch rows + panels a block unfolds at a time (L2: 1 MiB; less
 # ran slower on one thread: more, shorter copies and GEMM calls)
 PARALLEL_MACS = 1e6  # ~10 us at VNNI speed: a handoff (~5 us) pays off from here
@@ -137,10 +136,10 @@ def _intrinsic(module: ir.Module, name: str) -> ir.Function:
 
 
 def _unfold_cols(b, v, xp, cols, q, nq) -> None:
-    """cols[k, t] = xp[c, ih, iw] for the pixels q..q+nq (k = (c*KH + i)*KW + j), whole rows
+    """cols[k, t] = xp[c, ih - y0, iw] for the pixels q..q+nq (k = (c*KH + i)*KW + j), whole rows
     of ``fill`` from C*KH*KW to K4; rows are written in address order (see _copy64)."""
     taps = b.mul(v["kh"], v["kw"])
-    k, padded, q_end = b.mul(v["c"], taps), b.mul(v["hp"], v["wp"]), b.add(q, nq)
+    k, padded, q_end = b.mul(v["c"], taps), b.mul(v["wh"], v["wp"]), b.add(q, nq)
     oh0 = b.sdiv(q, v["ow"])
     oh1 = b.add(b.sdiv(b.sub(q_end, const64(1)), v["ow"]), const64(1))
     unit = b.icmp_signed("==", v["sw"], const64(1))
@@ -153,7 +152,7 @@ def _unfold_cols(b, v, xp, cols, q, nq) -> None:
             base = b.mul(oh, v["ow"])
             lo = b.select(b.icmp_signed(">", q, base), q, base)
             hi = imin(b, q_end, b.add(base, v["ow"]))
-            ih = b.add(b.mul(oh, v["sh"]), b.mul(i, v["dh"]))
+            ih = b.sub(b.add(b.mul(oh, v["sh"]), b.mul(i, v["dh"])), v["y0"])  # window row
             line = b.gep(src, [b.add(b.mul(ih, v["wp"]), b.mul(b.sub(lo, base), v["sw"]))])
             out, count = b.gep(row, [lo]), b.sub(hi, lo)
             with b.if_else(unit) as (contiguous, strided):
@@ -165,7 +164,7 @@ def _unfold_cols(b, v, xp, cols, q, nq) -> None:
 
 
 def _build_block(module: ir.Module, pack: ir.Function) -> None:
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64] * 4), name=_SYMBOLS[0])
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64] * 4), name=_SYMBOL)
     x_int, arena, out_int, row_int = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     row = b.inttoptr(row_int, I64.as_pointer())
@@ -177,8 +176,8 @@ def _build_block(module: ir.Module, pack: ir.Function) -> None:
     xp, cols, packed = at(arena, "xp"), at(arena, "cols"), at(arena, "packed")
     flags = v["flags"]
     direct = b.icmp_signed("!=", b.and_(flags, const64(DIRECT)), const64(0))
-    with b.if_then(b.icmp_signed("!=", b.and_(flags, const64(PAD)), const64(0))):
-        _pad_planes(b, dict(v, x=x, xp=xp, fill=b.trunc(v["fill"], I8)))
+    with b.if_then(b.not_(direct)):
+        _pad_window(b, v, x, xp)
     driver = b.inttoptr(v["driver"], ir.FunctionType(ir.VoidType(), _DRIVER_TYPES).as_pointer())
     groups = b.sdiv(v["k4"], const64(4))
     with for_range(b, v["q1"], start=v["q0"], step=v["qb"], name="q") as q:
@@ -210,18 +209,20 @@ def _driver_args(b, v, packed, dst, nq, groups) -> list:
             i32("z2"), i32("relu2")]
 
 
-_PAD_ARGS = ("x", "xp", "c", "h", "w", "hp", "wp", "pt", "pl", "fill")
-
-
-def _build_pad(module: ir.Module) -> None:
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I64] * len(_PAD_ARGS)),
-                     name=_SYMBOLS[1])
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    a = dict(zip(_PAD_ARGS, fn.args))
-    a.update(x=b.inttoptr(a["x"], I8_PTR), xp=b.inttoptr(a["xp"], I8_PTR),
-             fill=b.trunc(a["fill"], I8))
-    _pad_planes(b, a)
-    b.ret_void()
+def _pad_window(b, v, x, xp) -> None:
+    """xp[c, r, PL + t] = x[c, y0 + r - PT, t] for the window's rows r < wh, ``fill`` around
+    (the padded rows y0..y0+wh that the block's output rows read)."""
+    fill = b.trunc(v["fill"], I8)
+    _fill(b, xp, const64(0), b.mul(v["c"], b.mul(v["wh"], v["wp"])), fill)
+    with for_range(b, b.mul(v["c"], v["wh"]), name="wrow") as cr:
+        c, r = b.sdiv(cr, v["wh"]), b.srem(cr, v["wh"])
+        y = b.sub(b.add(v["y0"], r), v["pt"])
+        inside = b.and_(b.icmp_signed(">=", y, const64(0)), b.icmp_signed("<", y, v["h"]))
+        with b.if_then(inside):
+            dst = b.gep(xp, [b.add(b.mul(cr, v["wp"]), v["pl"])])
+            src = b.gep(x, [b.mul(b.add(b.mul(c, v["h"]), y), v["w"])])
+            b.call(_intrinsic(b.function.module, "memcpy"), [
+                dst, src, v["w"], ir.Constant(ir.IntType(1), 0)])
 
 
 @cache
@@ -232,22 +233,15 @@ def _library():
         pack = module.globals[PACK]
         pack.linkage = "internal"  # a private copy: int8_conv's library exports the symbol
         _build_block(module, pack)
-        _build_pad(module)
         return module
-    return get_jit().compile_generated(build, list(_SYMBOLS), (
+    return get_jit().compile_generated(build, [_SYMBOL], (
         __name__, "msc.backend.kernels.int8_conv", "msc.backend.llvm.loops"))
 
 
 @cache
 def block_fn():
     """``block(x, arena, out, row)`` (see the module doc)."""
-    return _library().cfunc(_SYMBOLS[0], None, *[ctypes.c_int64] * 4)
-
-
-@cache
-def pad_fn():
-    """``pad(x, xp, C, H, W, HP, WP, PT, PL, fill)``: padded planes of C channels."""
-    return _library().cfunc(_SYMBOLS[1], None, *[ctypes.c_int64] * len(_PAD_ARGS))
+    return _library().cfunc(_SYMBOL, None, *[ctypes.c_int64] * 4)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -259,17 +253,15 @@ def _round64(n: int) -> int:
 
 
 class ConvPlan:
-    """The task lists of one (conv, image size, thread count): ``pad`` (or None) then
-    ``blocks``, both launched with bases (x, arena, out); ``arena`` bytes of scratch."""
+    """The task list of one (conv, image size, thread count), launched with bases (x, arena,
+    out); ``arena`` bytes of scratch (every block's window, patch rows and panels)."""
 
-    __slots__ = ("arena", "blocks", "pad", "rows")
+    __slots__ = ("arena", "blocks", "rows")
 
-    def __init__(self, pad, blocks, arena: int, rows: np.ndarray):
-        self.pad, self.blocks, self.arena, self.rows = pad, blocks, arena, rows
+    def __init__(self, blocks, arena: int, rows: np.ndarray):
+        self.blocks, self.arena, self.rows = blocks, arena, rows
 
     def run(self, x: int, arena: int, out: int, threads: int) -> None:
-        if self.pad is not None:
-            self.pad.launch(1, (x, arena), threads)
         self.blocks.launch(1, (x, arena, out), threads)
 
 
@@ -281,25 +273,32 @@ def _blocks(p: int, o: int, parts: int) -> list[tuple[int, int, int, int]]:
     return [(q0, q1, r0, r1) for q0, q1 in qs for r0, r1 in rs]
 
 
-def _units(k, n: int, p: int, threads: int) -> tuple[bool, list]:
-    """(padded planes shared by the blocks?, [(image/group pair, group, q0, q1, r0, r1)])."""
+def _units(k, n: int, p: int, threads: int) -> list:
+    """[(image/group pair, group, q0, q1, r0, r1)]: blocks of one image, or whole pairs."""
     og = k.o // k.groups
     if k.groups == 1 and n == 1:
         blocks = _blocks(p, og, 2 * threads) if threads > 1 else [(0, p, 0, og)]
-        return not k.direct and len(blocks) > 1, [(0, 0, *blk) for blk in blocks]
-    # every (image, group) pair whole, padding its own planes
-    return False, [(i, i % k.groups, 0, p, 0, og) for i in range(n * k.groups)]
+        return [(0, 0, *blk) for blk in blocks]
+    return [(i, i % k.groups, 0, p, 0, og) for i in range(n * k.groups)]
+
+
+def _window(k, ow: int, q0: int, q1: int) -> tuple[int, int]:
+    """(y0, rows): the padded input rows the output pixels q0..q1 read."""
+    oh0, oh1 = q0 // ow, (q1 - 1) // ow + 1
+    y0 = oh0 * k.strides[0]
+    return y0, (oh1 - 1) * k.strides[0] + (k.kh - 1) * k.dilation[0] + 1 - y0
 
 
 def _fixed(k, dims: tuple, qb: int) -> dict:
     """The row fields every block of a plan shares."""
     h, w, oh, ow = dims
-    pt, pl, pb, pr = k.padding
+    pt, pl, _, pr = k.padding
     return {"c": k.c, "h": h, "w": w, "kh": k.kh, "kw": k.kw, "sh": k.strides[0],
             "sw": k.strides[1], "pt": pt, "pl": pl, "dh": k.dilation[0], "dw": k.dilation[1],
-            "oh": oh, "ow": ow, "k4": k.k4, "fill": _fill_byte(k), "hp": h + pt + pb,
-            "wp": w + pl + pr, "qb": qb, "flip": k.flip - 256 if k.flip else 0, "p": oh * ow,
-            "size": OUTS[k.cfg.out], "driver": native_address(k.driver)}
+            "oh": oh, "ow": ow, "k4": k.k4, "fill": _fill_byte(k), "wp": w + pl + pr,
+            "qb": qb, "flip": k.flip - 256 if k.flip else 0, "p": oh * ow,
+            "size": OUTS[k.cfg.out], "driver": native_address(k.driver),
+            "flags": DIRECT if k.direct else 0}
 
 
 def _fill_byte(k) -> int:
@@ -323,35 +322,23 @@ def conv_plan(k, n: int, dims: tuple, threads: int) -> ConvPlan:
     qb = max(NR, min(_round64(p), _L2_BLOCK // (2 * k.k4) // NR * NR))
     fixed = _fixed(k, dims, qb)
     cols, packed = (0 if k.direct else _round64(k.k4 * qb + _SLACK)), k.k4 * qb
-    xp_bytes = 0 if k.direct else _round64(k.c * fixed["hp"] * fixed["wp"] + _SLACK)
-    shared, units = _units(k, n, p, threads)
-    base = xp_bytes if shared else 0
-    each = cols + packed + (0 if shared else xp_bytes)
-    flags = (DIRECT if k.direct else 0) | (0 if (shared or k.direct) else PAD)
+    units = _units(k, n, p, threads)
     rows = np.zeros((len(units), len(FIELDS)), np.int64)
     tasks = NativeTasks(len(units))
     tasks.records[:, 0] = native_address(block_fn())
+    at = 0
     for t, (i, g, q0, q1, r0, r1) in enumerate(units):
-        mine = base + t * each
-        values = dict(fixed, flags=flags, xp=0 if shared else mine + cols + packed, cols=mine,
-                      packed=mine + cols, q0=q0, q1=q1, rows=r1 - r0,
-                      **_epilogue(k, g * og + r0))
+        y0, wh = _window(k, ow, q0, q1)
+        xp = 0 if k.direct else _round64(k.c * wh * fixed["wp"] + _SLACK)
+        values = dict(fixed, y0=y0, wh=wh, cols=at, packed=at + cols, xp=at + cols + packed,
+                      q0=q0, q1=q1, rows=r1 - r0, **_epilogue(k, g * og + r0))
         rows[t] = [values[name] for name in FIELDS]
         tasks.records[t, 1:5] = (i * k.c * h * w, 0, (i * og + r0) * p * fixed["size"],
                                  rows[t].ctypes.data)
+        at += cols + packed + xp
     tasks.keep = rows
-    pad = _pad_tasks(k.c, dims, k.padding, fixed["fill"], threads) if shared else None
-    return ConvPlan(pad, tasks, base + len(units) * each, rows)
+    return ConvPlan(tasks, at, rows)
 
 
 def _f32_bits(value: float) -> int:
     return int(np.float32(value).view(np.uint32))
-
-
-def _pad_tasks(c: int, dims: tuple, padding: tuple, fill: int, threads: int):
-    h, w, _, _ = dims
-    pt, pl, pb, pr = padding
-    hp, wp = h + pt + pb, w + pl + pr
-    parts = split_range(c, threads if c * hp * wp >= 1 << 16 else 1)
-    return wrapped_tasks(pad_fn(), [(c0 * h * w, c0 * hp * wp, c1 - c0, h, w, hp, wp, pt, pl,
-                                     fill) for c0, c1 in parts])
