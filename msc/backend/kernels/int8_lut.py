@@ -159,7 +159,8 @@ class QLut(Kernel):
         rows = x.size // max(inner, 1)
         if not x.size:
             return out
-        threads = task_threads() if x.size >= _PARALLEL else 1
+        # a row (one channel's plane) costs about as much as 64 more values
+        threads = task_threads() if x.size + 64 * rows >= _PARALLEL else 1
         tasks = self._plans.get((rows, chans, inner, threads),
                                 lambda: self._tasks(rows, chans, inner, threads))
         tasks.launch(1, (x.ctypes.data, 0, out.ctypes.data), threads)
