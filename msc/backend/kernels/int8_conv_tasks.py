@@ -289,14 +289,14 @@ def _window(k, ow: int, q0: int, q1: int) -> tuple[int, int]:
     return y0, (oh1 - 1) * k.strides[0] + (k.kh - 1) * k.dilation[0] + 1 - y0
 
 
-def _fixed(k, dims: tuple, qb: int) -> dict:
+def _fixed(k, dims: tuple) -> dict:
     """The row fields every block of a plan shares."""
     h, w, oh, ow = dims
     pt, pl, _, pr = k.padding
     return {"c": k.c, "h": h, "w": w, "kh": k.kh, "kw": k.kw, "sh": k.strides[0],
             "sw": k.strides[1], "pt": pt, "pl": pl, "dh": k.dilation[0], "dw": k.dilation[1],
             "oh": oh, "ow": ow, "k4": k.k4, "fill": _fill_byte(k), "wp": w + pl + pr,
-            "qb": qb, "flip": k.flip - 256 if k.flip else 0, "p": oh * ow,
+            "flip": k.flip - 256 if k.flip else 0, "p": oh * ow,
             "size": OUTS[k.cfg.out], "driver": native_address(k.driver),
             "flags": DIRECT if k.direct else 0}
 
@@ -319,9 +319,8 @@ def conv_plan(k, n: int, dims: tuple, threads: int) -> ConvPlan:
     h, w, oh, ow = dims
     p, og = oh * ow, k.o // k.groups
     threads = threads if n * k.o * k.k4 * p >= PARALLEL_MACS else 1
-    qb = max(NR, min(_round64(p), _L2_BLOCK // (2 * k.k4) // NR * NR))
-    fixed = _fixed(k, dims, qb)
-    cols, packed = (0 if k.direct else _round64(k.k4 * qb + _SLACK)), k.k4 * qb
+    most = max(NR, _L2_BLOCK // (2 * k.k4) // NR * NR)  # pixels unfolded at a time
+    fixed = _fixed(k, dims)
     units = _units(k, n, p, threads)
     rows = np.zeros((len(units), len(FIELDS)), np.int64)
     tasks = NativeTasks(len(units))
@@ -329,9 +328,11 @@ def conv_plan(k, n: int, dims: tuple, threads: int) -> ConvPlan:
     at = 0
     for t, (i, g, q0, q1, r0, r1) in enumerate(units):
         y0, wh = _window(k, ow, q0, q1)
+        qb = min(most, _round64(q1 - q0))
+        cols, packed = (0 if k.direct else _round64(k.k4 * qb + _SLACK)), k.k4 * qb
         xp = 0 if k.direct else _round64(k.c * wh * fixed["wp"] + _SLACK)
         values = dict(fixed, y0=y0, wh=wh, cols=at, packed=at + cols, xp=at + cols + packed,
-                      q0=q0, q1=q1, rows=r1 - r0, **_epilogue(k, g * og + r0))
+                      q0=q0, q1=q1, qb=qb, rows=r1 - r0, **_epilogue(k, g * og + r0))
         rows[t] = [values[name] for name in FIELDS]
         tasks.records[t, 1:5] = (i * k.c * h * w, 0, (i * og + r0) * p * fixed["size"],
                                  rows[t].ctypes.data)
