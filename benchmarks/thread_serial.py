@@ -92,7 +92,11 @@ def serial_share(name: str) -> dict:
     shipped = light_model(name)
     shape = [d.dim_value for d in data_input(shipped).type.tensor_type.shape.dim]
     x = np.random.default_rng(1).random(shape, dtype=np.float32)
-    run = msc_session(with_random_weights(as_logits(shipped)))[0]
+    return share_of(msc_session(with_random_weights(as_logits(shipped)))[0], x)
+
+
+def share_of(run, x) -> dict:
+    """The serial share of ``run(x)`` (an msc model call; :func:`_instrument` done)."""
     with threads.num_threads(2):
         run(x)
         _STATE["log"].clear()

@@ -23,9 +23,11 @@ from llvmlite import ir
 
 from ..llvm.jit import get_jit
 from ..llvm.loops import I32, I64, const64, entry_alloca, for_range
-from ..runtime.threads import parallel_for, task_threads
+from ..runtime.task_wrap import wrapped_tasks
+from ..runtime.threads import split_range, task_threads
 from .base import Kernel
-from .int8_conv import _ACT, _SLACK, _check_out, _Epilogue, _pad_planes, conv_dims
+from .int8_conv import _ACT, _check_out, _Epilogue, conv_dims
+from .int8_conv_tasks import _SLACK, _pad_planes
 from .int8_gemm import (
     _DRIVER_TYPES,
     _IR,
@@ -38,7 +40,8 @@ from .int8_gemm import (
     _epilogue,
     _splat,
 )
-from .layout import scratch
+from .int8_tasks import Plans
+from .layout import scratch_addresses
 
 __all__ = ["QDepthwise"]
 
@@ -56,20 +59,20 @@ def _symbol(cfg: QGemmConfig, stride: int, signed: bool, window: tuple) -> str:
 
 
 def _build(cfg: QGemmConfig, stride: int, signed: bool, window: tuple) -> ir.Module:
-    """``void (out, <epilogue args>, xp, wt, C, c0, c1, HP, WP, OH, OW, KH, KW, DH, DW, SH)``
-    for channels c0..c1, and a padding function ``void (x, xp, C, H, W, HP, WP, PT, PL,
+    """``void (out, xp, <epilogue args>, wt, C, c0, c1, HP, WP, OH, OW, KH, KW, DH, DW, SH)``
+    for channels c0..c1 (out and xp first: a task list adds their bases there), and a padding function ``void (x, xp, C, H, W, HP, WP, PT, PL,
     fill)``; the row stride of the input (1 or 2) and the window are compiled in (the taps
     unrolled, their weights splatted once per channel)."""
     symbol = _symbol(cfg, stride, signed, window)
     module = ir.Module(name=symbol)
     t = _IR(module, cfg)
     epi_types = _DRIVER_TYPES[8:]
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8_PTR, *epi_types, I8_PTR,
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8_PTR, I8_PTR, *epi_types,
                                                              I32.as_pointer()] + [I64] * 12),
                      name=symbol)
-    out, *rest = fn.args
+    out, xp, *rest = fn.args
     epi = dict(zip(_EPI_NAMES, rest[:11]))
-    a = dict(zip(_ARGS, rest[11:]))
+    a = dict(zip(_ARGS, (xp, *rest[11:])))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     epi["relu"] = b.icmp_signed("!=", epi["relu"], I32(0))
     epi["relu2"] = b.icmp_signed("!=", epi["relu2"], I32(0))
@@ -128,15 +131,16 @@ def _library(cfg: QGemmConfig, stride: int, signed: bool, window: tuple):
     symbol = _symbol(cfg, stride, signed, window)
     return get_jit().compile_generated(
         lambda: _build(cfg, stride, signed, window), [symbol, symbol + "_pad"],
-        (__name__, "msc.backend.kernels.int8_gemm", "msc.backend.kernels.int8_conv",
+        (__name__, "msc.backend.kernels.int8_gemm", "msc.backend.kernels.int8_conv_tasks",
          "msc.backend.llvm.loops"), (repr(cfg), stride, signed, window))
 
 
 @cache
 def _functions(cfg: QGemmConfig, stride: int, signed: bool, window: tuple):
     lib = _library(cfg, stride, signed, window)
-    conv = lib.cfunc(_symbol(cfg, stride, signed, window), None, ctypes.c_void_p, *DRIVER_CTYPES[8:],
-                     ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 12)
+    conv = lib.cfunc(_symbol(cfg, stride, signed, window), None, ctypes.c_void_p,
+                     ctypes.c_void_p, *DRIVER_CTYPES[8:], ctypes.c_void_p,
+                     *[ctypes.c_int64] * 12)
     pad = lib.cfunc(_symbol(cfg, stride, signed, window) + "_pad", None, ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 7,
                     ctypes.c_int8)
     return conv, pad
@@ -168,34 +172,37 @@ class QDepthwise(Kernel):
         cfg = QGemmConfig("row", self.epi.kind, False, self.epi.mid)
         self.conv, self.pad = _functions(cfg, self.strides[1], bool(flip), (self.kh, self.kw))
         self.size = OUTS[cfg.out]
+        self._plans = Plans()
 
     def __call__(self, x, out):
         x, (n, h, w, oh, ow) = conv_dims(self, x, self.c)
         _check_out(out, (n, self.c, oh, ow), self.epi.dtype, self.op)
-        if out.size:
-            for i in range(n):
-                self._image(x, out, i, (h, w, oh, ow))
+        if not out.size:
+            return out
+        threads = task_threads() if self.c * oh * ow >= _PARALLEL else 1
+        pad, conv, xp_bytes = self._plans.get((n, h, w, threads),
+                                              lambda: self._plan(n, (h, w, oh, ow), threads))
+        (xp,) = scratch_addresses(-(-xp_bytes // 4))
+        pad.launch(1, (x.ctypes.data, xp), threads)
+        conv.launch(1, (out.ctypes.data, xp), threads)
         return out
 
-    def _image(self, x, out, i: int, dims: tuple) -> None:
+    def _plan(self, n: int, dims: tuple, threads: int) -> tuple:
+        """(pad tasks, conv tasks, scratch bytes) over (image, channel range) pairs."""
         h, w, oh, ow = dims
         pt, pl, pb, pr = self.padding
         # a 16-lane load reads up to 16 * stride bytes past a row's last output pixel
         hp, wp = h + pt + pb, w + pl + pr + LANES * self.strides[1]
-        (xp,) = scratch(-(-(self.c * hp * wp + _SLACK) // 4))
-        src = x.ctypes.data + i * self.c * h * w * x.itemsize
-        self.pad(src, xp.ctypes.data, self.c, h, w, hp, wp, pt, pl, self.zero - 256 * (
-            self.zero > 127))
-        dst = out.ctypes.data + i * self.c * oh * ow * self.size
-        threads = task_threads() if out[i].size >= _PARALLEL else 1
-        parts = min(self.c, 2 * threads)
-        bounds = [self.c * k // parts for k in range(parts + 1)]
-        args = (xp.ctypes.data, self.w.ctypes.data, self.c)
+        image = self.c * hp * wp
+        parts = 2 * threads if threads > 1 else 1
+        ranges = [(i, c0, c1) for i in range(n) for c0, c1 in split_range(self.c, parts)]
+        fill = self.zero - 256 * (self.zero > 127)
+        itemsize = np.dtype(self.x_np).itemsize
+        pad = wrapped_tasks(self.pad, [
+            (((i * self.c + c0) * h * w) * itemsize, i * image + c0 * hp * wp, c1 - c0, h, w,
+             hp, wp, pt, pl, fill) for i, c0, c1 in ranges])
         tail = (hp, wp, oh, ow, self.kh, self.kw, *self.dilation, self.strides[0])
-
-        def task(k: int) -> None:
-            self.conv(dst, *self.epi.args, *args, bounds[k], bounds[k + 1], *tail)
-        if parts == 1:
-            task(0)
-        else:
-            parallel_for(parts, task, threads)
+        conv = wrapped_tasks(self.conv, [
+            (i * self.c * oh * ow * self.size, i * image, *self.epi.args, self.w.ctypes.data,
+             self.c, c0, c1, *tail) for i, c0, c1 in ranges])
+        return pad, conv, n * image + _SLACK

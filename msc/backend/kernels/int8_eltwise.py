@@ -23,8 +23,9 @@ from llvmlite import ir
 from ...errors import ShapeError
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32, I32, I64, for_range
-from ..runtime.threads import parallel_for, task_threads
+from ..runtime.threads import task_threads
 from .base import Kernel
+from .int8_tasks import Plans, range_tasks
 
 __all__ = ["QAdd"]
 
@@ -32,7 +33,7 @@ _TYPES = {"uint8": (ir.IntType(8), False, np.uint8), "int8": (ir.IntType(8), Tru
           "f32": (F32, None, np.float32), "u8": (ir.IntType(8), False, np.uint8),
           "s8": (ir.IntType(8), True, np.int8)}
 _RANGES = {"u8": (0.0, 255.0), "s8": (-128.0, 127.0)}
-_PARALLEL = 1 << 18  # elements; below this one thread wins
+_PARALLEL = 1 << 16  # elements (~10 us); below this one thread wins
 
 
 def _symbol(a: str, b: str, out: str) -> str:
@@ -96,6 +97,7 @@ class QAdd(Kernel):
         self.out_dtype = np.dtype(_TYPES[kind][2])
         self.fn = _kernel(a_dtype, b_dtype, kind)
         self.args = (qa[0], qa[1], qb[0], qb[1], sy, zy, int(bool(relu)))
+        self._plans = Plans()
 
     def __call__(self, a, b, out):
         for x, dtype, name in ((a, self.dtypes[0], "lhs"), (b, self.dtypes[1], "rhs")):
@@ -110,15 +112,9 @@ class QAdd(Kernel):
                              f"{self.out_dtype}", op=self.op, param="out")
         n = a.size
         threads = task_threads() if n >= _PARALLEL else 1
-        ptrs, size = (a.ctypes.data, b.ctypes.data, out.ctypes.data), self.out_dtype.itemsize
-        if threads == 1:
-            self.fn(*ptrs, n, *self.args)
-            return out
-        parts = 2 * threads
-        bounds = [n * i // parts // 64 * 64 for i in range(parts)] + [n]
-
-        def task(i: int) -> None:
-            lo, hi = bounds[i], bounds[i + 1]
-            self.fn(ptrs[0] + lo, ptrs[1] + lo, ptrs[2] + lo * size, hi - lo, *self.args)
-        parallel_for(parts, task, threads)
+        size = self.out_dtype.itemsize
+        tasks = self._plans.get((n, threads), lambda: range_tasks(
+            self.fn, n, 2 * threads if threads > 1 else 1,
+            lambda lo, hi: (lo, lo, lo * size, hi - lo, *self.args), 64))
+        tasks.launch(1, (a.ctypes.data, b.ctypes.data, out.ctypes.data), threads)
         return out

@@ -340,8 +340,8 @@ def qgemm_driver(cfg: QGemmConfig):
 # ---------------------------------------------------------------------------------------------
 # Threads: blocks of C, one driver call each; every element is computed as on one thread.
 
-PARALLEL_MACS = 2e7  # multiply-adds, ~100 us at VNNI speed; below it a second thread's wake-up
-# and the split cost more than they save (squeezenet's convs ran slower on two threads)
+PARALLEL_MACS = 1e6  # multiply-adds, ~5-10 us at VNNI speed: a native task list's handoff (~5 us)
+# pays off from here (classifier heads: 2048 x 1000 at batch 1)
 
 
 def run_qgemm(driver, cfg: QGemmConfig, a: int, bp: int, c: int, m: int, n: int, groups: int,

@@ -25,12 +25,13 @@ from llvmlite import ir
 from ...errors import ShapeError
 from ..llvm.jit import get_jit, host_target
 from ..llvm.loops import I32, I64, for_range
-from ..runtime.threads import parallel_for, task_threads
+from ..runtime.threads import task_threads
 from .base import Kernel
+from .int8_tasks import GatherPlan, Plans, range_tasks
 
 __all__ = ["QConcat", "QLut"]
 
-_PARALLEL = 1 << 17  # elements; below this one thread runs the lookup
+_PARALLEL = 1 << 16  # elements (~10 us); below this one thread runs the lookup
 _BYTES = {1: ir.IntType(8), 4: ir.IntType(32)}
 
 
@@ -141,6 +142,7 @@ class QLut(Kernel):
         self.op, self.axis = op, axis
         self.table = np.ascontiguousarray(table.reshape(-1, 256))
         self.fn = _kernel(self.table.itemsize, vbmi)
+        self._plans = Plans()
 
     def __call__(self, x, out):
         x = _check_in(x, self.op, "data")
@@ -157,16 +159,22 @@ class QLut(Kernel):
         rows = x.size // max(inner, 1)
         if not x.size:
             return out
-        args = (x.ctypes.data, self.table.ctypes.data, out.ctypes.data)
-        threads = task_threads() if x.size >= _PARALLEL else 1
-        if threads == 1 or rows < 2:
-            self.fn(*args, 0, rows, chans, inner)
-            return out
-        parts = min(rows, 2 * threads)
-        bounds = [rows * k // parts for k in range(parts + 1)]
-        parallel_for(parts, lambda k: self.fn(*args, bounds[k], bounds[k + 1], chans, inner),
-                     threads)
+        # a row (one channel's plane) costs about as much as 64 more values
+        threads = task_threads() if x.size + 64 * rows >= _PARALLEL else 1
+        tasks = self._plans.get((rows, chans, inner, threads),
+                                lambda: self._tasks(rows, chans, inner, threads))
+        tasks.launch(1, (x.ctypes.data, 0, out.ctypes.data), threads)
         return out
+
+    def _tasks(self, rows: int, chans: int, inner: int, threads: int):
+        """Row ranges (the entry indexes rows), or element ranges of one table's rows."""
+        parts, table = 2 * threads if threads > 1 else 1, self.table.ctypes.data
+        if chans == 1 and rows == 1:
+            size = self.table.itemsize
+            return range_tasks(self.fn, inner, parts, lambda lo, hi: (
+                lo, table, lo * size, 0, 1, 1, hi - lo), 64)
+        return range_tasks(self.fn, rows, parts, lambda r0, r1: (
+            0, table, 0, r0, r1, chans, inner))
 
 
 class QConcat(Kernel):
@@ -179,6 +187,7 @@ class QConcat(Kernel):
                        for t in tables]
         self.inputs = tuple(range(len(tables)))
         self.fn = _kernel(1)
+        self._plans = Plans()
 
     def __call__(self, *arrays):
         *xs, out = arrays
@@ -203,13 +212,25 @@ class QConcat(Kernel):
         return out
 
     def _slices(self, xs, out) -> None:
-        at, end = out.ctypes.data, out.ctypes.data + out.nbytes
-        for i, (x, table) in enumerate(zip(xs, self.tables)):
+        at, end, srcs = out.ctypes.data, out.ctypes.data + out.nbytes, []
+        for i, x in enumerate(xs):
             x = _check_in(x, self.op, f"input {i}")
             if x.shape[:self.axis] + x.shape[self.axis + 1:] != (
                     out.shape[:self.axis] + out.shape[self.axis + 1:]) or at + x.nbytes > end:
                 raise ShapeError(f"input {i} {x.shape} does not fit the output {out.shape}",
                                  op=self.op, param=f"input {i}")
+            srcs.append(x)
+            at += x.nbytes
+        threads = task_threads() if out.nbytes >= _PARALLEL else 1
+        if threads > 1:  # one task list: byte ranges of every input on the threads
+            sizes = tuple(x.nbytes for x in srcs)
+            plan = self._plans.get((sizes, threads), lambda: GatherPlan(
+                list(sizes), [0 if t is None else t.ctypes.data for t in self.tables], self.fn,
+                2 * threads))
+            plan.run(out.ctypes.data, [x.ctypes.data for x in srcs], threads)
+            return
+        at = out.ctypes.data
+        for x, table in zip(srcs, self.tables):
             if table is None:
                 ctypes.memmove(at, x.ctypes.data, x.nbytes)
             elif x.size:

@@ -22,18 +22,19 @@ from llvmlite import ir
 from ...errors import ShapeError
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32, I32, I64, for_range, imin
-from ..runtime.threads import parallel_for, task_threads
+from ..runtime.threads import task_threads
 from .base import Kernel
 from .int8_conv import _ACT, _NP_OUT, _check, _check_out
 from .int8_dwconv import _build_pad
-from .layout import scratch
+from .int8_tasks import Plans, range_tasks
+from .layout import scratch_addresses
 
 __all__ = ["QAvgPool", "QMaxPool"]
 
 _RANGES = {"u8": (0.0, 255.0), "s8": (-128.0, 127.0)}
 _ARGS = ("x", "out", "p0", "p1", "h", "w", "oh", "ow", "kh", "kw", "sh", "sw", "pt", "pl",
          "pad_h", "pad_w", "include_pad", "sx", "zx", "sy", "zy")
-_PARALLEL = 1 << 16  # output elements
+_PARALLEL = 1 << 15  # output elements (times the window): a split costs a ~5 us handoff
 
 
 def _symbol(signed: bool, out: str) -> str:
@@ -147,7 +148,7 @@ def _max_kernel(signed: bool, stride: int, window: tuple):
     lib = get_jit().compile_generated(
         lambda: _build_max(signed, stride, window), [symbol, symbol + "_pad"],
         (__name__, "msc.backend.llvm.loops", "msc.backend.kernels.int8_dwconv",
-         "msc.backend.kernels.int8_conv"), (signed, stride, window))
+         "msc.backend.kernels.int8_conv_tasks"), (signed, stride, window))
     return (lib.cfunc(symbol, None, ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 7),
             lib.cfunc(symbol + "_pad", None, ctypes.c_void_p, ctypes.c_void_p,
                       *[ctypes.c_int64] * 7, ctypes.c_int8))
@@ -178,6 +179,7 @@ class QAvgPool(Kernel):
         self.dtype = np.dtype(_NP_OUT[kind])
         self.fn = _kernel(bool(flip), kind)
         self.q = (float(qx[0]), float(qx[1]), float(sy), float(zy))
+        self._plans = Plans()
 
     def __call__(self, x, out):
         x = _check(x, self.x_np, "data", self.op)
@@ -191,15 +193,11 @@ class QAvgPool(Kernel):
         _check_out(out, shape, self.dtype, self.op)
         planes = n * c
         dims = (h, w, oh, ow, kh, kw, sh, sw, pt, pl, h + pb, w + pr, self.include_pad)
-        ptrs = (x.ctypes.data, out.ctypes.data)
         threads = task_threads() if out.size * kh * kw >= _PARALLEL and planes > 1 else 1
-        if threads == 1:
-            self.fn(*ptrs, 0, planes, *dims, *self.q)
-            return out
-        parts = min(planes, 2 * threads)
-        bounds = [planes * i // parts for i in range(parts + 1)]
-        parallel_for(parts, lambda i: self.fn(*ptrs, bounds[i], bounds[i + 1], *dims, *self.q),
-                     threads)
+        tasks = self._plans.get((planes, dims, threads), lambda: range_tasks(
+            self.fn, planes, 2 * threads if threads > 1 else 1,
+            lambda p0, p1: (0, 0, p0, p1, *dims, *self.q)))  # the entry indexes the planes
+        tasks.launch(1, (x.ctypes.data, out.ctypes.data), threads)
         return out
 
 
@@ -216,6 +214,7 @@ class QMaxPool(Kernel):
         self.x_np, flip = _ACT[x_dtype]
         self.lowest = -128 if flip else 0
         self.fn, self.pad = _max_kernel(bool(flip), self.strides[1], self.window)
+        self._plans = Plans()
 
     @staticmethod
     def supports(window, strides) -> bool:
@@ -236,15 +235,21 @@ class QMaxPool(Kernel):
         hp = max(h + pt + pb, (oh - 1) * sh + self.window[0])
         wp = max(w + pl + pr, (ow + 15) * sw + self.window[1]) + 16 * sw
         planes = n * c
-        (xp,) = scratch(-(-(planes * hp * wp + 64) // 4))
-        self.pad(x.ctypes.data, xp.ctypes.data, planes, h, w, hp, wp, pt, pl, self.lowest)
-        ptrs = (xp.ctypes.data, out.ctypes.data)
-        dims = (hp, wp, oh, ow, sh)
-        threads = task_threads() if out.size * 9 >= _PARALLEL and planes > 1 else 1
-        if threads == 1:
-            self.fn(*ptrs, 0, planes, *dims)
-            return out
-        parts = min(planes, 2 * threads)
-        bounds = [planes * i // parts for i in range(parts + 1)]
-        parallel_for(parts, lambda i: self.fn(*ptrs, bounds[i], bounds[i + 1], *dims), threads)
+        plan = self._plans.get((planes, h, w, oh, ow, task_threads()),
+                               lambda: self._plan(planes, (h, w, hp, wp, oh, ow)))
+        (xp,) = scratch_addresses(-(-(planes * hp * wp + 64) // 4))
+        plan[0].launch(1, (x.ctypes.data, xp), plan[2])
+        plan[1].launch(1, (xp, out.ctypes.data), plan[2])
         return out
+
+    def _plan(self, planes: int, dims: tuple) -> tuple:
+        """(pad tasks, pool tasks, threads): both over plane ranges."""
+        h, w, hp, wp, oh, ow = dims
+        pt, pl, _, _ = self.padding
+        threads = task_threads() if planes * oh * ow * 9 >= _PARALLEL and planes > 1 else 1
+        parts = 2 * threads if threads > 1 else 1
+        pad = range_tasks(self.pad, planes, parts, lambda p0, p1: (
+            p0 * h * w, p0 * hp * wp, p1 - p0, h, w, hp, wp, pt, pl, self.lowest))
+        pool = range_tasks(self.fn, planes, parts, lambda p0, p1: (
+            0, 0, p0, p1, hp, wp, oh, ow, self.strides[0]))
+        return pad, pool, threads

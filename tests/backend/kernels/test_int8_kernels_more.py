@@ -167,3 +167,58 @@ def test_qmaxpool_matches_numpy(dtype):
                   axis=0)
     pool = QMaxPool(dtype, (3, 3), (2, 2), (1, 1, 1, 1))
     np.testing.assert_array_equal(pool(x, np.empty(want.shape, x.dtype)), want)
+
+
+def test_native_task_splits_on_two_threads_bitwise_equal_one(monkeypatch):
+    """Every int8 CNN kernel split into native tasks (thresholds at 0): the same bytes on two
+    threads as on one, and the pixel / channel blocks of a conv as one whole image."""
+    from msc.backend.kernels import (
+        int8_conv_tasks,
+        int8_dwconv,
+        int8_eltwise,
+        int8_lut,
+        int8_pool,
+    )
+    from msc.backend.kernels.int8_eltwise import QAdd
+
+    for module, name in ((int8_conv_tasks, "PARALLEL_MACS"), (int8_pool, "_PARALLEL"),
+                         (int8_dwconv, "_PARALLEL"), (int8_eltwise, "_PARALLEL"),
+                         (int8_lut, "_PARALLEL")):
+        monkeypatch.setattr(module, name, 0)
+    monkeypatch.setattr(int8_conv_tasks, "_L2_BLOCK", 1 << 16)  # several blocks per task
+    rng = np.random.default_rng(10)
+    x = _draw(rng, "uint8", (1, 40, 13, 13))  # three panels: blocks of output channels too
+    convs = [QConv2d(rng.integers(-127, 128, (70, 40, 3, 3), np.int8),
+                     {"strides": (1, 1), "padding": (1,) * 4, "dilation": (1, 1)}, "uint8", 7,
+                     np.float32(0.01), None, ("u8", 0.5, 3)),
+             QConv2d(rng.integers(-127, 128, (20, 40, 3, 3), np.int8),
+                     {"strides": (2, 2), "padding": (0, 1, 1, 0), "dilation": (1, 1)}, "uint8",
+                     7, np.float32(0.01), None, ("u8", 0.5, 3))]
+    x2 = _draw(rng, "uint8", (2, 40, 13, 13))
+    dw = QDepthwise(rng.integers(-127, 128, (40, 1, 3, 3), np.int8),
+                    {"strides": (1, 1), "padding": (1,) * 4, "dilation": (1, 1)}, "uint8", 3,
+                    np.float32(0.02), None, ("u8", 0.5, 0))
+    table = rng.integers(0, 256, (40, 256)).astype(np.uint8)
+    runs = [lambda: convs[0](x, np.empty((1, 70, 13, 13), np.uint8)),
+            lambda: convs[1](x, np.empty((1, 20, 6, 6), np.uint8)),
+            lambda: dw(x2, np.empty((2, 40, 13, 13), np.uint8)),
+            lambda: QMaxPool("uint8", (3, 3), (2, 2), (0,) * 4)(x2, np.empty((2, 40, 6, 6),
+                                                                             np.uint8)),
+            lambda: QAvgPool("uint8", (0.05, 9), None, None, None, False, ("u8", 0.1, 2))(
+                x2, np.empty((2, 40, 1, 1), np.uint8)),
+            lambda: QAdd("uint8", "uint8", (0.1, 3), (0.2, 5), ("u8", 0.3, 1), True)(
+                x2, x2[::-1].copy(), np.empty(x2.shape, np.uint8)),
+            lambda: QLut(table, 1)(x2, np.empty(x2.shape, np.uint8)),
+            lambda: QLut(table[0], None)(x2, np.empty(x2.shape, np.uint8)),
+            lambda: QConcat([None, table[1], None], 1, np.uint8)(
+                x, x[:, :7].copy(), x[:, 3:].copy(), np.empty((1, 84, 13, 13), np.uint8))]
+    for run in runs:
+        one = run()
+        with num_threads(2):
+            np.testing.assert_array_equal(run(), one)
+    whole = convs[0](x, np.empty((1, 70, 13, 13), np.uint8))
+    acc = _grouped_ref(x, convs[0].w[:, :360].reshape(70, 40, 3, 3), 7, 1, 1, 1)
+    np.testing.assert_array_equal(whole, np.clip(np.rint(acc.astype(np.float32) * np.float32(
+        0.01) / np.float32(0.5)) + 3, 0, 255))
+    np.testing.assert_array_equal(runs[-1](), np.concatenate([x, table[1][x[:, :7]], x[:, 3:]],
+                                                             axis=1))
