@@ -24,7 +24,7 @@ import numpy as np
 
 from ..relax.op.registry import OPS
 from .dispatch.resolve import numpy_caller
-from .kernels.int8_rows import MAX_ROW, QLayerNorm, QSoftmax, quant_params
+from .kernels.int8_rows import MAX_ROW, QLayerNorm, QSlice, QSoftmax, quant_params
 from .kernels.norm import _affine_const
 from .runtime.program import Node, Program
 
@@ -83,18 +83,22 @@ class _Rows:
                 self._softmax(node)
             elif node.op == "nn.layer_norm":
                 self._norm(node)
+            elif node.op == "split":
+                self._split(node)
         return self.counts
 
     # -- pieces ---------------------------------------------------------------------------
     def _only(self, vid: int, reader: Node) -> bool:
         return self.readers[vid] == [reader]
 
-    def _dequantize(self, vid: int, reader: Node):
+    def _dequantize(self, vid: int, reader: Node, shared: bool = False):
         """(node, (xq id, dtype, scale, zero)) when ``vid`` is a per-tensor dequantize of
-        bytes read only by ``reader``."""
+        bytes read only by ``reader`` (or by others too when ``shared``: the chain's entry,
+        which stays for them; GPT-2's pre-norm residual reads it)."""
         node = self.producer.get(vid)
         if (node is None or node.op != "dequantize" or node.site is None or len(node.ins) != 3
-                or node not in self.program.nodes or not self._only(vid, reader)
+                or node not in self.program.nodes
+                or not (self._only(vid, reader) or shared and reader in self.readers[vid])
                 or _dtype(self.values[vid]) != "float32"):
             return None
         dtype = _dtype(self.values[node.ins[0]])
@@ -125,8 +129,9 @@ class _Rows:
         at = nodes.index(self.producer[out])
         nodes[at] = Node("call", ins, out, fn=kernel, dps=(self.values[out].sinfo,),
                          op=kernel.op, path="native", name=name)
-        for node in chain:
-            if node is not self.producer[out]:
+        for node in chain:  # a shared entry stays for its other readers
+            if node is not self.producer[out] and all(r in chain for r in self.readers[
+                    node.out]):
                 nodes.remove(node)
 
     # -- softmax ------------------------------------------------------------------------------
@@ -150,7 +155,7 @@ class _Rows:
         add = self.producer.get(v)
         if add is not None and add.op == "add" and self._only(v, reader) and add.site:
             for k in (0, 1):
-                entry = self._dequantize(add.ins[k], add)
+                entry = self._dequantize(add.ins[k], add, shared=True)
                 other = self.values[add.ins[1 - k]]
                 mshape = _shape(other)
                 if (entry is not None and _shape(self.values[entry[1][0]]) == shape
@@ -162,7 +167,7 @@ class _Rows:
                     chain += [add]
                     v, reader = add.ins[k], add
                     break
-        entry = self._dequantize(v, reader)
+        entry = self._dequantize(v, reader, shared=True)
         q4node, q4 = self._next_quantize(sm.out)
         if entry is None or q4 is None:
             return
@@ -235,7 +240,7 @@ class _Rows:
                                                                           "center")
         if axes != [len(shape) - 1] or gamma is None or beta is None:
             return
-        entry = self._dequantize(ln.ins[0], ln)
+        entry = self._dequantize(ln.ins[0], ln, shared=True)
         qnode, q = self._next_quantize(ln.out)
         if entry is None or q is None:
             return
@@ -245,6 +250,51 @@ class _Rows:
         kernel = QLayerNorm(shape, in_dtype, q[2], params, gamma, beta)
         self._replace([dq, ln, qnode], (xq,), qnode.out, kernel, ln.name)
         self.counts["qdq:layer_norm"] += 1
+
+
+    # -- split --------------------------------------------------------------------------------
+    def _split(self, sp: Node) -> None:
+        """dequantize -> split -> (getitem -> quantize) per part: slices of the bytes, copied
+        (equal parameters) or through a requantization table."""
+        shape = _shape(self.values[sp.ins[0]])
+        entry = self._dequantize(sp.ins[0], sp, shared=True) if shape else None
+        if entry is None:
+            return
+        dq, (xq, in_dtype, sx, zx) = entry
+        axis = int(sp.site.attr("axis", 0)) % len(shape)
+        parts = sp.site.attr("indices_or_sections")
+        if isinstance(parts, int):
+            if parts <= 0 or shape[axis] % parts:
+                return
+            parts = [shape[axis] // parts * k for k in range(1, parts)]
+        bounds = [0, *(int(i) for i in parts), shape[axis]]
+        items = self.readers[sp.out]
+        picks = []
+        for item in items:
+            if item is None or item.kind != "getitem" or len(self.readers[item.out]) != 1:
+                return
+            qnode = self.readers[item.out][0]
+            q = self._quantize(qnode)
+            if q is None or not 0 <= item.index < len(bounds) - 1:
+                return
+            picks.append((item, qnode, q))
+        nodes = self.program.nodes
+        for item, qnode, (s, z, dtype) in picks:
+            table = None
+            if (s, z, dtype) != (sx, zx, in_dtype):
+                table = self._table(xq, in_dtype, [dq, qnode])
+                if table is None:
+                    return
+            lo, hi = bounds[item.index], bounds[item.index + 1]
+            kernel = QSlice(axis, lo, hi, table)
+            nodes[nodes.index(qnode)] = Node("call", (xq,), qnode.out, fn=kernel,
+                                             dps=(self.values[qnode.out].sinfo,),
+                                             op=kernel.op, path="numpy", name=item.name)
+            nodes.remove(item)
+        nodes.remove(sp)
+        if all(r is sp for r in self.readers[dq.out]):
+            nodes.remove(dq)
+        self.counts["qdq:split"] += 1
 
 
 def _live(program: Program) -> set:

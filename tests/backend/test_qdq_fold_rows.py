@@ -1,4 +1,4 @@
-"""QDQ softmax and layer norm chains as row kernels on bytes (qdq_rows.py), on an
+"""QDQ softmax, layer norm and split chains as kernels on bytes (qdq_rows.py), on an
 onnxruntime ``quantize_static`` attention block with a run-time mask and a post-norm: outputs
 against msc's fake-quantized float run (``fuse=False``), onnxruntime running the same QDQ
 model, and the float model."""
@@ -20,10 +20,12 @@ from tests.helpers.qdq_models import ort_quantize
 
 
 def _block(seq=16, dim=32):
-    """softmax(q k^T c + mask(x)) v + x -> layer norm; the mask is computed from x (a
-    run-time value broadcast over the query rows, as BERT's attention mask)."""
+    """q, k, v split from one projection; softmax(q k^T c + mask(x)) v + x -> layer norm; the
+    mask is computed from x (a run-time value broadcast over the query rows, as BERT's
+    attention mask)."""
     n = helper.make_node
-    nodes = [n("MatMul", ["x", f"w{p}"], [p]) for p in "qkv"]
+    nodes = [n("MatMul", ["x", "wqkv"], ["qkv"]),  # GPT-2's fused projection, then a split
+             n("Split", ["qkv", "sizes"], ["q", "k", "v"], axis=2)]
     nodes += [n("Transpose", ["k"], ["kt"], perm=[0, 2, 1]), n("MatMul", ["q", "kt"], ["s0"]),
               n("Mul", ["s0", "c"], ["s"]), n("ReduceMean", ["x"], ["m0"], axes=[2]),
               n("Transpose", ["m0"], ["m1"], perm=[0, 2, 1]), n("Mul", ["m1", "big"], ["m"]),
@@ -31,8 +33,9 @@ def _block(seq=16, dim=32):
               n("MatMul", ["p", "v"], ["o"]), n("Add", ["o", "x"], ["r"]),
               n("LayerNormalization", ["r", "gamma", "beta"], ["y"], axis=-1)]
     rng = np.random.default_rng(1)
-    inits = [numpy_helper.from_array((rng.standard_normal((dim, dim)) * dim ** -0.5)
-                                     .astype(np.float32), f"w{p}") for p in "qkv"]
+    inits = [numpy_helper.from_array((rng.standard_normal((dim, 3 * dim)) * dim ** -0.5)
+                                     .astype(np.float32), "wqkv"),
+             numpy_helper.from_array(np.array([dim] * 3, np.int64), "sizes")]
     inits += [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in (
         ("c", dim ** -0.5), ("big", -4.0), ("gamma", rng.random(dim) + 0.5),
         ("beta", rng.standard_normal(dim) * 0.1))]
@@ -46,7 +49,7 @@ def _sqnr(ref, got):
     return 10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / np.sum((ref - got) ** 2))
 
 
-def test_masked_softmax_and_layer_norm_run_on_bytes(tmp_path):
+def test_split_masked_softmax_and_layer_norm_run_on_bytes(tmp_path):
     model = _block()
     rng = np.random.default_rng(2)
     xs = [rng.random((1, 16, 32), dtype=np.float32) * 2 - 0.5 for _ in range(4)]
@@ -54,7 +57,8 @@ def test_masked_softmax_and_layer_norm_run_on_bytes(tmp_path):
     mod = to_relax(*from_onnx(qdq))
     ex = relax.build(mod)
     ops, fused = ex.stats["ops"], ex.stats["fused"]
-    assert fused["qdq:softmax"] == 1 and fused["qdq:layer_norm"] == 1
+    assert fused["qdq:softmax"] == 1 and fused["qdq:layer_norm"] == 1 and fused["qdq:split"] == 1
+    assert ops["int8.split"] == {"numpy": 3} and "split" not in ops
     assert ops["int8.softmax"] == {"native": 1} and "nn.softmax" not in ops
     assert ops["int8.layer_norm"] == {"native": 1} and "nn.layer_norm" not in ops
     vm = relax.VirtualMachine(ex, relax.cpu())["main"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from msc.backend.kernels.int8_rows import QLayerNorm, QSoftmax, quant_params
+from msc.backend.kernels.int8_rows import QLayerNorm, QSlice, QSoftmax, quant_params
 from msc.backend.runtime.threads import num_threads
 from msc.errors import ShapeError
 
@@ -71,3 +71,14 @@ def test_qlayer_norm_matches_the_float_chain():
     assert diff.max() <= 1 and (diff > 0).mean() < 1e-3  # summation order: rounding ties
     with pytest.raises(ShapeError, match="uint8"):
         kernel(x.view(np.int8), np.empty(shape, np.uint8))
+
+
+def test_qslice_copies_or_maps_a_part():
+    x = np.random.default_rng(2).integers(0, 256, (2, 5, 12), dtype=np.uint8)
+    got = QSlice(2, 4, 9)(x, np.empty((2, 5, 5), np.uint8))
+    np.testing.assert_array_equal(got, x[..., 4:9])
+    table = (255 - np.arange(256)).astype(np.uint8)
+    got = QSlice(1, 1, 3, table)(x, np.empty((2, 2, 12), np.uint8))
+    np.testing.assert_array_equal(got, 255 - x[:, 1:3])
+    with pytest.raises(ShapeError, match="shape"):
+        QSlice(1, 1, 3)(x, np.empty((2, 3, 12), np.uint8))
