@@ -32,7 +32,7 @@ from llvmlite import ir
 
 from ...errors import ShapeError
 from ..llvm.jit import get_jit, vector_lanes
-from ..llvm.loops import F32, I32, I64, const64, for_range
+from ..llvm.loops import F32, I32, I64, const64, entry_alloca, for_range
 from ..runtime.threads import NativeTasks, native_address, task_threads
 from ..tir.math import exp_f32
 from .base import Kernel
@@ -49,6 +49,9 @@ _I8P = I8.as_pointer()
 PARAMS = ("sx", "zx", "s2", "z2", "lo2", "hi2", "s4", "z4", "lo4", "hi4", "eps")
 _P = {name: i for i, name in enumerate(PARAMS)}
 _MASK, _MID = 1, 2  # softmax flags
+# the softmax's row max and sum as vector reductions (the lanes' order is fixed by the code,
+# so a row's result does not depend on the thread it runs on)
+_RED = ("nnan", "nsz", "reassoc")
 _RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
 
 
@@ -91,7 +94,6 @@ class _Row:
         self.b, self.signed = b, signed
         self.p = {name: b.fptrunc(b.load(b.gep(params, [const64(i)])), F32)
                   for i, name in enumerate(PARAMS)}
-        self.minnum = _declare(b.module, "llvm.minnum.f32", F32, [F32, F32])
         self.maxnum = _declare(b.module, "llvm.maxnum.f32", F32, [F32, F32])
         self.round = _declare(b.module, "llvm.roundeven.f32", F32, [F32])
 
@@ -100,11 +102,16 @@ class _Row:
         x = b.sitofp(byte, F32) if self.signed else b.uitofp(byte, F32)
         return b.fmul(b.fsub(x, self.p["zx"]), self.p["sx"])
 
-    def quantize(self, x: ir.Value, key: str) -> ir.Value:
-        """The clipped quantized value as a float (an integer)."""
+    def quantize(self, x: ir.Value, key: str, times: ir.Value | None = None) -> ir.Value:
+        """The clipped quantized value as a float (an integer); ``x * times`` in place of
+        ``x / scale`` when given. The clip is two compares (NaN gives the top), not
+        minnum / maxnum, whose NaN rules cost a compare and a blend each."""
         b, p = self.b, self.p
-        q = b.fadd(b.call(self.round, [b.fdiv(x, p["s" + key])]), p["z" + key])
-        return b.call(self.maxnum, [b.call(self.minnum, [q, p["hi" + key]]), p["lo" + key]])
+        t = b.fdiv(x, p["s" + key]) if times is None else b.fmul(x, times)
+        q = b.fadd(b.call(self.round, [t]), p["z" + key])
+        hi, lo = p["hi" + key], p["lo" + key]
+        q = b.select(b.fcmp_ordered("<", q, hi), q, hi)
+        return b.select(b.fcmp_ordered(">", q, lo), q, lo)
 
     def requantize(self, x: ir.Value) -> ir.Value:
         """dequantize(quantize(x, s2, z2), s2, z2)."""
@@ -136,15 +143,17 @@ def _build_softmax(signed: bool, tail: bool, lanes: int) -> ir.Module:
     _noalias(fn)
     table = table if tail else None
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    row, vec = _Row(b, params, signed), Vec(module, lanes)
+    row = _Row(b, params, signed)
     buf = b.alloca(F32, n, name="buf")
     buf.align = 64
     has_mask = b.icmp_signed("!=", b.and_(flags, const64(_MASK)), const64(0))
     has_mid = b.icmp_signed("!=", b.and_(flags, const64(_MID)), const64(0))
+    top, total = entry_alloca(b, F32, "top"), entry_alloca(b, F32, "total")
     with for_range(b, r1, start=r0, name="row") as r:
         base = b.mul(r, n)
         src, dst = b.gep(x, [base]), b.gep(out, [base])
         mrow = b.gep(mask, [b.load(b.gep(moffs, [r]))])
+        b.store(ir.Constant(F32, -math.inf), top)
         # one loop per flag combination, so each vectorizes without a branch inside
         for with_mask in (False, True):
             for with_mid in (False, True):
@@ -157,18 +166,24 @@ def _build_softmax(signed: bool, tail: bool, lanes: int) -> ir.Module:
                         v = row.dequantize(b.load(b.gep(src, [j])))
                         if m:
                             v = b.fadd(v, b.load(b.gep(mrow, [j])))
-                        b.store(row.requantize(v) if mid else v, b.gep(buf, [j]))
+                        v = row.requantize(v) if mid else v
+                        b.store(v, b.gep(buf, [j]))
+                        # the row max on the way (nnan: a vector reduction, no NaN fixups)
+                        b.store(b.call(row.maxnum, [b.load(top), v], fastmath=_RED), top)
                     row_map(b, n, load)
-        top = row_reduce(b, vec, buf, n, "max")
+        shift = b.load(top)
+        b.store(ir.Constant(F32, 0.0), total)
 
         def exp_of(j):
             ptr = b.gep(buf, [j])
-            b.store(exp_f32(b, b.fsub(b.load(ptr), top)), ptr)
+            e = exp_f32(b, b.fsub(b.load(ptr), shift))
+            b.store(e, ptr)
+            b.store(b.fadd(b.load(total), e, flags=_RED), total)  # the sum on the way
 
         row_map(b, n, exp_of)
-        inv = b.fdiv(ir.Constant(F32, 1.0), row_reduce(b, vec, buf, n, "add"))
-        row_map(b, n, lambda j: row.store(row.quantize(b.fmul(b.load(b.gep(buf, [j])), inv),
-                                                       "4"), table, b.gep(dst, [j])))
+        times = b.fdiv(b.fdiv(ir.Constant(F32, 1.0), b.load(total)), row.p["s4"])
+        row_map(b, n, lambda j: row.store(row.quantize(b.load(b.gep(buf, [j])), "4", times),
+                                          table, b.gep(dst, [j])))
     b.ret_void()
     return module
 
