@@ -24,11 +24,12 @@ import numpy as np
 
 from ..relax.op.registry import OPS
 from .dispatch.resolve import numpy_caller
-from .kernels.int8_rows import MAX_ROW, QLayerNorm, QSlice, QSoftmax, quant_params
+from .kernels.int8_layout import QPermute, QSlice, word_permutable
+from .kernels.int8_rows import MAX_ROW, QLayerNorm, QSoftmax, quant_params
 from .kernels.norm import _affine_const
 from .runtime.program import Node, Program
 
-__all__ = ["fold_rows"]
+__all__ = ["fold_rows", "permute_bytes"]
 
 _QDTYPES = {"uint8": np.uint8, "int8": np.int8}
 # ops a tail after the softmax's quantize may hold (with scalar constants): the exporters'
@@ -305,6 +306,31 @@ def _live(program: Program) -> set:
             live.update(node.ins)
             live.add(node.out)
     return live
+
+
+def permute_bytes(program: Program) -> Counter:
+    """``permute_dims`` of uint8 / int8 tensors that keep their last axis in 4-byte words
+    runs as a word permutation (kernels/int8_layout.py), not the TIR byte loop."""
+    counts: Counter = Counter()
+    nodes = program.nodes
+    for at, node in enumerate(nodes):
+        if node.op != "permute_dims" or node.site is None or node.fn is not None:
+            continue
+        x = program.values[node.ins[0]]
+        shape, dtype = _shape(x), _dtype(x)
+        axes = node.site.attr("axes")
+        if shape is None or dtype not in _QDTYPES or _dtype(program.values[node.out]) != dtype:
+            continue
+        axes = tuple(range(len(shape)))[::-1] if axes is None else tuple(
+            int(a) % len(shape) for a in axes)
+        if not word_permutable(shape, axes):
+            continue
+        kernel = QPermute(axes, dtype)
+        nodes[at] = Node("call", node.ins[:1], node.out, fn=kernel,
+                         dps=(program.values[node.out].sinfo,), op=kernel.op, path="native",
+                         name=node.name)
+        counts["qdq:permute_dims on bytes"] += 1
+    return counts
 
 
 def fold_rows(program: Program) -> Counter:

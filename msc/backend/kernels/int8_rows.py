@@ -362,28 +362,3 @@ class QLayerNorm(_RowKernel):
             self._launch((px, po))
         return out
 
-
-class QSlice(Kernel):
-    """``out = x[..., start:stop, ...]`` along ``axis`` on bytes, through ``table`` (a
-    256-entry requantization) when given: one output of a split between a dequantize and
-    quantizes (GPT-2's fused q / k / v projection)."""
-
-    inputs = (0,)
-
-    def __init__(self, axis: int, start: int, stop: int, table: np.ndarray | None = None,
-                 op: str = "int8.split"):
-        self.axis, self.start, self.stop, self.op = axis, start, stop, op
-        self.table = table
-
-    def __call__(self, x, out):
-        index = (slice(None),) * self.axis + (slice(self.start, self.stop),)
-        part = x[index]
-        if type(out) is not np.ndarray or out.shape != part.shape:
-            raise ShapeError(f"expected an output of shape {part.shape}, got "
-                             f"{getattr(out, 'shape', type(out).__name__)}", op=self.op,
-                             param="out")
-        if self.table is None:
-            np.copyto(out, part, casting="no")
-        else:
-            np.take(self.table, part.view(np.uint8), out=out)
-        return out

@@ -1,13 +1,14 @@
 """Row kernels on bytes (kernels/int8_rows.py): the QDQ softmax (mask add, quantize round
 trip, byte tail) and layer norm against numpy running the same float steps, and one and two
-threads bitwise equal."""
+threads bitwise equal; byte slices and permutations (kernels/int8_layout.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from msc.backend.kernels.int8_rows import QLayerNorm, QSlice, QSoftmax, quant_params
+from msc.backend.kernels.int8_layout import QPermute, QSlice
+from msc.backend.kernels.int8_rows import QLayerNorm, QSoftmax, quant_params
 from msc.backend.runtime.threads import num_threads
 from msc.errors import ShapeError
 
@@ -82,3 +83,15 @@ def test_qslice_copies_or_maps_a_part():
     np.testing.assert_array_equal(got, 255 - x[:, 1:3])
     with pytest.raises(ShapeError, match="shape"):
         QSlice(1, 1, 3)(x, np.empty((2, 3, 12), np.uint8))
+
+
+@pytest.mark.parametrize("shape", [(1, 24, 6, 8), (1, 128, 12, 64)])  # native / split
+def test_qpermute_moves_words_of_bytes(shape):
+    x = np.random.default_rng(3).integers(-128, 128, shape).astype(np.int8)
+    kernel = QPermute((0, 2, 1, 3), "int8")
+    want = x.transpose(0, 2, 1, 3)
+    np.testing.assert_array_equal(_twice(kernel, x, np.empty(want.shape, np.int8)), want)
+    assert kernel.native_signature([(shape, "int8"), (want.shape, "int8")]) is not None or (
+        x.size // 4 >= 1 << 15)  # small ones run as native chain steps
+    with pytest.raises(ShapeError, match="multiple of 4"):
+        kernel(x[..., :6].copy(), np.empty(want.shape, np.int8))
