@@ -11,38 +11,11 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from onnx import TensorProto, helper, numpy_helper
-
 from codegen import to_relax
 from frontends.translate import from_onnx
 from msc import relax
+from msc.cli.demo_int8_rows import qdq_block
 from tests.helpers.qdq_models import ort_quantize
-
-
-def _block(seq=16, dim=32):
-    """q, k, v split from one projection; softmax(q k^T c + mask(x)) v + x -> layer norm; the
-    mask is computed from x (a run-time value broadcast over the query rows, as BERT's
-    attention mask)."""
-    n = helper.make_node
-    nodes = [n("MatMul", ["x", "wqkv"], ["qkv"]),  # GPT-2's fused projection, then a split
-             n("Split", ["qkv", "sizes"], ["q", "k", "v"], axis=2)]
-    nodes += [n("Transpose", ["k"], ["kt"], perm=[0, 2, 1]), n("MatMul", ["q", "kt"], ["s0"]),
-              n("Mul", ["s0", "c"], ["s"]), n("ReduceMean", ["x"], ["m0"], axes=[2]),
-              n("Transpose", ["m0"], ["m1"], perm=[0, 2, 1]), n("Mul", ["m1", "big"], ["m"]),
-              n("Add", ["s", "m"], ["a"]), n("Softmax", ["a"], ["p"], axis=-1),
-              n("MatMul", ["p", "v"], ["o"]), n("Add", ["o", "x"], ["r"]),
-              n("LayerNormalization", ["r", "gamma", "beta"], ["y"], axis=-1)]
-    rng = np.random.default_rng(1)
-    inits = [numpy_helper.from_array((rng.standard_normal((dim, 3 * dim)) * dim ** -0.5)
-                                     .astype(np.float32), "wqkv"),
-             numpy_helper.from_array(np.array([dim] * 3, np.int64), "sizes")]
-    inits += [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in (
-        ("c", dim ** -0.5), ("big", -4.0), ("gamma", rng.random(dim) + 0.5),
-        ("beta", rng.standard_normal(dim) * 0.1))]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
-        "x", TensorProto.FLOAT, [1, seq, dim])], [helper.make_tensor_value_info(
-            "y", TensorProto.FLOAT, None)], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 def _sqnr(ref, got):
@@ -50,7 +23,7 @@ def _sqnr(ref, got):
 
 
 def test_split_masked_softmax_and_layer_norm_run_on_bytes(tmp_path):
-    model = _block()
+    model = qdq_block()
     rng = np.random.default_rng(2)
     xs = [rng.random((1, 16, 32), dtype=np.float32) * 2 - 0.5 for _ in range(4)]
     qdq = ort_quantize(model, xs, tmp_path)
@@ -73,3 +46,4 @@ def test_split_masked_softmax_and_layer_norm_run_on_bytes(tmp_path):
     qsession = ort.InferenceSession(qdq.SerializeToString(), providers=["CPUExecutionProvider"])
     theirs = np.concatenate([qsession.run(None, {"x": x})[0] for x in xs])
     assert _sqnr(ref, got) > _sqnr(ref, theirs) - 0.5 and _sqnr(ref, got) > 20
+
