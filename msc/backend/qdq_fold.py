@@ -41,6 +41,7 @@ from .kernels.int8_eltwise import QAdd
 from .kernels.int8_pool import QAvgPool, QMaxPool
 from .kernels.pool import pad4, pair
 from .qdq_lut import fold_lut
+from .qdq_rows import fold_rows, permute_bytes
 from .runtime.program import Node, Program
 
 __all__ = ["fold_qdq", "int8_grid"]
@@ -436,6 +437,8 @@ def fold_qdq(program: Program) -> Counter:
     # GEMMs take their epilogue chains first; then table lookups take whole elementwise
     # regions of one tensor (GPT-2's GELU, with its x + c x^3 add); then the residual adds
     counts = _Folder(program).run(adds=False)
+    counts.update(fold_rows(program))  # softmax / layer norm rows on bytes (qdq_rows.py)
     counts.update(fold_lut(program))
     counts.update(_Folder(program).run(adds=True))
+    counts.update(permute_bytes(program))  # head transposes as 32-bit word copies
     return counts

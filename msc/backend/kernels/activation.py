@@ -26,7 +26,8 @@ from ...errors import BuildError
 from ...relax.op.registry import attach
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32_PTR, I64, for_range
-from ..runtime.threads import parallel_for, task_threads
+from ..runtime.task_wrap import wrapped_tasks
+from ..runtime.threads import BASES, task_threads
 from ..tir import math as fm
 from .base import Kernel, KernelFact, Site, f32_address
 
@@ -188,6 +189,7 @@ class ExprKernel(Kernel):
         self.size = math.prod(self.shape)
         self.inputs = tuple(range(_arity(expr)))
         self.run = _native(expr)
+        self.tasks: dict = {}  # threads -> native task list
 
     def _ptr(self, name: str, x) -> int:
         return f32_address(x, self.shape, self.op, name)
@@ -198,13 +200,17 @@ class ExprKernel(Kernel):
         ptrs.append(self._ptr("out", out))
         n = self.size
         threads = task_threads() if n >= PARALLEL_ELEMENTS else 1
-        if threads <= 1:
+        if threads <= 1 or len(ptrs) > BASES:
             self.run(*ptrs, 0, n)
             return out
-        parts = threads * 2
-        # split at multiples of 64 elements: each part starts on a cache line
-        bounds = [min(n, n * i // parts // 64 * 64) for i in range(parts)] + [n]
-        parallel_for(parts, lambda i: self.run(*ptrs, bounds[i], bounds[i + 1]), threads)
+        tasks = self.tasks.get(threads)
+        if tasks is None:  # two ranges per thread as a native task list, kept per count
+            # split at multiples of 64 elements: each part starts on a cache line
+            parts = 2 * threads
+            bounds = [min(n, n * i // parts // 64 * 64) for i in range(parts)] + [n]
+            tasks = self.tasks[threads] = wrapped_tasks(self.run, [
+                (0,) * len(ptrs) + (bounds[i], bounds[i + 1]) for i in range(parts)])
+        tasks.launch(1, tuple(ptrs), threads)
         return out
 
 

@@ -37,7 +37,8 @@ from ...errors import ShapeError
 from ...relax.op.registry import attach
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32, F32_PTR, I32, I64, ceil_div, const64, for_range, imin
-from ..runtime.threads import parallel_for, task_threads
+from ..runtime.task_wrap import wrapped_tasks
+from ..runtime.threads import task_threads
 from ..tir.math import exp_f32
 from .base import Kernel, KernelFact, Site
 from .dense import gemm_driver
@@ -312,6 +313,7 @@ class AttentionKernel(Kernel):
             [L.q.off, L.k.off, L.v.off, L.out.off, bias.off if bias else zero]), np.int64)
         self.inputs = (0, 1, 2, 3) if bias is not None and bias_const is None else (0, 1, 2)
         self._local = threading.local()
+        self._splits: dict = {}  # parts -> _Split
 
     def _scratch(self) -> np.ndarray:
         """This thread's scratch (packed K, packed V, scores, zeros), 64-byte aligned."""
@@ -346,9 +348,17 @@ class AttentionKernel(Kernel):
         parts = min(L.g, threads * 2) if threads > 1 else 1
         if parts <= 1:
             self._run(ptrs, 0, L.g)
-        else:
-            parallel_for(parts, lambda i: self._run(ptrs, L.g * i // parts,
-                                                    L.g * (i + 1) // parts), threads)
+            return out
+        split = self._splits.get(parts)
+        if split is None:
+            split = self._splits[parts] = _Split(self, parts)
+        if not split.lock.acquire(blocking=False):  # another thread runs this kernel now
+            split = _Split(self, parts)
+            split.lock.acquire()
+        try:
+            split.tasks.launch(1, tuple(ptrs), threads)
+        finally:
+            split.lock.release()
         return out
 
     def _run(self, ptrs: list, g0: int, g1: int) -> None:
@@ -356,6 +366,27 @@ class AttentionKernel(Kernel):
         params[_P.index("g0")], params[_P.index("g1")] = g0, g1
         self.fn(*ptrs, self.offsets.ctypes.data, params.ctypes.data, self.scale,
                 self._scratch().ctypes.data, self.gemm)
+
+
+class _Split:
+    """Head groups of one kernel as a native task list (task_wrap: the entry takes the float
+    scale): per part its own parameter row (g0, g1) and scratch; the tensors' addresses come
+    as bases. A split serves one call at a time (``lock``)."""
+
+    def __init__(self, kernel: AttentionKernel, parts: int):
+        g = kernel.layout.g
+        self.lock = threading.Lock()
+        self.params = np.repeat(kernel.params[None], parts, axis=0)
+        self.params[:, _P.index("g0")] = [g * i // parts for i in range(parts)]
+        self.params[:, _P.index("g1")] = [g * (i + 1) // parts for i in range(parts)]
+        size = kernel.scratch_floats + (-kernel.scratch_floats % 16)
+        raw = np.zeros(parts * size + 16, np.float32)
+        self.scratch = raw[(-raw.ctypes.data % 64) // 4:][: parts * size]
+        base, rows = self.scratch.ctypes.data, self.params.ctypes.data
+        step = self.params.strides[0]
+        self.tasks = wrapped_tasks(kernel.fn, [
+            (0, 0, 0, 0, 0, kernel.offsets.ctypes.data, rows + i * step, kernel.scale.value,
+             base + 4 * size * i, kernel.gemm) for i in range(parts)])
 
 
 # ---------------------------------------------------------------------------------------------

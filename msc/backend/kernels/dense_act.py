@@ -25,7 +25,8 @@ from llvmlite import ir
 from ...errors import ShapeError
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32_PTR, I32, I64, for_range, imin
-from ..runtime.threads import parallel_for, task_threads
+from ..runtime.task_wrap import wrapped_tasks
+from ..runtime.threads import task_threads
 from .activation import inplace_2d_address
 from .base import Kernel
 from .dense import F32, Address, GemmRunner, as_f32
@@ -80,6 +81,7 @@ class DenseActKernel(Kernel):
         self.gemm = ctypes.cast(runner.driver, ctypes.c_void_p).value
         self.act = inplace_2d_address(expr)
         self.x_addr, self.out_addr = Address(), Address()
+        self.tasks: dict = {}  # (rows, parts) -> native task list
 
     def __call__(self, x, out):
         if type(x) is not np.ndarray or x.dtype != F32 or not x.flags.c_contiguous:
@@ -103,8 +105,15 @@ class DenseActKernel(Kernel):
         if parts == 1:
             self.run(*args, 0, n, CHUNK, self.gemm, self.act)
             return out
-        bounds = [chunks * i // parts * CHUNK for i in range(parts)] + [n]
-        parallel_for(parts, lambda i: self.run(*args, bounds[i], bounds[i + 1], CHUNK,
-                                               self.gemm, self.act), threads)
+        key = (m, parts)
+        tasks = self.tasks.get(key)
+        if tasks is None:  # column blocks as a native task list (14 arguments: task_wrap)
+            if len(self.tasks) > 64:  # many row counts in one process: start over
+                self.tasks.clear()
+            bounds = [chunks * i // parts * CHUNK for i in range(parts)] + [n]
+            tasks = self.tasks[key] = wrapped_tasks(self.run, [
+                (0, packed, bias, 0, *args[4:], bounds[i], bounds[i + 1], CHUNK, self.gemm,
+                 self.act) for i in range(parts)])
+        tasks.launch(1, (args[0], 0, 0, args[3]), threads)
         return out
 

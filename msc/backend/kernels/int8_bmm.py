@@ -21,6 +21,7 @@ relu) and requantizes as for the weight GEMMs. Heads run on the threads.
 from __future__ import annotations
 
 import ctypes
+import threading
 from functools import cache
 
 import numpy as np
@@ -29,46 +30,48 @@ from llvmlite import ir
 from ...errors import ShapeError
 from ..llvm.jit import get_jit
 from ..llvm.loops import I32, I64, for_range
-from ..runtime.threads import parallel_for, task_threads
+from ..runtime.task_wrap import wrapped_tasks
+from ..runtime.threads import task_threads
 from .base import Kernel
 from .int8_conv import _ACT, _check, _check_out, _Epilogue, pack_fn
 from .int8_gemm import NR, OUTS, QGemmConfig, host_vnni, qgemm_driver
-from .layout import scratch
 
 __all__ = ["QBatchMatmul"]
 
 _PARALLEL_MACS = 1 << 20  # per call; below this the heads run on one thread
-_SUMS = "msc_qbmm_sums"
+_SUMS = "msc_qbmm_head_sums"
 
 
 def _build_sums() -> ir.Module:
-    """void (a, rows, k, ra, b, heads, kb, n, cb, b_signed): ra[i] = sum_j a[i, j] (uint8);
-    cb[h, j] = sum_r b[h, r, j] (int8 when b_signed, else uint8): the zero-point terms of all
-    heads in one call (numpy's integer sums cost 40% of the heads' GEMMs)."""
+    """void (a, b, rcomp, comp, m, k, n, b_signed, za, rmul, cadd), one head: rcomp[i] =
+    rmul * sum_j a[i, j] (uint8); comp[j] = za * sum_r b[r, j] + cadd (b int8 when b_signed,
+    else uint8): the zero-point terms, exact in int32 (numpy's integer sums cost 40% of the
+    heads' GEMMs)."""
     module = ir.Module(name=_SUMS)
     i8p, i32p = ir.IntType(8).as_pointer(), I32.as_pointer()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p, I64, I64, i32p, i8p, I64, I64,
-                                                             I64, i32p, I32]), name=_SUMS)
-    a, rows, k, ra, bm, heads, kb, n, cb, signed = fn.args
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p, i8p, i32p, i32p] + [I64] * 4
+                                             + [I32] * 3), name=_SUMS)
+    a, bm, ra, cb, m, k, n, signed, za, rmul, cadd = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     slot = b.alloca(I32)
-    with for_range(b, rows, name="i") as i:
+    with for_range(b, m, name="i") as i:
         row = b.gep(a, [b.mul(i, k)])
         b.store(ir.Constant(I32, 0), slot)
         with for_range(b, k, name="j") as j:
             b.store(b.add(b.load(slot), b.zext(b.load(b.gep(row, [j])), I32)), slot)
-        b.store(b.load(slot), b.gep(ra, [i]))
-    with b.if_else(b.icmp_signed("!=", signed, I32(0))) as (sext, zext):
+        b.store(b.mul(b.load(slot), rmul), b.gep(ra, [i]))
+    with for_range(b, n, name="c") as c:
+        b.store(ir.Constant(I32, 0), b.gep(cb, [c]))
+    with b.if_else(b.icmp_signed("!=", signed, I64(0))) as (sext, zext):
         for arm, widen in ((sext, b.sext), (zext, b.zext)):
-            with arm, for_range(b, heads, name="h") as h:
-                sums = b.gep(cb, [b.mul(h, n)])
+            with arm, for_range(b, k, name="r") as r:
+                line = b.gep(bm, [b.mul(r, n)])
                 with for_range(b, n, name="c") as c:
-                    b.store(ir.Constant(I32, 0), b.gep(sums, [c]))
-                with for_range(b, kb, name="r") as r:
-                    line = b.gep(bm, [b.mul(b.add(b.mul(h, kb), r), n)])
-                    with for_range(b, n, name="c") as c:
-                        at = b.gep(sums, [c])
-                        b.store(b.add(b.load(at), widen(b.load(b.gep(line, [c])), I32)), at)
+                    at = b.gep(cb, [c])
+                    b.store(b.add(b.load(at), widen(b.load(b.gep(line, [c])), I32)), at)
+    with for_range(b, n, name="c") as c:
+        at = b.gep(cb, [c])
+        b.store(b.add(b.mul(b.load(at), za), cadd), at)
     b.ret_void()
     return module
 
@@ -76,9 +79,41 @@ def _build_sums() -> ir.Module:
 @cache
 def _sums():
     lib = get_jit().compile_generated(_build_sums, [_SUMS], (__name__, "msc.backend.llvm.loops"))
-    return lib.cfunc(_SUMS, None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                     ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 3, ctypes.c_void_p,
-                     ctypes.c_int32)
+    return lib.cfunc(_SUMS, None, *[ctypes.c_void_p] * 4, *[ctypes.c_int64] * 4,
+                     *[ctypes.c_int32] * 3)
+
+
+class _Plan:
+    """The task lists of one call shape: per head, the zero-point sums, the pack of B and
+    the GEMM (three native lists, one handoff each; a head's result does not depend on the
+    thread it ran on). The work arrays are the plan's own, so a plan serves one call at a
+    time (``lock``); a concurrent call makes its own."""
+
+    def __init__(self, kernel: QBatchMatmul, batch: int, m: int, k: int, n: int):
+        groups, panels = k // 4, -(-n // NR)
+        span = panels * groups * NR * 4  # bytes: NR columns of 4 int8 per group
+        self.lock = threading.Lock()
+        self.rcomp, self.comp = np.empty(batch * m, np.int32), np.empty(batch * n, np.int32)
+        raw = np.empty(batch * span + 64, np.int8)
+        self.packed = raw[-raw.ctypes.data % 64:][:batch * span]
+        size, bsize = OUTS[kernel.cfg.out], np.dtype(kernel.b_np).itemsize
+        rc, cc, pk = self.rcomp.ctypes.data, self.comp.ctypes.data, self.packed.ctypes.data
+        zz = (kernel.zb - kernel.off, -k * kernel.za * kernel.zb)
+        self.sums = wrapped_tasks(kernel.sums, [
+            (h * m * k, h * k * n * bsize, rc + 4 * h * m, cc + 4 * h * n, m, k, n,
+             int(kernel.off == 0), kernel.za, *zz) for h in range(batch)])
+        self.pack = wrapped_tasks(kernel.pack, [
+            (h * k * n * bsize, n, pk + h * span, groups, n, kernel.pack_flip)
+            for h in range(batch)])
+        epi = kernel._epilogue(n).args[1:]
+        self.gemm = wrapped_tasks(kernel.driver, [
+            (h * m * k, pk + h * span, h * m * n * size, m, n, groups, k, n, cc + 4 * h * n,
+             *epi, rc + 4 * h * m) for h in range(batch)])
+
+    def run(self, a: int, b: int, out: int, threads: int) -> None:
+        self.sums.launch(1, (a, b), threads)
+        self.pack.launch(1, (b,), threads)
+        self.gemm.launch(1, (a, 0, out), threads)
 
 
 class QBatchMatmul(Kernel):
@@ -98,6 +133,7 @@ class QBatchMatmul(Kernel):
         self.pack_flip = -128 if self.off else 0
         self.scale, self.bias, self.out, self.relu, self.post = scale, bias, out, relu, post
         self.epis: dict = {}
+        self.plans: dict = {}  # (batch, M, K, N) -> _Plan
         mid = post[0] if post else ""
         kind = out[0] if isinstance(out, tuple) else out
         self.cfg = QGemmConfig("col", kind, host_vnni() if vnni is None else vnni, mid,
@@ -129,29 +165,18 @@ class QBatchMatmul(Kernel):
             return out
         if self.a_flip:
             a = a.view(np.uint8) ^ np.uint8(0x80)
-        ra, cb = np.empty(batch * m, np.int32), np.empty((batch, n), np.int32)
-        self.sums(a.ctypes.data, batch * m, k, ra.ctypes.data, b.ctypes.data, batch, k, n,
-                  cb.ctypes.data, int(self.off == 0))
-        comp = cb
-        comp *= self.za
-        comp -= k * self.za * self.zb
-        rcomp = ra
-        rcomp *= self.zb - self.off
-        size, groups, panels = OUTS[self.cfg.out], k // 4, -(-n // NR)
-        ptrs = (a.ctypes.data, b.ctypes.data, out.ctypes.data, comp.ctypes.data,
-                rcomp.ctypes.data)
-
-        def head(h: int) -> None:
-            (packed,) = scratch(panels * groups * NR)
-            self.pack(ptrs[1] + h * k * n * b.itemsize, n, packed.ctypes.data, groups, n,
-                      self.pack_flip)
-            self.driver(ptrs[0] + h * m * k, packed.ctypes.data, ptrs[2] + h * m * n * size,
-                        m, n, groups, k, n, ptrs[3] + 4 * h * n, *epi.args[1:],
-                        ptrs[4] + 4 * h * m)
-        threads = task_threads() if batch * m * n * k >= _PARALLEL_MACS else 1
-        if threads == 1 or batch == 1:
-            for h in range(batch):
-                head(h)
-        else:
-            parallel_for(batch, head, threads)
+        key = (batch, m, k, n)
+        plan = self.plans.get(key)
+        if plan is None:
+            if len(self.plans) > 64:  # many sequence lengths in one process: start over
+                self.plans.clear()
+            plan = self.plans[key] = _Plan(self, batch, m, k, n)
+        if not plan.lock.acquire(blocking=False):  # another thread runs this shape now
+            plan = _Plan(self, batch, m, k, n)
+            plan.lock.acquire()
+        try:
+            threads = task_threads() if batch * m * n * k >= _PARALLEL_MACS else 1
+            plan.run(a.ctypes.data, b.ctypes.data, out.ctypes.data, threads)
+        finally:
+            plan.lock.release()
         return out

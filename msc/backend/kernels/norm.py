@@ -6,7 +6,7 @@ contiguous) axes: the row mean and the variance around it are vector reductions
 LLVM vectorizes. With ``residual`` the kernel adds a second input first (``layer_norm(a + b)``,
 the post-norm block of BERT), writing the sum into the output row and normalizing it there, so
 the sum never makes a round trip through memory. Rows are split across threads when there are
-enough of them; a row's result does not depend on the split::
+enough of them (a native task list), and a row's result does not depend on the split::
 
     attach("nn.layer_norm", "kernel", LayerNormFact())
     kernel = LayerNormKernel(rows, n, gamma, beta, eps)    # kernel(x, out) / (a, b, out)
@@ -24,7 +24,8 @@ from llvmlite import ir
 from ...relax.op.registry import attach
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32, F32_PTR, I64, const64, for_range
-from ..runtime.threads import parallel_for, task_threads
+from ..runtime.task_wrap import wrapped_tasks
+from ..runtime.threads import task_threads
 from .base import Kernel, KernelFact, Site, f32_address
 from .rowmath import Vec, row_map, row_reduce, splat_f32
 
@@ -98,6 +99,7 @@ class LayerNormKernel(Kernel):
         self.residual = residual
         self.inputs = (0, 1) if residual else (0,)
         self.run = _native(vector_lanes())
+        self.tasks: dict = {}  # threads -> native task list
 
     def _ptr(self, name: str, x) -> int:
         return f32_address(x, self.shape, self.op, name)
@@ -111,11 +113,20 @@ class LayerNormKernel(Kernel):
         if threads <= 1 or self.rows < 2:
             self.run(*args, 0, self.rows, self.n, self.eps, int(self.residual))
             return out
-        parts = min(self.rows, threads * 2)
-        rows, n, eps, res = self.rows, self.n, self.eps, int(self.residual)
-        parallel_for(parts, lambda i: self.run(*args, rows * i // parts,
-                                               rows * (i + 1) // parts, n, eps, res), threads)
+        self._tasks(threads).launch(1, (px, pr, 0, 0, po), threads)
         return out
+
+    def _tasks(self, threads: int):
+        """Two row ranges per thread as a native task list (task_wrap: the entry takes a
+        float), kept per thread count; the tensors' addresses come as bases."""
+        found = self.tasks.get(threads)
+        if found is None:
+            rows, parts = self.rows, min(self.rows, 2 * threads)
+            g, b = self.gamma.ctypes.data, self.beta.ctypes.data
+            found = self.tasks[threads] = wrapped_tasks(self.run, [
+                (0, 0, g, b, 0, rows * i // parts, rows * (i + 1) // parts, self.n,
+                 self.eps.value, int(self.residual)) for i in range(parts)])
+        return found
 
 
 def norm_row(site: Site) -> int | None:

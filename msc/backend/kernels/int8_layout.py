@@ -1,0 +1,90 @@
+"""Data movement on bytes between int8 kernels: slices of a split, and permutations.
+
+``QSlice`` is one output of ``dequantize -> split -> quantize`` (GPT-2's fused q / k / v
+projection), copied or mapped through a requantization table. ``QPermute`` is a
+``permute_dims`` of a uint8 / int8 tensor (attention's head transposes, moved onto the bytes
+by qdq_fold.py) that keeps the last axis whole in 4-byte words: the same permutation of the
+tensor viewed as 32-bit words, on layout.py's native run copy (split across threads when
+large; as a native chain step when small), not the byte-at-a-time TIR loop::
+
+    kernel = QPermute((0, 2, 1, 3))          # [1, 128, 12, 64] -> [1, 12, 128, 64] bytes
+    kernel(x, out)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ShapeError
+from .base import Kernel
+from .layout import _PermuteKernel
+
+__all__ = ["QPermute", "QSlice", "word_permutable"]
+
+_WORD = np.dtype(np.uint32)
+
+
+def word_permutable(shape: tuple, axes: tuple) -> bool:
+    """Whether a byte tensor of ``shape`` permuted by ``axes`` is a permutation of 32-bit
+    words: the last axis stays last and holds a multiple of 4 bytes."""
+    return bool(shape) and axes[-1] == len(shape) - 1 and shape[-1] % 4 == 0
+
+
+def _words(shape: tuple) -> tuple:
+    return (*shape[:-1], shape[-1] // 4)
+
+
+class QPermute(Kernel):
+    """``out = x.transpose(axes)`` for uint8 / int8 arrays, as 32-bit words."""
+
+    inputs = (0,)
+
+    def __init__(self, axes: tuple, dtype, op: str = "permute_dims"):
+        self.axes, self.dtype, self.op = tuple(axes), np.dtype(dtype), op
+        self.words = _PermuteKernel(self.axes, _WORD)
+
+    def __call__(self, x, out):
+        if (type(x) is not np.ndarray or x.dtype != self.dtype or not x.flags.c_contiguous
+                or not word_permutable(x.shape, self.axes)):
+            raise ShapeError(f"expected a C-contiguous {self.dtype} array whose last axis "
+                             f"holds a multiple of 4 bytes, got {getattr(x, 'shape', x)}",
+                             op=self.op, param="data")
+        if type(out) is not np.ndarray or out.dtype != self.dtype or not out.flags.c_contiguous:
+            raise ShapeError(f"expected a C-contiguous {self.dtype} output", op=self.op,
+                             param="out")
+        self.words(x.view(_WORD), out.view(_WORD))
+        return out
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """The word permutation's chain step (see layout.py) for these byte buffers."""
+        if len(buffers) != 2 or any(np.dtype(d) != self.dtype for _, d in buffers):
+            return None
+        if not word_permutable(tuple(buffers[0][0]), self.axes) or not buffers[1][0]:
+            return None
+        return self.words.native_signature([(_words(tuple(s)), _WORD) for s, _ in buffers])
+
+
+class QSlice(Kernel):
+    """``out = x[..., start:stop, ...]`` along ``axis`` on bytes, through ``table`` (a
+    256-entry requantization) when given: one output of a split between a dequantize and
+    quantizes (GPT-2's fused q / k / v projection)."""
+
+    inputs = (0,)
+
+    def __init__(self, axis: int, start: int, stop: int, table: np.ndarray | None = None,
+                 op: str = "int8.split"):
+        self.axis, self.start, self.stop, self.op = axis, start, stop, op
+        self.table = table
+
+    def __call__(self, x, out):
+        index = (slice(None),) * self.axis + (slice(self.start, self.stop),)
+        part = x[index]
+        if type(out) is not np.ndarray or out.shape != part.shape:
+            raise ShapeError(f"expected an output of shape {part.shape}, got "
+                             f"{getattr(out, 'shape', type(out).__name__)}", op=self.op,
+                             param="out")
+        if self.table is None:
+            np.copyto(out, part, casting="no")
+        else:
+            np.take(self.table, part.view(np.uint8), out=out)
+        return out

@@ -1,0 +1,338 @@
+"""QDQ softmax and layer norm chains become one row kernel on bytes (kernels/int8_rows.py).
+
+After the int8 GEMMs of a QDQ transformer fold (qdq_fold.py), what is left between them
+runs in float, a pass per op over the tensor, each on one thread: per attention block ::
+
+    dequantize(s) -> add(mask) -> quantize -> dequantize -> softmax -> quantize
+        -> dequantize -> isnan / where -> quantize              (BERT, onnxruntime QDQ)
+
+and per post-norm ``dequantize -> layer_norm -> quantize``. This pass matches those chains
+on the top level of a program (every value inside read only by the chain) and replaces each by
+one call reading the bytes (and the float mask) and writing the last quantize's bytes. The
+optional mask add, the optional quantize round trip before the softmax, and an elementwise
+tail after its quantize (ending in a quantize; evaluated once on the 256 codes with the ops'
+numpy facts, as qdq_lut.py does) are taken when present.
+
+    counts = fold_rows(program)      # {"qdq:softmax": 12, "qdq:layer_norm": 25}
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+import numpy as np
+
+from ..relax.op.registry import OPS
+from .dispatch.resolve import numpy_caller
+from .kernels.int8_layout import QPermute, QSlice, word_permutable
+from .kernels.int8_rows import MAX_ROW, QLayerNorm, QSoftmax, quant_params
+from .kernels.norm import _affine_const
+from .runtime.program import Node, Program
+
+__all__ = ["fold_rows", "permute_bytes"]
+
+_QDTYPES = {"uint8": np.uint8, "int8": np.int8}
+# ops a tail after the softmax's quantize may hold (with scalar constants): the exporters'
+# NaN guard, and what a requantization adds
+_TAIL_OPS = frozenset(("isnan", "isinf", "where", "clip", "maximum", "minimum", "nn.relu",
+                       "add", "subtract", "multiply", "divide"))
+_TAIL_SCAN = 8  # program nodes scanned for the tail
+
+
+def _shape(value) -> tuple | None:
+    values = getattr(value.sinfo, "values", None)
+    if values is None or not all(v.is_const for v in values):
+        return None
+    return tuple(int(v.value) for v in values)
+
+
+def _dtype(value) -> str:
+    return getattr(value.sinfo, "dtype", "")
+
+
+def _scalar(value):
+    c = value.const
+    return c.reshape(-1)[0] if isinstance(c, np.ndarray) and c.size == 1 else None
+
+
+def _arg_ids(node: Node) -> list:
+    return list(node.ins) if node.site is None else [a.id for a in node.site.args]
+
+
+class _Rows:
+    def __init__(self, program: Program):
+        self.program, self.values = program, program.values
+        self.readers: dict = defaultdict(list)
+        self.producer: dict = {}
+        live = _live(program)
+        for node in program.walk():
+            self.producer[node.out] = node
+            if node.kind == "call" and node.out not in live:
+                continue  # left dead by the GEMM folds: not a reader
+            for i in node.ins:
+                self.readers[i].append(node)
+            for _, result in node.branches:
+                self.readers[result].append(None)
+        self.readers[program.result].append(None)
+        self.counts: Counter = Counter()
+
+    def run(self) -> Counter:
+        for node in list(self.program.nodes):
+            if node.site is None or node not in self.program.nodes:
+                continue
+            if node.op == "nn.softmax":
+                self._softmax(node)
+            elif node.op == "nn.layer_norm":
+                self._norm(node)
+            elif node.op == "split":
+                self._split(node)
+        return self.counts
+
+    # -- pieces ---------------------------------------------------------------------------
+    def _only(self, vid: int, reader: Node) -> bool:
+        return self.readers[vid] == [reader]
+
+    def _dequantize(self, vid: int, reader: Node, shared: bool = False):
+        """(node, (xq id, dtype, scale, zero)) when ``vid`` is a per-tensor dequantize of
+        bytes read only by ``reader`` (or by others too when ``shared``: the chain's entry,
+        which stays for them; GPT-2's pre-norm residual reads it)."""
+        node = self.producer.get(vid)
+        if (node is None or node.op != "dequantize" or node.site is None or len(node.ins) != 3
+                or node not in self.program.nodes
+                or not (self._only(vid, reader) or shared and reader in self.readers[vid])
+                or _dtype(self.values[vid]) != "float32"):
+            return None
+        dtype = _dtype(self.values[node.ins[0]])
+        s, z = (_scalar(self.values[i]) for i in node.ins[1:])
+        if dtype not in _QDTYPES or s is None or z is None:
+            return None
+        return node, (node.ins[0], dtype, np.float32(s), int(z))
+
+    def _quantize(self, node: Node | None):
+        """(scale, zero, dtype) of a per-tensor quantize to bytes."""
+        if (node is None or node.op != "quantize" or node.site is None or len(node.ins) != 3
+                or node not in self.program.nodes):
+            return None
+        dtype = _dtype(self.values[node.out])
+        s, z = (_scalar(self.values[i]) for i in node.ins[1:])
+        if dtype not in _QDTYPES or s is None or z is None:
+            return None
+        return np.float32(s), int(z), dtype
+
+    def _next_quantize(self, vid: int):
+        readers = self.readers[vid]
+        if len(readers) != 1 or readers[0] is None:
+            return None, None
+        return readers[0], self._quantize(readers[0])
+
+    def _replace(self, chain: list, ins: tuple, out: int, kernel, name: str) -> None:
+        nodes = self.program.nodes
+        at = nodes.index(self.producer[out])
+        nodes[at] = Node("call", ins, out, fn=kernel, dps=(self.values[out].sinfo,),
+                         op=kernel.op, path="native", name=name)
+        for node in chain:  # a shared entry stays for its other readers
+            if node is not self.producer[out] and all(r in chain for r in self.readers[
+                    node.out]):
+                nodes.remove(node)
+
+    # -- softmax ------------------------------------------------------------------------------
+    def _softmax(self, sm: Node) -> None:
+        shape = _shape(self.values[sm.ins[0]])
+        if (shape is None or not shape or _dtype(self.values[sm.ins[0]]) != "float32"
+                or int(sm.site.attr("axis", -1)) % len(shape) != len(shape) - 1
+                or not 0 < shape[-1] <= MAX_ROW):
+            return
+        chain, v, reader, mid, mask = [sm], sm.ins[0], sm, None, None
+        found = self._dequantize(v, reader)
+        if found is not None:  # a quantize round trip before the softmax
+            dq2, _ = found
+            q2 = self.producer.get(dq2.ins[0])
+            mid = self._quantize(q2)
+            if mid is not None and self._only(dq2.ins[0], dq2):
+                chain += [dq2, q2]
+                v, reader = q2.ins[0], q2
+            else:
+                mid = None
+        add = self.producer.get(v)
+        if add is not None and add.op == "add" and self._only(v, reader) and add.site:
+            for k in (0, 1):
+                entry = self._dequantize(add.ins[k], add, shared=True)
+                other = self.values[add.ins[1 - k]]
+                mshape = _shape(other)
+                if (entry is not None and _shape(self.values[entry[1][0]]) == shape
+                        and _dtype(other) == "float32" and mshape
+                        and mshape[-1] == shape[-1] and len(mshape) <= len(shape)
+                        and _shape(self.values[add.out]) == shape
+                        and all(a in (1, b) for a, b in zip(mshape[::-1], shape[::-1]))):
+                    mask = (add.ins[1 - k], mshape)
+                    chain += [add]
+                    v, reader = add.ins[k], add
+                    break
+        entry = self._dequantize(v, reader, shared=True)
+        q4node, q4 = self._next_quantize(sm.out)
+        if entry is None or q4 is None:
+            return
+        dq, (xq, in_dtype, sx, zx) = entry
+        if _shape(self.values[xq]) != shape:
+            return
+        chain += [dq, q4node]
+        end, tail, out_dtype = q4node.out, None, q4[2]
+        found = self._tail(q4node, q4[2])
+        if found is not None:
+            tail_nodes, end, tail, out_dtype = found
+            chain += tail_nodes
+        params = quant_params(sx=sx, zx=zx, q2=mid or (0, 0, "uint8"), q4=q4)
+        kernel = QSoftmax(shape, in_dtype, out_dtype, params,
+                          None if mask is None else mask[1], mid=mid is not None, tail=tail)
+        ins = (xq,) if mask is None else (xq, mask[0])
+        self._replace(chain, ins, end, kernel, sm.name)
+        self.counts["qdq:softmax"] += 1
+
+    def _tail(self, q4node: Node, dtype: str):
+        """(nodes, end value, byte table, dtype) of an elementwise region from the bytes of
+        ``q4node`` to one quantize, or None."""
+        readers = self.readers[q4node.out]
+        dq = readers[0] if len(readers) == 1 else None
+        if (dq is None or dq.op != "dequantize" or dq.site is None or len(dq.ins) != 3
+                or any(_scalar(self.values[i]) is None for i in dq.ins[1:])):
+            return None
+        nodes = self.program.nodes
+        start = nodes.index(readers[0])
+        region, inside, end = [readers[0]], {readers[0].out}, None
+        for node in nodes[start + 1:start + 1 + _TAIL_SCAN]:
+            if not any(i in inside for i in node.ins):
+                continue
+            if node.op == "quantize" and self._quantize(node) is not None:
+                end = node
+                break
+            if node.site is None or node.op not in _TAIL_OPS or not all(
+                    i in inside or _scalar(self.values[i]) is not None for i in _arg_ids(node)):
+                return None
+            region.append(node)
+            inside.add(node.out)
+        if end is None or any(r not in region and r is not end for v in inside
+                              for r in self.readers[v]):
+            return None
+        table = self._table(q4node.out, dtype, [*region, end])
+        out_dtype = self._quantize(end)[2]
+        return (None if table is None else ([*region, end], end.out, table, out_dtype))
+
+    def _table(self, vid: int, dtype: str, region: list):
+        """The region evaluated on the 256 codes of ``vid`` (numpy facts)."""
+        env = {vid: np.arange(256, dtype=np.uint8).view(_QDTYPES[dtype])}
+        try:
+            for node in region:
+                args = [env.get(i, self.values[i].const) for i in _arg_ids(node)]
+                env[node.out] = np.asarray(numpy_caller(OPS[node.op].facts["numpy"],
+                                                        node.site)(*args)).reshape(-1)
+        except Exception:  # noqa: BLE001  (an op without a usable numpy fact: leave the chain)
+            return None
+        out = env[region[-1].out]
+        return out if out.shape == (256,) else None
+
+    # -- layer norm ---------------------------------------------------------------------------
+    def _norm(self, ln: Node) -> None:
+        shape = _shape(self.values[ln.ins[0]])
+        if shape is None or not shape or not 0 < shape[-1] <= MAX_ROW:
+            return
+        axes = sorted({int(a) % len(shape) for a in ln.site.attr("axes") or ()})
+        n = shape[-1]
+        gamma, beta = _affine_const(ln.site, 1, n, "scale"), _affine_const(ln.site, 2, n,
+                                                                          "center")
+        if axes != [len(shape) - 1] or gamma is None or beta is None:
+            return
+        entry = self._dequantize(ln.ins[0], ln, shared=True)
+        qnode, q = self._next_quantize(ln.out)
+        if entry is None or q is None:
+            return
+        dq, (xq, in_dtype, sx, zx) = entry
+        eps = np.float32(ln.site.attr("epsilon", 1e-5))
+        params = quant_params(sx=sx, zx=zx, q4=q, eps=eps)
+        kernel = QLayerNorm(shape, in_dtype, q[2], params, gamma, beta)
+        self._replace([dq, ln, qnode], (xq,), qnode.out, kernel, ln.name)
+        self.counts["qdq:layer_norm"] += 1
+
+
+    # -- split --------------------------------------------------------------------------------
+    def _split(self, sp: Node) -> None:
+        """dequantize -> split -> (getitem -> quantize) per part: slices of the bytes, copied
+        (equal parameters) or through a requantization table."""
+        shape = _shape(self.values[sp.ins[0]])
+        entry = self._dequantize(sp.ins[0], sp, shared=True) if shape else None
+        if entry is None:
+            return
+        dq, (xq, in_dtype, sx, zx) = entry
+        axis = int(sp.site.attr("axis", 0)) % len(shape)
+        parts = sp.site.attr("indices_or_sections")
+        if isinstance(parts, int):
+            if parts <= 0 or shape[axis] % parts:
+                return
+            parts = [shape[axis] // parts * k for k in range(1, parts)]
+        bounds = [0, *(int(i) for i in parts), shape[axis]]
+        items = self.readers[sp.out]
+        picks = []
+        for item in items:
+            if item is None or item.kind != "getitem" or len(self.readers[item.out]) != 1:
+                return
+            qnode = self.readers[item.out][0]
+            q = self._quantize(qnode)
+            if q is None or not 0 <= item.index < len(bounds) - 1:
+                return
+            picks.append((item, qnode, q))
+        nodes = self.program.nodes
+        for item, qnode, (s, z, dtype) in picks:
+            table = None
+            if (s, z, dtype) != (sx, zx, in_dtype):
+                table = self._table(xq, in_dtype, [dq, qnode])
+                if table is None:
+                    return
+            lo, hi = bounds[item.index], bounds[item.index + 1]
+            kernel = QSlice(axis, lo, hi, table)
+            nodes[nodes.index(qnode)] = Node("call", (xq,), qnode.out, fn=kernel,
+                                             dps=(self.values[qnode.out].sinfo,),
+                                             op=kernel.op, path="numpy", name=item.name)
+            nodes.remove(item)
+        nodes.remove(sp)
+        if all(r is sp for r in self.readers[dq.out]):
+            nodes.remove(dq)
+        self.counts["qdq:split"] += 1
+
+
+def _live(program: Program) -> set:
+    """Values the result depends on (top level; branches count as readers of everything)."""
+    live = {program.result}
+    for node in reversed(program.nodes):
+        if node.out in live or node.kind != "call" or node.branches:
+            live.update(node.ins)
+            live.add(node.out)
+    return live
+
+
+def permute_bytes(program: Program) -> Counter:
+    """``permute_dims`` of uint8 / int8 tensors that keep their last axis in 4-byte words
+    runs as a word permutation (kernels/int8_layout.py), not the TIR byte loop."""
+    counts: Counter = Counter()
+    nodes = program.nodes
+    for at, node in enumerate(nodes):
+        if node.op != "permute_dims" or node.site is None or node.fn is not None:
+            continue
+        x = program.values[node.ins[0]]
+        shape, dtype = _shape(x), _dtype(x)
+        axes = node.site.attr("axes")
+        if shape is None or dtype not in _QDTYPES or _dtype(program.values[node.out]) != dtype:
+            continue
+        axes = tuple(range(len(shape)))[::-1] if axes is None else tuple(
+            int(a) % len(shape) for a in axes)
+        if not word_permutable(shape, axes):
+            continue
+        kernel = QPermute(axes, dtype)
+        nodes[at] = Node("call", node.ins[:1], node.out, fn=kernel,
+                         dps=(program.values[node.out].sinfo,), op=kernel.op, path="native",
+                         name=node.name)
+        counts["qdq:permute_dims on bytes"] += 1
+    return counts
+
+
+def fold_rows(program: Program) -> Counter:
+    """Replace ``program``'s QDQ softmax / layer norm chains by row kernels on bytes."""
+    return _Rows(program).run()
