@@ -7,6 +7,10 @@ path that was slower on every measured shape (densenet's 3x3 128->32 convs 0.21-
 time, shufflenet's grouped 1x1 0.39-0.59x, resnet's 3x3 0.59-0.91x). Depthwise convs run on
 the window kernel of pool.py.
 
+Ungrouped NCHW convs with small output planes and long sums (_pixel_wins, AVX-512 hosts) run
+as pixel tiles (pixel_conv.PixelConv2d: 6 pixels x 64 channels a register tile reading the
+padded input in place, 1.1-1.3x the direct conv and the GEMM path on 14x14 / 7x7 planes).
+
 Other layouts (NHWC), and NCHW convs with small output planes (_gemm_wins): pixels on the
 GEMM's M side and the weight as prepacked B panels; NCHW data is transposed to NHWC in scratch,
 an NCHW result transposed back. The direct kernel's 48-position tile wastes most of a tail on
