@@ -22,8 +22,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import int8 as bint8  # noqa: E402
-from benchmarks import speed  # noqa: E402
+from benchmarks import int8 as bint8
+from benchmarks import speed
 
 
 def _nodes(model) -> list:
