@@ -69,8 +69,7 @@ def _kernels(ex) -> list:
     for program in getattr(ex, "programs", {}).values():
         for node in program.walk():
             fn = getattr(node, "fn", None)
-            if fn is not None and hasattr(fn, "__call__") and type(fn).__module__.startswith(
-                    "msc.backend.kernels"):
+            if fn is not None and type(fn).__module__.startswith("msc.backend.kernels"):
                 found.append(fn)
     return found
 
