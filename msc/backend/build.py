@@ -412,6 +412,8 @@ class _Lowerer:
                 if absorbed is None:
                     break
                 entries, gone = absorbed
+                if not _take_residual(node, entries, nodes, program):
+                    break
                 node.site.epilogue += entries
                 node.out = gone[-1].out
                 node.site.out = program.values[node.out].sinfo
@@ -513,6 +515,18 @@ def _evaluate(node: Node, args: list):
     except Exception:  # noqa: BLE001  (left to run time, which names the binding)
         return NOVALUE
     return np.asarray(value, order="C") if isinstance(value, np.ndarray) else value
+
+
+def _take_residual(node: Node, entries: tuple, nodes: list, program: Program) -> bool:
+    """A residual entry's tensor becomes the call's last arg when it is computed before the
+    call runs (a shortcut conv placed after the block's last conv cannot be waited for)."""
+    for entry in entries:
+        if entry[0] == "residual":
+            made = {n.out: i for i, n in enumerate(nodes)}
+            if made.get(entry[1], -1) >= nodes.index(node):
+                return False
+            node.site.args = [*node.site.args, program.values[entry[1]]]
+    return True
 
 
 def _same_tensor(a, b) -> bool:

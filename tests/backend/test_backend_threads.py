@@ -20,6 +20,7 @@ from msc import relax
 from msc.backend.kernels import Gemm, direct_conv
 from msc.backend.kernels import conv as conv_kernels
 from msc.backend.kernels import gemm as gemm_kernels
+from msc.backend.kernels.pixel_conv import pixel_conv_available
 from msc.backend.runtime import threads
 from msc.backend.runtime.threads import (
     get_num_threads,
@@ -339,7 +340,10 @@ def _torch_conv(x, w, b, groups=1, padding=1, strides=1, layout="NCHW"):
 CONV_CASES = [  # x (in data_layout), weight OIHW, groups, strides, data_layout, dispatches
     # NCHW runs as DirectConv2d: per image, one pad task, then 4 output parts (2 per thread):
     # row bands, or channel blocks when the weights outweigh the input
-    ((3, 64, 24, 24), (16, 64, 3, 3), 1, 1, "NCHW", [1, 4] * 3),
+    ((3, 16, 24, 24), (16, 16, 3, 3), 1, 1, "NCHW", [1, 4] * 3),
+    # pixel tiles (pixel_conv.py, AVX-512): the pad on the caller, then 4 pixel ranges
+    ((3, 64, 24, 24), (16, 64, 3, 3), 1, 1, "NCHW",
+     [4] * 3 if pixel_conv_available() else [1, 4] * 3),
     ((1, 40, 30, 30), (70, 40, 3, 3), 1, 1, "NCHW", [1, 4]),
     ((1, 8, 7, 9), (130, 8, 1, 1), 1, 1, "NCHW", [1, 4]),        # 17 channel blocks
     ((3, 12, 11, 13), (18, 6, 3, 3), 2, 2, "NCHW", [1, 2] * 3),  # grouped, strided: groups

@@ -7,6 +7,10 @@ path that was slower on every measured shape (densenet's 3x3 128->32 convs 0.21-
 time, shufflenet's grouped 1x1 0.39-0.59x, resnet's 3x3 0.59-0.91x). Depthwise convs run on
 the window kernel of pool.py.
 
+Ungrouped NCHW convs with small output planes and long sums (_pixel_wins, AVX-512 hosts) run
+as pixel tiles (pixel_conv.PixelConv2d: 6 pixels x 64 channels a register tile reading the
+padded input in place, 1.1-1.3x the direct conv and the GEMM path on 14x14 / 7x7 planes).
+
 Other layouts (NHWC), and NCHW convs with small output planes (_gemm_wins): pixels on the
 GEMM's M side and the weight as prepacked B panels; NCHW data is transposed to NHWC in scratch,
 an NCHW result transposed back. The direct kernel's 48-position tile wastes most of a tail on
@@ -32,7 +36,7 @@ from ..runtime.threads import parallel_for, task_threads
 from . import gemm as gemm_kernel
 from .base import Kernel, KernelFact, Site
 from .dense import F32, Address, GemmRunner, as_f32, fold_epilogue
-from .direct_conv import DirectConv2d
+from .direct_conv import DirectConv2d, residual_fits
 from .layout import im2col_fn, scratch_addresses, transpose_fn
 from .pixel_conv import PixelConv2d, pixel_conv_available
 from .pool import pad4, pair, pick_window, sane_window
@@ -246,6 +250,18 @@ class Conv2dFact(KernelFact):
     def channel_axis(self, site: Site) -> int | None:
         return _attrs(site)["out_layout"].index("C")
 
+    def epilogues_for(self, site: Site) -> frozenset:
+        """The direct conv's tile stores add a residual (ResNet's shortcut) when its output
+        rows are written as they are: 1x1 convs without padding that take the direct path."""
+        attrs, w = _attrs(site), site.const(1)
+        if (w is None or w.ndim != 4 or attrs["groups"] != 1
+                or attrs["data_layout"] != "NCHW" or attrs["out_layout"] != "NCHW"
+                or (site.attr("kernel_layout") or "OIHW") != "OIHW"
+                or not residual_fits(w.shape, attrs) or _gemm_wins(site, w, 1)
+                or (_pixel_wins(site, w) and pixel_conv_available())):
+            return self.epilogues
+        return self.epilogues | {"residual"}
+
     def make(self, site: Site) -> Kernel:
         weight = _weight_oihw(site, site.attr("kernel_layout") or "OIHW")
         bias, relu, scale = fold_epilogue(site.const(2) if self.has_bias else None,
@@ -255,6 +271,11 @@ class Conv2dFact(KernelFact):
         attrs = _attrs(site)
         groups = attrs["groups"]
         nchw = attrs["data_layout"] == attrs["out_layout"] == "NCHW"
+        residual = [i for e in site.epilogue if e[0] == "residual"
+                    for i, v in enumerate(site.args) if v.id == e[1]]
+        if residual:  # epilogues_for allowed it: a direct conv
+            return DirectConv2d(site.op, weight, bias, relu, groups, attrs,
+                                residual=residual[-1])
         if nchw and groups > 1 and weight.shape[1] == 1:
             kernel = _DepthwiseNCHW
         elif nchw and groups == 1 and _pixel_wins(site, weight) and pixel_conv_available():

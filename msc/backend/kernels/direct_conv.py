@@ -39,14 +39,14 @@ from ...errors import ShapeError
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32_PTR, I64, const64, entry_alloca, for_range, imin
 from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
-from .base import Kernel
+from .base import Kernel, f32_address
 from .dense import F32 as F32_DTYPE
 from .dense import Address, as_f32
 from .direct_conv_prep import Vec, build_compact, build_pad, build_split
 from .direct_conv_prep import gep as _gep
 from .layout import scratch_addresses
 
-__all__ = ["DirectConv2d", "direct_conv_fits", "tile_shape"]
+__all__ = ["DirectConv2d", "direct_conv_fits", "residual_fits", "tile_shape"]
 
 I64_PTR = I64.as_pointer()
 _L2_BYTES = 512 * 1024  # input bytes of one chunk of positions: about half a Zen 4 core's L2
@@ -78,14 +78,15 @@ def _build_conv(module: ir.Module, lanes: int) -> ir.Function:
     the output): a vector spans at most two rows when Wq >= lanes (the driver's condition).
     """
     r_n, v_n = tile_shape(lanes)
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 4 + [I64_PTR]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 5 + [I64_PTR]
                                              + [I64] * len(_CONV_ARGS)),
                      name=f"conv_l{lanes}")
     fn.linkage = "internal"
-    x, w, bias, out, offsets = fn.args[:5]
-    for arg in fn.args[:5]:
+    x, w, bias, out, res, offsets = fn.args[:6]
+    for arg in fn.args[:6]:
         arg.add_attribute("noalias")
-    g = dict(zip(_CONV_ARGS, fn.args[5:]))
+    g = dict(zip(_CONV_ARGS, fn.args[6:]))
+    g["res"] = res  # null, or a residual laid out as the output (narrow stores only)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     vec = Vec(b, lanes)
     per_block = b.mul(g["S"], const64(r_n))
@@ -95,6 +96,7 @@ def _build_conv(module: ir.Module, lanes: int) -> ir.Function:
         wg = _gep(b, w, b.mul(b.mul(grp, g["OB"]), per_block))
         bg = _gep(b, bias, b.mul(b.mul(grp, g["OB"]), const64(r_n)))
         og = _gep(b, out, b.mul(b.mul(grp, g["og"]), g["ld_out"]))
+        g["rg"] = _gep(b, res, b.mul(b.mul(grp, g["og"]), g["ld_out"]))
         with for_range(b, g["Q"], step=g["chunk"], name="qc") as qc:
             q_end = imin(b, b.add(qc, g["chunk"]), g["Q"])
             with for_range(b, g["OB"], name="ob") as ob:
@@ -164,27 +166,43 @@ class _Tile:
 
     def _store(self, q0, masks, accs, v_n) -> None:
         b, vec, g, lanes = self.b, self.vec, self.g, self.vec.lanes
-        relu = b.icmp_signed("!=", g["relu"], const64(0))
+        relu = vec.splat(b.icmp_signed("!=", g["relu"], const64(0)))
+        has_res = b.icmp_unsigned("!=", g["res"], ir.Constant(F32_PTR, None))
+
+        def activated(value):  # relu keeps NaN
+            return b.select(b.and_(relu, b.fcmp_ordered("<", value, vec.zero)), vec.zero, value)
+
         values = []
         for r in range(len(accs)):
             channel = b.add(self.first, const64(r))
             valid = vec.splat(b.icmp_signed("<", channel, g["og"]))
-            row = _gep(b, self.og, b.mul(channel, g["ld_out"]))
+            at = b.mul(channel, g["ld_out"])
             for v in range(v_n):
-                value = b.load(accs[r][v])
-                clamp = b.and_(vec.splat(relu), b.fcmp_ordered("<", value, vec.zero))
-                values.append((row, v, b.select(clamp, vec.zero, value), valid))  # relu keeps NaN
+                values.append((at, v, b.load(accs[r][v]), valid))
         with b.if_else(b.icmp_signed("!=", g["Wq"], g["OW"])) as (compact, plain):
             with compact:
                 places = [self._places(b.add(q0, const64(lanes * v)), masks[v])
                           for v in range(v_n)]
-                for row, v, value, valid in values:
+                for at, v, value, valid in values:
+                    value = activated(value)
                     for offset, mask in places[v]:
-                        vec.store(value, _gep(b, row, offset), b.and_(mask, valid))
-            with plain:
-                for row, v, value, valid in values:
-                    vec.store(value, _gep(b, row, b.add(q0, const64(lanes * v))),
-                              b.and_(masks[v], valid))
+                        vec.store(value, _gep(b, _gep(b, self.og, at), offset),
+                                  b.and_(mask, valid))
+            # a fused residual (laid out as the output) is added before the relu; no load
+            # without one (masked-off loads of a bad address take a slow assist on AMD)
+            with plain, b.if_else(has_res) as (added, alone):
+                for residual in (True, False):
+                    with added if residual else alone:
+                        self._store_rows(q0, masks, values, activated, residual)
+
+    def _store_rows(self, q0, masks, values, activated, residual: bool) -> None:
+        b, vec, g, lanes = self.b, self.vec, self.g, self.vec.lanes
+        for at, v, value, valid in values:
+            where = b.add(at, b.add(q0, const64(lanes * v)))
+            mask = b.and_(masks[v], valid)
+            if residual:
+                value = b.fadd(value, vec.load(_gep(b, g["rg"], where), mask))
+            vec.store(activated(value), _gep(b, self.og, where), mask)
 
     def _places(self, q, mask) -> list:
         """(offset, mask) stores of the vector at wide position q when rows are compacted
@@ -205,26 +223,28 @@ class _Tile:
 
 _PLAN = ("n", "G", "S", "ld_group", "OB", "og", "Q", "chunk", "relu", "mode", "H", "W",
          "Wq", "Hq", "top", "left", "sh", "sw", "ld", "n_phase", "C_all", "O_all", "OH", "OW",
-         "fuse")
+         "fuse", "w", "bias")
 PLAIN, PADDED, SPLIT = 0, 1, 2  # how the input reaches the kernel: as is, padded, phases
 PREP, CONV, COMPACT = 1, 2, 4  # the stages of one image a driver call runs
 
 
 def _build_driver(module: ir.Module, lanes: int) -> None:
-    """void (x, padded, wide, w, bias, out, offsets, plan, part): one image's stages, the
-    int64 ``plan`` (_PLAN, then the phase pairs) read in native code (a ctypes call with 20
-    ints costs ~5 us). ``part`` = [image, first row, end row, stages, first unit, end unit,
+    """void (x, padded, wide, res, out, offsets, plan, part): one image's stages, the
+    int64 ``plan`` (_PLAN with the weights' and bias's addresses, then the phase pairs) read
+    in native code (a ctypes call with 20 ints costs ~5 us); ``res``: null, or a residual
+    added before the relu (narrow output rows only). ``part`` = [image, first row, end row, stages, first unit, end unit,
     first channel, end channel] lets threads split an image: PREP pads (or splits) input
     channels [first, end channel); CONV and COMPACT run output rows [first, end row) of the
     output units [first, end unit), a unit being a group when G > 1, else a block of R output
     channels."""
     conv, pad, compact = (build(module, lanes) for build in (_build_conv, build_pad, build_compact))
     split = build_split(module)
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 6 + [I64_PTR] * 3),
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 5 + [I64_PTR] * 3),
                      name=_symbol(lanes))
-    x, padded, wide, w, bias, out, offsets, plan, part = fn.args
+    x, padded, wide, res, out, offsets, plan, part = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     a = {name: b.load(_gep(b, plan, const64(i))) for i, name in enumerate(_PLAN)}
+    w, bias = b.inttoptr(a["w"], F32_PTR), b.inttoptr(a["bias"], F32_PTR)
     image, row0, row1, stages, u0, u1, c0, c1 = (b.load(_gep(b, part, const64(i)))
                                                  for i in range(8))
     phases = _gep(b, plan, const64(len(_PLAN)))
@@ -259,10 +279,15 @@ def _build_driver(module: ir.Module, lanes: int) -> None:
         # positions [q0, q1) of the wide output: the input pointer moves by q0, the output
         # by row0 whole output rows (direct) or q0 wide positions
         base = b.select(plain, src, padded)
-        at_out = _gep(b, dst, b.add(b.mul(unit.o0, plane_out), b.mul(row0, a["OW"])))
+        out_off = b.add(b.mul(image, b.mul(a["O_all"], plane_out)),
+                        b.add(b.mul(unit.o0, plane_out), b.mul(row0, a["OW"])))
+        at_out = _gep(b, out, out_off)
+        null = ir.Constant(F32_PTR, None)
+        at_res = b.select(b.icmp_unsigned("==", res, null), null, _gep(b, res, out_off))
         at_wide = _gep(b, wide, b.add(b.mul(unit.o0, a["Q"]), q0))
         b.call(conv, [_gep(b, _gep(b, base, unit.x_off), q0), _gep(b, w, unit.w_off),
-                      _gep(b, bias, unit.bias_off), b.select(direct, at_out, at_wide), offsets,
+                      _gep(b, bias, unit.bias_off), b.select(direct, at_out, at_wide), at_res,
+                      offsets,
                       unit.groups, a["S"], a["ld_group"], unit.blocks, unit.og,
                       b.select(direct, plane_out, a["Q"]), b.sub(q1, q0), a["chunk"],
                       a["relu"], b.select(fused, a["Wq"], a["OW"]), a["OW"]])
@@ -305,7 +330,13 @@ def _driver(lanes: int):
         build, [_symbol(lanes)],
         (__name__, "msc.backend.kernels.direct_conv_prep", "msc.backend.kernels.layout",
          "msc.backend.llvm.loops"), (lanes,))
-    return library.cfunc(_symbol(lanes), None, *(ctypes.c_void_p,) * 9)
+    return library.cfunc(_symbol(lanes), None, *(ctypes.c_void_p,) * 8)
+
+
+def residual_fits(weight_shape: tuple, attrs: dict) -> bool:
+    """Whether the conv's output rows are its wide rows (the tile stores write them as is),
+    so a residual can be added in the store: 1x1 windows without padding, any stride."""
+    return tuple(weight_shape[2:]) == (1, 1) and not any(attrs["padding"])
 
 
 def direct_conv_fits(weight_shape: tuple, groups: int, attrs: dict) -> bool:
@@ -321,12 +352,14 @@ def direct_conv_fits(weight_shape: tuple, groups: int, attrs: dict) -> bool:
 class DirectConv2d(Kernel):
     """out = relu?(conv2d(x, w) + bias), NCHW float32 (see the module doc). ``attrs``:
     strides, padding (top, left, bottom, right), dilation; ``lanes`` overrides the host's
-    vector width (tests build the 8- and 4-lane variants on any host)."""
+    vector width (tests build the 8- and 4-lane variants on any host). ``residual``: the
+    call's arg index of a tensor added before the relu (``kernel(x, res, out)``), for convs
+    whose output rows are their wide rows (1x1 without padding, residual_fits)."""
 
     inputs = (0,)
 
     def __init__(self, op: str, weight_oihw: np.ndarray, bias, relu: bool, groups: int,
-                 attrs: dict, lanes: int | None = None):
+                 attrs: dict, lanes: int | None = None, residual: int | None = None):
         if not direct_conv_fits(weight_oihw.shape, groups, attrs) or \
                 weight_oihw.shape[0] % groups:
             raise ShapeError(f"direct conv cannot take weight {weight_oihw.shape}, groups "
@@ -336,6 +369,11 @@ class DirectConv2d(Kernel):
         self.padding, self.dilation = tuple(attrs["padding"]), tuple(attrs["dilation"])
         self.strides = tuple(attrs["strides"])
         self.relu = int(bool(relu))
+        if residual is not None:
+            if not residual_fits(weight_oihw.shape, attrs):
+                raise ShapeError("a fused residual needs a 1x1 conv without padding", op=op,
+                                 param="residual")
+            self.inputs = (0, residual)
         self.lanes = lanes or vector_lanes()  # tests build the narrower variants too
         r_n, _ = tile_shape(self.lanes)
         og = o // groups
@@ -361,7 +399,8 @@ class DirectConv2d(Kernel):
         return ((h + top + bottom - dh * (self.kh - 1) - 1) // sh + 1,
                 (w + left + right - dw * (self.kw - 1) - 1) // sw + 1)
 
-    def __call__(self, x, out):
+    def __call__(self, x, *rest):
+        out, res = rest[-1], (rest[0] if len(rest) == 2 else None)
         if type(x) is not np.ndarray or x.dtype != F32_DTYPE or not x.flags.c_contiguous:
             x = as_f32(x, "data", self.op)
         plan = self._plans.get(x.shape)
@@ -372,10 +411,15 @@ class DirectConv2d(Kernel):
                 or not out.flags.writeable):
             raise ShapeError(f"output buffer {getattr(out, 'shape', out)}, expected float32 "
                              f"{plan.out_shape}", op=self.op, param="out")
+        if len(self.inputs) != 1 + (res is not None):
+            raise ShapeError(f"expects {len(self.inputs)} input arrays and the output",
+                             op=self.op, param="residual")
+        if res is not None:
+            res = f32_address(res, plan.out_shape, self.op, "residual")
         if out.size:
             padded, wide = scratch_addresses(*plan.scratch) if plan.scratch else (0, 0)
-            pointers = (self.addr[0](x), padded, wide, self.w_ptr, self.bias_ptr,
-                        self.addr[1](out), plan.offsets_ptr, plan.args_ptr)
+            pointers = (self.addr[0](x), padded, wide, res or 0, self.addr[1](out),
+                        plan.offsets_ptr, plan.args_ptr)
             threads = task_threads() if plan.macs >= _PARALLEL_MACS else 1
             if threads == 1:
                 for part in plan.whole:
@@ -416,7 +460,8 @@ class DirectConv2d(Kernel):
         fuse = self._fuse_compact(oh, ow, wq)
         args = (n, self.groups, cg * self.kh * self.kw, cg * ld, self.blocks, og, oh * wq,
                 self._chunk(cg), self.relu, mode, h, w, wq, hq, top, left, *stride,
-                ld, len(phases), self.c, self.o, oh, ow, fuse, *(v for ab in phases for v in ab))
+                ld, len(phases), self.c, self.o, oh, ow, fuse, self.w_ptr, self.bias_ptr,
+                *(v for ab in phases for v in ab))
         # reads past a channel's last plane reach cols[-1][0] floats (wide garbage columns)
         sizes = () if mode == PLAIN else (self.c * ld + cols[-1][0] + self.lanes,
                                           0 if wq == ow or fuse else self.o * oh * wq)
@@ -474,7 +519,7 @@ class _Plan:
                 for stage in parts:
                     tasks = NativeTasks(len(stage)) if stage else None
                     if tasks:
-                        tasks.records[:, 0], tasks.records[:, 9] = address, stage
+                        tasks.records[:, 0], tasks.records[:, 8] = address, stage
                     self._splits[threads].append(tasks)
         return self._splits[threads]
 

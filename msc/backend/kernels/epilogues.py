@@ -1,7 +1,8 @@
 """Epilogues: elementwise ops that a kernel with a per-channel epilogue can absorb.
 
 Entries: ``("bias", b[C])`` adds, ``("scale", s[C])`` multiplies (weights and bias so far),
-``("relu",)``. The build's fusion step asks :func:`epilogue_entries` whether a consumer call
+``("relu",)``, ``("residual", value id)`` adds a run-time tensor of the output's shape (a
+ResNet block's shortcut; only kernels that list it, and only a relu may follow it). The build's fusion step asks :func:`epilogue_entries` whether a consumer call
 folds into the kernel of its producer (conv / matmul + bias + relu is one call).
 """
 
@@ -103,9 +104,26 @@ def epilogue_entries(site: Site, op: str, values: list, attrs, producer_out: int
         return None
     entries = rule(values, attrs if attrs is not None else Attrs(), producer_out, axis,
                    site.out.ndim)
+    if entries is None and op == "add":
+        entries = _residual(site, values, producer_out)
     if not entries or any(e[0] not in fact.epilogues_for(site) for e in entries):
         return None
     if any(e[0] == "relu" for e in site.epilogue):
         return None  # nothing runs after the relu in a kernel epilogue
+    if any(e[0] == "residual" for e in site.epilogue) and any(e[0] != "relu" for e in entries):
+        return None  # the kernel adds the residual after its bias and scale, before the relu
     return tuple(entries)
+
+
+def _residual(site: Site, values: list, producer_out: int):
+    """[("residual", id)] when the add's other operand is a run-time tensor of the output's
+    dtype and static shape."""
+    other = [v for v in values if v.id != producer_out]
+    if len(values) != 2 or len(other) != 1 or isinstance(other[0].const, np.ndarray):
+        return None
+    mine, theirs = site.out, other[0].sinfo
+    if not (isinstance(theirs, TensorStructInfo) and getattr(mine, "is_static", False)
+            and theirs.dtype == mine.dtype and theirs.values == mine.values):
+        return None
+    return [("residual", other[0].id)]
 

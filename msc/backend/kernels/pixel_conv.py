@@ -192,7 +192,7 @@ class PixelConv2d(Kernel):
         threads = task_threads() if plan.macs >= _PARALLEL_MACS else 1
         for i in range(n):
             if prep.scratch:  # the PREP stage of image i into `padded` (one thread)
-                self.prep.run(xp, padded, 0, 0, 0, 0, prep.offsets_ptr, prep.args_ptr,
+                self.prep.run(xp, padded, 0, 0, 0, prep.offsets_ptr, prep.args_ptr,
                               plan.prep_parts[i])
                 base = padded
             else:
