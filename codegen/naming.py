@@ -80,5 +80,6 @@ def _float(value: float) -> str:
 def comment(text: str) -> str:
     """``text`` as the body of a one-line comment: printable ASCII, escapes for the rest."""
     escaped = str(text).encode("ascii", "backslashreplace").decode("ascii")
-    escaped = "".join(c if c.isprintable() else repr(c)[1:-1] for c in escaped)
+    if not escaped.isprintable():  # (one C-level test first: comments are rarely odd)
+        escaped = "".join(c if c.isprintable() else repr(c)[1:-1] for c in escaped)
     return escaped if len(escaped) <= _MAX_COMMENT else escaped[:_MAX_COMMENT] + "..."

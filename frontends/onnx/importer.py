@@ -267,7 +267,8 @@ class OnnxImporter:
         self._raise_problems()
 
     def _convert_node(self, proto: onnx.NodeProto) -> None:
-        missing = [name for name in proto.input if name and name not in self.env]
+        names = list(proto.input)  # protobuf fields are read once per node, not per use
+        missing = [name for name in names if name and name not in self.env]
         if missing and self.problems:
             return  # an input comes from a node that could not be converted (reported)
         if missing:  # a dangling name, or a cycle (ONNX lists nodes in topological order)
@@ -275,8 +276,9 @@ class OnnxImporter:
                                   node=proto.name or proto.op_type, op=proto.op_type,
                                   hint="the graph must be a DAG in topological order; "
                                        "check the model with onnx.checker.check_model")
-        node = self._node(proto)
-        converter = opsets.select(self.table, opsets.key_of(proto.op_type, proto.domain),
+        outputs = tuple(proto.output)
+        node = self._node(proto, names, outputs)
+        converter = opsets.select(self.table, opsets.key_of(node.op_type, node.domain),
                                   node.opset)
         try:
             result = converter(self.ctx, node)
@@ -294,7 +296,7 @@ class OnnxImporter:
                                   f": {err})", node=node.name, op=node.op_type,
                                   hint="the model is malformed here; check it with "
                                        "onnx.checker.check_model") from err
-        self._bind(proto, result)
+        self._bind(proto, outputs, result)
 
     def _inline_graph(self, graph: onnx.GraphProto, inputs: list = ()) -> list:
         """Convert a subgraph (an If branch, a Scan body) in place, its inputs bound to
@@ -311,26 +313,27 @@ class OnnxImporter:
         self.env, self.bound = outer, bound  # sibling subgraphs may reuse inner names
         return outputs
 
-    def _node(self, proto: onnx.NodeProto) -> OnnxNode:
-        opset = self.opsets.get(proto.domain or "", 1)
-        inputs = [self.env[n] if n else None for n in proto.input]
-        schema = schema_of(proto.op_type, opset, proto.domain or "")
+    def _node(self, proto: onnx.NodeProto, names: list, outputs: tuple) -> OnnxNode:
+        op_type, domain = proto.op_type, proto.domain
+        opset = self.opsets.get(domain or "", 1)
+        inputs = [self.env[n] if n else None for n in names]
+        schema = schema_of(op_type, opset, domain or "")
         if schema is not None and not _variadic(schema):  # (schema.inputs copies them all)
             inputs += [None] * (len(_schema_facts(schema)[1]) - len(inputs))
-        name = proto.name or f"{proto.op_type}_{len(self.env)}"
+        name = proto.name or f"{op_type}_{len(self.env)}"
         attrs = node_attrs(proto, opset, name)
         if schema is not None:
-            _check_required(schema, inputs, attrs, name, proto.op_type)
-        return OnnxNode(proto.op_type, name, proto.domain, opset, inputs, attrs,
-                        len(proto.output), list(proto.output))
+            _check_required(schema, inputs, attrs, name, op_type)
+        return OnnxNode(op_type, name, domain, opset, inputs, attrs, len(outputs),
+                        list(outputs))
 
-    def _bind(self, proto: onnx.NodeProto, result) -> None:
+    def _bind(self, proto: onnx.NodeProto, outputs: tuple, result) -> None:
         if isinstance(result, Expr) and isinstance(result.struct_info, TupleStructInfo) \
-                and len(proto.output) > 1:
+                and len(outputs) > 1:
             result = [self.bb.emit(TupleGetItem(result, i))
                       for i in range(len(result.struct_info.fields))]
         results = list(result) if isinstance(result, (list, tuple)) else [result]
-        for name, value in zip(proto.output, results):
+        for name, value in zip(outputs, results):
             if name in self.bound:
                 raise ValidationError(f"output {name!r} is already produced by another node "
                                       "or is a graph input", node=proto.name or proto.op_type,

@@ -261,16 +261,16 @@ class GraphBuilder:
     def _call_node(self, var: Var, name: str, optype: str, args: list, attrs: dict,
                    layout: str | None = None) -> None:
         attrs = dict(attrs)
-        for arg, role, arg_name in args:
-            value = self.view.value_of(arg)
-            if is_attr_arg(value):
+        values = [self.view.value_of(arg) for arg, _, _ in args]
+        is_attr = [is_attr_arg(value) for value in values]
+        for (_, role, arg_name), value, attr in zip(args, values, is_attr):
+            if attr:
                 key = arg_name if role == INPUT and arg_name else role
                 attrs[key] = arg_attr(value)
                 attrs.update(self._attr_prims(key, value))
         inputs, weights = [], {}
-        for arg, role, _ in args:
-            value = self.view.value_of(arg)
-            if is_attr_arg(value):
+        for (arg, role, _), value, attr in zip(args, values, is_attr):
+            if attr:
                 continue
             if role != INPUT and isinstance(value, Constant):
                 weights[role] = self._weight(value, role, optype, attrs)

@@ -60,6 +60,9 @@ def _children(expr: Expr) -> tuple:
 
 def constants_in(expr: Expr) -> list[Constant]:
     """The constants of ``expr`` in pre-order, left to right (each object once)."""
+    if _flat_call(expr):  # most bindings: no walk needed
+        found = {id(a): a for a in expr.args if isinstance(a, Constant)}
+        return list(found.values())
     found: dict[int, Constant] = {}
     stack = [expr]
     while stack:
@@ -70,7 +73,25 @@ def constants_in(expr: Expr) -> list[Constant]:
     return list(found.values())
 
 
+_NESTING = (Call, Tuple, TupleGetItem)
+
+
+def _flat_call(expr) -> bool:
+    if type(expr) is not Call:
+        return False
+    for arg in expr.args:  # (a loop, not any(genexpr): once per binding)
+        if isinstance(arg, _NESTING):
+            return False
+    return True
+
+
 def _vars_in(expr: Expr):
+    if _flat_call(expr):  # the vars in the order the walk below finds them
+        return [a for a in reversed(expr.args) if isinstance(a, Var)]
+    return _walk_vars(expr)
+
+
+def _walk_vars(expr: Expr):
     stack = [expr]
     while stack:
         node = stack.pop()

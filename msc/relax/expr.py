@@ -77,25 +77,24 @@ class Node:
 class Expr(Node):
     """Base of Relax expressions. Identity semantics (``is``) unless a subclass says otherwise."""
 
-    __slots__ = ("_sinfo", "span")
+    # ``struct_info`` is a slot read directly (not a property): the most read field of the IR.
+    # It is read-only like every field (Node.__setattr__); normalization sets it once.
+    __slots__ = ("span", "struct_info")
 
     def __init__(self, sinfo: StructInfo | None = None, span=None):
-        _set(self, "_sinfo", sinfo)  # not _init(**fields): the hottest constructors of a graph
+        _set(self, "struct_info", sinfo)  # not _init(**fields): the hottest constructors
         _set(self, "span", span)
 
     @property
-    def struct_info(self) -> StructInfo | None:
-        return self._sinfo
-
-    @property
     def struct_info_(self) -> StructInfo | None:  # TVM spelling
-        return self._sinfo
+        return self.struct_info
 
     def _set_struct_info(self, sinfo: StructInfo) -> None:
         """Set once, by normalization (the BlockBuilder); never changed afterwards."""
-        if self._sinfo is not None and self._sinfo != sinfo:
-            raise ValidationError(f"{type(self).__name__} already has struct info {self._sinfo}")
-        object.__setattr__(self, "_sinfo", sinfo)
+        if self.struct_info is not None and self.struct_info != sinfo:
+            raise ValidationError(f"{type(self).__name__} already has struct info "
+                                  f"{self.struct_info}")
+        object.__setattr__(self, "struct_info", sinfo)
 
     def __repr__(self) -> str:
         return expr_text(self)

@@ -135,7 +135,8 @@ class ShapeStructInfo(StructInfo):
 class TensorStructInfo(StructInfo):
     """``R.Tensor((d0, d1), dtype="float32")``. ``shape`` is a ShapeExpr or None (unknown)."""
 
-    __slots__ = ("dtype", "ndim", "shape", "vdevice")
+    # ``values`` (the dims, or None when unknown) is kept at init: read for every value.
+    __slots__ = ("dtype", "ndim", "shape", "values", "vdevice")
 
     def __init__(self, shape=None, dtype="float32", ndim: int = -1, vdevice=None):
         shape_expr, shape_var = _SHAPE_KINDS
@@ -146,14 +147,10 @@ class TensorStructInfo(StructInfo):
                 raise ValidationError(f"shape {shape} has rank {len(shape.values)}, not {ndim}")
             ndim = len(shape.values)
         _set(self, "shape", shape)  # not _init(**fields): one per value of a graph
+        _set(self, "values", getattr(shape, "values", None))  # a Var shape: unknown dims
         _set(self, "dtype", normalize_dtype(dtype))
         _set(self, "ndim", ndim)
         _set(self, "vdevice", vdevice)
-
-    @property
-    def values(self) -> tuple | None:
-        """Dims as PrimExprs, or None when the shape is unknown."""
-        return getattr(self.shape, "values", None)
 
     def _key(self):
         return ("Tensor", self.values, self.dtype, self.ndim)
