@@ -27,7 +27,7 @@ from llvmlite import ir
 from ..llvm.jit import get_jit
 from ..llvm.loops import I32, I64, const64, for_range, imin
 from ..runtime.threads import NativeTasks, native_address, split_range
-from .int8_gemm import _DRIVER_TYPES, I8, I8_PTR, NR, OUTS
+from .int8_gemm import _DRIVER_TYPES, I8, I8_PTR, LANES, NR, OUTS
 
 __all__ = ["FIELDS", "block_fn", "build_pack", "conv_plan"]
 
@@ -266,10 +266,16 @@ class ConvPlan:
 
 
 def _blocks(p: int, o: int, parts: int) -> list[tuple[int, int, int, int]]:
-    """(q0, q1, r0, r1) blocks: pixel panels first, output channel tiles when panels are few
-    (squeezenet's 13 x 13 planes are three panels)."""
+    """(q0, q1, r0, r1) blocks: pixel panels first; planes of one or two panels (7 x 7) in
+    16-pixel blocks, each the GEMM's one-vector tile, so the split adds no GEMM work; else
+    output channel tiles when panels are few (squeezenet's 13 x 13 planes are three panels),
+    each block unfolding its pixels again."""
     qs = split_range(p, parts, NR)
-    rs = split_range(o, -(-parts // len(qs)), 6) if len(qs) < parts else [(0, o)]
+    if len(qs) >= parts:
+        return [(q0, q1, 0, o) for q0, q1 in qs]
+    if p <= 2 * NR:
+        return [(q0, q1, 0, o) for q0, q1 in split_range(p, -(-p // LANES), LANES)]
+    rs = split_range(o, -(-parts // len(qs)), 6)
     return [(q0, q1, r0, r1) for q0, q1 in qs for r0, r1 in rs]
 
 
