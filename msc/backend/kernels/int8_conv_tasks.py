@@ -266,16 +266,18 @@ class ConvPlan:
 
 
 def _blocks(p: int, o: int, parts: int) -> list[tuple[int, int, int, int]]:
-    """(q0, q1, r0, r1) blocks: pixel panels first; planes of one or two panels (7 x 7) in
-    16-pixel blocks, each the GEMM's one-vector tile, so the split adds no GEMM work; else
-    output channel tiles when panels are few (squeezenet's 13 x 13 planes are three panels),
-    each block unfolding its pixels again."""
+    """(q0, q1, r0, r1) blocks: pixel panels first; when panels are few (squeezenet's 13 x 13
+    planes are three), output channel tiles too, each block unfolding its pixels again, or,
+    for few channels on one or two panels (densenet's 7 x 7 growth convs), 16-pixel blocks:
+    each the GEMM's one-vector tile, so that split adds no GEMM work (but reads every weight
+    once per block)."""
     qs = split_range(p, parts, NR)
     if len(qs) >= parts:
         return [(q0, q1, 0, o) for q0, q1 in qs]
-    if p <= 2 * NR:
+    tiles = -(-parts // len(qs))
+    if p <= 2 * NR and o < 24 * tiles:  # under 4 row tiles per block
         return [(q0, q1, 0, o) for q0, q1 in split_range(p, -(-p // LANES), LANES)]
-    rs = split_range(o, -(-parts // len(qs)), 6)
+    rs = split_range(o, tiles, 6)
     return [(q0, q1, r0, r1) for q0, q1 in qs for r0, r1 in rs]
 
 
