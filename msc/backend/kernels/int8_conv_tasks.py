@@ -9,8 +9,8 @@ driver (by address) on them, writing NCHW columns q.. of its rows. Blocks never 
 buffer, so the tasks of one conv run on any thread in any order with one handoff
 (threads.NativeTasks) and no barrier: each block first copies the input rows its pixels read
 into its own padded window (the zero point around them; neighbouring blocks share only a
-few halo rows, copied twice). Every output element is the same integer sum and the same epilogue however the
-pixels are blocked, so results are bitwise equal on any thread count.
+few halo rows, copied twice). Every output element is the same integer sum and the same
+epilogue however the pixels are blocked, so results are bitwise equal on any thread count.
 
 ``row`` points to an int64 parameter row (FIELDS); ``x``, ``arena``, ``out`` are the bases
 a launch passes (the record holds byte offsets: the image / group, the block's buffers).
@@ -27,15 +27,14 @@ from llvmlite import ir
 from ..llvm.jit import get_jit
 from ..llvm.loops import I32, I64, const64, for_range, imin
 from ..runtime.threads import NativeTasks, native_address, split_range
-from .int8_gemm import _DRIVER_TYPES, I8, I8_PTR, NR, OUTS
+from .int8_gemm import _DRIVER_TYPES, I8, I8_PTR, LANES, NR, OUTS
 
 __all__ = ["FIELDS", "block_fn", "build_pack", "conv_plan"]
 
 FIELDS = ("flags", "c", "h", "w", "kh", "kw", "sh", "sw", "pt", "pl", "dh", "dw", "oh", "ow",
-          "k4", "fill", "y0", "wh", "wp", "xp", "cols", "packed", "q0", "q1", "qb", "rows", "flip",
-          "p", "size", "driver", "w_ptr", "comp", "scale", "bias", "oscale", "ozp", "relu",
+          "k4", "fill", "y0", "wh", "wp", "xp", "cols", "packed", "q0", "q1", "qb", "rows",
+          "flip", "p", "size", "driver", "w_ptr", "comp", "scale", "bias", "oscale", "ozp", "relu",
           "pscale", "pbias", "s2", "z2", "relu2")
-_AT = {name: i for i, name in enumerate(FIELDS)}
 DIRECT = 1  # flag: pack the input as it is (1x1 stride-1 convs: no window, no unfold)
 _SYMBOL = "msc_qconv_block"
 _L2_BLOCK = 1 << 20  # bytes of patch rows + panels a block unfolds at a time (L2: 1 MiB; less
@@ -136,8 +135,8 @@ def _intrinsic(module: ir.Module, name: str) -> ir.Function:
 
 
 def _unfold_cols(b, v, xp, cols, q, nq) -> None:
-    """cols[k, t] = xp[c, ih - y0, iw] for the pixels q..q+nq (k = (c*KH + i)*KW + j), whole rows
-    of ``fill`` from C*KH*KW to K4; rows are written in address order (see _copy64)."""
+    """cols[k, t] = xp[c, ih - y0, iw] for the pixels q..q+nq (k = (c*KH + i)*KW + j), whole
+    rows of ``fill`` from C*KH*KW to K4; rows are written in address order (see _copy64)."""
     taps = b.mul(v["kh"], v["kw"])
     k, padded, q_end = b.mul(v["c"], taps), b.mul(v["wh"], v["wp"]), b.add(q, nq)
     oh0 = b.sdiv(q, v["ow"])
@@ -235,7 +234,7 @@ def _library():
         _build_block(module, pack)
         return module
     return get_jit().compile_generated(build, [_SYMBOL], (
-        __name__, "msc.backend.kernels.int8_conv", "msc.backend.llvm.loops"))
+        __name__, "msc.backend.kernels.int8_gemm", "msc.backend.llvm.loops"))
 
 
 @cache
@@ -266,10 +265,18 @@ class ConvPlan:
 
 
 def _blocks(p: int, o: int, parts: int) -> list[tuple[int, int, int, int]]:
-    """(q0, q1, r0, r1) blocks: pixel panels first, output channel tiles when panels are few
-    (squeezenet's 13 x 13 planes are three panels)."""
+    """(q0, q1, r0, r1) blocks: pixel panels first; when panels are few (squeezenet's 13 x 13
+    planes are three), output channel tiles too, each block unfolding its pixels again, or,
+    for few channels on one or two panels (densenet's 7 x 7 growth convs), 16-pixel blocks:
+    each the GEMM's one-vector tile, so that split adds no GEMM work (but reads every weight
+    once per block)."""
     qs = split_range(p, parts, NR)
-    rs = split_range(o, -(-parts // len(qs)), 6) if len(qs) < parts else [(0, o)]
+    if len(qs) >= parts:
+        return [(q0, q1, 0, o) for q0, q1 in qs]
+    tiles = -(-parts // len(qs))
+    if p <= 2 * NR and o < 24 * tiles:  # under 4 row tiles per block
+        return [(q0, q1, 0, o) for q0, q1 in split_range(p, -(-p // LANES), LANES)]
+    rs = split_range(o, tiles, 6)
     return [(q0, q1, r0, r1) for q0, q1 in qs for r0, r1 in rs]
 
 

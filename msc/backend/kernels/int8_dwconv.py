@@ -2,7 +2,7 @@
 mobilenet's 3x3 convs, which a GEMM would run as thousands of 1 x 9 products.
 
 Per image, the uint8 / int8 input is first copied into padded planes (the zero point around
-it, int8_conv.py's ``_pad_planes``), so that every tap reads in range. Then per channel and
+it, int8_conv_tasks.py's ``_pad_planes``), so that every tap reads in range. Then per channel and
 output row, 16 output pixels at a time: ``acc += x[ih, iw + lane * stride] * w[c, tap]`` in
 int32 lanes (stride 1: one 16-byte load per tap; stride 2: a 32-byte load whose even bytes
 are the lanes), and the int8 GEMM's epilogue (int8_gemm.py, "row" orientation: one channel a
@@ -45,7 +45,7 @@ from .layout import scratch_addresses
 
 __all__ = ["QDepthwise"]
 
-_PARALLEL = 1 << 16  # output elements; below this one thread runs the whole conv
+_PARALLEL = 1 << 14  # output elements (~15 us); below this one thread runs the whole conv
 _PAD_ARGS = ("x", "xp", "c", "h", "w", "hp", "wp", "pt", "pl", "fill")
 # after the GEMM driver's epilogue arguments (comp ... relu2): the conv's own
 _ARGS = ("xp", "wt", "c", "c0", "c1", "hp", "wp", "oh", "ow", "kh", "kw", "dh", "dw", "sh")
@@ -60,8 +60,8 @@ def _symbol(cfg: QGemmConfig, stride: int, signed: bool, window: tuple) -> str:
 
 def _build(cfg: QGemmConfig, stride: int, signed: bool, window: tuple) -> ir.Module:
     """``void (out, xp, <epilogue args>, wt, C, c0, c1, HP, WP, OH, OW, KH, KW, DH, DW, SH)``
-    for channels c0..c1 (out and xp first: a task list adds their bases there), and a padding function ``void (x, xp, C, H, W, HP, WP, PT, PL,
-    fill)``; the row stride of the input (1 or 2) and the window are compiled in (the taps
+    for channels c0..c1 (out and xp first: a task list adds their bases there), and a
+    padding function ``void (x, xp, C, H, W, HP, WP, PT, PL, fill)``; the row stride of the input (1 or 2) and the window are compiled in (the taps
     unrolled, their weights splatted once per channel)."""
     symbol = _symbol(cfg, stride, signed, window)
     module = ir.Module(name=symbol)

@@ -33,7 +33,7 @@ _TYPES = {"uint8": (ir.IntType(8), False, np.uint8), "int8": (ir.IntType(8), Tru
           "f32": (F32, None, np.float32), "u8": (ir.IntType(8), False, np.uint8),
           "s8": (ir.IntType(8), True, np.int8)}
 _RANGES = {"u8": (0.0, 255.0), "s8": (-128.0, 127.0)}
-_PARALLEL = 1 << 16  # elements (~10 us); below this one thread wins
+_PARALLEL = 1 << 15  # elements (~5-10 us); below this one thread wins
 
 
 def _symbol(a: str, b: str, out: str) -> str:
