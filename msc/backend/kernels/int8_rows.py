@@ -283,11 +283,13 @@ class _RowKernel(Kernel):
         threads = max(1, min(threads, self.rows))
         tasks = self.tasks.get(threads)
         if tasks is None:
-            cols = len(bases)
-            tasks = NativeTasks(threads)
+            # four row ranges per thread, taken in turn: a thread slowed by another process
+            # leaves its share to the others (a task costs an atomic add)
+            parts, cols = min(self.rows, 4 * threads if threads > 1 else 1), len(bases)
+            tasks = NativeTasks(parts)
             tasks.records[:, 0] = native_address(self.fn)
-            for k in range(threads):
-                lo, hi = self.rows * k // threads, self.rows * (k + 1) // threads
+            for k in range(parts):
+                lo, hi = self.rows * k // parts, self.rows * (k + 1) // parts
                 row = [0] * cols + list(self._row_args(lo, hi))
                 tasks.records[k, 1:1 + len(row)] = row
             self.tasks[threads] = tasks
