@@ -247,10 +247,39 @@ class _Rows:
             return
         dq, (xq, in_dtype, sx, zx) = entry
         eps = np.float32(ln.site.attr("epsilon", 1e-5))
-        params = quant_params(sx=sx, zx=zx, q4=q, eps=eps)
-        kernel = QLayerNorm(shape, in_dtype, q[2], params, gamma, beta)
-        self._replace([dq, ln, qnode], (xq,), qnode.out, kernel, ln.name)
-        self.counts["qdq:layer_norm"] += 1
+        residual = self._residual(dq, shape)
+        if residual is None:
+            params = quant_params(sx=sx, zx=zx, q4=q, eps=eps)
+            kernel = QLayerNorm(shape, in_dtype, q[2], params, gamma, beta)
+            self._replace([dq, ln, qnode], (xq,), qnode.out, kernel, ln.name)
+            self.counts["qdq:layer_norm"] += 1
+            return
+        chain, ins, (a, b), q2 = residual
+        params = quant_params(sx=a[2], zx=a[3], sy=b[2], zy=b[3], q2=q2, q4=q, eps=eps)
+        kernel = QLayerNorm(shape, a[1], q[2], params, gamma, beta, residual=True)
+        self._replace([*chain, dq, ln, qnode], ins, qnode.out, kernel, ln.name)
+        self.counts["qdq:add->layer_norm"] += 1
+
+    def _residual(self, dq: Node, shape: tuple):
+        """BERT's post-norm: the layer norm's bytes come from ``quantize(dequantize(a) +
+        dequantize(b))`` read only by it: (chain nodes, (a, b), their dequantize entries,
+        the add's quantize) to fold the add into the row, or None."""
+        if not self._only(dq.out, self.readers[dq.out][0] if self.readers[dq.out] else None):
+            return None
+        q1 = self.producer.get(dq.ins[0])
+        q2 = self._quantize(q1)
+        add = self.producer.get(q1.ins[0]) if q2 is not None else None
+        if (add is None or add.op != "add" or add.site is None or len(add.ins) != 2
+                or not self._only(q1.out, dq) or not self._only(add.out, q1)
+                or q2[2] != _dtype(self.values[dq.ins[0]])):
+            return None
+        found = [self._dequantize(i, add, shared=True) for i in add.ins]
+        if any(f is None or _shape(self.values[f[1][0]]) != shape for f in found) or (
+                found[0][1][1] != found[1][1][1]):
+            return None
+        chain = [add, q1, found[0][0]] + ([found[1][0]] if found[1][0] is not found[0][0]
+                                          else [])
+        return chain, (found[0][1][0], found[1][1][0]), (found[0][1], found[1][1]), q2
 
 
     # -- split --------------------------------------------------------------------------------

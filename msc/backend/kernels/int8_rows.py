@@ -18,7 +18,7 @@ The layer norm row takes the float steps of kernels/norm.py, so it matches the u
 
     kernel = QSoftmax(shape, "uint8", "uint8", params, mask_shape, mid=True, tail=table)
     kernel(xq, mask, out)          # or kernel(xq, out) without a mask
-    kernel = QLayerNorm(shape, "uint8", "uint8", params, gamma, beta, eps)
+    kernel = QLayerNorm(shape, "uint8", "uint8", params, gamma, beta)   # kernel(x, out)
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ F64 = ir.DoubleType()  # the parameter row (exact for float32 scales and eps)
 I8 = ir.IntType(8)
 _I8P = I8.as_pointer()
 # params (float64): input dequantize, the mid quantize round trip, the output quantize, eps
-PARAMS = ("sx", "zx", "s2", "z2", "lo2", "hi2", "s4", "z4", "lo4", "hi4", "eps")
+PARAMS = ("sx", "zx", "s2", "z2", "lo2", "hi2", "s4", "z4", "lo4", "hi4", "eps", "sy", "zy")
 _P = {name: i for i, name in enumerate(PARAMS)}
 _MASK, _MID = 1, 2  # softmax flags
 # the softmax's row max and sum as vector reductions (the lanes' order is fixed by the code,
@@ -97,10 +97,10 @@ class _Row:
         self.maxnum = _declare(b.module, "llvm.maxnum.f32", F32, [F32, F32])
         self.round = _declare(b.module, "llvm.roundeven.f32", F32, [F32])
 
-    def dequantize(self, byte: ir.Value) -> ir.Value:
+    def dequantize(self, byte: ir.Value, which: str = "x") -> ir.Value:
         b = self.b
         x = b.sitofp(byte, F32) if self.signed else b.uitofp(byte, F32)
-        return b.fmul(b.fsub(x, self.p["zx"]), self.p["sx"])
+        return b.fmul(b.fsub(x, self.p["z" + which]), self.p["s" + which])
 
     def quantize(self, x: ir.Value, key: str, times: ir.Value | None = None) -> ir.Value:
         """The clipped quantized value as a float (an integer); ``x * times`` in place of
@@ -188,18 +188,21 @@ def _build_softmax(signed: bool, tail: bool, lanes: int) -> ir.Module:
     return module
 
 
-def _norm_symbol(signed: bool, tail: bool, lanes: int) -> str:
-    return f"msc_qlayer_norm_{'s' if signed else 'u'}8{'_t' if tail else ''}_l{lanes}"
+def _norm_symbol(signed: bool, tail: bool, residual: bool, lanes: int) -> str:
+    return (f"msc_qlayer_norm_{'s' if signed else 'u'}8{'_t' if tail else ''}"
+            f"{'_r' if residual else ''}_l{lanes}")
 
 
-def _build_norm(signed: bool, tail: bool, lanes: int) -> ir.Module:
-    """void (x, out, gamma, beta, params, tail, r0, r1, n): kernels/norm.py's float steps."""
-    name = _norm_symbol(signed, tail, lanes)
+def _build_norm(signed: bool, tail: bool, residual: bool, lanes: int) -> ir.Module:
+    """void (x, y, out, gamma, beta, params, tail, r0, r1, n): kernels/norm.py's float steps,
+    on ``dequantize(x)``, or with ``residual`` on ``requantize(dequantize(x) +
+    dequantize(y))`` (BERT's post-norm: the residual add's bytes never leave the row)."""
+    name = _norm_symbol(signed, tail, residual, lanes)
     module = ir.Module(name=name)
     f32p, f64p = F32.as_pointer(), F64.as_pointer()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [
-        _I8P, _I8P, f32p, f32p, f64p, _I8P, I64, I64, I64]), name=name)
-    x, out, gamma, beta, params, table, r0, r1, n = fn.args
+        _I8P, _I8P, _I8P, f32p, f32p, f64p, _I8P, I64, I64, I64]), name=name)
+    x, y, out, gamma, beta, params, table, r0, r1, n = fn.args
     _noalias(fn)
     table = table if tail else None
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -211,9 +214,15 @@ def _build_norm(signed: bool, tail: bool, lanes: int) -> ir.Module:
     sqrt = module.declare_intrinsic("llvm.sqrt", [F32])
     with for_range(b, r1, start=r0, name="row") as r:
         base = b.mul(r, n)
-        src, dst = b.gep(x, [base]), b.gep(out, [base])
-        row_map(b, n, lambda j: b.store(row.dequantize(b.load(b.gep(src, [j]))),
-                                        b.gep(buf, [j])))
+        src, dst, other = b.gep(x, [base]), b.gep(out, [base]), b.gep(y, [base])
+
+        def load(j):
+            v = row.dequantize(b.load(b.gep(src, [j])))
+            if residual:  # the add's quantize and dequantize, as the unfused chain
+                v = row.requantize(b.fadd(v, row.dequantize(b.load(b.gep(other, [j])), "y")))
+            b.store(v, b.gep(buf, [j]))
+
+        row_map(b, n, load)
         mean = b.fmul(row_reduce(b, vec, buf, n, "add"), inv_n)
         vmean = splat_f32(b, vec, mean)
 
@@ -235,16 +244,20 @@ def _build_norm(signed: bool, tail: bool, lanes: int) -> ir.Module:
 
 
 @cache
-def _native(kind: str, signed: bool, tail: bool, lanes: int):
-    build, symbol = {"softmax": (_build_softmax, _softmax_symbol),
-                     "norm": (_build_norm, _norm_symbol)}[kind]
+def _native(kind: str, signed: bool, tail: bool, lanes: int, residual: bool = False):
+    """The softmax (6 pointers, 4 integers) or layer norm (7 pointers, 3 integers) entry."""
+    if kind == "softmax":
+        build, symbol, ptrs = _build_softmax, _softmax_symbol(signed, tail, lanes), 6
+        args = (signed, tail, lanes)
+    else:
+        build, symbol, ptrs = _build_norm, _norm_symbol(signed, tail, residual, lanes), 7
+        args = (signed, tail, residual, lanes)
     library = get_jit().compile_generated(
-        lambda: build(signed, tail, lanes), [symbol(signed, tail, lanes)],
+        lambda: build(*args), [symbol],
         (__name__, "msc.backend.kernels.rowmath", "msc.backend.llvm.loops",
-         "msc.backend.tir.math"), (kind, signed, tail, lanes))
-    count = 10 if kind == "softmax" else 9
-    return library.cfunc(symbol(signed, tail, lanes), None, *[ctypes.c_void_p] * 6,
-                         *[ctypes.c_int64] * (count - 6))
+         "msc.backend.tir.math"), (kind, *args))
+    return library.cfunc(symbol, None, *[ctypes.c_void_p] * ptrs,
+                         *[ctypes.c_int64] * (10 - ptrs))
 
 
 def identity_tail(dtype: str) -> np.ndarray:
@@ -341,26 +354,30 @@ class QSoftmax(_RowKernel):
 
 class QLayerNorm(_RowKernel):
     """``out = tail[quantize(layer_norm(dequantize(x), gamma, beta, eps))]`` over the last
-    axis."""
-
-    inputs = (0,)
+    axis; with ``residual``, ``kernel(x, y, out)`` normalizes ``requantize(dequantize(x) +
+    dequantize(y))`` (params sy / zy for y, q2 for the add's quantize)."""
 
     def __init__(self, shape: tuple, in_dtype: str, out_dtype: str, params: np.ndarray,
                  gamma: np.ndarray, beta: np.ndarray, tail: np.ndarray | None = None,
-                 op: str = "int8.layer_norm"):
+                 residual: bool = False, op: str = "int8.layer_norm"):
         super().__init__(shape, in_dtype, out_dtype, params, tail, op)
         self.gamma = np.ascontiguousarray(np.broadcast_to(gamma, (self.n,)), np.float32)
         self.beta = np.ascontiguousarray(np.broadcast_to(beta, (self.n,)), np.float32)
-        self.fn = _native("norm", self.in_dtype == np.int8, self.has_tail, vector_lanes())
+        self.residual = residual
+        self.inputs = (0, 1) if residual else (0,)
+        self.fn = _native("norm", self.in_dtype == np.int8, self.has_tail, vector_lanes(),
+                          residual)
 
     def _row_args(self, lo: int, hi: int) -> tuple:
         return (self.gamma.ctypes.data, self.beta.ctypes.data, self.params.ctypes.data,
                 self.tail.ctypes.data, lo, hi, self.n)
 
-    def __call__(self, x, out):
+    def __call__(self, x, *rest):
+        *other, out = rest
         px = self._check(x, "data", self.in_dtype)
+        py = self._check(other[0], "residual", self.in_dtype) if self.residual else px
         po = self._check(out, "out", self.out_dtype)
         if self.rows:
-            self._launch((px, po))
+            self._launch((px, py, po))
         return out
 
