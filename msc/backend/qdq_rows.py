@@ -176,12 +176,13 @@ class _Rows:
         if _shape(self.values[xq]) != shape:
             return
         chain += [dq, q4node]
-        end, tail, out_dtype = q4node.out, None, q4[2]
+        end, tail, out_dtype, q6 = q4node.out, None, q4[2], (0, 0, "uint8")
         found = self._tail(q4node, q4[2])
         if found is not None:
-            tail_nodes, end, tail, out_dtype = found
+            tail_nodes, end, tail, q6 = found
             chain += tail_nodes
-        params = quant_params(sx=sx, zx=zx, q2=mid or (0, 0, "uint8"), q4=q4)
+            out_dtype = q6[2]
+        params = quant_params(sx=sx, zx=zx, q2=mid or (0, 0, "uint8"), q4=q4, q6=q6)
         kernel = QSoftmax(shape, in_dtype, out_dtype, params,
                           None if mask is None else mask[1], mid=mid is not None, tail=tail)
         ins = (xq,) if mask is None else (xq, mask[0])
@@ -189,8 +190,8 @@ class _Rows:
         self.counts["qdq:softmax"] += 1
 
     def _tail(self, q4node: Node, dtype: str):
-        """(nodes, end value, byte table, dtype) of an elementwise region from the bytes of
-        ``q4node`` to one quantize, or None."""
+        """(nodes, end value, byte table, the end quantize's (scale, zero, dtype)) of an
+        elementwise region from the bytes of ``q4node`` to one quantize, or None."""
         readers = self.readers[q4node.out]
         dq = readers[0] if len(readers) == 1 else None
         if (dq is None or dq.op != "dequantize" or dq.site is None or len(dq.ins) != 3
@@ -214,8 +215,7 @@ class _Rows:
                               for r in self.readers[v]):
             return None
         table = self._table(q4node.out, dtype, [*region, end])
-        out_dtype = self._quantize(end)[2]
-        return (None if table is None else ([*region, end], end.out, table, out_dtype))
+        return None if table is None else ([*region, end], end.out, table, self._quantize(end))
 
     def _table(self, vid: int, dtype: str, region: list):
         """The region evaluated on the 256 codes of ``vid`` (numpy facts)."""

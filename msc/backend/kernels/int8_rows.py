@@ -46,7 +46,8 @@ F64 = ir.DoubleType()  # the parameter row (exact for float32 scales and eps)
 I8 = ir.IntType(8)
 _I8P = I8.as_pointer()
 # params (float64): input dequantize, the mid quantize round trip, the output quantize, eps
-PARAMS = ("sx", "zx", "s2", "z2", "lo2", "hi2", "s4", "z4", "lo4", "hi4", "eps", "sy", "zy")
+PARAMS = ("sx", "zx", "s2", "z2", "lo2", "hi2", "s4", "z4", "lo4", "hi4", "eps", "sy", "zy",
+          "s6", "z6", "lo6", "hi6")
 _P = {name: i for i, name in enumerate(PARAMS)}
 _MASK, _MID = 1, 2  # softmax flags
 # the softmax's row max and sum as vector reductions (the lanes' order is fixed by the code,
@@ -56,11 +57,13 @@ _RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
 
 
 def quant_params(**values) -> np.ndarray:
-    """The float64 parameter row of PARAMS (missing ones 0); ``q2`` / ``q4`` = (scale,
-    zero, dtype) set the quantize steps with their clip range."""
+    """The float64 parameter row of PARAMS (missing ones 0); ``q2`` / ``q4`` / ``q6`` =
+    (scale, zero, dtype) set the quantize steps with their clip range (q6: a requantizing
+    tail)."""
     row = np.zeros(len(PARAMS), np.float64)
     for key, (scale, zero, dtype) in (("2", values.pop("q2", (0, 0, "uint8"))),
-                                      ("4", values.pop("q4"))):
+                                      ("4", values.pop("q4")),
+                                      ("6", values.pop("q6", (0, 0, "uint8")))):
         lo, hi = _RANGES[dtype]
         row[[_P["s" + key], _P["z" + key], _P["lo" + key], _P["hi" + key]]] = (
             scale, zero, lo, hi)
@@ -118,21 +121,25 @@ class _Row:
         b, p = self.b, self.p
         return b.fmul(b.fsub(self.quantize(x, "2"), p["z2"]), p["s2"])
 
-    def store(self, q: ir.Value, tail: ir.Value | None, dst: ir.Value) -> None:
-        """dst = tail[byte of q] (q a clipped integer float), or the byte without a tail
-        (a byte lookup is a serial chain of inserts in the vectorized loop: 4x slower)."""
-        b = self.b
+    def store(self, q: ir.Value, tail: ir.Value | None, dst: ir.Value,
+              requant: bool = False) -> None:
+        """dst = tail[byte of q] (q a clipped integer float), the byte without a tail, or
+        with ``requant`` quantize(dequantize(q, s4, z4), s6, z6) (a byte lookup is a serial
+        chain of inserts in the vectorized loop: 4x slower than this arithmetic)."""
+        b, p = self.b, self.p
+        if requant:
+            q = self.quantize(b.fmul(b.fsub(q, p["z4"]), p["s4"]), "6")
         byte = b.trunc(b.fptosi(q, I32), I8)
         if tail is not None:
             byte = b.load(b.gep(tail, [b.zext(byte, I64)]))
         b.store(byte, dst)
 
 
-def _softmax_symbol(signed: bool, tail: bool, lanes: int) -> str:
-    return f"msc_qsoftmax_{'s' if signed else 'u'}8{'_t' if tail else ''}_l{lanes}"
+def _softmax_symbol(signed: bool, tail: str, lanes: int) -> str:
+    return f"msc_qsoftmax_{'s' if signed else 'u'}8{'_' + tail if tail else ''}_l{lanes}"
 
 
-def _build_softmax(signed: bool, tail: bool, lanes: int) -> ir.Module:
+def _build_softmax(signed: bool, tail: str, lanes: int) -> ir.Module:
     """void (x, mask, out, moffs, params, tail, r0, r1, n, flags)."""
     name = _softmax_symbol(signed, tail, lanes)
     module = ir.Module(name=name)
@@ -141,7 +148,7 @@ def _build_softmax(signed: bool, tail: bool, lanes: int) -> ir.Module:
         _I8P, f32p, _I8P, i64p, f64p, _I8P, I64, I64, I64, I64]), name=name)
     x, mask, out, moffs, params, table, r0, r1, n, flags = fn.args
     _noalias(fn)
-    table = table if tail else None
+    table = table if tail == "t" else None
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     row = _Row(b, params, signed)
     buf = b.alloca(F32, n, name="buf")
@@ -183,17 +190,17 @@ def _build_softmax(signed: bool, tail: bool, lanes: int) -> ir.Module:
         row_map(b, n, exp_of)
         times = b.fdiv(b.fdiv(ir.Constant(F32, 1.0), b.load(total)), row.p["s4"])
         row_map(b, n, lambda j: row.store(row.quantize(b.load(b.gep(buf, [j])), "4", times),
-                                          table, b.gep(dst, [j])))
+                                          table, b.gep(dst, [j]), tail == "r"))
     b.ret_void()
     return module
 
 
-def _norm_symbol(signed: bool, tail: bool, residual: bool, lanes: int) -> str:
-    return (f"msc_qlayer_norm_{'s' if signed else 'u'}8{'_t' if tail else ''}"
-            f"{'_r' if residual else ''}_l{lanes}")
+def _norm_symbol(signed: bool, tail: str, residual: bool, lanes: int) -> str:
+    return (f"msc_qlayer_norm_{'s' if signed else 'u'}8{'_' + tail if tail else ''}"
+            f"{'_res' if residual else ''}_l{lanes}")
 
 
-def _build_norm(signed: bool, tail: bool, residual: bool, lanes: int) -> ir.Module:
+def _build_norm(signed: bool, tail: str, residual: bool, lanes: int) -> ir.Module:
     """void (x, y, out, gamma, beta, params, tail, r0, r1, n): kernels/norm.py's float steps,
     on ``dequantize(x)``, or with ``residual`` on ``requantize(dequantize(x) +
     dequantize(y))`` (BERT's post-norm: the residual add's bytes never leave the row)."""
@@ -204,7 +211,7 @@ def _build_norm(signed: bool, tail: bool, residual: bool, lanes: int) -> ir.Modu
         _I8P, _I8P, _I8P, f32p, f32p, f64p, _I8P, I64, I64, I64]), name=name)
     x, y, out, gamma, beta, params, table, r0, r1, n = fn.args
     _noalias(fn)
-    table = table if tail else None
+    table = table if tail == "t" else None
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     row, vec = _Row(b, params, signed), Vec(module, lanes)
     buf = b.alloca(F32, n, name="buf")
@@ -236,7 +243,7 @@ def _build_norm(signed: bool, tail: bool, residual: bool, lanes: int) -> ir.Modu
         def affine(j):
             y = b.fmul(b.fsub(b.load(b.gep(buf, [j])), mean), rstd)
             y = b.fadd(b.fmul(y, b.load(b.gep(gamma, [j]))), b.load(b.gep(beta, [j])))
-            row.store(row.quantize(y, "4"), table, b.gep(dst, [j]))
+            row.store(row.quantize(y, "4"), table, b.gep(dst, [j]), tail == "r")
 
         row_map(b, n, affine)
     b.ret_void()
@@ -244,7 +251,7 @@ def _build_norm(signed: bool, tail: bool, residual: bool, lanes: int) -> ir.Modu
 
 
 @cache
-def _native(kind: str, signed: bool, tail: bool, lanes: int, residual: bool = False):
+def _native(kind: str, signed: bool, tail: str, lanes: int, residual: bool = False):
     """The softmax (6 pointers, 4 integers) or layer norm (7 pointers, 3 integers) entry."""
     if kind == "softmax":
         build, symbol, ptrs = _build_softmax, _softmax_symbol(signed, tail, lanes), 6
@@ -258,6 +265,20 @@ def _native(kind: str, signed: bool, tail: bool, lanes: int, residual: bool = Fa
          "msc.backend.tir.math"), (kind, *args))
     return library.cfunc(symbol, None, *[ctypes.c_void_p] * ptrs,
                          *[ctypes.c_int64] * (10 - ptrs))
+
+
+def _requantizes(params: np.ndarray, tail: np.ndarray) -> bool:
+    """Whether quantize(dequantize(q, s4, z4), s6, z6) in float32 (the kernel's steps, with
+    the q6 parameters) gives ``tail`` on every code the q4 clip lets through."""
+    p = {name: np.float32(params[i]) for i, name in enumerate(PARAMS)}
+    if not p["s6"] or not p["s4"]:
+        return False
+    q = np.arange(p["lo4"], p["hi4"] + 1, dtype=np.float32)
+    with np.errstate(all="ignore"):
+        r = np.round(((q - p["z4"]) * p["s4"]) / p["s6"]) + p["z6"]
+    r = np.minimum(np.maximum(r, p["lo6"]), p["hi6"])
+    return bool(np.array_equal(r.astype(np.int64), tail[q.astype(np.int64).astype(np.uint8)]
+                               .astype(np.int64)))
 
 
 def identity_tail(dtype: str) -> np.ndarray:
@@ -278,6 +299,9 @@ class _RowKernel(Kernel):
         self.has_tail = tail is not None and not np.array_equal(tail, identity_tail(out_dtype))
         self.tail = np.ascontiguousarray(tail if self.has_tail else identity_tail(out_dtype),
                                          self.out_dtype)
+        # "" no tail, "r" a requantization the float steps reproduce, "t" a byte table
+        self.tail_mode = "" if not self.has_tail else "r" if _requantizes(
+            self.params, self.tail) else "t"
         self.tasks: dict = {}  # threads -> NativeTasks
 
     def _row_args(self) -> tuple:
@@ -328,7 +352,7 @@ class QSoftmax(_RowKernel):
             index = index.reshape((1,) * (len(lead) - index.ndim) + index.shape)
             self.moffs = np.ascontiguousarray(np.broadcast_to(index, lead).reshape(-1)
                                               * self.mask_shape[-1])
-        self.fn = _native("softmax", self.in_dtype == np.int8, self.has_tail, vector_lanes())
+        self.fn = _native("softmax", self.in_dtype == np.int8, self.tail_mode, vector_lanes())
 
     def _row_args(self, lo: int, hi: int) -> tuple:
         return (self.moffs.ctypes.data, self.params.ctypes.data, self.tail.ctypes.data,
@@ -365,7 +389,7 @@ class QLayerNorm(_RowKernel):
         self.beta = np.ascontiguousarray(np.broadcast_to(beta, (self.n,)), np.float32)
         self.residual = residual
         self.inputs = (0, 1) if residual else (0,)
-        self.fn = _native("norm", self.in_dtype == np.int8, self.has_tail, vector_lanes(),
+        self.fn = _native("norm", self.in_dtype == np.int8, self.tail_mode, vector_lanes(),
                           residual)
 
     def _row_args(self, lo: int, hi: int) -> tuple:

@@ -53,6 +53,15 @@ def test_qsoftmax_matches_the_float_chain(in_dtype):
                                   tail[got])
     with pytest.raises(ShapeError, match="mask"):
         kernel(x, mask[:1].copy(), np.empty(shape, np.int8))
+    # a tail that requantizes (BERT's where / isnan between two Q/DQ pairs): float steps
+    s6 = np.float32(1 / 2000)
+    tail = _q(_dq(np.arange(256), s4, 0), s6, 0).astype(np.uint8)
+    params = quant_params(sx=np.float32(sx), zx=zx, q2=(np.float32(s2), z2, "uint8"),
+                          q4=(np.float32(s4), 0, "uint8"), q6=(s6, 0, "uint8"))
+    kernel = QSoftmax(shape, in_dtype, "uint8", params, (2, 1, 1, 96), mid=True, tail=tail)
+    assert kernel.tail_mode == "r"
+    np.testing.assert_array_equal(_twice(kernel, x, mask, np.empty(shape, np.uint8)),
+                                  tail[got])
 
 
 def test_qlayer_norm_matches_the_float_chain():
