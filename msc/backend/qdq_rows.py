@@ -176,12 +176,13 @@ class _Rows:
         if _shape(self.values[xq]) != shape:
             return
         chain += [dq, q4node]
-        end, tail, out_dtype = q4node.out, None, q4[2]
+        end, tail, out_dtype, q6 = q4node.out, None, q4[2], (0, 0, "uint8")
         found = self._tail(q4node, q4[2])
         if found is not None:
-            tail_nodes, end, tail, out_dtype = found
+            tail_nodes, end, tail, q6 = found
             chain += tail_nodes
-        params = quant_params(sx=sx, zx=zx, q2=mid or (0, 0, "uint8"), q4=q4)
+            out_dtype = q6[2]
+        params = quant_params(sx=sx, zx=zx, q2=mid or (0, 0, "uint8"), q4=q4, q6=q6)
         kernel = QSoftmax(shape, in_dtype, out_dtype, params,
                           None if mask is None else mask[1], mid=mid is not None, tail=tail)
         ins = (xq,) if mask is None else (xq, mask[0])
@@ -189,8 +190,8 @@ class _Rows:
         self.counts["qdq:softmax"] += 1
 
     def _tail(self, q4node: Node, dtype: str):
-        """(nodes, end value, byte table, dtype) of an elementwise region from the bytes of
-        ``q4node`` to one quantize, or None."""
+        """(nodes, end value, byte table, the end quantize's (scale, zero, dtype)) of an
+        elementwise region from the bytes of ``q4node`` to one quantize, or None."""
         readers = self.readers[q4node.out]
         dq = readers[0] if len(readers) == 1 else None
         if (dq is None or dq.op != "dequantize" or dq.site is None or len(dq.ins) != 3
@@ -214,8 +215,7 @@ class _Rows:
                               for r in self.readers[v]):
             return None
         table = self._table(q4node.out, dtype, [*region, end])
-        out_dtype = self._quantize(end)[2]
-        return (None if table is None else ([*region, end], end.out, table, out_dtype))
+        return None if table is None else ([*region, end], end.out, table, self._quantize(end))
 
     def _table(self, vid: int, dtype: str, region: list):
         """The region evaluated on the 256 codes of ``vid`` (numpy facts)."""
@@ -247,10 +247,39 @@ class _Rows:
             return
         dq, (xq, in_dtype, sx, zx) = entry
         eps = np.float32(ln.site.attr("epsilon", 1e-5))
-        params = quant_params(sx=sx, zx=zx, q4=q, eps=eps)
-        kernel = QLayerNorm(shape, in_dtype, q[2], params, gamma, beta)
-        self._replace([dq, ln, qnode], (xq,), qnode.out, kernel, ln.name)
-        self.counts["qdq:layer_norm"] += 1
+        residual = self._residual(dq, shape)
+        if residual is None:
+            params = quant_params(sx=sx, zx=zx, q4=q, eps=eps)
+            kernel = QLayerNorm(shape, in_dtype, q[2], params, gamma, beta)
+            self._replace([dq, ln, qnode], (xq,), qnode.out, kernel, ln.name)
+            self.counts["qdq:layer_norm"] += 1
+            return
+        chain, ins, (a, b), q2 = residual
+        params = quant_params(sx=a[2], zx=a[3], sy=b[2], zy=b[3], q2=q2, q4=q, eps=eps)
+        kernel = QLayerNorm(shape, a[1], q[2], params, gamma, beta, residual=True)
+        self._replace([*chain, dq, ln, qnode], ins, qnode.out, kernel, ln.name)
+        self.counts["qdq:add->layer_norm"] += 1
+
+    def _residual(self, dq: Node, shape: tuple):
+        """BERT's post-norm: the layer norm's bytes come from ``quantize(dequantize(a) +
+        dequantize(b))`` read only by it: (chain nodes, (a, b), their dequantize entries,
+        the add's quantize) to fold the add into the row, or None."""
+        if not self._only(dq.out, self.readers[dq.out][0] if self.readers[dq.out] else None):
+            return None
+        q1 = self.producer.get(dq.ins[0])
+        q2 = self._quantize(q1)
+        add = self.producer.get(q1.ins[0]) if q2 is not None else None
+        if (add is None or add.op != "add" or add.site is None or len(add.ins) != 2
+                or not self._only(q1.out, dq) or not self._only(add.out, q1)
+                or q2[2] != _dtype(self.values[dq.ins[0]])):
+            return None
+        found = [self._dequantize(i, add, shared=True) for i in add.ins]
+        if any(f is None or _shape(self.values[f[1][0]]) != shape for f in found) or (
+                found[0][1][1] != found[1][1][1]):
+            return None
+        chain = [add, q1, found[0][0]] + ([found[1][0]] if found[1][0] is not found[0][0]
+                                          else [])
+        return chain, (found[0][1][0], found[1][1][0]), (found[0][1], found[1][1]), q2
 
 
     # -- split --------------------------------------------------------------------------------

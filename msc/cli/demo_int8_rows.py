@@ -1,6 +1,7 @@
 """Demo step: between the int8 GEMMs of onnxruntime's QDQ transformer block, the split of a
-fused q / k / v projection, the masked softmax and the layer norm run on the bytes (one
-kernel per Q/DQ chain: qdq_rows.py), not as float passes between dequantize and quantize."""
+fused q / k / v projection, the masked softmax and the residual add + layer norm run on the
+bytes (one kernel per Q/DQ chain: qdq_rows.py), not as float passes between dequantize and
+quantize."""
 
 from __future__ import annotations
 
@@ -87,10 +88,10 @@ def step_int8_rows(out: str) -> None:
         return 10 * np.log10((r ** 2).sum() / ((r - g) ** 2).sum())
     _banner("QDQ split / masked softmax / layer norm -> kernels on bytes")
     fused, ops = ex.stats["fused"], ex.stats["ops"]
-    print({k: v for k, v in fused.items() if k in ("qdq:split", "qdq:softmax",
-                                                    "qdq:layer_norm")})
+    names = ("qdq:split", "qdq:softmax", "qdq:add->layer_norm")
+    print({k: v for k, v in fused.items() if k in names})
     print(f"SQNR vs float: msc int8 {sqnr(ours):.1f} dB, onnxruntime int8 {sqnr(theirs):.1f} dB")
-    if (any(fused.get(k) != 1 for k in ("qdq:split", "qdq:softmax", "qdq:layer_norm"))
+    if (any(fused.get(k) != 1 for k in names)
             or "nn.softmax" in ops or "nn.layer_norm" in ops
             or sqnr(ours) < sqnr(theirs) - 0.5):
         raise SystemExit("demo: the QDQ softmax / layer norm did not run on bytes as it should")

@@ -30,7 +30,8 @@ def test_split_masked_softmax_and_layer_norm_run_on_bytes(tmp_path):
     mod = to_relax(*from_onnx(qdq))
     ex = relax.build(mod)
     ops, fused = ex.stats["ops"], ex.stats["fused"]
-    assert fused["qdq:softmax"] == 1 and fused["qdq:layer_norm"] == 1 and fused["qdq:split"] == 1
+    assert fused["qdq:softmax"] == 1 and fused["qdq:split"] == 1
+    assert fused["qdq:add->layer_norm"] == 1 and "int8.add" not in ops  # the residual in it
     assert ops["int8.split"] == {"numpy": 3} and "split" not in ops
     assert ops["int8.softmax"] == {"native": 1} and "nn.softmax" not in ops
     assert ops["int8.layer_norm"] == {"native": 1} and "nn.layer_norm" not in ops

@@ -12,4 +12,4 @@ from msc.cli.demo_int8_rows import step_int8_rows
 def test_step_int8_rows_runs_on_bytes(tmp_path, capsys):
     step_int8_rows(str(tmp_path))  # raises SystemExit on a float fallback or a worse SQNR
     out = capsys.readouterr().out
-    assert "qdq:softmax" in out and "qdq:layer_norm" in out and "SQNR vs float" in out
+    assert "qdq:softmax" in out and "qdq:add->layer_norm" in out and "SQNR vs float" in out

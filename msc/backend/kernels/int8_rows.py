@@ -18,7 +18,7 @@ The layer norm row takes the float steps of kernels/norm.py, so it matches the u
 
     kernel = QSoftmax(shape, "uint8", "uint8", params, mask_shape, mid=True, tail=table)
     kernel(xq, mask, out)          # or kernel(xq, out) without a mask
-    kernel = QLayerNorm(shape, "uint8", "uint8", params, gamma, beta, eps)
+    kernel = QLayerNorm(shape, "uint8", "uint8", params, gamma, beta)   # kernel(x, out)
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ F64 = ir.DoubleType()  # the parameter row (exact for float32 scales and eps)
 I8 = ir.IntType(8)
 _I8P = I8.as_pointer()
 # params (float64): input dequantize, the mid quantize round trip, the output quantize, eps
-PARAMS = ("sx", "zx", "s2", "z2", "lo2", "hi2", "s4", "z4", "lo4", "hi4", "eps")
+PARAMS = ("sx", "zx", "s2", "z2", "lo2", "hi2", "s4", "z4", "lo4", "hi4", "eps", "sy", "zy",
+          "s6", "z6", "lo6", "hi6")
 _P = {name: i for i, name in enumerate(PARAMS)}
 _MASK, _MID = 1, 2  # softmax flags
 # the softmax's row max and sum as vector reductions (the lanes' order is fixed by the code,
@@ -56,11 +57,13 @@ _RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
 
 
 def quant_params(**values) -> np.ndarray:
-    """The float64 parameter row of PARAMS (missing ones 0); ``q2`` / ``q4`` = (scale,
-    zero, dtype) set the quantize steps with their clip range."""
+    """The float64 parameter row of PARAMS (missing ones 0); ``q2`` / ``q4`` / ``q6`` =
+    (scale, zero, dtype) set the quantize steps with their clip range (q6: a requantizing
+    tail)."""
     row = np.zeros(len(PARAMS), np.float64)
     for key, (scale, zero, dtype) in (("2", values.pop("q2", (0, 0, "uint8"))),
-                                      ("4", values.pop("q4"))):
+                                      ("4", values.pop("q4")),
+                                      ("6", values.pop("q6", (0, 0, "uint8")))):
         lo, hi = _RANGES[dtype]
         row[[_P["s" + key], _P["z" + key], _P["lo" + key], _P["hi" + key]]] = (
             scale, zero, lo, hi)
@@ -97,10 +100,10 @@ class _Row:
         self.maxnum = _declare(b.module, "llvm.maxnum.f32", F32, [F32, F32])
         self.round = _declare(b.module, "llvm.roundeven.f32", F32, [F32])
 
-    def dequantize(self, byte: ir.Value) -> ir.Value:
+    def dequantize(self, byte: ir.Value, which: str = "x") -> ir.Value:
         b = self.b
         x = b.sitofp(byte, F32) if self.signed else b.uitofp(byte, F32)
-        return b.fmul(b.fsub(x, self.p["zx"]), self.p["sx"])
+        return b.fmul(b.fsub(x, self.p["z" + which]), self.p["s" + which])
 
     def quantize(self, x: ir.Value, key: str, times: ir.Value | None = None) -> ir.Value:
         """The clipped quantized value as a float (an integer); ``x * times`` in place of
@@ -118,21 +121,25 @@ class _Row:
         b, p = self.b, self.p
         return b.fmul(b.fsub(self.quantize(x, "2"), p["z2"]), p["s2"])
 
-    def store(self, q: ir.Value, tail: ir.Value | None, dst: ir.Value) -> None:
-        """dst = tail[byte of q] (q a clipped integer float), or the byte without a tail
-        (a byte lookup is a serial chain of inserts in the vectorized loop: 4x slower)."""
-        b = self.b
+    def store(self, q: ir.Value, tail: ir.Value | None, dst: ir.Value,
+              requant: bool = False) -> None:
+        """dst = tail[byte of q] (q a clipped integer float), the byte without a tail, or
+        with ``requant`` quantize(dequantize(q, s4, z4), s6, z6) (a byte lookup is a serial
+        chain of inserts in the vectorized loop: 4x slower than this arithmetic)."""
+        b, p = self.b, self.p
+        if requant:
+            q = self.quantize(b.fmul(b.fsub(q, p["z4"]), p["s4"]), "6")
         byte = b.trunc(b.fptosi(q, I32), I8)
         if tail is not None:
             byte = b.load(b.gep(tail, [b.zext(byte, I64)]))
         b.store(byte, dst)
 
 
-def _softmax_symbol(signed: bool, tail: bool, lanes: int) -> str:
-    return f"msc_qsoftmax_{'s' if signed else 'u'}8{'_t' if tail else ''}_l{lanes}"
+def _softmax_symbol(signed: bool, tail: str, lanes: int) -> str:
+    return f"msc_qsoftmax_{'s' if signed else 'u'}8{'_' + tail if tail else ''}_l{lanes}"
 
 
-def _build_softmax(signed: bool, tail: bool, lanes: int) -> ir.Module:
+def _build_softmax(signed: bool, tail: str, lanes: int) -> ir.Module:
     """void (x, mask, out, moffs, params, tail, r0, r1, n, flags)."""
     name = _softmax_symbol(signed, tail, lanes)
     module = ir.Module(name=name)
@@ -141,7 +148,7 @@ def _build_softmax(signed: bool, tail: bool, lanes: int) -> ir.Module:
         _I8P, f32p, _I8P, i64p, f64p, _I8P, I64, I64, I64, I64]), name=name)
     x, mask, out, moffs, params, table, r0, r1, n, flags = fn.args
     _noalias(fn)
-    table = table if tail else None
+    table = table if tail == "t" else None
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     row = _Row(b, params, signed)
     buf = b.alloca(F32, n, name="buf")
@@ -183,25 +190,28 @@ def _build_softmax(signed: bool, tail: bool, lanes: int) -> ir.Module:
         row_map(b, n, exp_of)
         times = b.fdiv(b.fdiv(ir.Constant(F32, 1.0), b.load(total)), row.p["s4"])
         row_map(b, n, lambda j: row.store(row.quantize(b.load(b.gep(buf, [j])), "4", times),
-                                          table, b.gep(dst, [j])))
+                                          table, b.gep(dst, [j]), tail == "r"))
     b.ret_void()
     return module
 
 
-def _norm_symbol(signed: bool, tail: bool, lanes: int) -> str:
-    return f"msc_qlayer_norm_{'s' if signed else 'u'}8{'_t' if tail else ''}_l{lanes}"
+def _norm_symbol(signed: bool, tail: str, residual: bool, lanes: int) -> str:
+    return (f"msc_qlayer_norm_{'s' if signed else 'u'}8{'_' + tail if tail else ''}"
+            f"{'_res' if residual else ''}_l{lanes}")
 
 
-def _build_norm(signed: bool, tail: bool, lanes: int) -> ir.Module:
-    """void (x, out, gamma, beta, params, tail, r0, r1, n): kernels/norm.py's float steps."""
-    name = _norm_symbol(signed, tail, lanes)
+def _build_norm(signed: bool, tail: str, residual: bool, lanes: int) -> ir.Module:
+    """void (x, y, out, gamma, beta, params, tail, r0, r1, n): kernels/norm.py's float steps,
+    on ``dequantize(x)``, or with ``residual`` on ``requantize(dequantize(x) +
+    dequantize(y))`` (BERT's post-norm: the residual add's bytes never leave the row)."""
+    name = _norm_symbol(signed, tail, residual, lanes)
     module = ir.Module(name=name)
     f32p, f64p = F32.as_pointer(), F64.as_pointer()
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [
-        _I8P, _I8P, f32p, f32p, f64p, _I8P, I64, I64, I64]), name=name)
-    x, out, gamma, beta, params, table, r0, r1, n = fn.args
+        _I8P, _I8P, _I8P, f32p, f32p, f64p, _I8P, I64, I64, I64]), name=name)
+    x, y, out, gamma, beta, params, table, r0, r1, n = fn.args
     _noalias(fn)
-    table = table if tail else None
+    table = table if tail == "t" else None
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     row, vec = _Row(b, params, signed), Vec(module, lanes)
     buf = b.alloca(F32, n, name="buf")
@@ -211,9 +221,15 @@ def _build_norm(signed: bool, tail: bool, lanes: int) -> ir.Module:
     sqrt = module.declare_intrinsic("llvm.sqrt", [F32])
     with for_range(b, r1, start=r0, name="row") as r:
         base = b.mul(r, n)
-        src, dst = b.gep(x, [base]), b.gep(out, [base])
-        row_map(b, n, lambda j: b.store(row.dequantize(b.load(b.gep(src, [j]))),
-                                        b.gep(buf, [j])))
+        src, dst, other = b.gep(x, [base]), b.gep(out, [base]), b.gep(y, [base])
+
+        def load(j):
+            v = row.dequantize(b.load(b.gep(src, [j])))
+            if residual:  # the add's quantize and dequantize, as the unfused chain
+                v = row.requantize(b.fadd(v, row.dequantize(b.load(b.gep(other, [j])), "y")))
+            b.store(v, b.gep(buf, [j]))
+
+        row_map(b, n, load)
         mean = b.fmul(row_reduce(b, vec, buf, n, "add"), inv_n)
         vmean = splat_f32(b, vec, mean)
 
@@ -227,7 +243,7 @@ def _build_norm(signed: bool, tail: bool, lanes: int) -> ir.Module:
         def affine(j):
             y = b.fmul(b.fsub(b.load(b.gep(buf, [j])), mean), rstd)
             y = b.fadd(b.fmul(y, b.load(b.gep(gamma, [j]))), b.load(b.gep(beta, [j])))
-            row.store(row.quantize(y, "4"), table, b.gep(dst, [j]))
+            row.store(row.quantize(y, "4"), table, b.gep(dst, [j]), tail == "r")
 
         row_map(b, n, affine)
     b.ret_void()
@@ -235,16 +251,34 @@ def _build_norm(signed: bool, tail: bool, lanes: int) -> ir.Module:
 
 
 @cache
-def _native(kind: str, signed: bool, tail: bool, lanes: int):
-    build, symbol = {"softmax": (_build_softmax, _softmax_symbol),
-                     "norm": (_build_norm, _norm_symbol)}[kind]
+def _native(kind: str, signed: bool, tail: str, lanes: int, residual: bool = False):
+    """The softmax (6 pointers, 4 integers) or layer norm (7 pointers, 3 integers) entry."""
+    if kind == "softmax":
+        build, symbol, ptrs = _build_softmax, _softmax_symbol(signed, tail, lanes), 6
+        args = (signed, tail, lanes)
+    else:
+        build, symbol, ptrs = _build_norm, _norm_symbol(signed, tail, residual, lanes), 7
+        args = (signed, tail, residual, lanes)
     library = get_jit().compile_generated(
-        lambda: build(signed, tail, lanes), [symbol(signed, tail, lanes)],
+        lambda: build(*args), [symbol],
         (__name__, "msc.backend.kernels.rowmath", "msc.backend.llvm.loops",
-         "msc.backend.tir.math"), (kind, signed, tail, lanes))
-    count = 10 if kind == "softmax" else 9
-    return library.cfunc(symbol(signed, tail, lanes), None, *[ctypes.c_void_p] * 6,
-                         *[ctypes.c_int64] * (count - 6))
+         "msc.backend.tir.math"), (kind, *args))
+    return library.cfunc(symbol, None, *[ctypes.c_void_p] * ptrs,
+                         *[ctypes.c_int64] * (10 - ptrs))
+
+
+def _requantizes(params: np.ndarray, tail: np.ndarray) -> bool:
+    """Whether quantize(dequantize(q, s4, z4), s6, z6) in float32 (the kernel's steps, with
+    the q6 parameters) gives ``tail`` on every code the q4 clip lets through."""
+    p = {name: np.float32(params[i]) for i, name in enumerate(PARAMS)}
+    if not p["s6"] or not p["s4"]:
+        return False
+    q = np.arange(p["lo4"], p["hi4"] + 1, dtype=np.float32)
+    with np.errstate(all="ignore"):
+        r = np.round(((q - p["z4"]) * p["s4"]) / p["s6"]) + p["z6"]
+    r = np.minimum(np.maximum(r, p["lo6"]), p["hi6"])
+    return bool(np.array_equal(r.astype(np.int64), tail[q.astype(np.int64).astype(np.uint8)]
+                               .astype(np.int64)))
 
 
 def identity_tail(dtype: str) -> np.ndarray:
@@ -265,6 +299,9 @@ class _RowKernel(Kernel):
         self.has_tail = tail is not None and not np.array_equal(tail, identity_tail(out_dtype))
         self.tail = np.ascontiguousarray(tail if self.has_tail else identity_tail(out_dtype),
                                          self.out_dtype)
+        # "" no tail, "r" a requantization the float steps reproduce, "t" a byte table
+        self.tail_mode = "" if not self.has_tail else "r" if _requantizes(
+            self.params, self.tail) else "t"
         self.tasks: dict = {}  # threads -> NativeTasks
 
     def _row_args(self) -> tuple:
@@ -283,11 +320,13 @@ class _RowKernel(Kernel):
         threads = max(1, min(threads, self.rows))
         tasks = self.tasks.get(threads)
         if tasks is None:
-            cols = len(bases)
-            tasks = NativeTasks(threads)
+            # four row ranges per thread, taken in turn: a thread slowed by another process
+            # leaves its share to the others (a task costs an atomic add)
+            parts, cols = min(self.rows, 4 * threads if threads > 1 else 1), len(bases)
+            tasks = NativeTasks(parts)
             tasks.records[:, 0] = native_address(self.fn)
-            for k in range(threads):
-                lo, hi = self.rows * k // threads, self.rows * (k + 1) // threads
+            for k in range(parts):
+                lo, hi = self.rows * k // parts, self.rows * (k + 1) // parts
                 row = [0] * cols + list(self._row_args(lo, hi))
                 tasks.records[k, 1:1 + len(row)] = row
             self.tasks[threads] = tasks
@@ -313,7 +352,7 @@ class QSoftmax(_RowKernel):
             index = index.reshape((1,) * (len(lead) - index.ndim) + index.shape)
             self.moffs = np.ascontiguousarray(np.broadcast_to(index, lead).reshape(-1)
                                               * self.mask_shape[-1])
-        self.fn = _native("softmax", self.in_dtype == np.int8, self.has_tail, vector_lanes())
+        self.fn = _native("softmax", self.in_dtype == np.int8, self.tail_mode, vector_lanes())
 
     def _row_args(self, lo: int, hi: int) -> tuple:
         return (self.moffs.ctypes.data, self.params.ctypes.data, self.tail.ctypes.data,
@@ -339,26 +378,30 @@ class QSoftmax(_RowKernel):
 
 class QLayerNorm(_RowKernel):
     """``out = tail[quantize(layer_norm(dequantize(x), gamma, beta, eps))]`` over the last
-    axis."""
-
-    inputs = (0,)
+    axis; with ``residual``, ``kernel(x, y, out)`` normalizes ``requantize(dequantize(x) +
+    dequantize(y))`` (params sy / zy for y, q2 for the add's quantize)."""
 
     def __init__(self, shape: tuple, in_dtype: str, out_dtype: str, params: np.ndarray,
                  gamma: np.ndarray, beta: np.ndarray, tail: np.ndarray | None = None,
-                 op: str = "int8.layer_norm"):
+                 residual: bool = False, op: str = "int8.layer_norm"):
         super().__init__(shape, in_dtype, out_dtype, params, tail, op)
         self.gamma = np.ascontiguousarray(np.broadcast_to(gamma, (self.n,)), np.float32)
         self.beta = np.ascontiguousarray(np.broadcast_to(beta, (self.n,)), np.float32)
-        self.fn = _native("norm", self.in_dtype == np.int8, self.has_tail, vector_lanes())
+        self.residual = residual
+        self.inputs = (0, 1) if residual else (0,)
+        self.fn = _native("norm", self.in_dtype == np.int8, self.tail_mode, vector_lanes(),
+                          residual)
 
     def _row_args(self, lo: int, hi: int) -> tuple:
         return (self.gamma.ctypes.data, self.beta.ctypes.data, self.params.ctypes.data,
                 self.tail.ctypes.data, lo, hi, self.n)
 
-    def __call__(self, x, out):
+    def __call__(self, x, *rest):
+        *other, out = rest
         px = self._check(x, "data", self.in_dtype)
+        py = self._check(other[0], "residual", self.in_dtype) if self.residual else px
         po = self._check(out, "out", self.out_dtype)
         if self.rows:
-            self._launch((px, po))
+            self._launch((px, py, po))
         return out
 

@@ -53,6 +53,15 @@ def test_qsoftmax_matches_the_float_chain(in_dtype):
                                   tail[got])
     with pytest.raises(ShapeError, match="mask"):
         kernel(x, mask[:1].copy(), np.empty(shape, np.int8))
+    # a tail that requantizes (BERT's where / isnan between two Q/DQ pairs): float steps
+    s6 = np.float32(1 / 2000)
+    tail = _q(_dq(np.arange(256), s4, 0), s6, 0).astype(np.uint8)
+    params = quant_params(sx=np.float32(sx), zx=zx, q2=(np.float32(s2), z2, "uint8"),
+                          q4=(np.float32(s4), 0, "uint8"), q6=(s6, 0, "uint8"))
+    kernel = QSoftmax(shape, in_dtype, "uint8", params, (2, 1, 1, 96), mid=True, tail=tail)
+    assert kernel.tail_mode == "r"
+    np.testing.assert_array_equal(_twice(kernel, x, mask, np.empty(shape, np.uint8)),
+                                  tail[got])
 
 
 def test_qlayer_norm_matches_the_float_chain():
@@ -72,6 +81,18 @@ def test_qlayer_norm_matches_the_float_chain():
     assert diff.max() <= 1 and (diff > 0).mean() < 1e-3  # summation order: rounding ties
     with pytest.raises(ShapeError, match="uint8"):
         kernel(x.view(np.int8), np.empty(shape, np.uint8))
+    # BERT's post-norm: the residual add's quantize round trip in the row, as the chain
+    r = np.random.default_rng(5).integers(0, 256, shape, dtype=np.uint8)
+    v = _dq(_q(_dq(x, 0.04, 130) + _dq(r, 0.05, 110), 0.07, 125), 0.07, 125)
+    mean = v.mean(-1, keepdims=True)
+    y = (v - mean) / np.sqrt(((v - mean) ** 2).mean(-1, keepdims=True) + np.float32(1e-5))
+    want = _q(y * gamma + beta, 0.03, 120)
+    params = quant_params(sx=np.float32(0.04), zx=130, sy=np.float32(0.05), zy=110,
+                          q2=(np.float32(0.07), 125, "uint8"),
+                          q4=(np.float32(0.03), 120, "uint8"), eps=np.float32(1e-5))
+    kernel = QLayerNorm(shape, "uint8", "uint8", params, gamma, beta, residual=True)
+    diff = np.abs(_twice(kernel, x, r, np.empty(shape, np.uint8)).astype(int) - want)
+    assert diff.max() <= 1 and (diff > 0).mean() < 1e-3
 
 
 def test_qslice_copies_or_maps_a_part():
