@@ -130,15 +130,20 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=3, help="largest serial calls to list")
     args = parser.parse_args()
     _instrument()
-    print("| model | 1T CPU ms | serial kernels ms | outside kernels ms | serial share | "
-          "Amdahl bound at 2T | largest serial calls |")
-    print("|---|---|---|---|---|---|---|")
+    print(HEADER)
     for name in args.models:
-        r = serial_share(name)
-        top = ", ".join(f"{call} {s * 1e3:.2f}" for call, s in r["serial"].most_common(args.top))
-        print(f"| {name} | {r['total'] * 1e3:.2f} | {sum(r['serial'].values()) * 1e3:.2f} | "
-              f"{r['outside'] * 1e3:.2f} | {r['share']:.0%} | {r['bound']:.2f}x | {top} |",
-              flush=True)
+        print(table_row(name, serial_share(name), args.top), flush=True)
+
+
+HEADER = ("| model | 1T CPU ms | serial kernels ms | outside kernels ms | serial share | "
+          "Amdahl bound at 2T | largest serial calls |\n|---|---|---|---|---|---|---|")
+
+
+def table_row(name: str, r: dict, top: int) -> str:
+    """One model's row of HEADER from a :func:`share_of` result."""
+    calls = ", ".join(f"{call} {s * 1e3:.2f}" for call, s in r["serial"].most_common(top))
+    return (f"| {name} | {r['total'] * 1e3:.2f} | {sum(r['serial'].values()) * 1e3:.2f} | "
+            f"{r['outside'] * 1e3:.2f} | {r['share']:.0%} | {r['bound']:.2f}x | {calls} |")
 
 
 if __name__ == "__main__":

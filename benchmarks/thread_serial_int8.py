@@ -45,18 +45,13 @@ def main() -> None:
     import msc.backend.qdq_lut  # noqa: F401
 
     thread_serial._instrument()
-    print("| model | 1T CPU ms | serial kernels ms | outside kernels ms | serial share | "
-          "Amdahl bound at 2T | largest serial calls |")
-    print("|---|---|---|---|---|---|---|")
+    print(thread_serial.HEADER)
     for name in args.models:
         qmodel = qdq_model(name, args.cache)
         shape = [d.dim_value for d in qmodel.graph.input[0].type.tensor_type.shape.dim]
         x = speed.batches(shape, 1, 2, True)[0]
         r = thread_serial.share_of(int8.msc_runner(int8.msc_executable(qmodel), None), x)
-        top = ", ".join(f"{call} {s * 1e3:.2f}" for call, s in r["serial"].most_common(args.top))
-        print(f"| {name} | {r['total'] * 1e3:.2f} | {sum(r['serial'].values()) * 1e3:.2f} | "
-              f"{r['outside'] * 1e3:.2f} | {r['share']:.0%} | {r['bound']:.2f}x | {top} |",
-              flush=True)
+        print(thread_serial.table_row(name, r, args.top), flush=True)
 
 
 if __name__ == "__main__":

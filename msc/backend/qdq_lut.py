@@ -60,7 +60,7 @@ class _Lut:
         self.program = program
         self.values = program.values
         self.readers = defaultdict(list)
-        live = _live(program)
+        live = live_values(program)
         for node in program.walk():
             if node.kind == "call" and node.out not in live:
                 continue  # left dead by the GEMM folds: not a reader
@@ -246,7 +246,7 @@ def _arg_ids(node: Node) -> list:
     return list(node.ins) if node.site is None else [a.id for a in node.site.args]
 
 
-def _live(program: Program) -> set:
+def live_values(program: Program) -> set:
     """Values the result depends on (top level; branches count as readers of everything)."""
     live = {program.result}
     for node in reversed(program.nodes):

@@ -27,6 +27,7 @@ from .dispatch.resolve import numpy_caller
 from .kernels.int8_layout import QPermute, QSlice, word_permutable
 from .kernels.int8_rows import MAX_ROW, QLayerNorm, QSoftmax, quant_params
 from .kernels.norm import _affine_const
+from .qdq_lut import live_values
 from .runtime.program import Node, Program
 
 __all__ = ["fold_rows", "permute_bytes"]
@@ -64,7 +65,7 @@ class _Rows:
         self.program, self.values = program, program.values
         self.readers: dict = defaultdict(list)
         self.producer: dict = {}
-        live = _live(program)
+        live = live_values(program)
         for node in program.walk():
             self.producer[node.out] = node
             if node.kind == "call" and node.out not in live:
@@ -325,16 +326,6 @@ class _Rows:
         if all(r is sp for r in self.readers[dq.out]):
             nodes.remove(dq)
         self.counts["qdq:split"] += 1
-
-
-def _live(program: Program) -> set:
-    """Values the result depends on (top level; branches count as readers of everything)."""
-    live = {program.result}
-    for node in reversed(program.nodes):
-        if node.out in live or node.kind != "call" or node.branches:
-            live.update(node.ins)
-            live.add(node.out)
-    return live
 
 
 def permute_bytes(program: Program) -> Counter:

@@ -3,9 +3,6 @@ matmuls of two activations on an int8 GEMM, the tanh GELU as one table lookup)."
 
 from __future__ import annotations
 
-import tempfile
-from pathlib import Path
-
 
 def _banner(title: str) -> None:
     print(f"\n{'=' * 8} {title} {'=' * max(4, 70 - len(title))}")
@@ -46,46 +43,17 @@ def step_int8_attention(out: str) -> None:
     """quantize_static (QDQ) on an attention + GELU block -> msc folds every matmul and the
     GELU into int8 kernels; SQNR against float as onnxruntime's own int8 run."""
     import numpy as np
-    import onnx
-    import onnxruntime as ort
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
 
-    from codegen import to_relax
-    from frontends.translate import from_onnx
-
-    from .. import relax
+    from .demo_qdq import quantized_run
 
     rng = np.random.default_rng(1)
     data = [rng.standard_normal((1, 16, 32)).astype(np.float32) for _ in range(6)]
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.items = iter([{"x": x} for x in data[:4]])
-
-        def get_next(self):
-            return next(self.items, None)
-
     model = _attention_gelu()
-    with tempfile.TemporaryDirectory() as folder:
-        src, dst = Path(folder) / "float.onnx", Path(folder) / "qdq.onnx"
-        onnx.save(model, src)
-        quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
-                        per_channel=True)
-        qdq = onnx.load(dst)
-    ex = relax.build(to_relax(*from_onnx(qdq)))
-    vm = relax.VirtualMachine(ex, relax.cpu())["main"]
-    sessions = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
-                for m in (model, qdq)]
-    ref, theirs = ([s.run(None, {"x": x})[0] for x in data[4:]] for s in sessions)
-    ours = [vm(x).numpy() for x in data[4:]]
-
-    def sqnr(got):
-        r, g = np.concatenate(ref).astype(np.float64), np.concatenate(got)
-        return 10 * np.log10((r ** 2).sum() / ((r - g) ** 2).sum())
+    ex, ours, theirs = quantized_run(model, data)
     _banner("QDQ attention + GELU -> int8 kernels")
     ops = ex.stats["ops"]
     print({k: v for k, v in ops.items() if k.startswith("int8.")})
-    print(f"SQNR vs float: msc int8 {sqnr(ours):.1f} dB, onnxruntime int8 {sqnr(theirs):.1f} dB")
+    print(f"SQNR vs float: msc int8 {ours:.1f} dB, onnxruntime int8 {theirs:.1f} dB")
     if (ops.get("int8.batch_matmul") != {"native": 2} or "tanh" in ops or "matmul" in ops
-            or sqnr(ours) < sqnr(theirs) - 0.5):
+            or ours < theirs - 0.5):
         raise SystemExit("demo: the QDQ attention did not run on int8 kernels as it should")

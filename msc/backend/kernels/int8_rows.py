@@ -36,7 +36,7 @@ from ..llvm.loops import F32, I32, I64, const64, entry_alloca, for_range
 from ..runtime.threads import NativeTasks, native_address, task_threads
 from ..tir.math import exp_f32
 from .base import Kernel
-from .rowmath import Vec, row_map, row_reduce, splat_f32
+from .rowmath import Vec, mean_rstd, row_map
 
 __all__ = ["PARAMS", "QLayerNorm", "QSoftmax", "quant_params"]
 
@@ -218,7 +218,6 @@ def _build_norm(signed: bool, tail: str, residual: bool, lanes: int) -> ir.Modul
     buf.align = 64
     eps = row.p["eps"]
     inv_n = b.fdiv(ir.Constant(F32, 1.0), b.sitofp(n, F32))
-    sqrt = module.declare_intrinsic("llvm.sqrt", [F32])
     with for_range(b, r1, start=r0, name="row") as r:
         base = b.mul(r, n)
         src, dst, other = b.gep(x, [base]), b.gep(out, [base]), b.gep(y, [base])
@@ -230,15 +229,7 @@ def _build_norm(signed: bool, tail: str, residual: bool, lanes: int) -> ir.Modul
             b.store(v, b.gep(buf, [j]))
 
         row_map(b, n, load)
-        mean = b.fmul(row_reduce(b, vec, buf, n, "add"), inv_n)
-        vmean = splat_f32(b, vec, mean)
-
-        def square(v):
-            d = b.fsub(v, vmean)
-            return b.fmul(d, d)
-
-        var = b.fmul(row_reduce(b, vec, buf, n, "add", square), inv_n)
-        rstd = b.fdiv(ir.Constant(F32, 1.0), b.call(sqrt, [b.fadd(var, eps)]))
+        mean, rstd = mean_rstd(b, vec, buf, n, eps, inv_n)
 
         def affine(j):
             y = b.fmul(b.fsub(b.load(b.gep(buf, [j])), mean), rstd)

@@ -27,7 +27,7 @@ from ..llvm.loops import F32, F32_PTR, I64, const64, for_range
 from ..runtime.task_wrap import wrapped_tasks
 from ..runtime.threads import task_threads
 from .base import Kernel, KernelFact, Site, f32_address
-from .rowmath import Vec, row_map, row_reduce, splat_f32
+from .rowmath import Vec, mean_rstd, row_map
 
 __all__ = ["LayerNormFact", "LayerNormKernel"]
 
@@ -55,16 +55,7 @@ def _build_module(lanes: int) -> ir.Module:
             row_map(b, n, lambda j: b.store(b.fadd(b.load(b.gep(src, [j])),
                                                    b.load(b.gep(other, [j]))), b.gep(dst, [j])))
         row = b.select(b.icmp_signed("!=", has_res, const64(0)), dst, src)
-        mean = b.fmul(row_reduce(b, vec, row, n, "add"), inv_n)
-        vmean = splat_f32(b, vec, mean)
-
-        def square(v):
-            d = b.fsub(v, vmean)
-            return b.fmul(d, d)
-
-        var = b.fmul(row_reduce(b, vec, row, n, "add", square), inv_n)
-        sqrt = b.module.declare_intrinsic("llvm.sqrt", [F32])
-        rstd = b.fdiv(ir.Constant(F32, 1.0), b.call(sqrt, [b.fadd(var, eps)]))
+        mean, rstd = mean_rstd(b, vec, row, n, eps, inv_n)
 
         def affine(j):
             y = b.fmul(b.fsub(b.load(b.gep(row, [j])), mean), rstd)

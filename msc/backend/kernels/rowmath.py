@@ -100,3 +100,19 @@ def splat_f32(b: ir.IRBuilder, vec: Vec, x: ir.Value) -> ir.Value:
     return b.shuffle_vector(v, ir.Constant(vec.ty, None),
                             ir.Constant(ir.VectorType(I32, vec.lanes), [0] * vec.lanes))
 
+
+
+def mean_rstd(b: ir.IRBuilder, vec: Vec, row: ir.Value, n: ir.Value, eps: ir.Value,
+              inv_n: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """The mean of the ``n`` floats at ``row`` and ``1 / sqrt(variance + eps)`` (two passes,
+    the layer norm's steps; ``inv_n`` = 1 / n as float)."""
+    mean = b.fmul(row_reduce(b, vec, row, n, "add"), inv_n)
+    vmean = splat_f32(b, vec, mean)
+
+    def square(v):
+        d = b.fsub(v, vmean)
+        return b.fmul(d, d)
+
+    var = b.fmul(row_reduce(b, vec, row, n, "add", square), inv_n)
+    sqrt = b.module.declare_intrinsic("llvm.sqrt", [F32])
+    return mean, b.fdiv(ir.Constant(F32, 1.0), b.call(sqrt, [b.fadd(var, eps)]))
