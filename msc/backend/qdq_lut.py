@@ -43,7 +43,7 @@ _OUT_DTYPES = ("uint8", "int8", "float32")
 _MAX_REGION = 48  # nodes scanned after the entry: regions are short chains
 
 
-def _shape(value) -> tuple | None:
+def shape_of(value) -> tuple | None:
     values = getattr(value.sinfo, "values", None)
     if values is None or not all(v.is_const for v in values):
         return None
@@ -59,16 +59,7 @@ class _Lut:
     def __init__(self, program: Program):
         self.program = program
         self.values = program.values
-        self.readers = defaultdict(list)
-        live = live_values(program)
-        for node in program.walk():
-            if node.kind == "call" and node.out not in live:
-                continue  # left dead by the GEMM folds: not a reader
-            for i in node.ins:
-                self.readers[i].append(node)
-            for _, result in node.branches:
-                self.readers[result].append(None)
-        self.readers[program.result].append(None)
+        self.readers = program_readers(program)
         self.counts: Counter = Counter()
         self.done: set = set()
 
@@ -91,7 +82,7 @@ class _Lut:
 
     def _region(self, dq: Node) -> None:
         entry = self._entry(dq)
-        shape = _shape(self.values[dq.out])
+        shape = shape_of(self.values[dq.out])
         if entry is None or shape is None or not shape:
             return
         nodes = self.program.nodes
@@ -113,7 +104,7 @@ class _Lut:
             if any(i in inside for i in node.ins) and self._absorbable(node, inside, shape):
                 region.append(node)
                 inside.add(node.out)
-                if node.op in _CHANNEL_ATTR and _shape(self.values[node.out]) is None:
+                if node.op in _CHANNEL_ATTR and shape_of(self.values[node.out]) is None:
                     tuples.add(node.out)
         exits = [v for v in inside if v not in {n.out for n in entries}
                  and any(r is None or r not in region for r in self.readers[v])]
@@ -141,7 +132,7 @@ class _Lut:
 
     def _absorbable(self, node: Node, inside: set, shape: tuple) -> bool:
         out = self.values[node.out]
-        tensor = _shape(out) == shape and getattr(out.sinfo, "dtype", "") in _OUT_DTYPES
+        tensor = shape_of(out) == shape and getattr(out.sinfo, "dtype", "") in _OUT_DTYPES
         if not tensor and node.op not in _CHANNEL_ATTR:  # batch norm: (value, mean, var)
             return False
         for i in _arg_ids(node):
@@ -212,7 +203,7 @@ class _Lut:
                                             or not self._entry(d) for d in dqs):
             return
         tables = [self._requant_table(d, qnode, out_dtype) for d in dqs]
-        axis = int(node.site.attrs.get("axis", 0)) % len(_shape(self.values[node.out]) or [0])
+        axis = int(node.site.attrs.get("axis", 0)) % len(shape_of(self.values[node.out]) or [0])
         kernel = QConcat(tables, axis, _QDTYPES[out_dtype])
         nodes = self.program.nodes
         nodes[nodes.index(qnode)] = Node("call", tuple(d.ins[0] for d in dqs), qnode.out,
@@ -244,6 +235,24 @@ def _arg_ids(node: Node) -> list:
     """All the call's arguments: a kernel resolved at lowering (batch norm as an affine
     kernel) keeps its constants in the site only."""
     return list(node.ins) if node.site is None else [a.id for a in node.site.args]
+
+
+def program_readers(program: Program, producer: dict | None = None) -> defaultdict:
+    """{value: the live nodes reading it}, None for a branch result or the program's result
+    (a reader outside the program); fills ``producer`` {value: node} when given."""
+    readers: defaultdict = defaultdict(list)
+    live = live_values(program)
+    for node in program.walk():
+        if producer is not None:
+            producer[node.out] = node
+        if node.kind == "call" and node.out not in live:
+            continue  # left dead by the GEMM folds: not a reader
+        for i in node.ins:
+            readers[i].append(node)
+        for _, result in node.branches:
+            readers[result].append(None)
+    readers[program.result].append(None)
+    return readers
 
 
 def live_values(program: Program) -> set:

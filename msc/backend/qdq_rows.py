@@ -18,7 +18,7 @@ numpy facts, as qdq_lut.py does) are taken when present.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from .dispatch.resolve import numpy_caller
 from .kernels.int8_layout import QPermute, QSlice, word_permutable
 from .kernels.int8_rows import MAX_ROW, QLayerNorm, QSoftmax, quant_params
 from .kernels.norm import _affine_const
-from .qdq_lut import live_values
+from .qdq_lut import program_readers, shape_of
 from .runtime.program import Node, Program
 
 __all__ = ["fold_rows", "permute_bytes"]
@@ -38,13 +38,6 @@ _QDTYPES = {"uint8": np.uint8, "int8": np.int8}
 _TAIL_OPS = frozenset(("isnan", "isinf", "where", "clip", "maximum", "minimum", "nn.relu",
                        "add", "subtract", "multiply", "divide"))
 _TAIL_SCAN = 8  # program nodes scanned for the tail
-
-
-def _shape(value) -> tuple | None:
-    values = getattr(value.sinfo, "values", None)
-    if values is None or not all(v.is_const for v in values):
-        return None
-    return tuple(int(v.value) for v in values)
 
 
 def _dtype(value) -> str:
@@ -63,18 +56,8 @@ def _arg_ids(node: Node) -> list:
 class _Rows:
     def __init__(self, program: Program):
         self.program, self.values = program, program.values
-        self.readers: dict = defaultdict(list)
         self.producer: dict = {}
-        live = live_values(program)
-        for node in program.walk():
-            self.producer[node.out] = node
-            if node.kind == "call" and node.out not in live:
-                continue  # left dead by the GEMM folds: not a reader
-            for i in node.ins:
-                self.readers[i].append(node)
-            for _, result in node.branches:
-                self.readers[result].append(None)
-        self.readers[program.result].append(None)
+        self.readers = program_readers(program, self.producer)
         self.counts: Counter = Counter()
 
     def run(self) -> Counter:
@@ -138,7 +121,7 @@ class _Rows:
 
     # -- softmax ------------------------------------------------------------------------------
     def _softmax(self, sm: Node) -> None:
-        shape = _shape(self.values[sm.ins[0]])
+        shape = shape_of(self.values[sm.ins[0]])
         if (shape is None or not shape or _dtype(self.values[sm.ins[0]]) != "float32"
                 or int(sm.site.attr("axis", -1)) % len(shape) != len(shape) - 1
                 or not 0 < shape[-1] <= MAX_ROW):
@@ -159,11 +142,11 @@ class _Rows:
             for k in (0, 1):
                 entry = self._dequantize(add.ins[k], add, shared=True)
                 other = self.values[add.ins[1 - k]]
-                mshape = _shape(other)
-                if (entry is not None and _shape(self.values[entry[1][0]]) == shape
+                mshape = shape_of(other)
+                if (entry is not None and shape_of(self.values[entry[1][0]]) == shape
                         and _dtype(other) == "float32" and mshape
                         and mshape[-1] == shape[-1] and len(mshape) <= len(shape)
-                        and _shape(self.values[add.out]) == shape
+                        and shape_of(self.values[add.out]) == shape
                         and all(a in (1, b) for a, b in zip(mshape[::-1], shape[::-1]))):
                     mask = (add.ins[1 - k], mshape)
                     chain += [add]
@@ -174,7 +157,7 @@ class _Rows:
         if entry is None or q4 is None:
             return
         dq, (xq, in_dtype, sx, zx) = entry
-        if _shape(self.values[xq]) != shape:
+        if shape_of(self.values[xq]) != shape:
             return
         chain += [dq, q4node]
         end, tail, out_dtype, q6 = q4node.out, None, q4[2], (0, 0, "uint8")
@@ -233,7 +216,7 @@ class _Rows:
 
     # -- layer norm ---------------------------------------------------------------------------
     def _norm(self, ln: Node) -> None:
-        shape = _shape(self.values[ln.ins[0]])
+        shape = shape_of(self.values[ln.ins[0]])
         if shape is None or not shape or not 0 < shape[-1] <= MAX_ROW:
             return
         axes = sorted({int(a) % len(shape) for a in ln.site.attr("axes") or ()})
@@ -275,7 +258,7 @@ class _Rows:
                 or q2[2] != _dtype(self.values[dq.ins[0]])):
             return None
         found = [self._dequantize(i, add, shared=True) for i in add.ins]
-        if any(f is None or _shape(self.values[f[1][0]]) != shape for f in found) or (
+        if any(f is None or shape_of(self.values[f[1][0]]) != shape for f in found) or (
                 found[0][1][1] != found[1][1][1]):
             return None
         chain = [add, q1, found[0][0]] + ([found[1][0]] if found[1][0] is not found[0][0]
@@ -287,7 +270,7 @@ class _Rows:
     def _split(self, sp: Node) -> None:
         """dequantize -> split -> (getitem -> quantize) per part: slices of the bytes, copied
         (equal parameters) or through a requantization table."""
-        shape = _shape(self.values[sp.ins[0]])
+        shape = shape_of(self.values[sp.ins[0]])
         entry = self._dequantize(sp.ins[0], sp, shared=True) if shape else None
         if entry is None:
             return
@@ -337,7 +320,7 @@ def permute_bytes(program: Program) -> Counter:
         if node.op != "permute_dims" or node.site is None or node.fn is not None:
             continue
         x = program.values[node.ins[0]]
-        shape, dtype = _shape(x), _dtype(x)
+        shape, dtype = shape_of(x), _dtype(x)
         axes = node.site.attr("axes")
         if shape is None or dtype not in _QDTYPES or _dtype(program.values[node.out]) != dtype:
             continue
