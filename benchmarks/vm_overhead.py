@@ -40,7 +40,10 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+# benchmarks/transformers.py would shadow the transformers package the HF models come from
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
+sys.path.insert(0, str(ROOT))
 
 HF_NAMES = ("bert", "gpt2", "vit", "t5_encoder", "distilbert")
 CHAIN = 200

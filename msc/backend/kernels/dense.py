@@ -15,6 +15,7 @@ Only float32 runs here; other dtypes fall back to the op's numpy fact.
 from __future__ import annotations
 
 import ctypes
+import math
 import weakref
 from functools import cache
 
@@ -23,8 +24,17 @@ import numpy as np
 from ...errors import ShapeError
 from ...relax.op.registry import attach
 from ..llvm.jit import get_jit, vector_lanes
+from ..runtime.task_wrap import Buffer, ChainEntry
 from .base import Kernel, KernelFact, Site
-from .gemm import DRIVER_CTYPES, GemmConfig, PackedB, build_gemm_module, pack_b, run_gemm
+from .gemm import (
+    DRIVER_CTYPES,
+    GemmConfig,
+    PackedB,
+    build_gemm_module,
+    gemm_splits,
+    pack_b,
+    run_gemm,
+)
 
 __all__ = ["Address", "DenseFact", "GemmRunner", "gemm_driver"]
 
@@ -136,6 +146,7 @@ class _DenseKernel(Kernel):
         self.transpose_b, self.bias, self.relu, self.scale = transpose_b, bias, relu, scale
         self.inputs = (0,) if runner is not None else (0, 1)
         self.x_addr, self.out_addr = Address(), Address()
+        self._chain: dict = {}  # rows -> task_wrap.ChainEntry (native chain steps)
 
     def __call__(self, x, *rest):
         *weight, out = rest
@@ -152,6 +163,26 @@ class _DenseKernel(Kernel):
                              op=self.op, param="out")
         runner.run(self.x_addr(x), out.size // n if n else 0, self.out_addr(out))
         return out
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims) for the VM's native chains (runtime/native_run.KernelStep): a
+        constant weight, these fixed float32 buffers and a GEMM too small to split."""
+        runner = self.runner
+        if runner is None or len(buffers) != 2 or not (runner.k and runner.n):
+            return None
+        (xs, xd), (os_, od) = buffers
+        xs, os_ = tuple(xs), tuple(os_)
+        if (np.dtype(xd) != F32 or np.dtype(od) != F32 or not xs or xs[-1] != runner.k
+                or os_ != xs[:-1] + (runner.n,)):
+            return None
+        m, n, k = math.prod(xs[:-1]), runner.n, runner.k
+        if not m or gemm_splits(m, n, k, runner.nr):
+            return None
+        found = self._chain.get(m)
+        if found is None:
+            found = self._chain[m] = ChainEntry(runner.driver, (
+                Buffer(0), *runner.ptrs, Buffer(1), m, n, k, k, n, runner.relu))
+        return found.signature
 
     def _pack(self, w) -> GemmRunner:
         w = as_f32(w, "weight", self.op)

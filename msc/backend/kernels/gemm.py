@@ -45,7 +45,8 @@ from ..llvm.loops import (
 )
 from ..runtime.threads import NativeTasks, native_address, task_threads
 
-__all__ = ["Gemm", "GemmConfig", "PackedB", "build_gemm_module", "gemm", "pack_b", "run_gemm"]
+__all__ = ["Gemm", "GemmConfig", "PackedB", "build_gemm_module", "gemm", "gemm_splits", "pack_b",
+           "run_gemm"]
 
 MR = 6  # rows per register tile: 6 broadcasts feed NR/lanes FMAs each per k step
 KC = 384  # K block: a KC x NR panel of B (96 KiB at NR=64) is re-read from L2 by every tile
@@ -348,15 +349,19 @@ def blocks(m: int, n: int, nr: int, threads: int) -> list[tuple[int, int, int, i
     return [(0, m, 0, n)]
 
 
+def gemm_splits(m: int, n: int, k: int, nr: int) -> bool:
+    """Whether an [m, k] @ [k, n] GEMM is big enough to split across threads."""
+    # Cost counts whole panels: a 4-column panel costs the tile as much as a full one. A
+    # batch-1 FC is bound by reading B: it splits by its bytes (resnet50's 8 MB in ~0.4 ms).
+    return 2.0 * m * -(-n // nr) * nr * k >= PARALLEL_FLOPS or (m < MR and k * n >= PARALLEL_B)
+
+
 def run_gemm(driver, nr: int, a: int, bp: int, bias: int, c: int, m: int, n: int, k: int,
              lda: int, ldc: int, relu: int) -> None:
     """``driver(a, bp, bias, c, m, n, k, lda, ldc, relu)`` on checked pointers (bytes), split
     across :func:`~msc.backend.threads.task_threads` when there is enough work: the blocks
     run as one native task list (threads.NativeTasks), no Python per block."""
-    # Cost counts whole panels: a 4-column panel costs the tile as much as a full one. A
-    # batch-1 FC is bound by reading B: it splits by its bytes (resnet50's 8 MB in ~0.4 ms).
-    big = 2.0 * m * -(-n // nr) * nr * k >= PARALLEL_FLOPS or (m < MR and k * n >= PARALLEL_B)
-    threads = task_threads() if big else 1
+    threads = task_threads() if gemm_splits(m, n, k, nr) else 1
     if threads > 1:
         tasks = _split(driver, nr, m, n, k, lda, ldc, relu, threads)
         if tasks is not None:

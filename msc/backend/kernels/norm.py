@@ -24,7 +24,7 @@ from llvmlite import ir
 from ...relax.op.registry import attach
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32, F32_PTR, I64, const64, for_range
-from ..runtime.task_wrap import wrapped_tasks
+from ..runtime.task_wrap import Buffer, ChainEntry, wrapped_tasks
 from ..runtime.threads import task_threads
 from .base import Kernel, KernelFact, Site, f32_address
 from .rowmath import Vec, mean_rstd, row_map
@@ -91,6 +91,7 @@ class LayerNormKernel(Kernel):
         self.inputs = (0, 1) if residual else (0,)
         self.run = _native(vector_lanes())
         self.tasks: dict = {}  # threads -> native task list
+        self._chain = None  # task_wrap.ChainEntry, made on the first native_signature
 
     def _ptr(self, name: str, x) -> int:
         return f32_address(x, self.shape, self.op, name)
@@ -106,6 +107,21 @@ class LayerNormKernel(Kernel):
             return out
         self._tasks(threads).launch(1, (px, pr, 0, 0, po), threads)
         return out
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims) for the VM's native chains (runtime/native_run.KernelStep): these
+        fixed buffers, one thread (too small to split); None where ``__call__`` decides."""
+        want = [(self.shape, np.dtype(np.float32))] * (3 if self.residual else 2)
+        if [(tuple(s), np.dtype(d)) for s, d in buffers] != want or (
+                self.rows * self.n >= PARALLEL_ELEMENTS):
+            return None
+        x, out = Buffer(0), Buffer(len(buffers) - 1)
+        if self._chain is None:
+            self._chain = ChainEntry(self.run, (
+                x, Buffer(1) if self.residual else x, self.gamma.ctypes.data,
+                self.beta.ctypes.data, out, 0, self.rows, self.n, self.eps.value,
+                int(self.residual)))
+        return self._chain.signature
 
     def _tasks(self, threads: int):
         """Two row ranges per thread as a native task list (task_wrap: the entry takes a

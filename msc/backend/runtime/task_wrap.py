@@ -24,7 +24,7 @@ from ...errors import BuildError
 from .native_pool_ir import NATIVE_ARGS
 from .threads import NativeTasks, native_address
 
-__all__ = ["DIRECT", "wrapped_tasks"]
+__all__ = ["DIRECT", "Buffer", "ChainEntry", "wrapped_tasks"]
 
 DIRECT = NATIVE_ARGS - 1  # arguments a wrapped record passes in its own columns
 # ctypes type -> (IR type, how an i64 becomes it, how a Python value becomes the i64)
@@ -136,3 +136,76 @@ def wrapped_tasks(cfunc, rows) -> NativeTasks:
         tasks.records[i, NATIVE_ARGS] = extra[i].ctypes.data
     tasks.keep = extra
     return tasks
+
+
+# ---------------------------------------------------------------------------------------------
+# Chain steps: the VM's native chains call a kernel entry as ``entry(buffers..., dims...)``
+# (all i64, runtime/native_run.KernelStep). An entry whose arguments mix the buffers with
+# constants (weights, sizes, floats) gets an adapter ``adapt(b0.., row)`` reading them from
+# an int64 row.
+
+
+def adapter_ir(sig: tuple, layout: tuple) -> tuple[str, str]:
+    """(IR, symbol) of ``void adapt(i64 b0.., i64 row)`` calling the entry at ``row[0]``, of
+    signature ``sig``, whose argument k is buffer i (``layout[k] = ("buf", i)``) or row slot
+    j >= 1 (``("row", j)``)."""
+    buffers = 1 + max((i for kind, i in layout if kind == "buf"), default=-1)
+    code = "".join(f"{_CODES[ty]}{kind[0]}{i}" for (ty, _), (kind, i) in zip(sig, layout))
+    name = f"msc_chain_adapt_{code}"
+    params = ", ".join([f"i64 %b{i}" for i in range(buffers)] + ["i64 %row"])
+    lines = [f"define void @{name}({params}) {{", "entry:",
+             "  %rp = inttoptr i64 %row to i64*", "  %fa = load i64, i64* %rp",
+             f"  %fn = inttoptr i64 %fa to void ({', '.join(ty for ty, _ in sig)})*"]
+    args = []
+    for k, ((ty, how), (kind, i)) in enumerate(zip(sig, layout)):
+        src = f"%b{i}"
+        if kind == "row":
+            lines += [f"  %p{k} = getelementptr inbounds i64, i64* %rp, i64 {i}",
+                      f"  %v{k} = load i64, i64* %p{k}"]
+            src = f"%v{k}"
+        more, value = _arg(k, ty, how, src)
+        lines += more
+        args.append(f"{ty} {value}")
+    lines += [f"  call void %fn({', '.join(args)})", "  ret void", "}"]
+    return "\n".join(lines) + "\n", name
+
+
+@functools.cache
+def _adapter(sig: tuple, layout: tuple) -> int:
+    from ..llvm.jit import get_jit
+
+    text, name = adapter_ir(sig, layout)
+    library = get_jit().compile(text, [name], name="msc_chain_adapt")
+    _KEEP.append(library)
+    return library.address(name)
+
+
+class ChainEntry:
+    """A kernel entry as a native chain step (runtime/native_run.KernelStep): ``args`` are
+    the entry's arguments in order, each ``Buffer(i)`` (the step's i-th buffer: inputs,
+    then outputs) or a constant (int, pointer as int, float). :attr:`signature` is the
+    (address, dims) pair a kernel's ``native_signature`` returns; the object keeps the
+    constants' row alive, so the kernel must keep it."""
+
+    def __init__(self, cfunc, args):
+        sig = _signature(cfunc)
+        if len(args) != len(sig):
+            raise BuildError(f"a chain step passes {len(args)} arguments, the entry takes "
+                             f"{len(sig)}", op="native_chain")
+        layout, row = [], [native_address(cfunc)]
+        for value, (_, how) in zip(args, sig):
+            if isinstance(value, Buffer):
+                layout.append(("buf", value.index))
+            else:
+                layout.append(("row", len(row)))
+                row.append(_bits(value, how))
+        self.row = np.array(row, np.int64)
+        self.signature = (_adapter(sig, tuple(layout)), (self.row.ctypes.data,))
+
+
+class Buffer(int):
+    """An argument of :class:`ChainEntry` that is the step's buffer of this index."""
+
+    @property
+    def index(self) -> int:
+        return int(self)

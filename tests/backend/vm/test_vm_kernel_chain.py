@@ -91,3 +91,34 @@ def test_permute_kernel_runs_natively(shape, axes):
     np.testing.assert_allclose(f(xv).numpy(), np.exp(np.exp(xv).transpose(axes)), rtol=1e-5)
     plan = f.entry({}).plan
     assert plan.stats["native_steps"] == 3 and plan.stats["chains"] == 1
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_dense_and_layer_norm_join_the_chain(residual):
+    """A linear (packed weight, bias, relu) and a layer norm (gamma, beta, a float eps) are
+    chain steps through task_wrap.ChainEntry: no Python between them, numbers as torch's."""
+    torch = pytest.importorskip("torch")
+    w = RNG.standard_normal((8, 16)).astype("float32")  # [out, in]
+    b, g, beta = (RNG.standard_normal(8).astype("float32") for _ in range(3))
+    res = RNG.standard_normal((5, 8)).astype("float32")
+    x = relax.Var("x", _tensor((5, 16)))
+
+    def body(bb, x):
+        h = bb.emit(R.nn.relu(bb.emit(R.add(bb.emit(R.matmul(x, relax.const(w.T.copy()))),
+                                            relax.const(b)))), "dense")
+        h = bb.emit(R.add(h, relax.const(res)), "res") if residual else h
+        return bb.emit(R.nn.layer_norm(h, relax.const(g), relax.const(beta), axes=[-1],
+                                       epsilon=0.25), "norm")
+
+    ex = relax.build(_module([x], body))
+    f = relax.VirtualMachine(ex)["main"]
+    xv = RNG.standard_normal((5, 16)).astype("float32")
+    h = torch.relu(torch.from_numpy(xv) @ torch.from_numpy(w).T + torch.from_numpy(b))
+    if residual:
+        h = h + torch.from_numpy(res)
+    want = torch.nn.functional.layer_norm(h, (8,), torch.from_numpy(g), torch.from_numpy(beta),
+                                          eps=0.25).numpy()
+    np.testing.assert_allclose(f(xv).numpy(), want, rtol=1e-5, atol=1e-5)
+    plan = f.entry({}).plan
+    assert plan.stats["chains"] == 1 and plan.stats["native_steps"] >= 2
+    assert "F0(" not in plan.runner.source  # no kernel object called from Python
