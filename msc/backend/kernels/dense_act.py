@@ -17,6 +17,7 @@ constant weight, a constant bias ``add`` and a single-input activation.
 from __future__ import annotations
 
 import ctypes
+import math
 from functools import cache
 
 import numpy as np
@@ -25,7 +26,7 @@ from llvmlite import ir
 from ...errors import ShapeError
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32_PTR, I32, I64, for_range, imin
-from ..runtime.task_wrap import wrapped_tasks
+from ..runtime.task_wrap import Buffer, ChainEntry, wrapped_tasks
 from ..runtime.threads import task_threads
 from .activation import inplace_2d_address
 from .base import Kernel
@@ -82,6 +83,28 @@ class DenseActKernel(Kernel):
         self.act = inplace_2d_address(expr)
         self.x_addr, self.out_addr = Address(), Address()
         self.tasks: dict = {}  # (rows, parts) -> native task list
+        self._chain: dict = {}  # rows -> task_wrap.ChainEntry (native chain steps)
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims) for the VM's native chains (runtime/native_run.KernelStep): fixed
+        float32 buffers of a GEMM too small to split; None where ``__call__`` decides."""
+        k, n = self.runner.k, self.runner.n
+        if len(buffers) != 2 or not (k and n):
+            return None
+        (xs, xd), (os_, od) = buffers
+        xs, os_ = tuple(xs), tuple(os_)
+        m = math.prod(xs[:-1]) if xs else 0
+        if (np.dtype(xd) != F32 or np.dtype(od) != F32 or not xs or xs[-1] != k or not m
+                or not os_ or os_[-1] != n or math.prod(os_) != m * n
+                or 2.0 * m * n * k >= PARALLEL_FLOPS):
+            return None
+        found = self._chain.get(m)
+        if found is None:
+            packed, bias = self.runner.ptrs
+            found = self._chain[m] = ChainEntry(self.run, (
+                Buffer(0), packed, bias, Buffer(1), m, n, k, k, n, 0, n, CHUNK, self.gemm,
+                self.act))
+        return found.signature
 
     def __call__(self, x, out):
         if type(x) is not np.ndarray or x.dtype != F32 or not x.flags.c_contiguous:
