@@ -43,7 +43,7 @@ def test_small_planes_take_the_gemm(out_shape, window, groups, gemm):
     ((1, 256, 14, 14), 64, 3, True),     # K = 576 on a small plane
     ((1, 32, 56, 56), 128, 3, False),    # large plane: direct
     ((1, 128, 28, 28), 128, 3, True),    # K = 1152 up to 32x32
-    ((1, 64, 13, 13), 384, 1, False),    # 1x1 with < 512 channels: direct
+    ((1, 64, 13, 13), 512, 1, False),    # 1x1 with < 1024 channels: direct
     ((1, 256, 14, 14), 1024, 1, True),
     ((1, 2048, 7, 7), 16, 1, True),      # where the GEMM path was
 ])
