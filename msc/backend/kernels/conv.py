@@ -49,10 +49,12 @@ _DEPTHWISE_PARALLEL = 1.5e5  # multiply-adds (~20-40 us); shufflenet's are 0.2-1
 _GEMM_PLANE = 64  # output pixels per image up to which any dense NCHW conv takes the GEMM path
 _GEMM_PLANE_WINDOW = 196  # the same for windows larger than 1x1 (padded wide rows cost more)
 # (most output pixels, fewest K) pairs where pixel_conv.py beats the direct conv and the GEMM
-# path: 14x14 / 7x7 3x3 1.1-1.3x; 28x28 3x3 of stride 2 and 1x1 with 512+ channels 1.04-1.08x;
-# 1x1 with fewer channels (squeezenet's 13x13, resnet's 256 -> 1024) stay direct (0.9x)
-_PIXEL_LIMITS = ((64, 0), (256, 384), (1024, 512))
-_PIXEL_LIMITS_1X1 = ((64, 0), (1024, 512))
+# path: 14x14 / 7x7 3x3 1.1-1.3x, 28x28 3x3 of stride 2 1.08x; shorter sums (squeezenet's
+# 13x13 3x3 with K = 432) measured faster alone but 1.5% slower in the model; 1x1 convs read
+# their input as is on the direct path, which keeps 13x13 / 14x14 / 28x28 1x1 with < 1024
+# channels (whole models 1-5% faster: squeezenet, inception_v2, densenet121, resnet50)
+_PIXEL_LIMITS = ((64, 0), (1024, 512))
+_PIXEL_LIMITS_1X1 = ((64, 0), (1024, 1024))
 
 
 def conv_geometry(h: int, w: int, kh: int, kw: int, strides, padding, dilation) -> tuple:

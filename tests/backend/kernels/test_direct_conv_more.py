@@ -43,7 +43,7 @@ def test_small_planes_take_the_gemm(out_shape, window, groups, gemm):
     ((1, 256, 14, 14), 64, 3, True),     # K = 576 on a small plane
     ((1, 32, 56, 56), 128, 3, False),    # large plane: direct
     ((1, 128, 28, 28), 128, 3, True),    # K = 1152 up to 32x32
-    ((1, 64, 13, 13), 384, 1, False),    # 1x1 with < 512 channels: direct
+    ((1, 64, 13, 13), 512, 1, False),    # 1x1 with < 1024 channels: direct
     ((1, 256, 14, 14), 1024, 1, True),
     ((1, 2048, 7, 7), 16, 1, True),      # where the GEMM path was
 ])
@@ -67,7 +67,7 @@ CASES = [  # x NCHW, weight OIHW, strides, padding, small-plane (pixel / GEMM) i
     ((1, 48, 7, 7), (40, 48, 3, 3), 1, 1, 2),
     ((2, 32, 14, 14), (33, 32, 3, 3), 1, 1, 4),
     ((1, 24, 13, 13), (16, 24, 3, 3), 2, 1, 2),     # 7x7 out of an odd plane
-    ((1, 48, 12, 12), (20, 48, 3, 3), 1, 1, 2),     # 12x12, K = 432: pixel tiles (else direct)
+    ((1, 64, 12, 12), (20, 64, 3, 3), 1, 1, 2),     # 12x12, K = 576: pixel tiles (else GEMM)
     ((1, 16, 30, 30), (20, 16, 3, 3), 1, 1, 0),     # large plane: direct
     ((2, 16, 34, 33), (24, 16, 1, 1), 2, 0, 0),     # direct, strided 1x1: no compaction
     ((1, 8, 20, 20), (12, 8, 3, 1), 1, 1, 0),       # direct, padded 3x1: no compaction
