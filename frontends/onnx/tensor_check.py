@@ -28,11 +28,17 @@ _COMPLEX = {TensorProto.COMPLEX64, TensorProto.COMPLEX128}
 _FIELDS = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data",
            "string_data")
 _HINT = "the model file is corrupted or was edited by hand; re-export it"
+_NP_DTYPES: dict = {}  # ONNX element type -> numpy dtype
 
 
 def np_dtype(tensor: onnx.TensorProto) -> np.dtype:
+    known = _NP_DTYPES.get(tensor.data_type)  # once per element type, not per initializer
+    if known is not None:
+        return known
     try:
-        return np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type))
+        _NP_DTYPES[tensor.data_type] = dtype
+        return dtype
     except (KeyError, TypeError, ValueError):
         raise SerializationError(f"unknown ONNX element type {tensor.data_type}",
                                  tensor=tensor.name, hint=_HINT) from None
@@ -40,7 +46,7 @@ def np_dtype(tensor: onnx.TensorProto) -> np.dtype:
 
 def element_count(tensor: onnx.TensorProto) -> int:
     dims = list(tensor.dims)
-    if any(d < 0 for d in dims):
+    if dims and min(dims) < 0:
         raise ValidationError(f"initializer has negative dims {dims}", tensor=tensor.name,
                               hint=_HINT)
     return math.prod(dims)

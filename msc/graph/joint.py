@@ -145,7 +145,11 @@ def _link_inputs(name: str, inputs: Any) -> tuple[tuple[MSCJoint, ...], tuple]:
     positions: dict[str, int] = {}
     pairs = []
     for item in inputs or ():
-        parent, out_idx = _input_pair(name, item)
+        if type(item) is tuple and len(item) == 2 and type(item[0]) is MSCJoint and \
+                type(item[1]) is int and 0 <= item[1] < len(item[0]._outputs):
+            parent, out_idx = item  # the usual well-formed pair, checked inline
+        else:
+            parent, out_idx = _input_pair(name, item)
         p_idx = positions.setdefault(parent.name, len(parents))
         if p_idx == len(parents):
             parents.append(parent)

@@ -65,6 +65,9 @@ def broadcast_sinfo(ctx, sinfos: list, dtype: str | None = None) -> TensorStruct
     shape = sinfos[0].values
     for s in sinfos[1:]:
         shape = broadcast_dims(ctx, shape, s.values)
+    for s in sinfos:  # most often an input's shape: share its (immutable) ShapeExpr
+        if len(s.values) == len(shape) and all(a == b for a, b in zip(s.values, shape)):
+            return TensorStructInfo(s.shape, dtype)
     return tensor(shape, dtype)
 
 

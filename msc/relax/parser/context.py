@@ -59,6 +59,8 @@ class ParseContext:
 
     def namespace(self, node) -> tuple[str | None, list[str]]:
         """``R.nn.conv2d`` -> ("R", ["nn", "conv2d"]); (None, [...]) if not a namespace."""
+        if type(node) is ast.Attribute and type(node.value) is ast.Name:  # ``R.add``: most
+            return self.aliases.get(node.value.id), [node.attr]
         parts = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
