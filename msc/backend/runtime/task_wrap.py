@@ -72,24 +72,11 @@ def _arg(k: int, ty: str, how, src: str) -> tuple[list[str], str]:
 
 
 def wrapper_ir(sig: tuple) -> tuple[str, str]:
-    """(IR text, symbol) of the wrapper for the entry signature ``sig`` ((IR type, how)...)."""
-    name = "msc_task_wrap_" + "".join(_CODES[ty] for ty, _ in sig)
-    params = ", ".join([f"i64 %x{k}" for k in range(DIRECT)] + ["i64 %extra"])
-    lines = [f"define void @{name}({params}) {{", "entry:",
-             "  %row = inttoptr i64 %extra to i64*", "  %fa = load i64, i64* %row",
-             f"  %fn = inttoptr i64 %fa to void ({', '.join(ty for ty, _ in sig)})*"]
-    args = []
-    for k, (ty, how) in enumerate(sig):
-        src = f"%x{k}"
-        if k >= DIRECT:
-            lines += [f"  %p{k} = getelementptr inbounds i64, i64* %row, i64 {k - DIRECT + 1}",
-                      f"  %v{k} = load i64, i64* %p{k}"]
-            src = f"%v{k}"
-        more, value = _arg(k, ty, how, src)
-        lines += more
-        args.append(f"{ty} {value}")
-    lines += [f"  call void %fn({', '.join(args)})", "  ret void", "}"]
-    return "\n".join(lines) + "\n", name
+    """(IR text, symbol) of the wrapper for the entry signature ``sig`` ((IR type, how)...):
+    arguments 0..8 from its own parameters, the rest from its argument row."""
+    layout = tuple(("buf", k) if k < DIRECT else ("row", k - DIRECT + 1)
+                   for k in range(len(sig)))
+    return adapter_ir(sig, layout, DIRECT, "msc_task_wrap_")
 
 
 @functools.cache
@@ -145,13 +132,16 @@ def wrapped_tasks(cfunc, rows) -> NativeTasks:
 # an int64 row.
 
 
-def adapter_ir(sig: tuple, layout: tuple) -> tuple[str, str]:
+def adapter_ir(sig: tuple, layout: tuple, buffers: int | None = None,
+               prefix: str = "msc_chain_adapt_") -> tuple[str, str]:
     """(IR, symbol) of ``void adapt(i64 b0.., i64 row)`` calling the entry at ``row[0]``, of
-    signature ``sig``, whose argument k is buffer i (``layout[k] = ("buf", i)``) or row slot
-    j >= 1 (``("row", j)``)."""
-    buffers = 1 + max((i for kind, i in layout if kind == "buf"), default=-1)
+    signature ``sig``, whose argument k is parameter i (``layout[k] = ("buf", i)``) or row
+    slot j >= 1 (``("row", j)``); ``buffers`` parameters before the row (default: as many as
+    the layout reads)."""
+    if buffers is None:
+        buffers = 1 + max((i for kind, i in layout if kind == "buf"), default=-1)
     code = "".join(f"{_CODES[ty]}{kind[0]}{i}" for (ty, _), (kind, i) in zip(sig, layout))
-    name = f"msc_chain_adapt_{code}"
+    name = f"{prefix}{code}"
     params = ", ".join([f"i64 %b{i}" for i in range(buffers)] + ["i64 %row"])
     lines = [f"define void @{name}({params}) {{", "entry:",
              "  %rp = inttoptr i64 %row to i64*", "  %fa = load i64, i64* %rp",
