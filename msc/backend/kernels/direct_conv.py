@@ -401,16 +401,7 @@ class DirectConv2d(Kernel):
 
     def __call__(self, x, *rest):
         out, res = rest[-1], (rest[0] if len(rest) == 2 else None)
-        if type(x) is not np.ndarray or x.dtype != F32_DTYPE or not x.flags.c_contiguous:
-            x = as_f32(x, "data", self.op)
-        plan = self._plans.get(x.shape)
-        if plan is None:
-            plan = self._plan(x.shape)
-        if (type(out) is not np.ndarray or out.shape != plan.out_shape
-                or out.dtype != F32_DTYPE or not out.flags.c_contiguous
-                or not out.flags.writeable):
-            raise ShapeError(f"output buffer {getattr(out, 'shape', out)}, expected float32 "
-                             f"{plan.out_shape}", op=self.op, param="out")
+        x, plan = checked_plan(self, x, out)
         if len(self.inputs) != 1 + (res is not None):
             raise ShapeError(f"expects {len(self.inputs)} input arrays and the output",
                              op=self.op, param="residual")
@@ -543,3 +534,19 @@ class _Plan:
                  for i in range(n)],
                 [[self._part(i, r0, r1, CONV | COMPACT, u0, u1, 0, 0)
                   for r0, r1, u0, u1 in shapes] for i in range(n)])
+
+
+def checked_plan(kernel, x, out) -> tuple:
+    """(x as a C-contiguous float32 array, the kernel's plan for its shape) once ``out`` is
+    checked to be the plan's writable float32 output buffer (direct and pixel-tile convs)."""
+    if type(x) is not np.ndarray or x.dtype != F32_DTYPE or not x.flags.c_contiguous:
+        x = as_f32(x, "data", kernel.op)
+    plan = kernel._plans.get(x.shape)
+    if plan is None:
+        plan = kernel._plan(x.shape)
+    if (type(out) is not np.ndarray or out.shape != plan.out_shape
+            or out.dtype != F32_DTYPE or not out.flags.c_contiguous
+            or not out.flags.writeable):
+        raise ShapeError(f"output buffer {getattr(out, 'shape', out)}, expected float32 "
+                         f"{plan.out_shape}", op=kernel.op, param="out")
+    return x, plan

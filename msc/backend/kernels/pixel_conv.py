@@ -23,14 +23,12 @@ from functools import cache
 import numpy as np
 from llvmlite import ir
 
-from ...errors import ShapeError
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32_PTR, I64, const64, entry_alloca, for_range, imin, switch_cases
 from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
 from .base import Kernel
-from .dense import F32 as F32_DTYPE
-from .dense import Address, as_f32
-from .direct_conv import _PLAN, PREP, DirectConv2d
+from .dense import Address
+from .direct_conv import _PLAN, PREP, DirectConv2d, checked_plan
 from .direct_conv_prep import Vec
 from .direct_conv_prep import gep as _gep
 from .gemm import _aligned_empty
@@ -171,16 +169,7 @@ class PixelConv2d(Kernel):
         self.addr = (Address(), Address())
 
     def __call__(self, x, out):
-        if type(x) is not np.ndarray or x.dtype != F32_DTYPE or not x.flags.c_contiguous:
-            x = as_f32(x, "data", self.op)
-        plan = self._plans.get(x.shape)
-        if plan is None:
-            plan = self._plan(x.shape)
-        if (type(out) is not np.ndarray or out.shape != plan.out_shape
-                or out.dtype != F32_DTYPE or not out.flags.c_contiguous
-                or not out.flags.writeable):
-            raise ShapeError(f"output buffer {getattr(out, 'shape', out)}, expected float32 "
-                             f"{plan.out_shape}", op=self.op, param="out")
+        x, plan = checked_plan(self, x, out)
         if out.size:
             self._run(plan, self.addr[0](x), self.addr[1](out))
         return out
