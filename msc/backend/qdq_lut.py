@@ -65,11 +65,13 @@ class _Lut:
 
     def run(self) -> Counter:
         for node in list(self.program.nodes):
-            if node in self.program.nodes and node.site is not None:
-                if node.op == "dequantize" and id(node) not in self.done:
-                    self._region(node)
-                elif node.op == "concat":
-                    self._concat(node)
+            if node.site is None or node.op not in ("dequantize", "concat") or (
+                    id(node) in self.done) or node not in self.program.nodes:
+                continue  # the list scan last: only candidates pay it (else quadratic)
+            if node.op == "dequantize":
+                self._region(node)
+            else:
+                self._concat(node)
         return self.counts
 
     def _entry(self, dq: Node):

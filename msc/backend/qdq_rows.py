@@ -61,15 +61,11 @@ class _Rows:
         self.counts: Counter = Counter()
 
     def run(self) -> Counter:
+        folds = {"nn.softmax": self._softmax, "nn.layer_norm": self._norm, "split": self._split}
         for node in list(self.program.nodes):
-            if node.site is None or node not in self.program.nodes:
-                continue
-            if node.op == "nn.softmax":
-                self._softmax(node)
-            elif node.op == "nn.layer_norm":
-                self._norm(node)
-            elif node.op == "split":
-                self._split(node)
+            fold = folds.get(node.op) if node.site is not None else None
+            if fold is not None and node in self.program.nodes:  # only candidates scan
+                fold(node)
         return self.counts
 
     # -- pieces ---------------------------------------------------------------------------
