@@ -35,7 +35,7 @@ from llvmlite import ir
 
 from ...errors import ShapeError
 from ...relax.op.registry import attach
-from ..llvm.jit import get_jit, vector_lanes
+from ..llvm.jit import generated_entry, vector_lanes
 from ..llvm.loops import F32, F32_PTR, I32, I64, ceil_div, const64, for_range, imin
 from ..runtime.task_wrap import wrapped_tasks
 from ..runtime.threads import task_threads
@@ -208,12 +208,11 @@ def _build_module(lanes: int) -> ir.Module:
 @cache
 def _native(lanes: int):
     """(the attention entry, the GEMM driver's address) for ``lanes``-wide vectors."""
-    library = get_jit().compile_generated(
-        lambda: _build_module(lanes), [_symbol(lanes)],
-        (__name__, "msc.backend.kernels.rowmath", "msc.backend.tir.math",
-         "msc.backend.llvm.loops"), (lanes,))
-    fn = library.cfunc(_symbol(lanes), None, *(ctypes.c_void_p,) * 7, ctypes.c_float,
-                       ctypes.c_void_p, ctypes.c_void_p)
+    fn = generated_entry(lambda: _build_module(lanes), _symbol(lanes),
+                         (__name__, "msc.backend.kernels.rowmath", "msc.backend.tir.math",
+                          "msc.backend.llvm.loops"), (lanes,),
+                         *(ctypes.c_void_p,) * 7, ctypes.c_float, ctypes.c_void_p,
+                         ctypes.c_void_p)
     driver = gemm_driver(lanes)
     return fn, ctypes.cast(driver, ctypes.c_void_p).value, driver
 

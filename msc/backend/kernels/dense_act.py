@@ -24,7 +24,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...errors import ShapeError
-from ..llvm.jit import get_jit
+from ..llvm.jit import generated_entry
 from ..llvm.loops import F32_PTR, I32, I64, for_range, imin
 from ..runtime.task_wrap import Buffer, ChainEntry, wrapped_tasks
 from ..runtime.threads import task_threads
@@ -62,10 +62,9 @@ def _build_module() -> ir.Module:
 
 @cache
 def _driver():
-    library = get_jit().compile_generated(_build_module, [_SYMBOL],
-                                          (__name__, "msc.backend.llvm.loops"))
-    return library.cfunc(_SYMBOL, None, *(ctypes.c_void_p,) * 4, *(ctypes.c_int64,) * 8,
-                         ctypes.c_void_p, ctypes.c_void_p)
+    return generated_entry(_build_module, _SYMBOL, (__name__, "msc.backend.llvm.loops"), (),
+                           *(ctypes.c_void_p,) * 4, *(ctypes.c_int64,) * 8, ctypes.c_void_p,
+                           ctypes.c_void_p)
 
 
 class DenseActKernel(Kernel):

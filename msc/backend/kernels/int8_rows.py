@@ -31,7 +31,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...errors import ShapeError
-from ..llvm.jit import get_jit, vector_lanes
+from ..llvm.jit import generated_entry, vector_lanes
 from ..llvm.loops import F32, I32, I64, const64, entry_alloca, for_range
 from ..runtime.threads import NativeTasks, native_address, task_threads
 from ..tir.math import exp_f32
@@ -250,12 +250,10 @@ def _native(kind: str, signed: bool, tail: str, lanes: int, residual: bool = Fal
     else:
         build, symbol, ptrs = _build_norm, _norm_symbol(signed, tail, residual, lanes), 7
         args = (signed, tail, residual, lanes)
-    library = get_jit().compile_generated(
-        lambda: build(*args), [symbol],
-        (__name__, "msc.backend.kernels.rowmath", "msc.backend.llvm.loops",
-         "msc.backend.tir.math"), (kind, *args))
-    return library.cfunc(symbol, None, *[ctypes.c_void_p] * ptrs,
-                         *[ctypes.c_int64] * (10 - ptrs))
+    return generated_entry(lambda: build(*args), symbol,
+                           (__name__, "msc.backend.kernels.rowmath", "msc.backend.llvm.loops",
+                            "msc.backend.tir.math"), (kind, *args),
+                           *[ctypes.c_void_p] * ptrs, *[ctypes.c_int64] * (10 - ptrs))
 
 
 def _requantizes(params: np.ndarray, tail: np.ndarray) -> bool:

@@ -22,7 +22,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...relax.op.registry import attach
-from ..llvm.jit import get_jit, vector_lanes
+from ..llvm.jit import generated_entry, vector_lanes
 from ..llvm.loops import F32, F32_PTR, I64, const64, for_range
 from ..runtime.task_wrap import Buffer, ChainEntry, wrapped_tasks
 from ..runtime.threads import task_threads
@@ -67,13 +67,14 @@ def _build_module(lanes: int) -> ir.Module:
     return module
 
 
+_SOURCES = (__name__, "msc.backend.kernels.rowmath", "msc.backend.llvm.loops")
+
+
 @cache
 def _native(lanes: int):
-    library = get_jit().compile_generated(
-        lambda: _build_module(lanes), [_symbol(lanes)],
-        (__name__, "msc.backend.kernels.rowmath", "msc.backend.llvm.loops"), (lanes,))
-    return library.cfunc(_symbol(lanes), None, *(ctypes.c_void_p,) * 5, *(ctypes.c_int64,) * 3,
-                         ctypes.c_float, ctypes.c_int64)
+    return generated_entry(lambda: _build_module(lanes), _symbol(lanes), _SOURCES, (lanes,),
+                           *(ctypes.c_void_p,) * 5, *(ctypes.c_int64,) * 3, ctypes.c_float,
+                           ctypes.c_int64)
 
 
 class LayerNormKernel(Kernel):

@@ -18,7 +18,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...relax.op.registry import attach
-from ..llvm.jit import get_jit, vector_lanes
+from ..llvm.jit import generated_entry, vector_lanes
 from ..llvm.loops import F32, F32_PTR, I64, for_range
 from .base import Kernel, KernelFact, Site, f32_address
 from .rowmath import Vec, row_reduce
@@ -47,13 +47,14 @@ def _build_module(lanes: int) -> ir.Module:
     return module
 
 
+_SOURCES = (__name__, "msc.backend.kernels.rowmath", "msc.backend.llvm.loops")
+
+
 @cache
 def _native(lanes: int):
-    library = get_jit().compile_generated(
-        lambda: _build_module(lanes), [_symbol(lanes)],
-        (__name__, "msc.backend.kernels.rowmath", "msc.backend.llvm.loops"), (lanes,))
-    return library.cfunc(_symbol(lanes), None, ctypes.c_void_p, ctypes.c_void_p,
-                         ctypes.c_int64, ctypes.c_int64, ctypes.c_float)
+    return generated_entry(lambda: _build_module(lanes), _symbol(lanes), _SOURCES, (lanes,),
+                           ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                           ctypes.c_float)
 
 
 class MeanKernel(Kernel):

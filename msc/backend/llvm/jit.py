@@ -31,7 +31,8 @@ from llvmlite import ir
 from ...errors import BuildError
 from .cache import KernelCache, cache_key
 
-__all__ = ["JIT", "CodeLibrary", "HostTarget", "get_jit", "host_target", "vector_lanes"]
+__all__ = ["JIT", "CodeLibrary", "HostTarget", "generated_entry", "get_jit", "host_target",
+           "vector_lanes"]
 
 OPT_LEVEL = 3
 # Bumped when the way objects are produced changes, so old cache entries stop matching.
@@ -280,3 +281,12 @@ def get_jit() -> JIT:
         if _shared is None:
             _shared = JIT(KernelCache())
         return _shared
+
+
+def generated_entry(build: Callable[[], ir.Module], symbol: str, sources: Sequence[str],
+                    params: tuple, *argtypes):
+    """The ctypes function (void) ``symbol`` of the module ``build`` makes, compiled by the
+    process-wide JIT or fetched from its cache (:meth:`JIT.compile_generated`: keyed by the
+    ``sources`` modules' code and ``params``): what a hand-written kernel binds once."""
+    library = get_jit().compile_generated(build, [symbol], sources, params)
+    return library.cfunc(symbol, None, *argtypes)
