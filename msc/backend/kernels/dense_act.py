@@ -67,6 +67,11 @@ def _driver():
                            ctypes.c_void_p)
 
 
+def _splits(m: int, n: int, k: int) -> bool:
+    """Whether an [m, k] @ [k, n] + activation is big enough to split into column blocks."""
+    return 2.0 * m * n * k >= PARALLEL_FLOPS
+
+
 class DenseActKernel(Kernel):
     """``kernel(x, out)``: ``act(x @ W + bias)`` for the packed weight of ``runner``."""
 
@@ -95,7 +100,7 @@ class DenseActKernel(Kernel):
         m = math.prod(xs[:-1]) if xs else 0
         if (np.dtype(xd) != F32 or np.dtype(od) != F32 or not xs or xs[-1] != k or not m
                 or not os_ or os_[-1] != n or math.prod(os_) != m * n
-                or 2.0 * m * n * k >= PARALLEL_FLOPS):
+                or _splits(m, n, k)):
             return None
         found = self._chain.get(m)
         if found is None:
@@ -122,7 +127,7 @@ class DenseActKernel(Kernel):
         packed, bias = self.runner.ptrs
         args = (self.x_addr(x), packed, bias, self.out_addr(out), m, n, k, k, n)
         chunks = -(-n // CHUNK)
-        threads = task_threads() if 2.0 * m * n * k >= PARALLEL_FLOPS else 1
+        threads = task_threads() if _splits(m, n, k) else 1
         parts = min(chunks, threads * 2) if threads > 1 else 1
         if parts == 1:
             self.run(*args, 0, n, CHUNK, self.gemm, self.act)
