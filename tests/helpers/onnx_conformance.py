@@ -267,7 +267,8 @@ def run_case(case, runner: str) -> dict:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
             got = RUNNERS[runner](case.model, inputs)
-        compare(list(expected), got, case.rtol, case.atol)
+        expected, got = _spec_defined(case.model, inputs, list(expected), got)
+        compare(expected, got, case.rtol, case.atol)
         status, message = "pass", ""
     except UnsupportedOpError as err:
         status, message = "unsupported", str(err).splitlines()[-1].strip()
@@ -277,6 +278,41 @@ def run_case(case, runner: str) -> dict:
         status, message = "error", _short_error(err)
     return {"status": status, "message": message,
             "seconds": round(time.perf_counter() - start, 3)}
+
+
+def _spec_defined(model, inputs: list, expected: list, got: list) -> tuple[list, list]:
+    """Expected and actual values where the ONNX spec defines them.
+
+    Cast's spec: floating point to fixed point is "undefined if OOR" (out of range). The
+    suite's stored outputs for those elements follow whichever ml_dtypes version generated
+    them (0.7 writes 0 where earlier versions wrapped or clipped), and onnxruntime wraps; so
+    for a single float -> integer Cast only the in-range elements are compared.
+    """
+    nodes = model.graph.node
+    if len(nodes) != 1 or nodes[0].op_type not in ("Cast", "CastLike") or len(got) != 1:
+        return expected, got
+    src, ref, out = np.asarray(inputs[0]), np.asarray(expected[0]), np.asarray(got[0])
+    if src.dtype.kind not in "fV" or ref.dtype.kind == "f" or ref.shape != src.shape or \
+            not _is_integer(ref.dtype):
+        return expected, got
+    info = _iinfo(ref.dtype)
+    wide = src.astype(np.float64)
+    defined = np.isfinite(wide) & (np.trunc(wide) >= info.min) & (np.trunc(wide) <= info.max)
+    if out.shape != ref.shape:
+        return expected, got  # the shape check reports it
+    return [ref[defined]], [out[defined]]
+
+
+def _is_integer(dtype: np.dtype) -> bool:
+    return dtype.kind in "iu" or dtype.name in ("int4", "uint4", "int2", "uint2")
+
+
+def _iinfo(dtype: np.dtype):
+    if dtype.kind in "iu":
+        return np.iinfo(dtype)
+    import ml_dtypes
+
+    return ml_dtypes.iinfo(dtype)
 
 
 def _short_error(err: BaseException) -> str:
