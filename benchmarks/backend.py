@@ -295,7 +295,7 @@ def ort_session(model, count: int | None = None):
 
 def msc_session(model):
     """(run, executable, build seconds) for an ONNX model through msc."""
-    from frontends.onnx.api import from_onnx
+    from msc.frontends.onnx.api import from_onnx
 
     mod, _ = from_onnx(model, as_msc=False)
     start = time.perf_counter()

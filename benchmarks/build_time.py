@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]  # the msc subprocess imports fronten
 
 MSC_BUILD = r"""
 import json, os, sys, time, onnx, onnx.backend.test
-from frontends.onnx.api import from_onnx
+from msc.frontends.onnx.api import from_onnx
 from msc import relax
 root = os.path.join(os.path.dirname(onnx.backend.test.__file__), "data", "light")
 mod, _ = from_onnx(onnx.load(os.path.join(root, sys.argv[1] + ".onnx")), as_msc=False)

@@ -62,13 +62,13 @@ def _tir_script(data: bytes) -> None:
 
 
 def _onnx(data: bytes) -> None:
-    from frontends.onnx.api import from_onnx
+    from msc.frontends.onnx.api import from_onnx
     from_onnx(data, as_msc=False)
 
 
 def _weights(suffix: str):
     def read(data: bytes) -> None:
-        from codegen.weight_files import load_weights
+        from msc.codegen.weight_files import load_weights
         with tempfile.TemporaryDirectory() as tmp:
             path = pathlib.Path(tmp) / f"w{suffix}"
             path.write_bytes(data)
@@ -113,7 +113,7 @@ def _seed_files(target: str) -> list[bytes]:
 def _small_onnx() -> list[bytes]:
     import numpy as np
 
-    from frontends.onnx.testing import node_model
+    from msc.frontends.onnx.testing import node_model
     x = np.ones((2, 3), "float32")
     return [node_model(op, {"a": x, "b": x}).SerializeToString() for op in ("Add", "Mul")]
 
@@ -137,8 +137,8 @@ def run_one(target: str, argv: list[str]) -> None:
     import atheris
     with atheris.instrument_imports():
         # imported here so that their code is instrumented for coverage
-        import codegen.weight_files  # noqa: F401
-        import frontends.onnx.api  # noqa: F401
+        import msc.codegen.weight_files  # noqa: F401
+        import msc.frontends.onnx.api  # noqa: F401
         import msc.graph
         import msc.relax
         import msc.tir.parser  # noqa: F401

@@ -174,8 +174,8 @@ def msc_executable(model, fold: bool = True):
     fake quantization), for the before/after column."""
     from unittest import mock
 
-    from codegen import to_relax
-    from frontends.translate import from_onnx
+    from msc.codegen import to_relax
+    from msc.frontends.translate import from_onnx
     from msc import relax
     from msc.backend import build as build_module
 

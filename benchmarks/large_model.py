@@ -89,8 +89,8 @@ def _imports(path: str, out: str) -> dict:
     (lazy imports and first-call caches are not weights)."""
     import onnx  # noqa: F401
 
-    from codegen.files import save_npz
-    from frontends.onnx.api import from_onnx
+    from msc.codegen.files import save_npz
+    from msc.frontends.onnx.api import from_onnx
     with tempfile.TemporaryDirectory() as tmp:
         small, _ = write_model(Path(tmp), 64 * 64 * 4, 64)
         graph, weights = from_onnx(small)
@@ -100,20 +100,20 @@ def _imports(path: str, out: str) -> dict:
 
 
 def _to_relax(path: str, out: str) -> dict:
-    from frontends.onnx.api import from_onnx
+    from msc.frontends.onnx.api import from_onnx
     _mod, weights = from_onnx(path, as_msc=False)
     return _check(weights)
 
 
 def _to_graph(path: str, out: str) -> dict:
-    from frontends.onnx.api import from_onnx
+    from msc.frontends.onnx.api import from_onnx
     _graph, weights = from_onnx(path)
     return _check(weights)
 
 
 def _to_files(path: str, out: str) -> dict:
-    from codegen.files import save_npz
-    from frontends.onnx.api import from_onnx
+    from msc.codegen.files import save_npz
+    from msc.frontends.onnx.api import from_onnx
     graph, weights = from_onnx(path)
     graph.to_json(os.path.join(out, "graph.json"))
     save_npz(os.path.join(out, "graph.npz"), weights)
@@ -135,7 +135,7 @@ def _ort_session(path: str, out: str) -> dict:
 
 def _check(weights: dict) -> dict:
     """Every weight memory-mapped; the first and last layers' corners hold their values."""
-    from frontends.relax.weights import is_mapped
+    from msc.frontends.relax.weights import is_mapped
     arrays = list(weights.values())
     width = arrays[0].shape[0]
     rows, cols = [0, 1, width - 2, width - 1], [0, 2, width - 3, width - 1]

@@ -81,8 +81,8 @@ def _feeds(session, rng) -> dict:
 
 
 def zoo_row(name: str) -> dict:
-    from codegen import to_onnx
-    from frontends.onnx.api import from_onnx
+    from msc.codegen import to_onnx
+    from msc.frontends.onnx.api import from_onnx
 
     original = _light(name)
     start = time.perf_counter()
@@ -161,8 +161,8 @@ def run_qdq() -> dict:
     import onnx
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
-    from codegen import to_onnx
-    from frontends.onnx.api import from_onnx
+    from msc.codegen import to_onnx
+    from msc.frontends.onnx.api import from_onnx
 
     # msc's own export of the zoo model is the float model: modern opset, which
     # onnxruntime.quantization needs (it cannot convert the zoo file's opset 8)
@@ -220,8 +220,8 @@ def _int8_kernels(model) -> dict:
 
 
 def _npz_bytes(weights: dict) -> int:
-    from codegen.files import save_npz
-    from codegen.qweight import pack_weights
+    from msc.codegen.files import save_npz
+    from msc.codegen.qweight import pack_weights
 
     with tempfile.TemporaryDirectory() as tmp:
         save_npz(Path(tmp) / "w.npz", pack_weights(weights))
@@ -229,7 +229,7 @@ def _npz_bytes(weights: dict) -> int:
 
 
 def _vm_output(graph, weights, x) -> np.ndarray:
-    from codegen import to_relax
+    from msc.codegen import to_relax
     from msc import relax
 
     with tempfile.TemporaryDirectory() as folder:
@@ -238,7 +238,7 @@ def _vm_output(graph, weights, x) -> np.ndarray:
 
 
 def _variant(label: str, graph, weights, x, base: dict, repeat: int, plan=None) -> dict:
-    from codegen import to_onnx
+    from msc.codegen import to_onnx
 
     model = to_onnx(graph, weights)
     session = _session(model)
@@ -263,9 +263,9 @@ def _variant(label: str, graph, weights, x, base: dict, repeat: int, plan=None) 
 
 def compressed_rows(name: str, repeat: int) -> list[dict]:
     from benchmarks.backend import as_logits, light_model, with_random_weights
-    from compression import prune
-    from compression.quantize import quantize
-    from frontends.onnx.api import from_onnx
+    from msc.compression import prune
+    from msc.compression.quantize import quantize
+    from msc.frontends.onnx.api import from_onnx
 
     graph, weights = from_onnx(with_random_weights(as_logits(light_model(name))))
     shape = graph.get_inputs()[0].shape

@@ -114,7 +114,7 @@ def _median_ms(fn, repeat: int) -> float:
 
 
 def _vm(graph, weights):
-    from codegen import to_relax
+    from msc.codegen import to_relax
     from msc import relax
 
     with tempfile.TemporaryDirectory() as folder:
@@ -133,9 +133,9 @@ def _torch_ms(model, x, repeat: int) -> float:
 def run_msc(full, shape, density: float, repeat: int) -> dict:
     import torch
 
-    from codegen import to_torch
-    from compression.prune import prune
-    from frontends.translate import from_torch
+    from msc.codegen import to_torch
+    from msc.compression.prune import prune
+    from msc.frontends.translate import from_torch
 
     x = _input(shape)
     graph, weights = from_torch(copy.deepcopy(full), [(list(shape), str(x.dtype))])
@@ -251,8 +251,8 @@ def _best_interleaved_ms(fns: dict, repeat: int) -> dict:
 def zoo_rows(density: float, repeat: int) -> None:
     import onnx
 
-    from compression.prune import prune
-    from frontends.translate import from_onnx
+    from msc.compression.prune import prune
+    from msc.frontends.translate import from_onnx
 
     folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
     print("\n| zoo model | params x | FLOPs x | groups | msc VM ms: full -> pruned (speedup) | "

@@ -75,8 +75,8 @@ class Run:
         return result
 
     def all(self, folder: str) -> dict:
-        from codegen import to_onnx, to_relax, to_torch
-        from frontends import translate
+        from msc.codegen import to_onnx, to_relax, to_torch
+        from msc.frontends import translate
         from msc import relax
         from msc.graph import MSCGraph
 

@@ -85,8 +85,8 @@ def _inputs(model) -> dict:
 def child_msc(path: str) -> dict:
     import onnx
 
-    from codegen import to_relax
-    from frontends import translate
+    from msc.codegen import to_relax
+    from msc.frontends import translate
     from msc import relax
 
     model = onnx.load(path)

@@ -124,14 +124,14 @@ def attempt(what: str, fn, *args):
 
 
 def msc_graph(model):
-    from frontends.translate import from_onnx
+    from msc.frontends.translate import from_onnx
 
     return from_onnx(model)
 
 
 def torch_of_graph(model):
     """msc's generated torch module of ``model`` (codegen.to_torch of from_onnx's graph)."""
-    from codegen import to_torch
+    from msc.codegen import to_torch
 
     graph, weights = msc_graph(model)
     with tempfile.TemporaryDirectory() as folder:

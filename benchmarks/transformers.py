@@ -129,8 +129,8 @@ def msc_builds(model, ids: np.ndarray, path: Path) -> dict:
     """route -> (executable, build seconds incl. import) for from_torch and ONNX."""
     import onnx
 
-    from frontends.onnx.api import from_onnx
-    from frontends.torch import translate_torch
+    from msc.frontends.onnx.api import from_onnx
+    from msc.frontends.torch import translate_torch
     from msc import relax
 
     out = {}

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import onnx
 
-from frontends.translate import from_onnx
+from msc.frontends.translate import from_onnx
 from msc.viewer import write_html, write_svg
 from msc.viewer.layout import layout_level
 from msc.viewer.model_explorer import write_model_explorer

@@ -1,6 +1,6 @@
 """msc codegen: an MSCGraph (+ weights) as runnable source.
 
-    from codegen import to_relax, to_torch, save_baseline
+    from msc.codegen import to_relax, to_torch, save_baseline
     mod = to_relax(graph, weights, build_folder="out/relax")   # BlockBuilder script + .npz
     model = to_torch(graph, weights, build_folder="out/torch") # nn.Module source + weights
     proto = to_onnx(graph, weights, "out/model.onnx")          # onnx.ModelProto, checked

@@ -1,6 +1,6 @@
 """msc compression: structured pruning and int8 quantization on the MSCGraph.
 
-    from compression import prune, quantize
+    from msc.compression import prune, quantize
     small, small_w, report = prune(graph, weights, {"density": 0.5})
     qdq, qdq_w, qreport = quantize(graph, weights, calib_batches, {"method": "percentile"})
 """

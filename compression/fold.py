@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.joint import find_weight
+from msc.codegen.joint import find_weight
 from msc.graph import MSCGraph, MSCJoint, serialize
 
 __all__ = ["fold_batch_norm"]

@@ -4,7 +4,7 @@ The three entry points, handed on from their frontends (``frontends/relax/transl
 ``frontends/onnx/api.py``, ``frontends/torch/api.py``); imports point one way, from here
 into the frontends::
 
-    from frontends import translate
+    from msc.frontends import translate
     graph, weights = translate.from_torch(model, [([1, 3, 224, 224], "float32")])
     graph, weights = translate.from_onnx("model.onnx")        # or a ModelProto
     graph, weights = translate.from_relax(mod)                # IRModule, TVMScript or tvm

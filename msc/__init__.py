@@ -26,7 +26,8 @@ __all__ = [
 # The graph classes and subpackages load on first use so `import msc` stays cheap and
 # `import msc.tir` does not pull in the graph or the IR.
 _LAZY = {"MSCGraph": ".graph", "MSCJoint": ".graph", "MSCPrim": ".graph", "MSCTensor": ".graph"}
-_SUBPACKAGES = {"relax", "tir", "graph", "script", "backend", "cli", "nd", "meta_schedule", "s_tir"}
+_SUBPACKAGES = {"relax", "tir", "graph", "script", "backend", "cli", "nd", "meta_schedule", "s_tir",
+                "frontends", "codegen", "compression"}
 
 
 def __getattr__(name):

@@ -19,6 +19,9 @@ import networkx as nx
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("msc", "frontends", "codegen", "compression")
+# The folders at the top of the repo that install under msc (setup.py's package_dir).
+INSTALLED_AS = {"frontends": "msc.frontends", "codegen": "msc.codegen",
+                "compression": "msc.compression"}
 MAX_LINES = 600
 IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
 
@@ -38,7 +41,8 @@ class Project:
                     self.files[module_name(path.relative_to(self.root))] = path
 
     def owns(self, name: str) -> bool:
-        return name.split(".")[0] in self.packages
+        return name.split(".")[0] in {INSTALLED_AS.get(p, p).split(".")[0]
+                                      for p in self.packages}
 
     def nearest_module(self, name: str) -> str | None:
         """``name`` or its longest dotted prefix that is one of the project's modules."""
@@ -50,6 +54,7 @@ class Project:
 
 def module_name(relative: Path) -> str:
     parts = list(relative.with_suffix("").parts)
+    parts[:1] = INSTALLED_AS.get(parts[0], parts[0]).split(".")
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -170,7 +175,8 @@ def test_no_import_error_fallbacks_around_own_modules():
 
 
 def test_the_packages_are_found():
-    assert {"msc", "msc.relax", "frontends", "codegen", "compression"} <= set(PROJECT.files)
+    assert {"msc", "msc.relax", "msc.frontends", "msc.codegen", "msc.compression"} <= \
+        set(PROJECT.files)
 
 
 # --------------------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from codegen import to_relax, to_torch
-from frontends import translate
+from msc.codegen import to_relax, to_torch
+from msc.frontends import translate
 from msc import relax
 from msc.graph import MSCGraph
 

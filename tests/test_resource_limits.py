@@ -13,8 +13,8 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from frontends.onnx.api import from_onnx
-from frontends.translate import from_relax
+from msc.frontends.onnx.api import from_onnx
+from msc.frontends.translate import from_relax
 from msc import relax
 from msc.errors import ResourceLimitError, RuntimeCallError, ValidationError
 from msc.graph import MSCGraph
@@ -136,7 +136,7 @@ CHILD = """
 import resource, sys, warnings
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # a 4 TB allocation would fail
 import onnx
-from frontends.onnx.api import from_onnx
+from msc.frontends.onnx.api import from_onnx
 warnings.simplefilter("error")  # FoldConstant must not even try to fold it
 for path in sys.argv[1:]:
     graph, weights = from_onnx(onnx.load(path))

@@ -1,7 +1,7 @@
 """Structured pruning on the MSCGraph: tied channels found from layouts and the op table,
 physically smaller graphs and weights, a JSON plan and a before/after report.
 
-    from compression.prune import prune
+    from msc.compression.prune import prune
     small, small_weights, report = prune(graph, weights, {"density": 0.5})
 """
 

@@ -1,7 +1,7 @@
 """``prune(graph, weights, config) -> (graph, weights, report)``: structured pruning that
 gives a physically smaller MSCGraph and weights.
 
-    from compression.prune import prune, save_plan
+    from msc.compression.prune import prune, save_plan
     small, small_w, report = prune(graph, weights, {"density": 0.5, "stride": 4})
     save_plan(report["plan"], "out/plan.json")           # edit it, then re-apply:
     again, again_w, _ = prune(graph, weights, {"plan": "out/plan.json"})

@@ -1,6 +1,6 @@
 """Post-training int8 quantization of an MSCGraph with a per-layer error report.
 
-    from compression.quantize import quantize
+    from msc.compression.quantize import quantize
     qgraph, qweights, report = quantize(graph, weights, calib_batches, {"method": "entropy"})
     print(report.table())                  # ranked per-layer SQNR, suggested excludes
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from codegen.joint import find_weight
+from msc.codegen.joint import find_weight
 from msc.graph import MSCGraph
 from msc.progress import progress
 

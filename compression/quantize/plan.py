@@ -20,7 +20,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from codegen.joint import find_weight
+from msc.codegen.joint import find_weight
 from msc.errors import SerializationError, ValidationError
 from msc.graph import MSCGraph, MSCJoint
 from msc.graph.files import write_atomic

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from codegen.joint import find_weight
-from codegen.qweight import QuantizedWeight
+from msc.codegen.joint import find_weight
+from msc.codegen.qweight import QuantizedWeight
 from msc.errors import ValidationError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.naming import UniqueNamer

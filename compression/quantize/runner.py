@@ -78,7 +78,7 @@ def input_arrays(graph: MSCGraph, item) -> list[np.ndarray]:
 def _torch_runner(graph: MSCGraph, weights: dict) -> Callable:
     import torch
 
-    from codegen import to_torch
+    from msc.codegen import to_torch
 
     with tempfile.TemporaryDirectory(prefix="msc_quant_") as folder:
         model = to_torch(graph, weights, build_folder=folder)
@@ -92,7 +92,7 @@ def _torch_runner(graph: MSCGraph, weights: dict) -> Callable:
 
 
 def _relax_runner(graph: MSCGraph, weights: dict) -> Callable:
-    from codegen import to_relax
+    from msc.codegen import to_relax
     from msc import relax
 
     with tempfile.TemporaryDirectory(prefix="msc_quant_") as folder:

@@ -1,6 +1,6 @@
 """``from_onnx``: an ONNX model -> MSCGraph (through Relax), or the Relax module itself.
 
-    from frontends.onnx.api import from_onnx    # or frontends.translate.from_onnx
+    from msc.frontends.onnx.api import from_onnx    # or frontends.translate.from_onnx
     graph, weights = from_onnx("model.onnx", input_info={"data": [1, 3, 224, 224]})
     mod, weights = from_onnx(model_proto, as_msc=False)      # Relax IRModule, weights bound
 """

@@ -1,6 +1,6 @@
 """The torch frontend: nn.Module -> Relax through torch.fx, or torch.export when fx fails.
 
-    from frontends.torch import translate_torch
+    from msc.frontends.torch import translate_torch
     result = translate_torch(model, [(("bz", 3, 32, 32), "float32")])
     result.mod.show()           # the Relax module (what TVM's from_fx builds)
     result.via, result.reasons  # "fx" / "export", and why fx was not used

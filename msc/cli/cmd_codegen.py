@@ -27,7 +27,7 @@ as `python DIR/<script>`: exit 1 when it reports FAIL.
 
 
 def _codegen(target: str):
-    import codegen
+    from msc import codegen
 
     return getattr(codegen, f"to_{target}")  # to_torch imports torch only when chosen
 
@@ -68,7 +68,7 @@ def run(args) -> int:
         config = {"need_test": True, "atol": args.atol, "rtol": args.rtol}
         _codegen(args.to)(model.graph, model.weights, codegen_config=config,
                           build_folder=args.output)
-    from codegen.baseline import read_manifest
+    from msc.codegen.baseline import read_manifest
 
     script = read_manifest(args.output)["script"]
     print(f"wrote {os.path.join(args.output, script)} ({args.to}) and its weights")
@@ -78,7 +78,7 @@ def run(args) -> int:
 
 
 def _test(args, model, script: str) -> int:
-    from codegen import save_baseline
+    from msc.codegen import save_baseline
 
     arrays = options.model_inputs(args, model)
     reference = reference_runner(model)

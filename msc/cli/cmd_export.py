@@ -15,7 +15,7 @@ HELP = ("write a model's graph as MSC JSON (+ .npz weights), prototxt (Netron), 
 
 
 def _json(graph, weights, path: str) -> None:
-    from codegen.files import save_npz
+    from msc.codegen.files import save_npz
 
     graph.to_json(path)
     if weights:
@@ -36,7 +36,7 @@ def _viewer(ext: str):
 
 
 def _onnx(graph, weights, path: str, opset=None, custom_domain=None) -> None:
-    from codegen import to_onnx  # onnx helpers load only for .onnx
+    from msc.codegen import to_onnx  # onnx helpers load only for .onnx
 
     to_onnx(graph, weights, path, opset=opset, custom_domain=custom_domain)
 

@@ -86,7 +86,7 @@ def _outputs(output: str, force: bool) -> dict[str, str]:
 
 
 def run(args) -> int:
-    from compression.prune import format_report, prune, save_plan
+    from msc.compression.prune import format_report, prune, save_plan
 
     if os.path.splitext(args.output)[1].lower() != ".json":
         raise SerializationError("the pruned graph is written as JSON", file=args.output,

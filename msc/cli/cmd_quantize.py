@@ -78,7 +78,7 @@ def _check_outputs(args, paths: dict) -> None:
 
 
 def _calib_arrays(path: str) -> dict:
-    from codegen.weight_files import load_weights
+    from msc.codegen.weight_files import load_weights
 
     if not path.lower().endswith(".npz"):
         raise SerializationError("calibration data must be an .npz file", file=path)
@@ -111,9 +111,9 @@ def calibration_batches(graph, arrays: dict, file: str = "") -> list[dict]:
 
 
 def _run(args) -> int:
-    from codegen.files import save_npz
-    from codegen.qweight import pack_weights
-    from compression.quantize import quantize, save_plan
+    from msc.codegen.files import save_npz
+    from msc.codegen.qweight import pack_weights
+    from msc.compression.quantize import quantize, save_plan
 
     paths = _outputs(args.output)
     _check_outputs(args, paths)

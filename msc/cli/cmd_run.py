@@ -101,7 +101,7 @@ def run(args) -> int:
               "native_kernels": executable.stats["kernels"]["native"],
               "outputs": [stats(n, a) for n, a in zip(names, outputs)]}
     if args.save:
-        from codegen.files import save_npz
+        from msc.codegen.files import save_npz
 
         save_npz(args.save, dict(zip(names, outputs)))
     if reference:

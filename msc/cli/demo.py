@@ -67,7 +67,7 @@ def step_op_table(out: str) -> None:
 
 def step_hostile_input(out: str) -> None:
     """Bad input ends in a typed msc error that names the input, never a crash."""
-    from frontends import translate
+    from msc.frontends import translate
 
     from .. import errors, relax
     from ..graph import MSCGraph
@@ -136,7 +136,7 @@ def step_onnx_to_vm(out: str) -> None:
     """ONNX -> MSCGraph (fused msc.* ops, layouts, prims) and ONNX -> Relax -> native run."""
     import numpy as np
 
-    from frontends import translate
+    from msc.frontends import translate
 
     from .. import relax
 
@@ -182,8 +182,8 @@ def step_torch_codegen(out: str) -> None:
     import numpy as np
     import torch
 
-    from codegen import save_baseline, to_relax, to_torch
-    from frontends import translate
+    from msc.codegen import save_baseline, to_relax, to_torch
+    from msc.frontends import translate
 
     from .. import relax
 

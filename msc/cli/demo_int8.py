@@ -25,9 +25,9 @@ def step_int8(out: str) -> None:
     import numpy as np
     import torch
 
-    from codegen import to_relax
-    from compression.quantize import apply_plan, calibrate
-    from frontends import translate
+    from msc.codegen import to_relax
+    from msc.compression.quantize import apply_plan, calibrate
+    from msc.frontends import translate
 
     from .. import relax
     from ..backend.kernels.int8_gemm import host_vnni

@@ -29,9 +29,9 @@ def step_int8_onnx(out: str) -> None:
     import numpy as np
     import torch
 
-    from codegen import to_onnx, to_relax
-    from compression.quantize import quantize
-    from frontends import translate
+    from msc.codegen import to_onnx, to_relax
+    from msc.compression.quantize import quantize
+    from msc.frontends import translate
     from msc import relax
 
     torch.manual_seed(0)

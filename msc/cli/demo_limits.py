@@ -66,8 +66,8 @@ def _loop_nest(trips: int):
 def step_limits(out: str) -> None:
     """External weights stay memory-mapped (and inside the model's folder); a 16-million
     joint Loop nest is refused up front."""
-    from frontends.onnx.api import from_onnx
-    from frontends.relax.weights import is_mapped
+    from msc.frontends.onnx.api import from_onnx
+    from msc.frontends.relax.weights import is_mapped
 
     from ..errors import ResourceLimitError, ValidationError
 

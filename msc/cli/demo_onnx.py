@@ -17,8 +17,8 @@ def step_onnx_export(out: str) -> None:
     import numpy as np
     import torch
 
-    from codegen import to_onnx
-    from frontends import translate
+    from msc.codegen import to_onnx
+    from msc.frontends import translate
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),

@@ -53,8 +53,8 @@ def step_onnx_outputs(out: str) -> None:
     runs in onnxruntime through float32 where it has no bfloat16 kernel."""
     import numpy as np
 
-    from codegen import to_onnx
-    from frontends.onnx.api import from_onnx
+    from msc.codegen import to_onnx
+    from msc.frontends.onnx.api import from_onnx
 
     try:
         import onnxruntime  # noqa: F401 - only whether it is there
@@ -80,8 +80,8 @@ def _bf16(out: str) -> None:
     import ml_dtypes
     import numpy as np
 
-    from codegen import to_onnx
-    from frontends.onnx.api import from_onnx
+    from msc.codegen import to_onnx
+    from msc.frontends.onnx.api import from_onnx
 
     path = os.path.join(out, "demo_bf16.onnx")
     written = to_onnx(*from_onnx(_bf16_model()), path)

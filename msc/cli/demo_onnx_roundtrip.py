@@ -31,8 +31,8 @@ def step_onnx_roundtrip(out: str) -> None:
     node of domain ai.msc backed by a model-local function."""
     import numpy as np
 
-    from codegen import to_onnx
-    from frontends.onnx.api import from_onnx
+    from msc.codegen import to_onnx
+    from msc.frontends.onnx.api import from_onnx
 
     try:
         import onnxruntime as ort
@@ -67,8 +67,8 @@ def _custom_domain(out: str) -> None:
     import onnxruntime as ort
     import torch
 
-    from codegen import to_onnx
-    from frontends import translate
+    from msc.codegen import to_onnx
+    from msc.frontends import translate
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GELU()).eval()

@@ -28,7 +28,7 @@ def _model():
 
 def step_onnx_runtime_values(out: str) -> None:
     """Axes and a reshape target given at run time: one build, two runs, checked vs numpy."""
-    from frontends.onnx.api import from_onnx
+    from msc.frontends.onnx.api import from_onnx
     from msc import relax
 
     mod, _ = from_onnx(_model(), as_msc=False)

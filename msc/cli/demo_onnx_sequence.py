@@ -42,7 +42,7 @@ def _model():
 
 def step_onnx_sequence(out: str) -> None:
     """A sequence input of two tensors: mapped, concatenated; a constant Loop unrolled."""
-    from frontends.onnx.api import from_onnx
+    from msc.frontends.onnx.api import from_onnx
     from msc import relax
 
     mod, _ = from_onnx(_model(), input_info={"s": [[2, 3], [1, 3]]}, as_msc=False)

@@ -26,7 +26,7 @@ def _model(op: str, inputs: list, opset: int, **attrs):
 def _check(model, feeds_list, show) -> None:
     from onnx.reference import ReferenceEvaluator
 
-    from frontends.onnx.api import from_onnx
+    from msc.frontends.onnx.api import from_onnx
     from msc import relax
 
     vm = relax.VirtualMachine(relax.build(from_onnx(model, as_msc=False)[0]), relax.cpu())

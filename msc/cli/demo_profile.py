@@ -34,8 +34,8 @@ def _model():
 def step_profile(out: str) -> None:
     """Profile a small ONNX CNN per joint, check the report adds up and names the graph's
     joints, and write ``profile.json`` under ``out`` for ``msc view --overlay``."""
-    from codegen import to_relax
-    from frontends import translate
+    from msc.codegen import to_relax
+    from msc.frontends import translate
 
     from .. import relax
     from ..viewer.overlay import load_overlay

@@ -36,9 +36,9 @@ def step_prune(out: str) -> None:
     import numpy as np
     import torch
 
-    from codegen import to_relax, to_torch
-    from compression.prune import format_report, prune, save_plan
-    from frontends.translate import from_torch
+    from msc.codegen import to_relax, to_torch
+    from msc.compression.prune import format_report, prune, save_plan
+    from msc.frontends.translate import from_torch
 
     from .. import relax
 

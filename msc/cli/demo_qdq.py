@@ -16,8 +16,8 @@ def quantized_run(model, data: list, **options) -> tuple:
     import onnxruntime as ort
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
 
-    from codegen import to_relax
-    from frontends.translate import from_onnx
+    from msc.codegen import to_relax
+    from msc.frontends.translate import from_onnx
 
     from .. import relax
 

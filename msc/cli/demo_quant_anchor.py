@@ -84,7 +84,7 @@ def _fused_ops(qgraph, qweights, out: str) -> list[str]:
     import onnx
     import onnxruntime as ort
 
-    from codegen import to_onnx
+    from msc.codegen import to_onnx
 
     path = os.path.join(out, "tiny_int8.onnx")
     to_onnx(qgraph, qweights, path)
@@ -103,9 +103,9 @@ def step_quant_anchor(out: str) -> None:
     import numpy as np
     import onnxruntime as ort
 
-    from compression.quantize import quantize
-    from compression.quantize.runner import make_runner
-    from frontends.translate import from_onnx
+    from msc.compression.quantize import quantize
+    from msc.compression.quantize.runner import make_runner
+    from msc.frontends.translate import from_onnx
 
     os.makedirs(out, exist_ok=True)
     model = tiny_conv_onnx()

@@ -29,9 +29,9 @@ def step_quantize(out: str) -> None:
     import numpy as np
     import torch
 
-    from codegen import to_relax
-    from compression.quantize import apply_plan, calibrate, quantize, save_plan
-    from frontends import translate
+    from msc.codegen import to_relax
+    from msc.compression.quantize import apply_plan, calibrate, quantize, save_plan
+    from msc.frontends import translate
 
     from .. import relax
 

@@ -43,7 +43,7 @@ def step_transformer(out: str) -> None:
     except ImportError:
         print("(torch / transformers not installed: step skipped)")
         return
-    from frontends.torch import translate_torch
+    from msc.frontends.torch import translate_torch
     from msc import relax
 
     model = _tiny_bert()

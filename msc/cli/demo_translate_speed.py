@@ -34,7 +34,7 @@ def _chain(size: int):
 
 def _cpu_seconds(model) -> tuple[float, int]:
     """Best CPU seconds of from_onnx over two runs, and the joints of the graph."""
-    from frontends import translate
+    from msc.frontends import translate
 
     best, joints = float("inf"), 0
     for _ in range(2):

@@ -60,7 +60,7 @@ class Model:
 
 
 def _from_json(path: str, input_info):
-    from codegen.weight_files import load_weights
+    from msc.codegen.weight_files import load_weights
 
     from ..graph import MSCGraph
 
@@ -73,14 +73,14 @@ def _from_json(path: str, input_info):
 
 
 def _from_onnx(path: str, input_info):
-    from frontends.translate import from_onnx
+    from msc.frontends.translate import from_onnx
 
     info = {name: (dims, dtype) for name, dims, dtype in input_info} or None
     return from_onnx(path, input_info=info)
 
 
 def _from_tvmscript(path: str, input_info):
-    from frontends.translate import from_relax
+    from msc.frontends.translate import from_relax
 
     from ..relax import from_script
 
@@ -173,7 +173,7 @@ def load_graph(spec: str):
 
 
 def _open_torch(spec: str, path: str, factory: str, input_info: list) -> Model:
-    from frontends.translate import from_torch
+    from msc.frontends.translate import from_torch
 
     _check_file(path)
     if not input_info:

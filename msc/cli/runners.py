@@ -53,7 +53,7 @@ def check_weights(model) -> None:
 
 def msc_runner(model, threads: int | None = None, build_folder: str | None = None):
     """Compile the model with msc's backend; ``(run, executable)``."""
-    from codegen import to_relax
+    from msc.codegen import to_relax
 
     from .. import relax
 

@@ -13,8 +13,8 @@ ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper
 
-from codegen import to_relax
-from frontends.translate import from_onnx
+from msc.codegen import to_relax
+from msc.frontends.translate import from_onnx
 from msc import relax
 from tests.helpers.qdq_models import ort_quantize
 

@@ -11,8 +11,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from codegen import to_relax
-from frontends.translate import from_onnx
+from msc.codegen import to_relax
+from msc.frontends.translate import from_onnx
 from msc import relax
 from msc.cli.demo_int8_rows import qdq_block
 from tests.helpers.qdq_models import ort_quantize

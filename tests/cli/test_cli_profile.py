@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from frontends import translate
+from msc.frontends import translate
 from msc.cli.main import main
 from msc.viewer.overlay import load_overlay
 from tests.helpers.cli_models import cnn_onnx

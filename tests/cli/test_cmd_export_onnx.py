@@ -4,8 +4,8 @@ import onnx
 import pytest
 import torch
 
-from codegen.files import save_npz
-from frontends import translate
+from msc.codegen.files import save_npz
+from msc.frontends import translate
 from msc.cli.main import main
 
 pytest.importorskip("onnxruntime")

@@ -14,8 +14,8 @@ import onnx
 import pytest
 import torch
 
-from codegen import to_relax
-from frontends.translate import from_onnx
+from msc.codegen import to_relax
+from msc.frontends.translate import from_onnx
 from msc import relax
 from tests.helpers.hf_models import VOCAB
 

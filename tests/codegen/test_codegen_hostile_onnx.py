@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from codegen import save_baseline, to_relax, to_torch
-from frontends.onnx.api import from_onnx
+from msc.codegen import save_baseline, to_relax, to_torch
+from msc.frontends.onnx.api import from_onnx
 from tests.helpers.codegen import relax_build_and_run, ruff_check, run_script, torch_run
 
 CODEGENS = {"torch": (to_torch, torch_run), "relax": (to_relax, relax_build_and_run)}

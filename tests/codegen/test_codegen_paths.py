@@ -5,8 +5,8 @@ failed write leaves the previous file intact and no temp file behind."""
 import numpy as np
 import pytest
 
-from codegen import to_relax, to_torch
-from codegen.files import save_npz, script_stem, write_binary_atomic
+from msc.codegen import to_relax, to_torch
+from msc.codegen.files import save_npz, script_stem, write_binary_atomic
 from msc.errors import SerializationError
 from msc.graph import MSCGraph, testing
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch import nn
 
-from codegen import to_relax
-from frontends.torch.api import from_torch
-from frontends.translate import from_relax
+from msc.codegen import to_relax
+from msc.frontends.torch.api import from_torch
+from msc.frontends.translate import from_relax
 from msc import relax, tir
 from msc.errors import ValidationError
 from msc.graph import MSCGraph, testing
@@ -124,7 +124,7 @@ def _inference_prune_graph():
                                   testing.dynamic_graph, testing.shared_weight_graph,
                                   _inference_prune_graph])
 def test_hand_built_graphs_match_the_torch_codegen(make, tmp_path):
-    from codegen import to_torch
+    from msc.codegen import to_torch
     from tests.helpers.codegen import torch_run
 
     graph = make()

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from codegen import to_onnx, to_relax, to_torch
-from frontends.translate import from_torch
+from msc.codegen import to_onnx, to_relax, to_torch
+from msc.frontends.translate import from_torch
 from tests.helpers.codegen import relax_build_and_run, torch_run
 from tests.helpers.onnx_conformance import run_onnxruntime
 

@@ -7,7 +7,7 @@ import ast
 import numpy as np
 import pytest
 
-from codegen import save_baseline, to_relax, to_torch
+from msc.codegen import save_baseline, to_relax, to_torch
 from msc.errors import ValidationError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor, testing
 from tests.helpers.codegen import (

@@ -13,9 +13,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from codegen import to_torch
-from frontends.onnx.api import from_onnx
-from frontends.torch.api import from_torch
+from msc.codegen import to_torch
+from msc.frontends.onnx.api import from_onnx
+from msc.frontends.torch.api import from_torch
 from msc.graph import testing
 from tests.helpers.codegen import assert_outputs, ruff_check, torch_run
 
@@ -150,7 +150,7 @@ def test_without_weights_the_module_is_freshly_initialized(tmp_path):
 
 
 def _load(path: Path):
-    from codegen.files import load_script
+    from msc.codegen.files import load_script
 
     return load_script(path)
 

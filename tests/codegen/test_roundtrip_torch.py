@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-from codegen import to_relax, to_torch
-from frontends.translate import from_torch
+from msc.codegen import to_relax, to_torch
+from msc.frontends.translate import from_torch
 from tests.helpers.codegen import assert_outputs, relax_build_and_run, torch_run
 from tests.helpers.torch_cases import CASES
 from tests.helpers.torch_tools import torch_leaves

@@ -4,7 +4,7 @@ AveragePool with pads 0,0,1,1 in inception_v1): the padded zeros must not count.
 import numpy as np
 import pytest
 
-from codegen import to_torch
+from msc.codegen import to_torch
 from msc.relax.op import load_facts
 from tests.helpers.codegen import graph_of_call, torch_run
 

@@ -7,7 +7,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from codegen.weight_files import load_weights
+from msc.codegen.weight_files import load_weights
 from msc.errors import SerializationError
 
 

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from codegen.files import save_npz
-from codegen.weight_files import load_weights
+from msc.codegen.files import save_npz
+from msc.codegen.weight_files import load_weights
 from msc.errors import SerializationError
 from tests.helpers.fuzz import FUZZ_SETTINGS, loads_or_refuses
 

@@ -3,9 +3,9 @@
 import numpy as np
 import torch
 
-from compression.fold import fold_batch_norm
-from compression.quantize.runner import make_runner
-from frontends import translate
+from msc.compression.fold import fold_batch_norm
+from msc.compression.quantize.runner import make_runner
+from msc.frontends import translate
 
 
 class _ConvBN(torch.nn.Module):

@@ -2,7 +2,7 @@
 
 import json
 
-from frontends import translate
+from msc.frontends import translate
 from msc.graph import MSCGraph, MSCTensor, testing
 from msc.graph.diff import diff_graphs
 from tests.helpers.cli_models import cnn_onnx, light

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from frontends.relax.roles import roles_of
+from msc.frontends.relax.roles import roles_of
 from msc import relax
 from msc.graph import MSCGraph, MSCJoint, MSCTensor, encode_attr
 from msc.relax.expr import Constant, PrimValue, ShapeExpr, Tuple

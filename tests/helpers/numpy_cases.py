@@ -446,7 +446,7 @@ CASES += [
 def _onnx_reference(op_type: str, opset: int, **attrs):
     """Where torch has no such op: onnx's own reference evaluator on a one-node model."""
     def ref(*args):
-        from frontends.onnx.testing import node_model, run_reference
+        from msc.frontends.onnx.testing import node_model, run_reference
 
         feeds = {f"in{k}": _np(a) for k, a in enumerate(args)}
         return torch.from_numpy(np.asarray(run_reference(

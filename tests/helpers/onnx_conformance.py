@@ -83,7 +83,7 @@ def ci_subset(cases: list) -> list:
 
 def run_msc(model, inputs: list) -> list:
     """msc's whole path on one model."""
-    from frontends.onnx.api import from_onnx
+    from msc.frontends.onnx.api import from_onnx
     from msc import relax
 
     inits = {t.name for t in model.graph.initializer}

@@ -21,8 +21,8 @@ from tests.helpers.onnx_conformance import _arrays, _is_tensor, compare, run_onn
 
 def export(model, opset: int | None = None, **kw):
     """``model`` (ModelProto) through from_onnx and to_onnx."""
-    from codegen import to_onnx
-    from frontends.onnx.api import from_onnx
+    from msc.codegen import to_onnx
+    from msc.frontends.onnx.api import from_onnx
 
     graph, weights = from_onnx(model)
     return to_onnx(graph, weights, opset=opset, **kw)
@@ -36,7 +36,7 @@ def round_trip_model(model, inputs: list, opset: int | None = None):
 
 def model_opset(model) -> int:
     """The model's default-domain opset, within what to_onnx writes (13..newest)."""
-    from codegen.onnx_gen import MIN_OPSET, max_opset
+    from msc.codegen.onnx_gen import MIN_OPSET, max_opset
 
     version = next((i.version for i in model.opset_import if i.domain in ("", "ai.onnx")),
                    MIN_OPSET)
@@ -68,11 +68,11 @@ def round_trip_case(case, opset: int | None = None) -> dict:
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            from frontends.onnx.api import from_onnx
+            from msc.frontends.onnx.api import from_onnx
 
             graph, weights = from_onnx(case.model)
             stage = "export"
-            from codegen import to_onnx
+            from msc.codegen import to_onnx
 
             written = to_onnx(graph, weights, opset=opset)
             result["nodes_out"] = len(written.graph.node)

@@ -83,7 +83,7 @@ def test_tvm_show_meta_dump_reads_weights_and_reprints_identically(name):
 
 
 def test_from_relax_binds_the_weights_of_a_show_meta_dump():
-    from frontends.translate import from_relax
+    from msc.frontends.translate import from_relax
 
     graph, weights = from_relax((DATA / "params_mlp.tvmmeta").read_text())
     stored = tvm_metadata("params_mlp")["ffi.Tensor"]
@@ -242,7 +242,7 @@ def test_from_relax_of_a_tvm_module_with_params_in_attrs():
     pytest.importorskip("tvm")
     pytest.importorskip("torch")
     code = (f"import sys, json; sys.path.insert(0, {str(DATA)!r}); import gen_tvm027 as g; "
-            "from frontends.translate import from_relax; "
+            "from msc.frontends.translate import from_relax; "
             "graph, w = from_relax(g.build('params_mlp')); "
             "print(json.dumps([graph.inspect()['nodes'], [v.tolist() for v in w.values()]]))")
     nodes, weights = json.loads(_run_tvm(code))

@@ -5,7 +5,7 @@ import os
 import onnx
 import pytest
 
-from frontends.translate import from_onnx
+from msc.frontends.translate import from_onnx
 
 RESNET50 = os.path.join(os.path.dirname(onnx.__file__),
                         "backend/test/data/light/light_resnet50.onnx")

@@ -27,10 +27,10 @@ FACT_SOURCES: dict[str, tuple[str, ...]] = {
         "activation", "attention", "conv", "dense", "elementwise", "layout", "nonzero", "norm",
         "pool", "reduce_rows", "unique")),
     "legalize": ("msc.backend.legalize",),
-    "torch": ("codegen.torch_table",),
-    "onnx_codegen": ("codegen.onnx_table",),
-    "layout": ("frontends.relax.layout_rules",),
-    "prune": ("compression.prune.rules",),
+    "torch": ("msc.codegen.torch_table",),
+    "onnx_codegen": ("msc.codegen.onnx_table",),
+    "layout": ("msc.frontends.relax.layout_rules",),
+    "prune": ("msc.compression.prune.rules",),
 }
 
 

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from codegen import to_relax
-from frontends import translate
+from msc.codegen import to_relax
+from msc.frontends import translate
 from msc import relax
 from msc.backend.runtime.profile import ProfileReport, ProfileRow, instruction_names
 from msc.errors import ValidationError

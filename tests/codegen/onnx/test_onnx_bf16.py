@@ -4,7 +4,7 @@
 import pytest
 from onnx import TensorProto, shape_inference
 
-from codegen.onnx_bf16 import ORT_BF16, ort_registry_bf16
+from msc.codegen.onnx_bf16 import ORT_BF16, ort_registry_bf16
 from tests.helpers.onnx_export import export, node_cases, round_trip_case
 
 pytest.importorskip("onnxruntime")

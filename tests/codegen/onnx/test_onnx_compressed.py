@@ -9,13 +9,13 @@ import pytest
 import torch
 from torch import nn
 
-from codegen import to_onnx, to_relax, to_torch
-from codegen.files import save_npz
-from codegen.qweight import pack_weights
-from codegen.weight_files import load_weights
-from compression import prune
-from compression.quantize import quantize
-from frontends import translate
+from msc.codegen import to_onnx, to_relax, to_torch
+from msc.codegen.files import save_npz
+from msc.codegen.qweight import pack_weights
+from msc.codegen.weight_files import load_weights
+from msc.compression import prune
+from msc.compression.quantize import quantize
+from msc.frontends import translate
 from msc import relax
 from tests.helpers.prune_models import ResNet, randomize_norms
 

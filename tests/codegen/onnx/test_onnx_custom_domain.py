@@ -11,8 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from codegen import to_onnx
-from frontends.torch.api import from_torch
+from msc.codegen import to_onnx
+from msc.frontends.torch.api import from_torch
 from msc.errors import UnsupportedOpError
 from tests.helpers.codegen import graph_of_call
 from tests.helpers.numpy_cases import CASES

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from codegen import to_onnx
-from frontends.torch.api import from_torch
+from msc.codegen import to_onnx
+from msc.frontends.torch.api import from_torch
 from tests.helpers.hf_models import VOCAB, tiny_hf_models
 from tests.helpers.onnx_conformance import run_onnxruntime
 from tests.helpers.torch_cases import CASES

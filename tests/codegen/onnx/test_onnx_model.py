@@ -13,10 +13,10 @@ import torch.nn.functional as F
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
-from codegen import to_onnx
-from codegen.onnx_gen import MIN_OPSET, max_opset
-from frontends.onnx.api import from_onnx
-from frontends.torch.api import from_torch
+from msc.codegen import to_onnx
+from msc.codegen.onnx_gen import MIN_OPSET, max_opset
+from msc.frontends.onnx.api import from_onnx
+from msc.frontends.torch.api import from_torch
 from msc.errors import UnsupportedOpError, ValidationError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from tests.helpers.onnx_conformance import ORT_MAX_OPSET, run_onnxruntime

@@ -6,7 +6,7 @@ names the joint and the op."""
 import numpy as np
 import pytest
 
-from codegen import to_onnx
+from msc.codegen import to_onnx
 from msc.errors import UnsupportedOpError
 from msc.relax.op.registry import OPS
 from tests.helpers.codegen import assert_outputs, graph_of_call

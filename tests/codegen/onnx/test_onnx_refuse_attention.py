@@ -41,7 +41,7 @@ def test_masked_attention_comes_back_as_one(cases, name):
 def test_band_attrs_only_for_a_band():
     import numpy as np
 
-    from codegen.onnx_refuse_attention_mask import band_attrs
+    from msc.codegen.onnx_refuse_attention_mask import band_attrs
 
     i, j = np.indices((4, 6))
     bias = lambda allowed: np.where(allowed, 0.0, -np.inf)

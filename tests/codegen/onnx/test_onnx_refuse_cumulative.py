@@ -57,7 +57,7 @@ def _chain(wrap: bool, swap: bool):
                                                (False, False, False)])
 def test_only_the_right_choice_folds(wrap, swap, folds):
     """Unwrapped, axis -2 picks the CumSum along 1: wrong for one axis value, no fold."""
-    from codegen.onnx_refuse_cumulative import fold_runtime_cumulative
+    from msc.codegen.onnx_refuse_cumulative import fold_runtime_cumulative
 
     consts = {"a0": np.asarray([0]), "a1": np.asarray([1]), "zero": np.asarray(0),
               "two": np.asarray(2)}

@@ -65,7 +65,7 @@ def _spelled(log_axes: str):
 
 
 def test_different_axes_stay_spelled_out():
-    from codegen.onnx_refuse_lse import fold_log_sum_exp
+    from msc.codegen.onnx_refuse_lse import fold_log_sum_exp
 
     consts = {"a": np.asarray([1]), "b": np.asarray([0]), "zero": np.asarray(0.0, "float32")}
     shapes, dtypes = {"x": [3, 4]}, {"x": "float32"}

@@ -91,7 +91,7 @@ def _axes_graph(shape_nodes):
 def test_run_time_axes_fold_only_when_the_shapes_check_out():
     import numpy as np
 
-    from codegen.onnx_refuse_axes import fold_runtime_axes
+    from msc.codegen.onnx_refuse_axes import fold_runtime_axes
 
     consts = {"i0": np.asarray([0]), "zero": np.asarray([0]), "two": np.asarray([2]),
               "zeros": np.zeros(4, np.int64), "first": np.asarray([1, 2, 3, 1]),

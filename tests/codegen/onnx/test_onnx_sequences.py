@@ -7,8 +7,8 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper
 
-from codegen import to_relax, to_torch
-from frontends.onnx.api import from_onnx
+from msc.codegen import to_relax, to_torch
+from msc.frontends.onnx.api import from_onnx
 from tests.helpers.codegen import assert_outputs, relax_build_and_run, torch_run
 from tests.helpers.onnx_conformance import run_msc, run_onnxruntime
 from tests.helpers.onnx_export import export, node_cases, round_trip_case

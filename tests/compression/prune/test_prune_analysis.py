@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-from codegen import to_relax, to_torch
-from compression.prune import Analysis, prune
-from compression.prune.dims import Cat, Dims, Fixed, Leaf, Prod
-from frontends.translate import from_onnx, from_torch
+from msc.codegen import to_relax, to_torch
+from msc.compression.prune import Analysis, prune
+from msc.compression.prune.dims import Cat, Dims, Fixed, Leaf, Prod
+from msc.frontends.translate import from_onnx, from_torch
 from tests.helpers import prune_models as pm
 from tests.helpers.codegen import relax_build_and_run, torch_run
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from frontends.translate import from_torch
+from msc.frontends.translate import from_torch
 from msc.cli import cmd_prune
 from msc.cli.loaders import load_model
 from msc.errors import SerializationError, ValidationError

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from compression.prune import load_plan, prune, save_plan
-from frontends.translate import from_torch
+from msc.compression.prune import load_plan, prune, save_plan
+from msc.frontends.translate import from_torch
 from msc.errors import SerializationError, ValidationError
 from tests.helpers import prune_models as pm
 

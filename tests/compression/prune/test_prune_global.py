@@ -3,9 +3,9 @@
 import numpy as np
 import torch
 
-from compression.prune import prune
-from compression.quantize.runner import make_runner
-from frontends import translate
+from msc.compression.prune import prune
+from msc.compression.quantize.runner import make_runner
+from msc.frontends import translate
 
 
 def _mlp():

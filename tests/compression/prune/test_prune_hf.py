@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from codegen import to_relax
-from compression.prune import prune
-from frontends.translate import from_torch
+from msc.codegen import to_relax
+from msc.compression.prune import prune
+from msc.frontends.translate import from_torch
 from tests.helpers.codegen import relax_build_and_run
 
 T = pytest.importorskip("transformers")

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from codegen import to_relax, to_torch
-from compression.prune import prune
-from frontends.translate import from_torch
+from msc.codegen import to_relax, to_torch
+from msc.compression.prune import prune
+from msc.frontends.translate import from_torch
 from tests.helpers import prune_models as pm
 from tests.helpers.codegen import relax_build_and_run, torch_run
 

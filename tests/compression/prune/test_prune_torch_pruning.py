@@ -12,8 +12,8 @@ import copy
 import pytest
 import torch
 
-from compression.prune import prune
-from frontends.translate import from_torch
+from msc.compression.prune import prune
+from msc.frontends.translate import from_torch
 from tests.helpers import prune_models as pm
 
 tp = pytest.importorskip("torch_pruning")

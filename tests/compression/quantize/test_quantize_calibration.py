@@ -4,10 +4,10 @@ onnxruntime's quantize_static on a tiny conv net for every method."""
 import numpy as np
 import pytest
 
-from compression.quantize import quantize
-from compression.quantize.calibration import entropy_window, signed_histogram
-from compression.quantize.observers import Observer
-from compression.quantize.runner import make_runner
+from msc.compression.quantize import quantize
+from msc.compression.quantize.calibration import entropy_window, signed_histogram
+from msc.compression.quantize.observers import Observer
+from msc.compression.quantize.runner import make_runner
 from msc.cli.demo_quant_anchor import ort_qdq_outputs, sqnr, tiny_conv_onnx
 
 
@@ -78,7 +78,7 @@ def one_thread():
 def test_msc_sqnr_is_at_least_onnxruntime_per_method(capsys, one_thread):
     import onnxruntime as ort
 
-    from frontends.translate import from_onnx
+    from msc.frontends.translate import from_onnx
 
     model = tiny_conv_onnx()
     rng = np.random.default_rng(3)

@@ -7,12 +7,12 @@ import pytest
 import torch
 from torch import nn
 
-from codegen import to_relax, to_torch
-from codegen.files import save_npz
-from codegen.qweight import QuantizedWeight, pack_weights, unpack_weights
-from codegen.weight_files import load_weights
-from compression.quantize import apply_plan, calibrate, fake_quant
-from frontends import translate
+from msc.codegen import to_relax, to_torch
+from msc.codegen.files import save_npz
+from msc.codegen.qweight import QuantizedWeight, pack_weights, unpack_weights
+from msc.codegen.weight_files import load_weights
+from msc.compression.quantize import apply_plan, calibrate, fake_quant
+from msc.frontends import translate
 from msc import relax
 from msc.errors import ValidationError
 

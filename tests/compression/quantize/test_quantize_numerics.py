@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from compression.quantize import apply_plan, calibrate, fake_quant, qparams_from_range
-from compression.quantize.observers import Observer, kl_threshold
-from compression.quantize.runner import activation_names, make_runner, with_outputs
-from frontends import translate
+from msc.compression.quantize import apply_plan, calibrate, fake_quant, qparams_from_range
+from msc.compression.quantize.observers import Observer, kl_threshold
+from msc.compression.quantize.runner import activation_names, make_runner, with_outputs
+from msc.frontends import translate
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from compression.quantize import apply_plan, calibrate, load_plan, quantize, save_plan
-from compression.quantize.runner import make_runner
-from frontends import translate
+from msc.compression.quantize import apply_plan, calibrate, load_plan, quantize, save_plan
+from msc.compression.quantize.runner import make_runner
+from msc.frontends import translate
 from msc.errors import SerializationError, ValidationError
 from msc.graph import MSCGraph
 

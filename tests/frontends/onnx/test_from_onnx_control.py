@@ -7,8 +7,8 @@ import onnx
 import pytest
 from onnx import helper
 
-from frontends.onnx.api import from_onnx
-from frontends.onnx.testing import assert_matches_ort, graph_model, node_model, run_reference
+from msc.frontends.onnx.api import from_onnx
+from msc.frontends.onnx.testing import assert_matches_ort, graph_model, node_model, run_reference
 from msc.errors import UnsupportedOpError
 
 RNG = np.random.default_rng(6)

@@ -4,7 +4,7 @@ onnxruntime."""
 import numpy as np
 import pytest
 
-from frontends.onnx.testing import assert_matches_ort, node_model
+from msc.frontends.onnx.testing import assert_matches_ort, node_model
 
 pytest.importorskip("onnxruntime")
 

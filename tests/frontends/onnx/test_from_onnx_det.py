@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from frontends.onnx.testing import assert_matches_ort, node_model
+from msc.frontends.onnx.testing import assert_matches_ort, node_model
 
 pytest.importorskip("onnxruntime")
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from frontends.onnx.converters_elementwise import BINARY, UNARY
-from frontends.onnx.testing import assert_matches_ort, node_model
+from msc.frontends.onnx.converters_elementwise import BINARY, UNARY
+from msc.frontends.onnx.testing import assert_matches_ort, node_model
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((2, 3, 4)).astype("float32")

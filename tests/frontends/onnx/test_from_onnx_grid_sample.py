@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from frontends.onnx.testing import assert_matches_ort, node_model, run_ort, run_reference
+from msc.frontends.onnx.testing import assert_matches_ort, node_model, run_ort, run_reference
 
 pytest.importorskip("onnxruntime")
 

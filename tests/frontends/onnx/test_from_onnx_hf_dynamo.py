@@ -10,8 +10,8 @@ import numpy as np
 import onnx
 import pytest
 
-from frontends.onnx.api import from_onnx
-from frontends.onnx.testing import run_msc, run_ort
+from msc.frontends.onnx.api import from_onnx
+from msc.frontends.onnx.testing import run_msc, run_ort
 from tests.frontends.onnx.data.hf_dynamo.make import NAMES
 from tests.helpers.hf_models import VOCAB
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from frontends.onnx.testing import assert_matches_ort, graph_model, node_model
+from msc.frontends.onnx.testing import assert_matches_ort, graph_model, node_model
 
 RNG = np.random.default_rng(1)
 X = RNG.standard_normal((2, 3, 4, 5)).astype("float32")

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from frontends.onnx.converters_math import REDUCE
-from frontends.onnx.testing import assert_matches_ort, graph_model, node_model
+from msc.frontends.onnx.converters_math import REDUCE
+from msc.frontends.onnx.testing import assert_matches_ort, graph_model, node_model
 
 RNG = np.random.default_rng(3)
 X = RNG.standard_normal((3, 4, 5)).astype("float32")

@@ -4,7 +4,7 @@ evaluator where onnxruntime lacks the op)."""
 import numpy as np
 import pytest
 
-from frontends.onnx.testing import assert_matches_ort, node_model, run_reference
+from msc.frontends.onnx.testing import assert_matches_ort, node_model, run_reference
 
 RNG = np.random.default_rng(4)
 X = RNG.standard_normal((2, 3, 4)).astype("float32")
@@ -18,7 +18,7 @@ X = RNG.standard_normal((2, 3, 4)).astype("float32")
 def test_quantize_dequantize_round_trip(zero_dtype, per_axis):
     from onnx import helper
 
-    from frontends.onnx.testing import graph_model
+    from msc.frontends.onnx.testing import graph_model
 
     shape = (3,) if per_axis else ()
     inits = {"s": np.full(shape, 0.05, "float32"), "z": np.full(shape, 3, zero_dtype)}

@@ -4,7 +4,7 @@ run time (not out / in), antialias, half_pixel_symmetric, a roi given at run tim
 import numpy as np
 import pytest
 
-from frontends.onnx.testing import assert_matches_ort, node_model, run_ort, run_reference
+from msc.frontends.onnx.testing import assert_matches_ort, node_model, run_ort, run_reference
 
 pytest.importorskip("onnxruntime")
 

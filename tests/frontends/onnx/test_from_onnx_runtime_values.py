@@ -8,8 +8,8 @@ import onnx
 import pytest
 from onnx import helper
 
-from frontends.onnx.api import from_onnx
-from frontends.onnx.testing import IR_VERSION, graph_model, run_ort
+from msc.frontends.onnx.api import from_onnx
+from msc.frontends.onnx.testing import IR_VERSION, graph_model, run_ort
 from msc import relax
 
 RNG = np.random.default_rng(0)

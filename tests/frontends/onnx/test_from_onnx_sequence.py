@@ -6,8 +6,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from frontends.onnx.api import from_onnx
-from frontends.onnx.testing import IR_VERSION, assert_matches_ort, graph_model, run_ort
+from msc.frontends.onnx.api import from_onnx
+from msc.frontends.onnx.testing import IR_VERSION, assert_matches_ort, graph_model, run_ort
 from msc import relax
 from msc.errors import UnsupportedOpError
 

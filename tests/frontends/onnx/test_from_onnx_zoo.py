@@ -11,8 +11,8 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from frontends.onnx.api import from_onnx
-from frontends.onnx.testing import random_weights, run_msc, run_ort
+from msc.frontends.onnx.api import from_onnx
+from msc.frontends.onnx.testing import random_weights, run_msc, run_ort
 
 LIGHT = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 MODELS = sorted(p.stem for p in LIGHT.glob("light_*.onnx"))

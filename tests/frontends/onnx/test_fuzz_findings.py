@@ -6,7 +6,7 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper
 
-from frontends.onnx.api import from_onnx
+from msc.frontends.onnx.api import from_onnx
 from msc.errors import SerializationError, ValidationError
 
 NAME = "conv1_b_0__SHAPE"

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import AttributeProto, helper
 
-from frontends.onnx.api import from_onnx
+from msc.frontends.onnx.api import from_onnx
 from msc.errors import MSCError
 from tests.helpers.fuzz import time_guard
 

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from frontends.relax.layout_strings import infer_reshape_axes
-from frontends.translate import from_relax
+from msc.frontends.relax.layout_strings import infer_reshape_axes
+from msc.frontends.translate import from_relax
 from msc import relax
 from msc.graph import testing
 from msc.relax import op as R

@@ -5,7 +5,7 @@ import pathlib
 
 import pytest
 
-from frontends.translate import from_relax
+from msc.frontends.translate import from_relax
 from msc.graph import MSCGraph
 from msc.relax import from_script
 

@@ -6,7 +6,7 @@
 import numpy as np
 import pytest
 
-from frontends.translate import from_relax
+from msc.frontends.translate import from_relax
 from msc import relax
 from msc.errors import UnsupportedOpError, ValidationError
 from msc.relax import op as R

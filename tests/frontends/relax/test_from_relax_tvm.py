@@ -4,7 +4,7 @@ its constants are recovered from the TVM objects (TVM 0.27 cannot print its meta
 import numpy as np
 import pytest
 
-from frontends.translate import from_relax
+from msc.frontends.translate import from_relax
 from msc import relax as mrelax
 from msc.relax import op as M
 
@@ -100,7 +100,7 @@ def test_params_may_be_tvm_tensors():
 
 
 def test_a_misnumbered_constant_is_detected(monkeypatch):
-    from frontends.relax import tvm_module as adapter
+    from msc.frontends.relax import tvm_module as adapter
     from msc.errors import ValidationError
 
     def helper(k):

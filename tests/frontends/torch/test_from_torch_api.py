@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from frontends.torch import translate_torch
-from frontends.torch.api import from_torch
+from msc.frontends.torch import translate_torch
+from msc.frontends.torch.api import from_torch
 from msc import relax
 from msc.errors import UnsupportedOpError, ValidationError
 from tests.helpers.torch_cases import Fn, Fn2

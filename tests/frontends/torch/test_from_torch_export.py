@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from frontends.torch import translate_torch
-from frontends.torch.api import from_torch
+from msc.frontends.torch import translate_torch
+from msc.frontends.torch.api import from_torch
 from tests.helpers.torch_cases import CASES
 from tests.helpers.torch_tools import run_vm, torch_leaves
 

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from frontends.torch.api import from_torch
+from msc.frontends.torch.api import from_torch
 from tests.helpers.torch_cases import Fn, Fn2, Fn3, LossOf
 
 

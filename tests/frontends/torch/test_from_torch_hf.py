@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from frontends.torch import translate_torch
-from frontends.torch.api import from_torch
+from msc.frontends.torch import translate_torch
+from msc.frontends.torch.api import from_torch
 from tests.helpers.hf_models import VOCAB, tiny_hf_models
 from tests.helpers.torch_tools import run_relax, run_vm, torch_leaves
 

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from codegen import relax_gen
-from frontends.relax.optypes import op_optype
+from msc.codegen import relax_gen
+from msc.frontends.relax.optypes import op_optype
 from msc import relax
 from msc.errors import ShapeError, ValidationError
 from msc.relax.op.facts import FACT_SOURCES, load_all_facts, load_facts

@@ -152,7 +152,7 @@ def _metadata_section(arrays, key: str) -> str:
 
 def generate(name: str) -> None:
     sys.path.insert(0, str(ROOT))
-    from frontends.relax import tvm_module
+    from msc.frontends.relax import tvm_module
 
     makers = {"dynamic_mlp_onnx": _dynamic_onnx, "dynamic_conv_export": _dynamic_conv}
     mod = makers[name]() if name in makers else _from_torch(name)
