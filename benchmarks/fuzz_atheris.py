@@ -137,8 +137,8 @@ def run_one(target: str, argv: list[str]) -> None:
     import atheris
     with atheris.instrument_imports():
         # imported here so that their code is instrumented for coverage
-        import msc.codegen.weight_files  # noqa: F401
-        import msc.frontends.onnx.api  # noqa: F401
+        import msc.codegen.weight_files
+        import msc.frontends.onnx.api
         import msc.graph
         import msc.relax
         import msc.tir.parser  # noqa: F401

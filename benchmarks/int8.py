@@ -174,10 +174,10 @@ def msc_executable(model, fold: bool = True):
     fake quantization), for the before/after column."""
     from unittest import mock
 
-    from msc.codegen import to_relax
-    from msc.frontends.translate import from_onnx
     from msc import relax
     from msc.backend import build as build_module
+    from msc.codegen import to_relax
+    from msc.frontends.translate import from_onnx
 
     graph, weights = from_onnx(model)
     with tempfile.TemporaryDirectory() as folder:

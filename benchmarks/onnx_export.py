@@ -229,8 +229,8 @@ def _npz_bytes(weights: dict) -> int:
 
 
 def _vm_output(graph, weights, x) -> np.ndarray:
-    from msc.codegen import to_relax
     from msc import relax
+    from msc.codegen import to_relax
 
     with tempfile.TemporaryDirectory() as folder:
         mod = to_relax(graph, weights, build_folder=folder)

@@ -114,8 +114,8 @@ def _median_ms(fn, repeat: int) -> float:
 
 
 def _vm(graph, weights):
-    from msc.codegen import to_relax
     from msc import relax
+    from msc.codegen import to_relax
 
     with tempfile.TemporaryDirectory() as folder:
         mod = to_relax(graph, weights, {"need_test": False}, build_folder=folder)

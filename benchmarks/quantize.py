@@ -165,10 +165,10 @@ def ort_quantized(model, input_name: str, calib: list, held_out: list, method: s
 
 
 def msc_quantized(model, calib: list, held_out: list, method: str, args, outputs: bool):
+    from msc import relax
     from msc.codegen import to_relax
     from msc.compression.quantize import quantize
     from msc.frontends.translate import from_onnx
-    from msc import relax
 
     graph, weights = from_onnx(model)
     start = time.perf_counter()

@@ -75,9 +75,9 @@ class Run:
         return result
 
     def all(self, folder: str) -> dict:
+        from msc import relax
         from msc.codegen import to_onnx, to_relax, to_torch
         from msc.frontends import translate
-        from msc import relax
         from msc.graph import MSCGraph
 
         translated = self._time("from_onnx", lambda: translate.from_onnx(self.onnx_model))

@@ -85,9 +85,9 @@ def _inputs(model) -> dict:
 def child_msc(path: str) -> dict:
     import onnx
 
+    from msc import relax
     from msc.codegen import to_relax
     from msc.frontends import translate
-    from msc import relax
 
     model = onnx.load(path)
     feeds = _inputs(model)

@@ -129,9 +129,9 @@ def msc_builds(model, ids: np.ndarray, path: Path) -> dict:
     """route -> (executable, build seconds incl. import) for from_torch and ONNX."""
     import onnx
 
+    from msc import relax
     from msc.frontends.onnx.api import from_onnx
     from msc.frontends.torch import translate_torch
-    from msc import relax
 
     out = {}
     for route in ("from_torch", "onnx"):

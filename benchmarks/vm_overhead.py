@@ -112,9 +112,9 @@ def chain_onnx(n: int = CHAIN) -> tuple[bytes, list]:
 
 def msc_call(onnx_bytes: bytes, threads: int):
     """(call, vm, instructions) of the model built by msc."""
+    from msc import relax
     from msc.codegen import to_relax
     from msc.frontends import translate
-    from msc import relax
 
     graph, weights = translate.from_onnx(onnx_bytes)
     with tempfile.TemporaryDirectory() as folder:

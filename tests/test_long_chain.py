@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
+from msc import relax
 from msc.codegen import to_relax, to_torch
 from msc.frontends import translate
-from msc import relax
 from msc.graph import MSCGraph
 
 DEPTH = max(2 * sys.getrecursionlimit(), 2500)

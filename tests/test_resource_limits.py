@@ -13,10 +13,10 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
 
-from msc.frontends.onnx.api import from_onnx
-from msc.frontends.translate import from_relax
 from msc import relax
 from msc.errors import ResourceLimitError, RuntimeCallError, ValidationError
+from msc.frontends.onnx.api import from_onnx
+from msc.frontends.translate import from_relax
 from msc.graph import MSCGraph
 from msc.limits import DEFAULT_MAX_JOINTS, joint_limit, max_joints
 from tests.test_long_chain import chain_model

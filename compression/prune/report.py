@@ -73,8 +73,8 @@ def summarize(before, after, analysis, keep: dict, latency: dict | None) -> dict
 
 def measure_latency(graph, weights: dict, repeat: int = 20, seed: int = 0) -> float:
     """Median seconds of one run of ``graph`` on the msc backend (after one warm-up run)."""
-    from msc.codegen import to_relax
     from msc import relax
+    from msc.codegen import to_relax
 
     with tempfile.TemporaryDirectory(prefix="msc_prune_") as folder:
         mod = to_relax(graph, weights, {"need_test": False}, build_folder=folder)

@@ -92,8 +92,8 @@ def _torch_runner(graph: MSCGraph, weights: dict) -> Callable:
 
 
 def _relax_runner(graph: MSCGraph, weights: dict) -> Callable:
-    from msc.codegen import to_relax
     from msc import relax
+    from msc.codegen import to_relax
 
     with tempfile.TemporaryDirectory(prefix="msc_quant_") as folder:
         mod = to_relax(graph, weights, build_folder=folder)

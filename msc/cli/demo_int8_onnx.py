@@ -29,10 +29,10 @@ def step_int8_onnx(out: str) -> None:
     import numpy as np
     import torch
 
+    from msc import relax
     from msc.codegen import to_onnx, to_relax
     from msc.compression.quantize import quantize
     from msc.frontends import translate
-    from msc import relax
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),

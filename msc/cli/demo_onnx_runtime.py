@@ -28,8 +28,8 @@ def _model():
 
 def step_onnx_runtime_values(out: str) -> None:
     """Axes and a reshape target given at run time: one build, two runs, checked vs numpy."""
-    from msc.frontends.onnx.api import from_onnx
     from msc import relax
+    from msc.frontends.onnx.api import from_onnx
 
     mod, _ = from_onnx(_model(), as_msc=False)
     vm = relax.VirtualMachine(relax.build(mod, target="llvm"), relax.cpu())

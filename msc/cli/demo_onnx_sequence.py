@@ -42,8 +42,8 @@ def _model():
 
 def step_onnx_sequence(out: str) -> None:
     """A sequence input of two tensors: mapped, concatenated; a constant Loop unrolled."""
-    from msc.frontends.onnx.api import from_onnx
     from msc import relax
+    from msc.frontends.onnx.api import from_onnx
 
     mod, _ = from_onnx(_model(), input_info={"s": [[2, 3], [1, 3]]}, as_msc=False)
     vm = relax.VirtualMachine(relax.build(mod, target="llvm"), relax.cpu())

@@ -26,8 +26,8 @@ def _model(op: str, inputs: list, opset: int, **attrs):
 def _check(model, feeds_list, show) -> None:
     from onnx.reference import ReferenceEvaluator
 
-    from msc.frontends.onnx.api import from_onnx
     from msc import relax
+    from msc.frontends.onnx.api import from_onnx
 
     vm = relax.VirtualMachine(relax.build(from_onnx(model, as_msc=False)[0]), relax.cpu())
     reference = ReferenceEvaluator(model)

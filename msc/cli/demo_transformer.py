@@ -43,8 +43,8 @@ def step_transformer(out: str) -> None:
     except ImportError:
         print("(torch / transformers not installed: step skipped)")
         return
-    from msc.frontends.torch import translate_torch
     from msc import relax
+    from msc.frontends.torch import translate_torch
 
     model = _tiny_bert()
     ids = np.random.default_rng(1).integers(0, 100, (1, 32), dtype=np.int64)

@@ -12,11 +12,11 @@ ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper
 
+from msc import relax
+from msc.backend.qdq_fold import int8_grid
 from msc.codegen import to_onnx, to_relax
 from msc.compression.quantize import apply_plan, calibrate
 from msc.frontends.translate import from_onnx
-from msc import relax
-from msc.backend.qdq_fold import int8_grid
 from tests.helpers.qdq_models import ort_quantize
 
 

@@ -13,9 +13,9 @@ ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper
 
+from msc import relax
 from msc.codegen import to_relax
 from msc.frontends.translate import from_onnx
-from msc import relax
 from tests.helpers.qdq_models import ort_quantize
 
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from msc.frontends import translate
 from msc.cli.main import main
+from msc.frontends import translate
 from msc.viewer.overlay import load_overlay
 from tests.helpers.cli_models import cnn_onnx
 

@@ -4,9 +4,9 @@ import onnx
 import pytest
 import torch
 
+from msc.cli.main import main
 from msc.codegen.files import save_npz
 from msc.frontends import translate
-from msc.cli.main import main
 
 pytest.importorskip("onnxruntime")
 

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import torch
 
+from msc.cli.cmd_quantize import COMMAND, calibration_batches
+from msc.cli.loaders import load_model
 from msc.codegen.files import save_npz
 from msc.compression.quantize import load_plan
 from msc.compression.quantize.runner import make_runner
-from msc.frontends import translate
-from msc.cli.cmd_quantize import COMMAND, calibration_batches
-from msc.cli.loaders import load_model
 from msc.errors import SerializationError, ValidationError
+from msc.frontends import translate
 
 
 def _parse(argv):

@@ -14,9 +14,9 @@ import onnx
 import pytest
 import torch
 
+from msc import relax
 from msc.codegen import to_relax
 from msc.frontends.translate import from_onnx
-from msc import relax
 from tests.helpers.hf_models import VOCAB
 
 ort = pytest.importorskip("onnxruntime")

@@ -7,11 +7,11 @@ import pytest
 import torch
 from torch import nn
 
+from msc import relax, tir
 from msc.codegen import to_relax
+from msc.errors import ValidationError
 from msc.frontends.torch.api import from_torch
 from msc.frontends.translate import from_relax
-from msc import relax, tir
-from msc.errors import ValidationError
 from msc.graph import MSCGraph, testing
 from msc.relax.analysis import assert_structural_equal
 from tests.helpers.codegen import assert_outputs, relax_build_and_run, ruff_check

@@ -15,8 +15,8 @@ import pathlib
 from hypothesis import given
 from hypothesis import strategies as st
 
-from msc.frontends.translate import from_relax
 from msc import relax
+from msc.frontends.translate import from_relax
 from msc.graph import MSCGraph, WeightGraph
 from tests.helpers.fuzz import FUZZ_SETTINGS, loads_or_refuses, mutated_text
 

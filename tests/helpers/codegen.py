@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from msc.frontends.relax.roles import roles_of
 from msc import relax
+from msc.frontends.relax.roles import roles_of
 from msc.graph import MSCGraph, MSCJoint, MSCTensor, encode_attr
 from msc.relax.expr import Constant, PrimValue, ShapeExpr, Tuple
 from msc.relax.op import numpy_ref, registry

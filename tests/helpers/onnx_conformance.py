@@ -83,8 +83,8 @@ def ci_subset(cases: list) -> list:
 
 def run_msc(model, inputs: list) -> list:
     """msc's whole path on one model."""
-    from msc.frontends.onnx.api import from_onnx
     from msc import relax
+    from msc.frontends.onnx.api import from_onnx
 
     inits = {t.name for t in model.graph.initializer}
     names = [v.name for v in model.graph.input if v.name not in inits]

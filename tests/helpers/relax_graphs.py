@@ -3,8 +3,8 @@ modules, and the graph's nodes / optypes as dicts and lists."""
 
 import numpy as np
 
-from msc.frontends.translate import from_relax
 from msc import relax
+from msc.frontends.translate import from_relax
 from msc.relax import op as R
 from tests.helpers.relax_modules import one_function_module as module
 

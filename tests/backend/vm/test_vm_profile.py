@@ -6,11 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from msc.codegen import to_relax
-from msc.frontends import translate
 from msc import relax
 from msc.backend.runtime.profile import ProfileReport, ProfileRow, instruction_names
+from msc.codegen import to_relax
 from msc.errors import ValidationError
+from msc.frontends import translate
 from msc.relax import op as R
 from msc.viewer import write_html
 from msc.viewer.overlay import load_overlay

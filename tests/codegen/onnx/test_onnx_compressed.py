@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from msc import relax
 from msc.codegen import to_onnx, to_relax, to_torch
 from msc.codegen.files import save_npz
 from msc.codegen.qweight import pack_weights
@@ -16,7 +17,6 @@ from msc.codegen.weight_files import load_weights
 from msc.compression import prune
 from msc.compression.quantize import quantize
 from msc.frontends import translate
-from msc import relax
 from tests.helpers.prune_models import ResNet, randomize_norms
 
 ort = pytest.importorskip("onnxruntime")

@@ -12,8 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from msc.codegen import to_onnx
-from msc.frontends.torch.api import from_torch
 from msc.errors import UnsupportedOpError
+from msc.frontends.torch.api import from_torch
 from tests.helpers.codegen import graph_of_call
 from tests.helpers.numpy_cases import CASES
 from tests.helpers.onnx_conformance import run_onnxruntime

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from msc import relax
 from msc.codegen import to_onnx
 from msc.frontends.translate import from_relax
-from msc import relax
 from tests.helpers.onnx_conformance import run_onnxruntime
 from tests.helpers.torch_tools import run_vm
 

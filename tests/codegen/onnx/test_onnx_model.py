@@ -15,9 +15,9 @@ from torch import nn
 
 from msc.codegen import to_onnx
 from msc.codegen.onnx_gen import MIN_OPSET, max_opset
+from msc.errors import UnsupportedOpError, ValidationError
 from msc.frontends.onnx.api import from_onnx
 from msc.frontends.torch.api import from_torch
-from msc.errors import UnsupportedOpError, ValidationError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from tests.helpers.onnx_conformance import ORT_MAX_OPSET, run_onnxruntime
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from msc.frontends.translate import from_torch
 from msc.cli import cmd_prune
 from msc.cli.loaders import load_model
 from msc.errors import SerializationError, ValidationError
+from msc.frontends.translate import from_torch
 from tests.helpers import prune_models as pm
 
 

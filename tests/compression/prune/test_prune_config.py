@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from msc.compression.prune import load_plan, prune, save_plan
-from msc.frontends.translate import from_torch
 from msc.errors import SerializationError, ValidationError
+from msc.frontends.translate import from_torch
 from tests.helpers import prune_models as pm
 
 NO_LATENCY = {"latency": False}

@@ -7,14 +7,14 @@ import pytest
 import torch
 from torch import nn
 
+from msc import relax
 from msc.codegen import to_relax, to_torch
 from msc.codegen.files import save_npz
 from msc.codegen.qweight import QuantizedWeight, pack_weights, unpack_weights
 from msc.codegen.weight_files import load_weights
 from msc.compression.quantize import apply_plan, calibrate, fake_quant
-from msc.frontends import translate
-from msc import relax
 from msc.errors import ValidationError
+from msc.frontends import translate
 
 RNG = np.random.default_rng(0)
 

@@ -10,8 +10,8 @@ import torch
 
 from msc.compression.quantize import apply_plan, calibrate, load_plan, quantize, save_plan
 from msc.compression.quantize.runner import make_runner
-from msc.frontends import translate
 from msc.errors import SerializationError, ValidationError
+from msc.frontends import translate
 from msc.graph import MSCGraph
 
 DEAD = 5  # hidden unit of fc1 that never fires: fc2's garbage weights on it cost nothing

@@ -16,9 +16,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from benchmarks.large_model import layer_weight, write_model
+from msc.errors import ValidationError
 from msc.frontends.onnx.api import from_onnx
 from msc.frontends.relax.weights import is_mapped
-from msc.errors import ValidationError
 from tests.helpers.fuzz import FUZZ_SETTINGS, loads_or_refuses
 
 WIDTH, LAYERS = 512, 3  # three 1 MB float32 weights

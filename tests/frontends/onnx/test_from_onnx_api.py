@@ -6,12 +6,12 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
+from msc import relax
+from msc.errors import UnsupportedOpError, ValidationError
 from msc.frontends.onnx import opset as opsets
 from msc.frontends.onnx.api import from_onnx
 from msc.frontends.onnx.attrs import node_attrs
 from msc.frontends.onnx.testing import assert_matches_ort, graph_model, node_model, run_msc
-from msc import relax
-from msc.errors import UnsupportedOpError, ValidationError
 from msc.relax.expr import Call, Constant
 
 RNG = np.random.default_rng(5)

@@ -7,9 +7,9 @@ import onnx
 import pytest
 from onnx import helper
 
+from msc.errors import UnsupportedOpError
 from msc.frontends.onnx.api import from_onnx
 from msc.frontends.onnx.testing import assert_matches_ort, graph_model, node_model, run_reference
-from msc.errors import UnsupportedOpError
 
 RNG = np.random.default_rng(6)
 X = RNG.standard_normal((2, 3)).astype("float32")

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
+from msc.errors import MSCError, SerializationError, ValidationError
 from msc.frontends.onnx.api import from_onnx
 from msc.frontends.onnx.testing import graph_model
-from msc.errors import MSCError, SerializationError, ValidationError
 
 X = np.ones((2, 3), "float32")
 

@@ -9,9 +9,9 @@ ort = pytest.importorskip("onnxruntime")
 
 from onnx import TensorProto, helper, numpy_helper
 
+from msc import relax
 from msc.codegen import to_relax
 from msc.frontends.translate import from_onnx
-from msc import relax
 
 
 def test_scalar_qdq_imports_and_matches_onnxruntime():

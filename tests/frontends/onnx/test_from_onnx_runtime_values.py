@@ -8,9 +8,9 @@ import onnx
 import pytest
 from onnx import helper
 
+from msc import relax
 from msc.frontends.onnx.api import from_onnx
 from msc.frontends.onnx.testing import IR_VERSION, graph_model, run_ort
-from msc import relax
 
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((2, 3, 4)).astype("float32")

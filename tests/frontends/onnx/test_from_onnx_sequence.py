@@ -6,10 +6,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from msc.frontends.onnx.api import from_onnx
-from msc.frontends.onnx.testing import IR_VERSION, assert_matches_ort, graph_model, run_ort
 from msc import relax
 from msc.errors import UnsupportedOpError
+from msc.frontends.onnx.api import from_onnx
+from msc.frontends.onnx.testing import IR_VERSION, assert_matches_ort, graph_model, run_ort
 
 RNG = np.random.default_rng(15)
 A = RNG.standard_normal((2, 3)).astype("float32")

@@ -6,8 +6,8 @@ import pytest
 from onnx import TensorProto as T
 from onnx import helper
 
-from msc.frontends.onnx.api import from_onnx
 from msc.errors import SerializationError, ValidationError
+from msc.frontends.onnx.api import from_onnx
 
 NAME = "conv1_b_0__SHAPE"
 

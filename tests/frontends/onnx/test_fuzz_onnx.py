@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import AttributeProto, helper
 
-from msc.frontends.onnx.api import from_onnx
 from msc.errors import MSCError
+from msc.frontends.onnx.api import from_onnx
 from tests.helpers.fuzz import time_guard
 
 EXAMPLES = int(os.environ.get("MSC_FUZZ_EXAMPLES", "40"))

@@ -6,9 +6,9 @@ import json
 import numpy as np
 import pytest
 
+from msc import relax
 from msc.frontends.relax.layout_strings import infer_reshape_axes
 from msc.frontends.translate import from_relax
-from msc import relax
 from msc.graph import testing
 from msc.relax import op as R
 from msc.tir import expr as tir

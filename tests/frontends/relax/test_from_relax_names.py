@@ -6,9 +6,9 @@
 import numpy as np
 import pytest
 
-from msc.frontends.translate import from_relax
 from msc import relax
 from msc.errors import UnsupportedOpError, ValidationError
+from msc.frontends.translate import from_relax
 from msc.relax import op as R
 from msc.tir import expr as tir
 from tests.helpers.relax_graphs import (

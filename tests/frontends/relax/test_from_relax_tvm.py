@@ -4,8 +4,8 @@ its constants are recovered from the TVM objects (TVM 0.27 cannot print its meta
 import numpy as np
 import pytest
 
-from msc.frontends.translate import from_relax
 from msc import relax as mrelax
+from msc.frontends.translate import from_relax
 from msc.relax import op as M
 
 tvm = pytest.importorskip("tvm")
@@ -100,8 +100,8 @@ def test_params_may_be_tvm_tensors():
 
 
 def test_a_misnumbered_constant_is_detected(monkeypatch):
-    from msc.frontends.relax import tvm_module as adapter
     from msc.errors import ValidationError
+    from msc.frontends.relax import tvm_module as adapter
 
     def helper(k):
         return lambda bb, x: bb.emit(relax.op.add(x, relax.const(np.full(4, k, "float32"))))

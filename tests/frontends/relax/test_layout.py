@@ -4,11 +4,11 @@ layouts MSC's test_graph_build.py expects for the same Relax programs."""
 import numpy as np
 import pytest
 
+from msc import relax
+from msc.errors import ValidationError
 from msc.frontends.relax import infer_layouts
 from msc.frontends.relax.layout_rules import COMMON_RULE, FAMILY_RULES, RULES, rule_for
 from msc.frontends.relax.layout_strings import expand_layout, infer_reshape_axes
-from msc import relax
-from msc.errors import ValidationError
 from msc.relax import op as R
 from msc.relax.op.registry import OPS, OpDef
 from msc.tir import expr as tir

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from msc import relax
 from msc.frontends.relax.translate import from_relax
 from msc.frontends.torch import translate_torch
-from msc import relax
 from tests.helpers.torch_cases import CASES
 from tests.helpers.torch_tools import run_relax, run_vm, structure, torch_leaves, tvm_structures
 

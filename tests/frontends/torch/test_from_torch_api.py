@@ -10,10 +10,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from msc.frontends.torch import translate_torch
-from msc.frontends.torch.api import from_torch
 from msc import relax
 from msc.errors import UnsupportedOpError, ValidationError
+from msc.frontends.torch import translate_torch
+from msc.frontends.torch.api import from_torch
 from tests.helpers.torch_cases import Fn, Fn2
 from tests.helpers.torch_tools import run_relax
 

@@ -9,10 +9,10 @@ import sys
 
 import pytest
 
-from msc.codegen import relax_gen
-from msc.frontends.relax.optypes import op_optype
 from msc import relax
+from msc.codegen import relax_gen
 from msc.errors import ShapeError, ValidationError
+from msc.frontends.relax.optypes import op_optype
 from msc.relax.op.facts import FACT_SOURCES, load_all_facts, load_facts
 from msc.relax.op.registry import (
     OPS,
