@@ -9,6 +9,9 @@ bool/int tensors accumulate in int64, ``var``/``std`` are unbiased unless asked 
 
 from __future__ import annotations
 
+import functools
+import math
+
 import numpy as np
 
 from msc import relax
@@ -238,10 +241,21 @@ def _arg_reduce(op_name: str):
 
 
 def norm(ctx, input, p="fro", dim=None, keepdim=False, dtype=None):
-    if p not in ("fro", 2, 2.0):
-        raise unsupported(f"norm with p={p!r}", hint="only the 2-norm converts")
-    squared = relax.op.multiply(input, input)
-    return ctx.emit(relax.op.sqrt(relax.op.sum(squared, _axes(dim), keepdim)))
+    """Vector p-norms: 2 (and "fro"), inf / -inf (max / min of |x|), any other p > 0."""
+    axes = _axes(dim)
+    if p in ("fro", 2, 2.0):
+        squared = relax.op.multiply(input, input)
+        return ctx.emit(relax.op.sqrt(relax.op.sum(squared, axes, keepdim)))
+    if not isinstance(p, (int, float)) or p <= 0 and p != -math.inf:
+        raise unsupported(f"norm with p={p!r}", hint="p-norms with p > 0 or p = +-inf convert")
+    magnitude = relax.op.abs(input)
+    if math.isinf(p):
+        return ctx.emit((relax.op.max if p > 0 else relax.op.min)(magnitude, axes, keepdim))
+    if p == 1:
+        return ctx.emit(relax.op.sum(magnitude, axes, keepdim))
+    const = functools.partial(relax.const, dtype=dtype_of(input))
+    total = relax.op.sum(relax.op.power(magnitude, const(p)), axes, keepdim)
+    return ctx.emit(relax.op.power(total, const(1.0 / p)))
 
 
 def linalg_vector_norm(ctx, input, ord=2, dim=None, keepdim=False, *, dtype=None):

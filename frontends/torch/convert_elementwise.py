@@ -164,6 +164,27 @@ def rsub(ctx, input, other, alpha=1):
     return binary(ctx, "subtract", other, input)
 
 
+def addcmul(ctx, input, tensor1, tensor2, *, value=1):
+    """input + value * tensor1 * tensor2 (ConvNeXt-V2's global response norm)."""
+    product = binary(ctx, "multiply", tensor1, tensor2)
+    return binary(ctx, "add", input, product if value == 1 else
+                  binary(ctx, "multiply", product, value))
+
+
+def addcdiv(ctx, input, tensor1, tensor2, *, value=1):
+    quotient = div(ctx, tensor1, tensor2)
+    return binary(ctx, "add", input, quotient if value == 1 else
+                  binary(ctx, "multiply", quotient, value))
+
+
+def aten_elu(ctx, input, alpha=1.0, scale=1.0, input_scale=1.0):
+    """``aten.elu(self, alpha, scale, input_scale)``: scale * elu(x) with input_scale inside."""
+    if input_scale != 1:
+        input = binary(ctx, "multiply", input, input_scale)
+    out = elu(ctx, input, alpha)
+    return out if scale == 1 else binary(ctx, "multiply", out, scale)
+
+
 def fmod(ctx, input, other):
     lhs, rhs = operands(ctx, input, other)
     return emit_op(ctx, "mod", lhs, rhs)
@@ -311,6 +332,15 @@ def _softmax(op_name: str):
     return convert
 
 
+def _aten_softmax(op_name: str):
+    """``aten.softmax.int(self, dim, dtype=None)`` (the functional form has _stacklevel
+    before dtype)."""
+    def convert(ctx, input, dim, dtype=None):
+        return _softmax(op_name)(ctx, input, dim, dtype=dtype)
+
+    return convert
+
+
 def prelu(ctx, input, weight):
     return emit_op(ctx, "nn.prelu", input, weight, 0 if ndim_of(input) == 1 else 1)
 
@@ -387,4 +417,9 @@ FUNCTIONS = {
     "dropout3d": identity, "alpha_dropout": identity, "feature_alpha_dropout": identity,
     "contiguous": identity, "clone": identity, "detach": identity, "alias": identity,
     "lift_fresh_copy": identity, "requires_grad_": identity, "cpu": identity,
+    "addcmul": addcmul, "addcdiv": addcdiv,
 }
+
+# ATen overloads whose positional arguments differ from the functional forms.
+ATEN = {"softmax.int": _aten_softmax("nn.softmax"),
+        "log_softmax.int": _aten_softmax("nn.log_softmax"), "elu": aten_elu}

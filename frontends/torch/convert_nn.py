@@ -293,8 +293,10 @@ def _adaptive_avg_pool(d: int):
     layout = _LAYOUTS[d][0]
 
     def convert(ctx, input, output_size):
+        spatial = shape_of(input)[-d:]  # None in output_size keeps that input size
+        sizes = [s if o is None else o for s, o in zip(spatial, _tuple(output_size, d))]
         return _batched(ctx, input, d, lambda x: emit_op(
-            ctx, f"nn.adaptive_avg_pool{d}d", x, output_size, layout=layout))
+            ctx, f"nn.adaptive_avg_pool{d}d", x, sizes, layout=layout))
 
     convert.__name__ = f"adaptive_avg_pool{d}d"
     return convert
@@ -336,11 +338,18 @@ def _resize_attrs(mode: str, align_corners) -> dict:
             else "half_pixel"}
 
 
-def _output_size(x, size, scale_factor, d: int) -> list:
+def _output_size(x, size, scale_factor, d: int, recompute=None) -> list:
     if size is not None:
         return list(_tuple(size, d))
     spatial = shape_of(x)[-d:]
     scales = _tuple(scale_factor, d)
+    if not recompute and any(not float(f).is_integer() and not (
+            isinstance(s, int) and float(s * f).is_integer()) for s, f in zip(spatial, scales)):
+        # torch maps output pixels back with 1 / scale_factor, not input / output size
+        raise unsupported(f"interpolate with scale_factor={scale_factor} on sizes {spatial}: "
+                          "the output sizes are not whole, and torch then samples at 1 / scale, "
+                          "which image.resize cannot express; pass size=... or "
+                          "recompute_scale_factor=True")
     return [s * int(f) if float(f).is_integer() else math.floor(s * f)
             for s, f in zip(spatial, scales)]
 
@@ -350,7 +359,7 @@ def interpolate(ctx, input, size=None, scale_factor=None, mode="nearest", align_
     if mode not in _RESIZE_METHODS or antialias:
         raise unsupported(f"interpolate mode={mode!r} antialias={antialias}")
     d = ndim_of(input) - 2
-    out_size = _output_size(input, size, scale_factor, d)
+    out_size = _output_size(input, size, scale_factor, d, recompute_scale_factor)
     attrs = dict(method=_RESIZE_METHODS[mode], **_resize_attrs(mode, align_corners))
     if d == 3:
         return emit_op(ctx, "image.resize3d", input, out_size, layout="NCDHW", **attrs)
@@ -465,7 +474,29 @@ def _with_indices(convert):
     return aten
 
 
+def normalize(ctx, input, p=2.0, dim=1, eps=1e-12, out=None):
+    """x / max(||x||_p over dim, eps)."""
+    dtype = dtype_of(input)
+    if p == 2:
+        norm = relax.op.sqrt(relax.op.sum(relax.op.multiply(input, input), [dim], keepdims=True))
+    else:
+        powered = relax.op.power(relax.op.abs(input), relax.const(p, dtype))
+        norm = relax.op.power(relax.op.sum(powered, [dim], keepdims=True),
+                              relax.const(1.0 / p, dtype))
+    norm = ctx.emit(relax.op.maximum(norm, relax.const(eps, dtype)))
+    return ctx.emit(relax.op.divide(input, norm))
+
+
+def weight_norm(ctx, v, g, dim=0):
+    """``torch._weight_norm``: v * g / ||v||, the norm over every axis but ``dim`` (-1: all)."""
+    rank = ndim_of(v)
+    axes = list(range(rank)) if dim == -1 else [a for a in range(rank) if a != dim % rank]
+    norm = relax.op.sqrt(relax.op.sum(relax.op.multiply(v, v), axes, keepdims=True))
+    return ctx.emit(relax.op.multiply(v, relax.op.divide(g, norm)))
+
+
 FUNCTIONS = {
+    "_weight_norm": weight_norm,
     **{f"conv{d}d": _conv(d) for d in (1, 2, 3)},
     **{f"conv_transpose{d}d": _conv_transpose(d) for d in (1, 2, 3)},
     **{f"max_pool{d}d": _max_pool(d) for d in (1, 2, 3)},
@@ -475,14 +506,23 @@ FUNCTIONS = {
     "linear": linear, "matmul": matmul, "bmm": matmul, "mm": matmul, "addmm": addmm,
     "baddbmm": baddbmm, "einsum": einsum, "outer": outer, "embedding": embedding,
     "batch_norm": batch_norm, "layer_norm": layer_norm, "group_norm": group_norm,
-    "instance_norm": instance_norm, "rms_norm": rms_norm, "interpolate": interpolate,
+    "instance_norm": instance_norm, "normalize": normalize, "rms_norm": rms_norm,
+    "interpolate": interpolate,
     "upsample": interpolate, "pad": pad, "pixel_shuffle": pixel_shuffle,
     "scaled_dot_product_attention": scaled_dot_product_attention, "nll_loss": nll_loss,
     "cross_entropy": cross_entropy,
 }
 
+def aten_instance_norm(ctx, input, weight, bias, running_mean, running_var, use_input_stats,
+                       momentum, eps, cudnn_enabled=False):
+    """``aten.instance_norm`` takes weight and bias before the running statistics."""
+    return instance_norm(ctx, input, running_mean, running_var, weight, bias, use_input_stats,
+                         momentum, eps)
+
+
 # ATen overloads whose signatures differ from the functional forms.
 ATEN = {
+    "instance_norm": aten_instance_norm,
     "convolution": convolution, "conv_transpose1d": _conv_transpose(1),
     "embedding": aten_embedding, "batch_norm": aten_batch_norm,
     "_native_batch_norm_legit_no_training": native_batch_norm_no_training,

@@ -493,11 +493,34 @@ def _tri(op_name: str):
     return convert
 
 
+def meshgrid(ctx, *tensors, indexing="ij"):
+    """Each 0-d / 1-d input broadcast along its own axis; ``xy`` swaps the first two axes."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    indexing = indexing or "ij"
+    if indexing not in ("ij", "xy"):
+        raise unsupported(f"meshgrid indexing={indexing!r}", hint="'ij' or 'xy'")
+    sizes = [shape_of(t)[0] if ndim_of(t) == 1 else 1 for t in tensors]
+    axes = list(range(len(tensors)))
+    if indexing == "xy" and len(axes) > 1:
+        axes[0], axes[1] = 1, 0
+    out_shape = [sizes[axes.index(a)] for a in range(len(axes))]
+    grids = []
+    for tensor, size, at in zip(tensors, sizes, axes):
+        shape = [1] * len(axes)
+        shape[at] = size
+        column = ctx.emit(relax.op.reshape(tensor, shape))
+        grids.append(ctx.emit(relax.op.broadcast_to(column, out_shape)))
+    return ctx.emit(relax.Tuple(grids))
+
+
 FUNCTIONS = {
+    "meshgrid": meshgrid,
     "reshape": reshape, "view": view, "reshape_as": reshape_as, "view_as": reshape_as,
     "flatten": flatten, "unflatten": unflatten, "permute": permute, "transpose": transpose,
     "swapaxes": transpose, "t": t, "squeeze": squeeze, "unsqueeze": unsqueeze,
-    "expand": expand, "expand_as": expand_as, "diff": diff, "broadcast_to": broadcast_to, "repeat": repeat,
+    "expand": expand, "expand_as": expand_as, "diff": diff, "broadcast_to": broadcast_to,
+    "repeat": repeat,
     "tile": tile, "repeat_interleave": repeat_interleave, "flip": flip, "roll": roll,
     "cat": cat, "concat": cat, "concatenate": cat, "stack": stack, "split": split,
     "chunk": chunk, "unbind": unbind, "size": size, "dim": dim, "numel": numel,

@@ -31,6 +31,7 @@ def _no_op(ctx, *args, **kwargs):
 
 ATEN: dict = {
     **FX_FUNCTIONS,
+    **convert_elementwise.ATEN,
     **convert_tensor.ATEN,
     **convert_create.ATEN,
     **convert_nn.ATEN,

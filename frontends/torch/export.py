@@ -62,8 +62,23 @@ def export_program(model, input_info):
     if _takes_varargs(model):
         dynamic = (dynamic,)
     with torch.no_grad():
-        return torch.export.export(model, args, dynamic_shapes=dynamic if sizes else None,
-                                   strict=False)
+        ep = torch.export.export(model, args, dynamic_shapes=dynamic if sizes else None,
+                                 strict=False)
+    return _functional(ep)
+
+
+def _functional(ep):
+    """Writes into views (``y[:, 0] = 0``, ``x[:, :4].relu_()``) as slice_scatter /
+    select_scatter: exported graphs keep in-place ATen ops, and converting those to new values
+    would lose the write to the viewed tensor. Decomposes nothing else (an empty table)."""
+    if any(_mutates(node) for node in ep.graph.nodes):
+        return ep.run_decompositions({})
+    return ep
+
+
+def _mutates(node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and schema.is_mutable
 
 
 def _takes_varargs(model) -> bool:

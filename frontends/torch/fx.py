@@ -10,6 +10,7 @@ unsupported ops fails once, listing all of them. Each converter gets the node's 
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from msc import relax
 from msc.errors import MSCError, UnsupportedOpError, ValidationError
 
+from .aliasing import check_inplace, writes_in_place
 from .common import Context, ParamTable, input_vars, is_tensor
 from .converters import FX_FUNCTIONS, MODULES
 
@@ -61,6 +63,7 @@ class GraphTranslator:
         self.env: dict = {}
         self.errors: list = []
         self.ctx: Context | None = None
+        self._order: dict = {}
 
     # ---- resolution (subclasses) ----------------------------------------------------------
     def resolve(self, node) -> Target | None:
@@ -95,6 +98,7 @@ class GraphTranslator:
     def translate(self, graph, inputs: list, output_filter=None) -> relax.IRModule:
         nodes = list(graph.nodes)
         self.check_supported(nodes)
+        self._order = {node: i for i, node in enumerate(nodes)}
         bb = relax.BlockBuilder()
         self.ctx = Context(bb, self.params)
         self._inputs = list(inputs)
@@ -121,6 +125,8 @@ class GraphTranslator:
             return FAILED
         target = self.resolve(node)
         try:
+            if target.inplace and node.args and node.args[0] in self.env:
+                check_inplace(node, self._order, self.display_name(node))
             out = self.call(node, target, args, kwargs)
         except MSCError as err:
             self.errors.append((node, err))
@@ -239,11 +245,31 @@ def _module_type_name(cls) -> str:
     return f"{module}.{cls.__name__}"
 
 
+# What a subclass may define and still compute exactly what its base's table row converts.
+_SAME_MATH = frozenset({"__init__", "extra_repr", "reset_parameters", "_reset_parameters",
+                        "reset_running_stats", "_load_from_state_dict", "__setstate__",
+                        "__repr__", "__init_subclass__"})
+
+
 def _lookup_type(table: dict, cls):
+    """The row of ``cls`` or of a base class it only configures. A subclass that overrides
+    ``forward`` (or anything it calls) is another module: timm's BatchNormAct2d applies an
+    activation, Conv2dSame pads, ScaledStdConv2d standardizes its weight. It gets no row, so
+    fx traces into its forward."""
     for base in cls.__mro__:
         if base in table:
-            return table[base]
+            return table[base] if _only_configures(cls, base) else None
     return None
+
+
+def _only_configures(cls, base) -> bool:
+    for klass in cls.__mro__[:cls.__mro__.index(base)]:
+        for name, value in vars(klass).items():
+            if name in _SAME_MATH:
+                continue
+            if callable(value) or isinstance(value, (property, staticmethod, classmethod)):
+                return False
+    return True
 
 
 class FxTranslator(GraphTranslator):
@@ -268,6 +294,13 @@ class FxTranslator(GraphTranslator):
         return _qualified_name(node.target)
 
     def resolve(self, node) -> Target | None:
+        target = self._resolve(node)
+        if target is not None and not target.inplace and writes_in_place(
+                node, self.module_of(node)):
+            return dataclasses.replace(target, inplace=True)
+        return target
+
+    def _resolve(self, node) -> Target | None:
         if node.op == "call_module":
             return self._resolve_module(type(self.modules[node.target]))
         name = node.target if node.op == "call_method" else getattr(node.target, "__name__",

@@ -77,6 +77,8 @@ def translate_torch(model, input_info, custom_convert_map: dict | None = None,
                               hint="use 'fx', 'export' or None (fx, then export)")
     if _is_program(model):
         via = "export"
+    if via == "fx":
+        return _forced_fx(model, input_info, custom_convert_map)
     if via is not None:
         mod, names = _PATHS[via](model, input_info, custom_convert_map)
         return _result(mod, via, {}, names)
@@ -98,6 +100,23 @@ def translate_torch(model, input_info, custom_convert_map: dict | None = None,
         export_error.add_note(f"torch.fx was tried first and failed: {reason}")
         raise
     return _result(mod, "export", {"fx": reason}, names)
+
+
+def _forced_fx(model, input_info, custom) -> TorchImport:
+    """via="fx": a model torch.fx cannot trace (control flow on traced values, ...) is
+    refused with msc's error type, naming the model and torch.fx's reason."""
+    import torch
+
+    gm = model
+    if not isinstance(model, torch.fx.GraphModule):
+        try:
+            gm = trace_fx(model, custom)
+        except Exception as err:
+            raise UnsupportedOpError(
+                f"torch.fx cannot trace {type(model).__name__}: {_describe(err)}",
+                hint="use via='export', or the default (fx, then torch.export)") from err
+    mod, names = translate_fx(gm, input_info, custom)
+    return _result(mod, "fx", {}, names)
 
 
 def _result(mod, via: str, reasons: dict, names: dict) -> TorchImport:

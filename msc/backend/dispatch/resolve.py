@@ -265,8 +265,10 @@ def conformer(sinfo) -> Callable:
         if sinfo.dtype == "void":
             return np.asarray
         dtype = np_dtype(sinfo.dtype)
-        return lambda v: v if type(v) is np.ndarray and v.dtype == dtype else (
-            np.asarray(v).astype(dtype))
+        # C-contiguous too: a numpy view (strided_slice's) may feed a native kernel next
+        return lambda v: v if type(v) is np.ndarray and v.dtype == dtype and (
+            v.flags.c_contiguous) else np.require(np.asarray(v).astype(dtype, copy=False),
+                                                  requirements="C")
     if isinstance(sinfo, TupleStructInfo):
         fields = [conformer(f) for f in sinfo.fields]
         return lambda v: tuple(f(x) for f, x in zip(fields, v))
