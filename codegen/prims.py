@@ -18,8 +18,10 @@ _PRIM_OPS = {
     "Mod": ("tir.truncmod({0}, {1})", "int(math.fmod({0}, {1}))"),
     "Min": ("tir.min({0}, {1})", "min({0}, {1})"), "Max": ("tir.max({0}, {1})", "max({0}, {1})"),
     "if_then_else": ("tir.if_then_else({0}, {1}, {2})", "({1} if {0} else {2})"),
+    "Not": ("tir.Not({0})", "(not {0})"),
 }
-_COMPARE = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
+_COMPARE = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">=",
+            "And": "and", "Or": "or"}
 for _key, _op in _COMPARE.items():
     _PRIM_OPS[_key] = (f'tir.binary("{_key}", {{0}}, {{1}})', f"({{0}} {_op} {{1}})")
 

@@ -173,6 +173,10 @@ def _stat_outputs(optype: str) -> bool:
 # --------------------------------------------------------------------------------------------
 # The writer.
 
+# Ops whose value is a run-time shape (ShapeStructInfo): prims read its elements.
+_SHAPE_VALUES = frozenset({"tensor_to_shape"})
+
+
 class RelaxWriter:
     """Writes the builder script of one graph; ``source()`` after ``write()``."""
 
@@ -183,6 +187,7 @@ class RelaxWriter:
         self.tuple_nodes: set[str] = set()
         self.params: dict[str, tuple] = {}  # weight name -> (var, tensor, shape)
         self.prim_vars: dict[str, str] = {}  # prim name -> tir.Var identifier
+        self.shape_values: dict[tuple, str] = {}  # (shape producer, element) -> tir.Var
         self.body: list[str] = []
         self.dataflow_vars: set[str] = set()
         self.outputs = set(graph.output_names)
@@ -191,7 +196,26 @@ class RelaxWriter:
 
     # ---- sources of values ---------------------------------------------------------------
     def _shape_ref(self, producer: str, out_idx: int, dim: int) -> str:
+        if (producer, dim) in self.shape_values:  # bound by _bind_shape_values
+            return self.shape_values[producer, dim]
         return f"{self.vars[producer]}.struct_info.shape[{dim}]"
+
+    def _bind_shape_values(self, node: MSCJoint, var: str) -> None:
+        """A run-time shape value (``tensor_to_shape``) whose elements later dims read: one
+        ``tir.Var`` per element, bound by ``bb.match_cast`` (as from_onnx's Relax does)."""
+        if node.optype not in _SHAPE_VALUES or not any(
+                p.optype == "shape" and p.get_attr("producer") == node.name
+                for p in self.graph.get_prims()):
+            return
+        (count,) = node.output_at(0).shape
+        if not isinstance(count, int):
+            return  # a shape of unknown rank: its elements cannot be named
+        names = [self.namer(f"{node.name}_{k}", "dim") for k in range(count)]
+        for k, name in enumerate(names):
+            self.prim_vars[f"{node.name}:{k}"] = name
+            self.shape_values[node.name, k] = name
+        self.body.append(f"{var} = bb.match_cast({var}, relax.ShapeStructInfo("
+                         f"[{', '.join(names)}]), {literal(var)})")
 
     def ref(self, node: MSCJoint, idx: int) -> str:
         var = self.vars[node.name]
@@ -239,6 +263,7 @@ class RelaxWriter:
             self.dataflow_vars.add(var)
         self.body.append(f"{var} = bb.{method}({expr}, {literal(var)})")
         self.vars[node.name] = var
+        self._bind_shape_values(node, var)
 
     def _get_item(self, node: MSCJoint) -> None:
         index = JointContext(self.graph, node).raw("index", "int", 0)
@@ -271,6 +296,9 @@ class RelaxWriter:
             if source is None:
                 continue
             text = self._argument(ctx, source)
+            symbolic = ctx.node.attrs.get(f"{arg.name}.prims", "")
+            if symbolic and source[0] == "value":  # run-time values: their prims, as tir
+                text = self._symbolic_value(source[1], symbolic)
             if (ctx.op_def.name, arg.name) in SHAPE_VALUE_ARGS and source[0] == "value":
                 text = f"relax.ShapeExpr({text})"
             position = len(args)
@@ -280,6 +308,17 @@ class RelaxWriter:
                 args.append(text)
         kwargs.update(_kw(ctx.attrs(only_changed=True)))
         return args, kwargs
+
+    def _symbolic_value(self, value, prims: str) -> str:
+        """An attr whose ``<name>.prims`` names the prims of its symbolic elements (numbers
+        where an element is static): e.g. arange's end, a run-time depth."""
+        names = prims.split(",")
+        values = list(value) if isinstance(value, (list, tuple)) else [value]
+        parts = [literal(v) if n.lstrip("-").isdigit() else self.prims.prim(n)
+                 for n, v in zip(names, values + [None] * (len(names) - len(values)))]
+        if isinstance(value, (list, tuple)):
+            return "[" + ", ".join(parts) + "]"
+        return parts[0]
 
     def _argument(self, ctx: JointContext, source: tuple) -> str:
         kind, value = source
@@ -337,7 +376,8 @@ class RelaxWriter:
         declarations = self._declarations()  # first: it names the symbolic dims
         fields = {
             "script": script, "graph": comment(self.graph.name),
-            "imports": ("relax, tir" if self.prim_vars else "relax") +
+            "imports": ("relax, tir" if self.prim_vars or any("tir." in line for line in body)
+                        else "relax") +
                        (_INDEX_MAP_IMPORT if self.uses_index_map else ""),
             "sys": "import sys\n" if test else "", "params_file": literal(params_file),
             "declarations": "\n".join("    " + d for d in declarations),

@@ -433,6 +433,8 @@ def relax_stack(view) -> str:
     layout = relax_concat(view)
     axis = view.attr_or("axis", 0) or 0
     axis = axis + len(layout) + 1 if axis < 0 else axis
+    if "S" in layout:  # a stack of stacks (RNN outputs): a letter may appear once
+        return initial_layout(len(layout) + 1)
     return layout[:axis] + "S" + layout[axis:]
 
 

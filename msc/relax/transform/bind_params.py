@@ -40,8 +40,21 @@ def _resolve(func: Function, params: dict) -> dict:
     for key, value in params.items():
         var = key if isinstance(key, Var) else _param_by_name(by_name, str(key))
         if var is not None:
-            resolved[var] = _to_constant(value)
+            resolved[var] = _to_constant(_raw_as_declared(var, value))
     return resolved
+
+
+def _raw_as_declared(var: Var, value):
+    """Raw bytes read as the parameter's dtype: ``np.savez`` keeps bfloat16 / float8 arrays
+    (ml_dtypes) as untyped void items, which load back as ``V2`` / ``V1``."""
+    sinfo = var.struct_info
+    if not (isinstance(value, np.ndarray) and value.dtype.kind == "V" and value.dtype.names
+            is None and isinstance(sinfo, TensorStructInfo) and sinfo.dtype != "void"):
+        return value
+    from ...tir.interp import np_dtype
+
+    declared = np_dtype(sinfo.dtype)
+    return value.view(declared) if declared.itemsize == value.dtype.itemsize else value
 
 
 def _param_by_name(by_name: dict, name: str) -> Var:

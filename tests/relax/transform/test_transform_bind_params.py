@@ -133,3 +133,26 @@ def test_empty_binding_is_a_no_op_and_bound_params_are_gone():
     once = BindParams("main", {"w": W})(mod)
     with pytest.raises(ValidationError, match="no parameter named 'w'"):
         BindParams("main", {"w": W})(once)
+
+
+def test_bfloat16_weights_saved_by_np_savez_bind_as_bfloat16(tmp_path):
+    """np.savez keeps ml_dtypes arrays as untyped void items (V2 for bfloat16): bound to a
+    bfloat16 parameter they are read as bfloat16, bit for bit; a float32 one still refuses."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    w = np.array([[1.5, -2.0], [0.25, 3.0]], dtype=ml_dtypes.bfloat16)
+    np.savez(tmp_path / "w.npz", w=w)
+    with np.load(tmp_path / "w.npz", allow_pickle=False) as data:
+        raw = data["w"]
+    assert raw.dtype.kind == "V" and raw.dtype.itemsize == 2
+    x, wv = _tensor("x", (2, 2), "bfloat16"), _tensor("w", (2, 2), "bfloat16")
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, wv], attrs={"num_input": 1}):
+        with bb.dataflow():
+            gv = bb.emit_output(op.add(x, wv))
+        bb.emit_func_output(gv)
+    bound = BindParams("main", {"w": raw})(bb.get())
+    (const,) = [b.value.args[1] for b in _bindings(bound)]
+    assert const.data.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(const.data.astype(np.float32), w.astype(np.float32))
+    with pytest.raises(ShapeError, match="expects dtype float32"):
+        BindParams("main", {"w": raw})(_linear())  # 2-byte items are no float32
