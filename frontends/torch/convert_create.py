@@ -330,4 +330,7 @@ FUNCTIONS = {
 ATEN = {
     "_to_copy": to_copy, "to": aten_to, "sort.stable": aten_sort_stable,
     "linalg_vector_norm": linalg_vector_norm,
+    # aten.var.default(self, unbiased): the functional form has dim second
+    "var.default": lambda ctx, input, unbiased=True: var(ctx, input, None, unbiased),
+    "std.default": lambda ctx, input, unbiased=True: std(ctx, input, None, unbiased),
 }

@@ -164,6 +164,12 @@ def rsub(ctx, input, other, alpha=1):
     return binary(ctx, "subtract", other, input)
 
 
+def threshold(ctx, input, threshold, value, inplace=False):
+    """x where x > threshold, else value (``nn.Threshold``)."""
+    above = binary(ctx, "greater", input, threshold)
+    return ctx.emit(relax.op.where(above, input, relax.const(value, dtype_of(input))))
+
+
 def addcmul(ctx, input, tensor1, tensor2, *, value=1):
     """input + value * tensor1 * tensor2 (ConvNeXt-V2's global response norm)."""
     product = binary(ctx, "multiply", tensor1, tensor2)
@@ -417,7 +423,7 @@ FUNCTIONS = {
     "dropout3d": identity, "alpha_dropout": identity, "feature_alpha_dropout": identity,
     "contiguous": identity, "clone": identity, "detach": identity, "alias": identity,
     "lift_fresh_copy": identity, "requires_grad_": identity, "cpu": identity,
-    "addcmul": addcmul, "addcdiv": addcdiv,
+    "addcmul": addcmul, "addcdiv": addcdiv, "threshold": threshold, "_threshold": threshold,
 }
 
 # ATen overloads whose positional arguments differ from the functional forms.

@@ -375,6 +375,11 @@ def upsample_nearest(ctx, input, output_size=None, scale_factors=None, *scales):
     return interpolate(ctx, input, output_size, scale_factors, "nearest")
 
 
+def upsample_nearest_exact(ctx, input, output_size=None, scale_factors=None, *scales):
+    """``aten._upsample_nearest_exact*d.vec``: interpolate(mode="nearest-exact")."""
+    return interpolate(ctx, input, output_size, scale_factors, "nearest-exact")
+
+
 def upsample_linear(mode: str):
     def convert(ctx, input, output_size=None, align_corners=False, scale_factors=None,
                 *scales):
@@ -528,6 +533,7 @@ ATEN = {
     "_native_batch_norm_legit_no_training": native_batch_norm_no_training,
     "native_layer_norm": native_layer_norm, "constant_pad_nd": constant_pad_nd,
     "upsample_nearest1d": upsample_nearest, "upsample_nearest2d": upsample_nearest,
+    **{f"_upsample_nearest_exact{d}d": upsample_nearest_exact for d in (1, 2, 3)},
     "upsample_nearest3d": upsample_nearest, "upsample_bilinear2d": upsample_linear("bilinear"),
     "upsample_linear1d": upsample_linear("linear"),
     "upsample_trilinear3d": upsample_linear("trilinear"),

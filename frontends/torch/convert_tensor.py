@@ -303,7 +303,15 @@ def getattr_(ctx, obj, name, *default):
         return _ATTRIBUTES[name](ctx, obj)
     if is_tensor(obj):
         raise unsupported(f"tensor attribute {name!r}")
+    if is_tuple(obj) and name in _NAMED_FIELDS:  # torch's (values, indices) results
+        return getitem(ctx, obj, _NAMED_FIELDS[name])
+    if isinstance(obj, relax.Expr):
+        raise unsupported(f"attribute {name!r} of a {type(obj.struct_info).__name__} value")
     return getattr(obj, name, *default)
+
+
+# topk, sort, max / min / median / mode / kthvalue over a dim, cummax: (values, indices)
+_NAMED_FIELDS = {"values": 0, "indices": 1}
 
 
 # --------------------------------------------------------------------------------------------
