@@ -23,8 +23,11 @@ EPILOG = """examples:
   msc run net.py:make_model --input-info "x:N,3,32,32" --dim N=2 --check   # vs torch
   msc run model.onnx --save out/outputs.npz
   msc run model.onnx --check --json | jq .check.ok
+  msc run model.onnx --check --layerwise out/errors.json   # the first node that differs
 --check compares every output with |msc - ref| <= atol + rtol * |ref| and exits 1 when one
-differs; it needs an ONNX model (onnxruntime) or a torch model (torch).
+differs; it needs an ONNX model (onnxruntime) or a torch model (torch). --layerwise (ONNX)
+compares every intermediate tensor too and names the first node whose outputs differ while
+its inputs agree; ERRORS.json gets {ONNX tensor name: max abs error}.
 """
 
 
@@ -37,6 +40,10 @@ def add_arguments(p) -> None:
                         "mismatch")
     options.add_tolerances(p)
     options.add_threads(p)
+    p.add_argument("--layerwise", nargs="?", const="", metavar="ERRORS.json",
+                   help="with --check on an ONNX model: compare every intermediate tensor "
+                        "with onnxruntime and name the first node that differs (optionally "
+                        "write {tensor: max abs error} to ERRORS.json)")
     p.add_argument("--save", metavar="FILE.npz",
                    help="write the outputs to an .npz keyed by output name")
     p.add_argument("--force", action="store_true", help="replace an existing --save file")
@@ -80,6 +87,7 @@ def _check_save(args) -> None:
 def run(args) -> int:
     if args.save:
         _check_save(args)
+    _check_layerwise(args)
     with Stages("msc run", ["load", "build", "run"]) as stage:
         stage("load")
         model = open_model(args.model, options.input_info(args))
@@ -108,8 +116,32 @@ def run(args) -> int:
         rows = compare(outputs, reference(arrays), names, args.atol, args.rtol)
         report["check"] = {"reference": reference_name(model), "atol": args.atol,
                            "rtol": args.rtol, "ok": all(r["ok"] for r in rows), "outputs": rows}
+    if args.layerwise is not None:
+        report["layerwise"] = _layerwise(args, model, arrays)
     print(json.dumps(report, indent=2) if args.json else _text(report, args.save))
     return 0 if report.get("check", {"ok": True})["ok"] else 1
+
+
+def _check_layerwise(args) -> None:
+    if args.layerwise is None:
+        return
+    if not args.check or not args.model.lower().endswith(".onnx"):
+        raise ValidationError("--layerwise compares an ONNX model with onnxruntime: give an "
+                              ".onnx model and --check", file=args.model,
+                              hint="export a torch model with torch.onnx.export first")
+    if args.layerwise:
+        check_writable([args.layerwise], input_files(args.model), args.force)
+
+
+def _layerwise(args, model, arrays: dict) -> dict:
+    from .layerwise import layerwise
+
+    report = layerwise(model.path, arrays, args.atol, args.rtol, args.threads)
+    if args.layerwise:
+        from ..graph.files import write_atomic
+
+        write_atomic(args.layerwise, json.dumps(report["errors"], indent=1) + "\n")
+    return report
 
 
 def _text(report: dict, saved: str | None) -> str:
@@ -124,4 +156,8 @@ def _text(report: dict, saved: str | None) -> str:
                      f"rtol {check['rtol']:g}):")
         lines += ["  " + _check_line(row) for row in check["outputs"]]
         lines.append("PASS" if check["ok"] else "FAIL")
+    if "layerwise" in report:
+        from .layerwise import text_report
+
+        lines.append(text_report(report["layerwise"]))
     return "\n".join(lines)

@@ -1,0 +1,64 @@
+"""`msc run --check --layerwise`: every intermediate tensor of an ONNX model against
+onnxruntime, and the first node whose outputs differ while its inputs agree."""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from msc.cli.main import main
+from msc.frontends.onnx.converters_elementwise import unary
+from msc.frontends.onnx.opset import converter_table
+
+
+def _model(path) -> str:
+    """x -> Conv -> Sigmoid (node "gate") -> Mul x -> Relu -> Add: every value is compared."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Sigmoid", ["c"], ["s"], name="gate"),
+             helper.make_node("Mul", ["s", "x"], ["m"], name="mul"),
+             helper.make_node("Relu", ["m"], ["r"], name="relu"),
+             helper.make_node("Add", ["r", "c"], ["y"], name="add")]
+    info = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "gated", [info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [info("y", TensorProto.FLOAT, [1, 4, 8, 8])], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+def test_every_node_agrees_on_a_correct_conversion(tmp_path, capsys):
+    errors = tmp_path / "errors.json"
+    assert main(["run", _model(tmp_path / "m.onnx"), "--check", "--layerwise", str(errors)]) == 0
+    out = capsys.readouterr().out
+    assert "layerwise: 5 nodes compared" in out and "every node agrees" in out
+    written = json.loads(errors.read_text())
+    assert {"c", "s", "m", "r", "y"} <= set(written) and max(written.values()) < 1e-4
+
+
+def test_a_wrong_converter_is_named_as_the_first_divergence(tmp_path, capsys, monkeypatch):
+    # Sigmoid converted as ReLU: every later node differs too, but only "gate" has inputs
+    # that agree
+    monkeypatch.setitem(converter_table(), "Sigmoid", {1: unary("nn.relu")})
+    model = _model(tmp_path / "m.onnx")
+    assert main(["run", model, "--check", "--layerwise", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)["layerwise"]
+    assert report["first"]["node"] == "gate" and report["first"]["op"] == "Sigmoid"
+    assert report["first"]["inputs_ok"] and not report["first"]["ok"]
+    assert [r["node"] for r in report["nodes"] if not r["ok"]] == ["gate", "mul", "relu", "add"]
+    assert report["errors"]["c"] < 1e-4 and report["errors"]["s"] > 0.1
+    assert main(["run", model, "--check", "--layerwise"]) == 1
+    assert "first divergence: node 'gate' (Sigmoid)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--layerwise"], ["--check", "--layerwise", "x.json"]])
+def test_layerwise_needs_check_and_an_onnx_model(tmp_path, capsys, argv):
+    model = _model(tmp_path / "m.onnx")
+    if "x.json" in argv:
+        json_model = tmp_path / "g.json"
+        assert main(["export", model, "-o", str(json_model)]) == 0
+        model = str(json_model)
+    assert main(["run", model, *argv]) == 2
+    assert "--layerwise compares an ONNX model" in capsys.readouterr().err
