@@ -90,7 +90,7 @@ def model_explorer_open_s(exe: str, graph_json: str, driver, nodes: int) -> floa
 
 
 def screenshot(path: str) -> None:
-    """The README's picture: resnet50, a search hit opened in its block, its details shown."""
+    """The viewer page's picture (docs/viewer.md): resnet50, a search hit opened in its block, its details shown."""
     graph, weights = from_onnx(RESNET50)
     driver = start_chromium(1400, 1100)
     with tempfile.TemporaryDirectory() as out:
@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--flat-sizes", default="300,1000,3000",
                         help="box counts for the one-level grandalf timing")
     parser.add_argument("--screenshot", metavar="PNG",
-                        help="only write the README's screenshot of resnet50 to PNG")
+                        help="only write docs/viewer.md's screenshot of resnet50 to PNG")
     args = parser.parse_args()
     missing = browser_missing()
     if missing:

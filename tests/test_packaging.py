@@ -9,6 +9,7 @@ ahead of the installed wheel here, and msc's CLI must still prune and quantize.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -26,12 +27,17 @@ ROOT = Path(__file__).resolve().parent
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    build = tmp_path_factory.mktemp("build")  # the source tree stays clean (no build/ in it)
+    """The wheel, built from a copy of the sources: setuptools writes build/ and *.egg-info
+    next to them, and the checkout must stay as it is (other tests compare it)."""
+    out, source = tmp_path_factory.mktemp("wheel"), tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "setup.py", "README.md"):
+        shutil.copy2(ROOT.parent / name, source / name)
+    for name in ("msc", "frontends", "codegen", "compression"):
+        shutil.copytree(ROOT.parent / name, source / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "--disable-pip-version-check", "-q", "-w", str(out), str(ROOT.parent)],
-                   check=True, capture_output=True, text=True, timeout=300,
-                   env={**os.environ, "TMPDIR": str(build)})
+                    "--disable-pip-version-check", "-q", "-w", str(out), str(source)],
+                   check=True, capture_output=True, text=True, timeout=300)
     (path,) = out.glob("msc-*.whl")
     return path
 

@@ -11,7 +11,7 @@ bins there is a single candidate, the whole range: onnxruntime's default Entropy
 Why msc follows it instead of TensorRT's |x| search (kept as ``entropy_trt``): on the zoo
 with random weights the 2048-bin KL searches (TensorRT's, or this one with more bins) clip
 activations that the next layers need and lose 2-11 dB of output SQNR against MinMax
-(benchmarks/quantize.py; see the README table), while the KL criterion never looks at the
+(benchmarks/quantize.py; see docs/compression.md), while the KL criterion never looks at the
 output error. ``entropy_bins`` (default 128, as onnxruntime) opens the search when wanted.
 
 msc's Observer keeps |x| histograms per sign (``observers.py``); the signed histogram is the
