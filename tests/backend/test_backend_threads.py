@@ -413,3 +413,28 @@ def test_llvm_crashes_stay_isolated_while_the_worker_pool_lives(tmp_path, monkey
     func = legalize_call(build_call("exp", [np.zeros(5, "float32")]))
     with pytest.raises(BuildError, match="LLVM crashed"):
         compile_prim_func(func, jit=jit)
+
+
+def test_tqdm_monitor_does_not_turn_the_isolated_compile_off():
+    """torch.export's decompositions leave tqdm's monitor thread alive; it never calls LLVM,
+    so compiles stay forked beside it. Any other live thread still turns the fork off."""
+    import tqdm
+
+    from msc.backend.tir.compile import _foreign_threads
+
+    bar = tqdm.tqdm(range(3), disable=True)  # starts the monitor (monitor_interval 10 s)
+    try:
+        assert any(t.name == "tqdm_monitor" for t in threading.enumerate())
+        assert not _foreign_threads() or any(
+            not t.name.startswith((threads.WORKER_PREFIX, "tqdm_monitor"))
+            for t in threading.enumerate() if t is not threading.current_thread())
+        stop = threading.Event()
+        other = threading.Thread(target=stop.wait, name="user-thread")
+        other.start()
+        try:
+            assert _foreign_threads()
+        finally:
+            stop.set()
+            other.join()
+    finally:
+        bar.close()

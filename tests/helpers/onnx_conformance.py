@@ -400,12 +400,18 @@ def run_suite(cases: list, runners=("msc",), workers: int = 2, timeout: float = 
     ctx = multiprocessing.get_context("fork")
     todo, results = deque(range(len(cases))), {}
     slots = [_Slot(ctx, tuple(runners)) for _ in range(max(1, workers))]
+    # a bar on a terminal (the benchmark), nothing under pytest or in a pipe (msc.progress)
+    from msc.progress import progress
+
     try:
-        while todo or any(s.index is not None for s in slots):
-            for slot in slots:
-                if slot.index is None and todo:
-                    slot.give(todo.popleft())
-            _collect(slots, cases, results, runners, timeout, ctx)
+        with progress(total=len(cases), desc="onnx node suite", unit="case") as bar:
+            while todo or any(s.index is not None for s in slots):
+                for slot in slots:
+                    if slot.index is None and todo:
+                        slot.give(todo.popleft())
+                done = len(results)
+                _collect(slots, cases, results, runners, timeout, ctx)
+                bar.update(len(results) - done)
     finally:
         for slot in slots:
             if slot.proc.is_alive() and slot.index is None:

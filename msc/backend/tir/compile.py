@@ -73,10 +73,16 @@ def compile_prim_func(func: PrimFunc, *, jit: JIT | None = None) -> CompiledPrim
         return _memo.setdefault(key, compiled)
 
 
+# Threads that never call LLVM, so a child forked beside them cannot hang on its locks:
+# msc's kernel workers, and tqdm's monitor (torch.fx's Interpreter, run by torch.export's
+# decompositions, starts one and leaves it alive for the rest of the process).
+_HARMLESS_THREADS = (WORKER_PREFIX, "tqdm_monitor")
+
+
 def _foreign_threads() -> bool:
-    """Whether threads other than this one and msc's kernel workers are alive."""
+    """Whether threads other than this one, msc's kernel workers and tqdm's monitor live."""
     others = [t for t in threading.enumerate() if t is not threading.current_thread()]
-    return any(not t.name.startswith(WORKER_PREFIX) for t in others)
+    return any(not t.name.startswith(_HARMLESS_THREADS) for t in others)
 
 
 def _optimize_isolated(jit: JIT, text: str, symbol: str, name: str) -> None:
