@@ -25,9 +25,10 @@ EPILOG = """examples:
   msc run model.onnx --check --json | jq .check.ok
   msc run model.onnx --check --layerwise out/errors.json   # the first node that differs
 --check compares every output with |msc - ref| <= atol + rtol * |ref| and exits 1 when one
-differs; it needs an ONNX model (onnxruntime) or a torch model (torch). --layerwise (ONNX)
-compares every intermediate tensor too and names the first node whose outputs differ while
-its inputs agree; ERRORS.json gets {ONNX tensor name: max abs error}.
+differs; it needs an ONNX model (onnxruntime) or a torch model (torch). --layerwise compares
+every intermediate tensor too (ONNX: every node output, through the user's path; torch: every
+torch.fx node) and names the first node whose outputs differ while its inputs agree;
+ERRORS.json gets {tensor or fx node name: max abs error}.
 """
 
 
@@ -41,9 +42,9 @@ def add_arguments(p) -> None:
     options.add_tolerances(p)
     options.add_threads(p)
     p.add_argument("--layerwise", nargs="?", const="", metavar="ERRORS.json",
-                   help="with --check on an ONNX model: compare every intermediate tensor "
-                        "with onnxruntime and name the first node that differs (optionally "
-                        "write {tensor: max abs error} to ERRORS.json)")
+                   help="with --check: compare every intermediate tensor with onnxruntime "
+                        "(ONNX) or torch (torch.fx nodes) and name the first node that "
+                        "differs (optionally write {name: max abs error} to ERRORS.json)")
     p.add_argument("--save", metavar="FILE.npz",
                    help="write the outputs to an .npz keyed by output name")
     p.add_argument("--force", action="store_true", help="replace an existing --save file")
@@ -125,18 +126,24 @@ def run(args) -> int:
 def _check_layerwise(args) -> None:
     if args.layerwise is None:
         return
-    if not args.check or not args.model.lower().endswith(".onnx"):
-        raise ValidationError("--layerwise compares an ONNX model with onnxruntime: give an "
-                              ".onnx model and --check", file=args.model,
-                              hint="export a torch model with torch.onnx.export first")
+    from .loaders import split_torch_spec
+
+    if not args.check or not (args.model.lower().endswith(".onnx") or
+                              split_torch_spec(args.model)):
+        raise ValidationError("--layerwise compares an ONNX model with onnxruntime or a torch "
+                              "model with torch: give one of them and --check", file=args.model,
+                              hint="msc run model.onnx --check --layerwise")
     if args.layerwise:
         check_writable([args.layerwise], input_files(args.model), args.force)
 
 
 def _layerwise(args, model, arrays: dict) -> dict:
-    from .layerwise import layerwise
+    from .layerwise import layerwise, layerwise_torch
 
-    report = layerwise(model.path, arrays, args.atol, args.rtol, args.threads)
+    if model.kind == "torch":
+        report = layerwise_torch(model.module, arrays, args.atol, args.rtol, args.threads)
+    else:
+        report = layerwise(model.path, arrays, args.atol, args.rtol, args.threads)
     if args.layerwise:
         from ..graph.files import write_atomic
 

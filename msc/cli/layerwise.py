@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import ValidationError
 from .runners import compare
 
-__all__ = ["layerwise", "text_report"]
+__all__ = ["layerwise", "layerwise_torch", "text_report"]
 
 
 def layerwise(path: str, arrays: dict, atol: float, rtol: float,
@@ -43,8 +43,96 @@ def layerwise(path: str, arrays: dict, atol: float, rtol: float,
     errors = {name: float(np.max(np.abs(got[name].astype(np.float64) -
                                         np.asarray(reference[name], np.float64))))
               for name in names if _comparable(got[name], reference[name])}
-    return {"model": path, "atol": atol, "rtol": rtol, "compared": len(names),
+    return {"model": path, "reference": "onnxruntime", "atol": atol, "rtol": rtol,
+            "compared": len(names),
             "ok": all(r["ok"] for r in rows), "first": first, "nodes": rows, "errors": errors}
+
+
+def layerwise_torch(module, arrays: dict, atol: float, rtol: float,
+                    threads: int | None = None) -> dict:
+    """The per-node comparison of a torch module: torch.fx traces it, torch.fx's Interpreter
+    records every node's value, and msc's torch frontend converts the same trace with every
+    node's value as an output (the Relax of from_torch, compiled by msc's backend).
+
+    A model torch.fx cannot trace is refused (from_torch then uses torch.export, whose nodes
+    this compares not yet).
+    """
+    import torch
+
+    from msc import relax
+    from msc.errors import UnsupportedOpError
+    from msc.frontends.torch.common import input_vars, is_tensor
+    from msc.frontends.torch.fx import FxTranslator, trace_fx
+
+    from .runners import flatten
+
+    try:
+        gm = trace_fx(module)
+    except Exception as err:  # noqa: BLE001 - any trace failure is this refusal
+        raise UnsupportedOpError(f"--layerwise traces torch models with torch.fx, which "
+                                 f"cannot trace {type(module).__name__}: {err}",
+                                 hint="export the model to ONNX and run --layerwise on it") \
+            from None
+    tensors = [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays.values()]
+    reference = _fx_values(gm, tensors)
+    translator, names = FxTranslator(gm), []
+
+    def every_value(_):
+        values = []
+        for node, value in translator.env.items():
+            if node.op != "placeholder" and is_tensor(value) and node.name in reference:
+                names.append(node.name)
+                values.append(value)
+        return relax.Tuple(values)
+
+    info = [(list(t.shape), str(t.dtype).removeprefix("torch.")) for t in tensors]
+    mod = translator.translate(gm.graph, input_vars(info), every_value)  # weights: constants
+    vm = relax.VirtualMachine(relax.build(mod), relax.cpu(), num_threads=threads)
+    got = dict(zip(names, flatten(vm["main"](*[t.numpy() for t in tensors]))))
+    rows, first = [], None
+    for node in gm.graph.nodes:
+        if node.name not in got:
+            continue
+        row = {"node": node.name, "op": _fx_op(node), **_fx_row(node, got, reference, atol,
+                                                                  rtol)}
+        rows.append(row)
+        if first is None and not row["ok"] and row["inputs_ok"]:
+            first = row
+    errors = {n: float(np.max(np.abs(got[n].astype(np.float64) - reference[n])))
+              for n in got if _comparable(got[n], reference[n])}
+    return {"model": type(module).__name__, "reference": "torch", "atol": atol, "rtol": rtol,
+            "compared": len(got),
+            "ok": all(r["ok"] for r in rows), "first": first, "nodes": rows, "errors": errors}
+
+
+def _fx_values(gm, tensors: list) -> dict:
+    import torch
+
+    values: dict = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, node):
+            out = super().run_node(node)
+            if isinstance(out, torch.Tensor):
+                values[node.name] = out.detach().numpy().astype(out.numpy().dtype, copy=True)
+            return out
+
+    with torch.inference_mode():
+        Recorder(gm).run(*tensors)
+    return values
+
+
+def _fx_op(node) -> str:
+    if node.op == "call_module":
+        return f"module {node.target}"
+    return getattr(node.target, "__name__", str(node.target))
+
+
+def _fx_row(node, got: dict, reference: dict, atol: float, rtol: float) -> dict:
+    outputs = _rows([node.name], got, reference, atol, rtol)
+    inputs = _rows([a.name for a in node.all_input_nodes], got, reference, atol, rtol)
+    return {"ok": all(r["ok"] for r in outputs), "inputs_ok": all(r["ok"] for r in inputs),
+            "outputs": outputs, "inputs": inputs}
 
 
 def _with_every_output(model):
@@ -128,7 +216,7 @@ def _rows(names, got: dict, reference: dict, atol: float, rtol: float) -> list[d
 
 def text_report(report: dict) -> str:
     """The first divergence (its inputs' errors and its own), then a count."""
-    lines = [(f"layerwise: {len(report['nodes'])} nodes compared with onnxruntime "
+    lines = [(f"layerwise: {len(report['nodes'])} nodes compared with {report['reference']} "
               f"(atol {report['atol']:g}, rtol {report['rtol']:g})")]
     first = report["first"]
     if first is None:

@@ -62,3 +62,33 @@ def test_layerwise_needs_check_and_an_onnx_model(tmp_path, capsys, argv):
         model = str(json_model)
     assert main(["run", model, *argv]) == 2
     assert "--layerwise compares an ONNX model" in capsys.readouterr().err
+
+
+TORCH_NET = '''
+import torch
+from torch import nn
+
+
+def make_model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                         nn.Conv2d(8, 4, 1)).eval()
+'''
+
+
+def test_torch_layerwise_names_the_fx_node_of_a_wrong_converter(tmp_path, capsys, monkeypatch):
+    from torch import nn
+
+    from msc.frontends.torch import convert_elementwise
+    from msc.frontends.torch.converters import MODULES
+
+    path = tmp_path / "net.py"
+    path.write_text(TORCH_NET)
+    argv = ["run", f"{path}:make_model", "--input-info", "x:1,3,8,8", "--check", "--layerwise"]
+    assert main(argv) == 0
+    assert "4 nodes compared with torch" in capsys.readouterr().out
+    monkeypatch.setitem(MODULES, nn.ReLU, (convert_elementwise.FUNCTIONS["sigmoid"], None))
+    assert main([*argv, "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)["layerwise"]
+    assert report["reference"] == "torch" and report["first"]["op"] == "module 2"
+    assert [r["ok"] for r in report["nodes"]] == [True, True, False, False]
