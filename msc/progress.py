@@ -33,11 +33,13 @@ def enabled() -> bool:
 
 
 def progress(iterable: Iterable | None = None, total: int | None = None, desc: str = "",
-             unit: str = "it"):
+             unit: str = "it", delay: float = 0.0):
     """``tqdm`` over ``iterable`` on stderr, disabled when quiet or not a terminal.
 
     Used as an iterator (``for x in progress(xs, desc="calibrate")``) or, with ``total`` and no
     iterable, as a bar that the caller advances with ``.update(n)`` inside ``with``.
+    ``delay``: seconds before the bar appears, so loops that are usually quick (a small
+    model's import or build) do not flash one.
     """
     return _Bar(iterable, total=total, desc=desc, unit=unit, file=sys.stderr,
-                disable=not enabled(), leave=False, dynamic_ncols=True)
+                disable=not enabled(), leave=False, dynamic_ncols=True, delay=delay)

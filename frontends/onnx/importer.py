@@ -23,6 +23,7 @@ from onnx import external_data_helper, helper, numpy_helper
 from msc import relax
 from msc.errors import MSCError, SerializationError, UnsupportedOpError, ValidationError
 from msc.limits import JointBudget, check_joints
+from msc.progress import progress
 from msc.relax.expr import Expr, TupleGetItem
 from msc.relax.struct_info import TupleStructInfo
 from msc.relax.transform.dead_code_elimination import remove_all_unused
@@ -193,7 +194,7 @@ class OnnxImporter:
                 self._initializers(graph)
                 for name, var in self.tuple_params:
                     self.env[name] = containers.unpack(self.bb, var)
-                for node in graph.node:
+                for node in progress(graph.node, desc="from_onnx", unit="node", delay=1.0):
                     self._convert_node(node)
                 self._raise_problems()
                 outputs = [self._output(v.name) for v in graph.output]

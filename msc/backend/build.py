@@ -33,6 +33,7 @@ from collections import Counter
 import numpy as np
 
 from ..errors import BuildError
+from ..progress import progress
 from ..relax.expr import (
     Call,
     Constant,
@@ -454,7 +455,8 @@ class _Lowerer:
         return (entries, gone) if entries else None
 
     def _resolve(self, program: Program) -> None:
-        for node in program.walk():
+        # each op's kernel: compiled here when the kernel cache is cold (seconds per model)
+        for node in progress(list(program.walk()), desc="relax.build", unit="op", delay=1.0):
             if node.site is None or node.fn is not None:
                 continue
             impl = resolve(node.site, legalize=self.legalize)

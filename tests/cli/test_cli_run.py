@@ -195,3 +195,26 @@ def test_without_onnxruntime(cnn, capsys, monkeypatch):
     assert main(["bench", cnn, "--dim", "N=1", "--repeat", "1", "--min-time", "0.01"]) == 0
     out = capsys.readouterr().out
     assert "onnxruntime is not installed" in out and "\nmsc " in out and "\nonnxruntime " not in out
+
+
+def test_long_api_steps_report_progress(cnn, monkeypatch):
+    """from_onnx's node loop and relax.build's kernel loop go through msc.progress (a bar on a
+    terminal after a second, nothing in CI or under --quiet)."""
+    from msc import progress, relax
+    from msc.frontends.translate import from_onnx
+
+    seen = []
+
+    def recording(iterable=None, total=None, desc="", unit="it", delay=0.0):
+        items = list(iterable)
+        seen.append((desc, len(items), delay))
+        return items
+
+    monkeypatch.setattr(progress, "progress", recording)
+    monkeypatch.setattr("msc.frontends.onnx.importer.progress", recording)
+    monkeypatch.setattr("msc.backend.build.progress", recording)
+    mod, _ = from_onnx(cnn, input_info={"x": [1, 3, 8, 8]}, as_msc=False)
+    relax.build(mod)
+    descs = {desc: (count, delay) for desc, count, delay in seen}
+    assert descs["from_onnx"][0] > 3 and descs["relax.build"][0] > 3
+    assert descs["from_onnx"][1] == descs["relax.build"][1] == 1.0
