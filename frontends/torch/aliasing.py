@@ -78,13 +78,9 @@ def writes_in_place(node, module=None) -> bool:
     if node.op != "call_function":
         return False
     try:
-        params = inspect.signature(node.target).parameters
-    except (TypeError, ValueError):
+        signature = inspect.signature(node.target)
+        if "inplace" not in signature.parameters:
+            return False
+        return signature.bind(*node.args, **node.kwargs).arguments.get("inplace") is True
+    except (TypeError, ValueError):  # no signature (a builtin), or args that do not bind
         return False
-    if "inplace" not in params:
-        return False
-    try:
-        bound = inspect.signature(node.target).bind(*node.args, **node.kwargs)
-    except TypeError:
-        return False
-    return bound.arguments.get("inplace") is True

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ValidationError
-from .runners import compare
+from .runners import compare, msc_runner, onnxruntime_runner
 
 __all__ = ["layerwise", "layerwise_torch", "text_report"]
 
@@ -30,22 +30,12 @@ def layerwise(path: str, arrays: dict, atol: float, rtol: float,
     model = onnx.load(path)
     probed = _with_every_output(model)
     names = [o.name for o in probed.graph.output]
-    reference = dict(zip(names, _run_onnxruntime(probed, arrays, threads)))
-    got = dict(zip(names, _run_msc(probed, arrays, threads)))
-    rows, first = [], None
-    for node in model.graph.node:
-        row = _node_row(node, got, reference, atol, rtol)
-        if row is None:
-            continue
-        rows.append(row)
-        if first is None and not row["ok"] and row["inputs_ok"]:
-            first = row
-    errors = {name: float(np.max(np.abs(got[name].astype(np.float64) -
-                                        np.asarray(reference[name], np.float64))))
-              for name in names if _comparable(got[name], reference[name])}
-    return {"model": path, "reference": "onnxruntime", "atol": atol, "rtol": rtol,
-            "compared": len(names),
-            "ok": all(r["ok"] for r in rows), "first": first, "nodes": rows, "errors": errors}
+    reference = dict(zip(names, onnxruntime_runner(probed.SerializeToString(), threads,
+                                                   path)(arrays)))
+    got = dict(zip(names, _run_msc(probed, path, arrays, threads)))
+    nodes = [(node.name or node.output[0], node.op_type, node.output, node.input)
+             for node in model.graph.node]
+    return _report(path, "onnxruntime", nodes, got, reference, atol, rtol)
 
 
 def layerwise_torch(module, arrays: dict, atol: float, rtol: float,
@@ -89,20 +79,31 @@ def layerwise_torch(module, arrays: dict, atol: float, rtol: float,
     mod = translator.translate(gm.graph, input_vars(info), every_value)  # weights: constants
     vm = relax.VirtualMachine(relax.build(mod), relax.cpu(), num_threads=threads)
     got = dict(zip(names, flatten(vm["main"](*[t.numpy() for t in tensors]))))
-    rows, first = [], None
-    for node in gm.graph.nodes:
-        if node.name not in got:
-            continue
-        row = {"node": node.name, "op": _fx_op(node), **_fx_row(node, got, reference, atol,
-                                                                  rtol)}
-        rows.append(row)
-        if first is None and not row["ok"] and row["inputs_ok"]:
-            first = row
-    errors = {n: float(np.max(np.abs(got[n].astype(np.float64) - reference[n])))
-              for n in got if _comparable(got[n], reference[n])}
-    return {"model": type(module).__name__, "reference": "torch", "atol": atol, "rtol": rtol,
-            "compared": len(got),
-            "ok": all(r["ok"] for r in rows), "first": first, "nodes": rows, "errors": errors}
+    nodes = [(node.name, _fx_op(node), [node.name], [a.name for a in node.all_input_nodes])
+             for node in gm.graph.nodes if node.name in got]
+    return _report(type(module).__name__, "torch", nodes, got, reference, atol, rtol)
+
+
+def _report(model: str, who: str, nodes: list, got: dict, reference: dict, atol: float,
+            rtol: float) -> dict:
+    """``nodes``: ``(name, op, output names, input names)`` in graph order. Each node with a
+    compared output is a row; the first whose outputs differ while its inputs agree is the
+    first divergence."""
+    rows = []
+    for name, op, outputs, inputs in nodes:
+        outs = _rows(outputs, got, reference, atol, rtol)
+        if outs:
+            ins = _rows(inputs, got, reference, atol, rtol)
+            rows.append({"node": name, "op": op, "ok": all(r["ok"] for r in outs),
+                         "inputs_ok": all(r["ok"] for r in ins), "outputs": outs,
+                         "inputs": ins})
+    first = next((r for r in rows if not r["ok"] and r["inputs_ok"]), None)
+    errors = {n: float(np.max(np.abs(np.asarray(got[n], np.float64) -
+                                     np.asarray(reference[n], np.float64))))
+              for n in got if _comparable(got[n], reference.get(n))}
+    return {"model": model, "reference": who, "atol": atol, "rtol": rtol,
+            "compared": len(got), "ok": all(r["ok"] for r in rows), "first": first,
+            "nodes": rows, "errors": errors}
 
 
 def _fx_values(gm, tensors: list) -> dict:
@@ -114,7 +115,7 @@ def _fx_values(gm, tensors: list) -> dict:
         def run_node(self, node):
             out = super().run_node(node)
             if isinstance(out, torch.Tensor):
-                values[node.name] = out.detach().numpy().astype(out.numpy().dtype, copy=True)
+                values[node.name] = out.detach().numpy().copy()
             return out
 
     with torch.inference_mode():
@@ -126,13 +127,6 @@ def _fx_op(node) -> str:
     if node.op == "call_module":
         return f"module {node.target}"
     return getattr(node.target, "__name__", str(node.target))
-
-
-def _fx_row(node, got: dict, reference: dict, atol: float, rtol: float) -> dict:
-    outputs = _rows([node.name], got, reference, atol, rtol)
-    inputs = _rows([a.name for a in node.all_input_nodes], got, reference, atol, rtol)
-    return {"ok": all(r["ok"] for r in outputs), "inputs_ok": all(r["ok"] for r in inputs),
-            "outputs": outputs, "inputs": inputs}
 
 
 def _with_every_output(model):
@@ -154,38 +148,15 @@ def _with_every_output(model):
     return copy
 
 
-def _run_onnxruntime(model, arrays: dict, threads: int | None) -> list:
-    try:
-        import onnxruntime as ort
-    except ImportError:
-        raise ValidationError("onnxruntime is not installed",
-                              hint="pip install onnxruntime for --layerwise") from None
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    if threads:
-        options.intra_op_num_threads = threads
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    names = [i.name for i in session.get_inputs()]
-    return session.run(None, dict(zip(names, arrays.values())))
-
-
-def _run_msc(model, arrays: dict, threads: int | None) -> list:
-    import tempfile
-
-    from msc import relax
-    from msc.codegen import to_relax
+def _run_msc(model, path: str, arrays: dict, threads: int | None) -> list:
+    """The probed model through the user's path (``msc run``'s runner)."""
     from msc.frontends.translate import from_onnx
 
-    from .runners import flatten
+    from .loaders import Model
 
     graph, weights = from_onnx(model)
-    with tempfile.TemporaryDirectory() as folder:
-        mod = to_relax(graph, weights, codegen_config={"need_test": False},
-                       build_folder=folder)
-    vm = relax.VirtualMachine(relax.build(mod), relax.cpu(), num_threads=threads)
-    keys = [t.alias or t.name for t in graph.get_inputs()]
-    outputs = flatten(vm["main"](*[arrays[k] for k in keys]))
+    run, _ = msc_runner(Model(path, path, "onnx", graph, weights), threads)
+    outputs = run(arrays)
     if len(outputs) != len(model.graph.output):  # a sequence output: positions unknown
         raise ValidationError(f"msc returned {len(outputs)} tensors for "
                               f"{len(model.graph.output)} outputs", hint="--layerwise compares "
@@ -196,16 +167,6 @@ def _run_msc(model, arrays: dict, threads: int | None) -> list:
 def _comparable(got, want) -> bool:
     return got is not None and want is not None and np.shape(got) == np.shape(want) and \
         np.asarray(want).dtype.kind in "biuf"
-
-
-def _node_row(node, got: dict, reference: dict, atol: float, rtol: float) -> dict | None:
-    outputs = _rows(node.output, got, reference, atol, rtol)
-    if not outputs:
-        return None
-    inputs = _rows(node.input, got, reference, atol, rtol)
-    return {"node": node.name or node.output[0], "op": node.op_type,
-            "ok": all(r["ok"] for r in outputs), "inputs_ok": all(r["ok"] for r in inputs),
-            "outputs": outputs, "inputs": inputs}
 
 
 def _rows(names, got: dict, reference: dict, atol: float, rtol: float) -> list[dict]:

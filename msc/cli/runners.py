@@ -20,7 +20,8 @@ import numpy as np
 
 from ..errors import RuntimeCallError, SerializationError, ValidationError
 
-__all__ = ["check_weights", "compare", "msc_runner", "reference_name", "reference_runner"]
+__all__ = ["check_weights", "compare", "msc_runner", "onnxruntime_runner", "reference_name",
+           "reference_runner"]
 
 # The reference runtime of each model kind (``msc run --check``, ``msc bench``).
 REFERENCES = {"onnx": "onnxruntime", "torch": "torch"}
@@ -90,7 +91,9 @@ def _reporting(run, who: str, spec: str):
     return call
 
 
-def _onnxruntime(path: str, threads: int | None):
+def onnxruntime_runner(source, threads: int | None, file: str | None = None):
+    """onnxruntime on ``source`` (an .onnx path or a serialized model; ``file`` names it in
+    errors) as ``fn(arrays) -> outputs``, inputs in the graph's order."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -101,9 +104,10 @@ def _onnxruntime(path: str, threads: int | None):
     if threads:
         options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
     try:
-        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     except Exception as err:  # noqa: BLE001 - ORT's own types: the reference cannot load it
-        raise RuntimeCallError(f"onnxruntime cannot load the model: {err}", file=path) from None
+        raise RuntimeCallError(f"onnxruntime cannot load the model: {err}",
+                               file=file or str(source)) from None
     names = [i.name for i in session.get_inputs()]  # ONNX names, in the graph's input order
     return lambda arrays: session.run(None, dict(zip(names, arrays.values())))
 
@@ -124,7 +128,7 @@ def _torch(module, threads: int | None):
     return run
 
 
-_REFERENCE_RUNNERS = {"onnx": lambda model, threads: _onnxruntime(model.path, threads),
+_REFERENCE_RUNNERS = {"onnx": lambda model, threads: onnxruntime_runner(model.path, threads),
                       "torch": lambda model, threads: _torch(model.module, threads)}
 
 

@@ -82,20 +82,11 @@ def ci_subset(cases: list) -> list:
 # Evaluators.
 
 def run_msc(model, inputs: list) -> list:
-    """msc's whole path on one model."""
-    from msc import relax
+    """msc's internal path on one model: from_onnx(as_msc=False) -> relax.build -> VM."""
     from msc.frontends.onnx.api import from_onnx
 
-    inits = {t.name for t in model.graph.initializer}
-    names = [v.name for v in model.graph.input if v.name not in inits]
-    # Sequence inputs are specialized to the element shapes given; a None optional is absent.
-    info = {n: (None if v is None else [list(np.shape(x)) for x in v])
-            for n, v in zip(names, inputs) if not _is_tensor(v)}
-    mod, _ = from_onnx(model, input_info=info or None, as_msc=False)
-    vm = relax.VirtualMachine(relax.build(mod, target="llvm"), relax.cpu())
-    args = [tuple(np.asarray(x) for x in v) if isinstance(v, list) else v
-            for v in inputs if v is not None]
-    out = vm["main"](*args)
+    mod, _ = from_onnx(model, input_info=_container_info(model, inputs), as_msc=False)
+    out = _run_vm(mod, inputs)
     outs = list(out) if len(model.graph.output) > 1 else [out]
     return [_msc_value(o) for o in outs]
 
@@ -105,23 +96,33 @@ def run_msc_user(model, inputs: list) -> list:
     executed) -> relax.build -> VM, outputs regrouped by the graph's output kinds."""
     import tempfile
 
-    from msc import relax
     from msc.codegen import to_relax
     from msc.frontends.onnx.api import from_onnx
 
+    graph, weights = from_onnx(model, input_info=_container_info(model, inputs))
+    with tempfile.TemporaryDirectory(prefix="msc_conformance_") as folder:
+        mod = to_relax(graph, weights, build_folder=folder)
+    out = _run_vm(mod, inputs)
+    flat = [_msc_value(o) for o in (out if isinstance(out, (tuple, list)) else [out])]
+    return _regroup(graph, flat)
+
+
+def _container_info(model, inputs: list) -> dict | None:
+    """input_info for the sequence / optional inputs: a sequence is specialized to the element
+    shapes given, a None optional is absent."""
     inits = {t.name for t in model.graph.initializer}
     names = [v.name for v in model.graph.input if v.name not in inits]
     info = {n: (None if v is None else [list(np.shape(x)) for x in v])
             for n, v in zip(names, inputs) if not _is_tensor(v)}
-    graph, weights = from_onnx(model, input_info=info or None)
-    with tempfile.TemporaryDirectory(prefix="msc_conformance_") as folder:
-        mod = to_relax(graph, weights, build_folder=folder)
+    return info or None
+
+
+def _run_vm(mod, inputs: list):
+    from msc import relax
+
     vm = relax.VirtualMachine(relax.build(mod, target="llvm"), relax.cpu())
-    args = [tuple(np.asarray(x) for x in v) if isinstance(v, list) else v
-            for v in inputs if v is not None]
-    out = vm["main"](*args)
-    flat = [_msc_value(o) for o in (out if isinstance(out, (tuple, list)) else [out])]
-    return _regroup(graph, flat)
+    return vm["main"](*[tuple(np.asarray(x) for x in v) if isinstance(v, list) else v
+                        for v in inputs if v is not None])
 
 
 def _regroup(graph, flat: list) -> list:

@@ -242,11 +242,11 @@ def _cases() -> dict:
         "F.conv2d": fn(lambda x: F.conv2d(x, torch.ones(4, 3, 3, 3) / 27, None, 1, 1), X4,
                        tvm=""),
         # ---- normalization ----------------------------------------------------------------
-        "nn.BatchNorm1d": mod(lambda: _bn(nn.BatchNorm1d(4)), X3, tvm=""),
-        "nn.BatchNorm1d_2d": mod(lambda: _bn(nn.BatchNorm1d(8)), X2, tvm=""),
-        "nn.BatchNorm2d": mod(lambda: _bn(nn.BatchNorm2d(3)), X4, tvm="ops",
+        "nn.BatchNorm1d": mod(lambda: bn_stats(nn.BatchNorm1d(4)), X3, tvm=""),
+        "nn.BatchNorm1d_2d": mod(lambda: bn_stats(nn.BatchNorm1d(8)), X2, tvm=""),
+        "nn.BatchNorm2d": mod(lambda: bn_stats(nn.BatchNorm2d(3)), X4, tvm="ops",
                               note="TVM emits training=True"),
-        "nn.BatchNorm3d": mod(lambda: _bn(nn.BatchNorm3d(2)), f(2, 2, 4, 4, 4), tvm=""),
+        "nn.BatchNorm3d": mod(lambda: bn_stats(nn.BatchNorm3d(2)), f(2, 2, 4, 4, 4), tvm=""),
         "nn.LayerNorm": mod(lambda: nn.LayerNorm(16), X3),
         "nn.LayerNorm_2d": mod(lambda: nn.LayerNorm([8, 8]), X4),
         "nn.LayerNorm_noaffine": mod(lambda: nn.LayerNorm(16, elementwise_affine=False), X3,
@@ -452,7 +452,7 @@ def _cases() -> dict:
         "F.cross_entropy": fn(lambda x, t: F.cross_entropy(x, t), f(4, 5), i(4, high=5),
                               dyn=False),
         # ---- whole blocks -----------------------------------------------------------------
-        "block.conv_bn_relu": custom(lambda: _bn(nn.Sequential(
+        "block.conv_bn_relu": custom(lambda: bn_stats(nn.Sequential(
             nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))), X4, tvm="ops"),
         "block.residual": custom(_Residual, X4),
@@ -466,10 +466,10 @@ def _iadd(x, y):
     return x * 2
 
 
-def _bn(m: nn.Module) -> nn.Module:
-    """Give batch norms non-trivial running statistics."""
+def bn_stats(m: nn.Module) -> nn.Module:
+    """Give batch norms (those that track them) non-trivial running statistics."""
     for sub in m.modules():
-        if isinstance(sub, nn.modules.batchnorm._BatchNorm):
+        if isinstance(sub, nn.modules.batchnorm._BatchNorm) and sub.running_mean is not None:
             sub.running_mean.uniform_(-1, 1)
             sub.running_var.uniform_(0.5, 2)
     return m

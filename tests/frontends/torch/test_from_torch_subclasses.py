@@ -18,6 +18,7 @@ from msc import relax
 from msc.codegen import to_relax
 from msc.errors import UnsupportedOpError
 from msc.frontends.torch.api import from_torch
+from tests.helpers.torch_cases import Fn, bn_stats
 
 
 class BatchNormAct2d(nn.BatchNorm2d):
@@ -82,12 +83,6 @@ class Block(nn.Module):
         return self.body(self.pre(x))
 
 
-def _stats(bn):
-    bn.running_mean.uniform_(-0.5, 0.5)
-    bn.running_var.uniform_(0.5, 2.0)
-    return bn
-
-
 class InplaceAlias(nn.Module):
     """``z = relu_(y)`` then ``y + z``: y is z afterwards, in torch."""
 
@@ -101,18 +96,9 @@ class InplaceAlias(nn.Module):
         return y + z
 
 
-class Lambda(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
-
-
 CASES = {
-    "BatchNormAct2d": lambda: Block(_stats(BatchNormAct2d(4))),
-    "BatchNormAct2d_silu": lambda: Block(_stats(BatchNormAct2d(4, nn.SiLU, eps=1e-3))),
+    "BatchNormAct2d": lambda: Block(BatchNormAct2d(4)),
+    "BatchNormAct2d_silu": lambda: Block(BatchNormAct2d(4, nn.SiLU, eps=1e-3)),
     "Conv2dSame": lambda: Conv2dSame(4, 8, 3, stride=2),
     "Conv2dSame_depthwise": lambda: Conv2dSame(4, 4, 5, stride=2, groups=4),
     "ScaledStdConv2d": lambda: ScaledStdConv2d(4, 8, 3),
@@ -120,19 +106,19 @@ CASES = {
     "Configured": Configured,
     "relu_inplace_module_alias": lambda: InplaceAlias(False),
     "relu_inplace_functional_alias": lambda: InplaceAlias(True),
-    "addcmul": lambda: Lambda(lambda x: torch.addcmul(x, x.sin(), x.cos(), value=0.5)),
-    "addcdiv": lambda: Lambda(lambda x: torch.addcdiv(x, x.sin(), x.cos().abs() + 1, value=2)),
-    "grn": lambda: Lambda(lambda x: torch.addcmul(x, x, F.normalize(x, dim=1))),
-    "adaptive_avg_pool_none": lambda: Lambda(lambda x: F.adaptive_avg_pool2d(x, (1, None))),
-    "normalize_p1": lambda: Lambda(lambda x: F.normalize(x, p=1.0, dim=2)),
+    "addcmul": lambda: Fn(lambda x: torch.addcmul(x, x.sin(), x.cos(), value=0.5)),
+    "addcdiv": lambda: Fn(lambda x: torch.addcdiv(x, x.sin(), x.cos().abs() + 1, value=2)),
+    "grn": lambda: Fn(lambda x: torch.addcmul(x, x, F.normalize(x, dim=1))),
+    "adaptive_avg_pool_none": lambda: Fn(lambda x: F.adaptive_avg_pool2d(x, (1, None))),
+    "normalize_p1": lambda: Fn(lambda x: F.normalize(x, p=1.0, dim=2)),
     "instance_norm_affine": lambda: nn.InstanceNorm2d(4, affine=True),
-    "softmax_float64": lambda: Lambda(lambda x: F.softmax(x, dim=1, dtype=torch.float64)),
-    "meshgrid_xy": lambda: Lambda(lambda x: sum(torch.meshgrid(x[0, 0, 0], x[0, 1, :, 0],
+    "softmax_float64": lambda: Fn(lambda x: F.softmax(x, dim=1, dtype=torch.float64)),
+    "meshgrid_xy": lambda: Fn(lambda x: sum(torch.meshgrid(x[0, 0, 0], x[0, 1, :, 0],
                                                                indexing="xy"))),
-    "meshgrid_ij": lambda: Lambda(lambda x: torch.stack(torch.meshgrid(
+    "meshgrid_ij": lambda: Fn(lambda x: torch.stack(torch.meshgrid(
         x[0, 0, 0], x[0, 1, :3, 0], indexing="ij")).sum(0)),
     "weight_norm": lambda: nn.utils.parametrizations.weight_norm(nn.Conv2d(4, 8, 3), dim=0),
-    "hardswish_se": lambda: Lambda(lambda x: F.hardswish(x) * F.hardsigmoid(x.mean((2, 3),
+    "hardswish_se": lambda: Fn(lambda x: F.hardswish(x) * F.hardsigmoid(x.mean((2, 3),
                                                                                True))),
 }
 
@@ -158,10 +144,7 @@ def _run(model, via):
 @pytest.mark.parametrize("name", list(CASES))
 def test_block_equals_torch_eager(name, via):
     torch.manual_seed(0)
-    model = CASES[name]()
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            _stats(m)
+    model = bn_stats(CASES[name]())
     got, want = _run(_init(model) if name != "BatchNormAct2d" else model.eval(), via)
     assert got.shape == want.shape and got.dtype == want.dtype
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * max(np.abs(want).max(), 1e-6))
@@ -174,7 +157,7 @@ def test_a_subclass_that_only_configures_stays_one_joint():
 
 def test_subclass_overriding_forward_is_not_converted_as_its_base():
     # fx traces into it (BatchNorm2d's own forward then stops fx; export takes over)
-    graph, _ = from_torch(_init(Block(_stats(BatchNormAct2d(4)))), [((1, 4, 8, 8), "float32")])
+    graph, _ = from_torch(_init(Block(bn_stats(BatchNormAct2d(4)))), [((1, 4, 8, 8), "float32")])
     assert "clip" in graph.inspect()["nodes"]  # the ReLU6 inside its forward
     graph, _ = from_torch(_init(LayerNorm2d(4)), [((1, 4, 8, 8), "float32")], via="fx")
     assert graph.inspect()["nodes"].get("permute_dims") == 2
@@ -197,10 +180,10 @@ def test_inplace_write_through_a_view_is_refused_by_fx_and_exact_through_export(
 @pytest.mark.parametrize("mode", ["nearest", "bilinear"])
 @pytest.mark.parametrize("via", ["fx", "export"])
 def test_interpolate_with_a_fractional_output_is_refused(mode, via):
-    model = Lambda(lambda x: F.interpolate(x, scale_factor=1.5, mode=mode))
+    model = Fn(lambda x: F.interpolate(x, scale_factor=1.5, mode=mode))
     with pytest.raises(UnsupportedOpError, match="recompute_scale_factor"):
         from_torch(model, [((1, 4, 15, 15), "float32")], via=via)
-    recomputed = Lambda(lambda x: F.interpolate(x, scale_factor=1.5, mode=mode,
+    recomputed = Fn(lambda x: F.interpolate(x, scale_factor=1.5, mode=mode,
                                                 recompute_scale_factor=True))
     got, want = _run(recomputed, via)
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)

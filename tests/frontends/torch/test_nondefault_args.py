@@ -13,29 +13,12 @@ from torch import nn
 from msc import relax
 from msc.codegen import to_relax
 from msc.frontends.torch.api import from_torch
-
-
-class Fn(nn.Module):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, x):
-        return self.fn(x)
-
-
-def _bn(**kw):
-    bn = nn.BatchNorm2d(4, **kw)
-    if bn.running_mean is not None:
-        bn.running_mean.uniform_(-1, 1)
-        bn.running_var.uniform_(0.2, 2)
-    return bn
-
+from tests.helpers.torch_cases import Fn, bn_stats
 
 CASES = {
-    "batch_norm_eps_momentum": lambda: _bn(eps=0.3, momentum=0.01),
-    "batch_norm_affine_false": lambda: _bn(affine=False, eps=0.1),
-    "batch_norm_no_running_stats": lambda: _bn(track_running_stats=False),
+    "batch_norm_eps_momentum": lambda: bn_stats(nn.BatchNorm2d(4, eps=0.3, momentum=0.01)),
+    "batch_norm_affine_false": lambda: bn_stats(nn.BatchNorm2d(4, affine=False, eps=0.1)),
+    "batch_norm_no_running_stats": lambda: nn.BatchNorm2d(4, track_running_stats=False),
     "F.batch_norm_eps": lambda: Fn(lambda x: F.batch_norm(
         x, torch.linspace(-1, 1, 4), torch.linspace(0.5, 2, 4), eps=0.25)),
     "layer_norm_eps_no_bias": lambda: nn.LayerNorm(15, eps=0.5, bias=False),
