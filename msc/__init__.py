@@ -11,23 +11,35 @@ from . import errors
 
 __version__ = "0.1.0"
 __all__ = [
+    "IRModule",
     "MSCGraph",
     "MSCJoint",
     "MSCPrim",
     "MSCTensor",
     "__version__",
+    "build",
+    "cpu",
+    "device",
     "errors",
+    "get_global_func",
+    "ir",
     "meta_schedule",
     "nd",
+    "register_func",
     "relax",
+    "te",
     "tir",
 ]
 
 # The graph classes and subpackages load on first use so `import msc` stays cheap and
 # `import msc.tir` does not pull in the graph or the IR.
-_LAZY = {"MSCGraph": ".graph", "MSCJoint": ".graph", "MSCPrim": ".graph", "MSCTensor": ".graph"}
+_LAZY = {"MSCGraph": ".graph", "MSCJoint": ".graph", "MSCPrim": ".graph", "MSCTensor": ".graph",
+         # TVM's top-level names, so code written for `import tvm` runs with `import msc as tvm`
+         "IRModule": ".relax.module", "build": ".backend.runtime.library",
+         "cpu": ".backend.runtime.arrays", "device": ".backend.runtime.arrays",
+         "register_func": ".backend.runtime.packed", "get_global_func": ".backend.runtime.packed"}
 _SUBPACKAGES = {"relax", "tir", "graph", "script", "backend", "cli", "nd", "meta_schedule", "s_tir",
-                "frontends", "codegen", "compression"}
+                "frontends", "codegen", "compression", "ir", "te"}
 
 
 def __getattr__(name):

@@ -6,14 +6,28 @@ API: ``tune_tir``, ``tir_integration.compile_tir``, ``relax_integration.tune_rel
     sch = ms.tir_integration.compile_tir(db, mod, "llvm --num-cores=1")
 """
 
-from . import relax_integration, tir_integration
+from . import relax_integration, space_generator, tir_integration
 from .cost_model import GBTModel, RandomModel
 from .database import JSONDatabase, TuningRecord
 from .space import apply_sketch, tunable_blocks
-from .tune import compile_relax, compile_tir, tune_relax, tune_tir
+from .tune import TuneConfig, compile_relax, compile_tir, tune_relax, tune_tir
 
 database = JSONDatabase  # TVM: ms.database.JSONDatabase
 
-__all__ = ["GBTModel", "JSONDatabase", "RandomModel", "TuningRecord", "apply_sketch",
-           "compile_relax", "compile_tir", "database", "relax_integration", "tir_integration",
-           "tunable_blocks", "tune_relax", "tune_tir"]
+__all__ = [
+           "GBTModel",
+           "JSONDatabase",
+           "RandomModel",
+           "TuneConfig",
+           "TuningRecord",
+           "apply_sketch",
+           "compile_relax",
+           "compile_tir",
+           "database",
+           "relax_integration",
+           "space_generator",
+           "tir_integration",
+           "tunable_blocks",
+           "tune_relax",
+           "tune_tir",
+]

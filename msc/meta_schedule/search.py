@@ -62,12 +62,13 @@ class SearchResult:
     seconds: float
 
 
-def sketch_specs(func) -> tuple:
-    """(specs, [analytic decisions]) from the analytic runs of the sketch."""
+def sketch_specs(func, space=None) -> tuple:
+    """(specs, [starting decisions]): from the analytic runs of msc's sketch, or from one
+    sampled run of a user's ``space`` (a function of a Schedule, as ``ScheduleFn`` wraps)."""
     specs, starts = [], []
-    for variant in ANALYTIC:
+    for variant in ANALYTIC if space is None else (None,):
         sch = Schedule(func)
-        apply_sketch(sch, analytic=variant)
+        apply_sketch(sch, analytic=variant) if space is None else space(sch)
         specs, decisions = [], []
         for k, inst in enumerate(sch.trace.insts):
             if inst.kind == "SamplePerfectTile":
@@ -82,11 +83,19 @@ def sketch_specs(func) -> tuple:
     return specs, starts
 
 
-def apply_candidate(func, decisions: list) -> Schedule:
+def apply_candidate(func, decisions: list, space=None) -> Schedule:
     sch = Schedule(func)
     sch.force_decisions(decisions)
-    apply_sketch(sch)
+    (space or apply_sketch)(sch)
     return sch
+
+
+def _fits(specs: list, decisions: list) -> bool:
+    """Whether recorded decisions belong to this design space (a work_dir may hold records
+    of another space of the same function)."""
+    return len(specs) == len(decisions) and all(
+        isinstance(d, list) == (s.kind == "tile") and (s.kind != "tile" or len(d) == s.n)
+        for s, d in zip(specs, decisions))
 
 
 def _sample(rng: random.Random, specs: list) -> list:
@@ -131,21 +140,24 @@ def _decisions_of(trace) -> list:
 class _Search:
     def __init__(self, func, db: JSONDatabase, target: str, cost_model, seed: int,
                  min_repeat_ms: float, name: str, runner: str = "local",
-                 timeout: float = 60.0):
+                 timeout: float = 60.0, space=None):
         self.func, self.db, self.target, self.model = func, db, target, cost_model
+        self.space = space
         self.rng = random.Random(seed)
         self.min_repeat_ms, self.name = min_repeat_ms, name
         self.task = Workload(func, seed)
         self.popen = PopenRunner(self.task, timeout, min_repeat_ms) if runner == "popen" \
             else None
         self.workload = db.commit_workload(func)
-        self.specs, self.starts = sketch_specs(func)
+        self.specs, self.starts = sketch_specs(func, space)
         self.measured: dict = {}   # key -> (decisions, mean secs)
         self.has_baseline = False
         for record in db.records_of(func, target):
             d = _decisions_of(record.trace)
             if not record.trace.insts:  # the untuned function, recorded once
                 self.has_baseline = True
+                continue
+            if not _fits(self.specs, d):
                 continue
             self.measured[_key(d)] = (d, record.mean_secs)
         self.failures = 0
@@ -199,7 +211,7 @@ class _Search:
     def run_one(self, decisions: list) -> float:
         trace, error, secs = None, "", [FAILED]
         try:
-            sch = apply_candidate(self.func, decisions)
+            sch = apply_candidate(self.func, decisions, self.space)
             trace = sch.trace
             secs = self.popen(sch.mod["main"]) if self.popen is not None else \
                 measure(self.task, sch.mod["main"], self.min_repeat_ms, cutoff=self._cutoff())
@@ -218,12 +230,14 @@ class _Search:
 def search(func, db: JSONDatabase, target: str, budget: int, per_iter: int, cost_model,
            seed: int = 0, min_repeat_ms: float = 40.0, name: str = "main",
            time_budget_s: float | None = None, runner: str = "local",
-           timeout: float = 60.0) -> SearchResult:
+           timeout: float = 60.0, space=None) -> SearchResult:
     """Measure up to ``budget`` new candidates of ``func``; the database keeps them all.
     ``runner="popen"`` measures them in a worker process (a crash or a hang of more than
-    ``timeout`` seconds costs one candidate)."""
+    ``timeout`` seconds costs one candidate). ``space``: a function of a Schedule whose
+    sampling instructions define the candidates (default: msc's sketch, ``apply_sketch``)."""
     start = time.perf_counter()
-    s = _Search(func, db, target, cost_model, seed, min_repeat_ms, name, runner, timeout)
+    s = _Search(func, db, target, cost_model, seed, min_repeat_ms, name, runner, timeout,
+                space)
     try:
         return _loop(s, budget, per_iter, start, time_budget_s, func, min_repeat_ms)
     finally:

@@ -15,6 +15,7 @@ with the same ``work_dir`` trains on those records and does not measure them aga
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from ..errors import MSCError, ValidationError
 from ..s_tir.schedule import Schedule
@@ -23,7 +24,7 @@ from .cost_model import make_cost_model
 from .database import JSONDatabase
 from .search import SearchResult, search
 
-__all__ = ["compile_relax", "compile_tir", "tune_relax", "tune_tir"]
+__all__ = ["TuneConfig", "compile_relax", "compile_tir", "tune_relax", "tune_tir"]
 
 LOG = logging.getLogger("msc.meta_schedule")
 
@@ -40,21 +41,45 @@ def _shares(total: int, count: int) -> list:
     return [base + (k < extra) for k in range(count)]
 
 
-def tune_tir(mod, target, work_dir: str, max_trials_global: int, *,
+@dataclass
+class TuneConfig:
+    """The trial budget as TVM 0.9/0.10 passed it: ``tune_tir(..., config=TuneConfig(...))``.
+    Given a config, ``tune_tir`` returns the best Schedule, as TVM did then."""
+
+    max_trials_global: int
+    num_trials_per_iter: int = 64
+    max_trials_per_task: int | None = None
+    strategy: str = "evolutionary"
+
+
+def tune_tir(mod, target, work_dir: str = "tune", max_trials_global: int | None = None, *,
+             config: TuneConfig | None = None, space=None, task_name: str | None = None,
              max_trials_per_task: int | None = None, num_trials_per_iter: int = 64,
              cost_model="xgb", seed: int | None = None, min_repeat_ms: float = 40.0,
              time_budget_s: float | None = None, runner: str = "local",
-             timeout: float = 60.0, **ignored) -> JSONDatabase:
+             timeout: float = 60.0, **ignored):
     """Tune every prim func of ``mod`` (an IRModule or a PrimFunc) by measured search on the
     llvmlite backend; returns the database (``work_dir``'s JSON-lines files).
 
     ``max_trials_global`` bounds the measured candidates of this run; ``time_budget_s`` may
-    stop it earlier. ``runner="popen"`` measures in a worker process, so a candidate that
-    crashes native code or hangs past ``timeout`` seconds is one failed record, not the end
-    of the run ("local", the default, measures in this process: Python-level failures are
-    caught there too). TVM's other options (builder, strategy, ...) are accepted and
-    ignored. ``db.results`` lists each task's trials, failures and best/untuned seconds.
+    stop it earlier. ``space`` (``ms.space_generator.ScheduleFn(f)``) replaces msc's design
+    space with ``f(sch)``, a schedule with sampling instructions. ``runner="popen"`` measures
+    in a worker process, so a candidate that crashes native code or hangs past ``timeout``
+    seconds is one failed record, not the end of the run ("local", the default, measures in
+    this process: Python-level failures are caught there too). TVM's other options (builder,
+    strategy, ...) are accepted and ignored. ``db.results`` lists each task's trials,
+    failures and best/untuned seconds.
+
+    The older form ``tune_tir(mod=..., target=..., config=ms.TuneConfig(...), work_dir=...,
+    task_name="main")`` takes its budget from ``config`` and returns the best Schedule.
     """
+    if config is not None:
+        max_trials_global = config.max_trials_global
+        num_trials_per_iter = config.num_trials_per_iter
+        max_trials_per_task = max_trials_per_task or config.max_trials_per_task
+    if max_trials_global is None:
+        raise ValidationError("tune_tir needs max_trials_global (or config=TuneConfig(...))",
+                              key="max_trials_global")
     funcs = _prim_funcs(mod)
     if not funcs:
         raise ValidationError("tune_tir needs a module with at least one T.prim_func")
@@ -71,18 +96,20 @@ def tune_tir(mod, target, work_dir: str, max_trials_global: int, *,
         db.results.append(_tune_one(name, func, db, target, budget, num_trials_per_iter,
                                     cost_model, seed, min_repeat_ms, time_budget_s,
                                     (runner if runner in ("local", "popen") else "local",
-                                     timeout)))
-    return db
+                                     timeout), space))
+    if config is None:
+        return db
+    return compile_tir(db, mod, target, func_name=task_name if task_name in funcs else None)
 
 
 def _tune_one(name, func, db, target, budget, per_iter, cost_model, seed, min_repeat_ms,
-              time_budget_s, runner: tuple) -> SearchResult | None:
+              time_budget_s, runner: tuple, space=None) -> SearchResult | None:
     if budget < 1:
         return None
     try:
         return search(func, db, target, budget, int(per_iter),
                       make_cost_model(cost_model, seed or 0), seed or 0, min_repeat_ms, name,
-                      time_budget_s, *runner)
+                      time_budget_s, *runner, space)
     except MSCError as exc:  # e.g. symbolic shapes: this task stays untuned, the rest go on
         LOG.warning("tune %s: skipped (%s)", name, exc)
         return None

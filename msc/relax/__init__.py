@@ -120,8 +120,10 @@ def __getattr__(name):
         from .transform import get_pipeline
 
         return get_pipeline
-    if name in _BACKEND:
-        from importlib import import_module
+    from importlib import import_module
 
+    if name == "vm":  # TVM's lessons: relax.vm.build(mod, target="llvm")
+        return import_module(".vm", __name__)
+    if name in _BACKEND:
         return getattr(import_module(f"..backend.{_BACKEND[name]}", __name__), name)
     raise AttributeError(f"module 'msc.relax' has no attribute {name!r}")

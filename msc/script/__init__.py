@@ -17,4 +17,6 @@ The decorators read the source with ``inspect`` and parse it with ``ast``
 
 from . import ir, relax, tir
 
-__all__ = ["ir", "relax", "tir"]
+__all__ = ["ir", "ir_module", "relax", "tir"]
+
+ir_module = ir.ir_module  # TVM: @tvm.script.ir_module

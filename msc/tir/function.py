@@ -292,9 +292,11 @@ class PrimFunc:
     def script(self, name: str | None = None) -> str:
         return _PRINTER[0](self, name or self.name)
 
-    def with_attr(self, key: str, value) -> PrimFunc:
-        """A copy with ``attrs[key] = value`` (TVM's ``func.with_attr("global_symbol", ...)``)."""
-        return replace(self, attrs={**self.attrs, key: value})
+    def with_attr(self, key: str | dict, value=None) -> PrimFunc:
+        """A copy with ``attrs[key] = value`` (TVM's ``func.with_attr("global_symbol", ...)``;
+        ``with_attr({"global_symbol": "mm_relu"})`` sets several)."""
+        update = dict(key) if isinstance(key, dict) else {key: value}
+        return replace(self, attrs={**self.attrs, **update})
 
 
 def range_extent(lo: PrimExpr, stop: PrimExpr) -> PrimExpr:

@@ -20,10 +20,8 @@ counts can run side by side); None uses the process-wide count.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -40,6 +38,7 @@ from .arrays import Device, cpu, np_dtype, wrap_result
 from .match import match_value
 from .plan import ENV, REGS, Plan, make_plan
 from .profile import ProfileReport, profile_function
+from .timing import BenchmarkResult, time_calls
 
 __all__ = ["BenchmarkResult", "VirtualMachine"]
 
@@ -251,55 +250,18 @@ class VirtualMachine:
 
         def evaluate(*args) -> BenchmarkResult:
             values, env = fn.check_args(args)
-            fn.run_checked(values, env)  # warm up: plan, buffers, lazy kernels
-            results, n = [], max(int(number), 1)
+            secs = []
             for r in range(max(int(repeat), 1)):
-                elapsed = _time_calls(fn, values, env, n)
-                while min_repeat_ms and elapsed * 1e3 < min_repeat_ms:
-                    n = max(n * 2, int(n * min_repeat_ms / max(elapsed * 1e3, 1e-3)))
-                    elapsed = _time_calls(fn, values, env, n)
-                results.append(elapsed / n)
+                secs += time_calls(lambda: fn.run_checked(values, dict(env)), number, 1,
+                                   min_repeat_ms)
                 if cooldown_interval_ms and (r + 1) % max(repeats_to_cooldown, 1) == 0:
                     time.sleep(cooldown_interval_ms / 1e3)
-            return BenchmarkResult(results)
+            return BenchmarkResult(secs)
 
         return evaluate
 
-
-def _time_calls(fn: VMFunction, values: list, env: dict, n: int) -> float:
-    start = time.perf_counter()
-    for _ in range(n):
-        fn.run_checked(values, dict(env))
-    return time.perf_counter() - start
-
-
-@dataclass
-class BenchmarkResult:
-    """Seconds per call of each repeat, with TVM's summary fields."""
-
-    results: list
-
     @property
-    def mean(self) -> float:
-        return statistics.fmean(self.results)
+    def module(self) -> VirtualMachine:
+        """The VM itself: TVM's lessons time it as ``vm.module.time_evaluator(...)``."""
+        return self
 
-    @property
-    def median(self) -> float:
-        return statistics.median(self.results)
-
-    @property
-    def min(self) -> float:
-        return min(self.results)
-
-    @property
-    def max(self) -> float:
-        return max(self.results)
-
-    @property
-    def std(self) -> float:
-        return statistics.pstdev(self.results) if len(self.results) > 1 else 0.0
-
-    def __repr__(self) -> str:
-        ms = [x * 1e3 for x in (self.mean, self.median, self.max, self.min, self.std)]
-        return ("Execution time summary:\n mean (ms)   median (ms)    max (ms)     min (ms)     "
-                "std (ms)  \n" + "".join(f"{v:^12.4f} " for v in ms))

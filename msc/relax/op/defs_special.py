@@ -52,7 +52,11 @@ def _string(text) -> StringImm:
 
 def call_tir(gvar, args, out_ty=None, tir_vars=None, *, out_sinfo=None) -> Call:
     """``R.call_tir(gvar, (x, ...), out_ty)``: call a TIR PrimFunc in destination-passing
-    style; ``tir_vars`` (older TVM) passes symbolic values as a trailing shape."""
+    style; ``tir_vars`` (older TVM) passes symbolic values as a trailing shape. A function
+    *name* (Relax of 2022: ``R.call_tir("env.relu", (x,), ...)``) calls that registered packed
+    function, as ``R.call_dps_packed`` does today."""
+    if isinstance(gvar, (str, StringImm)) and tir_vars is None:
+        return call_dps_packed(gvar, args, out_ty, out_sinfo=out_sinfo)
     extra = [ShapeExpr(tir_vars)] if tir_vars is not None else []
     return Call(Op.get("call_tir"), [gvar, _args(args), *extra], None,
                 _dps_out("call_tir", out_ty, out_sinfo))

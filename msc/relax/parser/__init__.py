@@ -90,6 +90,8 @@ def _read_python_names(ctx: ParseContext, names: dict) -> None:
         if isinstance(value, typing.TypeVar):
             ctx.type_vars[name] = tir.Var(name, "int64")
         module_name = getattr(value, "__name__", None)
+        if inspect.ismodule(value) and module_name == "msc":  # import msc as tvm
+            ctx.aliases[name] = "TVM"
         if inspect.ismodule(value) and module_name and ".script" in module_name:
             short = module_name.rsplit(".", 1)[-1]
             if short in NAMESPACE_MODULES:

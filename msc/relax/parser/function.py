@@ -29,11 +29,14 @@ from .sinfo import SymScope
 
 # The decorators TVM prints (any import alias of I/R/T); any other one is refused, not run.
 DECORATORS = (("I", "ir_module"), ("R", "function"), ("T", "prim_func"))
+# Older spellings of the same decorators ("TVM" is the package itself: ``import msc as tvm``)
+SPELLINGS = {("TVM", "script.ir_module"): ("I", "ir_module")}
 
 
 def _decorator_name(ctx, dec: ast.expr) -> tuple[str | None, str]:
     space, parts = ctx.namespace(dec.func if isinstance(dec, ast.Call) else dec)
     name = (space, ".".join(parts))
+    name = SPELLINGS.get(name, name)
     if name not in DECORATORS:
         shown = ast.unparse(dec.func if isinstance(dec, ast.Call) else dec)
         raise ctx.error(dec, f"unknown decorator @{shown:.60}",

@@ -23,6 +23,8 @@ _BINOPS = {ast.Add: tir.add, ast.Sub: tir.sub, ast.Mult: tir.mul, ast.FloorDiv: 
 _COMPARES = {ast.Lt: "LT", ast.LtE: "LE", ast.Gt: "GT", ast.GtE: "GE", ast.Eq: "EQ",
              ast.NotEq: "NE"}
 # Bare struct-info names: ``R.Tensor`` / ``R.Object`` written without a call.
+# Annotations of the first Relax TVMScript (2022) name the type without ``R.``.
+_UNQUALIFIED = ("Tensor", "Tuple", "Shape")
 _BARE_SINFO = {
     "Tensor": lambda: TensorStructInfo(None, "void"),
     "Tuple": lambda: TupleStructInfo([]),
@@ -208,6 +210,8 @@ class SinfoParser:
 
     def _call(self, node: ast.Call):
         space, parts = self.ctx.namespace(node.func)
+        if isinstance(node.func, ast.Name) and node.func.id in _UNQUALIFIED:
+            space, parts = "R", [node.func.id]  # Relax of 2022: ``x: Tensor((1, 784), "float32")``
         if space != "R" or len(parts) != 1 or parts[0] not in SINFO_NAMES:
             raise self.ctx.error(node, "expected a struct info annotation such as "
                                        'R.Tensor((1, 3), dtype="float32")')
