@@ -54,6 +54,7 @@ from ..llvm.loops import entry_alloca, imin
 from ..runtime.native_run import STATUS_INDEX, STATUS_WORKSPACE
 from .dtypes import AS_LT, Types, is_int_expr
 from .exprs import ExprEmitter
+from .parallel import emit_parallel
 from .schedule import BufferView, lower_blocks
 
 __all__ = ["STATUS_INDEX", "STATUS_WORKSPACE", "KernelABI", "codegen", "ir_text"]
@@ -126,6 +127,8 @@ class _FuncEmitter(ExprEmitter):
         self.fn = fn
         self.abi = abi
         self._fail: ir.Block | None = None
+        self.in_task = False  # emitting the outlined body of a parallel loop (parallel.py)
+        self.task_status = None
 
     def run(self) -> None:
         for arg, (kind, p) in zip(self.fn.args, self.abi.args):
@@ -145,6 +148,10 @@ class _FuncEmitter(ExprEmitter):
             raise BuildError(f"cannot compile prim func: {type(err).__name__}: {err}",
                              op=self.func.name) from None
         self.b.ret(self._status())
+
+    def fail(self, status: int) -> None:
+        """Return ``status`` from the kernel (a parallel task stores it for its caller)."""
+        self.b.ret(ir.Constant(I32, status))
 
     def _status(self) -> ir.Value:
         """0, or STATUS_INDEX when an index read from data was out of range."""
@@ -214,7 +221,7 @@ class _FuncEmitter(ExprEmitter):
         raw = self.b.call(self.libc("malloc"), [self.b.mul(count, ir.Constant(I64, size))])
         with self.b.if_then(self.b.icmp_unsigned("==", raw, ir.Constant(raw.type, None)),
                             likely=False):
-            self.b.ret(ir.Constant(I32, STATUS_WORKSPACE))
+            self.fail(STATUS_WORKSPACE)
         self.bind_buffer(buf, self.b.bitcast(raw, self.types.storage(buf.dtype).as_pointer()))
         return raw
 
@@ -259,6 +266,13 @@ class _FuncEmitter(ExprEmitter):
         lo = self.coerce(self.expr(s.min, index=True), s.min.dtype, s.var.dtype)
         ext = self.coerce(self.expr(s.extent, index=True), s.extent.dtype, s.var.dtype)
         stop = self.b.add(lo, ext, flags=("nsw",))
+        if s.kind == "parallel" and not self.in_task:
+            emit_parallel(self, s, lo, stop)
+            return
+        self.stmt_loop(s, lo, stop)
+
+    def stmt_loop(self, s: For, lo, stop) -> None:
+        """The loop ``s`` over ``[lo, stop)`` on this thread."""
         terms = self.partition_terms(s) if _innermost(s.body) else []
         if not terms:
             self._loop(s, lo, stop, [])
@@ -288,16 +302,21 @@ class _FuncEmitter(ExprEmitter):
         self.stmt(s.body)
         i.add_incoming(b.add(i, ir.Constant(i.type, 1), flags=("nsw",)), b.block)
         latch = b.branch(cond)
-        if _innermost(s.body) and not _short(s.extent):
+        if s.kind == "vectorized":
+            latch.set_metadata("llvm.loop", self._loop_id(f"vec.{_vector_width(s.extent)}"))
+        elif _innermost(s.body) and not _short(s.extent):
             latch.set_metadata("llvm.loop", self._loop_id())
         b.position_at_end(end)
         self.restore_scope(saved)
 
-    def _loop_id(self):
-        """A placeholder node, made a distinct self-referencing loop ID by :func:`ir_text`."""
-        module = self.fn.module
-        self._loops = getattr(self, "_loops", 0) + 1
-        return module.add_metadata([ir.MetaDataString(module, f"msc.loop.{self._loops}")])
+    def _loop_id(self, kind: str = "loop"):
+        """A placeholder node, made a distinct self-referencing loop ID by :func:`ir_text`:
+        ``loop`` (vectorize if profitable, no unrolling first) or ``vec.<width>`` (a
+        ``sch.vectorize`` loop: vectorized with that width)."""
+        module = self.fn.module  # numbered per module: parallel tasks are functions of it
+        module.msc_loops = getattr(module, "msc_loops", 0) + 1
+        return module.add_metadata([ir.MetaDataString(module,
+                                                      f"msc.{kind}.{module.msc_loops}")])
 
     # -- loop partitioning ----------------------------------------------------------------
     def partition_terms(self, s: For) -> list:
@@ -357,20 +376,38 @@ def _short(extent) -> bool:
 
 
 _LOOP_MD = re.compile(r'^!(\d+) = !\{ !"msc\.loop\.\d+" \}$', re.MULTILINE)
+_VEC_MD = re.compile(r'^!(\d+) = !\{ !"msc\.vec\.(\d+)\.\d+" \}$', re.MULTILINE)
 
 
 def ir_text(module: ir.Module) -> str:
     """The module's LLVM IR with the loop ID placeholders made real loop metadata: no unrolling
-    before vectorization, runtime unrolling of the vectorized loop allowed (a followup)."""
+    before vectorization, runtime unrolling of the vectorized loop allowed (a followup); a
+    ``sch.vectorize`` loop is vectorized with its width whatever the cost model says."""
     text = str(module)
-    if not _LOOP_MD.search(text):
+    if not (_LOOP_MD.search(text) or _VEC_MD.search(text)):
         return text
     n = max(int(m) for m in re.findall(r"^!(\d+) =", text, re.MULTILINE)) + 1
     text = _LOOP_MD.sub(lambda m: f"!{m.group(1)} = distinct !{{ !{m.group(1)}, !{n}, !{n + 1} }}",
                         text)
-    return text + (f'\n!{n} = !{{ !"llvm.loop.unroll.disable" }}\n'
-                   f'!{n + 1} = !{{ !"llvm.loop.vectorize.followup_vectorized", !{n + 2} }}\n'
-                   f'!{n + 2} = !{{ !"llvm.loop.unroll.runtime.enable" }}\n')
+    widths = sorted({int(w) for w in re.findall(r'"msc\.vec\.(\d+)\.', text)})
+    nodes = {w: n + 4 + 2 * k for k, w in enumerate(widths)}
+    text = _VEC_MD.sub(lambda m: f"!{m.group(1)} = distinct !{{ !{m.group(1)}, !{n + 3}, "
+                                 f"!{nodes[int(m.group(2))]}, !{nodes[int(m.group(2))] + 1} }}",
+                       text)
+    text += (f'\n!{n} = !{{ !"llvm.loop.unroll.disable" }}\n'
+             f'!{n + 1} = !{{ !"llvm.loop.vectorize.followup_vectorized", !{n + 2} }}\n'
+             f'!{n + 2} = !{{ !"llvm.loop.unroll.runtime.enable" }}\n'
+             f'!{n + 3} = !{{ !"llvm.loop.vectorize.enable", i1 true }}\n')
+    for w, k in nodes.items():
+        text += (f'!{k} = !{{ !"llvm.loop.vectorize.width", i32 {w} }}\n'
+                 f'!{k + 1} = !{{ !"llvm.loop.interleave.count", i32 1 }}\n')
+    return text
+
+
+def _vector_width(extent) -> int:
+    """A ``sch.vectorize`` loop's lanes: its extent, as a power of two up to 64 lanes."""
+    lanes = extent.value if isinstance(extent, E.IntImm) else 64
+    return 1 << (max(min(lanes, 64), 1).bit_length() - 1)
 
 
 def _imax(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:

@@ -36,10 +36,11 @@ from ..runtime.native_run import status_error
 from ..runtime.threads import WORKER_PREFIX
 from .codegen import KernelABI, codegen, ir_text
 from .dtypes import EXTERNAL_SYMBOLS, Types
+from .parallel import PARALLEL_SYMBOL, parallel_address
 
 __all__ = ["CompiledPrimFunc", "TIRKernel", "compile_prim_func"]
 
-_VERSION = "msc-tir-1"  # bump when the generated code changes for the same func
+_VERSION = "msc-tir-2"  # bump when the generated code changes for the same func
 _CTYPES = {
     "float32": ctypes.c_float, "float64": ctypes.c_double, "int8": ctypes.c_int8,
     "uint8": ctypes.c_uint8, "int16": ctypes.c_int16, "uint16": ctypes.c_uint16,
@@ -127,7 +128,8 @@ def _optimize_isolated(jit: JIT, text: str, symbol: str, name: str) -> None:
 
 
 def _register_symbols() -> None:
-    """Make libc / libm symbols the kernels call resolvable by the JIT's linker."""
+    """Make libc / libm symbols and the parallel-loop runner resolvable by the JIT's
+    linker."""
     global _registered
     if _registered:
         return
@@ -136,6 +138,7 @@ def _register_symbols() -> None:
         fn = getattr(process, name, None)
         if fn is not None:
             llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
+    llvm.add_symbol(PARALLEL_SYMBOL, parallel_address())  # parallel loops run on the pool
     _registered = True
 
 

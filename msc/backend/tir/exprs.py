@@ -84,7 +84,9 @@ class ExprEmitter:
             strides, step = [], ir.Constant(I64, 1)
             for d in reversed(dims):
                 strides.insert(0, step)
-                step = self.b.mul(step, d, flags=("nsw",))
+                step = ir.Constant(I64, step.constant * d.constant) if \
+                    isinstance(step, ir.Constant) and isinstance(d, ir.Constant) else \
+                    self.b.mul(step, d, flags=("nsw",))  # constants stay constants (parallel.py)
         for v in E.free_vars(buf.elem_offset) if buf.elem_offset is not None else ():
             # A symbolic offset is TVM's DLTensor byte_offset; arrays here start at their data.
             self.vars.setdefault(v.name, ir.Constant(self.types.compute(v.dtype), 0))
@@ -144,6 +146,9 @@ class ExprEmitter:
         if dst == "bool":
             return b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
         width, have = dty.width, v.type.width
+        if isinstance(v, ir.Constant) and isinstance(v.constant, int) and width > have:
+            value = v.constant if is_signed(src) or v.constant >= 0 else v.constant + (1 << have)
+            return ir.Constant(dty, value)  # a constant dim stays a constant (parallel.py)
         if width > have:
             return b.sext(v, dty) if is_signed(src) else b.zext(v, dty)
         return b.trunc(v, dty) if width < have else v

@@ -177,6 +177,10 @@ def set_kind(func: PrimFunc, var: E.Var, what: str) -> PrimFunc:
                                         f"{block.name!r}", key=var.name,
                                         hint="only loops of spatial axes can run in "
                                              "parallel or as vector lanes")
+    if what == "vectorize" and not isinstance(loop.extent, E.IntImm):
+        raise ScheduleError(f"cannot vectorize loop {var.name!r}: its extent "
+                            f"{E.to_str(loop.extent)} is not a constant", key=var.name,
+                            hint="split it by a constant factor and vectorize the inner loop")
     if what == "vectorize" and _has_inner_loop(loop.body):
         raise ScheduleError(f"cannot vectorize loop {var.name!r}: it has loops inside",
                             key=var.name, hint="vectorize the innermost loop")

@@ -168,6 +168,14 @@ class Schedule:
     def unroll(self, loop: LoopRV) -> None:
         self._kind(loop, "unroll", "Unroll")
 
+    def bind(self, loop: LoopRV, thread_axis: str) -> None:
+        """Refused: thread bindings are GPU threads, and msc compiles for the CPU."""
+        _, var = self._loop(loop)
+        raise ScheduleError(f"cannot bind loop {var.name!r} to {thread_axis!r}: thread bindings "
+                            "are for GPU targets, and msc compiles for the CPU (target llvm)",
+                            key=var.name, hint="run the loop on CPU threads with "
+                                               "sch.parallel(loop)")
+
     def _kind(self, loop: LoopRV, what: str, kind: str) -> None:
         func_name, var = self._loop(loop)
         self._funcs[func_name] = self._apply(what, L.set_kind, self._funcs[func_name], var, what)
