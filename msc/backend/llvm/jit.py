@@ -204,6 +204,15 @@ class JIT:
             raise BuildError(f"entry point(s) {taken} already defined by another compiled unit",
                              op=name, hint="give each kernel variant a unique symbol name")
 
+    def optimized_ir(self, text: str, name: str = "module") -> str:
+        """The LLVM IR of ``text`` after the optimization the JIT runs before emitting code
+        (for tests and for reading what LLVM made of a kernel: vector types, gathers)."""
+        module = _parse(text, name)
+        module.triple = self.target.triple
+        module.data_layout = str(self._machine.target_data)
+        _optimize(module, self._machine)
+        return str(module)
+
     def _codegen(self, text: str, entry_points: Sequence[str], name: str) -> bytes:
         module = _parse(text, name)
         module.triple = self.target.triple

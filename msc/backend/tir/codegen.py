@@ -391,7 +391,9 @@ def ir_text(module: ir.Module) -> str:
                         text)
     widths = sorted({int(w) for w in re.findall(r'"msc\.vec\.(\d+)\.', text)})
     nodes = {w: n + 4 + 2 * k for k, w in enumerate(widths)}
-    text = _VEC_MD.sub(lambda m: f"!{m.group(1)} = distinct !{{ !{m.group(1)}, !{n + 3}, "
+    # a vectorize loop is not unrolled first either: the unroller would take it apart and
+    # leave the vectorizer the next loop out (gathers)
+    text = _VEC_MD.sub(lambda m: f"!{m.group(1)} = distinct !{{ !{m.group(1)}, !{n}, !{n + 3}, "
                                  f"!{nodes[int(m.group(2))]}, !{nodes[int(m.group(2))] + 1} }}",
                        text)
     text += (f'\n!{n} = !{{ !"llvm.loop.unroll.disable" }}\n'

@@ -9,6 +9,7 @@ import pytest
 
 import msc as tvm
 from msc import te, tir
+from msc.backend.llvm.jit import get_jit
 from msc.backend.runtime import threads
 from msc.backend.tir import parallel
 from msc.backend.tir.codegen import codegen, ir_text
@@ -107,6 +108,9 @@ def test_vectorize_forces_the_loop_vectorizer_at_the_loop_width():
     text = ir_text(codegen(sch.mod["main"], "k")[0])
     assert '!"llvm.loop.vectorize.enable", i1 true' in text
     assert '!"llvm.loop.vectorize.width", i32 16' in text
+    optimized = get_jit().optimized_ir(text)
+    assert "<16 x float>" in optimized  # the j1 lanes, not the i1 loop through gathers
+    assert "gather" not in optimized and "scatter" not in optimized
     kernel = tvm.build(sch.mod)["main"]
     a = np.random.default_rng(1).standard_normal((64, 64), "float32")
     c = np.zeros((64, 64), "float32")
