@@ -7,23 +7,17 @@ import tempfile
 from pathlib import Path
 
 
-def quantized_run(model, data: list, **options) -> tuple:
-    """(msc executable, msc SQNR dB, onnxruntime SQNR dB): ``model`` (input "x") quantized
-    by quantize_static (QDQ, per channel, ``options`` on top) calibrated on ``data[:4]``;
-    both int8 runs compared with onnxruntime's float run on ``data[4:]``."""
-    import numpy as np
+def ort_qdq(model, calib: list, **options):
+    """onnxruntime's quantize_static of ``model`` (QDQ format, per channel, ``options`` on
+    top: activation / weight types, calibrate_method) calibrated on ``calib``; a ModelProto."""
     import onnx
-    import onnxruntime as ort
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
 
-    from msc.codegen import to_relax
-    from msc.frontends.translate import from_onnx
-
-    from .. import relax
+    name = model.graph.input[0].name
 
     class Reader(CalibrationDataReader):
         def __init__(self):
-            self.items = iter([{"x": x} for x in data[:4]])
+            self.items = iter([{name: x} for x in calib])
 
         def get_next(self):
             return next(self.items, None)
@@ -33,15 +27,34 @@ def quantized_run(model, data: list, **options) -> tuple:
         onnx.save(model, src)
         quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
                         per_channel=True, **options)
-        qdq = onnx.load(dst)
+        return onnx.load(dst)
+
+
+def sqnr(ref: list, got: list) -> float:
+    """Signal to quantization noise of ``got`` against ``ref`` (lists of arrays), in dB."""
+    import numpy as np
+
+    ref = np.concatenate([np.ravel(r) for r in ref]).astype(np.float64)
+    got = np.concatenate([np.ravel(g) for g in got]).astype(np.float64)
+    return float(10 * np.log10((ref ** 2).sum() / max(((ref - got) ** 2).sum(), 1e-300)))
+
+
+def quantized_run(model, data: list, **options) -> tuple:
+    """(msc executable, msc SQNR dB, onnxruntime SQNR dB): ``model`` (input "x") quantized
+    by ``ort_qdq`` calibrated on ``data[:4]``; both int8 runs compared with onnxruntime's
+    float run on ``data[4:]``."""
+    import onnxruntime as ort
+
+    from msc.codegen import to_relax
+    from msc.frontends.translate import from_onnx
+
+    from .. import relax
+
+    qdq = ort_qdq(model, data[:4], **options)
     ex = relax.build(to_relax(*from_onnx(qdq)))
     vm = relax.VirtualMachine(ex, relax.cpu())["main"]
     sessions = [ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
                 for m in (model, qdq)]
     ref, theirs = ([s.run(None, {"x": x})[0] for x in data[4:]] for s in sessions)
     ours = [vm(x).numpy() for x in data[4:]]
-
-    def sqnr(got):
-        r, g = np.concatenate(ref).astype(np.float64), np.concatenate(got)
-        return 10 * np.log10((r ** 2).sum() / ((r - g) ** 2).sum())
-    return ex, sqnr(ours), sqnr(theirs)
+    return ex, sqnr(ref, ours), sqnr(ref, theirs)

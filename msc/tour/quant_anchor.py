@@ -4,9 +4,8 @@ exported QDQ model fused by onnxruntime into its int8 kernels."""
 from __future__ import annotations
 
 import os
-import tempfile
-from pathlib import Path
 
+from .qdq import ort_qdq, sqnr
 from .shared import banner
 
 METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
@@ -39,43 +38,16 @@ def tiny_conv_onnx(seed: int = 0):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
-def ort_qdq_outputs(model, calib: list, held_out: list, method: str) -> list:
-    """onnxruntime's quantize_static (QDQ, per-channel int8 weights, uint8 activations) of
-    ``model`` calibrated on ``calib`` with ``method`` (its name), run on ``held_out``."""
-    import onnx
+def _ort_outputs(model, calib: list, held_out: list, method: str) -> list:
+    """onnxruntime's own int8 run: ``model`` quantized (uint8 activations, int8 weights,
+    calibrated by ``method``), run on ``held_out``."""
     import onnxruntime as ort
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        CalibrationMethod,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-    name = model.graph.input[0].name
+    from onnxruntime.quantization import CalibrationMethod, QuantType
 
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.items = iter([{name: x} for x in calib])
-
-        def get_next(self):
-            return next(self.items, None)
-
-    with tempfile.TemporaryDirectory() as folder:
-        src, dst = Path(folder) / "f.onnx", Path(folder) / "q.onnx"
-        onnx.save(model, src)
-        quantize_static(src, dst, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
-                        calibrate_method=getattr(CalibrationMethod, method))
-        sess = ort.InferenceSession(str(dst), providers=["CPUExecutionProvider"])
-        return [sess.run(None, {name: x})[0] for x in held_out]
-
-
-def sqnr(ref: list, got: list) -> float:
-    import numpy as np
-
-    ref = np.concatenate([np.ravel(r) for r in ref]).astype(np.float64)
-    got = np.concatenate([np.ravel(g) for g in got]).astype(np.float64)
-    return float(10 * np.log10((ref ** 2).sum() / max(((ref - got) ** 2).sum(), 1e-300)))
+    qdq = ort_qdq(model, calib, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                  calibrate_method=getattr(CalibrationMethod, method))
+    sess = ort.InferenceSession(qdq.SerializeToString(), providers=["CPUExecutionProvider"])
+    return [sess.run(None, {"x": x})[0] for x in held_out]
 
 
 def _fused_ops(qgraph, qweights, out: str) -> list[str]:
@@ -117,7 +89,7 @@ def step_quant_anchor(out: str) -> None:
     worse = []
     for method, ort_name in METHODS.items():
         with contextlib.redirect_stdout(io.StringIO()):  # onnxruntime's calibrators print
-            ort_db = sqnr(ref, ort_qdq_outputs(model, calib, held_out, ort_name))
+            ort_db = sqnr(ref, _ort_outputs(model, calib, held_out, ort_name))
         qgraph, qweights, _ = quantize(graph, weights, calib,
                                        {"method": method, "per_layer": False})
         run = make_runner(qgraph, qweights)
