@@ -52,18 +52,27 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.gemm import timed
+from benchmarks.common import (
+    ZOO,
+    as_logits,
+    best_interleaved,
+    geomean,
+    input_shape,
+    light_model,
+    ms,
+    msc_session,
+    ort_session,
+    per_call,
+    print_table,
+    ratio,
+    threads,
+    with_random_weights,
+)
 from benchmarks.tvm_child import TvmChild
 from msc import relax
 from msc.relax import op as R
 
 RNG = np.random.default_rng(0)
-
-
-def threads() -> int:
-    """The thread count every contender gets now; main() sets MSC_NUM_THREADS from each of
-    --threads in turn."""
-    return int(os.environ.get("MSC_NUM_THREADS", "1"))
 
 
 def at_threads(fn, count: int):
@@ -215,96 +224,6 @@ def build_torch(layers, shape):
     return run
 
 
-# ---------------------------------------------------------------------------------------------
-# The onnx light zoo, with the shipped 0.02 weights and with random ones.
-
-
-ZOO = ["resnet50", "densenet121", "inception_v1", "squeezenet", "shufflenet", "bvlc_alexnet",
-       "vgg19"]
-# (consumer op, input index) of weights that must stay positive: batch-norm scale and variance.
-POSITIVE = {("BatchNormalization", 1), ("BatchNormalization", 4)}
-
-
-def light_model(name: str):
-    import onnx
-
-    return onnx.load(Path(onnx.__file__).parent / "backend/test/data/light" / f"light_{name}.onnx")
-
-
-def data_input(model):
-    """The one graph input that is neither an initializer nor computed by a node."""
-    known = {i.name for i in model.graph.initializer}
-    known |= {out for node in model.graph.node for out in node.output}
-    return next(v for v in model.graph.input if v.name not in known)
-
-
-def _random_weight(shape, role, rng) -> np.ndarray:
-    if role in POSITIVE:
-        return rng.uniform(0.5, 1.5, shape).astype(np.float32)
-    if len(shape) >= 2:  # He scaling keeps activations finite through 100+ layers
-        return (rng.standard_normal(shape) * np.sqrt(2 / np.prod(shape[1:]))).astype(np.float32)
-    return (rng.standard_normal(shape) * 0.1).astype(np.float32)
-
-
-def as_logits(model):
-    """A copy of ``model`` whose output is the input of its final Softmax, if it ends in one."""
-    from onnx import ModelProto, TensorProto, helper
-
-    copy = ModelProto()
-    copy.CopyFrom(model)
-    graph = copy.graph
-    last = next(n for n in graph.node if graph.output[0].name in n.output)
-    if last.op_type == "Softmax":
-        graph.node.remove(last)
-        graph.output.pop()
-        graph.output.append(helper.make_tensor_value_info(last.input[0], TensorProto.FLOAT, None))
-    return copy
-
-
-def with_random_weights(model, seed: int = 0):
-    """A copy of ``model`` with random float weights and IR version 8 (where initializers that
-    are not graph inputs are constants, as IR 3 treats all of them)."""
-    from onnx import helper, numpy_helper
-
-    graph, rng = model.graph, np.random.default_rng(seed)
-    arrays = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
-    weights = {n.output[0]: tuple(arrays[n.input[0]]) for n in graph.node
-               if n.op_type == "ConstantOfShape" and n.input[0] in arrays}
-    weights |= {name: a.shape for name, a in arrays.items() if a.dtype == np.float32}
-    nodes = [n for n in graph.node if n.output[0] not in weights]
-    roles = {name: (n.op_type, i) for n in nodes for i, name in enumerate(n.input)}
-    inits = [numpy_helper.from_array(_random_weight(weights[name], roles[name], rng), name)
-             if name in weights else numpy_helper.from_array(arrays[name], name)
-             for name in sorted(set(roles) & (set(weights) | set(arrays)))]
-    new = helper.make_graph(nodes, graph.name, [data_input(model)], graph.output,
-                            initializer=inits)
-    return helper.make_model(new, opset_imports=model.opset_import, ir_version=8)
-
-
-def ort_session(model, count: int | None = None):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = count or threads(), 1
-    options.log_severity_level = 3  # the light models carry an unused initializer ORT warns on
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    name = session.get_inputs()[0].name
-    return lambda x: session.run(None, {name: x})[0]
-
-
-def msc_session(model):
-    """(run, executable, build seconds) for an ONNX model through msc."""
-    from msc.frontends.onnx.api import from_onnx
-
-    mod, _ = from_onnx(model, as_msc=False)
-    start = time.perf_counter()
-    ex = relax.build(mod)
-    build_s = time.perf_counter() - start
-    f = relax.VirtualMachine(ex, relax.cpu())["main"]
-    return (lambda x: f(x).numpy()), ex, build_s
-
-
 def max_abs_diff(a, b) -> float:
     return float(np.max(np.abs(np.asarray(a, np.float64) - b)))
 
@@ -317,7 +236,7 @@ def zoo_row(name: str, args) -> dict:
     """One zoo model: shipped-weights check, then msc / ORT / TVM interleaved on random weights,
     msc and ORT at every count of ``--threads`` in the same rounds ("msc@2": 2 threads)."""
     shipped = light_model(name)
-    shape = [d.dim_value for d in data_input(shipped).type.tensor_type.shape.dim]
+    shape = input_shape(shipped)
     x = np.random.default_rng(1).random(shape, dtype=np.float32)
     model = with_random_weights(as_logits(shipped))
     msc_fn, ex, build_s = msc_session(model)  # first: its build time is not warmed by shipped's
@@ -355,7 +274,7 @@ def interleaved(fns: dict, tvm: TvmChild | None, args) -> dict:
     tvm_times = []
     for round_ in range(args.repeats):
         for who, fn in fns.items():
-            best[who] = min(best[who], timed(fn, args.min_time))
+            best[who] = min(best[who], per_call(fn, args.min_time))
         if tvm and round_ < args.tvm_repeats:
             tvm_times.append(tvm.timed(args.min_time))
     if tvm:
@@ -383,14 +302,14 @@ def model_row(name: str, args) -> dict:
 
 def gemm_row(args, n: int = 1024) -> dict:
     """GFLOP/s of an n^3 fp32 GEMM (msc, onnxruntime) and of the FMA peak probe, interleaved."""
-    from benchmarks.gemm import best_seconds, run_msc, run_onnxruntime
+    from benchmarks.gemm import run_msc, run_onnxruntime
     from benchmarks.peak import describe_host, fma_probe, formula_peak
 
     rng = np.random.default_rng(0)
     a, b = rng.random((n, n), dtype=np.float32), rng.random((n, n), dtype=np.float32)
     probe = fma_probe()
     fns = {"msc": run_msc(a, b), "onnxruntime": run_onnxruntime(a, b), "peak": probe.run}
-    seconds = best_seconds(fns, args.repeats, args.min_time)
+    seconds = best_interleaved(fns, args.repeats, lambda fn: per_call(fn, args.min_time))
     rate = {who: 2.0 * n ** 3 / seconds[who] / 1e9 for who in ("msc", "onnxruntime")}
     # The probe runs on one core; N threads can at best reach N times its rate.
     rate["measured peak"] = probe.flops / seconds["peak"] / 1e9 * threads()
@@ -402,28 +321,19 @@ def gemm_row(args, n: int = 1024) -> dict:
 # Report.
 
 
-def _ms(seconds) -> str:
-    return f"{seconds * 1e3:.2f}" if seconds is not None else "-"
+MODEL_COLUMNS = ["model", "msc ms", "onnxruntime ms", "torch ms", "msc / ORT", "msc / torch",
+                 "kernels", "build s", "planned MB"]
 
 
-def _ratio(a, b) -> str:
-    return f"{a / b:.2f}x" if a is not None and b is not None else "-"
-
-
-def _geomean(values) -> float | None:
-    values = [v for v in values if v is not None]
-    return float(np.exp(np.mean(np.log(values)))) if values else None
+def _model_cells(name: str, r: dict) -> list[str]:
+    s = r["seconds"]
+    return [name, ms(s["msc"]), ms(s["onnxruntime"]), ms(s["torch"]),
+            ratio(s["msc"], s["onnxruntime"]), ratio(s["msc"], s["torch"]), r["kernels"],
+            f"{r['build']:.2f}", f"{r['peak_mb']:.1f}"]
 
 
 def print_models(rows: dict) -> None:
-    print("| model | msc ms | onnxruntime ms | torch ms | msc / ORT | msc / torch | kernels "
-          "| build s | planned MB |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for name, r in rows.items():
-        s = r["seconds"]
-        print(f"| {name} | {_ms(s['msc'])} | {_ms(s['onnxruntime'])} | {_ms(s['torch'])} | "
-              f"{_ratio(s['msc'], s['onnxruntime'])} | {_ratio(s['msc'], s['torch'])} | "
-              f"{r['kernels']} | {r['build']:.2f} | {r['peak_mb']:.1f} |")
+    print_table(MODEL_COLUMNS, (_model_cells(name, r) for name, r in rows.items()))
 
 
 ZOO_COLUMNS = ["model", "msc ms", "ORT ms", "TVM ms", "msc / ORT", "msc / TVM",
@@ -434,28 +344,28 @@ ZOO_COLUMNS = ["model", "msc ms", "ORT ms", "TVM ms", "msc / ORT", "msc / TVM",
 def _tvm_cell(r) -> str:
     if "tvm status" not in r:
         return "-"
-    return r["tvm status"] or _ms(r["seconds"]["tvm"])
+    return r["tvm status"] or ms(r["seconds"]["tvm"])
+
+
+def _zoo_cells(name: str, r: dict) -> list[str]:
+    s, tvm = r["seconds"], r["seconds"].get("tvm")
+    tvm_diff, tvm_build = r.get("tvm diff"), r.get("tvm build")
+    return [name, ms(s["msc"]), ms(s["onnxruntime"]), _tvm_cell(r),
+            ratio(s["msc"], s["onnxruntime"]), ratio(s["msc"], tvm),
+            f"{r['rel diff 0.02']:.1e}", f"{r['diff']:.1e}", f"{r['logit scale']:.1f}",
+            "-" if tvm_diff is None else f"{tvm_diff:.1e}", f"{r['build']:.2f}",
+            "-" if tvm_build is None else f"{tvm_build:.1f}", r["kernels"]]
 
 
 def print_zoo(rows: dict) -> None:
-    print("| " + " | ".join(ZOO_COLUMNS) + " |")
-    print("|" + "---|" * len(ZOO_COLUMNS))
-    for name, r in rows.items():
-        s, tvm = r["seconds"], r["seconds"].get("tvm")
-        tvm_diff, tvm_build = r.get("tvm diff"), r.get("tvm build")
-        cells = [name, _ms(s["msc"]), _ms(s["onnxruntime"]), _tvm_cell(r),
-                 _ratio(s["msc"], s["onnxruntime"]), _ratio(s["msc"], tvm),
-                 f"{r['rel diff 0.02']:.1e}", f"{r['diff']:.1e}", f"{r['logit scale']:.1f}",
-                 "-" if tvm_diff is None else f"{tvm_diff:.1e}", f"{r['build']:.2f}",
-                 "-" if tvm_build is None else f"{tvm_build:.1f}", r["kernels"]]
-        print("| " + " | ".join(cells) + " |")
+    print_table(ZOO_COLUMNS, (_zoo_cells(name, r) for name, r in rows.items()))
     ratios = {pair: [s[pair[0]] / s[pair[1]] for s in (r["seconds"] for r in rows.values())
                      if s.get(pair[0]) and s.get(pair[1])]
               for pair in [("msc", "onnxruntime"), ("msc", "tvm"), ("tvm", "onnxruntime")]}
     print()
     for (a, b), values in ratios.items():
         if values:
-            print(f"geomean {a} / {b}: {_geomean(values):.2f}x over {len(values)} of "
+            print(f"geomean {a} / {b}: {geomean(values):.2f}x over {len(values)} of "
                   f"{len(rows)} models")
 
 
@@ -465,21 +375,20 @@ def print_scaling(rows: dict, counts: list[int]) -> None:
     for t in counts:
         cols += [f"{t}T msc ms", f"{t}T ORT ms", f"{t}T msc / ORT"]
     cols += [f"{who} {first}->{t}T" for t in counts[1:] for who in ("msc", "ORT")]
-    print("| model | " + " | ".join(cols) + " |")
-    print("|" + "---|" * (len(cols) + 1))
     ratios = {t: [] for t in counts}
-    for name, r in rows.items():
-        s, cells = r["seconds"], []
+
+    def cells(name: str, s: dict) -> list[str]:
+        out = [name]
         for t in counts:
-            cells += [_ms(s[f"msc@{t}"]), _ms(s[f"onnxruntime@{t}"]),
-                      _ratio(s[f"msc@{t}"], s[f"onnxruntime@{t}"])]
+            out += [ms(s[f"msc@{t}"]), ms(s[f"onnxruntime@{t}"]),
+                    ratio(s[f"msc@{t}"], s[f"onnxruntime@{t}"])]
             ratios[t].append(s[f"msc@{t}"] / s[f"onnxruntime@{t}"])
-        cells += [_ratio(s[f"{who}@{first}"], s[f"{who}@{t}"]) for t in counts[1:]
-                  for who in ("msc", "onnxruntime")]
-        print(f"| {name} | " + " | ".join(cells) + " |")
+        return out + [ratio(s[f"{who}@{first}"], s[f"{who}@{t}"]) for t in counts[1:]
+                      for who in ("msc", "onnxruntime")]
+    print_table(["model", *cols], (cells(name, r["seconds"]) for name, r in rows.items()))
     print()
     for t, values in ratios.items():
-        print(f"geomean msc / ORT at {t} thread(s): {_geomean(values):.2f}x, worst "
+        print(f"geomean msc / ORT at {t} thread(s): {geomean(values):.2f}x, worst "
               f"{max(values):.2f}x over {len(values)} models")
 
 

@@ -16,15 +16,25 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import int8 as bint8
 from benchmarks import speed
+from benchmarks.common import (
+    best_interleaved,
+    ms,
+    msc_executable,
+    ort_session,
+    per_call,
+    print_table,
+)
 
+COLUMNS = ["input", "weight", "stride", "msc path", "msc ms", "ORT ms", "msc GF/s", "ORT GF/s",
+           "msc/ORT"]
 
 def _nodes(model) -> list:
     """(conv node, nodes of its one-node model, output name) per Conv of ``model``."""
@@ -74,17 +84,6 @@ def _kernels(ex) -> list:
     return found
 
 
-def _best(fn, x, rounds: int = 5, chunk: float = 0.05) -> float:
-    best = float("inf")
-    for _ in range(rounds):
-        start, calls = time.thread_time(), 0
-        while time.thread_time() - start < chunk:
-            fn(x)
-            calls += 1
-        best = min(best, (time.thread_time() - start) / calls)
-    return best
-
-
 def run_model(name: str, top: int) -> None:
     from onnx import numpy_helper, shape_inference
 
@@ -97,12 +96,14 @@ def run_model(name: str, top: int) -> None:
     rows = []
     for conv, nodes, output in _nodes(model):
         one = _single(model, shapes, nodes, output)
-        ex = bint8.msc_executable(one)
+        ex = msc_executable(one)
         ours = relax.VirtualMachine(ex, relax.cpu(), num_threads=1)["main"]
-        theirs = bint8.ort_runner(one, 1)
+        theirs = ort_session(one, 1)
         x = np.random.default_rng(0).random(shapes[conv.input[0]], dtype=np.float32)
         ours(x), theirs(x)
-        t_msc, t_ort = _best(ours, x), _best(theirs, x)
+        best = best_interleaved({"msc": partial(ours, x), "ort": partial(theirs, x)}, 5,
+                                lambda fn: per_call(fn, 0.05, time.thread_time), warm=False)
+        t_msc, t_ort = best["msc"], best["ort"]
         w = numpy_helper.to_array(weights[conv.input[1]])
         flop = 2.0 * np.prod(shapes[output]) * np.prod(w.shape[1:])
         stride = next((list(a.ints) for a in conv.attribute if a.name == "strides"), [1, 1])
@@ -111,11 +112,11 @@ def run_model(name: str, top: int) -> None:
     total_msc, total_ort = sum(r[5] for r in rows), sum(r[6] for r in rows)
     print(f"\n{name}: {len(rows)} convs alone, msc {total_msc * 1e3:.2f} ms, onnxruntime "
           f"{total_ort * 1e3:.2f} ms, msc/ORT {total_msc / total_ort:.3f}")
-    print("| input | weight | stride | msc path | msc ms | ORT ms | msc GF/s | ORT GF/s | msc/ORT |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for _, xs, ws, stride, path, t_msc, t_ort, flop in sorted(rows, key=lambda r: -r[0])[:top]:
-        print(f"| {xs} | {ws} | {stride} | {path} | {t_msc * 1e3:.3f} | {t_ort * 1e3:.3f} | "
-              f"{flop / t_msc / 1e9:.0f} | {flop / t_ort / 1e9:.0f} | {t_msc / t_ort:.2f} |")
+    print_table(COLUMNS, ([xs, ws, stride, path, ms(t_msc, digits=3), ms(t_ort, digits=3),
+                           f"{flop / t_msc / 1e9:.0f}", f"{flop / t_ort / 1e9:.0f}",
+                           f"{t_msc / t_ort:.2f}"]
+                          for _, xs, ws, stride, path, t_msc, t_ort, flop
+                          in sorted(rows, key=lambda r: -r[0])[:top]))
 
 
 def main() -> None:

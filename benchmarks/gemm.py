@@ -35,6 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.common import best_interleaved, per_call
 from benchmarks.peak import cpuinfo_mhz, fma_probe
 from msc.backend import JIT, KernelCache, vector_lanes
 from msc.backend.kernels import Gemm, GemmConfig, build_gemm_module
@@ -49,28 +50,6 @@ SHAPES = [
     ("res5 3x3", 49, 4608, 512),
     ("fc", 1, 2048, 1000),
 ]
-
-
-def timed(fn, min_time: float, clock=time.perf_counter) -> float:
-    """Seconds per call on ``clock``, averaged over at least ``min_time`` of its seconds (and
-    one call); ``time.thread_time`` counts only the calling thread's CPU time."""
-    calls, start = 0, clock()
-    while (elapsed := clock() - start) < min_time or not calls:
-        fn()
-        calls += 1
-    return elapsed / calls
-
-
-def best_seconds(fns: dict, repeats: int, min_time: float) -> dict[str, float]:
-    """Best time per call of each function; rounds interleave them, so that load from other
-    processes on this shared machine hits every contender alike."""
-    for fn in fns.values():
-        fn()  # warm caches, lazy initialisation and (for msc) the compiled kernel
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(repeats):
-        for who, fn in fns.items():
-            best[who] = min(best[who], timed(fn, min_time))
-    return best
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,7 +146,7 @@ def measure(shape, probe, probe_flops: float, args) -> tuple[tuple, dict[str, fl
     fns = {who: make(a, b) for who, make in contenders.items()}
     flops = dict.fromkeys(fns, 2.0 * m * k * n)
     fns["peak"], flops["peak"] = probe, probe_flops
-    seconds = best_seconds(fns, args.repeats, args.min_time)
+    seconds = best_interleaved(fns, args.repeats, lambda fn: per_call(fn, args.min_time))
     return shape, {who: flops[who] / seconds[who] / 1e9 for who in fns}
 
 

@@ -10,20 +10,14 @@ best of ``--repeat`` runs, so other load on the machine inflates it as little as
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Callable
+import sys
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import best_of
 from msc.graph import MSCGraph
 from msc.graph.testing import synthetic_chain
-
-
-def best_of(repeat: int, run: Callable[[], object]) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def measure(size: int, repeat: int) -> dict[str, float]:
@@ -31,14 +25,16 @@ def measure(size: int, repeat: int) -> dict[str, float]:
     text = graph.to_json()
     tensors = [t.name for n in graph.get_nodes() for t in n.outputs]
     tensors += [w.name for w in graph.get_weights()]
+    def best(fn) -> float:
+        return best_of(fn, repeat)[1]
     return {
         "joints": size, "tensors": len(tensors), "json_mb": len(text) / 1e6,
-        "to_json": best_of(repeat, graph.to_json),
-        "from_json": best_of(repeat, lambda: MSCGraph.from_json(text)),
-        "producers": best_of(repeat, lambda: [graph.find_producer(t) for t in tensors]),
-        "consumers": best_of(repeat, lambda: [graph.find_consumers(t) for t in tensors]),
-        "prototxt": best_of(repeat, graph.visualize),
-        "check": best_of(repeat, graph.check),
+        "to_json": best(graph.to_json),
+        "from_json": best(lambda: MSCGraph.from_json(text)),
+        "producers": best(lambda: [graph.find_producer(t) for t in tensors]),
+        "consumers": best(lambda: [graph.find_consumers(t) for t in tensors]),
+        "prototxt": best(graph.visualize),
+        "check": best(graph.check),
     }
 
 

@@ -47,8 +47,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.quantize import ZOO, ZOO_MORE, batches, sqnr
-from benchmarks.transformers import best_call_seconds
+from benchmarks.common import (
+    batches,
+    best_call_seconds,
+    msc_executable,
+    msc_runner,
+    ort_qdq,
+    ort_session,
+    print_table,
+    sqnr,
+)
+from benchmarks.quantize import ZOO, ZOO_MORE
 from msc.progress import progress
 
 
@@ -149,57 +158,6 @@ def preprocessed(model):
         return onnx.load(dst)
 
 
-def ort_qdq(model, name: str, calib: list):
-    """onnxruntime's QDQ model of ``model`` (per-channel int8 weights, uint8 activations)."""
-    from tests.helpers.qdq_models import ort_quantize
-
-    with tempfile.TemporaryDirectory() as folder:
-        return ort_quantize(model, calib, Path(folder), name)
-
-
-def ort_runner(model, threads: int):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    name = session.get_inputs()[0].name
-    return lambda x: session.run(None, {name: x})[0]
-
-
-def msc_executable(model, fold: bool = True):
-    """``fold=False``: the build as it was before the QDQ pass (QDQ graphs computed in float:
-    fake quantization), for the before/after column."""
-    from unittest import mock
-
-    from msc import relax
-    from msc.backend import build as build_module
-    from msc.codegen import to_relax
-    from msc.frontends.translate import from_onnx
-
-    graph, weights = from_onnx(model)
-    with tempfile.TemporaryDirectory() as folder:
-        mod = to_relax(graph, weights, build_folder=folder)
-    if fold:
-        return relax.build(mod, target="llvm")
-    with mock.patch.object(build_module, "fold_qdq", lambda program: {}):
-        return relax.build(mod, target="llvm")
-
-
-def msc_runner(ex, threads: int):
-    from msc import relax
-
-    vm = relax.VirtualMachine(ex, relax.cpu(), num_threads=threads)
-    fn = vm["main"]
-
-    def run(x):
-        got = fn(x)
-        return (got[0] if isinstance(got, (tuple, list)) else got).numpy()
-    return run
-
-
 def print_profiles(name: str, ex, qmodel, x, top: int = 12) -> None:
     """msc int8's slowest joints and onnxruntime int8's slowest node types, one thread."""
     import json
@@ -250,14 +208,14 @@ def rows(name: str, args) -> list[dict]:
     unfolded = sum(ex_q.stats["ops"].get("dequantize", {}).values())
     if args.profile:
         print_profiles(name, ex_q, qmodel, held_out[0])
-    ref = [ort_runner(model, 1)(x) for x in held_out]
+    ref = [ort_session(model, 1)(x) for x in held_out]
     db = {"msc": sqnr(ref, [msc_runner(ex_q, 1)(x) for x in held_out]),
-          "ort": sqnr(ref, [ort_runner(qmodel, 1)(x) for x in held_out])}
+          "ort": sqnr(ref, [ort_session(qmodel, 1)(x) for x in held_out])}
     out = []
     for threads in args.threads:
         x = held_out[0]
         fns = {"msc f32": msc_runner(ex_f, threads), "msc int8": msc_runner(ex_q, threads),
-               "ORT f32": ort_runner(model, threads), "ORT int8": ort_runner(qmodel, threads)}
+               "ORT f32": ort_session(model, threads), "ORT int8": ort_session(qmodel, threads)}
         if ex_fake is not None:
             fns["msc QDQ unfolded"] = msc_runner(ex_fake, threads)
         best = best_call_seconds({k: (lambda f=f, x=x: f(x)) for k, f in fns.items()},
@@ -276,12 +234,9 @@ def rows(name: str, args) -> list[dict]:
     return out
 
 
-def print_table(table: list[dict]) -> None:
+def print_rows(table: list[dict]) -> None:
     cols = list(table[0])
-    print("| " + " | ".join(cols) + " |")
-    print("|" + "---|" * len(cols))
-    for row in table:
-        print("| " + " | ".join(row[c] for c in cols) + " |")
+    print_table(cols, ([row[c] for c in cols] for row in table))
 
 
 def main(argv=None) -> None:
@@ -312,7 +267,7 @@ def main(argv=None) -> None:
                 raise
             print(f"{name}: skipped ({type(err).__name__}: {str(err)[:200]})", file=sys.stderr)
     print(f"load: {os.getloadavg()[0]:.2f} (1 min)")
-    print_table(table)
+    print_rows(table)
     print_geomeans(table)
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from unittest import mock
 
@@ -27,24 +28,26 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
 
-import onnx
 
-from benchmarks import int8, speed
+from benchmarks import speed
+from benchmarks.common import (
+    best_interleaved,
+    cached_model,
+    msc_executable,
+    msc_runner,
+    ort_qdq,
+    ort_session,
+    single_calls,
+)
 
 
 def qdq_model(name: str, cache: Path | None):
     """onnxruntime's QDQ model of speed.py's ``name`` and one timed input."""
     case = speed.transformer_case(name, False)
-    path = cache / f"{name}.int8.onnx" if cache else None
-    if path is not None and path.exists():
-        model = onnx.load(path)
-    else:
-        float_model = case["float"]
-        model = int8.ort_qdq(float_model, float_model.graph.input[0].name,
-                             case["draw"](speed.CALIBRATION, 1))
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            onnx.save(model, path)
+    float_model = case["float"]
+    model = cached_model(cache / f"{name}.int8.onnx" if cache else None,
+                         lambda: ort_qdq(float_model, float_model.graph.input[0].name,
+                                         case["draw"](speed.CALIBRATION, 1)))
     return model, case["draw"](1, 2)[0]
 
 
@@ -54,23 +57,23 @@ def rows_off_executable(model):
 
     with mock.patch.object(qdq_fold, "fold_rows", lambda program: {}), \
             mock.patch.object(qdq_fold, "permute_bytes", lambda program: {}):
-        return int8.msc_executable(model)
+        return msc_executable(model)
 
 
 def best_times(runners: dict, x, rounds: int, cpu: bool) -> dict:
     """{key: fastest call in ms} over interleaved rounds of 3 calls each; with ``cpu`` the
     1-thread calls are timed in the calling thread's CPU time (the other sessions' load
     does not count; every 1-thread contender computes on the calling thread)."""
-    best = {key: float("inf") for key in runners}
-    for _ in range(rounds):
-        for key, run in runners.items():
-            clock = time.thread_time if cpu and key[1] == 1 else time.perf_counter
-            run(x)
-            for _ in range(3):
-                start = clock()
-                run(x)
-                best[key] = min(best[key], (clock() - start) * 1e3)
-    return best
+    def timing(key):
+        clock = time.thread_time if cpu and key[1] == 1 else time.perf_counter
+        run = partial(runners[key], x)
+
+        def one_round() -> float:
+            run()  # each round warms its contender again after the others ran
+            return min(single_calls(run, 3, clock)) * 1e3
+        return one_round
+    return best_interleaved({key: timing(key) for key in runners}, rounds,
+                            lambda one_round: one_round(), warm=False)
 
 
 def main(argv=None) -> None:
@@ -88,12 +91,12 @@ def main(argv=None) -> None:
           f"{'msc/ORT':>8s} {'off/ORT':>8s}")
     for name in args.models:
         model, x = qdq_model(name, args.cache)
-        builds = {"msc": int8.msc_executable(model), "off": rows_off_executable(model)}
+        builds = {"msc": msc_executable(model), "off": rows_off_executable(model)}
         runners = {}
         for threads in args.threads:
             for who, ex in builds.items():
-                runners[(who, threads)] = int8.msc_runner(ex, threads)
-            runners[("ORT", threads)] = int8.ort_runner(model, threads)
+                runners[(who, threads)] = msc_runner(ex, threads)
+            runners[("ORT", threads)] = ort_session(model, threads)
         best = best_times(runners, x, args.rounds, args.cpu)
         for t in args.threads:
             msc, off, ort = best[("msc", t)], best[("off", t)], best[("ORT", t)]

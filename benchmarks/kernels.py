@@ -25,6 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.common import best_interleaved, per_call, print_table
 from msc.backend.legalize import legalize_call
 from msc.backend.legalize.testing import build_call
 from msc.backend.tir.compile import compile_prim_func
@@ -124,15 +125,32 @@ def ort_kernel(node, inputs, out_shape):
 
 
 def best_us(fns: dict, repeats: int, min_time: float) -> dict:
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            calls, start = 0, time.perf_counter()
-            while (elapsed := time.perf_counter() - start) < min_time or not calls:
-                fn()
-                calls += 1
-            best[name] = min(best[name], elapsed / calls * 1e6)
-    return best
+    """Best microseconds per call of each contender, rounds interleaved."""
+    best = best_interleaved(fns, repeats, lambda fn: per_call(fn, min_time), warm=False)
+    return {name: seconds * 1e6 for name, seconds in best.items()}
+
+
+COLUMNS = ["kernel", "msc us", "numpy us", "onnxruntime us", "msc / numpy", "msc / ORT",
+           "compile ms", "max abs err"]
+
+
+def kernel_row(name: str, case: tuple, args) -> list[str]:
+    """One kernel: msc vs numpy vs onnxruntime, interleaved, and msc's error against ORT."""
+    op, inputs, op_args, attrs, np_fn, node = case
+    run, out, compile_ms = msc_kernel(op, inputs, op_args, attrs)
+    fns = {"msc": run}
+    if np_fn is not None:
+        fns["numpy"] = lambda: np_fn(*inputs)
+    ort = ort_kernel(node, inputs, out.shape)
+    err = ""
+    if ort is not None:
+        fns["ort"] = ort[0]
+        err = f"{np.abs(ort[1] - out).max():.1e}"
+    t = best_us(fns, args.repeats, args.min_time)
+    numpy_t, ort_t = t.get("numpy"), t.get("ort")
+    return [name, f"{t['msc']:.1f}", f"{numpy_t:.1f}" if numpy_t else "-",
+            f"{ort_t:.1f}" if ort_t else "-", f"{t['msc'] / numpy_t:.2f}x" if numpy_t else "-",
+            f"{t['msc'] / ort_t:.2f}x" if ort_t else "-", f"{compile_ms:.0f}", err]
 
 
 def main() -> None:
@@ -140,27 +158,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--min-time", type=float, default=0.05)
     args = parser.parse_args()
-    print("| kernel | msc us | numpy us | onnxruntime us | msc / numpy | msc / ORT | "
-          "compile ms | max abs err |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, (op, inputs, op_args, attrs, np_fn, node) in CASES.items():
-        run, out, compile_ms = msc_kernel(op, inputs, op_args, attrs)
-        fns = {"msc": run}
-        if np_fn is not None:
-            fns["numpy"] = lambda f=np_fn, xs=inputs: f(*xs)
-        ort = ort_kernel(node, inputs, out.shape)
-        err = ""
-        if ort is not None:
-            fns["ort"] = ort[0]
-            err = f"{np.abs(ort[1] - out).max():.1e}"
-        t = best_us(fns, args.repeats, args.min_time)
-        numpy_t, ort_t = t.get("numpy"), t.get("ort")
-        cells = [f"{t['msc']:.1f}", f"{numpy_t:.1f}" if numpy_t else "-",
-                 f"{ort_t:.1f}" if ort_t else "-",
-                 f"{t['msc'] / numpy_t:.2f}x" if numpy_t else "-",
-                 f"{t['msc'] / ort_t:.2f}x" if ort_t else "-", f"{compile_ms:.0f}", err]
-        print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
-
+    print_table(COLUMNS, (kernel_row(name, case, args) for name, case in CASES.items()),
+                flush=True)
 
 if __name__ == "__main__":
     main()

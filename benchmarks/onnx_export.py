@@ -31,23 +31,25 @@ import tempfile
 import time
 import warnings
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.common import (
+    as_logits,
+    light_model,
+    print_table,
+    single_calls,
+    sqnr,
+    with_random_weights,
+)
 from msc.progress import progress
 
 ZOO = ("squeezenet", "shufflenet", "inception_v1", "inception_v2", "resnet50", "densenet121",
        "bvlc_alexnet", "zfnet512", "vgg19")
-
-
-def _light(name: str):
-    import onnx
-
-    return onnx.load(Path(onnx.__file__).parent / "backend/test/data/light" /
-                     f"light_{name}.onnx")
 
 
 def _session(model):
@@ -62,13 +64,9 @@ def _session(model):
 
 def _run_times(session, feeds: dict, repeat: int) -> list[float]:
     """Seconds of ``repeat`` onnxruntime runs after one warm-up run."""
-    session.run(None, feeds)
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        session.run(None, feeds)
-        times.append(time.perf_counter() - start)
-    return times
+    run = partial(session.run, None, feeds)
+    run()
+    return single_calls(run, repeat)
 
 
 def _latency(session, feeds: dict, repeat: int = 5) -> float:
@@ -84,7 +82,7 @@ def zoo_row(name: str) -> dict:
     from msc.codegen import to_onnx
     from msc.frontends.onnx.api import from_onnx
 
-    original = _light(name)
+    original = light_model(name)
     start = time.perf_counter()
     graph, weights = from_onnx(original)
     written = to_onnx(graph, weights)
@@ -102,12 +100,10 @@ def zoo_row(name: str) -> dict:
 
 def run_zoo() -> list[dict]:
     rows = [zoo_row(name) for name in progress(ZOO, desc="light zoo")]
-    print("| model | nodes original | nodes written | max abs diff | export s | "
-          "onnxruntime latency written / original |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['model']} | {r['nodes_in']} | {r['nodes_out']} | {r['max_abs_diff']:.2g} | "
-              f"{r['export_s']} | {r['ort_latency_ratio']:.2f}x |")
+    print_table(["model", "nodes original", "nodes written", "max abs diff", "export s",
+                 "onnxruntime latency written / original"],
+                ([r["model"], r["nodes_in"], r["nodes_out"], f"{r['max_abs_diff']:.2g}",
+                  r["export_s"], f"{r['ort_latency_ratio']:.2f}x"] for r in rows))
     return rows
 
 
@@ -166,7 +162,7 @@ def run_qdq() -> dict:
 
     # msc's own export of the zoo model is the float model: modern opset, which
     # onnxruntime.quantization needs (it cannot convert the zoo file's opset 8)
-    float_model = to_onnx(*from_onnx(_light("squeezenet")))
+    float_model = to_onnx(*from_onnx(light_model("squeezenet")))
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "float.onnx", Path(tmp) / "qdq.onnx"
         onnx.save(float_model, src)
@@ -251,9 +247,7 @@ def _variant(label: str, graph, weights, x, base: dict, repeat: int, plan=None) 
            "max_abs_output": float(np.abs(vm).max())}
     if plan:  # one step of the coarsest activation quantizer
         row["step"] = max(float(np.max(e["scale"])) for e in plan.values() if e["axis"] == -1)
-        ref = base["output"]
-        row["sqnr_vs_float_db"] = float(10 * np.log10(np.sum(ref.astype(np.float64) ** 2) / max(
-            np.sum((ref - got).astype(np.float64) ** 2), 1e-300)))
+        row["sqnr_vs_float_db"] = sqnr([base["output"]], [got])
     if base:
         row.update({f"{k}_ratio": base[k] / row[k] for k in ("onnx_bytes", "npz_bytes")})
         row["latency_ratio"] = row["ms"] / base["ms"]
@@ -262,7 +256,6 @@ def _variant(label: str, graph, weights, x, base: dict, repeat: int, plan=None) 
 
 
 def compressed_rows(name: str, repeat: int) -> list[dict]:
-    from benchmarks.backend import as_logits, light_model, with_random_weights
     from msc.compression import prune
     from msc.compression.quantize import quantize
     from msc.frontends.onnx.api import from_onnx
@@ -286,23 +279,26 @@ def compressed_rows(name: str, repeat: int) -> list[dict]:
     return rows
 
 
+COMPRESSED_COLUMNS = ["model", "variant", "onnxruntime ms", "latency / float", ".onnx / float",
+                      ".npz / float", "int8 kernels", "max abs diff vs msc VM (one step)",
+                      "SQNR vs float"]
+
+
+def _compressed_cells(r: dict) -> list[str]:
+    latency = f"{r['latency_ratio']:.2f}x" if "latency_ratio" in r else "-"
+    sizes = [f"1/{r[k]:.2f}" if k in r else "-" for k in ("onnx_bytes_ratio", "npz_bytes_ratio")]
+    kernels = ", ".join(f"{k} {v}" for k, v in r["int8_kernels"].items()) or "-"
+    sqnr = f"{r['sqnr_vs_float_db']:.1f} dB" if "sqnr_vs_float_db" in r else "-"
+    step = f"{r['step']:.2g}" if "step" in r else "-"
+    return [r["model"], r["variant"], f"{r['ms']:.1f}", latency, *sizes, kernels,
+            f"{r['max_abs_diff_vs_msc_vm']:.2g} ({step})", sqnr]
+
+
 def run_compressed(models, repeat: int) -> list[dict]:
     rows = [r for name in progress(models, desc="compressed") for r in
             compressed_rows(name, repeat)]
     print(f"\nmsc-compressed models written by to_onnx, onnxruntime 1 thread, best of {repeat}:")
-    print("| model | variant | onnxruntime ms | latency / float | .onnx / float | .npz / float |"
-          " int8 kernels | max abs diff vs msc VM (one step) | SQNR vs float |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        ratios = [f"{r[k]:.2f}x" if k in r else "-" for k in
-                  ("latency_ratio", "onnx_bytes_ratio", "npz_bytes_ratio")]
-        ratios[1:] = [f"1/{r[k]:.2f}" if k in r else "-" for k in
-                      ("onnx_bytes_ratio", "npz_bytes_ratio")]
-        kernels = ", ".join(f"{k} {v}" for k, v in r["int8_kernels"].items()) or "-"
-        sqnr = f"{r['sqnr_vs_float_db']:.1f} dB" if "sqnr_vs_float_db" in r else "-"
-        step = f"{r['step']:.2g}" if "step" in r else "-"
-        print(f"| {r['model']} | {r['variant']} | {r['ms']:.1f} | {ratios[0]} | {ratios[1]} | "
-              f"{ratios[2]} | {kernels} | {r['max_abs_diff_vs_msc_vm']:.2g} ({step}) | {sqnr} |")
+    print_table(COMPRESSED_COLUMNS, (_compressed_cells(r) for r in rows))
     return rows
 
 

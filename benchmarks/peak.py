@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ctypes
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from llvmlite import ir
 
+from benchmarks.common import per_call
 from msc.backend import JIT, host_target, vector_lanes
 from msc.backend.llvm.loops import F32, I64, entry_alloca, for_range
 
@@ -91,11 +91,7 @@ def formula_peak(lanes: int | None = None, fma_pipes: int = 2) -> float | None:
 
 def gflops(probe: FmaProbe, min_time: float) -> float:
     """One timed run of at least ``min_time`` seconds."""
-    calls, start = 0, time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < min_time or not calls:
-        probe.run()
-        calls += 1
-    return probe.flops * calls / elapsed / 1e9
+    return probe.flops / per_call(probe.run, min_time) / 1e9
 
 
 def measured_peak(probe: FmaProbe | None = None, repeats: int = 7,

@@ -36,12 +36,13 @@ import copy
 import functools
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import best_interleaved, light_folder, print_table, single_calls
 
 
 def _models(quick: bool) -> dict:
@@ -105,12 +106,7 @@ def _first(out):
 
 def _median_ms(fn, repeat: int) -> float:
     fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e3
+    return float(np.median(single_calls(fn, repeat))) * 1e3
 
 
 def _vm(graph, weights):
@@ -237,48 +233,46 @@ ZOO = ["squeezenet", "shufflenet", "resnet50", "inception_v1", "densenet121"]
 def _best_interleaved_ms(fns: dict, repeat: int) -> dict:
     """Best-of-``repeat`` ms of each callable, run in turn (round robin) so that the load of
     a shared machine hits them alike."""
-    times = {k: [] for k in fns}
-    for fn in fns.values():
-        fn()
-    for _ in range(repeat):
-        for key, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[key].append(time.perf_counter() - start)
-    return {k: min(v) * 1e3 for k, v in times.items()}
+    best = best_interleaved(fns, repeat, lambda fn: single_calls(fn, 1)[0])
+    return {k: seconds * 1e3 for k, seconds in best.items()}
+
+
+ZOO_COLUMNS = ["zoo model", "params x", "FLOPs x", "groups",
+               "msc VM ms: full -> pruned (speedup)", "pruned, BN folded", "ORT ms (unpruned)"]
 
 
 def zoo_rows(density: float, repeat: int) -> None:
-    import onnx
+    print()
+    print_table(ZOO_COLUMNS, (_zoo_cells(name, density, repeat) for name in ZOO), flush=True)
 
+
+def _zoo_cells(name: str, density: float, repeat: int) -> list[str]:
+    """One light zoo model (random weights) pruned to ``density``, and BN folded: params and
+    FLOPs kept, msc VM latency of each, interleaved with onnxruntime's of the unpruned one."""
     from msc.compression.prune import prune
     from msc.frontends.translate import from_onnx
 
-    folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
-    print("\n| zoo model | params x | FLOPs x | groups | msc VM ms: full -> pruned (speedup) | "
-          "pruned, BN folded | ORT ms (unpruned) |")
-    print("|---|---|---|---|---|---|---|")
-    for name in ZOO:
-        rng = np.random.default_rng(0)
-        graph, weights = from_onnx(str(folder / f"light_{name}.onnx"))
-        weights = {k: _random_like(v, rng) for k, v in weights.items()}
-        settings = {"density": density, "latency": False}
-        small, small_w, report = prune(graph, weights, settings)
-        folded, folded_w, _ = prune(graph, weights, {**settings, "fold_bn": True})
-        x = rng.standard_normal([max(d, 1) for d in graph.get_inputs()[0].shape])
-        x = x.astype("float32")
-        fns = {k: functools.partial(_vm(g, w), x) for k, (g, w) in
-               {"full": (graph, weights), "pruned": (small, small_w),
-                "folded": (folded, folded_w)}.items()}
-        ort_fn = _ort_fn(folder, name, x)
-        if ort_fn is not None:
-            fns["ort"] = ort_fn
-        ms = _best_interleaved_ms(fns, repeat)
-        ort_ms = f"{ms['ort']:.2f}" if "ort" in ms else "-"
-        print(f"| {name} | {report['total']['params'][2]:.3f} | "
-              f"{report['total']['flops'][2]:.3f} | {len(report['groups'])} | "
-              f"{ms['full']:.2f} -> {ms['pruned']:.2f} ({ms['full'] / ms['pruned']:.2f}x) | "
-              f"{ms['folded']:.2f} ({ms['full'] / ms['folded']:.2f}x) | {ort_ms} |", flush=True)
+    folder = light_folder()
+    rng = np.random.default_rng(0)
+    graph, weights = from_onnx(str(folder / f"light_{name}.onnx"))
+    weights = {k: _random_like(v, rng) for k, v in weights.items()}
+    settings = {"density": density, "latency": False}
+    small, small_w, report = prune(graph, weights, settings)
+    folded, folded_w, _ = prune(graph, weights, {**settings, "fold_bn": True})
+    x = rng.standard_normal([max(d, 1) for d in graph.get_inputs()[0].shape])
+    x = x.astype("float32")
+    fns = {k: functools.partial(_vm(g, w), x) for k, (g, w) in
+           {"full": (graph, weights), "pruned": (small, small_w),
+            "folded": (folded, folded_w)}.items()}
+    ort_fn = _ort_fn(folder, name, x)
+    if ort_fn is not None:
+        fns["ort"] = ort_fn
+    ms = _best_interleaved_ms(fns, repeat)
+    return [name, f"{report['total']['params'][2]:.3f}", f"{report['total']['flops'][2]:.3f}",
+            len(report["groups"]),
+            f"{ms['full']:.2f} -> {ms['pruned']:.2f} ({ms['full'] / ms['pruned']:.2f}x)",
+            f"{ms['folded']:.2f} ({ms['full'] / ms['folded']:.2f}x)",
+            f"{ms['ort']:.2f}" if "ort" in ms else "-"]
 
 
 def _random_like(array, rng):
@@ -300,6 +294,31 @@ def _ort_fn(folder: Path, name: str, x):
     return lambda: session.run(None, feed)
 
 
+MODEL_COLUMNS = ["model", "exercises", "msc params x", "msc FLOPs x", "msc VM ms (speedup)",
+                 "msc torch ms (speedup)", "codegens agree", "TP status", "TP params x",
+                 "TP MACs x", "TP torch ms (speedup)", "channels agree"]
+
+
+def _model_cells(name: str, case: tuple, density: float, repeat: int, torch_pruning) -> list:
+    """One torch model pruned by msc and (when installed) by Torch-Pruning, side by side."""
+    import torch
+
+    what, make, shape, settings = case
+    torch.manual_seed(0)
+    full = make().eval()
+    m = run_msc(full, shape, density, repeat)
+    t = run_tp(full, shape, density, settings, repeat) if torch_pruning else \
+        {"status": "not installed"}
+    vm0, vm1 = m["vm"]
+    th0, th1 = m["torch"]
+    tp_ms = f"{th0:.3f} -> {t['torch']:.3f} ({th0 / t['torch']:.2f}x)" if "torch" in t else "-"
+    return [name, what, f"{m['params']:.3f}", f"{m['flops']:.3f}",
+            f"{vm0:.3f} -> {vm1:.3f} ({vm0 / vm1:.2f}x)",
+            f"{th0:.3f} -> {th1:.3f} ({th0 / th1:.2f}x)", _agrees(m["diff"]), t["status"],
+            f"{t.get('params', float('nan')):.3f}", f"{t.get('macs', float('nan')):.3f}", tp_ms,
+            _agree(m["plan"], t.get("kept"))]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="half widths, 3 timing runs")
@@ -312,33 +331,15 @@ def main(argv=None) -> int:
     if args.zoo_only:
         zoo_rows(args.density, 3 if args.quick else args.repeat)
         return 0
-    import torch
 
     repeat = 3 if args.quick else args.repeat
     try:
         import torch_pruning
     except ImportError:
         torch_pruning = None
-    print("| model | exercises | msc params x | msc FLOPs x | msc VM ms (speedup) | "
-          "msc torch ms (speedup) | codegens agree | TP status | TP params x | TP MACs x | "
-          "TP torch ms (speedup) | channels agree |")
-    print("|" + "---|" * 12)
-    for name, (what, make, shape, settings) in _models(args.quick).items():
-        torch.manual_seed(0)
-        full = make().eval()
-        m = run_msc(full, shape, args.density, repeat)
-        t = run_tp(full, shape, args.density, settings, repeat) if torch_pruning else \
-            {"status": "not installed"}
-        vm0, vm1 = m["vm"]
-        th0, th1 = m["torch"]
-        tp_ms = f"{th0:.3f} -> {t['torch']:.3f} ({th0 / t['torch']:.2f}x)" \
-            if "torch" in t else "-"
-        print(f"| {name} | {what} | {m['params']:.3f} | {m['flops']:.3f} | "
-              f"{vm0:.3f} -> {vm1:.3f} ({vm0 / vm1:.2f}x) | "
-              f"{th0:.3f} -> {th1:.3f} ({th0 / th1:.2f}x) | "
-              f"{_agrees(m['diff'])} | "
-              f"{t['status']} | {t.get('params', float('nan')):.3f} | "
-              f"{t.get('macs', float('nan')):.3f} | {tp_ms} | {_agree(m['plan'], t.get('kept'))} |")
+    models = _models(args.quick).items()
+    print_table(MODEL_COLUMNS, (_model_cells(name, case, args.density, repeat, torch_pruning)
+                                for name, case in models))
     if args.zoo:
         zoo_rows(args.density, repeat)
     return 0

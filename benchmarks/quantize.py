@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/quantize.py --methods minmax percentile entropy --all
 
 Every model is an ONNX model that both tools read: the onnx package's light zoo with random
-weights (benchmarks/backend.py's copies: the shipped weights are all 0.02) and a small
+weights (benchmarks/common.py's copies: the shipped weights are all 0.02) and a small
 transformer encoder layer built here (attention with per-head MatMuls, Softmax, LayerNorm,
 GELU-free MLP). Both quantize on the same calibration batches with the same method, per-channel
 symmetric int8 weights and per-tensor asymmetric uint8 activations (onnxruntime: QDQ format,
@@ -33,6 +33,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import (
+    as_logits,
+    batches,
+    light_model,
+    print_table,
+    sqnr,
+    with_random_weights,
+)
 
 ZOO = ["squeezenet", "resnet50", "inception_v1", "shufflenet", "bvlc_alexnet"]
 ZOO_MORE = ["densenet121", "inception_v2", "zfnet512", "vgg19"]
@@ -99,26 +108,11 @@ def model_and_input(name: str):
     else:
         from onnx import version_converter
 
-        from benchmarks.backend import as_logits, light_model, with_random_weights
-
         # QDQ with per-channel axes needs opset >= 13; the light zoo ships opset 3 to 9
         model = version_converter.convert_version(
             with_random_weights(as_logits(light_model(name))), 13)
     x = model.graph.input[0]
     return model, x.name, [d.dim_value for d in x.type.tensor_type.shape.dim]
-
-
-def batches(shape, count: int, seed: int, image: bool) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    draw = (lambda: rng.random(shape, dtype=np.float32)) if image else \
-        (lambda: rng.standard_normal(shape).astype(np.float32))
-    return [draw() for _ in range(count)]
-
-
-def sqnr(ref: list, got: list) -> float:
-    ref = np.concatenate([np.ravel(r) for r in ref]).astype(np.float64)
-    got = np.concatenate([np.ravel(g) for g in got]).astype(np.float64)
-    return float(10 * np.log10(np.sum(ref ** 2) / max(np.sum((ref - got) ** 2), 1e-300)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,10 +205,6 @@ COLUMNS = ["model", "method", "msc QDQ on", "msc dB", "ORT dB", "msc - ORT dB", 
            "msc quantize s", "ORT quantize s"]
 
 
-def print_row(r: dict) -> None:
-    print("| " + " | ".join(r[c] for c in COLUMNS) + " |", flush=True)
-
-
 def print_summary(rows: list[dict]) -> None:
     diffs = [float(r["msc - ORT dB"]) for r in rows]
     if diffs:
@@ -251,14 +241,15 @@ def main() -> None:
     models = args.models or (["squeezenet", "transformer"] if args.quick else
                              ZOO + ZOO_MORE + ["transformer"] if args.all else
                              ZOO + ["transformer"])
-    print("| " + " | ".join(COLUMNS) + " |")
-    print("|" + "|".join("---" for _ in COLUMNS) + "|", flush=True)
     table = []
-    for name in models:
-        for method in args.methods:
-            for r in rows(name, method, args):
-                print_row(r)
-                table.append(r)
+
+    def cells():
+        for name in models:
+            for method in args.methods:
+                for r in rows(name, method, args):
+                    table.append(r)
+                    yield [r[c] for c in COLUMNS]
+    print_table(COLUMNS, cells(), flush=True)
     print_summary(table)
 
 

@@ -36,22 +36,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import scaling_models as models
+from benchmarks.common import best_of, print_table
 
 STAGES = ("from_onnx", "from_torch", "from_relax", "script", "parse", "to_relax", "to_torch",
           "to_onnx", "build", "json", "run")
 SIZES = (1000, 5000, 20000, 100000)
-
-
-def _best(fn, repeat: int):
-    """(result of the last call, the best CPU time of ``repeat`` calls). CPU time of the
-    process (all its threads), not wall time: on a shared machine the growth ratios then
-    measure the code, not the neighbours."""
-    best, result = float("inf"), None
-    for _ in range(repeat):
-        start = time.process_time()
-        result = fn()
-        best = min(best, time.process_time() - start)
-    return result, best
 
 
 class Run:
@@ -63,8 +52,10 @@ class Run:
         self.onnx_model, self.torch_model = onnx_model, torch_model
         self.input_info, self.inputs, self.reference = input_info, inputs, reference
         self.stages, self.tolerance = stages, tolerance
-        # measure(fn) -> (fn's result, a figure): CPU seconds here, call counts in the tests
-        self.measure = measure or (lambda fn: _best(fn, repeat))
+        # measure(fn) -> (fn's result, a figure): here the best CPU seconds of the process (all
+        # its threads), not wall time: on a shared machine the growth ratios then measure the
+        # code, not the neighbours; call counts in the tests
+        self.measure = measure or (lambda fn: best_of(fn, repeat, time.process_time))
         self.times: dict[str, float] = {}
         self.facts: dict[str, object] = {}
 
@@ -140,17 +131,13 @@ def print_chain_table(kind: str, rows: dict, stages: tuple) -> None:
     head += [f"{b // 1000}k/{a // 1000}k" for a, b in ratios]
     print(f"\n{kind} chain ({', '.join(str(rows[s][1]['joints']) for s in sizes)} joints; "
           "ratio = growth, the joint ratio is linear)")
-    print("| stage | " + " | ".join(head) + " |")
-    print("|---" * (len(head) + 1) + "|")
-    for stage in stages:
-        if stage not in rows[sizes[0]][0]:
-            continue
+    lines = []
+    for stage in (s for s in stages if s in rows[sizes[0]][0]):
         times = [rows[s][0][stage] for s in sizes]
-        cells = [f"{t:.3f}" for t in times]
-        cells += [f"{times[j + 1] / max(times[j], 1e-9):.1f}" for j in range(len(ratios))]
-        print(f"| {stage} | " + " | ".join(cells) + " |")
+        lines.append([stage, *(f"{t:.3f}" for t in times),
+                      *(f"{b / max(a, 1e-9):.1f}" for a, b in itertools.pairwise(times))])
     joints = [f"{rows[b][1]['joints'] / rows[a][1]['joints']:.1f}" for a, b in ratios]
-    print("| (joints) | " + " | ".join(["-"] * len(sizes) + joints) + " |")
+    print_table(["stage", *head], [*lines, ["(joints)", *(["-"] * len(sizes)), *joints]])
 
 
 def transformer_table(stages: tuple, layers: int, hidden: int) -> None:
@@ -162,10 +149,9 @@ def transformer_table(stages: tuple, layers: int, hidden: int) -> None:
     joints = run.facts["joints"]
     print(f"\nBERT-style encoder, {layers} layers, hidden {hidden}, sequence {bert.seq}: "
           f"{joints} joints (run max rel err {run.facts.get('run max rel err', 0):.1e})")
-    print("| stage | s | us / joint |")
-    print("|---|---|---|")
-    for stage, seconds in run.times.items():
-        print(f"| {stage} | {seconds:.3f} | {1e6 * seconds / joints:.0f} |")
+    print_table(["stage", "s", "us / joint"], ([stage, f"{seconds:.3f}",
+                                                f"{1e6 * seconds / joints:.0f}"]
+                                               for stage, seconds in run.times.items()))
 
 
 def _load() -> str:

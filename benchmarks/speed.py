@@ -7,7 +7,7 @@
     .venv/bin/python benchmarks/speed.py --json out/speed.json
 
 Models (random weights, nothing downloaded, batch 1): every onnx light zoo model
-(benchmarks/backend.py's random-weight copies, logits), BERT-base and GPT-2 from transformers
+(benchmarks/common.py's random-weight copies, logits), BERT-base and GPT-2 from transformers
 configs (benchmarks/transformers.py: exported once by torch.onnx.export, sequence 128).
 
 Float: msc runs the ONNX model through from_onnx -> to_relax -> relax.build, onnxruntime the
@@ -40,7 +40,6 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import argparse
 import json
-import math
 import subprocess
 import sys
 import tempfile
@@ -60,12 +59,22 @@ import onnx
 
 from benchmarks import int8
 from benchmarks import transformers as hf
-from benchmarks.gemm import timed
-from benchmarks.quantize import batches, sqnr
+from benchmarks.common import (
+    batches,
+    geomean,
+    interleaved,
+    light_names,
+    ms,
+    msc_executable,
+    ort_qdq,
+    ort_session,
+    per_call,
+    print_table,
+    sqnr,
+)
 from msc.progress import progress
 
-ZOO = sorted(p.stem.removeprefix("light_")
-             for p in (Path(onnx.__file__).parent / "backend/test/data/light").glob("*.onnx"))
+ZOO = light_names()
 TRANSFORMERS = ["bert", "gpt2"]
 PRECISIONS = ["float", "int8"]
 CONTENDERS = ["msc", "ORT", "torch"]
@@ -97,7 +106,7 @@ def msc_factory(ex):
 
 
 def ort_factory(model):
-    return lambda threads: int8.ort_runner(model, threads)
+    return lambda threads: ort_session(model, threads)
 
 
 def torch_factory(module):
@@ -205,12 +214,12 @@ def contenders(name: str, args) -> tuple[dict, dict, np.ndarray]:
     module = attempt(f"{name} torch", case["torch"])
     made[("float", "ORT")] = model  # also the reference of the SQNRs
     if "float" in args.precision:
-        made[("float", "msc")] = attempt(f"{name} msc float", int8.msc_executable, model)
+        made[("float", "msc")] = attempt(f"{name} msc float", msc_executable, model)
         made[("float", "torch")] = module
     if "int8" in args.precision:
-        qmodel = attempt(f"{name} quantize_static", int8.ort_qdq, model,
+        qmodel = attempt(f"{name} quantize_static", ort_qdq, model,
                          model.graph.input[0].name, calib)
-        made[("int8", "msc")] = qmodel and attempt(f"{name} msc int8", int8.msc_executable,
+        made[("int8", "msc")] = qmodel and attempt(f"{name} msc int8", msc_executable,
                                                    qmodel)
         made[("int8", "ORT")] = qmodel
         made[("int8", "torch")] = module and attempt(f"{name} torch int8", case["torch int8"],
@@ -243,14 +252,8 @@ def quality(factories: dict, held_out: list) -> dict:
 def rounds(fns: dict, repeats: int, min_time: float) -> dict[str, list[float]]:
     """Seconds per call of each contender in every round; rounds interleave the contenders, so
     load from other processes hits all alike."""
-    for fn in fns.values():
-        fn()  # warm: lazy initialisation, first touch of buffers
-    seen: dict = {who: [] for who in fns}
-    for _ in range(repeats):
-        for who, fn in fns.items():
-            time.sleep(min(PAUSE, min_time))
-            seen[who].append(timed(fn, min_time))
-    return seen
+    return interleaved(fns, repeats, lambda fn: per_call(fn, min_time),
+                       pause=min(PAUSE, min_time))
 
 
 def measure(name: str, args) -> dict:
@@ -287,11 +290,6 @@ def ratio(row: dict, config: tuple, anchor: str, pick=min) -> float | None:
     return msc / other if msc and other else None
 
 
-def geomean(values: list) -> float | None:
-    values = [v for v in values if v is not None]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
-
-
 def groups(rows: list) -> dict[str, list]:
     found = {g: [r for r in rows if r["group"] == g] for g in ("zoo", "transformers")}
     return {**{g: sel for g, sel in found.items() if sel}, "all": rows}
@@ -308,10 +306,6 @@ def columns(args) -> list[str]:
     return cols
 
 
-def _ms(seconds: float | None) -> str:
-    return "n/a" if seconds is None else f"{seconds * 1e3:.2f}"
-
-
 def _times(value: float | None, mark: bool = False) -> str:
     if value is None:
         return "n/a"
@@ -321,7 +315,7 @@ def _times(value: float | None, mark: bool = False) -> str:
 def model_cells(row: dict, args) -> list[str]:
     cells = [row["model"], row["group"]]
     for config in configs(args):
-        cells += [_ms(best(row, *config, who)) for who in CONTENDERS]
+        cells += [ms(best(row, *config, who), "n/a") for who in CONTENDERS]
         cells += [_times(ratio(row, config, anchor)) for anchor in ("ORT", "torch")]
     if "int8" in args.precision:
         cells += ["n/a" if row["sqnr"].get(w) is None else f"{row['sqnr'][w]:.1f}"
@@ -338,14 +332,10 @@ def geomean_cells(group: str, sel: list, args, pick=min) -> list[str]:
     return cells + ["-"] * (len(CONTENDERS) if "int8" in args.precision else 0)
 
 
-def print_table(rows: list, args) -> None:
-    cols = columns(args)
-    print("| " + " | ".join(cols) + " |")
-    print("|" + "---|" * len(cols))
-    for row in rows:
-        print("| " + " | ".join(model_cells(row, args)) + " |")
-    for group, sel in groups(rows).items():
-        print("| " + " | ".join(geomean_cells(group, sel, args)) + " |")
+def print_report(rows: list, args) -> None:
+    print_table(columns(args), [*(model_cells(row, args) for row in rows),
+                                *(geomean_cells(group, sel, args)
+                                  for group, sel in groups(rows).items())])
     print("\nThe same geomeans from each contender's median round (best-of above):")
     for group, sel in groups(rows).items():
         cells = geomean_cells(group, sel, args, pick=np.median)
@@ -407,7 +397,7 @@ def main(argv=None) -> int:
     for line in header(args):
         print(line)
     print()
-    print_table(rows, args)
+    print_report(rows, args)
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(to_json(rows, args), indent=1))

@@ -23,12 +23,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.backend import (
+from benchmarks.common import (
     ZOO,
     as_logits,
-    data_input,
+    input_shape,
     light_model,
+    ms,
     msc_session,
+    print_table,
     with_random_weights,
 )
 from msc.backend.runtime import threads
@@ -90,8 +92,7 @@ def _timed(call, name: str):
 
 def serial_share(name: str) -> dict:
     shipped = light_model(name)
-    shape = [d.dim_value for d in data_input(shipped).type.tensor_type.shape.dim]
-    x = np.random.default_rng(1).random(shape, dtype=np.float32)
+    x = np.random.default_rng(1).random(input_shape(shipped), dtype=np.float32)
     return share_of(msc_session(with_random_weights(as_logits(shipped)))[0], x)
 
 
@@ -130,21 +131,19 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=3, help="largest serial calls to list")
     args = parser.parse_args()
     _instrument()
-    print(HEADER)
-    for name in args.models:
-        print(table_row(name, serial_share(name), args.top), flush=True)
+    print_table(COLUMNS, (cells(name, serial_share(name), args.top) for name in args.models),
+                flush=True)
 
 
-HEADER = ("| model | 1T CPU ms | serial kernels ms | outside kernels ms | serial share | "
-          "Amdahl bound at 2T | largest serial calls |\n|---|---|---|---|---|---|---|")
+COLUMNS = ["model", "1T CPU ms", "serial kernels ms", "outside kernels ms", "serial share",
+           "Amdahl bound at 2T", "largest serial calls"]
 
 
-def table_row(name: str, r: dict, top: int) -> str:
-    """One model's row of HEADER from a :func:`share_of` result."""
+def cells(name: str, r: dict, top: int) -> list[str]:
+    """One model's row of COLUMNS from a :func:`share_of` result."""
     calls = ", ".join(f"{call} {s * 1e3:.2f}" for call, s in r["serial"].most_common(top))
-    return (f"| {name} | {r['total'] * 1e3:.2f} | {sum(r['serial'].values()) * 1e3:.2f} | "
-            f"{r['outside'] * 1e3:.2f} | {r['share']:.0%} | {r['bound']:.2f}x | {calls} |")
-
+    return [name, ms(r["total"]), ms(sum(r["serial"].values())), ms(r["outside"]),
+            f"{r['share']:.0%}", f"{r['bound']:.2f}x", calls]
 
 if __name__ == "__main__":
     main()

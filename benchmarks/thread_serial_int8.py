@@ -12,27 +12,29 @@ import argparse
 import sys
 from pathlib import Path
 
-import onnx
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import int8, speed, thread_serial
+from benchmarks import speed, thread_serial
+from benchmarks.common import (
+    batches,
+    cached_model,
+    input_shape,
+    msc_executable,
+    msc_runner,
+    ort_qdq,
+    print_table,
+)
 
 MODELS = ["squeezenet", "inception_v2", "resnet50", "densenet121"]
 
 
 def qdq_model(name: str, cache: str | None):
-    path = Path(cache) / f"{name}.int8.onnx" if cache else None
-    if path is not None and path.exists():
-        return onnx.load(path)
-    case = speed.zoo_case(name, False)
-    model = case["float"]
-    qmodel = int8.ort_qdq(model, model.graph.input[0].name,
-                          case["draw"](speed.CALIBRATION, 1))
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        onnx.save(qmodel, path)
-    return qmodel
+    """onnxruntime's QDQ model of speed.py's zoo model ``name``, kept in ``cache``."""
+    def make():
+        case = speed.zoo_case(name, False)
+        model = case["float"]
+        return ort_qdq(model, model.graph.input[0].name, case["draw"](speed.CALIBRATION, 1))
+    return cached_model(Path(cache) / f"{name}.int8.onnx" if cache else None, make)
 
 
 def main() -> None:
@@ -45,13 +47,16 @@ def main() -> None:
     import msc.backend.qdq_lut  # noqa: F401
 
     thread_serial._instrument()
-    print(thread_serial.HEADER)
-    for name in args.models:
-        qmodel = qdq_model(name, args.cache)
-        shape = [d.dim_value for d in qmodel.graph.input[0].type.tensor_type.shape.dim]
-        x = speed.batches(shape, 1, 2, True)[0]
-        r = thread_serial.share_of(int8.msc_runner(int8.msc_executable(qmodel), None), x)
-        print(thread_serial.table_row(name, r, args.top), flush=True)
+    rows = (thread_serial.cells(name, serial_share(name, args.cache), args.top)
+            for name in args.models)
+    print_table(thread_serial.COLUMNS, rows, flush=True)
+
+
+def serial_share(name: str, cache: str | None) -> dict:
+    """thread_serial.share_of on the QDQ model of ``name``, run by msc's int8 kernels."""
+    qmodel = qdq_model(name, cache)
+    x = batches(input_shape(qmodel), 1, 2, True)[0]
+    return thread_serial.share_of(msc_runner(msc_executable(qmodel), None), x)
 
 
 if __name__ == "__main__":

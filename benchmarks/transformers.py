@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.common import best_call_seconds, geomean, ms, print_table, ratio
 from msc.progress import progress
 
 SEQ = 128
@@ -242,41 +243,12 @@ def _timed(fn, key: str, totals: dict, calls: dict):
 def print_profile(name: str, route: str, rows: list, top: int = 14) -> None:
     total = sum(r[1] for r in rows)
     print(f"\n{name} / {route}: msc per op, 1 thread, {total:.1f} ms in ops")
-    print("| op [path] | ms | calls | share |")
-    print("|---|---|---|---|")
-    for op, ms, n in rows[:top]:
-        print(f"| {op} | {ms:.2f} | {n} | {ms / total:.0%} |")
+    print_table(["op [path]", "ms", "calls", "share"],
+                ([op, f"{op_ms:.2f}", n, f"{op_ms / total:.0%}"] for op, op_ms, n in rows[:top]))
 
 
 # ---------------------------------------------------------------------------------------------
 # The run
-
-
-def best_call_seconds(fns: dict, repeats: int, min_time: float) -> dict[str, float]:
-    """The fastest single call of each contender. Rounds interleave the contenders (a chunk of
-    calls of at least ``min_time`` s each), so load from other processes hits all alike; a
-    single call's minimum, unlike a chunk's mean, is the time the code takes when no other
-    process took the core in between (calls here last 0.1-1 s)."""
-    for fn in fns.values():
-        fn()  # warm: lazy initialisation, first-touch of buffers
-    best = dict.fromkeys(fns, float("inf"))
-    clock = time.perf_counter
-    for _ in range(repeats):
-        for who, fn in fns.items():
-            start = clock()
-            while True:
-                before = clock()
-                fn()
-                after = clock()
-                best[who] = min(best[who], after - before)
-                if after - start >= min_time:
-                    break
-    return best
-
-
-def geomean(values: list) -> float:
-    values = [v for v in values if v > 0 and math.isfinite(v)]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
 
 
 def bench_model(name: str, builder, args) -> list[dict]:
@@ -315,24 +287,28 @@ def leaves_torch(value) -> list:
     return [leaf.detach() for leaf in flat if isinstance(leaf, torch.Tensor)]
 
 
-def print_table(rows: list) -> None:
-    print("\n| model | route | threads | msc ms | ORT ms | torch ms | msc / ORT | msc / torch "
-          "| error / tol | msc build s | msc kernels |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        k = r["kernels"]
-        ok = f"{r['error']:.3f}" if r["error"] <= 1 else f"FAIL {r['error']:.3g}"
-        print(f"| {r['model']} | {r['route']} | {r['threads']} | {r['msc'] * 1e3:.1f} | "
-              f"{r['ort'] * 1e3:.1f} | {r['torch'] * 1e3:.1f} | {r['msc'] / r['ort']:.2f}x | "
-              f"{r['msc'] / r['torch']:.2f}x | {ok} | {r['build']:.1f} | "
-              f"{k['native']} native / {k['tir']} tir / {k['numpy']} numpy |")
+COLUMNS = ["model", "route", "threads", "msc ms", "ORT ms", "torch ms", "msc / ORT",
+           "msc / torch", "error / tol", "msc build s", "msc kernels"]
+
+
+def _cells(r: dict) -> list[str]:
+    k = r["kernels"]
+    ok = f"{r['error']:.3f}" if r["error"] <= 1 else f"FAIL {r['error']:.3g}"
+    return [r["model"], r["route"], r["threads"], ms(r["msc"], digits=1), ms(r["ort"], digits=1),
+            ms(r["torch"], digits=1), ratio(r["msc"], r["ort"]), ratio(r["msc"], r["torch"]), ok,
+            f"{r['build']:.1f}", f"{k['native']} native / {k['tir']} tir / {k['numpy']} numpy"]
+
+
+def print_report(rows: list) -> None:
+    print()
+    print_table(COLUMNS, (_cells(r) for r in rows))
     print()
     for threads in sorted({r["threads"] for r in rows}):
         for route in ("from_torch", "onnx"):
             sel = [r for r in rows if r["threads"] == threads and r["route"] == route]
             if sel:
-                ort = geomean([r["msc"] / r["ort"] for r in sel])
-                tor = geomean([r["msc"] / r["torch"] for r in sel])
+                ort = geomean([r["msc"] / r["ort"] for r in sel], math.nan)
+                tor = geomean([r["msc"] / r["torch"] for r in sel], math.nan)
                 print(f"geomean {threads} thread(s), {route}: msc / onnxruntime {ort:.2f}x, "
                       f"msc / torch {tor:.2f}x over {len(sel)} models")
 
@@ -353,7 +329,7 @@ def main(argv=None) -> int:
     rows = []
     for name in progress(args.models, desc="models"):
         rows += bench_model(name, builders[name], args)
-    print_table(rows)
+    print_report(rows)
     print(subprocess.run(["uptime"], check=False, capture_output=True, text=True).stdout.strip())
     return 0 if all(r["error"] <= 1 for r in rows) else 1
 

@@ -39,6 +39,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.common import per_call
+
 LINEAR0 = '''
 @T.prim_func
 def linear0(X: T.Buffer((1, 784), "float32"), W: T.Buffer((128, 784), "float32"),
@@ -128,18 +130,9 @@ def workloads(names: list) -> list:
 
 
 def best_time(fn, repeats: int = 7, min_time: float = 0.05) -> float:
+    """Best seconds per call over ``repeats`` chunks of >= ``min_time`` s, after a warm call."""
     fn()
-    best = float("inf")
-    for _ in range(repeats):
-        number, start = 0, time.perf_counter()
-        while True:
-            fn()
-            number += 1
-            elapsed = time.perf_counter() - start
-            if elapsed >= min_time:
-                break
-        best = min(best, elapsed / number)
-    return best
+    return min(per_call(fn, min_time) for _ in range(repeats))
 
 
 def as_written(func):

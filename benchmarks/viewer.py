@@ -28,8 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import onnx
-
+from benchmarks.common import best_of, light_folder, print_table
 from msc.frontends.translate import from_onnx
 from msc.viewer import write_html, write_svg
 from msc.viewer.layout import layout_level
@@ -37,15 +36,8 @@ from msc.viewer.model_explorer import write_model_explorer
 from msc.viewer.synthetic import decoder_graph
 from tests.helpers.browser import browser_missing, open_page, start_chromium
 
-RESNET50 = os.path.join(os.path.dirname(onnx.__file__),
-                        "backend/test/data/light/light_resnet50.onnx")
+RESNET50 = str(light_folder() / "light_resnet50.onnx")
 OPEN_TARGET_MS, EXPAND_TARGET_MS = 2000, 500
-
-
-def _timed(fn):
-    start = time.perf_counter()
-    result = fn()
-    return result, time.perf_counter() - start
 
 
 def _browser_row(driver, page: str, search: str) -> dict:
@@ -54,8 +46,8 @@ def _browser_row(driver, page: str, search: str) -> dict:
     nested = driver.execute_script(
         "const sub = mscView.subgroups(1); if (!sub.length) return null;"
         "mscView.toggle(sub[sub.length >> 1], true); return mscView.lastToggleMs")
-    _, search_s = _timed(lambda: driver.execute_script("return mscView.search(arguments[0])",
-                                                       search))
+    _, search_s = best_of(lambda: driver.execute_script("return mscView.search(arguments[0])",
+                                                        search), 1)
     shown = driver.execute_script("return mscView.visibleJoints()")
     return {"open": open_ms, "expand": first, "nested": nested, "search": search_s * 1e3,
             "shown": shown}
@@ -109,36 +101,33 @@ def _graphs(layers: int) -> list[tuple[str, object, dict, str]]:
             (f"decoder x{layers} flat", decoder_graph(layers, flat=True), {}, "silu_7")]
 
 
-def _print_table(rows: list[dict]) -> None:
-    cols = ["graph", "joints", "write html s", "html MB", "open ms", "expand ms", "nested ms",
-            "search ms", "svg s", "open / 2 s", "expand / 0.5 s", "Model Explorer open s",
-            "msc / ME open"]
-    print("| " + " | ".join(cols) + " |")
-    print("|" + "---|" * len(cols))
-    for r in rows:
-        me = r.get("me")
-        cells = [r["name"], r["joints"], f"{r['write']:.2f}", f"{r['mb']:.1f}",
-                 f"{r['open']:.0f}", f"{r['expand']:.0f}",
-                 "-" if r["nested"] is None else f"{r['nested']:.0f}", f"{r['search']:.0f}",
-                 f"{r['svg']:.2f}", f"{r['open'] / OPEN_TARGET_MS:.2f}x",
-                 f"{max(r['expand'], r['nested'] or 0) / EXPAND_TARGET_MS:.2f}x",
-                 "-" if me is None else f"{me:.2f}",
-                 "-" if me is None else f"{r['open'] / 1e3 / me:.2f}x"]
-        print("| " + " | ".join(str(c) for c in cells) + " |")
+COLUMNS = ["graph", "joints", "write html s", "html MB", "open ms", "expand ms", "nested ms",
+           "search ms", "svg s", "open / 2 s", "expand / 0.5 s", "Model Explorer open s",
+           "msc / ME open"]
+
+
+def _cells(r: dict) -> list:
+    me = r.get("me")
+    return [r["name"], r["joints"], f"{r['write']:.2f}", f"{r['mb']:.1f}", f"{r['open']:.0f}",
+            f"{r['expand']:.0f}", "-" if r["nested"] is None else f"{r['nested']:.0f}",
+            f"{r['search']:.0f}", f"{r['svg']:.2f}", f"{r['open'] / OPEN_TARGET_MS:.2f}x",
+            f"{max(r['expand'], r['nested'] or 0) / EXPAND_TARGET_MS:.2f}x",
+            "-" if me is None else f"{me:.2f}",
+            "-" if me is None else f"{r['open'] / 1e3 / me:.2f}x"]
 
 
 def _flat_grandalf(sizes: list[int]) -> None:
     print("\ngrandalf on ONE flat level (what the SVG avoids by laying out group levels):")
     for n in sizes:
         edges = [(i - 1, i) for i in range(1, n)] + [(i - 4, i) for i in range(4, n, 4)]
-        _, secs = _timed(lambda n=n, edges=edges: layout_level([(120, 46)] * n, edges))
+        _, secs = best_of(lambda n=n, edges=edges: layout_level([(120, 46)] * n, edges), 1)
         print(f"  {n:6d} boxes: {secs:6.2f} s")
 
 
 def _measure(name, graph, weights, search, out, driver, me_exe) -> dict:
     page = os.path.join(out, "view.html")
-    _, write_s = _timed(lambda: write_html(graph, weights, page))
-    _, svg_s = _timed(lambda: write_svg(graph, weights, os.path.join(out, "v.svg")))
+    _, write_s = best_of(lambda: write_html(graph, weights, page), 1)
+    _, svg_s = best_of(lambda: write_svg(graph, weights, os.path.join(out, "v.svg")), 1)
     row = {"name": name, "joints": len(graph.node_names), "write": write_s,
            "mb": os.path.getsize(page) / 2**20, "svg": svg_s,
            **_browser_row(driver, page, search)}
@@ -169,7 +158,7 @@ def main() -> None:
             rows.append(_measure(name, graph, weights, search, out, driver, args.model_explorer))
             print(f"{name}: done", file=sys.stderr, flush=True)
     driver.quit()
-    _print_table(rows)
+    print_table(COLUMNS, (_cells(r) for r in rows))
     _flat_grandalf([int(n) for n in args.flat_sizes.split(",") if n])
 
 

@@ -30,12 +30,11 @@ for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import argparse
 import io
-import math
 import statistics
 import sys
 import tempfile
-import time
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # benchmarks/transformers.py would shadow the transformers package the HF models come from
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks.common import best_interleaved, call_times, geomean
 
 HF_NAMES = ("bert", "gpt2", "vit", "t5_encoder", "distilbert")
 CHAIN = 200
@@ -133,24 +134,13 @@ def ort_call(onnx_bytes: bytes, threads: int):
     return lambda *arrays: session.run(None, dict(zip(names, arrays)))
 
 
-def timed(fn, args: list, min_time: float) -> float:
-    """Median seconds of the calls made in ``min_time`` (a median, not a mean: on a loaded
-    machine a preempted call would otherwise weigh on the small ones)."""
-    seconds, start = [], time.perf_counter()
-    while time.perf_counter() - start < min_time or not seconds:
-        t = time.perf_counter()
-        fn(*args)
-        seconds.append(time.perf_counter() - t)
-    return statistics.median(seconds)
-
-
 def best_of(calls: dict, args: list, repeat: int, min_time: float) -> dict:
-    """Best median seconds per call of each runtime, rounds interleaved."""
-    best = {who: math.inf for who in calls}
-    for _ in range(repeat):
-        for who, fn in calls.items():
-            best[who] = min(best[who], timed(fn, args, min_time))
-    return best
+    """Best median seconds per call of each runtime, rounds interleaved. A median of the calls
+    made in ``min_time``, not a mean: on a loaded machine a preempted call would otherwise
+    weigh on the small ones."""
+    fns = {who: partial(fn, *args) for who, fn in calls.items()}
+    return best_interleaved(fns, repeat, lambda f: statistics.median(call_times(f, min_time)),
+                            warm=False)
 
 
 def plan_only(fn, inputs: list):
@@ -201,8 +191,7 @@ def print_table(rows: list) -> None:
               f"{r['msc'] / r['nodes'] * 1e6:>12.3f}{r['ort'] / r['nodes'] * 1e6:>12.3f}"
               f"{r['vm'] * 1e6:>8.1f}")
     ratios = [r["msc"] / r["ort"] for r in rows]
-    print(f"geomean msc / onnxruntime: {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}"
-          f" over {len(rows)} graphs")
+    print(f"geomean msc / onnxruntime: {geomean(ratios):.2f} over {len(rows)} graphs")
 
 
 def main(argv=None) -> int:

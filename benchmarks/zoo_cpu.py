@@ -28,35 +28,32 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.backend import (
+from benchmarks.common import (
     ZOO,
     as_logits,
-    data_input,
+    best_interleaved,
+    geomean,
+    input_shape,
     light_model,
+    ms,
     msc_session,
     ort_session,
+    per_call,
+    print_table,
     with_random_weights,
 )
-from benchmarks.gemm import timed
-
-
-def cpu_seconds(fn, min_time: float) -> float:
-    """CPU seconds per call of the calling thread over at least ``min_time`` CPU seconds."""
-    return timed(fn, min_time, clock=time.thread_time)
 
 
 def model_row(name: str, repeats: int, min_time: float) -> dict:
     shipped = light_model(name)
-    shape = [d.dim_value for d in data_input(shipped).type.tensor_type.shape.dim]
-    x = np.random.default_rng(1).random(shape, dtype=np.float32)
+    x = np.random.default_rng(1).random(input_shape(shipped), dtype=np.float32)
     model = with_random_weights(as_logits(shipped))
     msc_fn = msc_session(model)[0]
     ort_fn = ort_session(model, 1)
     diff = float(np.max(np.abs(msc_fn(x) - ort_fn(x))))
-    best = {"msc": float("inf"), "onnxruntime": float("inf")}
-    for _ in range(repeats):
-        for who, fn in (("msc", msc_fn), ("onnxruntime", ort_fn)):
-            best[who] = min(best[who], cpu_seconds(lambda fn=fn: fn(x), min_time))
+    fns = {"msc": lambda: msc_fn(x), "onnxruntime": lambda: ort_fn(x)}
+    best = best_interleaved(fns, repeats, lambda fn: per_call(fn, min_time, time.thread_time),
+                            warm=False)
     return {**best, "diff": diff}
 
 
@@ -67,16 +64,16 @@ def main() -> None:
     parser.add_argument("--min-time", type=float, default=0.2, help="CPU seconds per timing")
     args = parser.parse_args()
     print(f"load: {os.getloadavg()[0]:.2f} (1-minute average), CPU ms per call, 1 thread\n")
-    print("| model | msc ms | ORT ms | msc / ORT | max abs diff |")
-    print("|---|---|---|---|---|")
     ratios = []
-    for name in args.models:
-        row = model_row(name, args.repeats, args.min_time)
-        ratios.append(row["msc"] / row["onnxruntime"])
-        print(f"| {name} | {row['msc'] * 1e3:.2f} | {row['onnxruntime'] * 1e3:.2f} | "
-              f"{ratios[-1]:.2f}x | {row['diff']:.1e} |", flush=True)
-    print(f"\ngeomean msc / onnxruntime: {float(np.exp(np.mean(np.log(ratios)))):.2f}x "
-          f"over {len(ratios)} models")
+
+    def rows():
+        for name in args.models:
+            row = model_row(name, args.repeats, args.min_time)
+            ratios.append(row["msc"] / row["onnxruntime"])
+            yield [name, ms(row["msc"]), ms(row["onnxruntime"]), f"{ratios[-1]:.2f}x",
+                   f"{row['diff']:.1e}"]
+    print_table(["model", "msc ms", "ORT ms", "msc / ORT", "max abs diff"], rows(), flush=True)
+    print(f"\ngeomean msc / onnxruntime: {geomean(ratios):.2f}x over {len(ratios)} models")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,12 @@ The import graph is read from the source with ``ast``, so it sees every ``import
 ``from ... import`` (also those inside functions), with relative imports resolved.
 ``from pkg import name`` is an edge to the module ``pkg.name`` when there is one, else to
 ``pkg``. Importing ``a.b.c`` also runs ``a/__init__.py`` and ``a/b/__init__.py``; that implicit
-step is not an edge, so a package's ``__init__`` may import its submodules. Computed imports
-(``importlib.import_module(name)``) are not seen.
+step is not an edge, so a package's ``__init__`` may import its submodules. A computed import
+of a constant name (``importlib.import_module(".tour", __package__)``) is an edge too; one whose
+name is built at run time is not seen.
+
+Layers: the tour (``msc.tour``, ``msc demo``) is a showcase above everything else; only the
+``demo`` command reaches it.
 """
 
 from __future__ import annotations
@@ -67,13 +71,33 @@ def _base_of(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+def _computed_import(node: ast.Call, module: str, is_package: bool) -> list[str]:
+    """``import_module("a.b")`` / ``import_module(".b", __package__)`` with a constant name: the
+    module it loads. A name built at run time (an f-string, a variable) stays unseen."""
+    func = node.func
+    if getattr(func, "attr", getattr(func, "id", None)) != "import_module" or not node.args:
+        return []
+    name = node.args[0]
+    if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+        return []
+    level = len(name.value) - len(name.value.lstrip("."))
+    if not level:
+        return [name.value]
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    rest = name.value[level:]
+    return [".".join(package[:len(package) - (level - 1)] + ([rest] if rest else []))]
+
+
 def imported_names(node: ast.AST, module: str, is_package: bool) -> list[str]:
-    """Absolute dotted names one import statement reaches (a module, or a package's member)."""
+    """Absolute dotted names one import statement (or a computed import of a constant name)
+    reaches: a module, or a package's member."""
     if isinstance(node, ast.Import):
         return [alias.name for alias in node.names]
     if isinstance(node, ast.ImportFrom):
         base = _base_of(node, module, is_package)
         return [base if alias.name == "*" else f"{base}.{alias.name}" for alias in node.names]
+    if isinstance(node, ast.Call):
+        return _computed_import(node, module, is_package)
     return []
 
 
@@ -174,6 +198,26 @@ def test_no_import_error_fallbacks_around_own_modules():
         "\n".join(offenders)
 
 
+def test_only_the_demo_command_reaches_the_tour():
+    graph = import_graph(PROJECT)
+    inward = sorted(f"{u}:{graph.edges[u, v]['line']} -> {v}" for u, v in graph.edges
+                    if _in(v, "msc.tour") and not _in(u, "msc.tour")
+                    and u != "msc.cli.commands")
+    assert not inward, "the tour is a showcase; the product must not import it:\n" + \
+        "\n".join(inward)
+
+
+def test_the_tour_runs_the_command_line_without_importing_it():
+    graph = import_graph(PROJECT)
+    down = sorted(f"{u}:{graph.edges[u, v]['line']} -> {v}" for u, v in graph.edges
+                  if _in(u, "msc.tour") and _in(v, "msc.cli"))
+    assert not down, "msc.tour imports msc.cli (a circle with `msc demo`):\n" + "\n".join(down)
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
 def test_the_packages_are_found():
     assert {"msc", "msc.relax", "msc.frontends", "msc.codegen", "msc.compression"} <= \
         set(PROJECT.files)
@@ -210,6 +254,22 @@ def test_relative_imports_and_package_members_resolve(tmp_path):
     assert set(import_graph(project).edges) == {("pkg.sub.x", "pkg.y"), ("pkg.sub.x", "pkg.sub"),
                                                 ("pkg.sub.x", "pkg.sub.z")}
     assert circles(project) == []
+
+
+def test_a_computed_import_of_a_constant_name_is_an_edge(tmp_path):
+    project = _write(tmp_path, {
+        "pkg/__init__.py": "", "pkg/sub/__init__.py": "",
+        "pkg/sub/cmd.py": "import importlib\n\ndef run():\n"
+                          "    return importlib.import_module('.tour', __package__)\n",
+        "pkg/sub/tour.py": "from .cmd import run\n",
+        "pkg/late.py": "from importlib import import_module\n"
+                       "def f(n):\n    return import_module(f'pkg.{n}'), import_module('pkg.y')\n",
+        "pkg/y.py": "",
+    })
+    assert set(import_graph(project).edges) == {("pkg.sub.cmd", "pkg.sub.tour"),
+                                                ("pkg.sub.tour", "pkg.sub.cmd"),
+                                                ("pkg.late", "pkg.y")}
+    assert circles(project)[0] == "2 modules in a circle: pkg.sub.cmd, pkg.sub.tour"
 
 
 def test_big_files_and_own_import_fallbacks_are_found(tmp_path):

@@ -17,8 +17,6 @@ Export formats are the other table: ``cmd_export.EXPORTERS[".ext"] = fn(graph, w
 
 from __future__ import annotations
 
-import importlib
-
 from . import (  # their COMMAND rows, below
     cmd_bench,
     cmd_cache,
@@ -40,10 +38,12 @@ def _add_demo(p) -> None:
 
 
 def _run_demo(args) -> int:
-    # The tour runs the msc command itself (demo_cli), so it sits above this table: looked up
-    # by name on use, the one door upward, like relax.build's into the backend.
-    tour = importlib.import_module(".tour", __package__)
-    return tour.run_demo(args.out)
+    # The tour (msc/tour/) is a showcase, not a command's code: loaded only when it runs, so
+    # `import msc.cli` and `msc --help` stay free of it. It runs `msc` as a child process and
+    # imports nothing from msc.cli, so this is the one edge between the two.
+    from ..tour.steps import run_demo
+
+    return run_demo(args.out)
 
 
 COMMANDS = {m.NAME: (m.HELP, m.add_arguments, m.run)

@@ -12,10 +12,9 @@ onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 from msc import relax
-from msc.cli.demo_int8_rows import qdq_block
 from msc.codegen import to_relax
 from msc.frontends.translate import from_onnx
-from tests.helpers.qdq_models import ort_quantize
+from tests.helpers.qdq_models import ort_quantize, qdq_block
 
 
 def _sqnr(ref, got):

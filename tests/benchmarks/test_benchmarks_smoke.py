@@ -1,13 +1,11 @@
 """benchmarks/backend.py: the --quick smoke run prints the zoo table, and the random-weight
-copies of the onnx light models really carry random weights. No timing is asserted."""
+copies of the onnx light models (benchmarks/common.py) really carry random weights. No timing is
+asserted."""
 
-import importlib
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-from unittest import mock
 
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 from onnx import numpy_helper
 
+from benchmarks.common import as_logits, light_model, ort_session, with_random_weights
 from benchmarks.tvm_child import TvmChild
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,12 +30,6 @@ def quick_output() -> str:
                           capture_output=True, text=True, timeout=600, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return proc.stdout
-
-
-@pytest.fixture(scope="module")
-def backend():
-    with mock.patch.dict(os.environ):  # the script pins thread env vars when imported
-        return importlib.import_module("benchmarks.backend")
 
 
 def _table(text: str) -> list[list[str]]:
@@ -70,8 +63,8 @@ def test_quick_prints_the_geomean_and_nothing_it_was_not_asked_for(quick_output)
     assert "GEMM" not in quick_output and "resnet50 build" not in quick_output
 
 
-def test_random_copy_replaces_every_weight(backend):
-    model = backend.with_random_weights(backend.as_logits(backend.light_model("resnet50")))
+def test_random_copy_replaces_every_weight():
+    model = with_random_weights(as_logits(light_model("resnet50")))
     ops = [node.op_type for node in model.graph.node]
     assert "ConstantOfShape" not in ops and ops[-1] != "Softmax"
     arrays = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
@@ -82,11 +75,11 @@ def test_random_copy_replaces_every_weight(backend):
     assert len(variances) == 53 and all((v > 0).all() for v in variances)
 
 
-def test_random_copy_gives_distinct_logits_where_the_shipped_model_does_not(backend):
-    shipped = backend.as_logits(backend.light_model("squeezenet"))
+def test_random_copy_gives_distinct_logits_where_the_shipped_model_does_not():
+    shipped = as_logits(light_model("squeezenet"))
     x = np.random.default_rng(0).random((1, 3, 224, 224), dtype=np.float32)
-    flat = backend.ort_session(shipped)(x)
-    logits = backend.ort_session(backend.with_random_weights(shipped))(x)
+    flat = ort_session(shipped)(x)
+    logits = ort_session(with_random_weights(shipped))(x)
     assert flat.shape == logits.shape == (1, 1000, 1, 1)
     assert np.ptp(flat) <= 1e-6 * np.abs(flat).max()  # 0.02 everywhere: every class alike
     assert np.isfinite(logits).all() and np.ptp(logits) > 0.1 * np.abs(logits).max()
@@ -97,8 +90,8 @@ def test_random_copy_gives_distinct_logits_where_the_shipped_model_does_not(back
     ("raise RuntimeError('no converter for Foo')", "error"),
     ("import time; time.sleep(60)", "timeout"),
 ])
-def test_tvm_child_failures_become_a_status(backend, tmp_path, code, status):
-    model = backend.as_logits(backend.light_model("squeezenet"))
+def test_tvm_child_failures_become_a_status(tmp_path, code, status):
+    model = as_logits(light_model("squeezenet"))
     child = TvmChild(model, np.zeros(1, np.float32), 2.0, str(tmp_path), code=code)
     assert (child.status, child.output, child.timed(0.1)) == (status, None, None)
     assert child.proc.poll() is not None  # never left running
@@ -107,11 +100,11 @@ def test_tvm_child_failures_become_a_status(backend, tmp_path, code, status):
     child.close()
 
 
-def test_tvm_child_protocol_answers_each_timing_request(backend, tmp_path):
+def test_tvm_child_protocol_answers_each_timing_request(tmp_path):
     fake = ("import json, sys, numpy as np; np.save(sys.argv[3], np.load(sys.argv[2]) * 2); "
             "print(json.dumps({'build': 1.5}), flush=True)\n"
             "for line in sys.stdin: print(json.dumps({'seconds': int(line) / 1e3}), flush=True)")
-    model = backend.as_logits(backend.light_model("squeezenet"))
+    model = as_logits(light_model("squeezenet"))
     child = TvmChild(model, np.ones(3, np.float32), 60.0, str(tmp_path), code=fake)
     assert child.status is None and child.build_s == 1.5
     np.testing.assert_array_equal(child.output, [2, 2, 2])
@@ -121,7 +114,7 @@ def test_tvm_child_protocol_answers_each_timing_request(backend, tmp_path):
 
 
 # modules the scripts import (no command line of their own)
-MODULES = {"tvm_child.py", "scaling_models.py", "scaling_memory.py"}
+MODULES = {"common.py", "tvm_child.py", "scaling_models.py", "scaling_memory.py"}
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "benchmarks").glob("*.py")

@@ -66,6 +66,22 @@ def test_python_dash_m_and_help():
         assert name in proc.stdout
 
 
+@pytest.mark.parametrize("argv", [[], ["--help"], ["demo", "--help"]])
+def test_the_command_line_loads_no_tour(argv):
+    """The tour (msc/tour/) loads only when `msc demo` runs: not with `import msc.cli`, not for
+    `msc --help`, not for `msc demo --help`."""
+    code = ("import contextlib, io, sys\n"
+            "import msc.cli.main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    status = msc.cli.main.main({argv!r}) if {argv!r} else 0\n"
+            "print(status, sorted(m for m in sys.modules\n"
+            "                     if m.startswith('msc.tour') or 'demo' in m))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=False, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "0 []", proc.stdout
+
+
 def test_demo_runs(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "msc", "demo", "--out", str(tmp_path)],
                           capture_output=True, text=True, check=False, timeout=300)

@@ -146,14 +146,6 @@ def test_bench_table(cnn, capsys):
     assert low - 0.005 <= ratio <= high + 0.005, (ratio, best_msc, best_ort)
 
 
-def test_demo_step(tmp_path, capsys):
-    from msc.cli.demo_cli import step_cli
-
-    step_cli(str(tmp_path))
-    out = capsys.readouterr().out
-    assert "PASS" in out and "# exit 2" in out and "identical structure" in out
-
-
 def test_onnx_input_names_the_graph_sanitizes(tmp_path, capsys):
     """`input.1` becomes the graph input `input_1` and dim `batch size` becomes `batch_size`:
     --input takes either name, and onnxruntime is fed by position."""

@@ -65,11 +65,3 @@ def test_prune_errors_name_the_file(model_file, tmp_path):
     graph.to_json(bare)  # no weights next to it
     with pytest.raises(ValidationError, match="weights missing"):
         _run(bare, "--density", "0.5", "--no-latency", "-o", tmp_path / "y.json")
-
-
-def test_demo_step_runs(tmp_path, capsys):
-    from msc.cli.demo_prune import step_prune
-
-    step_prune(str(tmp_path))
-    text = capsys.readouterr().out
-    assert "latency" in text and (tmp_path / "prune_plan.json").exists()

@@ -4,11 +4,11 @@ onnxruntime's quantize_static on a tiny conv net for every method."""
 import numpy as np
 import pytest
 
-from msc.cli.demo_quant_anchor import ort_qdq_outputs, sqnr, tiny_conv_onnx
 from msc.compression.quantize import quantize
 from msc.compression.quantize.calibration import entropy_window, signed_histogram
 from msc.compression.quantize.observers import Observer
 from msc.compression.quantize.runner import make_runner
+from tests.helpers.qdq_models import ort_qdq_outputs, sqnr, tiny_conv_onnx
 
 
 def _reference_window(hist, levels):
