@@ -15,7 +15,6 @@ import argparse
 import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -37,21 +36,14 @@ def hand_matmul(func):
     return sch.mod["main"]
 
 
-def at_threads(kernel, args, counts=(1, 2), rounds: int = 5, min_time: float = 0.05) -> dict:
-    """Best seconds per call at each thread count, the counts interleaved."""
+def on_threads(kernel, args, count: int):
+    """``kernel(*args)`` as a no-argument call running on ``count`` threads."""
     from msc.backend.runtime import threads
 
-    best = dict.fromkeys(counts, float("inf"))
-    for _ in range(rounds):
-        for n in counts:
-            with threads.num_threads(n):
-                kernel(*args)
-                calls, start = 0, time.perf_counter()
-                while time.perf_counter() - start < min_time:
-                    kernel(*args)
-                    calls += 1
-                best[n] = min(best[n], (time.perf_counter() - start) / calls)
-    return best
+    def call():
+        with threads.num_threads(count):
+            kernel(*args)
+    return call
 
 
 def main() -> None:
@@ -60,6 +52,7 @@ def main() -> None:
     parser.add_argument("--workloads", default="matmul512,conv3x3")
     args = parser.parse_args()
 
+    from common import best_interleaved, per_call, print_table
     from tune import workloads
 
     from msc import meta_schedule as ms
@@ -68,8 +61,13 @@ def main() -> None:
     from msc.meta_schedule.runner import Workload
 
     print(f"cpu: {os.cpu_count()} threads visible")
-    print("| kernel | schedule | 1 thread ms | 2 threads ms | speedup | GFLOP/s (2T) |")
-    print("|---|---|---|---|---|---|")
+    print_table(["kernel", "schedule", "1 thread ms", "2 threads ms", "speedup",
+                 "GFLOP/s (2T)"], rows(args, workloads, ms, threads, compile_prim_func,
+                                       Workload, best_interleaved, per_call), flush=True)
+
+
+def rows(args, workloads, ms, threads, compile_prim_func, Workload, best_interleaved,
+         per_call):
     with tempfile.TemporaryDirectory(prefix="msc_threads_") as work:
         for name, func, flops in workloads(args.workloads.split(",")):
             call = Workload(func).fresh_args()
@@ -77,14 +75,15 @@ def main() -> None:
                 db = ms.tune_tir(func, "llvm --num-cores=2", os.path.join(work, name),
                                  max_trials_global=args.trials, num_trials_per_iter=16,
                                  seed=0)
-            rows = [("tuned", ms.tir_integration.compile_tir(db, func).mod["main"])]
+            found = [("tuned", ms.tir_integration.compile_tir(db, func).mod["main"])]
             if name == "matmul512":
-                rows.append(("hand (parallel i0, vectorize j1)", hand_matmul(func)))
-            for label, f in rows:
-                t = at_threads(compile_prim_func(f), call)
-                print(f"| {name} | {label} | {t[1] * 1e3:.3f} | {t[2] * 1e3:.3f} | "
-                      f"{t[1] / t[2]:.2f}x | {flops / t[2] / 1e9:.1f} |", flush=True)
-
+                found.append(("hand (parallel i0, vectorize j1)", hand_matmul(func)))
+            for label, f in found:
+                kernel = compile_prim_func(f)
+                t = best_interleaved({n: on_threads(kernel, call, n) for n in (1, 2)}, 5,
+                                     lambda fn: per_call(fn, 0.05))
+                yield [name, label, f"{t[1] * 1e3:.3f}", f"{t[2] * 1e3:.3f}",
+                       f"{t[1] / t[2]:.2f}x", f"{flops / t[2] / 1e9:.1f}"]
 
 if __name__ == "__main__":
     main()
