@@ -24,11 +24,12 @@ from msc import relax
 from msc.errors import MSCError, SerializationError, UnsupportedOpError, ValidationError
 from msc.limits import JointBudget, check_joints
 from msc.progress import progress
-from msc.relax.expr import Expr, TupleGetItem
+from msc.relax.expr import Expr, Span, TupleGetItem
 from msc.relax.struct_info import TupleStructInfo
 from msc.relax.transform.dead_code_elimination import remove_all_unused
 from msc.tir import expr as tir
 
+from ..scopes import name_scope, namespace_scope
 from . import containers, tensor_check
 from . import opset as opsets
 from .attrs import node_attrs, schema_of
@@ -183,6 +184,7 @@ class OnnxImporter:
         self.dims = _Dims()
         self.problems: list[dict] = []
         self.tuple_params: list = []  # (name, var) of sequence inputs, unpacked in main
+        self.scope: tuple = ()  # the module scope of the node being converted
 
     def convert(self) -> tuple:
         graph = self.model.graph
@@ -268,6 +270,17 @@ class OnnxImporter:
         self._raise_problems()
 
     def _convert_node(self, proto: onnx.NodeProto) -> None:
+        """Convert one node; what it emits carries its name and module scope (a node of a
+        subgraph without one of its own takes its parent node's)."""
+        outer = self.scope
+        self.scope = tuple(node_scope(proto)) or outer
+        try:
+            with self.bb.span(Span(proto.name, self.scope)):
+                self._convert(proto)
+        finally:
+            self.scope = outer
+
+    def _convert(self, proto: onnx.NodeProto) -> None:
         names = list(proto.input)  # protobuf fields are read once per node, not per use
         missing = [name for name in names if name and name not in self.env]
         if missing and self.problems:
@@ -369,6 +382,18 @@ class OnnxImporter:
                                      hint="the VM returns tensors and tuples of them; give "
                                           "the output a value")
         return self.env[name]
+
+
+def node_scope(proto: onnx.NodeProto) -> list[str]:
+    """The module path of a node: from its name (torch's TorchScript exporter) or its
+    ``namespace`` metadata (torch's dynamo exporter); [] when it has neither."""
+    scope = name_scope(proto.name)
+    if scope:
+        return scope
+    for prop in proto.metadata_props:
+        if prop.key == "namespace":
+            return namespace_scope(prop.value)
+    return []
 
 
 def _check_required(schema, inputs: list, attrs: dict, name: str, op_type: str) -> None:

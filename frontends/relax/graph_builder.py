@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from msc.errors import ValidationError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.limits import check_joints
 from msc.relax.expr import (
@@ -22,6 +23,7 @@ from msc.relax.expr import (
     Function,
     MatchCast,
     ShapeExpr,
+    Span,
     Tuple,
     TupleGetItem,
     Var,
@@ -100,6 +102,7 @@ class GraphBuilder:
         self.weights: dict[str, WeightRef] = {}
         self.holders: dict[str, str] = {}  # weight name -> first node holding it
         self.scope: list = []
+        self.attr_scopes = attr_scopes(view.func)
 
     # ---- driver ---------------------------------------------------------------------------
     def build(self) -> tuple[list[NodeSpec], list[str], list[str], list[WeightRef]]:
@@ -110,7 +113,7 @@ class GraphBuilder:
         for block, binding in self.view.bindings:
             if binding.var in self.absorbed:
                 continue
-            self.scope = [self.names.blocks[block]]
+            self.scope = self._scope_of(binding.var, block)
             if isinstance(binding, MatchCast):
                 self._match_cast(binding)
             self._note_prims(binding.var)
@@ -119,6 +122,14 @@ class GraphBuilder:
                 handler(self, binding.var, binding.value)
         outputs = [f"{n}:{i}" for n, i in self._inputs_of(self.view.result)]
         return list(self.specs.values()), inputs, outputs, list(self.weights.values())
+
+    def _scope_of(self, var: Var, block: int) -> list:
+        """The model's module path of ``var`` (its span, else the function's ``msc_scopes``
+        attr), else the name of its binding block (msc-conventions 4.4)."""
+        span = var.span
+        if isinstance(span, Span) and span.scope:
+            return list(span.scope)
+        return list(self.attr_scopes.get(var.name_hint) or [self.names.blocks[block]])
 
     def _note_prims(self, var: Var) -> None:
         group = self.groups.get(var)
@@ -359,6 +370,18 @@ _BINDINGS = {
     TupleGetItem: GraphBuilder._get_item,
     ShapeExpr: GraphBuilder._shape,
 }
+
+
+def attr_scopes(func: Function) -> dict:
+    """``{var name: [scope...]}`` of the function's ``msc_scopes`` attr: a dict of var names to
+    module paths, ``"layer1/layer1.0/conv1"`` or a list of segments (from_relax input that
+    carries the model's hierarchy, as msc's frontends put it in spans)."""
+    scopes = (func.attrs or {}).get("msc_scopes") or {}
+    if not isinstance(scopes, dict):
+        raise ValidationError(f"attr msc_scopes is a {type(scopes).__name__}", key="msc_scopes",
+                              hint='give {"var name": "module/path"}')
+    return {str(k): [s for s in v.split("/") if s] if isinstance(v, str) else
+            [str(s) for s in v] for k, v in scopes.items()}
 
 
 def _reads(expr, run_time: set) -> bool:
