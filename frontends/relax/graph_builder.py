@@ -103,6 +103,7 @@ class GraphBuilder:
         self.holders: dict[str, str] = {}  # weight name -> first node holding it
         self.scope: list = []
         self.attr_scopes = attr_scopes(view.func)
+        self.module: list = []  # the module path of the binding being built, if known
 
     # ---- driver ---------------------------------------------------------------------------
     def build(self) -> tuple[list[NodeSpec], list[str], list[str], list[WeightRef]]:
@@ -120,6 +121,7 @@ class GraphBuilder:
             handler = _BINDINGS.get(type(binding.value))
             if handler is not None:
                 handler(self, binding.var, binding.value)
+        self.module = []
         outputs = [f"{n}:{i}" for n, i in self._inputs_of(self.view.result)]
         return list(self.specs.values()), inputs, outputs, list(self.weights.values())
 
@@ -127,9 +129,9 @@ class GraphBuilder:
         """The model's module path of ``var`` (its span, else the function's ``msc_scopes``
         attr), else the name of its binding block (msc-conventions 4.4)."""
         span = var.span
-        if isinstance(span, Span) and span.scope:
-            return list(span.scope)
-        return list(self.attr_scopes.get(var.name_hint) or [self.names.blocks[block]])
+        self.module = list(span.scope) if isinstance(span, Span) and span.scope else \
+            list(self.attr_scopes.get(var.name_hint, ()))
+        return self.module or [self.names.blocks[block]]
 
     def _note_prims(self, var: Var) -> None:
         group = self.groups.get(var)
@@ -209,8 +211,9 @@ class GraphBuilder:
             output = MSCTensor(f"{name}:0", weight.dtype, layout, list(const.data.shape))
             scalar = scalar_attr(const, self.config.float_precision)
             attrs = {"scalar": scalar} if scalar is not None else {}
+            # a constant has no binding block; it belongs to the module first reading it
             self._add(NodeSpec(name, "constant", [], [output], attrs,
-                               {WEIGHT_ROLE_OF_CONST: weight}), const)
+                               {WEIGHT_ROLE_OF_CONST: weight}, list(self.module)), const)
         return list(self.tensors[const])
 
     def _weight_tensor(self, name: str, const: Constant, layout: str, role: str,

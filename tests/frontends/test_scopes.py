@@ -11,12 +11,14 @@ import io
 import os
 import warnings
 
+import numpy as np
 import onnx
 import pytest
 import torch
 from torch import nn
 
 from msc import MSCGraph, relax
+from msc.errors import ValidationError
 from msc.frontends import translate
 from msc.frontends.scopes import module_scope, name_scope, namespace_scope
 from msc.viewer.groups import Group, group_joints
@@ -211,3 +213,97 @@ def test_fx_and_export_give_the_same_scopes():
     assert by_name["conv2d"] == ["0"]
     assert by_name["conv2d_1"] == ["1", "1.0", "conv1"]
     assert by_name["relu_1"] == ["1", "1.1"] and by_name["add_1"] == ["1", "1.1"]
+
+
+# --------------------------------------------------------------------------------------------
+# ONNX model-local functions: a call's body nests in the call.
+
+def _ort(model: onnx.ModelProto, x):
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(model.SerializeToString())
+    return session.run(None, {session.get_inputs()[0].name: x})[0]
+
+
+def _msc(graph, weights, x, tmp_path):
+    from msc.codegen import to_relax
+
+    mod = to_relax(graph, weights, build_folder=str(tmp_path / "relax"))
+    out = relax.VirtualMachine(relax.build(mod, target="llvm"), relax.cpu())["main"](x)
+    return out.numpy() if hasattr(out, "numpy") else out
+
+
+def _nested_functions() -> onnx.ModelProto:
+    """main calls Outer (node "/enc/Outer"), which calls Scale twice: once with alpha given,
+    once relying on Scale's default; Scale's LeakyRelu refers to alpha."""
+    from onnx import TensorProto, helper
+
+    opset = [helper.make_opsetid("", 17)]
+    alpha = helper.make_attribute_ref("alpha", onnx.AttributeProto.FLOAT)
+    scale = helper.make_function(
+        "local", "Scale", ["x"], ["y"],
+        [helper.make_node("LeakyRelu", ["x"], ["t"], name="act"),
+         helper.make_node("Mul", ["t", "t"], ["y"], name="square")],
+        opset, attribute_protos=[helper.make_attribute("alpha", 0.5)])
+    scale.node[0].attribute.append(alpha)
+    outer = helper.make_function(
+        "local", "Outer", ["x"], ["y"],
+        [helper.make_node("Scale", ["x"], ["a"], name="first", domain="local", alpha=0.1),
+         helper.make_node("Scale", ["a"], ["y"], name="second", domain="local")],
+        opset + [helper.make_opsetid("local", 1)])
+    graph = helper.make_graph(
+        [helper.make_node("Outer", ["x"], ["h"], name="/enc/Outer", domain="local"),
+         helper.make_node("Relu", ["h"], ["y"], name="/head/Relu")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])])
+    return helper.make_model(graph, opset_imports=opset + [helper.make_opsetid("local", 1)],
+                             functions=[scale, outer])
+
+
+def test_nested_function_calls_scope_their_bodies(tmp_path):
+    model = _nested_functions()
+    onnx.checker.check_model(model, full_check=True)
+    graph, weights = translate.from_onnx(model)
+    scopes = [(n.optype, n.scope) for n in graph.get_nodes() if n.optype != "input"]
+    assert scopes == [("nn.leakyrelu", ["enc", "Outer", "first"]),
+                      ("multiply", ["enc", "Outer", "first"]),
+                      ("nn.leakyrelu", ["enc", "Outer", "second"]),
+                      ("multiply", ["enc", "Outer", "second"]), ("nn.relu", ["head"])]
+    alphas = [n.attrs["alpha"] for n in graph.get_nodes() if n.optype == "nn.leakyrelu"]
+    assert [float(a) for a in alphas] == pytest.approx([0.1, 0.5])  # given, then default
+    x = np.random.default_rng(0).standard_normal((2, 5), dtype=np.float32)
+    np.testing.assert_allclose(_msc(graph, weights, x, tmp_path), _ort(model, x), rtol=1e-6)
+
+
+def test_recursive_function_is_refused():
+    from onnx import TensorProto, helper
+
+    opset = [helper.make_opsetid("", 17), helper.make_opsetid("local", 1)]
+    loop = helper.make_function("local", "F", ["x"], ["y"], [
+        helper.make_node("F", ["x"], ["y"], name="again", domain="local")], opset)
+    graph = helper.make_graph(
+        [helper.make_node("F", ["x"], ["y"], name="call", domain="local")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=opset, functions=[loop])
+    with pytest.raises(ValidationError, match="calls itself"):
+        translate.from_onnx(model)
+
+
+def test_torch_modules_exported_as_functions(tmp_path):
+    """torch's export_modules_as_functions: each _Block call is a local function."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 1), nn.Sequential(_Block(8), _Block(8))).eval()
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8), dtype=np.float32)
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.from_numpy(x),), buffer, dynamo=False,
+                          export_modules_as_functions={_Block})
+    proto = onnx.load_from_string(buffer.getvalue())
+    assert [f.name for f in proto.functions] == ["_Block"]
+    graph, weights = translate.from_onnx(proto)
+    convs = [n.scope for n in graph.get_nodes() if n.optype == "msc.conv2d_bias"]
+    assert convs == [["0"], ["1", "1.0", "_Block"], ["1", "1.1", "_Block"]]
+    np.testing.assert_allclose(_msc(graph, weights, x, tmp_path), _ort(proto, x),
+                               rtol=1e-5, atol=1e-5)
