@@ -3,6 +3,7 @@ open, to expand a group, to search; the SVG layout; Model Explorer as the anchor
 
     .venv/bin/python benchmarks/viewer.py [--layers 476] [--model-explorer PATH]
     .venv/bin/python benchmarks/viewer.py --screenshot docs/images/resnet50_view.png
+    .venv/bin/python benchmarks/viewer.py --scoped      # grouped by the models' modules
 
 Graphs: ONNX's light resnet50 (230 joints), and a decoder of ``--layers`` layers (21 joints
 each, 476 -> 10,000 joints) named by module path and, flat, the way from_relax names joints.
@@ -10,6 +11,9 @@ Targets (issue 18): a 10,000-joint page opens in under 2 s and a group expands i
 0.5 s. ``open`` is the page's own time from navigation start to its first render;
 ``expand`` is the click handler's time (layout + DOM) for the first and a nested group.
 grandalf on one flat level of N boxes shows why the SVG lays out one group level at a time.
+``--scoped`` measures the models that open by their own modules (issue 29) instead: a ViT
+with ViT-Tiny's dims (transformers, random weights) from from_torch and from ONNX, next to
+resnet50 (no node names: cut blocks).
 Model Explorer (``model-explorer`` on PATH, or ``--model-explorer`` its executable) opens the
 same graph exported as its JSON: seconds until its graph is drawn.
 """
@@ -27,6 +31,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# run as a script, this folder comes first: benchmarks/transformers.py would hide the package
+sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 from benchmarks.common import best_of, light_folder, print_table
 from msc.frontends.translate import from_onnx
@@ -116,6 +122,35 @@ def _cells(r: dict) -> list:
             "-" if me is None else f"{r['open'] / 1e3 / me:.2f}x"]
 
 
+def _vit_tiny():
+    """transformers' ViT with ViT-Tiny's dims (12 layers, hidden 192, 3 heads, 224x224 in
+    patches of 16), random weights, returning its last hidden state."""
+    from tests.helpers.corpus import FirstOutput, hf_model
+
+    dims = {"hidden_size": 192, "num_hidden_layers": 12, "num_attention_heads": 3,
+            "intermediate_size": 768, "image_size": 224, "patch_size": 16}
+    return FirstOutput(hf_model("ViTModel", "ViTConfig", dims), "pixel_values").eval()
+
+
+def _scoped_graphs(out: str) -> list[tuple[str, object, dict, str]]:
+    import warnings
+
+    import torch
+
+    from msc.frontends.translate import from_torch
+
+    model, shape = _vit_tiny(), (1, 3, 224, 224)
+    path = os.path.join(out, "vit.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.randn(*shape),), path, dynamo=False)
+    graph, weights = from_onnx(RESNET50)
+    search = "layers.6/attention/q_proj"
+    return [("resnet50 (no scopes)", graph, weights, "conv2d_40"),
+            ("ViT-Tiny from_torch", *from_torch(model, [(list(shape), "float32")]), search),
+            ("ViT-Tiny from_onnx", *from_onnx(path), search)]
+
+
 def _flat_grandalf(sizes: list[int]) -> None:
     print("\ngrandalf on ONE flat level (what the SVG avoids by laying out group levels):")
     for n in sizes:
@@ -146,6 +181,8 @@ def main() -> None:
                         help="box counts for the one-level grandalf timing")
     parser.add_argument("--screenshot", metavar="PNG",
                         help="only write docs/viewer.md's screenshot of resnet50 to PNG")
+    parser.add_argument("--scoped", action="store_true",
+                        help="measure resnet50 and a ViT grouped by its modules instead")
     args = parser.parse_args()
     missing = browser_missing()
     if missing:
@@ -154,7 +191,8 @@ def main() -> None:
         return screenshot(args.screenshot)
     driver, rows = start_chromium(), []
     with tempfile.TemporaryDirectory() as out:
-        for name, graph, weights, search in _graphs(args.layers):
+        graphs = _scoped_graphs(out) if args.scoped else _graphs(args.layers)
+        for name, graph, weights, search in graphs:
             rows.append(_measure(name, graph, weights, search, out, driver, args.model_explorer))
             print(f"{name}: done", file=sys.stderr, flush=True)
     driver.quit()

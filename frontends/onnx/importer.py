@@ -24,17 +24,19 @@ from msc import relax
 from msc.errors import MSCError, SerializationError, UnsupportedOpError, ValidationError
 from msc.limits import JointBudget, check_joints
 from msc.progress import progress
-from msc.relax.expr import Expr, TupleGetItem
+from msc.relax.expr import Expr, Span, TupleGetItem
 from msc.relax.struct_info import TupleStructInfo
 from msc.relax.transform.dead_code_elimination import remove_all_unused
 from msc.tir import expr as tir
 
+from ..scopes import name_scope, namespace_scope
 from . import containers, tensor_check
 from . import opset as opsets
 from .attrs import node_attrs, schema_of
 from .context import Context, OnnxNode
 from .dtypes import relax_dtype
 from .external_data import external_array
+from .functions import Functions, call_leaf
 from .proto_text import check_names
 
 __all__ = ["OnnxImporter", "load_model", "sanitize"]
@@ -183,6 +185,9 @@ class OnnxImporter:
         self.dims = _Dims()
         self.problems: list[dict] = []
         self.tuple_params: list = []  # (name, var) of sequence inputs, unpacked in main
+        self.scope: tuple = ()  # the module scope of the node being converted
+        self.prefix: tuple = ()  # the scope of the function call being expanded
+        self.functions = Functions(self.model.functions)
 
     def convert(self) -> tuple:
         graph = self.model.graph
@@ -251,7 +256,7 @@ class OnnxImporter:
         """Every node (subgraphs included) without a converter, reported at once."""
         missing = Counter()
         first = {}
-        for node in _all_nodes(graph):
+        for node in _all_nodes(graph, self.functions):
             key = opsets.key_of(node.op_type, node.domain)
             opset = self.opsets.get(node.domain or "", 1)
             if opsets.select(self.table, key, opset) is None:
@@ -268,6 +273,17 @@ class OnnxImporter:
         self._raise_problems()
 
     def _convert_node(self, proto: onnx.NodeProto) -> None:
+        """Convert one node; what it emits carries its name and module scope (a node of a
+        subgraph without one of its own takes its parent node's)."""
+        outer, own = self.scope, tuple(node_scope(proto))
+        self.scope = (*self.prefix, *own) if own else outer
+        try:
+            with self.bb.span(Span(proto.name, self.scope)):
+                self._convert(proto)
+        finally:
+            self.scope = outer
+
+    def _convert(self, proto: onnx.NodeProto) -> None:
         names = list(proto.input)  # protobuf fields are read once per node, not per use
         missing = [name for name in names if name and name not in self.env]
         if missing and self.problems:
@@ -278,6 +294,10 @@ class OnnxImporter:
                                   hint="the graph must be a DAG in topological order; "
                                        "check the model with onnx.checker.check_model")
         outputs = tuple(proto.output)
+        func = self.functions.of(proto)
+        if func is not None:
+            self._bind(proto, outputs, self._call_function(proto, func, names))
+            return
         node = self._node(proto, names, outputs)
         converter = opsets.select(self.table, opsets.key_of(node.op_type, node.domain),
                                   node.opset)
@@ -298,6 +318,22 @@ class OnnxImporter:
                                   hint="the model is malformed here; check it with "
                                        "onnx.checker.check_model") from err
         self._bind(proto, outputs, result)
+
+    def _call_function(self, proto: onnx.NodeProto, func: onnx.FunctionProto,
+                       names: list) -> list:
+        """Expand a call of a model-local function: its body in its own names (formal inputs
+        bound to the call's values), nested in the call's scope. Returns its outputs."""
+        saved = self.env, self.bound, self.prefix
+        self.env = {f: self.env[n] if n else None for f, n in zip(func.input, names)}
+        self.bound, self.prefix = set(self.env), (*self.scope, call_leaf(proto))
+        self.scope = self.prefix
+        try:
+            with self.functions.entered(func, proto):
+                for node in self.functions.body(proto, func):
+                    self._convert_node(node)
+            return [self.env.get(name) for name in func.output]
+        finally:
+            self.env, self.bound, self.prefix = saved
 
     def _inline_graph(self, graph: onnx.GraphProto, inputs: list = ()) -> list:
         """Convert a subgraph (an If branch, a Scan body) in place, its inputs bound to
@@ -369,6 +405,18 @@ class OnnxImporter:
                                      hint="the VM returns tensors and tuples of them; give "
                                           "the output a value")
         return self.env[name]
+
+
+def node_scope(proto: onnx.NodeProto) -> list[str]:
+    """The module path of a node: from its name (torch's TorchScript exporter) or its
+    ``namespace`` metadata (torch's dynamo exporter); [] when it has neither."""
+    scope = name_scope(proto.name)
+    if scope:
+        return scope
+    for prop in proto.metadata_props:
+        if prop.key == "namespace":
+            return namespace_scope(prop.value)
+    return []
 
 
 def _check_required(schema, inputs: list, attrs: dict, name: str, op_type: str) -> None:
@@ -444,9 +492,16 @@ def _variadic(schema) -> bool:
         onnx.defs.OpSchema.FormalParameterOption.Variadic
 
 
-def _all_nodes(graph: onnx.GraphProto):
+def _all_nodes(graph, functions: Functions, seen: frozenset = frozenset()):
+    """The nodes to convert: subgraphs' included, function calls by their bodies' nodes."""
     for node in graph.node:
+        func = functions.of(node)
+        if func is not None:
+            key = (func.domain, func.name)
+            if key not in seen:  # (a recursive call is refused when it is expanded)
+                yield from _all_nodes(func, functions, seen | {key})
+            continue
         yield node
         for attr in node.attribute:
             for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-                yield from _all_nodes(sub)
+                yield from _all_nodes(sub, functions, seen)

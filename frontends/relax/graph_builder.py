@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from msc.errors import ValidationError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.limits import check_joints
 from msc.relax.expr import (
@@ -22,6 +23,7 @@ from msc.relax.expr import (
     Function,
     MatchCast,
     ShapeExpr,
+    Span,
     Tuple,
     TupleGetItem,
     Var,
@@ -100,6 +102,8 @@ class GraphBuilder:
         self.weights: dict[str, WeightRef] = {}
         self.holders: dict[str, str] = {}  # weight name -> first node holding it
         self.scope: list = []
+        self.attr_scopes = attr_scopes(view.func)
+        self.module: list = []  # the module path of the binding being built, if known
 
     # ---- driver ---------------------------------------------------------------------------
     def build(self) -> tuple[list[NodeSpec], list[str], list[str], list[WeightRef]]:
@@ -110,15 +114,24 @@ class GraphBuilder:
         for block, binding in self.view.bindings:
             if binding.var in self.absorbed:
                 continue
-            self.scope = [self.names.blocks[block]]
+            self.scope = self._scope_of(binding.var, block)
             if isinstance(binding, MatchCast):
                 self._match_cast(binding)
             self._note_prims(binding.var)
             handler = _BINDINGS.get(type(binding.value))
             if handler is not None:
                 handler(self, binding.var, binding.value)
+        self.module = []
         outputs = [f"{n}:{i}" for n, i in self._inputs_of(self.view.result)]
         return list(self.specs.values()), inputs, outputs, list(self.weights.values())
+
+    def _scope_of(self, var: Var, block: int) -> list:
+        """The model's module path of ``var`` (its span, else the function's ``msc_scopes``
+        attr), else the name of its binding block (msc-conventions 4.4)."""
+        span = var.span
+        self.module = list(span.scope) if isinstance(span, Span) and span.scope else \
+            list(self.attr_scopes.get(var.name_hint, ()))
+        return self.module or [self.names.blocks[block]]
 
     def _note_prims(self, var: Var) -> None:
         group = self.groups.get(var)
@@ -198,8 +211,9 @@ class GraphBuilder:
             output = MSCTensor(f"{name}:0", weight.dtype, layout, list(const.data.shape))
             scalar = scalar_attr(const, self.config.float_precision)
             attrs = {"scalar": scalar} if scalar is not None else {}
+            # a constant has no binding block; it belongs to the module first reading it
             self._add(NodeSpec(name, "constant", [], [output], attrs,
-                               {WEIGHT_ROLE_OF_CONST: weight}), const)
+                               {WEIGHT_ROLE_OF_CONST: weight}, list(self.module)), const)
         return list(self.tensors[const])
 
     def _weight_tensor(self, name: str, const: Constant, layout: str, role: str,
@@ -359,6 +373,18 @@ _BINDINGS = {
     TupleGetItem: GraphBuilder._get_item,
     ShapeExpr: GraphBuilder._shape,
 }
+
+
+def attr_scopes(func: Function) -> dict:
+    """``{var name: [scope...]}`` of the function's ``msc_scopes`` attr: a dict of var names to
+    module paths, ``"layer1/layer1.0/conv1"`` or a list of segments (from_relax input that
+    carries the model's hierarchy, as msc's frontends put it in spans)."""
+    scopes = (func.attrs or {}).get("msc_scopes") or {}
+    if not isinstance(scopes, dict):
+        raise ValidationError(f"attr msc_scopes is a {type(scopes).__name__}", key="msc_scopes",
+                              hint='give {"var name": "module/path"}')
+    return {str(k): [s for s in v.split("/") if s] if isinstance(v, str) else
+            [str(s) for s in v] for k, v in scopes.items()}
 
 
 def _reads(expr, run_time: set) -> bool:

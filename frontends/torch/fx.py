@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from msc import relax
 from msc.errors import MSCError, UnsupportedOpError, ValidationError
 
+from ..scopes import module_scope
 from .aliasing import check_inplace, writes_in_place
 from .common import Context, ParamTable, input_vars, is_tensor
 from .converters import FX_FUNCTIONS, MODULES
@@ -109,7 +110,8 @@ class GraphTranslator:
                     if node.op == "output":
                         output = self.output(node, output_filter)
                         break
-                    self.env[node] = self.convert(node)
+                    with bb.span(node_span(node)):
+                        self.env[node] = self.convert(node)
                 self.raise_errors()
                 result = bb.emit_output(output)
             bb.emit_func_output(result)
@@ -180,6 +182,13 @@ class GraphTranslator:
             raise UnsupportedOpError(message, items=items, hint=CUSTOM_HINT)
         details = "\n".join(f"  - {i['op']} (node {i['node']}): {i['error']}" for i in items)
         raise kind(f"{message}\n{details}", hint=first.hint)
+
+
+def node_span(node) -> relax.Span:
+    """The node's name and module scope, from the ``nn_module_stack`` torch.fx's tracer and
+    torch.export record (``{key: (qualified name, type)}``, outermost first)."""
+    stack = node.meta.get("nn_module_stack") or {}
+    return relax.Span(node.name, module_scope([path for path, _ in stack.values()]))
 
 
 def _flatten_tuples(values):

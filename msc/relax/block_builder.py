@@ -66,6 +66,7 @@ class BlockBuilder:
         self._is_dataflow = False
         self._names: set[str] = set()
         self._next: dict[str, int] = {}  # hint -> the first suffix not yet known taken
+        self._span = None  # given to every var bound inside ``with bb.span(...)``
 
     # ---- scopes ---------------------------------------------------------------------------
     @contextmanager
@@ -112,6 +113,20 @@ class BlockBuilder:
             self._func.blocks.append(block_type(self._bindings))
         self._bindings = []
 
+    @contextmanager
+    def span(self, span):
+        """Every var bound inside gets ``span`` (a ``relax.Span``: the frontend node and its
+        module scope); ``None`` leaves them without one. Nests: the inner span wins.
+
+            with bb.span(Span("/layer1/conv1/Conv", ("layer1", "conv1"))):
+                y = bb.emit(op.nn.conv2d(x, w))      # y.span.scope == ("layer1", "conv1")
+        """
+        outer, self._span = self._span, span
+        try:
+            yield self
+        finally:
+            self._span = outer
+
     def current_block_is_dataflow(self) -> bool:
         return self._is_dataflow
 
@@ -121,7 +136,8 @@ class BlockBuilder:
         value = self.normalize(expr)
         var_type = DataflowVar if self._is_dataflow else Var
         default = "lv" if self._is_dataflow else "gv"
-        return self._bind(var_type(self._fresh(name_hint or default), value.struct_info), value)
+        var = var_type(self._fresh(name_hint or default), value.struct_info, self._span)
+        return self._bind(var, value)
 
     def emit_output(self, expr: Expr, name_hint: str = "") -> Var:
         """Inside a dataflow block: bind ``expr`` to a var visible after the block."""
@@ -130,13 +146,14 @@ class BlockBuilder:
         if isinstance(expr, (list, tuple)):
             expr = Tuple(expr)
         value = self.normalize(expr)
-        return self._bind(Var(self._fresh(name_hint or "gv"), value.struct_info), value)
+        return self._bind(Var(self._fresh(name_hint or "gv"), value.struct_info, self._span),
+                          value)
 
     def match_cast(self, value: Expr, struct_info, name_hint: str = "") -> Var:
         value = self.normalize(value)
         var_type = DataflowVar if self._is_dataflow else Var
         var = var_type(self._fresh(name_hint or ("lv" if self._is_dataflow else "gv")),
-                       struct_info)
+                       struct_info, self._span)
         self._require_scope()
         self._bindings.append(MatchCast(var, value, struct_info))
         return var

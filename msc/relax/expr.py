@@ -47,6 +47,7 @@ __all__ = [
     "PrimValue",
     "SeqExpr",
     "ShapeExpr",
+    "Span",
     "StringImm",
     "Tuple",
     "TupleGetItem",
@@ -59,6 +60,34 @@ __all__ = [
 
 
 _set = object.__setattr__
+
+
+class Span:
+    """Where an expression came from, as TVM's ``ir.Span`` names its source: the frontend's
+    node (``source_name``) and the model's module path (``scope``) it belongs to. Frontends
+    set it through ``BlockBuilder.span``; the graph builder reads it into ``MSCJoint.scope``::
+
+        Span("/layer1/layer1.0/conv1/Conv", ("layer1", "layer1.0", "conv1"))
+    """
+
+    __slots__ = ("scope", "source_name")
+
+    def __init__(self, source_name: str = "", scope=()):
+        object.__setattr__(self, "source_name", str(source_name))
+        object.__setattr__(self, "scope", tuple(str(s) for s in scope))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Span is immutable; build a new one instead")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Span) and (self.source_name, self.scope) == (
+            other.source_name, other.scope)
+
+    def __hash__(self) -> int:
+        return hash((self.source_name, self.scope))
+
+    def __repr__(self) -> str:
+        return f"Span({self.source_name!r}, {self.scope!r})"
 
 
 class Node:

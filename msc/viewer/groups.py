@@ -91,21 +91,29 @@ def _finish(group: Group) -> None:
 
 def _simplify(root: Group) -> None:
     """Merge single-child chains (``a`` holding only ``b`` -> ``a/b``) and flatten levels that
-    hold nearly all of their parent (a scope every joint shares tells nothing)."""
+    hold nearly all of their parent (a scope every joint shares tells nothing). Top-down over
+    the tree as it becomes: a dropped level is not visited again."""
     _finish(root)
-    for group in list(root.walk()):
-        items, stack = [], list(reversed(group.items))
-        while stack:
-            item = stack.pop()
-            if isinstance(item, Group) and (
-                    len(item.items) == 1 or item.size >= FLATTEN_SHARE * group.size > 1):
-                for child in item.items:  # keep the dropped level in the names
-                    if isinstance(child, Group):
-                        child.label = f"{item.label}/{child.label}"
-                stack.extend(reversed(item.items))
-            else:
-                items.append(item)
-        group.items = items
+    stack = [root]
+    while stack:
+        group = stack.pop()
+        group.items = _kept_items(group)
+        stack.extend(i for i in group.items if isinstance(i, Group))
+
+
+def _kept_items(group: Group) -> list:
+    items, stack = [], list(reversed(group.items))
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Group) and (
+                len(item.items) == 1 or item.size >= FLATTEN_SHARE * group.size > 1):
+            for child in item.items:  # keep the dropped level in the names
+                if isinstance(child, Group):
+                    child.label = f"{item.label}/{child.label}"
+            stack.extend(reversed(item.items))
+        else:
+            items.append(item)
+    return items
 
 
 def _item_edges(owner: dict[int, int], parents: Sequence[Sequence[int]]) -> list:

@@ -24,8 +24,8 @@ from .scene import FAMILY_COLORS, Scene
 __all__ = ["page_data", "render_html", "write_html"]
 
 DAGRE_VERSION = "3.1.3"  # assets/dagre.min.js, from the npm package @dagrejs/dagre
-_DETAIL_KEYS = ("name", "optype", "family", "shape", "outputs", "inputs", "attrs", "weights",
-                "parents")
+_DETAIL_KEYS = ("name", "optype", "family", "scope", "shape", "outputs", "inputs", "attrs",
+                "weights", "parents")
 
 
 def _asset(name: str) -> str:

@@ -73,6 +73,7 @@ def _weights(joint, weights: Mapping[str, Any]) -> list[dict]:
 def _record(joint, weights: Mapping[str, Any]) -> dict:
     outputs = [tensor_text(t) for t in joint.get_outputs()]
     return {"name": joint.name, "optype": joint.optype, "family": family_of(joint.optype),
+            "scope": "/".join(joint.scope),
             "shape": outputs[0] if outputs else "", "outputs": outputs,
             "inputs": [t.name for t in joint.get_inputs()], "attrs": dict(joint.attrs),
             "weights": _weights(joint, weights),

@@ -138,3 +138,41 @@ def test_search_opens_nested_groups_of_a_big_graph(driver, tmp_path):
     frames = driver.execute_script("return document.querySelectorAll('g.cluster').length")
     assert frames == 3 and driver.execute_script("return mscView.visibleJoints()") > before
     assert driver.execute_script("return mscView.lastRenderMs") < 500
+
+
+@pytest.fixture(scope="module")
+def vit_page(tmp_path_factory):
+    """A transformers ViT (small config, random weights) from from_torch, as HTML."""
+    from msc.frontends.translate import from_torch
+    from tests.helpers.corpus import MODELS
+
+    model, info, _ = MODELS["vit"]()
+    graph, weights = from_torch(model, info, via="export")
+    page = write_html(graph, weights, str(tmp_path_factory.mktemp("vit") / "vit.html"))
+    return page, Scene.of(graph, weights)
+
+
+def _texts(driver, css):
+    return [e.get_attribute("textContent") for e in driver.find_elements("css selector", css)]
+
+
+def test_vit_opens_grouped_by_its_modules(driver, vit_page):
+    page, scene = vit_page
+    assert open_page(driver, page) < 5000
+    assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
+    titles = [t.split(" (")[0] for t in _texts(driver, "g.group title")]
+    assert titles == [i.label for i in scene.root.items if not isinstance(i, int)]
+    assert {"model/embeddings", "model/layers.0", "model/layers.1"} <= set(titles)
+
+
+def test_search_into_a_nested_module_opens_its_groups(driver, vit_page):
+    page, scene = vit_page
+    open_page(driver, page)
+    hits = driver.execute_script("return mscView.search('layers.1/attention/q_proj')")
+    assert [scene.joints[i]["scope"] for i in hits] == ["model/layers.1/attention/q_proj"]
+    hit = driver.find_elements("css selector", "g.joint.hit")
+    assert [h.get_attribute("data-name") for h in hit] == [scene.joints[hits[0]]["name"]]
+    # the layer and its attention are open around the hit: two frames, labelled by module
+    frames = [t.rsplit(" (", 1)[0].lstrip("\u25BE ") for t in _texts(driver, "g.cluster text")]
+    assert frames == ["model/layers.1", "attention"]
+    assert "model/layers.1/attention/q_proj" in driver.find_element("id", "panel").text

@@ -195,6 +195,7 @@
   function showPanel(i) {
     const j = J[i], p = document.getElementById("panel");
     const rows = [row("optype", esc(j.optype)), row("family", esc(j.family)),
+      row("scope", esc(j.scope || "-")),
       row("outputs", j.outputs.map(esc).join("<br>")),
       row("producers", j.parents.map(link).join("<br>") || "-"),
       row("consumers", children[i].map(link).join("<br>") || "-")];
@@ -213,9 +214,9 @@
     const s = q.trim().toLowerCase();
     if (!s) { hits = []; render(); return []; }
     const exact = [], part = [];
-    J.forEach((j, i) => {
-      const n = j.name.toLowerCase();
-      if (n === s) exact.push(i); else if (n.includes(s)) part.push(i);
+    J.forEach((j, i) => { // a name, or a module path: "layers.1/attention/linear_3"
+      const n = j.name.toLowerCase(), p = j.scope ? `${j.scope.toLowerCase()}/${n}` : n;
+      if (n === s || p === s) exact.push(i); else if (p.includes(s)) part.push(i);
     });
     hits = exact.concat(part);
     hitPos = 0;
