@@ -31,8 +31,8 @@ from ..runtime.threads import BASES, task_threads
 from ..tir import math as fm
 from .base import Kernel, KernelFact, Site, f32_address
 
-__all__ = ["ACTIVATION_EXPRS", "EXPR_OPS", "UNARY_EXPR", "ExprKernel", "UnaryExprFact", "evaluate",
-           "inplace_2d_address"]
+__all__ = ["ACTIVATION_EXPRS", "EXPR_OPS", "UNARY_EXPR", "ExprKernel", "UnaryExprFact",
+           "evaluate", "inplace_2d_address"]
 
 PARALLEL_ELEMENTS = 1 << 18  # below this a split costs more (waking a worker) than it saves
 _SQRT1_2 = 1 / math.sqrt(2)
