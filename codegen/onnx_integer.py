@@ -11,10 +11,12 @@ nodes are left unread and dropped::
 
 from __future__ import annotations
 
+from msc.relax.op.registry import ops_with
+
 __all__ = ["integer_operands"]
 
 _NARROW = ("int8", "uint8")
-_PASS = {"reshape", "expand_dims", "squeeze"}  # a zero point reshaped to a scalar stays itself
+_PASS = ops_with("movement")  # a zero point moved into a one-element tensor stays itself
 
 
 def _widened(ctx, node):

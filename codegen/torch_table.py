@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from msc.relax.op.registry import OPS, attach
+from msc.relax.op.registry import OPS, attach, ops_in
 
 from .naming import identifier, literal
 from .torch_index import (
@@ -300,11 +300,8 @@ def _embedding(ctx) -> str:
 # --------------------------------------------------------------------------------------------
 # The table.
 
-_UNARY = {n: f"torch.{n}" for n in (
-    "abs", "acos", "acosh", "asin", "asinh", "atan", "atanh", "bitwise_not", "ceil", "cos",
-    "cosh", "erf", "exp", "floor", "log", "round", "rsqrt", "sigmoid", "sign", "sin", "sinh",
-    "square", "sqrt", "tan", "tanh", "trunc", "logical_not", "isfinite", "isinf", "isnan")}
-_UNARY["negative"] = "torch.neg"
+_UNARY = {n: f"torch.{n}" for n in sorted(ops_in("unary"))}  # torch spells them the same
+_UNARY["negative"] = "torch.neg"  # but one
 _BINARY = {
     "add": "torch.add", "subtract": "torch.sub", "multiply": "torch.mul",
     "floor_divide": "torch.floor_divide", "floor_mod": "torch.remainder", "mod": "torch.fmod",

@@ -11,19 +11,24 @@ from collections.abc import Mapping
 
 from msc.errors import ValidationError
 from msc.graph import MSCGraph, MSCJoint
+from msc.relax.op.registry import ops_having, ops_in
 
 from .observers import METHODS
 from .qparams import DTYPE_RANGES
 
-__all__ = ["ABSORBED_ACTIVATIONS", "DEFAULTS", "DEFAULT_OPTYPES", "chosen_nodes", "is_excluded", "read_config"]
+__all__ = ["ABSORBED_ACTIVATIONS", "DEFAULTS", "DEFAULT_OPTYPES", "ORT_INT8", "chosen_nodes",
+           "is_excluded", "read_config"]
 
+# Ops onnxruntime's QDQ kernels run in int8 that msc's backend runs in float between the
+# dequantize and the quantize: op -> onnxruntime's kernel.
+ORT_INT8 = {"nn.conv1d": "QLinearConv", "msc.conv1d_bias": "QLinearConv",
+            "nn.batch_matmul": "QLinearMatMul",
+            "nn.adaptive_avg_pool2d": "QLinearGlobalAveragePool"}
 # Optypes whose float inputs (and "weight"s) are quantized by default: the ops an int8 kernel
-# exists for (conv, linear, matmul, pools, add), as graph optypes (fused msc.* included).
-DEFAULT_OPTYPES = (
-    "nn.conv1d", "nn.conv2d", "msc.conv1d_bias", "msc.conv2d_bias", "msc.linear",
-    "msc.linear_bias", "nn.dense", "matmul", "nn.batch_matmul", "msc.matmul",
-    "nn.max_pool2d", "nn.avg_pool2d", "nn.adaptive_avg_pool2d", "add",
-)
+# exists for (conv, linear, matmul, pools, add), as graph optypes (fused msc.* included): the
+# backend's op fact "int8", but its reductions (its int8 mean is the global pool alone; a
+# graph's mean is more often a norm's statistic), and ORT_INT8.
+DEFAULT_OPTYPES = tuple(sorted(ops_having("int8") - ops_in("reduce") | ORT_INT8.keys()))
 
 # Activations whose output carries the quantization of the chosen joint before them, as
 # onnxruntime's QDQ quantizer removes them (QDQRemovableActivation): conv -> relu -> Q/DQ, so

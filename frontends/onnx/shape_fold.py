@@ -29,19 +29,6 @@ __all__ = ["as_known", "fold_constant_call", "fold_symbolic_call", "is_fully_con
 # A folded constant may be larger than its inputs only up to this many elements
 # (ConstantOfShape of a huge shape stays a runtime op).
 _MAX_CREATED = 1 << 20
-# Ops folded over PrimExpr elements (all of them move or combine integers exactly). Not an op
-# fact: the ops this folder's own symbolic evaluator implements.
-_SYMBOLIC_OPS = frozenset({
-    "take", "concat", "expand_dims", "squeeze", "reshape", "strided_slice", "astype",
-    "add", "subtract", "multiply", "divide", "floor_divide", "maximum", "minimum",
-    "permute_dims", "broadcast_to",
-})
-_ARITH = {
-    "add": lambda a, b: a + b, "subtract": lambda a, b: a - b,
-    "multiply": lambda a, b: a * b, "divide": lambda a, b: tir.floordiv(a, b),
-    "floor_divide": lambda a, b: tir.floordiv(a, b),
-    "maximum": lambda a, b: tir.max(a, b), "minimum": lambda a, b: tir.min(a, b),
-}
 
 
 def _numpy_ref():
@@ -125,13 +112,13 @@ def fold_symbolic_call(call: Call, arg_values: list):
     if not isinstance(call.op, Op) or any(v is None for v in arg_values):
         return None
     name = call.op.op_def.name
-    if name not in _SYMBOLIC_OPS:
+    if name not in _SYMBOLIC:
         return None
     sinfo = call.struct_info
     if not isinstance(sinfo, TensorStructInfo) or not _exact_dtype(name, sinfo.dtype):
         return None
     try:
-        out = _symbolic(name, call, arg_values)
+        out = _SYMBOLIC[name](call, arg_values)
     except Exception:  # noqa: BLE001 - not foldable symbolically: stays a runtime op
         return None
     return None if out is None else np.asarray(out, dtype=object)
@@ -142,16 +129,40 @@ def _exact_dtype(op: str, dtype: str) -> bool:
     return dtype in ("int64", "int32") or (op == "astype" and dtype.startswith("float"))
 
 
-def _symbolic(name: str, call: Call, values: list):
-    if name in _ARITH:
+def _arith(fn):
+    """An integer binary op on PrimExpr elements."""
+    def evaluate(call: Call, values: list):
         a, b = (_objects(v) for v in values)
-        return np.vectorize(_ARITH[name], otypes=[object])(a, b)
-    if name == "astype":
-        return np.asarray(values[0], dtype=object)
+        return np.vectorize(fn, otypes=[object])(a, b)
+
+    return evaluate
+
+
+def _astype(call: Call, values: list):
+    return np.asarray(values[0], dtype=object)
+
+
+def _concat(call: Call, values: list):
     fact = call.op.op_def.facts["numpy"]
-    if name == "concat":
-        return fact([tuple(_objects(t) for t in values[0])], call.attrs)
-    return fact([_objects(values[0]), *values[1:]], call.attrs)
+    return fact([tuple(_objects(t) for t in values[0])], call.attrs)
+
+
+def _moved(call: Call, values: list):
+    """An op that only moves or picks elements: its numpy fact works on PrimExprs too."""
+    return call.op.op_def.facts["numpy"]([_objects(values[0]), *values[1:]], call.attrs)
+
+
+# Ops folded over PrimExpr elements (all of them move or combine integers exactly) -> how.
+# Not an op fact: the ops this folder's own symbolic evaluator implements.
+_SYMBOLIC = {
+    "add": _arith(lambda a, b: a + b), "subtract": _arith(lambda a, b: a - b),
+    "multiply": _arith(lambda a, b: a * b), "divide": _arith(tir.floordiv),
+    "floor_divide": _arith(tir.floordiv),
+    "maximum": _arith(tir.max), "minimum": _arith(tir.min),
+    "astype": _astype, "concat": _concat,
+    "take": _moved, "expand_dims": _moved, "squeeze": _moved, "reshape": _moved,
+    "strided_slice": _moved, "permute_dims": _moved, "broadcast_to": _moved,
+}
 
 
 def _objects(values) -> np.ndarray:

@@ -14,6 +14,7 @@ import hashlib
 import numpy as np
 
 from msc.gc_tuning import fewer_collections
+from msc.relax.op.registry import ops_in
 
 from ..relax.translate import from_relax
 from .importer import translate_torch
@@ -23,7 +24,7 @@ __all__ = ["from_torch", "set_weight_aliases"]
 # Roles of norm ops -> the torch parameter/buffer names (msc-conventions 4.4).
 _NORM_ROLES = {"gamma": "weight", "beta": "bias", "mean": "running_mean",
                "var": "running_var"}
-_NORM_OPTYPES = ("nn.batch_norm", "nn.layer_norm", "nn.group_norm")
+_NORM_OPTYPES = ops_in("norm")
 
 
 @fewer_collections

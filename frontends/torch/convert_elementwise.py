@@ -68,8 +68,6 @@ BINARY = {
     "less": ("less", operator.lt), "not_equal": ("not_equal", operator.ne),
     "greater_equal": ("greater_equal", operator.ge), "less_equal": ("less_equal", operator.le),
 }
-# Ops whose result is bool (the operands keep their own dtypes).
-_LOGICAL = ("logical_and", "logical_or", "logical_xor")
 
 
 def emit_op(ctx, op_name: str, *args, **attrs):
@@ -408,7 +406,8 @@ def identity(ctx, input, *_, **__):
 FUNCTIONS = {
     **{name: _unary(op_name, name) for name, op_name in UNARY.items()},
     **{name: _binary(op_name, fn) for name, (op_name, fn) in BINARY.items()},
-    **{name: _logical(name) for name in _LOGICAL},
+    "logical_and": _logical("logical_and"), "logical_or": _logical("logical_or"),
+    "logical_xor": _logical("logical_xor"),
     "logical_not": logical_not, "div": div, "truediv": div, "divide": div, "itruediv": div,
     "true_divide": div, "floor_divide": _binary("floor_divide", operator.floordiv),
     "rsub": rsub, "fmod": fmod, "pow": pow_, "max": max_, "min": min_, "amax": amax,

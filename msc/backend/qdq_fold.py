@@ -31,6 +31,7 @@ from collections import Counter
 import numpy as np
 
 from ..relax.expr import Call, Var
+from ..relax.op.registry import attach, ops_with
 from .kernels.base import Site
 from .kernels.dense import fold_epilogue
 from .kernels.epilogues import EPILOGUE_OPS
@@ -44,7 +45,7 @@ from .qdq_lut import fold_lut
 from .qdq_rows import fold_rows, permute_bytes
 from .runtime.program import Node, Program
 
-__all__ = ["fold_qdq", "int8_grid"]
+__all__ = ["INT8_KERNELS", "fold_qdq", "int8_grid"]
 
 _ACT_DTYPES = ("uint8", "int8")
 _GRID_TOL = 1e-3  # |q * s - w| <= tol * s for every element: w is on the grid
@@ -425,10 +426,23 @@ def _global_mean(attrs) -> tuple | None:
 
 _POOLS = {"nn.avg_pool2d": _avg_pool, "mean": _global_mean}
 
-# data movement that commutes with a per-tensor (de)quantization of equal parameters
-_VIEWS = ("reshape", "permute_dims", "squeeze", "expand_dims", "flatten", "nn.max_pool2d")
+# data movement that commutes with a per-tensor (de)quantization of equal parameters, and
+# max pooling (the max of dequantized bytes is the dequantized max byte: the map is monotone)
+_VIEWS = ops_with("movement") | {"nn.max_pool2d"}
 
 _BATCH_MATMULS = ("matmul", "msc.matmul")  # may read two activations
+
+# The op fact "int8": the kernels a QDQ chain around the op folds into, computing it on the
+# quantized values (compression.quantize quantizes these by default: ops_having("int8")).
+INT8_KERNELS = {
+    "nn.conv2d": (QConv2d, QDepthwise), "msc.conv2d_bias": (QConv2d, QDepthwise),
+    "matmul": (QDense, QBatchMatmul), "msc.matmul": (QDense, QBatchMatmul),
+    "nn.dense": (QDense,), "msc.linear": (QDense,), "msc.linear_bias": (QDense,),
+    "nn.avg_pool2d": (QAvgPool,), "mean": (QAvgPool,),  # the global mean over H, W only
+    "nn.max_pool2d": (QMaxPool,), "add": (QAdd,),
+}
+for _op, _kernels in INT8_KERNELS.items():
+    attach(_op, "int8", _kernels)
 
 _MATCH = {
     "nn.conv2d": _conv,

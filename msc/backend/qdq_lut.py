@@ -22,19 +22,18 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from ..relax.op.registry import OPS
+from ..relax.op.registry import OPS, ops_in, ops_with
 from .dispatch.resolve import numpy_caller
 from .kernels.int8_lut import QConcat, QLut
 from .runtime.program import Node, Program
 
 __all__ = ["fold_lut"]
 
-_ELEMENTWISE = frozenset((
-    "add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "abs", "erf",
-    "exp", "log", "negative", "sigmoid", "sqrt", "rsqrt", "square", "tanh", "nn.relu",
-    "nn.gelu", "nn.gelu_tanh", "nn.silu", "nn.leakyrelu", "clip", "quantize", "dequantize",
-    "sin", "cos", "nn.batch_norm",
-))
+# Elementwise ops, run on the 256 byte values by their numpy facts; their other inputs are
+# constants broadcast numpy's way (scalars, or per channel along a trailing axis) and their
+# results float or 8-bit (_absorbable). prelu is left out: its slope runs along its axis attr.
+_ELEMENTWISE = (ops_in("unary", "binary", "quant") | ops_with("activation")
+                | {"clip", "nn.batch_norm"}) - {"nn.prelu"}
 # ops whose 1-D constants run along an attr's axis (not numpy's trailing one), and whose
 # numpy fact returns (value, ...): inference batch norm (densenet's pre-activation norms)
 _CHANNEL_ATTR = {"nn.batch_norm": "axis"}

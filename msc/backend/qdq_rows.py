@@ -22,7 +22,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..relax.op.registry import OPS
+from ..relax.op.registry import OPS, ops_in, ops_with
 from .dispatch.resolve import numpy_caller
 from .kernels.int8_layout import QPermute, QSlice, word_permutable
 from .kernels.int8_rows import MAX_ROW, QLayerNorm, QSoftmax, quant_params
@@ -33,10 +33,9 @@ from .runtime.program import Node, Program
 __all__ = ["fold_rows", "permute_bytes"]
 
 _QDTYPES = {"uint8": np.uint8, "int8": np.int8}
-# ops a tail after the softmax's quantize may hold (with scalar constants): the exporters'
-# NaN guard, and what a requantization adds
-_TAIL_OPS = frozenset(("isnan", "isinf", "where", "clip", "maximum", "minimum", "nn.relu",
-                       "add", "subtract", "multiply", "divide"))
+# ops a tail after the softmax's quantize may hold (with scalar constants): elementwise ops, as
+# the exporters' NaN guard (isnan, where) and a requantization (arithmetic, clip, relu) use
+_TAIL_OPS = ops_in("unary", "binary", "compare") | ops_with("activation") | {"clip", "where"}
 _TAIL_SCAN = 8  # program nodes scanned for the tail
 
 

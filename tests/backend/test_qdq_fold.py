@@ -127,3 +127,33 @@ def test_fuse_false_keeps_the_qdq_ops(ort_qdq):
     graph, weights = from_onnx(ort_qdq)
     ex = relax.build(to_relax(graph, weights), fuse=False)
     assert "int8.conv2d" not in ex.stats["ops"] and "nn.conv2d" in ex.stats["ops"]
+
+
+_LUT_REGION = '''# from tvm.script import relax as R
+
+@R.function
+def main(x: R.Tensor((1, 4, 8, 8), dtype="float32")) -> R.Tensor((1, 4, 8, 8), dtype="float32"):
+    with R.dataflow():
+        q = R.quantize(x, R.const(0.05, "float32"), R.const(128, "uint8"), out_dtype="uint8")
+        d = R.dequantize(q, R.const(0.05, "float32"), R.const(128, "uint8"))
+        s = R.nn.{op}(d)
+        f = R.floor(R.multiply(s, R.const(4.0, "float32")))
+        q2 = R.quantize(f, R.const(0.1, "float32"), R.const(0, "uint8"), out_dtype="uint8")
+        y = R.dequantize(q2, R.const(0.1, "float32"), R.const(0, "uint8"))
+        R.output(y)
+    return y
+'''
+
+
+@pytest.mark.parametrize("op", ["softplus", "selu", "silu"])
+def test_any_pointwise_activation_and_unary_op_folds_into_one_table(op):
+    """The table-lookup pass takes the op table's families and activations (not a list of
+    names): softplus, selu and floor fold as gelu and tanh do, equal to the fake-quantized run."""
+    mod = relax.from_script(_LUT_REGION.replace("{op}", op))
+    ex = relax.build(mod)
+    assert ex.stats["fused"] == {f"qdq:lut(nn.{op},multiply,floor,quantize,dequantize)": 1}
+    x = np.random.default_rng(0).normal(0, 2, (1, 4, 8, 8)).astype(np.float32)
+    got = relax.VirtualMachine(ex, relax.cpu())["main"](x).numpy()
+    fake = relax.VirtualMachine(relax.build(mod, fuse=False), relax.cpu())["main"](x).numpy()
+    np.testing.assert_allclose(got, fake, rtol=0, atol=0.1 + 1e-6)  # one step at most
+    assert np.mean(got != fake) < 0.01

@@ -23,7 +23,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...errors import BuildError
-from ...relax.op.registry import attach
+from ...relax.op.registry import attach, ops_with
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32_PTR, I64, for_range
 from ..runtime.task_wrap import wrapped_tasks
@@ -31,8 +31,8 @@ from ..runtime.threads import BASES, task_threads
 from ..tir import math as fm
 from .base import Kernel, KernelFact, Site, f32_address
 
-__all__ = ["EXPR_OPS", "UNARY_EXPR", "ExprKernel", "UnaryExprFact", "evaluate",
-           "inplace_2d_address"]
+__all__ = ["ACTIVATION_EXPRS", "EXPR_OPS", "UNARY_EXPR", "ExprKernel", "UnaryExprFact",
+           "evaluate", "inplace_2d_address"]
 
 PARALLEL_ELEMENTS = 1 << 18  # below this a split costs more (waking a worker) than it saves
 _SQRT1_2 = 1 / math.sqrt(2)
@@ -234,5 +234,7 @@ class UnaryExprFact(KernelFact):
         return ExprKernel(self.expr, shape, op=site.op)
 
 
-for _op in ("nn.gelu", "nn.gelu_tanh", "nn.silu"):
+# The activations computed as one expression (tanh, exp... have kernels in elementwise.py).
+ACTIVATION_EXPRS = ops_with("activation") & UNARY_EXPR.keys()
+for _op in sorted(ACTIVATION_EXPRS):
     attach(_op, "kernel", UnaryExprFact(_op))

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ...relax.op.registry import ops_with
+from ...relax.op.registry import ops_in, ops_with
 from ...tir import expr as E
 from . import te
 from .common import attrs, broadcast, float_of, inputs, op_name, output, rule
@@ -42,9 +42,7 @@ UNARY = {
     "isinf": lambda x: E.PrimCall("isinf", [x], "bool"),
     "isfinite": lambda x: E.PrimCall("isfinite", [x], "bool"),
 }
-for _name in ("acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil", "cos", "cosh", "erf",
-              "exp", "floor", "log", "round", "rsqrt", "sigmoid", "sin", "sinh", "sqrt", "tan",
-              "tanh", "trunc"):
+for _name in sorted(ops_in("unary") - UNARY.keys()):  # the rest are T intrinsics of that name
     UNARY[_name] = functools.partial(_call, _name)
 FLOAT_MATH = ops_with("float_only")  # the op trait: integer inputs are computed in float32
 

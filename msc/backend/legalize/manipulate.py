@@ -6,6 +6,7 @@ keeping the last dims copies rows)."""
 from __future__ import annotations
 
 from ...errors import UnsupportedOpError
+from ...relax.op.registry import ops_with
 from ...tir import expr as E
 from . import te
 from .common import (
@@ -55,9 +56,10 @@ def _reshape(name: str):
     return legalize
 
 
-for _op, _name in (("reshape", "reshape"), ("flatten", "reshape"), ("expand_dims", "expand_dims"),
-                   ("squeeze", "squeeze"), ("nn.batch_flatten", "reshape")):
-    rule(_op)(_reshape(_name))
+# Every view keeps the elements in row-major order: a reshape (TVM names the function so, but
+# for expand_dims and squeeze).
+for _op in sorted(ops_with("view")):
+    rule(_op)(_reshape(_op if _op in ("expand_dims", "squeeze") else "reshape"))
 
 
 @rule("permute_dims")

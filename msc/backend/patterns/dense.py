@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.activation import UNARY_EXPR, ExprKernel
+from ..kernels.activation import ACTIVATION_EXPRS, UNARY_EXPR, ExprKernel
 from ..kernels.dense import DenseFact, GemmRunner
 from ..kernels.dense_act import DenseActKernel
 from ..runtime.program import Node
@@ -20,14 +20,13 @@ from .views import Graph
 __all__ = ["fuse_dense_act"]
 
 _MATMUL = DenseFact("KN")
-_ACTIVATIONS = ("nn.gelu", "nn.gelu_tanh", "nn.silu")
 
 
 def _activation(node: Node) -> tuple | None:
     """The one-input expression a node computes, or None."""
     if node.kind != "call":
         return None
-    if node.site is not None and node.op in _ACTIVATIONS:
+    if node.site is not None and node.op in ACTIVATION_EXPRS:
         return UNARY_EXPR[node.op] if node.site.tensor(0).dtype == "float32" else None
     fn = node.fn
     if node.op == "elementwise" and isinstance(fn, ExprKernel) and fn.inputs == (0,):

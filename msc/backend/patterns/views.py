@@ -21,17 +21,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...relax.op.registry import OPS
+from ...relax.op.registry import OPS, ops_with
 from ...relax.struct_info import TensorStructInfo
 from ..runtime.program import NOVALUE, Node, Program
 
 __all__ = ["LAYOUT_OPS", "Graph", "Strided", "static_shape"]
 
-# Ops that move elements without computing: numpy facts on index arrays give their effect.
-LAYOUT_OPS = frozenset({"reshape", "permute_dims", "squeeze", "expand_dims", "flatten",
-                        "split", "strided_slice"})
 # The ones a result can be written through: every input element lands in the output once.
-_BIJECTIVE = frozenset({"reshape", "permute_dims", "squeeze", "expand_dims", "flatten"})
+_BIJECTIVE = ops_with("movement")
+# Ops that move elements without computing: numpy facts on index arrays give their effect.
+# A result is read through these and through the two that pick a part of their input.
+LAYOUT_OPS = _BIJECTIVE | {"split", "strided_slice"}
 _MAX_ELEMENTS = 1 << 24  # index arrays beyond this cost more build time than they save
 
 

@@ -14,6 +14,7 @@ from llvmlite import ir
 from ...errors import BuildError
 from ...tir import expr as E
 from ...tir.function import expr_children
+from ...tir.intrin import PREDICATES
 from . import math as M
 from .dtypes import (
     AS_LT,
@@ -310,15 +311,12 @@ def _shift(s, e: E.PrimCall) -> ir.Value:
     return s.b.select(ok, shifted, ir.Constant(x.type, 0))
 
 
-_PREDICATES = frozenset(["isnan", "isinf", "isfinite"])
-
-
 def _call(s, e: E.PrimCall) -> ir.Value:
     if e.name == "if_then_else":
         return _if_then_else(s, e)
     if e.name == "likely":
         return s.expr(e.args[0])
-    if e.name in _PREDICATES:
+    if e.name in PREDICATES:
         return _predicate(s, e)
     if not e.args:
         raise BuildError(f"the TIR compiler cannot call T.{e.name}() without arguments")

@@ -28,6 +28,8 @@ from .registry import (
     get_op,
     install,
     make_call,
+    ops_having,
+    ops_in,
     ops_with,
 )
 
@@ -37,5 +39,5 @@ install(globals())
 from . import image, nn, vision
 
 __all__ = ["OPS", "OP_ALIASES", "REQUIRED", "Arg", "AttrDef", "Op", "attach", "get_op",
-           "image", "install", "load_all_facts", "load_facts", "make_call", "nn", "ops_with",
-           "vision"]
+           "image", "install", "load_all_facts", "load_facts", "make_call", "nn", "ops_having",
+           "ops_in", "ops_with", "vision"]

@@ -467,7 +467,8 @@ _manipulate("collapse_sum_like", [Arg("data"), Arg("collapse_target")],
             infer=collapse_sum_like_infer)
 _manipulate("collapse_sum_to", [Arg("data"), Arg("shape", "shape")],
             infer=collapse_sum_to_infer, shape_is_output=True)
-_manipulate("permute_dims", _X, [AttrDef("axes", "ints", None)], infer=permute_dims_infer)
+_manipulate("permute_dims", _X, [AttrDef("axes", "ints", None)], infer=permute_dims_infer,
+            movement=True)
 _manipulate("flip", [Arg("data")], [AttrDef("axis", "int")], infer=flip_infer)
 _manipulate("repeat", [Arg("data")], [AttrDef("repeats", "int"), AttrDef("axis", "int", None)],
             infer=repeat_infer)

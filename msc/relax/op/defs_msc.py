@@ -188,5 +188,5 @@ register("msc.embedding", [Arg("data"), Arg("weight")], infer=embedding_infer, f
 register("msc.attention", [Arg("query"), Arg("key"), Arg("value"), Arg("bias", default=None)],
          ATTENTION_ATTRS, infer=msc_attention_infer, family="msc")
 register("msc.gelu", [Arg("data"), *(Arg(f"factor_{k}", default=None) for k in (1, 2, 3))],
-         infer=gelu_infer, family="msc", float_only=True)
+         infer=gelu_infer, family="msc", float_only=True, activation=True)
 register("msc.matmul", [Arg("x1"), Arg("x2")], _OUT_DTYPE, infer=matmul_infer, family="msc")

@@ -362,9 +362,11 @@ ACTIVATIONS = {  # name: (args after data, attrs, float inputs only)
     "prelu": (("alpha",), [AttrDef("axis", "int", 1)], True),
     "softmax": ((), _AXIS, True), "log_softmax": ((), _AXIS, True),
 }
+_ROW_OPS = ("softmax", "log_softmax")  # each output reads its whole row: not pointwise
 for _name, (_args, _attrs, _float) in ACTIVATIONS.items():
     register(f"nn.{_name}", [Arg("data"), *(Arg(a) for a in _args)], _attrs,
-             infer=activation_infer, family="activation", float_only=_float)
+             infer=activation_infer, family="activation", float_only=_float,
+             activation=_name not in _ROW_OPS)
 register("nn.dropout", [Arg("data")], [AttrDef("rate", "float", 0.5)], infer=dropout_infer,
          family="activation", inference_identity=True)
 

@@ -27,6 +27,7 @@ FACT_SOURCES: dict[str, tuple[str, ...]] = {
         "activation", "attention", "conv", "dense", "elementwise", "layout", "nonzero", "norm",
         "pool", "reduce_rows", "unique")),
     "legalize": ("msc.backend.legalize",),
+    "int8": ("msc.backend.qdq_fold",),
     "torch": ("msc.codegen.torch_table",),
     "onnx_codegen": ("msc.codegen.onnx_table",),
     "layout": ("msc.frontends.relax.layout_rules",),

@@ -1,10 +1,12 @@
 """The op table: one record per Relax op, read by every consumer.
 
 An op is declared once with its expression arguments, its attributes (typed, with defaults, in
-TVM's declaration order), its struct-info inference and its traits (what is true of the op:
-``pure``, ``view``... see TRAITS). Consumers read the traits (``ops_with("view")``) and attach
-their own facts from their own modules (``attach("nn.conv2d", "torch", ...)``, loaded by
-facts.py); nothing re-derives defaults (``attrs_with_defaults``)::
+TVM's declaration order), its struct-info inference, its family (``unary``, ``conv``...) and
+its traits (what is true of the op: ``pure``, ``view``, ``movement``, ``activation``... see
+TRAITS). Consumers ask the table instead of spelling op names out (``ops_with("movement")``,
+``ops_in("unary")``) and attach their own facts from their own modules
+(``attach("nn.conv2d", "torch", ...)``, loaded by facts.py; ``ops_having("int8")``); nothing
+re-derives defaults (``attrs_with_defaults``)::
 
     register("nn.relu", [Arg("data")], [], infer=unary_infer, family="unary")
     call = make_call("nn.relu", x)              # relax.op.nn.relu(x) does the same
@@ -30,6 +32,7 @@ from ..struct_info import (
     TupleStructInfo,
     normalize_dtype,
 )
+from .facts import FACT_SOURCES, load_facts
 
 
 class _Required:
@@ -81,12 +84,21 @@ class OpDef:
     runtime: bool = False  # runtime plumbing: calls out, effects, runtime objects; no graph op
     runtime_call: bool = False  # calls code outside the op table (TIR, packed, VM builtin)
     view: bool = False  # the output is the input's data with a new shape: no copy needed
+    # the output holds each input element exactly once, reordered (the views, permute_dims):
+    # it commutes with elementwise maps, and a chain of them is a strided view (a view is one)
+    movement: bool = False
+    # a pointwise activation (relu, gelu, silu...): out[i] = f(x[i]), float in and out;
+    # softmax (a row op) and dropout (identity at inference) share the family, not the fact
+    activation: bool = False
     may_alias: bool = False  # the output may share memory with an input (views, slices)
     commutative: bool = False  # the two arguments may be swapped
     inference_identity: bool = False  # output 0 is the input at inference time (dropout)
     stat_outputs: tuple = ()  # tuple outputs that are statistics, not the result (batch_norm)
     shape_is_output: bool = False  # its shape argument is exactly the output's shape
     facts: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.movement = self.movement or self.view  # declared once: a view moves nothing
 
     @property
     def full_name(self) -> str:
@@ -104,8 +116,8 @@ class OpDef:
 
 OPS: dict[str, OpDef] = {}
 # Names of the traits ``register`` takes and ``ops_with`` answers.
-TRAITS = ("pure", "float_only", "runtime", "runtime_call", "view", "may_alias", "commutative",
-          "inference_identity", "stat_outputs", "shape_is_output")
+TRAITS = ("pure", "float_only", "runtime", "runtime_call", "view", "movement", "activation",
+          "may_alias", "commutative", "inference_identity", "stat_outputs", "shape_is_output")
 
 
 class Op(Expr):
@@ -185,6 +197,33 @@ def ops_with(trait: str, value: Any = True) -> frozenset[str]:
     if value is True:
         return frozenset(n for n, d in OPS.items() if getattr(d, trait))
     return frozenset(n for n, d in OPS.items() if getattr(d, trait) == value)
+
+
+def ops_in(*families: str) -> frozenset[str]:
+    """Names of the ops of the given families (the ``family`` of ``register``)::
+
+        ops_in("unary")                  # {"abs", "exp", ..., "isnan"}
+        ops_in("conv", "pool")           # both families
+    """
+    known = {d.family for d in OPS.values()}
+    for family in families:
+        if family not in known:
+            close = difflib.get_close_matches(family, known, n=1)
+            raise ValidationError(f"unknown op family {family!r}", key=family,
+                                  hint=f"did you mean {close[0]}?" if close else
+                                  f"the families are {', '.join(sorted(known))}")
+    return frozenset(n for n, d in OPS.items() if d.family in families)
+
+
+def ops_having(kind: str) -> frozenset[str]:
+    """Names of the ops a consumer attached a fact ``kind`` to; a kind of facts.py's
+    FACT_SOURCES is loaded first::
+
+        ops_having("int8")               # {"nn.conv2d", "add", ...}: the backend's int8 kernels
+    """
+    if kind in FACT_SOURCES:
+        load_facts(kind)
+    return frozenset(n for n, d in OPS.items() if kind in d.facts)
 
 
 def attrs_with_defaults(call: Call) -> Attrs:

@@ -7,6 +7,7 @@ closed fails the same test as a stale entry, until it is removed from KNOWN_GAPS
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from msc import relax
@@ -21,6 +22,8 @@ from msc.relax.op.registry import (
     attrs_with_defaults,
     infer_struct_info,
     make_call,
+    ops_having,
+    ops_in,
     ops_with,
     register,
 )
@@ -40,7 +43,9 @@ HAS = {
 }
 # Fact kinds loaded but not walked, and why.
 NOT_WALKED = {"kernel": "a speed-up, walked as part of \"compiled\" (a kernel or a legalize)",
-              "prune": "an op without a channel rule freezes the channels it touches (safe)"}
+              "prune": "an op without a channel rule freezes the channels it touches (safe)",
+              "int8": "a speed-up: an op without an int8 kernel runs in float between its "
+                      "dequantize and quantize"}
 
 _RUNTIME = sorted(ops_with("runtime"))
 _SHAPE_OPS = ("shape_of", "shape_to_tensor", "size", "tensor_to_shape")
@@ -150,7 +155,8 @@ def test_every_op_has_a_family():
 def test_trait_implications():
     assert ops_with("runtime_call") <= ops_with("runtime")
     assert ops_with("pure", False) <= ops_with("runtime")  # the only effects are runtime ops
-    assert ops_with("view") <= ops_with("may_alias")
+    assert ops_with("view") <= ops_with("movement") <= ops_with("may_alias")
+    assert {OPS[n].family for n in ops_with("activation")} == {"activation", "msc"}
     assert ops_with("runtime") == {n for n, d in OPS.items() if d.family == "special"}
     assert {OPS[n].family for n in ops_with("commutative")} <= {"binary", "compare"}
 
@@ -165,6 +171,60 @@ def test_trait_members():
     assert ops_with("stat_outputs") == {"nn.batch_norm"}
     assert OPS["nn.batch_norm"].stat_outputs == (1, 2)
     assert ops_with("inference_identity") == {"nn.dropout"}
+    assert ops_with("movement") == ops_with("view") | {"permute_dims"}
+    assert ops_with("activation") == {f"nn.{n}" for n in (
+        "relu", "gelu", "gelu_tanh", "silu", "selu", "softplus", "leakyrelu", "prelu")} | {
+        "msc.gelu"}
+
+
+_X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+# movement op -> (args, attrs) of a call on _X (or a reshape of it)
+_MOVES = {
+    "reshape": ([_X, (6, 4)], {}), "flatten": ([_X], {}), "nn.batch_flatten": ([_X], {}),
+    "expand_dims": ([_X], {"axis": (1, 3)}), "squeeze": ([_X.reshape(2, 1, 12)], {"axis": (1,)}),
+    "permute_dims": ([_X], {"axes": (2, 0, 1)}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ops_with("movement")))
+def test_movement_ops_hold_each_element_once(name):
+    """The trait's meaning, by the op's own numpy fact: the output is the input reordered."""
+    load_facts("numpy")
+    args, attrs = _MOVES[name]
+    out = OPS[name].facts["numpy"](args, attrs)
+    assert out.size == _X.size and sorted(np.ravel(out)) == list(range(_X.size))
+
+
+def _changed_by_one_element(name: str) -> np.ndarray:
+    """Where the output changes when one input element does (out[i] = f(x[i]): there only)."""
+    load_facts("numpy")
+    fact = OPS[name].facts["numpy"]
+    data = np.linspace(-3, 3, 24, dtype=np.float32).reshape(2, 3, 4)
+    extra = [np.full(3, 0.25, np.float32)] if name == "nn.prelu" else []  # per-channel slope
+    moved = data.copy()
+    moved[1, 2, 1] += 0.5
+    out, out_moved = (np.asarray(fact([x, *extra], {"axis": 1})) for x in (data, moved))
+    return np.argwhere(out != out_moved)
+
+
+@pytest.mark.parametrize("name", sorted(ops_with("activation")))
+def test_activations_are_pointwise(name):
+    assert _changed_by_one_element(name).tolist() == [[1, 2, 1]]
+
+
+def test_softmax_shares_the_family_not_the_fact():
+    assert len(_changed_by_one_element("nn.softmax")) == 3  # its whole row along axis 1
+    assert "nn.softmax" in ops_in("activation") - ops_with("activation")
+
+
+def test_families_and_consumer_facts_are_queried():
+    assert ops_in("unary") == {n for n, d in OPS.items() if d.family == "unary"}
+    assert ops_in("conv", "pool") == ops_in("conv") | ops_in("pool")
+    with pytest.raises(ValidationError, match="unknown op family 'unaryy'.*did you mean unary"):
+        ops_in("unaryy")
+    int8 = ops_having("int8")  # loads the backend's int8 facts first
+    assert {"nn.conv2d", "msc.linear_bias", "add"} <= int8
+    assert all(all(isinstance(k, type) for k in OPS[n].facts["int8"]) for n in int8)
 
 
 def test_unknown_traits_are_rejected():
