@@ -69,9 +69,13 @@ def assert_allclose(actual, desired, rtol: float = 1e-7, atol: float = 1e-7) -> 
     np.testing.assert_allclose(_numpy(actual), _numpy(desired), rtol=rtol, atol=atol)
 
 
-def parameter(*values, ids=None):
-    """A pytest fixture taking each of ``values`` (TVM's ``tvm.testing.parameter``)."""
+def parameter(*values, ids=None, by_dict=None):
+    """A pytest fixture taking each of ``values`` (TVM's ``tvm.testing.parameter``);
+    ``by_dict={id: value}`` names each value."""
     import pytest
+
+    if by_dict is not None:
+        ids, values = list(by_dict), tuple(by_dict.values())
 
     @pytest.fixture(params=values, ids=ids)
     def fixture(request):

@@ -179,6 +179,13 @@ class ExprParser:
         finally:
             self.anchor = previous
 
+    def _attribute(self, node: ast.Attribute) -> E.PrimExpr:
+        """``B.data``: the buffer's data pointer, a handle var named ``B.data``."""
+        if node.attr != "data" or not isinstance(node.value, ast.Name):
+            raise self.error(node, f"unsupported expression {ast.unparse(node)} in a prim func",
+                             hint="of a buffer's attributes only B.data is an expression")
+        return E.Var(f"{self.buffer(node.value).name}.data", "handle")
+
     def _name(self, node: ast.Name) -> E.PrimExpr:
         value = self.lookup(node)
         if isinstance(value, Buffer):
@@ -244,8 +251,10 @@ class ExprParser:
             raise self.error(node.func, f"unknown function {ast.unparse(node.func)} in a prim "
                                         "func", hint="TIR calls are written T.<name>(...)")
         self.check_known(node)
-        if node.keywords:
-            raise self.error(node.keywords[0].value, f"T.{name} takes no keyword arguments")
+        extra = [k for k in node.keywords if k.arg != "dtype"]
+        if extra or (node.keywords and name not in _DTYPE_KWARG):
+            bad = (extra or node.keywords)[0]
+            raise self.error(bad.value, f"T.{name} takes no keyword argument {bad.arg!r}")
         handler = _CALLS.get(name) or _CALL_GROUPS.get(_group(name))
         if handler is None:
             raise self.error(node.func, f"T.{name} cannot be used as a value")
@@ -265,7 +274,18 @@ class ExprParser:
 
     def _cast(self, name: str, node: ast.Call) -> E.PrimExpr:
         self._arity(name, node, 2)
-        return E.Cast(self.dtype_arg(node.args[0]), self.expr(node.args[1]))
+        value, dtype = node.args if name == "cast" else node.args[::-1]  # T.cast(x, dtype)
+        return E.Cast(self.dtype_arg(dtype), self.expr(value))
+
+    def _opaque_dtype(self, node: ast.expr) -> str:
+        if isinstance(node, ast.Constant) and node.value == "handle":
+            return "handle"
+        return self.dtype_arg(node)
+
+    def _opaque(self, name: str, node: ast.Call) -> E.PrimExpr:
+        dtype = next((self._opaque_dtype(k.value) for k in node.keywords), None)
+        args = [self.expr(a) for a in node.args]
+        return E.PrimCall(name, args, dtype or intrin.OPAQUE_CALLS[name])
 
     def _select(self, name: str, node: ast.Call) -> E.PrimExpr:
         self._arity(name, node, 3)
@@ -308,7 +328,8 @@ class ExprParser:
 def _group(name: str) -> str | None:
     for group, names in (("dtype", intrin.DTYPES), ("binary", intrin.BINARY_FUNCS),
                          ("math", intrin.MATH_UNARY | intrin.MATH_BINARY | intrin.PREDICATES
-                          | set(intrin.BITWISE)), ("typed", intrin.TYPED_CALLS)):
+                          | set(intrin.BITWISE)), ("typed", intrin.TYPED_CALLS),
+                         ("opaque", intrin.OPAQUE_CALLS)):
         if name in names:
             return group
     return None
@@ -323,9 +344,11 @@ _EXPRS = {
     ast.Compare: ExprParser._compare,
     ast.Subscript: ExprParser._subscript,
     ast.Call: ExprParser._call,
+    ast.Attribute: ExprParser._attribute,
 }
 _CALLS = {
     "Cast": ExprParser._cast,
+    "cast": ExprParser._cast,
     "Select": ExprParser._select,
     "if_then_else": ExprParser._select,
     "max_value": ExprParser._limit,
@@ -336,7 +359,10 @@ _CALL_GROUPS = {
     "binary": ExprParser._binary_func,
     "math": ExprParser._math,
     "typed": ExprParser._typed_call,
+    "opaque": ExprParser._opaque,
 }
+# Calls that take TVM's `dtype=` keyword (if_then_else's is its branches' dtype already).
+_DTYPE_KWARG = frozenset({"if_then_else", *intrin.OPAQUE_CALLS})
 
 
 def sym_var_decls(node: ast.stmt, typevar: bool) -> list:

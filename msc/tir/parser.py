@@ -296,6 +296,15 @@ class _FuncParser(ExprParser):
         self.frames[-1][name] = var
         return LetStmt(var, value, let_expr)
 
+    def _aug_assign(self, node: ast.AugAssign, top: bool):
+        """``B[i] += x`` is ``B[i] = B[i] + x`` (TVMScript accepts both)."""
+        if not isinstance(node.target, ast.Subscript):
+            raise self.error(node, "only a buffer element can be updated in place (B[i] += x)")
+        load = ast.Subscript(value=node.target.value, slice=node.target.slice, ctx=ast.Load())
+        value = ast.copy_location(ast.BinOp(left=ast.copy_location(load, node.target),
+                                            op=node.op, right=node.value), node)
+        return self._store(node.target, value)
+
     def _store(self, target: ast.Subscript, value_node: ast.expr) -> BufferStore:
         load = self.expr(target)
         if not isinstance(load, BufferLoad):
@@ -534,6 +543,7 @@ def _zero(like: E.PrimExpr) -> E.IntImm:
 _STMTS = {
     ast.Assign: _FuncParser._assign,
     ast.AnnAssign: _FuncParser._ann_assign,
+    ast.AugAssign: _FuncParser._aug_assign,
     ast.Expr: _FuncParser._expr_stmt,
     ast.For: _FuncParser._for,
     ast.With: _FuncParser._with,

@@ -1,0 +1,114 @@
+"""Spellings TVM's own schedule tests use: ``B[i] += x``, ``T.cast(x, dtype)``,
+``T.if_then_else(..., dtype=)``, TVM builtins carried opaquely (``T.tvm_fill_fragment(B.data,
+...)``), prim funcs defined inside a function, ``tvm.script.from_source`` and the
+structural-equality helpers of ``msc.testing``."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from msc import testing
+from msc.errors import ParseError
+from msc.script import from_source
+from msc.script import tir as T
+from msc.tir import expr as E
+from msc.tir.function import BufferStore, Evaluate, walk_stmts
+from msc.tir.parser import parse_tir_text
+
+TEXT = '''
+@T.prim_func(s_tir=True)
+def f(a: T.handle, b: T.handle) -> None:
+    A = T.match_buffer(a, (16, 16))
+    B = T.match_buffer(b, (16,))
+    for i, k in T.grid(16, 16):
+        with T.sblock("B"):
+            vi, vk = T.axis.remap("SR", [i, k])
+            with T.init():
+                B[vi] = 0.0
+            B[vi] += T.if_then_else(vi < 3, A[vi, vk], T.cast(vk, "float32"), dtype="float32")
+            T.evaluate(T.tvm_fill_fragment(B.data, 16, 16, 16, 0, vi * 16, dtype="handle"))
+            T.evaluate(T.q_multiply_shift(vi, 3, 1, 2, dtype="int32"))
+'''
+
+
+def _parse(text: str):
+    return next(iter(parse_tir_text(textwrap.dedent(text)).values()))
+
+
+def test_aug_assign_is_a_store_of_the_sum():
+    func = _parse(TEXT)
+    store = next(s for s in walk_stmts(func.body)
+                 if isinstance(s, BufferStore) and isinstance(s.value, E.BinaryOp))
+    assert store.value.op == "Add"
+    assert store.value.a.buffer.name == "B"
+    assert "B[vi] = B[vi] + T.if_then_else(vi < 3, A[vi, vk], T.Cast(\"float32\", vk))" in \
+        func.script()
+
+
+def test_builtins_are_carried_and_print_back():
+    func = _parse(TEXT)
+    calls = [s.value for s in walk_stmts(func.body) if isinstance(s, Evaluate)]
+    assert [c.name for c in calls] == ["tvm_fill_fragment", "q_multiply_shift"]
+    assert calls[0].args[0].name == "B.data" and calls[0].dtype == "handle"
+    assert calls[1].dtype == "int32"
+    text = func.script()
+    assert "T.tvm_fill_fragment(B.data, 16, 16, 16, 0, vi * 16)" in text
+    assert _parse(text).script() == text
+
+
+def test_builtin_with_other_dtype_keeps_it():
+    func = _parse(TEXT.replace('q_multiply_shift(vi, 3, 1, 2, dtype="int32")',
+                               'q_multiply_shift(vi, 3, 1, 2, dtype="int64")'))
+    assert 'T.q_multiply_shift(vi, 3, 1, 2, dtype="int64")' in func.script()
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("T.exp(A[vi, vk], dtype=\"float32\")", "no keyword argument 'dtype'"),
+    ("T.if_then_else(vi < 3, 1.0, 2.0, kind=1)", "no keyword argument 'kind'"),
+    ("A.shape", "only B.data"),
+])
+def test_bad_spellings_are_parse_errors(bad, message):
+    with pytest.raises(ParseError, match=message):
+        _parse(TEXT.replace("T.cast(vk, \"float32\")", bad))
+
+
+def test_prim_func_inside_a_function_is_parsed():
+    def make():
+        @T.prim_func(s_tir=True)
+        def local(A: T.Buffer((4,), "float32")):
+            for i in range(4):
+                with T.sblock("a"):
+                    vi = T.axis.S(4, i)
+                    A[vi] = 1.0
+
+        return local
+
+    assert "A[vi] = T.float32(1.0)" in make().script()
+
+
+def test_from_source_round_trips_a_prim_func():
+    func = _parse(TEXT)
+    again = from_source(func.script())
+    testing.assert_structural_equal(func, again)
+
+
+def test_structural_equal_ignores_var_names_not_structure():
+    func = _parse(TEXT)
+    renamed = _parse(TEXT.replace("vi", "x").replace("vk", "y"))
+    testing.assert_structural_equal(func, renamed)
+    other = _parse(TEXT.replace("vi * 16", "vi * 8"))
+    with pytest.raises(ValueError, match="StructuralEqual"):
+        testing.assert_structural_equal(func, other)
+    blocks = _parse(TEXT.replace('T.sblock("B")', 'T.sblock("C")'))
+    with pytest.raises(ValueError):
+        testing.assert_structural_equal(func, blocks)
+
+
+def test_ignore_global_symbol():
+    func = _parse(TEXT)
+    named = func.with_attr("global_symbol", "other")
+    with pytest.raises(ValueError):
+        testing.assert_structural_equal(func, named)
+    testing.assert_structural_equal_ignore_global_symbol(func, named)
