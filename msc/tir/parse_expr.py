@@ -258,7 +258,13 @@ class ExprParser:
         handler = _CALLS.get(name) or _CALL_GROUPS.get(_group(name))
         if handler is None:
             raise self.error(node.func, f"T.{name} cannot be used as a value")
-        return handler(self, name, node)
+        value = handler(self, name, node)
+        if node.keywords and name not in intrin.OPAQUE_CALLS:
+            dtype = self.dtype_arg(node.keywords[0].value)
+            if dtype != value.dtype:
+                raise self.error(node.keywords[0].value, f"T.{name} gives {value.dtype}, "
+                                 f"not dtype={dtype!r}", hint="cast with T.Cast(dtype, x)")
+        return value
 
     # ---------------------------------------------------------------- calls
     def _dtype_call(self, dtype: str, node: ast.Call) -> E.PrimExpr:
@@ -361,8 +367,10 @@ _CALL_GROUPS = {
     "typed": ExprParser._typed_call,
     "opaque": ExprParser._opaque,
 }
-# Calls that take TVM's `dtype=` keyword (if_then_else's is its branches' dtype already).
-_DTYPE_KWARG = frozenset({"if_then_else", *intrin.OPAQUE_CALLS})
+# Calls that take TVM's `dtype=` keyword: the builtins' result dtype; for if_then_else and the
+# math intrinsics TVM's printer repeats the dtype the arguments already give, so it is checked.
+_DTYPE_KWARG = frozenset({"if_then_else", *intrin.OPAQUE_CALLS, *intrin.MATH_UNARY,
+                          *intrin.MATH_BINARY})
 
 
 def sym_var_decls(node: ast.stmt, typevar: bool) -> list:

@@ -65,7 +65,7 @@ def test_builtin_with_other_dtype_keeps_it():
 
 
 @pytest.mark.parametrize("bad, message", [
-    ("T.exp(A[vi, vk], dtype=\"float32\")", "no keyword argument 'dtype'"),
+    ("T.Cast(\"float32\", vk, dtype=\"float32\")", "no keyword argument .dtype."),
     ("T.if_then_else(vi < 3, 1.0, 2.0, kind=1)", "no keyword argument 'kind'"),
     ("A.shape", "only B.data"),
 ])
@@ -112,3 +112,11 @@ def test_ignore_global_symbol():
     with pytest.raises(ValueError):
         testing.assert_structural_equal(func, named)
     testing.assert_structural_equal_ignore_global_symbol(func, named)
+
+
+def test_math_dtype_keyword_is_checked():
+    func = _parse(TEXT.replace("T.cast(vk, \"float32\")",
+                               "T.floor(A[vi, vk], dtype=\"float32\")"))
+    assert "T.floor(A[vi, vk])" in func.script()
+    with pytest.raises(ParseError, match="gives float32, not dtype='int32'"):
+        _parse(TEXT.replace("T.cast(vk, \"float32\")", "T.floor(A[vi, vk], dtype=\"int32\")"))

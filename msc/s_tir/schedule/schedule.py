@@ -129,7 +129,8 @@ class Schedule:
 
     get_sblock = get_block
 
-    def get_loops(self, block: BlockRV) -> list:
+    def get_loops(self, block: BlockRV | str) -> list:
+        block = self._as_block(block)
         func_name, name = self._block(block)
         path = B.find_block(self._funcs[func_name], name, "get_loops")
         rvs = [self._new(LoopRV, "loop", (func_name, lp.var)) for lp in block_loops(path)]
@@ -196,6 +197,7 @@ class Schedule:
                            write_buffer_index, storage_scope)
 
     def _cache(self, what, fn, kind, block, index, scope) -> BlockRV:
+        block = self._as_block(block)
         func_name, name = self._block(block)
         func, new = self._apply(what, fn, self._funcs[func_name], name, int(index), str(scope))
         self._funcs[func_name] = func
@@ -214,6 +216,7 @@ class Schedule:
                  preserve_unit_loops, index)
 
     def _at(self, what, fn, kind, block, loop, preserve, index) -> None:
+        block = self._as_block(block)
         func_name, name = self._block(block)
         loop_func, var = self._loop(loop)
         if loop_func != func_name:
@@ -221,7 +224,8 @@ class Schedule:
         self._funcs[func_name] = self._apply(what, fn, self._funcs[func_name], name, var)
         self._record(kind, [block, loop], [bool(preserve), int(index)], [])
 
-    def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
+    def decompose_reduction(self, block: BlockRV | str, loop: LoopRV) -> BlockRV:
+        block = self._as_block(block)
         func_name, name = self._block(block)
         loop_func, var = self._loop(loop)
         if loop_func != func_name:
@@ -290,6 +294,11 @@ class Schedule:
         if not isinstance(rv, _RV) or rv.key not in self._rvs:
             raise ScheduleError(f"{rv!r} is not a block, loop or value of this schedule")
         return self._rvs[rv.key]
+
+    def _as_block(self, block) -> BlockRV:
+        """TVM's primitives take a block by name too: ``sch.compute_at("B", loop)`` is
+        ``sch.compute_at(sch.get_sblock("B"), loop)``, and is recorded so."""
+        return self.get_block(block) if isinstance(block, str) else block
 
     def _block(self, rv) -> tuple:
         kind, payload = self._lookup(rv)

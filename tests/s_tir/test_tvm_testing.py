@@ -1,0 +1,43 @@
+"""TVM's test conventions on msc schedules: primitives take a block by name (recorded as a
+get_sblock in the trace), and ``msc.testing.verify_trace_roundtrip`` replays a trace (Python
+and JSON) to the same function, failing when the replay differs."""
+
+from __future__ import annotations
+
+import pytest
+
+from msc import testing, tir
+from msc.tir.parser import parse_tir_text
+
+from .test_schedule_primitives import MM_RELU
+
+
+def _sch():
+    return tir.Schedule(parse_tir_text(MM_RELU)["mm_relu"])
+
+
+def test_block_by_name_is_the_same_as_by_rv():
+    by_name, by_rv = _sch(), _sch()
+    by_name.reverse_compute_at("C", by_name.get_loops("Y")[0])
+    by_rv.reverse_compute_at(by_rv.get_block("C"), by_rv.get_loops(by_rv.get_block("Y"))[0])
+    testing.assert_structural_equal(by_name.mod, by_rv.mod)
+    assert 'get_sblock(name="C"' in str(by_name.trace)
+
+
+def test_verify_trace_roundtrip_replays_the_schedule():
+    sch = _sch()
+    _, j, k = sch.get_loops("Y")
+    j0, j1 = sch.split(j, factors=[None, 4])
+    sch.reorder(j0, k, j1)
+    sch.decompose_reduction("Y", k)
+    func = parse_tir_text(MM_RELU)["mm_relu"]
+    replayed = testing.verify_trace_roundtrip(sch, func)
+    testing.assert_structural_equal(replayed.mod, sch.mod)
+
+
+def test_verify_trace_roundtrip_fails_when_the_trace_misses_a_step():
+    sch = _sch()
+    sch.split(sch.get_loops("Y")[1], factors=[None, 4])
+    sch.trace.insts.pop()  # the split is no longer in the trace
+    with pytest.raises(ValueError, match="StructuralEqual"):
+        testing.verify_trace_roundtrip(sch, parse_tir_text(MM_RELU)["mm_relu"])
