@@ -41,3 +41,22 @@ def test_verify_trace_roundtrip_fails_when_the_trace_misses_a_step():
     sch.trace.insts.pop()  # the split is no longer in the trace
     with pytest.raises(ValueError, match="StructuralEqual"):
         testing.verify_trace_roundtrip(sch, parse_tir_text(MM_RELU)["mm_relu"])
+
+
+def test_split_disable_predication_drops_the_guard():
+    guarded, free = _sch(), _sch()
+    guarded.split(guarded.get_loops("Y")[1], factors=[None, 3])
+    free.split(free.get_loops("Y")[1], factors=[None, 3], disable_predication=True)
+    assert "T.where" in guarded.mod["main"].script()
+    assert "T.where" not in free.mod["main"].script()
+    assert "disable_predication=True" in str(free.trace)
+    testing.verify_trace_roundtrip(free, parse_tir_text(MM_RELU)["mm_relu"])
+
+
+def test_fuse_binds_as_tvm_simplifies():
+    sch = _sch()
+    sch.fuse(*sch.get_loops("Y"))
+    text = sch.mod["main"].script()
+    assert "i_j_k_fused // 96" in text
+    assert "i_j_k_fused % 96 // 12" in text
+    assert "i_j_k_fused % 12" in text

@@ -137,13 +137,18 @@ class Schedule:
         self._record("GetLoops", [block], [], rvs)
         return rvs
 
-    def split(self, loop: LoopRV, factors, preserve_unit_iters: bool = True) -> list:
+    def split(self, loop: LoopRV, factors, preserve_unit_iters: bool = True,
+              disable_predication: bool = False) -> list:
+        """``disable_predication``: no ``T.where`` guard when the factors overshoot the
+        extent (the caller promises the extra iterations are harmless)."""
         func_name, var = self._loop(loop)
         values = [None if f is None else self._int(f) for f in factors]
-        func, new_vars = self._apply("split", L.split, self._funcs[func_name], var, values)
+        func, new_vars = self._apply("split", L.split, self._funcs[func_name], var, values,
+                                     not disable_predication)
         self._funcs[func_name] = func
         rvs = [self._new(LoopRV, "loop", (func_name, v)) for v in new_vars]
-        self._record("Split", [loop, *factors], [preserve_unit_iters], rvs)
+        self._record("Split", [loop, *factors], [preserve_unit_iters, disable_predication],
+                     rvs)
         return rvs
 
     def fuse(self, *loops: LoopRV, preserve_unit_iters: bool = True) -> LoopRV:
