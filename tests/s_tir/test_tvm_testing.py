@@ -60,3 +60,10 @@ def test_fuse_binds_as_tvm_simplifies():
     assert "i_j_k_fused // 96" in text
     assert "i_j_k_fused % 96 // 12" in text
     assert "i_j_k_fused % 12" in text
+
+
+def test_tvm_attribute_names_of_loops_and_blocks():
+    sch = _sch()
+    block = sch.get_block("Y")
+    assert sch.get(block).name_hint == "Y"
+    assert [sch.get(lp).loop_var.name for lp in sch.get_loops(block)] == ["i", "j", "k"]
