@@ -146,4 +146,10 @@ def run(test_file: str, results: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run(sys.argv[1], sys.argv[2]))
+    import argparse
+
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("test_file", help="one TVM test file")
+    cli.add_argument("results", help="JSON-lines file the outcomes are written to")
+    args = cli.parse_args()
+    sys.exit(run(args.test_file, args.results))

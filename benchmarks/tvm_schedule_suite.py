@@ -27,6 +27,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+from tvm_redirect import GPU_WORDS  # the child's module, beside this one
+
 SUITE = Path("tests/python/s_tir/schedule")
 CHILD = Path(__file__).with_name("tvm_redirect.py")
 OUTCOMES = ("pass", "fail", "error", "skip", "gpu")
@@ -45,11 +48,13 @@ def primitive(path: Path) -> str:
     return re.sub(r"^test_(tir_schedule_)?", "", path.stem)
 
 
-def static_tests(path: Path) -> list:
-    """The module-level ``test_*`` functions of ``path``, read with ``ast``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    return [n.name for n in tree.body
-            if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
+def static_tests(path: Path) -> dict:
+    """The module-level ``test_*`` functions of ``path`` (read with ``ast``) -> whether the
+    function's own text names a GPU target or intrinsic."""
+    text = path.read_text(encoding="utf-8")
+    return {n.name: bool(GPU_WORDS.search(ast.get_source_segment(text, n) or ""))
+            for n in ast.parse(text).body
+            if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
 
 
 def run_file(path: Path, timeout: float) -> dict:
@@ -73,10 +78,10 @@ def run_file(path: Path, timeout: float) -> dict:
 
 def _outcomes(rows: list, status, tail: str, path: Path) -> dict:
     collected = next((r["collected"] for r in rows if "collected" in r), [])
-    if not collected:  # not importable: each test function of the file is an error
-        collected = [f"{path.name}::{name}" for name in static_tests(path)]
+    if not collected:  # not importable: each test function of the file is an error (or gpu)
         why = next((r["message"] for r in rows if "id" in r), tail)
-        return {nodeid: {"outcome": "error", "message": why} for nodeid in collected} or {
+        return {f"{path.name}::{name}": {"outcome": "gpu" if gpu else "error", "message": why}
+                for name, gpu in static_tests(path).items()} or {
             "<file>": {"outcome": "error", "message": why}}
     tests = {r["id"]: {"outcome": r["outcome"], "message": r["message"]}
              for r in rows if "id" in r}
