@@ -67,3 +67,18 @@ def test_tvm_attribute_names_of_loops_and_blocks():
     block = sch.get_block("Y")
     assert sch.get(block).name_hint == "Y"
     assert [sch.get(lp).loop_var.name for lp in sch.get_loops(block)] == ["i", "j", "k"]
+
+
+@pytest.mark.parametrize("preserve", [False, True])
+def test_reverse_compute_at_preserve_unit_loops(preserve):
+    sch = _sch()
+    i, _, _ = sch.get_loops("Y")
+    sch.reverse_compute_at("C", i, preserve_unit_loops=preserve)
+    text = sch.mod["main"].script()
+    assert ("for ax0, ax1 in T.grid(1, 8):" in text) == preserve
+    assert ("vi = T.axis.spatial(16, i + ax0)" in text) == preserve
+    assert "preserve_unit_loops=" + str(preserve) in str(sch.trace)
+    testing.verify_trace_roundtrip(sch, parse_tir_text(MM_RELU)["mm_relu"])
+    from .test_schedule_primitives import _check
+
+    _check(sch)

@@ -101,9 +101,9 @@ def test_structural_equal_ignores_var_names_not_structure():
     other = _parse(TEXT.replace("vi * 16", "vi * 8"))
     with pytest.raises(ValueError, match="StructuralEqual"):
         testing.assert_structural_equal(func, other)
-    blocks = _parse(TEXT.replace('T.sblock("B")', 'T.sblock("C")'))
-    with pytest.raises(ValueError):
-        testing.assert_structural_equal(func, blocks)
+    # as TVM: a block's name_hint is not part of its structure
+    testing.assert_structural_equal(func, _parse(TEXT.replace('T.sblock("B")',
+                                                              'T.sblock("C")')))
 
 
 def test_ignore_global_symbol():

@@ -196,16 +196,19 @@ def _inner_ranges(loop: For) -> dict:
     return loop_ranges([s for s in walk_stmts(loop.body) if isinstance(s, For)])
 
 
-def _moved_nest(func: PrimFunc, block: SBlock, region: list, outer: list) -> object:
+def _moved_nest(func: PrimFunc, block: SBlock, region: list, outer: list,
+                preserve_unit_loops: bool = False) -> object:
     """The block over ``region`` ((lo, hi) per axis): fresh loops, bindings lo + ax, and a
-    ``T.where`` for dims not provably inside the buffer."""
+    ``T.where`` for dims not provably inside the buffer; loops of extent 1 are kept only with
+    ``preserve_unit_loops``."""
     taken = var_names(func.body)
     ranges, conds, loops, ivs = loop_ranges(outer), [], [], []
     for iv, (lo, hi) in zip(block.iter_vars, region):
         extent = E.sub(E.add(hi, 1), lo)
         ax = E.Var(fresh_name(func, f"ax{len(loops)}", taken), iv.var.dtype)
         loops.append((ax, extent))
-        binding = E.add(lo, ax)
+        # TVM's order: lo + ax (E.add would sort the terms)
+        binding = ax if E.as_int(lo) == 0 else E.BinaryOp("Add", lo, ax)
         ivs.append(replace(iv, binding=binding))
         glo, ghi = bounds(binding, {**ranges, ax.name: (E.IntImm(0, ax.dtype),
                                                          E.sub(extent, 1))})
@@ -218,7 +221,7 @@ def _moved_nest(func: PrimFunc, block: SBlock, region: list, outer: list) -> obj
         pred = c if pred is None else E.binary("And", pred, c)
     stmt = replace(block, iter_vars=tuple(ivs), predicate=pred)
     for ax, extent in reversed(loops):
-        if E.as_int(extent) == 1:
+        if E.as_int(extent) == 1 and not preserve_unit_loops:
             stmt = subst_stmt(stmt, {ax.name: E.IntImm(0, ax.dtype)})
         else:
             stmt = For(ax, E.IntImm(0, ax.dtype), extent, "serial", stmt)
@@ -243,7 +246,8 @@ def _check_between(func, lo: int, hi: int, names: set, what: str) -> None:
                                 "two loop nests", hint="move the statements apart first")
 
 
-def compute_at(func: PrimFunc, block_name: str, var: E.Var) -> PrimFunc:
+def compute_at(func: PrimFunc, block_name: str, var: E.Var,
+               preserve_unit_loops: bool = False) -> PrimFunc:
     """Move a producer block under ``loop`` of its consumer, computing only the region the
     loop's body reads."""
     top, block, out = _single_nest(func, block_name, "compute_at")
@@ -263,14 +267,15 @@ def compute_at(func: PrimFunc, block_name: str, var: E.Var) -> PrimFunc:
     if {a[1].name for a in accesses(_items(func)[at], "write")} & reads:
         raise ScheduleError(f"compute_at: the consumer writes what {block_name!r} reads")
     nest = _moved_nest(func, block, _region(loop, "read", out, "compute_at"),
-                       [s for s in lpath if isinstance(s, For)])
+                       [s for s in lpath if isinstance(s, For)], preserve_unit_loops)
     func = replace(func, body=replace_at(lpath, replace(loop, body=seq([nest, loop.body]))))
     items = _items(func)
     del items[top]
     return _with_items(func, items)
 
 
-def reverse_compute_at(func: PrimFunc, block_name: str, var: E.Var) -> PrimFunc:
+def reverse_compute_at(func: PrimFunc, block_name: str, var: E.Var,
+                       preserve_unit_loops: bool = False) -> PrimFunc:
     """Move a consumer block under ``loop`` of its producer, right after the loop's body,
     computing the region the body writes."""
     top, block, _ = _single_nest(func, block_name, "reverse_compute_at")
@@ -296,7 +301,7 @@ def reverse_compute_at(func: PrimFunc, block_name: str, var: E.Var) -> PrimFunc:
                             f"{src.name!r} at exactly its axes", key=block_name)
     _check_between(func, at + 1, top, {a[1].name for a in accesses(block)}, "reverse_compute_at")
     nest = _moved_nest(func, block, _region(loop, "write", src, "reverse_compute_at"),
-                       [s for s in lpath if isinstance(s, For)])
+                       [s for s in lpath if isinstance(s, For)], preserve_unit_loops)
     func = replace(func, body=replace_at(lpath, replace(loop, body=seq([loop.body, nest]))))
     items = _items(func)
     del items[top]

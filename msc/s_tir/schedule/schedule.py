@@ -226,7 +226,8 @@ class Schedule:
         loop_func, var = self._loop(loop)
         if loop_func != func_name:
             raise ScheduleError(f"{what}: the block and the loop are in different functions")
-        self._funcs[func_name] = self._apply(what, fn, self._funcs[func_name], name, var)
+        self._funcs[func_name] = self._apply(what, fn, self._funcs[func_name], name, var,
+                                             bool(preserve))
         self._record(kind, [block, loop], [bool(preserve), int(index)], [])
 
     def decompose_reduction(self, block: BlockRV | str, loop: LoopRV) -> BlockRV:
