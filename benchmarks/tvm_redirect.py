@@ -30,6 +30,8 @@ ALIASES = {
 }
 GPU_WORDS = re.compile(r"\b(cuda|rocm|nvptx|metal|vulkan|opencl|mma|mfma|ldmatrix|wmma)\b|"
                        r"requires_gpu|run_with_gpu_lock|sm_\d+")
+# A file named for a GPU intrinsic (test_..._ldmatrix_mma_numeric.py) is GPU-only as a whole.
+GPU_FILE = re.compile(r"(?<![a-z])(cuda|rocm|mma|mfma|gpu)(?![a-z])")
 
 
 def msc_name(fullname: str) -> str | None:
@@ -120,7 +122,7 @@ def _needs_gpu(item) -> bool:
         source = inspect.getsource(item.obj)
     except (OSError, TypeError, AttributeError):
         return False
-    return bool(GPU_WORDS.search(source)) or "gpu" in item.nodeid.lower()
+    return bool(GPU_WORDS.search(source) or GPU_FILE.search(item.path.stem))
 
 
 def first_line(longrepr) -> str:

@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from tvm_redirect import GPU_WORDS  # the child's module, beside this one
+from tvm_redirect import GPU_FILE, GPU_WORDS  # the child's module, beside this one
 
 SUITE = Path("tests/python/s_tir/schedule")
 CHILD = Path(__file__).with_name("tvm_redirect.py")
@@ -50,9 +50,9 @@ def primitive(path: Path) -> str:
 
 def static_tests(path: Path) -> dict:
     """The module-level ``test_*`` functions of ``path`` (read with ``ast``) -> whether the
-    function's own text names a GPU target or intrinsic."""
-    text = path.read_text(encoding="utf-8")
-    return {n.name: bool(GPU_WORDS.search(ast.get_source_segment(text, n) or ""))
+    function's own text, or the file's name, names a GPU target or intrinsic."""
+    text, whole = path.read_text(encoding="utf-8"), bool(GPU_FILE.search(path.stem))
+    return {n.name: whole or bool(GPU_WORDS.search(ast.get_source_segment(text, n) or ""))
             for n in ast.parse(text).body
             if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
 

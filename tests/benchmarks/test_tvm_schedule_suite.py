@@ -105,3 +105,6 @@ def test_uncollectable_file_counts_each_test_as_error(tmp_path):
     assert outcomes == {"test_x.py::test_a": "error", "test_x.py::test_b": "error",
                         "test_x.py::test_c": "gpu"}
     assert "tvm.no_such_module" in result["tests"]["test_x.py::test_a"]["message"]
+    (folder / "test_x_mma_numeric.py").write_text((folder / "test_x.py").read_text())
+    result = suite.run_file(folder / "test_x_mma_numeric.py", timeout=120)
+    assert {t["outcome"] for t in result["tests"].values()} == {"gpu"}
