@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from msc import testing, tir
+from msc.errors import ScheduleError
 from msc.tir.parser import parse_tir_text
 
 from .test_schedule_primitives import MM_RELU
@@ -82,3 +83,16 @@ def test_reverse_compute_at_preserve_unit_loops(preserve):
     from .test_schedule_primitives import _check
 
     _check(sch)
+
+
+@pytest.mark.parametrize("apply, match", [
+    (lambda s: s.compute_at("Y", s.get_loops("Y")[0]), "loop 'i' is an ancestor of block 'Y'"),
+    (lambda s: s.reverse_compute_at("C", s.get_loops("C")[1]), "is an ancestor of block 'C'"),
+    (lambda s: s.compute_at("C", s.get_loops("Y")[0]), "'C' is an output block"),
+])
+def test_compute_at_refusals_use_tvm_words(apply, match):
+    sch = _sch()
+    before = sch.mod["main"].script()
+    with pytest.raises(ScheduleError, match=match):
+        apply(sch)
+    assert sch.mod["main"].script() == before

@@ -180,6 +180,22 @@ def _single_nest(func: PrimFunc, block_name: str, what: str):
     return top, block, stores[0].buffer
 
 
+def _check_target(func: PrimFunc, block_name: str, var: E.Var, what: str) -> None:
+    """TVM's first two refusals: the loop encloses the block already, or (compute_at) the
+    block writes a function output, which no consumer inside the function reads whole."""
+    path = find_block(func, block_name, what)
+    if any(isinstance(s, For) and s.var is var for s in path):
+        raise ScheduleError(f"{what}: loop {var.name!r} is an ancestor of block "
+                            f"{block_name!r}", key=block_name,
+                            hint="pick a loop of another block's nest")
+    params = {b.name for b in func.buffers}
+    written = {b.name for b in block_writes(path[-1])} & params
+    if what == "compute_at" and written:
+        raise ScheduleError(f"compute_at: block {block_name!r} is an output block (it writes "
+                            f"the function's buffer {min(written)!r})", key=block_name,
+                            hint="move its consumers with reverse_compute_at instead")
+
+
 def _raw_loads(stmt, name: str) -> list:
     """Loads of buffer ``name`` in ``stmt`` as written (indices in the block's axes)."""
     from .region import _loads
@@ -250,6 +266,7 @@ def compute_at(func: PrimFunc, block_name: str, var: E.Var,
                preserve_unit_loops: bool = False) -> PrimFunc:
     """Move a producer block under ``loop`` of its consumer, computing only the region the
     loop's body reads."""
+    _check_target(func, block_name, var, "compute_at")
     top, block, out = _single_nest(func, block_name, "compute_at")
     lpath = find_loop(func, var, "compute_at")
     loop, at = lpath[-1], _top(func, lpath[-1])
@@ -260,7 +277,8 @@ def compute_at(func: PrimFunc, block_name: str, var: E.Var,
                and accesses(item, "read", out.name)]
     inside = len(accesses(loop.body, "read", out.name))
     if readers != [at] or inside != len(accesses(_items(func)[at], "read", out.name)):
-        raise ScheduleError(f"compute_at: {out.name!r} is read outside loop {var.name!r}",
+        raise ScheduleError(f"compute_at requires all the consumer blocks of {block_name!r} "
+                            f"to be under loop {var.name!r}: {out.name!r} is read outside it",
                             key=block_name, hint="pick a loop that encloses every reader")
     reads = {a[1].name for a in accesses(block, "read")}
     _check_between(func, top + 1, at, reads | {out.name}, "compute_at")
@@ -278,6 +296,7 @@ def reverse_compute_at(func: PrimFunc, block_name: str, var: E.Var,
                        preserve_unit_loops: bool = False) -> PrimFunc:
     """Move a consumer block under ``loop`` of its producer, right after the loop's body,
     computing the region the body writes."""
+    _check_target(func, block_name, var, "reverse_compute_at")
     top, block, _ = _single_nest(func, block_name, "reverse_compute_at")
     lpath = find_loop(func, var, "reverse_compute_at")
     loop, at = lpath[-1], _top(func, lpath[-1])
