@@ -245,6 +245,8 @@ class SBlock(Stmt):
     alloc_buffers: tuple = ()
     annotations: dict = field(default_factory=dict)
     predicate: PrimExpr | None = None
+    # ``X = T.match_buffer(B[vi, 0:4], (4,))`` inside the block: (X, the BufferRegion of B)
+    match_buffers: tuple = ()
 
     @property
     def name_hint(self) -> str:

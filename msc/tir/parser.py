@@ -424,7 +424,7 @@ class _BlockParser:
         self.p = parent
         self.name = parent.constant(parent.single_arg(call))
         self.iter_vars: list = []
-        self.fields: dict = {"alloc_buffers": [], "annotations": {}}
+        self.fields: dict = {"alloc_buffers": [], "annotations": {}, "match_buffers": []}
 
     def parse(self, nodes: list) -> SBlock:
         p = self.p
@@ -435,6 +435,7 @@ class _BlockParser:
             p.frames.pop()
         f = self.fields
         f["alloc_buffers"] = tuple(f["alloc_buffers"])
+        f["match_buffers"] = tuple(f["match_buffers"])
         return SBlock(self.name, seq(body or [Evaluate(E.IntImm(0, "int32"))]),
                       tuple(self.iter_vars), **f)
 
@@ -458,7 +459,21 @@ class _BlockParser:
                 self.fields["alloc_buffers"].append(self.p._alloc(node.targets[0], node.value,
                                                                   name))
                 return None
+            if name == "match_buffer":
+                self.fields["match_buffers"].append(self._match(node.targets[0], node.value))
+                return None
         return self.p._stmt(node)
+
+    def _match(self, target: ast.expr, call: ast.Call) -> tuple:
+        """``X = T.match_buffer(B[vi, 0:4], (4,), ...)``: X views that region of B."""
+        p = self.p
+        if not isinstance(target, ast.Name) or len(call.args) < 2:
+            raise p.error(call, "expected `X = T.match_buffer(B[region], shape, dtype)` in a "
+                                "block")
+        region = self._region(call.args[0])
+        buf = p._make_buffer(call, target.id, call.args[1:], call.keywords)
+        p.frames[-1][target.id] = buf
+        return buf, region
 
     def _meta(self, name: str, call: ast.Call) -> None:
         p = self.p

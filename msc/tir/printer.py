@@ -324,6 +324,9 @@ class _Printer:
             self._line(f"T.sblock_attr({_value(s.annotations)})")
         for buf in s.alloc_buffers:
             self._line(f"{buf.name} = {self._alloc('sblock_alloc_buffer', buf)}")
+        for buf, region in s.match_buffers:
+            text = self._alloc("match_buffer", buf).replace("(", f"({_region(region)}, ", 1)
+            self._line(f"{buf.name} = {text}")
         if s.init is not None:
             self._line("with T.init():")
             self._nested(s.init)

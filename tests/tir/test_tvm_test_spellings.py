@@ -120,3 +120,45 @@ def test_math_dtype_keyword_is_checked():
     assert "T.floor(A[vi, vk])" in func.script()
     with pytest.raises(ParseError, match="gives float32, not dtype='int32'"):
         _parse(TEXT.replace("T.cast(vk, \"float32\")", "T.floor(A[vi, vk], dtype=\"int32\")"))
+
+
+MATCH = '''
+@T.prim_func(s_tir=True)
+def m(a: T.handle, b: T.handle) -> None:
+    A = T.match_buffer(a, (8, 8))
+    B = T.match_buffer(b, (8, 8))
+    for i, j in T.grid(8, 8):
+        with T.sblock("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B_sub = T.match_buffer(B[vi, vj], [], offset_factor=1)
+            A_sub = T.match_buffer(A[vi, vj:vj + 1], (1,), "float32")
+            B_sub[()] = A_sub[0] * 2.0
+'''
+
+
+def test_block_match_buffer_parses_prints_and_survives_a_split():
+    from msc import s_tir
+    from msc.tir.function import SBlock
+
+    func = _parse(MATCH)
+    block = next(s for s in walk_stmts(func.body) if isinstance(s, SBlock) and s.name == "B")
+    (b_sub, b_region), (a_sub, a_region) = block.match_buffers
+    assert (b_sub.name, b_sub.shape, b_region.buffer.name) == ("B_sub", (), "B")
+    assert a_sub.shape == (E.IntImm(1),) and a_region.buffer.name == "A"
+    text = func.script()
+    assert "A_sub = T.match_buffer(A[vi, vj:vj + 1], (1,))" in text
+    assert _parse(text).script() == text
+    sch = s_tir.Schedule(func)
+    sch.split(sch.get_loops("B")[1], [None, 4])
+    assert "B_sub = T.match_buffer(B[vi, vj], ())" in sch.mod["main"].script()
+
+
+def test_block_match_buffer_is_refused_by_the_interpreter():
+    import numpy as np
+
+    from msc.errors import ValidationError
+    from msc.tir.interp import run_prim_func
+
+    a, b = np.ones((8, 8), "float32"), np.zeros((8, 8), "float32")
+    with pytest.raises(ValidationError, match="matches a buffer region"):
+        run_prim_func(_parse(MATCH), a, b)
