@@ -300,10 +300,9 @@ class _FuncParser(ExprParser):
         """``B[i] += x`` is ``B[i] = B[i] + x`` (TVMScript accepts both)."""
         if not isinstance(node.target, ast.Subscript):
             raise self.error(node, "only a buffer element can be updated in place (B[i] += x)")
-        load = ast.Subscript(value=node.target.value, slice=node.target.slice, ctx=ast.Load())
-        value = ast.copy_location(ast.BinOp(left=ast.copy_location(load, node.target),
-                                            op=node.op, right=node.value), node)
-        return self._store(node.target, value)
+        load = ast.copy_location(ast.Subscript(node.target.value, node.target.slice), node.target)
+        return self._store(node.target, ast.copy_location(ast.BinOp(load, node.op, node.value),
+                                                          node))
 
     def _store(self, target: ast.Subscript, value_node: ast.expr) -> BufferStore:
         load = self.expr(target)
