@@ -180,11 +180,16 @@ class ExprParser:
             self.anchor = previous
 
     def _attribute(self, node: ast.Attribute) -> E.PrimExpr:
-        """``B.data``: the buffer's data pointer, a handle var named ``B.data``."""
-        if node.attr != "data" or not isinstance(node.value, ast.Name):
+        """``B.data`` (the data pointer, a handle var named ``B.data``) and ``B.elem_offset``
+        (the buffer's stated offset, else an int32 var named ``B.elem_offset``)."""
+        if node.attr not in _BUFFER_FIELDS or not isinstance(node.value, ast.Name):
             raise self.error(node, f"unsupported expression {ast.unparse(node)} in a prim func",
-                             hint="of a buffer's attributes only B.data is an expression")
-        return E.Var(f"{self.buffer(node.value).name}.data", "handle")
+                             hint="of a buffer's attributes B.data and B.elem_offset are "
+                                  "expressions")
+        buf = self.buffer(node.value)
+        if node.attr == "elem_offset" and buf.elem_offset is not None:
+            return buf.elem_offset
+        return E.Var(f"{buf.name}.{node.attr}", _BUFFER_FIELDS[node.attr])
 
     def _name(self, node: ast.Name) -> E.PrimExpr:
         value = self.lookup(node)
@@ -367,6 +372,7 @@ _CALL_GROUPS = {
     "typed": ExprParser._typed_call,
     "opaque": ExprParser._opaque,
 }
+_BUFFER_FIELDS = {"data": "handle", "elem_offset": "int32"}
 # Calls that take TVM's `dtype=` keyword: the builtins' result dtype; for if_then_else and the
 # math intrinsics TVM's printer repeats the dtype the arguments already give, so it is checked.
 _DTYPE_KWARG = frozenset({"if_then_else", *intrin.OPAQUE_CALLS, *intrin.MATH_UNARY,

@@ -67,7 +67,7 @@ def test_builtin_with_other_dtype_keeps_it():
 @pytest.mark.parametrize("bad, message", [
     ("T.Cast(\"float32\", vk, dtype=\"float32\")", "no keyword argument .dtype."),
     ("T.if_then_else(vi < 3, 1.0, 2.0, kind=1)", "no keyword argument 'kind'"),
-    ("A.shape", "only B.data"),
+    ("A.shape", "B.data and B.elem_offset"),
 ])
 def test_bad_spellings_are_parse_errors(bad, message):
     with pytest.raises(ParseError, match=message):
@@ -162,3 +162,8 @@ def test_block_match_buffer_is_refused_by_the_interpreter():
     a, b = np.ones((8, 8), "float32"), np.zeros((8, 8), "float32")
     with pytest.raises(ValidationError, match="matches a buffer region"):
         run_prim_func(_parse(MATCH), a, b)
+
+
+def test_buffer_elem_offset_is_an_expression():
+    func = _parse(TEXT.replace("vi * 16, dtype=\"handle\"", "B.elem_offset, dtype=\"handle\""))
+    assert "T.tvm_fill_fragment(B.data, 16, 16, 16, 0, B.elem_offset)" in func.script()
