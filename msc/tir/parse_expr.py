@@ -191,6 +191,16 @@ class ExprParser:
             return buf.elem_offset
         return E.Var(f"{buf.name}.{node.attr}", _BUFFER_FIELDS[node.attr])
 
+    def _stride(self, target: ast.expr, index: ast.expr) -> E.PrimExpr:
+        """``B.strides[k]``: the stated stride, else an int32 var named ``B.strides[k]``."""
+        buf = self.buffer(target)
+        if not (isinstance(index, ast.Constant) and type(index.value) is int
+                and 0 <= index.value < buf.ndim):
+            raise self.error(index, f"B.strides takes a constant dim below {buf.ndim}")
+        if buf.strides is not None:
+            return buf.strides[index.value]
+        return E.Var(f"{buf.name}.strides[{index.value}]", "int32")
+
     def _name(self, node: ast.Name) -> E.PrimExpr:
         value = self.lookup(node)
         if isinstance(value, Buffer):
@@ -241,6 +251,8 @@ class ExprParser:
         return result
 
     def _subscript(self, node: ast.Subscript) -> E.PrimExpr:
+        if isinstance(node.value, ast.Attribute) and node.value.attr == "strides":
+            return self._stride(node.value.value, node.slice)
         buf = self.buffer(node.value)
         elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         if any(isinstance(e, ast.Slice) for e in elts):

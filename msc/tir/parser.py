@@ -492,15 +492,15 @@ class _BlockParser:
         if len(elts) != buf.ndim:
             raise p.error(node, f"buffer {buf.name!r} has {buf.ndim} dims, region has "
                                 f"{len(elts)}")
-        return BufferRegion(buf, tuple(self._range(e) for e in elts))
+        return BufferRegion(buf, tuple(self._range(e, d) for e, d in zip(elts, buf.shape)))
 
-    def _range(self, node: ast.expr) -> tuple:
+    def _range(self, node: ast.expr, dim) -> tuple:  # i, lo:hi, :hi, lo: or : of the dim
         if not isinstance(node, ast.Slice):
             return (self.p.expr(node), None)
-        if node.lower is None or node.upper is None or node.step is not None:
-            raise self.p.error(node, "a region slice needs start:stop")
-        lo, hi = self.p.operands([node.lower, node.upper])
-        return (lo, hi)
+        if node.step is not None:
+            raise self.p.error(node, "a region slice takes no step")
+        lo = E.IntImm(0, dim.dtype) if node.lower is None else self.p.expr(node.lower)
+        return (lo, dim if node.upper is None else self.p.expr(node.upper))
 
     def _axes(self, target: ast.expr, call: ast.Call, kind: str) -> None:
         if kind == "remap":

@@ -167,3 +167,20 @@ def test_block_match_buffer_is_refused_by_the_interpreter():
 def test_buffer_elem_offset_is_an_expression():
     func = _parse(TEXT.replace("vi * 16, dtype=\"handle\"", "B.elem_offset, dtype=\"handle\""))
     assert "T.tvm_fill_fragment(B.data, 16, 16, 16, 0, B.elem_offset)" in func.script()
+
+
+def test_buffer_strides_are_expressions():
+    func = _parse(TEXT.replace("vi * 16, dtype=\"handle\"", "B.strides[0], dtype=\"handle\""))
+    text = func.script()
+    assert "T.tvm_fill_fragment(B.data, 16, 16, 16, 0, B.strides[0])" in text
+    assert _parse(text).script() == text
+    with pytest.raises(ParseError, match="constant dim below 1"):
+        _parse(TEXT.replace("vi * 16, dtype=\"handle\"", "B.strides[3], dtype=\"handle\""))
+
+
+def test_region_slices_default_to_the_whole_dim():
+    func = _parse(TEXT.replace('vi, vk = T.axis.remap("SR", [i, k])',
+                               'vi, vk = T.axis.remap("SR", [i, k])\n'
+                               '            T.reads(A[:4, 2:])\n            T.writes(B[:])'))
+    assert "T.reads(A[0:4, 2:16])" in func.script()
+    assert "T.writes(B[0:16])" in func.script()
