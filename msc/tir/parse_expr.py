@@ -276,7 +276,7 @@ class ExprParser:
         if handler is None:
             raise self.error(node.func, f"T.{name} cannot be used as a value")
         value = handler(self, name, node)
-        if node.keywords and name not in intrin.OPAQUE_CALLS:
+        if node.keywords and name not in intrin.TYPED_CALLS.union(intrin.OPAQUE_CALLS):
             dtype = self.dtype_arg(node.keywords[0].value)
             if dtype != value.dtype:
                 raise self.error(node.keywords[0].value, f"T.{name} gives {value.dtype}, "
@@ -301,8 +301,8 @@ class ExprParser:
         return E.Cast(self.dtype_arg(dtype), self.expr(value))
 
     def _opaque_dtype(self, node: ast.expr) -> str:
-        if isinstance(node, ast.Constant) and node.value == "handle":
-            return "handle"
+        if isinstance(node, ast.Constant) and node.value in ("handle", "void", ""):
+            return node.value or "void"
         return self.dtype_arg(node)
 
     def _opaque(self, name: str, node: ast.Call) -> E.PrimExpr:
@@ -337,11 +337,16 @@ class ExprParser:
         return E.PrimCall(name, args, intrin.call_dtype(name, args))
 
     def _typed_call(self, name: str, node: ast.Call) -> E.PrimExpr:
-        if len(node.args) < 2:
+        """``T.call_extern(dtype, "f", *args)`` or ``T.call_extern("f", *args, dtype=...)``;
+        the dtype may be "handle" or "void" (also spelled "")."""
+        if node.keywords:
+            dtype_node, rest = node.keywords[0].value, node.args
+        else:
+            dtype_node, rest = (node.args or [None])[0], node.args[1:]
+        if dtype_node is None or not rest:
             raise self.error(node, f"T.{name} needs (dtype, name, *args)")
-        dtype = self.dtype_arg(node.args[0])
-        args = [self.expr(a) for a in node.args[1:]]
-        return E.PrimCall(name, args, dtype)
+        args = [self.expr(a) for a in rest]
+        return E.PrimCall(name, args, self._opaque_dtype(dtype_node))
 
     def _arity(self, name: str, node: ast.Call, count: int) -> None:
         if len(node.args) != count:
@@ -387,8 +392,8 @@ _CALL_GROUPS = {
 _BUFFER_FIELDS = {"data": "handle", "elem_offset": "int32"}
 # Calls that take TVM's `dtype=` keyword: the builtins' result dtype; for if_then_else and the
 # math intrinsics TVM's printer repeats the dtype the arguments already give, so it is checked.
-_DTYPE_KWARG = frozenset({"if_then_else", *intrin.OPAQUE_CALLS, *intrin.MATH_UNARY,
-                          *intrin.MATH_BINARY})
+_DTYPE_KWARG = frozenset({"if_then_else", *intrin.OPAQUE_CALLS, *intrin.TYPED_CALLS,
+                          *intrin.MATH_UNARY, *intrin.MATH_BINARY})
 
 
 def sym_var_decls(node: ast.stmt, typevar: bool) -> list:

@@ -184,3 +184,11 @@ def test_region_slices_default_to_the_whole_dim():
                                '            T.reads(A[:4, 2:])\n            T.writes(B[:])'))
     assert "T.reads(A[0:4, 2:16])" in func.script()
     assert "T.writes(B[0:16])" in func.script()
+
+
+def test_call_extern_with_dtype_keyword_and_void():
+    func = _parse(TEXT.replace('T.q_multiply_shift(vi, 3, 1, 2, dtype="int32")',
+                               'T.call_extern("call_impl", B.data, dtype="")'))
+    text = func.script()
+    assert 'T.call_extern("void", "call_impl", B.data)' in text
+    assert _parse(text).script() == text
