@@ -105,9 +105,15 @@ def prim_func(func=None, **kwargs):
     ``ast``, as TVM does), or stays as it is when Python has no source for it."""
     if func is None:
         return prim_func
-    if "." in getattr(func, "__qualname__", "") or not callable(func):
+    if not callable(func) or _in_class(getattr(func, "__qualname__", "")):
         return func
     return _parsed(func)
+
+
+def _in_class(qualname: str) -> bool:
+    """``Module.main`` is a class member; ``test_x.<locals>.func`` is a function's local."""
+    outer = qualname.rpartition(".")[0]
+    return bool(outer) and not outer.endswith("<locals>")
 
 
 def _parsed(func):

@@ -37,12 +37,27 @@ from .expr import (
     truncdiv,
     truncmod,
 )
-from .function import install_printer
+from .function import (
+    AllocBuffer,
+    Block,
+    Buffer,
+    BufferLoad,
+    BufferRegion,
+    BufferStore,
+    Evaluate,
+    For,
+    IterVar,
+    PrimFunc,
+    SBlock,
+    StringImm,
+    install_printer,
+)
 from .printer import prim_func_to_script
 
 __all__ = [
-    "BINARY_KINDS", "BinaryOp", "Cast", "FloatImm", "IntImm", "Not", "PrimCall", "PrimExpr",
-    "Select", "SizeVar", "Var", "add", "as_int", "binary", "canonicalize", "ceildiv", "convert",
+    "BINARY_KINDS", "AllocBuffer", "BinaryOp", "Block", "Buffer", "BufferLoad", "BufferRegion",
+    "BufferStore", "Cast", "Evaluate", "FloatImm", "For", "IntImm", "IterVar", "Not",
+    "PrimCall", "PrimExpr", "PrimFunc", "SBlock", "Select", "SizeVar", "StringImm", "Var", "add", "as_int", "binary", "canonicalize", "ceildiv", "convert",
     "evaluate", "floordiv", "floormod", "free_vars", "if_then_else", "max", "min", "mul", "sub",
     "substitute", "to_str", "truncdiv", "truncmod",
 ]

@@ -175,6 +175,11 @@ class For(Stmt):
             raise ValidationError(f"unknown loop kind {self.kind!r}",
                                   hint=f"use one of {', '.join(FOR_KINDS)}")
 
+    @property
+    def loop_var(self) -> Var:
+        """TVM's name for :attr:`var`."""
+        return self.var
+
 
 @dataclass(frozen=True)
 class While(Stmt):
@@ -240,6 +245,13 @@ class SBlock(Stmt):
     alloc_buffers: tuple = ()
     annotations: dict = field(default_factory=dict)
     predicate: PrimExpr | None = None
+    # ``X = T.match_buffer(B[vi, 0:4], (4,))`` inside the block: (X, the BufferRegion of B)
+    match_buffers: tuple = ()
+
+    @property
+    def name_hint(self) -> str:
+        """TVM's name for :attr:`name`."""
+        return self.name
 
     @property
     def is_implicit_root(self) -> bool:

@@ -16,7 +16,7 @@ import operator
 
 import numpy as np
 
-from ..errors import RuntimeCallError, ShapeError
+from ..errors import RuntimeCallError, ShapeError, ValidationError
 from . import expr as E
 from .function import (
     AllocBuffer,
@@ -357,6 +357,10 @@ def _for(s: For):
 
 
 def _block(s: SBlock):
+    if s.match_buffers:
+        raise ValidationError(f"block {s.name!r} matches a buffer region (T.match_buffer in a "
+                              "block), which msc's TIR interpreter does not run",
+                              hint="schedules and prints it; run it through TVM")
     binds = [(iv.var.name, _expr(iv.binding)) for iv in s.iter_vars]
     reduce_axes = [(iv.var.name, _expr(iv.min)) for iv in s.iter_vars if iv.kind == "reduce"]
     allocs = [_alloc_buffer(b) for b in s.alloc_buffers]

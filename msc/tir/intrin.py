@@ -49,8 +49,20 @@ PREDICATES = frozenset(["isnan", "isinf", "isfinite"])  # bool result
 TYPED_CALLS = frozenset(["call_extern", "call_pure_extern", "call_intrin",
                          "call_llvm_intrin", "call_llvm_pure_intrin"])
 
+# TVM builtins msc carries through parse, schedule and print but does not compute: name ->
+# result dtype when the call gives none (``dtype=`` overrides it). The interpreter and the
+# backend refuse them by name.
+OPAQUE_CALLS = {
+    "tvm_fill_fragment": "handle", "tvm_load_matrix_sync": "handle",
+    "tvm_store_matrix_sync": "handle", "tvm_mma_sync": "handle", "tvm_bmma_sync": "handle",
+    "tvm_access_ptr": "handle", "type_annotation": "handle", "address_of": "handle",
+    "q_multiply_shift": "int32", "q_multiply_shift_per_axis": "int32", "assume": "bool",
+    "vscale": "int32", "tvm_thread_allreduce": "handle", "tvm_storage_sync": "int32",
+}
+
 # Value-level names with their own syntax in the parser.
-SPECIAL_EXPRS = frozenset(["Cast", "Select", "if_then_else", "max_value", "min_value"])
+SPECIAL_EXPRS = frozenset(["Cast", "cast", "Select", "if_then_else", "max_value",
+                           "min_value"])
 
 LOOP_KINDS = {"serial": "serial", "parallel": "parallel", "vectorized": "vectorized",
               "unroll": "unroll", "thread_binding": "thread_binding"}
@@ -64,7 +76,7 @@ STRUCTURE = frozenset([
 ])
 
 EXPR_NAMES = (DTYPES | set(BINARY_FUNCS) | set(BITWISE) | MATH_UNARY | MATH_BINARY
-              | PREDICATES | TYPED_CALLS | SPECIAL_EXPRS)
+              | PREDICATES | TYPED_CALLS | SPECIAL_EXPRS | set(OPAQUE_CALLS))
 # Every T.<name> the parser accepts.
 TIR_NAMES = frozenset(EXPR_NAMES | STRUCTURE)
 

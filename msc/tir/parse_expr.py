@@ -179,6 +179,28 @@ class ExprParser:
         finally:
             self.anchor = previous
 
+    def _attribute(self, node: ast.Attribute) -> E.PrimExpr:
+        """``B.data`` (the data pointer, a handle var named ``B.data``) and ``B.elem_offset``
+        (the buffer's stated offset, else an int32 var named ``B.elem_offset``)."""
+        if node.attr not in _BUFFER_FIELDS or not isinstance(node.value, ast.Name):
+            raise self.error(node, f"unsupported expression {ast.unparse(node)} in a prim func",
+                             hint="of a buffer's attributes B.data and B.elem_offset are "
+                                  "expressions")
+        buf = self.buffer(node.value)
+        if node.attr == "elem_offset" and buf.elem_offset is not None:
+            return buf.elem_offset
+        return E.Var(f"{buf.name}.{node.attr}", _BUFFER_FIELDS[node.attr])
+
+    def _stride(self, target: ast.expr, index: ast.expr) -> E.PrimExpr:
+        """``B.strides[k]``: the stated stride, else an int32 var named ``B.strides[k]``."""
+        buf = self.buffer(target)
+        if not (isinstance(index, ast.Constant) and type(index.value) is int
+                and 0 <= index.value < buf.ndim):
+            raise self.error(index, f"B.strides takes a constant dim below {buf.ndim}")
+        if buf.strides is not None:
+            return buf.strides[index.value]
+        return E.Var(f"{buf.name}.strides[{index.value}]", "int32")
+
     def _name(self, node: ast.Name) -> E.PrimExpr:
         value = self.lookup(node)
         if isinstance(value, Buffer):
@@ -229,6 +251,8 @@ class ExprParser:
         return result
 
     def _subscript(self, node: ast.Subscript) -> E.PrimExpr:
+        if isinstance(node.value, ast.Attribute) and node.value.attr == "strides":
+            return self._stride(node.value.value, node.slice)
         buf = self.buffer(node.value)
         elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         if any(isinstance(e, ast.Slice) for e in elts):
@@ -244,12 +268,20 @@ class ExprParser:
             raise self.error(node.func, f"unknown function {ast.unparse(node.func)} in a prim "
                                         "func", hint="TIR calls are written T.<name>(...)")
         self.check_known(node)
-        if node.keywords:
-            raise self.error(node.keywords[0].value, f"T.{name} takes no keyword arguments")
+        extra = [k for k in node.keywords if k.arg != "dtype"]
+        if extra or (node.keywords and name not in _DTYPE_KWARG):
+            bad = (extra or node.keywords)[0]
+            raise self.error(bad.value, f"T.{name} takes no keyword argument {bad.arg!r}")
         handler = _CALLS.get(name) or _CALL_GROUPS.get(_group(name))
         if handler is None:
             raise self.error(node.func, f"T.{name} cannot be used as a value")
-        return handler(self, name, node)
+        value = handler(self, name, node)
+        if node.keywords and name not in intrin.TYPED_CALLS.union(intrin.OPAQUE_CALLS):
+            dtype = self.dtype_arg(node.keywords[0].value)
+            if dtype != value.dtype:
+                raise self.error(node.keywords[0].value, f"T.{name} gives {value.dtype}, "
+                                 f"not dtype={dtype!r}", hint="cast with T.Cast(dtype, x)")
+        return value
 
     # ---------------------------------------------------------------- calls
     def _dtype_call(self, dtype: str, node: ast.Call) -> E.PrimExpr:
@@ -265,7 +297,18 @@ class ExprParser:
 
     def _cast(self, name: str, node: ast.Call) -> E.PrimExpr:
         self._arity(name, node, 2)
-        return E.Cast(self.dtype_arg(node.args[0]), self.expr(node.args[1]))
+        value, dtype = node.args if name == "cast" else node.args[::-1]  # T.cast(x, dtype)
+        return E.Cast(self.dtype_arg(dtype), self.expr(value))
+
+    def _opaque_dtype(self, node: ast.expr) -> str:
+        if isinstance(node, ast.Constant) and node.value in ("handle", "void", ""):
+            return node.value or "void"
+        return self.dtype_arg(node)
+
+    def _opaque(self, name: str, node: ast.Call) -> E.PrimExpr:
+        dtype = next((self._opaque_dtype(k.value) for k in node.keywords), None)
+        args = [self.expr(a) for a in node.args]
+        return E.PrimCall(name, args, dtype or intrin.OPAQUE_CALLS[name])
 
     def _select(self, name: str, node: ast.Call) -> E.PrimExpr:
         self._arity(name, node, 3)
@@ -294,11 +337,16 @@ class ExprParser:
         return E.PrimCall(name, args, intrin.call_dtype(name, args))
 
     def _typed_call(self, name: str, node: ast.Call) -> E.PrimExpr:
-        if len(node.args) < 2:
+        """``T.call_extern(dtype, "f", *args)`` or ``T.call_extern("f", *args, dtype=...)``;
+        the dtype may be "handle" or "void" (also spelled "")."""
+        if node.keywords:
+            dtype_node, rest = node.keywords[0].value, node.args
+        else:
+            dtype_node, rest = (node.args or [None])[0], node.args[1:]
+        if dtype_node is None or not rest:
             raise self.error(node, f"T.{name} needs (dtype, name, *args)")
-        dtype = self.dtype_arg(node.args[0])
-        args = [self.expr(a) for a in node.args[1:]]
-        return E.PrimCall(name, args, dtype)
+        args = [self.expr(a) for a in rest]
+        return E.PrimCall(name, args, self._opaque_dtype(dtype_node))
 
     def _arity(self, name: str, node: ast.Call, count: int) -> None:
         if len(node.args) != count:
@@ -308,7 +356,8 @@ class ExprParser:
 def _group(name: str) -> str | None:
     for group, names in (("dtype", intrin.DTYPES), ("binary", intrin.BINARY_FUNCS),
                          ("math", intrin.MATH_UNARY | intrin.MATH_BINARY | intrin.PREDICATES
-                          | set(intrin.BITWISE)), ("typed", intrin.TYPED_CALLS)):
+                          | set(intrin.BITWISE)), ("typed", intrin.TYPED_CALLS),
+                         ("opaque", intrin.OPAQUE_CALLS)):
         if name in names:
             return group
     return None
@@ -323,9 +372,11 @@ _EXPRS = {
     ast.Compare: ExprParser._compare,
     ast.Subscript: ExprParser._subscript,
     ast.Call: ExprParser._call,
+    ast.Attribute: ExprParser._attribute,
 }
 _CALLS = {
     "Cast": ExprParser._cast,
+    "cast": ExprParser._cast,
     "Select": ExprParser._select,
     "if_then_else": ExprParser._select,
     "max_value": ExprParser._limit,
@@ -336,7 +387,13 @@ _CALL_GROUPS = {
     "binary": ExprParser._binary_func,
     "math": ExprParser._math,
     "typed": ExprParser._typed_call,
+    "opaque": ExprParser._opaque,
 }
+_BUFFER_FIELDS = {"data": "handle", "elem_offset": "int32"}
+# Calls that take TVM's `dtype=` keyword: the builtins' result dtype; for if_then_else and the
+# math intrinsics TVM's printer repeats the dtype the arguments already give, so it is checked.
+_DTYPE_KWARG = frozenset({"if_then_else", *intrin.OPAQUE_CALLS, *intrin.TYPED_CALLS,
+                          *intrin.MATH_UNARY, *intrin.MATH_BINARY})
 
 
 def sym_var_decls(node: ast.stmt, typevar: bool) -> list:

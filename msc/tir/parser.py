@@ -296,6 +296,14 @@ class _FuncParser(ExprParser):
         self.frames[-1][name] = var
         return LetStmt(var, value, let_expr)
 
+    def _aug_assign(self, node: ast.AugAssign, top: bool):
+        """``B[i] += x`` is ``B[i] = B[i] + x`` (TVMScript accepts both)."""
+        if not isinstance(node.target, ast.Subscript):
+            raise self.error(node, "only a buffer element can be updated in place (B[i] += x)")
+        load = ast.copy_location(ast.Subscript(node.target.value, node.target.slice), node.target)
+        return self._store(node.target, ast.copy_location(ast.BinOp(load, node.op, node.value),
+                                                          node))
+
     def _store(self, target: ast.Subscript, value_node: ast.expr) -> BufferStore:
         load = self.expr(target)
         if not isinstance(load, BufferLoad):
@@ -415,7 +423,7 @@ class _BlockParser:
         self.p = parent
         self.name = parent.constant(parent.single_arg(call))
         self.iter_vars: list = []
-        self.fields: dict = {"alloc_buffers": [], "annotations": {}}
+        self.fields: dict = {"alloc_buffers": [], "annotations": {}, "match_buffers": []}
 
     def parse(self, nodes: list) -> SBlock:
         p = self.p
@@ -426,6 +434,7 @@ class _BlockParser:
             p.frames.pop()
         f = self.fields
         f["alloc_buffers"] = tuple(f["alloc_buffers"])
+        f["match_buffers"] = tuple(f["match_buffers"])
         return SBlock(self.name, seq(body or [Evaluate(E.IntImm(0, "int32"))]),
                       tuple(self.iter_vars), **f)
 
@@ -449,7 +458,21 @@ class _BlockParser:
                 self.fields["alloc_buffers"].append(self.p._alloc(node.targets[0], node.value,
                                                                   name))
                 return None
+            if name == "match_buffer":
+                self.fields["match_buffers"].append(self._match(node.targets[0], node.value))
+                return None
         return self.p._stmt(node)
+
+    def _match(self, target: ast.expr, call: ast.Call) -> tuple:
+        """``X = T.match_buffer(B[vi, 0:4], (4,), ...)``: X views that region of B."""
+        p = self.p
+        if not isinstance(target, ast.Name) or len(call.args) < 2:
+            raise p.error(call, "expected `X = T.match_buffer(B[region], shape, dtype)` in a "
+                                "block")
+        region = self._region(call.args[0])
+        buf = p._make_buffer(call, target.id, call.args[1:], call.keywords)
+        p.frames[-1][target.id] = buf
+        return buf, region
 
     def _meta(self, name: str, call: ast.Call) -> None:
         p = self.p
@@ -469,15 +492,15 @@ class _BlockParser:
         if len(elts) != buf.ndim:
             raise p.error(node, f"buffer {buf.name!r} has {buf.ndim} dims, region has "
                                 f"{len(elts)}")
-        return BufferRegion(buf, tuple(self._range(e) for e in elts))
+        return BufferRegion(buf, tuple(self._range(e, d) for e, d in zip(elts, buf.shape)))
 
-    def _range(self, node: ast.expr) -> tuple:
+    def _range(self, node: ast.expr, dim) -> tuple:  # i, lo:hi, :hi, lo: or : of the dim
         if not isinstance(node, ast.Slice):
             return (self.p.expr(node), None)
-        if node.lower is None or node.upper is None or node.step is not None:
-            raise self.p.error(node, "a region slice needs start:stop")
-        lo, hi = self.p.operands([node.lower, node.upper])
-        return (lo, hi)
+        if node.step is not None:
+            raise self.p.error(node, "a region slice takes no step")
+        lo = E.IntImm(0, dim.dtype) if node.lower is None else self.p.expr(node.lower)
+        return (lo, dim if node.upper is None else self.p.expr(node.upper))
 
     def _axes(self, target: ast.expr, call: ast.Call, kind: str) -> None:
         if kind == "remap":
@@ -534,6 +557,7 @@ def _zero(like: E.PrimExpr) -> E.IntImm:
 _STMTS = {
     ast.Assign: _FuncParser._assign,
     ast.AnnAssign: _FuncParser._ann_assign,
+    ast.AugAssign: _FuncParser._aug_assign,
     ast.Expr: _FuncParser._expr_stmt,
     ast.For: _FuncParser._for,
     ast.With: _FuncParser._with,

@@ -120,6 +120,9 @@ def _prim_call(e: E.PrimCall) -> tuple[str, int]:
     if e.name in intrin.TYPED_CALLS:
         args = ", ".join(_expr(a)[0] for a in e.args)
         return f'T.{e.name}("{e.dtype}", {args})', _ATOM
+    if intrin.OPAQUE_CALLS.get(e.name, e.dtype) != e.dtype:
+        args = "".join(_expr(a)[0] + ", " for a in e.args)
+        return f'T.{e.name}({args}dtype="{e.dtype}")', _ATOM
     return _call(e.name, e.args), _ATOM
 
 
@@ -321,6 +324,9 @@ class _Printer:
             self._line(f"T.sblock_attr({_value(s.annotations)})")
         for buf in s.alloc_buffers:
             self._line(f"{buf.name} = {self._alloc('sblock_alloc_buffer', buf)}")
+        for buf, region in s.match_buffers:
+            text = self._alloc("match_buffer", buf).replace("(", f"({_region(region)}, ", 1)
+            self._line(f"{buf.name} = {text}")
         if s.init is not None:
             self._line("with T.init():")
             self._nested(s.init)

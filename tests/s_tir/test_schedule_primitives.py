@@ -136,7 +136,7 @@ def test_trace_json_replay_gives_the_same_function():
     (lambda s: s.compute_at(s.get_block("Y"), s.get_loops(s.get_block("C"))[0]),
      "reduce axes"),
     (lambda s: s.reverse_compute_at(s.get_block("C"), s.get_loops(s.get_block("C"))[0]),
-     "not before"),
+     "ancestor of block"),
     (lambda s: s.cache_read(s.get_block("Y"), 5, "local"), "no buffer 5"),
 ])
 def test_invalid_primitives_raise_schedule_errors_and_change_nothing(apply, match):

@@ -180,6 +180,22 @@ def _single_nest(func: PrimFunc, block_name: str, what: str):
     return top, block, stores[0].buffer
 
 
+def _check_target(func: PrimFunc, block_name: str, var: E.Var, what: str) -> None:
+    """TVM's first two refusals: the loop encloses the block already, or (compute_at) the
+    block writes a function output, which no consumer inside the function reads whole."""
+    path = find_block(func, block_name, what)
+    if any(isinstance(s, For) and s.var is var for s in path):
+        raise ScheduleError(f"{what}: loop {var.name!r} is an ancestor of block "
+                            f"{block_name!r}", key=block_name,
+                            hint="pick a loop of another block's nest")
+    params = {b.name for b in func.buffers}
+    written = {b.name for b in block_writes(path[-1])} & params
+    if what == "compute_at" and written:
+        raise ScheduleError(f"compute_at: block {block_name!r} is an output block (it writes "
+                            f"the function's buffer {min(written)!r})", key=block_name,
+                            hint="move its consumers with reverse_compute_at instead")
+
+
 def _raw_loads(stmt, name: str) -> list:
     """Loads of buffer ``name`` in ``stmt`` as written (indices in the block's axes)."""
     from .region import _loads
@@ -196,16 +212,19 @@ def _inner_ranges(loop: For) -> dict:
     return loop_ranges([s for s in walk_stmts(loop.body) if isinstance(s, For)])
 
 
-def _moved_nest(func: PrimFunc, block: SBlock, region: list, outer: list) -> object:
+def _moved_nest(func: PrimFunc, block: SBlock, region: list, outer: list,
+                preserve_unit_loops: bool = False) -> object:
     """The block over ``region`` ((lo, hi) per axis): fresh loops, bindings lo + ax, and a
-    ``T.where`` for dims not provably inside the buffer."""
+    ``T.where`` for dims not provably inside the buffer; loops of extent 1 are kept only with
+    ``preserve_unit_loops``."""
     taken = var_names(func.body)
     ranges, conds, loops, ivs = loop_ranges(outer), [], [], []
     for iv, (lo, hi) in zip(block.iter_vars, region):
         extent = E.sub(E.add(hi, 1), lo)
         ax = E.Var(fresh_name(func, f"ax{len(loops)}", taken), iv.var.dtype)
         loops.append((ax, extent))
-        binding = E.add(lo, ax)
+        # TVM's order: lo + ax (E.add would sort the terms)
+        binding = ax if E.as_int(lo) == 0 else E.BinaryOp("Add", lo, ax)
         ivs.append(replace(iv, binding=binding))
         glo, ghi = bounds(binding, {**ranges, ax.name: (E.IntImm(0, ax.dtype),
                                                          E.sub(extent, 1))})
@@ -218,7 +237,7 @@ def _moved_nest(func: PrimFunc, block: SBlock, region: list, outer: list) -> obj
         pred = c if pred is None else E.binary("And", pred, c)
     stmt = replace(block, iter_vars=tuple(ivs), predicate=pred)
     for ax, extent in reversed(loops):
-        if E.as_int(extent) == 1:
+        if E.as_int(extent) == 1 and not preserve_unit_loops:
             stmt = subst_stmt(stmt, {ax.name: E.IntImm(0, ax.dtype)})
         else:
             stmt = For(ax, E.IntImm(0, ax.dtype), extent, "serial", stmt)
@@ -243,9 +262,11 @@ def _check_between(func, lo: int, hi: int, names: set, what: str) -> None:
                                 "two loop nests", hint="move the statements apart first")
 
 
-def compute_at(func: PrimFunc, block_name: str, var: E.Var) -> PrimFunc:
+def compute_at(func: PrimFunc, block_name: str, var: E.Var,
+               preserve_unit_loops: bool = False) -> PrimFunc:
     """Move a producer block under ``loop`` of its consumer, computing only the region the
     loop's body reads."""
+    _check_target(func, block_name, var, "compute_at")
     top, block, out = _single_nest(func, block_name, "compute_at")
     lpath = find_loop(func, var, "compute_at")
     loop, at = lpath[-1], _top(func, lpath[-1])
@@ -256,23 +277,26 @@ def compute_at(func: PrimFunc, block_name: str, var: E.Var) -> PrimFunc:
                and accesses(item, "read", out.name)]
     inside = len(accesses(loop.body, "read", out.name))
     if readers != [at] or inside != len(accesses(_items(func)[at], "read", out.name)):
-        raise ScheduleError(f"compute_at: {out.name!r} is read outside loop {var.name!r}",
+        raise ScheduleError(f"compute_at requires all the consumer blocks of {block_name!r} "
+                            f"to be under loop {var.name!r}: {out.name!r} is read outside it",
                             key=block_name, hint="pick a loop that encloses every reader")
     reads = {a[1].name for a in accesses(block, "read")}
     _check_between(func, top + 1, at, reads | {out.name}, "compute_at")
     if {a[1].name for a in accesses(_items(func)[at], "write")} & reads:
         raise ScheduleError(f"compute_at: the consumer writes what {block_name!r} reads")
     nest = _moved_nest(func, block, _region(loop, "read", out, "compute_at"),
-                       [s for s in lpath if isinstance(s, For)])
+                       [s for s in lpath if isinstance(s, For)], preserve_unit_loops)
     func = replace(func, body=replace_at(lpath, replace(loop, body=seq([nest, loop.body]))))
     items = _items(func)
     del items[top]
     return _with_items(func, items)
 
 
-def reverse_compute_at(func: PrimFunc, block_name: str, var: E.Var) -> PrimFunc:
+def reverse_compute_at(func: PrimFunc, block_name: str, var: E.Var,
+                       preserve_unit_loops: bool = False) -> PrimFunc:
     """Move a consumer block under ``loop`` of its producer, right after the loop's body,
     computing the region the body writes."""
+    _check_target(func, block_name, var, "reverse_compute_at")
     top, block, _ = _single_nest(func, block_name, "reverse_compute_at")
     lpath = find_loop(func, var, "reverse_compute_at")
     loop, at = lpath[-1], _top(func, lpath[-1])
@@ -296,7 +320,7 @@ def reverse_compute_at(func: PrimFunc, block_name: str, var: E.Var) -> PrimFunc:
                             f"{src.name!r} at exactly its axes", key=block_name)
     _check_between(func, at + 1, top, {a[1].name for a in accesses(block)}, "reverse_compute_at")
     nest = _moved_nest(func, block, _region(loop, "write", src, "reverse_compute_at"),
-                       [s for s in lpath if isinstance(s, For)])
+                       [s for s in lpath if isinstance(s, For)], preserve_unit_loops)
     func = replace(func, body=replace_at(lpath, replace(loop, body=seq([loop.body, nest]))))
     items = _items(func)
     del items[top]

@@ -38,7 +38,8 @@ def _const(e) -> int | None:
     return e.value if isinstance(e, E.IntImm) else None
 
 
-def split(func: PrimFunc, var: E.Var, factors: list) -> tuple[PrimFunc, list]:
+def split(func: PrimFunc, var: E.Var, factors: list,
+          predicate: bool = True) -> tuple[PrimFunc, list]:
     """``for v in range(n)`` -> ``for v_0 .. for v_k`` with ``v = v_0 * f1*..*fk + ..``; one
     factor may be None (inferred); when the factors overshoot ``n`` the blocks get a
     ``T.where`` guard."""
@@ -56,7 +57,7 @@ def split(func: PrimFunc, var: E.Var, factors: list) -> tuple[PrimFunc, list]:
     total = E.IntImm(1, var.dtype)
     for f in factors:
         total = E.mul(total, f)
-    if E.sub(total, loop.extent) != E.IntImm(0, var.dtype):
+    if predicate and E.sub(total, loop.extent) != E.IntImm(0, var.dtype):
         body = _guard(body, E.binary("LT", fused, E.add(loop.min, loop.extent)))
     for v, f in reversed(list(zip(new_vars, factors))):
         body = For(v, E.IntImm(0, var.dtype), f, "serial", body)
@@ -117,8 +118,9 @@ def fuse(func: PrimFunc, variables: list) -> tuple[PrimFunc, E.Var]:
     fused = E.Var(fresh_name(func, "_".join(v.name for v in variables) + "_fused"), dtype)
     mapping, stride = {}, E.IntImm(1, dtype)
     for k, lp in reversed(list(enumerate(chain))):
-        value = E.floordiv(fused, stride) if _const(stride) != 1 else fused
-        mapping[lp.var.name] = value if k == 0 else E.floormod(value, lp.extent)
+        # TVM's simplified form: fused % (stride * extent) // stride (no % outermost)
+        value = fused if k == 0 else E.floormod(fused, E.mul(stride, lp.extent))
+        mapping[lp.var.name] = E.floordiv(value, stride) if _const(stride) != 1 else value
         stride = E.mul(stride, lp.extent)
     body = subst_stmt(chain[-1].body, mapping)
     new = For(fused, E.IntImm(0, dtype), stride, "serial", body)

@@ -129,20 +129,26 @@ class Schedule:
 
     get_sblock = get_block
 
-    def get_loops(self, block: BlockRV) -> list:
+    def get_loops(self, block: BlockRV | str) -> list:
+        block = self._as_block(block)
         func_name, name = self._block(block)
         path = B.find_block(self._funcs[func_name], name, "get_loops")
         rvs = [self._new(LoopRV, "loop", (func_name, lp.var)) for lp in block_loops(path)]
         self._record("GetLoops", [block], [], rvs)
         return rvs
 
-    def split(self, loop: LoopRV, factors, preserve_unit_iters: bool = True) -> list:
+    def split(self, loop: LoopRV, factors, preserve_unit_iters: bool = True,
+              disable_predication: bool = False) -> list:
+        """``disable_predication``: no ``T.where`` guard when the factors overshoot the
+        extent (the caller promises the extra iterations are harmless)."""
         func_name, var = self._loop(loop)
         values = [None if f is None else self._int(f) for f in factors]
-        func, new_vars = self._apply("split", L.split, self._funcs[func_name], var, values)
+        func, new_vars = self._apply("split", L.split, self._funcs[func_name], var, values,
+                                     not disable_predication)
         self._funcs[func_name] = func
         rvs = [self._new(LoopRV, "loop", (func_name, v)) for v in new_vars]
-        self._record("Split", [loop, *factors], [preserve_unit_iters], rvs)
+        self._record("Split", [loop, *factors], [preserve_unit_iters, disable_predication],
+                     rvs)
         return rvs
 
     def fuse(self, *loops: LoopRV, preserve_unit_iters: bool = True) -> LoopRV:
@@ -196,6 +202,7 @@ class Schedule:
                            write_buffer_index, storage_scope)
 
     def _cache(self, what, fn, kind, block, index, scope) -> BlockRV:
+        block = self._as_block(block)
         func_name, name = self._block(block)
         func, new = self._apply(what, fn, self._funcs[func_name], name, int(index), str(scope))
         self._funcs[func_name] = func
@@ -214,14 +221,17 @@ class Schedule:
                  preserve_unit_loops, index)
 
     def _at(self, what, fn, kind, block, loop, preserve, index) -> None:
+        block = self._as_block(block)
         func_name, name = self._block(block)
         loop_func, var = self._loop(loop)
         if loop_func != func_name:
             raise ScheduleError(f"{what}: the block and the loop are in different functions")
-        self._funcs[func_name] = self._apply(what, fn, self._funcs[func_name], name, var)
+        self._funcs[func_name] = self._apply(what, fn, self._funcs[func_name], name, var,
+                                             bool(preserve))
         self._record(kind, [block, loop], [bool(preserve), int(index)], [])
 
-    def decompose_reduction(self, block: BlockRV, loop: LoopRV) -> BlockRV:
+    def decompose_reduction(self, block: BlockRV | str, loop: LoopRV) -> BlockRV:
+        block = self._as_block(block)
         func_name, name = self._block(block)
         loop_func, var = self._loop(loop)
         if loop_func != func_name:
@@ -290,6 +300,11 @@ class Schedule:
         if not isinstance(rv, _RV) or rv.key not in self._rvs:
             raise ScheduleError(f"{rv!r} is not a block, loop or value of this schedule")
         return self._rvs[rv.key]
+
+    def _as_block(self, block) -> BlockRV:
+        """TVM's primitives take a block by name too: ``sch.compute_at("B", loop)`` is
+        ``sch.compute_at(sch.get_sblock("B"), loop)``, and is recorded so."""
+        return self.get_block(block) if isinstance(block, str) else block
 
     def _block(self, rv) -> tuple:
         kind, payload = self._lookup(rv)

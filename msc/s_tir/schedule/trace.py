@@ -39,7 +39,7 @@ class Instruction:
 INSTRUCTIONS = {
     "GetSBlock": ("get_block", ["name", "func_name"]),
     "GetLoops": ("get_loops", []),
-    "Split": ("split", ["preserve_unit_iters"]),
+    "Split": ("split", ["preserve_unit_iters", "disable_predication"]),
     "Fuse": ("fuse", ["preserve_unit_iters"]),
     "Reorder": ("reorder", []),
     "Parallel": ("parallel", []),

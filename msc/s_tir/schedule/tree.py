@@ -187,8 +187,12 @@ def _rewrite_block(b: SBlock, names: dict, buffers: dict) -> SBlock:
         return tuple(BufferRegion(buffers.get(r.buffer.name, r.buffer), r.region) for r in rs)
 
     init = rewrite_stmt(b.init, inner, buffers) if b.init is not None else None
+    matches = tuple((buf, BufferRegion(buffers.get(r.buffer.name, r.buffer), tuple(
+        (rewrite_expr(lo, inner), None if hi is None else rewrite_expr(hi, inner))
+        for lo, hi in r.region))) for buf, r in b.match_buffers)
     return replace(b, iter_vars=ivs, predicate=pred, init=init, reads=regions(b.reads),
-                   writes=regions(b.writes), body=rewrite_stmt(b.body, inner, buffers))
+                   writes=regions(b.writes), body=rewrite_stmt(b.body, inner, buffers),
+                   match_buffers=matches)
 
 
 def subst_stmt(s: Stmt, mapping: dict) -> Stmt:
