@@ -36,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from msc.compression.quantize.testing import sqnr  # noqa: F401  (the report's SQNR)
+
 Clock = Callable[[], float]
 
 # ---------------------------------------------------------------------------------------------
@@ -312,13 +314,6 @@ def geomean(values, empty: float | None = None) -> float | None:
     or failed measurement, are left out); ``empty`` when there are none."""
     values = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
     return math.exp(sum(map(math.log, values)) / len(values)) if values else empty
-
-
-def sqnr(ref: list, got: list) -> float:
-    """Signal to quantization noise of ``got`` against ``ref`` (lists of arrays), in dB."""
-    ref = np.concatenate([np.ravel(r) for r in ref]).astype(np.float64)
-    got = np.concatenate([np.ravel(g) for g in got]).astype(np.float64)
-    return float(10 * np.log10(np.sum(ref ** 2) / max(np.sum((ref - got) ** 2), 1e-300)))
 
 
 def ms(seconds: float | None, missing: str = "-", digits: int = 2) -> str:

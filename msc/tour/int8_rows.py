@@ -5,34 +5,9 @@ quantize."""
 
 from __future__ import annotations
 
+from msc.compression.quantize.testing import qdq_block
+
 from .shared import banner
-
-
-def qdq_block(seq: int = 16, dim: int = 32):
-    """ONNX: q, k, v split from one projection; softmax(q k^T c + mask(x)) v + x -> layer
-    norm. The mask is computed from x: a run-time value broadcast over the query rows, as
-    BERT's attention mask."""
-    import numpy as np
-    from onnx import TensorProto, helper, numpy_helper
-
-    n, rng = helper.make_node, np.random.default_rng(1)
-    nodes = [n("MatMul", ["x", "wqkv"], ["qkv"]),
-             n("Split", ["qkv", "sizes"], ["q", "k", "v"], axis=2),
-             n("Transpose", ["k"], ["kt"], perm=[0, 2, 1]), n("MatMul", ["q", "kt"], ["s0"]),
-             n("Mul", ["s0", "c"], ["s"]), n("ReduceMean", ["x"], ["m0"], axes=[2]),
-             n("Transpose", ["m0"], ["m1"], perm=[0, 2, 1]), n("Mul", ["m1", "big"], ["m"]),
-             n("Add", ["s", "m"], ["a"]), n("Softmax", ["a"], ["p"], axis=-1),
-             n("MatMul", ["p", "v"], ["o"]), n("Add", ["o", "x"], ["r"]),
-             n("LayerNormalization", ["r", "gamma", "beta"], ["y"], axis=-1)]
-    consts = {"wqkv": rng.standard_normal((dim, 3 * dim)) * dim ** -0.5,
-              "c": dim ** -0.5, "big": -4.0, "gamma": rng.random(dim) + 0.5,
-              "beta": rng.standard_normal(dim) * 0.1}
-    inits = [numpy_helper.from_array(np.array(v, np.float32), k) for k, v in consts.items()]
-    inits.append(numpy_helper.from_array(np.array([dim] * 3, np.int64), "sizes"))
-    graph = helper.make_graph(nodes, "block", [helper.make_tensor_value_info(
-        "x", TensorProto.FLOAT, [1, seq, dim])], [helper.make_tensor_value_info(
-            "y", TensorProto.FLOAT, None)], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
 def step_int8_rows(out: str) -> None:

@@ -5,37 +5,12 @@ from __future__ import annotations
 
 import os
 
+from msc.compression.quantize.testing import tiny_conv_onnx
+
 from .qdq import ort_qdq, sqnr
 from .shared import banner
 
 METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
-
-
-def tiny_conv_onnx(seed: int = 0):
-    """conv -> relu -> conv -> + residual -> relu -> pool -> gemm, random weights, opset 13."""
-    import numpy as np
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(seed)
-
-    def init(name, shape, scale):
-        return numpy_helper.from_array((rng.standard_normal(shape) * scale)
-                                       .astype(np.float32), name)
-    inits = [init("w1", (8, 3, 3, 3), 0.3), init("b1", (8,), 0.1),
-             init("w2", (8, 8, 3, 3), 0.15), init("b2", (8,), 0.1),
-             init("wf", (10, 8), 0.4), init("bf", (10,), 0.1)]
-    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
-             helper.make_node("Add", ["c2", "r1"], ["s"]),
-             helper.make_node("Relu", ["s"], ["r2"]),
-             helper.make_node("GlobalAveragePool", ["r2"], ["p"]),
-             helper.make_node("Flatten", ["p"], ["f"]),
-             helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
-    graph = helper.make_graph(
-        nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
 def _ort_outputs(model, calib: list, held_out: list, method: str) -> list:

@@ -26,6 +26,7 @@ __all__ = ["PARALLEL_SYMBOL", "STATS", "emit_parallel", "parallel_address"]
 
 PARALLEL_SYMBOL = "msc_tir_parallel"
 I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+_FLOAT_BITS = {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}  # carried in i64 slots
 _TASK = ir.FunctionType(ir.VoidType(), [I64, I64, I64])
 _I64 = ctypes.c_int64
 _SERIAL = ctypes.CFUNCTYPE(None, _I64, _I64, _I64)
@@ -203,7 +204,7 @@ def _to_i64(b: ir.IRBuilder, v: ir.Value) -> ir.Value:
         return b.ptrtoint(v, I64)
     if isinstance(t, ir.IntType):
         return v if t.width == 64 else b.zext(v, I64)
-    bits = {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}[type(t)]
+    bits = _FLOAT_BITS[type(t)]
     raw = b.bitcast(v, ir.IntType(bits))
     return raw if bits == 64 else b.zext(raw, I64)
 
@@ -213,5 +214,5 @@ def _from_i64(b: ir.IRBuilder, x: ir.Value, t: ir.Type) -> ir.Value:
         return b.inttoptr(x, t)
     if isinstance(t, ir.IntType):
         return x if t.width == 64 else b.trunc(x, t)
-    bits = {ir.HalfType: 16, ir.FloatType: 32, ir.DoubleType: 64}[type(t)]
+    bits = _FLOAT_BITS[type(t)]
     return b.bitcast(x if bits == 64 else b.trunc(x, ir.IntType(bits)), t)
