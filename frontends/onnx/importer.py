@@ -278,7 +278,9 @@ class OnnxImporter:
         outer, own = self.scope, tuple(node_scope(proto))
         self.scope = (*self.prefix, *own) if own else outer
         try:
-            with self.bb.span(Span(proto.name, self.scope)):
+            # an unnamed node is known by its first output, as onnxruntime's tools name it
+            source = proto.name or (proto.output[0] if proto.output else "")
+            with self.bb.span(Span(source, self.scope)):
                 self._convert(proto)
         finally:
             self.scope = outer

@@ -95,6 +95,7 @@ class GraphBuilder:
         self.layouts = layouts
         self.groups = {g.root: g for g in groups}
         self.absorbed = {v for g in groups for v in g.members if v is not g.root}
+        self.root_of = {v: g.root for g in groups for v in g.members}
         self.prims = PrimTable()
         self.run_time: set = set()  # tir vars read from values at run time (match_cast)
         self.specs: dict[str, NodeSpec] = {}
@@ -124,6 +125,20 @@ class GraphBuilder:
         self.module = []
         outputs = [f"{n}:{i}" for n, i in self._inputs_of(self.view.result)]
         return list(self.specs.values()), inputs, outputs, list(self.weights.values())
+
+    def sources(self) -> dict[str, str]:
+        """``{source name: joint name}``: the frontend's node (a span's ``source_name``: an
+        ONNX node name, a torch.fx node name) behind each joint. A call fused into a joint
+        maps to that joint; a call that became no joint (a view folded away) maps nowhere."""
+        found = {}
+        for _, binding in self.view.bindings:
+            span = binding.var.span
+            if not isinstance(span, Span) or not span.source_name:
+                continue
+            refs = self.tensors.get(self.root_of.get(binding.var, binding.var))
+            if refs and refs[0][0] in self.specs and span.source_name not in found:
+                found[span.source_name] = refs[0][0]
+        return found
 
     def _scope_of(self, var: Var, block: int) -> list:
         """The model's module path of ``var`` (its span, else the function's ``msc_scopes``

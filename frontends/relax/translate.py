@@ -144,5 +144,7 @@ def from_relax(mod: Any, params: dict | None = None, trans_config: dict | None =
     specs, inputs, outputs, refs = builder.build()
     graph = assemble(config.graph_name or entry, specs, inputs, outputs, builder.prims.prims,
                      config, output_kinds(func, len(outputs)))
+    graph.set_sources({source: joint for source, joint in builder.sources().items()
+                       if joint in graph.node_names})  # prune_graph may have dropped some
     return graph, normalize_weights(graph, refs)
 

@@ -25,7 +25,9 @@ Each round times every runtime in turn (so load from other processes hits all al
 least --min-time seconds; the table shows the best and median round, in ms per call, and
 msc / <runtime> (below 1.00x: msc is faster). --profile then runs msc --repeat times with
 a clock around every kernel (each native kernel by itself) and prints ms, share and calls per
-joint, sorted by time; --profile-json writes {joint: ms per run} for `msc view --overlay`.
+joint, sorted by time; --profile-json writes the overlay of `msc view --overlay`: ms per run
+of each joint, a collapsed module showing the sum of its joints, on a log scale when the
+times span decades.
 """
 
 
@@ -41,8 +43,8 @@ def add_arguments(p) -> None:
     p.add_argument("--profile", action="store_true",
                    help="also time every joint of msc's plan: a table sorted by time")
     p.add_argument("--profile-json", metavar="JSON",
-                   help="write the profile as {joint: ms per run}, the overlay of "
-                        "`msc view --overlay` (implies --profile; example: out/profile.json)")
+                   help="write the profile as the overlay of `msc view --overlay` (ms per "
+                        "run of each joint; implies --profile; example: out/profile.json)")
     p.add_argument("--profile-top", type=options.positive_int, default=25, metavar="N",
                    help="rows of the profile table (default 25)")
 
@@ -119,6 +121,10 @@ def _profile(args, model, executable, arrays: dict) -> None:
     print(f"\nprofile of msc ({args.repeat} runs, kernels one by one):")
     print(report.table(top=args.profile_top))
     if args.profile_json:
-        write_atomic(args.profile_json, report.json(model.graph.node_names) + "\n")
+        from ..viewer.overlay import Overlay, overlay_json
+
+        # a collapsed module shows the time of its joints together
+        overlay = Overlay("ms per run", report.to_dict(model.graph.node_names), group="sum")
+        write_atomic(args.profile_json, overlay_json(overlay))
         print(f"wrote {args.profile_json} (msc view {args.model} --overlay "
               f"{args.profile_json})")

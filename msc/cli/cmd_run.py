@@ -28,7 +28,8 @@ EPILOG = """examples:
 differs; it needs an ONNX model (onnxruntime) or a torch model (torch). --layerwise compares
 every intermediate tensor too (ONNX: every node output, through the user's path; torch: every
 torch.fx node) and names the first node whose outputs differ while its inputs agree;
-ERRORS.json gets {tensor or fx node name: max abs error}.
+ERRORS.json is an overlay of the model's graph: each joint's max abs error on a log scale,
+the first divergence as its focus (`msc view MODEL --overlay ERRORS.json` opens it, ringed).
 """
 
 
@@ -44,7 +45,8 @@ def add_arguments(p) -> None:
     p.add_argument("--layerwise", nargs="?", const="", metavar="ERRORS.json",
                    help="with --check: compare every intermediate tensor with onnxruntime "
                         "(ONNX) or torch (torch.fx nodes) and name the first node that "
-                        "differs (optionally write {name: max abs error} to ERRORS.json)")
+                        "differs (optionally write the errors as an overlay of the graph "
+                        "to ERRORS.json, for `msc view --overlay`)")
     p.add_argument("--save", metavar="FILE.npz",
                    help="write the outputs to an .npz keyed by output name")
     p.add_argument("--force", action="store_true", help="replace an existing --save file")
@@ -146,8 +148,10 @@ def _layerwise(args, model, arrays: dict) -> dict:
         report = layerwise(model.path, arrays, args.atol, args.rtol, args.threads)
     if args.layerwise:
         from ..graph.files import write_atomic
+        from ..viewer.overlay import overlay_json
+        from .layerwise import error_overlay
 
-        write_atomic(args.layerwise, json.dumps(report["errors"], indent=1) + "\n")
+        write_atomic(args.layerwise, overlay_json(error_overlay(report, model.graph)))
     return report
 
 

@@ -30,7 +30,10 @@ def add_arguments(p) -> None:
     p.add_argument("-o", "--output", help="file to write: .html (default out/<model>.html), "
                    ".svg, or with --model-explorer a .json (example: -o resnet50.html)")
     p.add_argument("--overlay", metavar="JSON", help="per-joint values {joint name: number} "
-                   "shown as colors and in the details panel (example: --overlay sqnr.json)")
+                   "(or the source model's node names) shown as colors and in the details "
+                   "panel, on a log scale when they span decades; `msc run --check --layerwise "
+                   "ERR.json` and `msc bench --profile-json` write them (example: --overlay "
+                   "sqnr.json)")
     p.add_argument("--no-open", action="store_true",
                    help="write the file(s) only; with --model-explorer, print the command that "
                         "opens them")
@@ -57,7 +60,11 @@ def run(args) -> int:
 
     path = _output(args)
     graph, weights = load_model(args.model, options.input_info(args))
-    overlay = load_overlay(args.overlay, graph.node_names) if args.overlay else None
+    overlay = load_overlay(args.overlay, graph.node_names, graph.sources) \
+        if args.overlay else None
+    if overlay is not None and overlay.left_out:
+        print(f"{len(overlay.left_out)} overlay key(s) name source nodes that became no joint "
+              f"(constants, folded views), left out: {overlay.left_out[:5]}")
     if args.model_explorer:
         paths = model_explorer.write_model_explorer(graph, weights, path, overlay)
         print(f"wrote {', '.join(paths)} ({len(graph.node_names)} joints)")

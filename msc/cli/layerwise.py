@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import ValidationError
 from .runners import compare, msc_runner, onnxruntime_runner
 
-__all__ = ["layerwise", "layerwise_torch", "text_report"]
+__all__ = ["error_overlay", "layerwise", "layerwise_torch", "text_report"]
 
 
 def layerwise(path: str, arrays: dict, atol: float, rtol: float,
@@ -173,6 +173,25 @@ def _rows(names, got: dict, reference: dict, atol: float, rtol: float) -> list[d
     names = [n for n in names if got.get(n) is not None and reference.get(n) is not None]
     return compare([np.asarray(got[n]) for n in names], [reference[n] for n in names], names,
                    atol, rtol)
+
+
+def error_overlay(report: dict, graph):
+    """The report as an overlay of ``graph`` (the graph ``msc view`` shows of the same model):
+    each joint's largest output error among the source nodes it was built from, on a log
+    scale, collapsed groups showing their worst joint, and the first divergence as the focus.
+    Nodes that became no joint (a folded view, a constant) are left out."""
+    from ..viewer.overlay import Overlay
+
+    values: dict[str, float] = {}
+    for row in report["nodes"]:
+        joint = graph.sources.get(row["node"])
+        errs = [r["max_abs"] for r in row["outputs"] if "max_abs" in r]
+        if joint is not None and errs:
+            values[joint] = max(values.get(joint, 0.0), *errs)
+    first = report["first"]
+    focus = graph.sources.get(first["node"]) if first else None
+    scale = "log" if any(v > 0 for v in values.values()) else "linear"
+    return Overlay(f"max abs error vs {report['reference']}", values, scale, "max", focus)
 
 
 def text_report(report: dict) -> str:

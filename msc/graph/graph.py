@@ -67,6 +67,7 @@ class MSCGraph(BaseGraph):
         self._prims = index_joints(prims, MSCPrim)
         self._prim_names = list(self._prims)
         self._tensor_alias: dict[str, str] = {}
+        self._sources: dict[str, str] = {}
         self._weight_holders: dict[str, tuple[str, ...]] = {}
         for node in nodes:
             self._register_tensors(node)
@@ -105,6 +106,21 @@ class MSCGraph(BaseGraph):
             groups.append((kind, [self.find_tensor(n) for n in names]))
             start += kind.count
         return groups
+
+    @property
+    def sources(self) -> Mapping[str, str]:
+        """``{source name: joint name}``: the frontend's node behind each joint (an ONNX node
+        name, a torch.fx node name), so that what a reference run names (onnxruntime's
+        per-node outputs, torch.fx's nodes) can be found on the graph. Set by the frontends;
+        empty for graphs built otherwise, and not kept by JSON or by rewrites."""
+        return MappingProxyType(self._sources)
+
+    def set_sources(self, sources: Mapping[str, str]) -> None:
+        unknown = [j for j in sources.values() if j not in self._nodes]
+        if unknown:
+            raise ValidationError(f"sources name {len(unknown)} joint(s) not in the graph: "
+                                  f"{unknown[:3]}", hint="map source names to joint names")
+        self._sources = {str(k): str(v) for k, v in sources.items()}
 
     @property
     def weight_holders(self) -> Mapping[str, tuple[str, ...]]:

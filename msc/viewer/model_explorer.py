@@ -84,9 +84,13 @@ def graph_collection(scene: Scene) -> dict:
 
 def node_data(scene: Scene, overlay: Overlay) -> dict:
     """Model Explorer node data ``{graph id: GraphNodeData}``: results by node id, a gradient
-    with the same colors as the HTML view."""
+    with the same colors as the HTML view. Model Explorer spreads its gradient linearly over
+    the values, so on a log scale each result carries its color (``bgColor`` takes precedence
+    over the gradient)."""
     stops = [{"stop": k / (len(GRADIENT) - 1), "bgColor": c} for k, c in enumerate(GRADIENT)]
-    results = {name: {"value": v} for name, v in overlay.values.items()}
+    log = overlay.scale == "log"
+    results = {name: {"value": v, "bgColor": overlay.color(name)} if log else {"value": v}
+               for name, v in overlay.values.items()}
     return {scene.name: {"results": results, "gradient": stops}}
 
 

@@ -54,12 +54,14 @@ class _Placer:
         return _joint_width(self.scene.joints[item]), JOINT_H
 
 
-def _joint(rec: dict, x: float, y: float, w: float, fill: str, title: str) -> str:
+def _joint(rec: dict, x: float, y: float, w: float, fill: str, title: str,
+           focus: bool = False) -> str:
     texts = [(14, "jn", _clip(rec["name"])), (28, "jo", rec["optype"]),
              (41, "js", _clip(rec["shape"]))]
     body = "".join(f'<text x="{x + 8:.1f}" y="{y + dy:.1f}" class="{c}">{escape(t)}</text>'
                    for dy, c, t in texts)
-    return (f'<g class="joint" data-name={quoteattr(rec["name"])} '
+    cls = "joint focus" if focus else "joint"
+    return (f'<g class="{cls}" data-name={quoteattr(rec["name"])} '
             f'data-optype={quoteattr(rec["optype"])}><title>{escape(title)}</title>'
             f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{JOINT_H}" rx="4" '
             f'fill="{fill}"/>{body}</g>')
@@ -86,7 +88,8 @@ def _draw(placer: _Placer, group: Group, ox: float, oy: float, overlay, out: lis
             fill = overlay.color(rec["name"]) or "#ffffff"
             if rec["name"] in overlay.values:
                 title += f" {overlay.title}={overlay.values[rec['name']]:g}"
-        out.append(_joint(rec, x, y, w, fill, title))
+        focus = overlay is not None and overlay.focus == rec["name"]
+        out.append(_joint(rec, x, y, w, fill, title, focus))
         placer.boxes[item] = (x, y, w)
 
 
@@ -106,6 +109,7 @@ def _cross_edges(scene: Scene, boxes: dict) -> list[str]:
 
 _STYLE = """
 .joint rect { stroke: #555; stroke-width: 1; }
+.joint.focus rect { stroke: #2b59c3; stroke-width: 4; stroke-dasharray: 6 3; }
 text { font: 11px sans-serif; fill: #222; }
 .jn { font-weight: bold; } .js { font: 10px monospace; fill: #555; }
 .group rect { fill: rgba(74, 99, 168, 0.05); stroke: #8fa0cf; }

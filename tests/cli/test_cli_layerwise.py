@@ -34,8 +34,29 @@ def test_every_node_agrees_on_a_correct_conversion(tmp_path, capsys):
     assert main(["run", _model(tmp_path / "m.onnx"), "--check", "--layerwise", str(errors)]) == 0
     out = capsys.readouterr().out
     assert "layerwise: 5 nodes compared" in out and "every node agrees" in out
-    written = json.loads(errors.read_text())
-    assert {"c", "s", "m", "r", "y"} <= set(written) and max(written.values()) < 1e-4
+    written = json.loads(errors.read_text())  # an overlay of the graph `msc view` shows
+    assert written["group"] == "max" and "focus" not in written
+    assert set(written["values"]) == {"conv2d", "sigmoid", "multiply", "relu", "add"}
+    assert max(written["values"].values()) < 1e-4
+
+
+def test_the_errors_file_is_an_overlay_that_rings_the_first_divergence(tmp_path, capsys,
+                                                                       monkeypatch):
+    from msc.frontends.translate import from_onnx
+    from msc.viewer.overlay import load_overlay
+
+    monkeypatch.setitem(converter_table(), "Sigmoid", {1: unary("nn.relu")})
+    model, errors = _model(tmp_path / "m.onnx"), tmp_path / "errors.json"
+    assert main(["run", model, "--check", "--layerwise", str(errors)]) == 1
+    graph, _ = from_onnx(model)
+    overlay = load_overlay(str(errors), graph.node_names)
+    assert overlay.focus == graph.sources["gate"] == "relu"  # the broken Sigmoid's joint
+    assert overlay.scale == "log" and overlay.title == "max abs error vs onnxruntime"
+    assert overlay.values["conv2d"] < 1e-4 and overlay.values["relu"] > 0.1
+    assert overlay.position("conv2d") < 0.5 < overlay.position("relu")
+    page = tmp_path / "m.html"
+    assert main(["view", model, "--overlay", str(errors), "-o", str(page), "--no-open"]) == 0
+    assert '"focus":"relu"' in page.read_text()
 
 
 def test_a_wrong_converter_is_named_as_the_first_divergence(tmp_path, capsys, monkeypatch):

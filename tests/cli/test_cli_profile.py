@@ -18,7 +18,9 @@ def test_bench_profile_table_and_overlay_json(tmp_path, capsys):
     text = capsys.readouterr().out
     table = text[text.index("profile of msc"):].splitlines()
     assert table[1].split()[:3] == ["joint", "ms", "share"]
-    values = json.loads(out_json.read_text())
+    written = json.loads(out_json.read_text())
+    values = written["values"]
+    assert (written["title"], written["group"]) == ("ms per run", "sum")
     graph, _ = translate.from_onnx(model)
     assert set(values) <= set(graph.node_names) and {"conv2d", "matmul"} <= set(values)
     rows = [line.split() for line in table[2:2 + len(values)]]

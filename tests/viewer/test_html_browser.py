@@ -5,6 +5,7 @@ One browser session serves the whole module; each test reloads the page it needs
 """
 
 import json
+import math
 import os
 
 import pytest
@@ -176,3 +177,68 @@ def test_search_into_a_nested_module_opens_its_groups(driver, vit_page):
     frames = [t.rsplit(" (", 1)[0].lstrip("\u25BE ") for t in _texts(driver, "g.cluster text")]
     assert frames == ["model/layers.1", "attention"]
     assert "model/layers.1/attention/q_proj" in driver.find_element("id", "panel").text
+
+
+@pytest.fixture(scope="module")
+def error_page(tmp_path_factory):
+    """A transformers EfficientNet exported to ONNX, with msc's Sigmoid converter broken on
+    purpose inside the squeeze-excite gates (a ReLU there): `msc run --check --layerwise`
+    writes the error overlay, `msc view --overlay` the page."""
+    import warnings
+
+    import torch
+
+    from msc.cli.main import main
+    from msc.frontends.onnx.common import unary
+    from msc.frontends.onnx.opset import converter_table
+    from msc.frontends.translate import from_onnx
+    from tests.helpers.corpus import MODELS
+
+    out = tmp_path_factory.mktemp("errors")
+    model, _, inputs = MODELS["efficientnet"]()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.from_numpy(inputs[0]),), str(out / "e.onnx"),
+                          dynamo=False, input_names=["x"])
+    table = converter_table()
+    sigmoid, relu = table["Sigmoid"], unary("nn.relu")
+
+    def broken(g, node):
+        wrong = "squeeze_excite/act_expand" in node.name
+        return (relu if wrong else sigmoid[max(sigmoid)])(g, node)
+
+    table["Sigmoid"] = {1: broken}
+    try:
+        # the gates are near 0.5 either way on random weights: the logits still pass the
+        # check (exit 0), and only the layer-wise compare sees the wrong gate
+        main(["run", str(out / "e.onnx"), "--check", "--layerwise", str(out / "err.json")])
+        assert main(["view", str(out / "e.onnx"), "--overlay", str(out / "err.json"), "-o",
+                     str(out / "e.html"), "--no-open"]) == 0
+        graph, _ = from_onnx(str(out / "e.onnx"))  # the graph the page shows
+    finally:
+        table["Sigmoid"] = sigmoid
+    return str(out / "e.html"), graph, load_overlay(str(out / "err.json"), graph.node_names)
+
+
+def test_the_first_divergence_opens_ringed_in_its_module(driver, error_page):
+    page, graph, overlay = error_page
+    assert overlay.focus == graph.sources[
+        "/model/efficientnet/encoder/blocks.0/squeeze_excite/act_expand/Sigmoid"]
+    assert open_page(driver, page) < 5000
+    assert [e for e in driver.get_log("browser") if e["level"] == "SEVERE"] == []
+    ring = driver.find_elements("css selector", "g.joint.focus")
+    assert [r.get_attribute("data-name") for r in ring] == [overlay.focus]
+    # opened in its module: the frames around it are the modules of the squeeze
+    frames = [t.rsplit(" (", 1)[0].lstrip("\u25BE ") for t in _texts(driver, "g.cluster text")]
+    assert any("blocks.0" in f for f in frames) and any("squeeze_excite" in f for f in frames)
+    panel = driver.find_element("id", "panel").text
+    assert overlay.focus in panel and "max abs error vs onnxruntime" in panel
+    fill = ring[0].find_element("css selector", "rect").get_attribute("fill")
+    assert fill == gradient_color(overlay.position(overlay.focus))
+    # errors span decades: a log legend with a tick per decade between its ends
+    legend = driver.find_element("id", "legend")
+    assert "(log)" in legend.text and overlay.scale == "log"
+    ticks = driver.execute_script("return document.querySelectorAll('#legend .bar i').length")
+    lo, hi = overlay.floor, overlay.hi
+    e0, e1 = math.ceil(math.log10(lo)), math.floor(math.log10(hi))
+    assert e1 - e0 >= 2 and ticks == len(range(e0, e1 + 1, math.ceil((e1 - e0 + 1) / 5)))

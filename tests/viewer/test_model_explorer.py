@@ -53,3 +53,13 @@ def test_open_without_model_explorer_says_how_to_install(tmp_path, monkeypatch):
     with pytest.raises(MSCError, match="ai-edge-model-explorer") as err:
         open_model_explorer([str(tmp_path / "g.json")])
     assert "pip install" in str(err.value)
+
+
+def test_log_scale_node_data_carries_each_color(resnet50, tmp_path):
+    graph, weights = resnet50  # Model Explorer spreads its gradient linearly: colors given
+    overlay = Overlay("err", {"conv2d": 1e-7, "relu": 1e-5, "add": 1e-3})
+    paths = write_model_explorer(graph, weights, str(tmp_path / "e.json"), overlay)
+    results = json.loads(Path(paths[1]).read_text())[graph.name]["results"]
+    assert {n: r["bgColor"] for n, r in results.items()} == \
+        {n: overlay.color(n) for n in overlay.values}
+    assert results["relu"]["bgColor"] == GRADIENT[2]  # the middle decade, the middle color

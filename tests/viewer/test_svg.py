@@ -11,7 +11,8 @@ NS = "{http://www.w3.org/2000/svg}"
 
 def _joints(path):
     root = ET.parse(path).getroot()
-    return {g.get("data-name"): g for g in root.iter(NS + "g") if g.get("class") == "joint"}
+    return {g.get("data-name"): g for g in root.iter(NS + "g")
+            if g.get("class", "").split()[:1] == ["joint"]}
 
 
 def test_resnet50_svg_has_one_node_per_joint(resnet50, tmp_path):
@@ -42,3 +43,11 @@ def test_svg_overlay_colors(resnet50, tmp_path):
     assert joints["conv2d_1"].find(NS + "rect").get("fill") == overlay.color("conv2d_1")
     assert joints["relu"].find(NS + "rect").get("fill") == "#ffffff"
     assert "density=0.75" in joints["conv2d_1"].find(NS + "title").text
+
+
+def test_svg_rings_the_overlay_focus(resnet50, tmp_path):
+    graph, weights = resnet50
+    overlay = Overlay("err", {"conv2d": 1e-7, "relu": 0.2}, group="max", focus="relu")
+    joints = _joints(write_svg(graph, weights, str(tmp_path / "f.svg"), overlay))
+    assert joints["relu"].get("class") == "joint focus"
+    assert {j.get("class") for n, j in joints.items() if n != "relu"} == {"joint"}

@@ -35,24 +35,30 @@
     }
     return out;
   }
-  function ovColor(value) {
-    if (!OV || value === undefined) return null;
-    const span = OV.hi - OV.lo;
-    return gradient(span > 0 ? (value - OV.lo) / span : 1);
+  function position(v) { // as Overlay.position_of: linear, or log10 above the floor
+    const log = OV.scale === "log", f = OV.floor;
+    const lo = log ? Math.log10(f) : OV.lo, hi = log ? Math.log10(OV.hi) : OV.hi;
+    const at = log ? Math.log10(Math.max(v, f)) : v;
+    return hi > lo ? Math.min(Math.max((at - lo) / (hi - lo), 0), 1) : (OV.hi === 0 ? 0 : 1);
   }
-  const groupMean = [];
-  function meanOf(gid) { // overlay mean over the joints under a group (memoized)
-    if (groupMean[gid] !== undefined) return groupMean[gid];
-    let sum = 0, n = 0;
-    const stack = [gid];
+  function ovColor(value) {
+    if (!OV || value === undefined || value === null) return null;
+    return gradient(position(value));
+  }
+  const groupValue = [], RULES = {mean: xs => xs.reduce((a, b) => a + b, 0) / xs.length,
+    max: xs => Math.max(...xs), sum: xs => xs.reduce((a, b) => a + b, 0)};
+  function valueOf(gid) { // the overlay over the joints under a group, by OV.group (memoized)
+    if (groupValue[gid] !== undefined) return groupValue[gid];
+    const xs = [], stack = [gid];
     while (stack.length) {
       for (const it of G[stack.pop()].items) {
         if (it < 0) stack.push(-it - 1);
-        else if (J[it].name in OV.values) { sum += OV.values[J[it].name]; n++; }
+        else if (J[it].name in OV.values) xs.push(OV.values[J[it].name]);
       }
     }
-    return (groupMean[gid] = n ? sum / n : null);
+    return (groupValue[gid] = xs.length ? RULES[OV.group](xs) : null);
   }
+  const focus = OV && OV.focus ? J.findIndex(j => j.name === OV.focus) : -1;
 
   function jointWidth(i) {
     const j = J[i];
@@ -92,7 +98,7 @@
     return c || (OV ? "#ffffff" : D.colors[J[i].family]);
   }
   function drawJoint(out, i, x, y, w) {
-    const j = J[i], cls = hits.includes(i) ? "joint hit" : "joint";
+    const j = J[i], cls = "joint" + (hits.includes(i) ? " hit" : "") + (i === focus ? " focus" : "");
     placed.set(i, [x, y, w, JH]);
     const tip = OV && j.name in OV.values ? ` ${OV.title}=${fmt(OV.values[j.name])}` : "";
     out.push(`<g class="${cls}" data-i="${i}" data-name="${esc(j.name)}" transform="translate(${
@@ -102,13 +108,13 @@
       esc(clip(j.shape, 34))}</text></g>`);
   }
   function drawGroup(out, gid, x, y, w) {
-    const g = G[gid], m = OV ? meanOf(gid) : null, fill = m === null ? "#f4f6fb" : ovColor(m);
+    const g = G[gid], m = OV ? valueOf(gid) : null, fill = m === null ? "#f4f6fb" : ovColor(m);
     placedGroups.set(gid, [x, y, w, GH]);
     out.push(`<g class="group" data-g="${gid}" transform="translate(${x},${y})"><title>${
       esc(g.label)} (${g.size} joints; click to expand)</title><rect width="${w}" height="${GH
       }" rx="7" fill="${fill}"/><text x="10" y="16" class="gl">\u25B8 ${esc(clip(g.label, 34))
-      }</text><text x="10" y="31" class="gs">${g.size} joints${m === null ? "" : " \u00B7 mean " +
-      fmt(m)}</text></g>`);
+      }</text><text x="10" y="31" class="gs">${g.size} joints${m === null ? "" : ` \u00B7 ${
+      OV.group} ` + fmt(m)}</text></g>`);
   }
   function drawLevel(out, gid, ox, oy) {
     const lay = layout(gid), items = G[gid].items;
@@ -277,19 +283,28 @@
     expanded.clear(); expanded.add(0); cache.clear(); fit(render());
   });
 
-  if (OV) {
-    const lg = document.getElementById("legend");
-    lg.innerHTML = `<span>${esc(OV.title)}</span> <span>${fmt(OV.lo)}</span><span class="bar"
-      style="background:linear-gradient(to right,${OV.gradient.join(",")})"></span><span>${
-      fmt(OV.hi)}</span>`;
+  if (OV) { // on a log scale: the decades between the ends, as ticks under the bar
+    const lg = document.getElementById("legend"), log = OV.scale === "log";
+    const lo = log ? OV.floor : OV.lo, ticks = [];
+    if (log) {
+      const e0 = Math.ceil(Math.log10(lo)), e1 = Math.floor(Math.log10(OV.hi));
+      const step = Math.max(1, Math.ceil((e1 - e0 + 1) / 5)); // at most 5 labels on the bar
+      for (let e = e0; e <= e1; e += step) {
+        ticks.push(`<i style="left:${(position(10 ** e) * 100).toFixed(1)}%">1e${e}</i>`);
+      }
+    }
+    lg.innerHTML = `<span>${esc(OV.title)}${log ? " (log)" : ""}</span> <span>${fmt(lo)
+      }</span><span class="bar" data-scale="${OV.scale}" style="background:linear-gradient(${
+      ""}to right,${OV.gradient.join(",")})">${ticks.join("")}</span><span>${fmt(OV.hi)}</span>`;
   }
   window.mscView = {
     toggle, search, reveal, render,
-    visibleJoints: () => scene.querySelectorAll("g.joint").length,
+    visibleJoints: () => scene.querySelectorAll("g.joint").length, focus,
     groupOf: i => owner[i],
     subgroups: gid => G[gid].items.filter(it => it < 0).map(it => -it - 1),
   };
   fit(render());
+  if (focus >= 0) goTo(focus); // the overlay's focus, opened in its group
   window.mscView.loadMs = performance.now() - T0; // parse + first layout and render
   window.mscView.readyAt = performance.now(); // since navigation start: what the user waits
   window.mscView.ready = true;
