@@ -6,6 +6,7 @@
 
 from ..errors import ScheduleError
 from .schedule import BlockRV, ExprRV, Instruction, LoopRV, SBlockRV, Schedule, Trace
+from .tensor_intrin import TensorIntrin
 
 __all__ = ["BlockRV", "ExprRV", "Instruction", "LoopRV", "SBlockRV", "Schedule",
-           "ScheduleError", "Trace"]
+           "ScheduleError", "TensorIntrin", "Trace"]

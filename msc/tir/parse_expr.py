@@ -263,6 +263,9 @@ class ExprParser:
         return BufferLoad(buf, [self.expr(e) for e in elts])
 
     def _call(self, node: ast.Call) -> E.PrimExpr:
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "access_ptr" and \
+                isinstance(node.func.value, ast.Name):
+            return self._access_ptr(node)
         name = t_name(node.func)
         if name is None:
             raise self.error(node.func, f"unknown function {ast.unparse(node.func)} in a prim "
@@ -282,6 +285,40 @@ class ExprParser:
                 raise self.error(node.keywords[0].value, f"T.{name} gives {value.dtype}, "
                                  f"not dtype={dtype!r}", hint="cast with T.Cast(dtype, x)")
         return value
+
+    def _access_ptr(self, node: ast.Call) -> E.PrimExpr:
+        """``B.access_ptr(mask, ptr_type="handle", content_lanes=1, offset=0, extent=None)``
+        is TVM's ``T.tvm_access_ptr(T.type_annotation(dtype), B.data, B.elem_offset + offset,
+        extent, mask)``: parsed as that call, so both spellings are the same expression. The
+        mask is "r", "w", "rw" or its bits (1 read, 2 write); the extent defaults to the
+        elements from the offset to the buffer's end."""
+        buf = self.buffer(node.func.value)
+        names = ("access_mask", "ptr_type", "content_lanes", "offset", "extent")
+        given = dict(zip(names, node.args)) | {k.arg: k.value for k in node.keywords}
+        unknown = sorted(set(given) - set(names))
+        if unknown or "access_mask" not in given or len(node.args) > len(names):
+            raise self.error(node, f"{buf.name}.access_ptr takes (access_mask, ptr_type, "
+                                   f"content_lanes, offset, extent)"
+                                   + (f", not {unknown[0]!r}" if unknown else ""))
+        for key, default in (("ptr_type", "handle"), ("content_lanes", 1)):
+            if key in given and not (isinstance(given[key], ast.Constant)
+                                     and given[key].value == default):
+                raise self.error(given[key], f"{buf.name}.access_ptr supports {key}={default!r} "
+                                             "only")
+        mask = given["access_mask"]
+        if isinstance(mask, ast.Constant) and isinstance(mask.value, str):
+            if not mask.value or set(mask.value) - {"r", "w"}:
+                raise self.error(mask, f"access mask {mask.value!r}: use 'r', 'w' or 'rw'")
+            mask = ast.Constant(("r" in mask.value) + 2 * ("w" in mask.value))
+        offset = given.get("offset", ast.Constant(0))
+        base = buf.elem_offset if buf.elem_offset is not None else E.IntImm(0, "int32")
+        start = _fold("Add", base, self.expr(offset))
+        extent = self.expr(given["extent"]) if "extent" in given else \
+            _fold("Sub", _product(buf.shape), start)
+        annotation = E.PrimCall("type_annotation", [], buf.dtype)
+        data = E.Var(f"{buf.name}.data", "handle")
+        return E.PrimCall("tvm_access_ptr", [annotation, data, start, extent,
+                                             self.expr(mask)], "handle")
 
     # ---------------------------------------------------------------- calls
     def _dtype_call(self, dtype: str, node: ast.Call) -> E.PrimExpr:
@@ -306,6 +343,11 @@ class ExprParser:
         return self.dtype_arg(node)
 
     def _opaque(self, name: str, node: ast.Call) -> E.PrimExpr:
+        if name == "type_annotation":  # T.type_annotation("float32"): a call of that dtype
+            given = node.args or [k.value for k in node.keywords]
+            if len(given) != 1:
+                raise self.error(node, "T.type_annotation takes one dtype")
+            return E.PrimCall(name, [], self._opaque_dtype(given[0]))
         dtype = next((self._opaque_dtype(k.value) for k in node.keywords), None)
         args = [self.expr(a) for a in node.args]
         return E.PrimCall(name, args, dtype or intrin.OPAQUE_CALLS[name])
@@ -417,3 +459,26 @@ def _var_decl(target: ast.expr, call: ast.expr, typevar: bool):
         return target.id, "int64"
     dtype = t_name(call.func)
     return (target.id, dtype) if dtype in intrin.DTYPES and not call.args else None
+
+
+def _fold(kind: str, a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
+    """``a + b``, ``a - b`` or ``a * b``, folded when both are constants (as TVM's operators
+    fold IntImms) or when one side is the identity."""
+    consts = isinstance(a, E.IntImm), isinstance(b, E.IntImm)
+    if all(consts):
+        value = {"Add": a.value + b.value, "Sub": a.value - b.value,
+                 "Mul": a.value * b.value}[kind]
+        return E.IntImm(value, a.dtype)
+    identity = 1 if kind == "Mul" else 0
+    if consts[1] and b.value == identity:
+        return a
+    if consts[0] and a.value == identity and kind != "Sub":
+        return b
+    return E.BinaryOp(kind, a, b)
+
+
+def _product(dims) -> E.PrimExpr:
+    size = E.IntImm(1, "int32")
+    for dim in dims:
+        size = _fold("Mul", size, dim)
+    return size

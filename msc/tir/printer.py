@@ -120,6 +120,8 @@ def _prim_call(e: E.PrimCall) -> tuple[str, int]:
     if e.name in intrin.TYPED_CALLS:
         args = ", ".join(_expr(a)[0] for a in e.args)
         return f'T.{e.name}("{e.dtype}", {args})', _ATOM
+    if e.name == "type_annotation":  # TVM's: a call of that dtype without arguments
+        return f'T.type_annotation("{e.dtype}")', _ATOM
     if intrin.OPAQUE_CALLS.get(e.name, e.dtype) != e.dtype:
         args = "".join(_expr(a)[0] + ", " for a in e.args)
         return f'T.{e.name}({args}dtype="{e.dtype}")', _ATOM

@@ -23,6 +23,7 @@ from ...errors import MSCError, ScheduleError
 from ...tir import expr as E
 from ...tir.function import PrimFunc
 from . import blocks as B
+from . import inline as I
 from . import loops as L
 from .trace import Instruction, Trace
 from .tree import block_loops
@@ -229,6 +230,21 @@ class Schedule:
         self._funcs[func_name] = self._apply(what, fn, self._funcs[func_name], name, var,
                                              bool(preserve))
         self._record(kind, [block, loop], [bool(preserve), int(index)], [])
+
+    def compute_inline(self, block: BlockRV | str) -> None:
+        """Inline a block that computes an intermediate buffer into its consumers."""
+        self._inline("compute_inline", I.compute_inline, "ComputeInline", block)
+
+    def reverse_compute_inline(self, block: BlockRV | str) -> None:
+        """Inline a consumer block back into the single producer of what it reads."""
+        self._inline("reverse_compute_inline", I.reverse_compute_inline,
+                     "ReverseComputeInline", block)
+
+    def _inline(self, what, fn, kind, block) -> None:
+        block = self._as_block(block)
+        func_name, name = self._block(block)
+        self._funcs[func_name] = self._apply(what, fn, self._funcs[func_name], name)
+        self._record(kind, [block], [], [])
 
     def decompose_reduction(self, block: BlockRV | str, loop: LoopRV) -> BlockRV:
         block = self._as_block(block)

@@ -50,6 +50,8 @@ INSTRUCTIONS = {
     "ComputeAt": ("compute_at", ["preserve_unit_loops", "index"]),
     "ReverseComputeAt": ("reverse_compute_at", ["preserve_unit_loops", "index"]),
     "DecomposeReduction": ("decompose_reduction", []),
+    "ComputeInline": ("compute_inline", []),
+    "ReverseComputeInline": ("reverse_compute_inline", []),
     "SamplePerfectTile": ("sample_perfect_tile", ["n", "max_innermost_factor"]),
     "SampleCategorical": ("sample_categorical", ["candidates", "probs"]),
     "EnterPostproc": ("enter_postproc", []),
@@ -154,7 +156,7 @@ def _line(inst: Instruction, decision) -> str:
     return f"{', '.join(inst.outputs)} = {call}" if inst.outputs else call
 
 
-_FIRST = {"GetLoops": "block", "Parallel": "loop", "Vectorize": "loop", "Unroll": "loop",
+_FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline": "block", "Parallel": "loop", "Vectorize": "loop", "Unroll": "loop",
           "CacheRead": "block", "CacheWrite": "block", "SamplePerfectTile": "loop"}
 
 
