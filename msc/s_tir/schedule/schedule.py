@@ -23,6 +23,7 @@ from ...errors import MSCError, ScheduleError
 from ...tir import expr as E
 from ...tir.function import PrimFunc
 from . import blocks as B
+from . import buffers as BF
 from . import inline as I
 from . import loops as L
 from .trace import Instruction, Trace
@@ -230,6 +231,17 @@ class Schedule:
         self._funcs[func_name] = self._apply(what, fn, self._funcs[func_name], name, var,
                                              bool(preserve))
         self._record(kind, [block, loop], [bool(preserve), int(index)], [])
+
+    def set_scope(self, block: BlockRV | str, buffer_index: int | str,
+                  storage_scope: str) -> None:
+        """Move the buffer ``block`` writes (index or name) to ``storage_scope``."""
+        block = self._as_block(block)
+        func_name, name = self._block(block)
+        index = buffer_index if isinstance(buffer_index, str) else int(buffer_index)
+        self._funcs[func_name] = self._apply("set_scope", BF.set_scope,
+                                             self._funcs[func_name], name, index,
+                                             str(storage_scope))
+        self._record("SetScope", [block], [index, str(storage_scope)], [])
 
     def compute_inline(self, block: BlockRV | str) -> None:
         """Inline a block that computes an intermediate buffer into its consumers."""

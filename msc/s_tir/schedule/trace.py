@@ -51,6 +51,7 @@ INSTRUCTIONS = {
     "ReverseComputeAt": ("reverse_compute_at", ["preserve_unit_loops", "index"]),
     "DecomposeReduction": ("decompose_reduction", []),
     "ComputeInline": ("compute_inline", []),
+    "SetScope": ("set_scope", ["buffer_index", "storage_scope"]),
     "ReverseComputeInline": ("reverse_compute_inline", []),
     "SamplePerfectTile": ("sample_perfect_tile", ["n", "max_innermost_factor"]),
     "SampleCategorical": ("sample_categorical", ["candidates", "probs"]),
@@ -156,7 +157,8 @@ def _line(inst: Instruction, decision) -> str:
     return f"{', '.join(inst.outputs)} = {call}" if inst.outputs else call
 
 
-_FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline": "block", "Parallel": "loop", "Vectorize": "loop", "Unroll": "loop",
+_FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline": "block",
+          "Parallel": "loop", "Vectorize": "loop", "Unroll": "loop",
           "CacheRead": "block", "CacheWrite": "block", "SamplePerfectTile": "loop"}
 
 

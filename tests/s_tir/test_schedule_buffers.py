@@ -1,0 +1,59 @@
+"""set_scope: the buffer a block writes moves to another storage scope (renamed as TVM
+renames it), every access follows, values are kept, and TVM's refusals hold."""
+
+import numpy as np
+import pytest
+
+from msc import tir
+from msc.errors import ScheduleError
+from msc.tir.interp import run_prim_func
+from msc.tir.parser import parse_tir_text
+
+TWO = '''
+@T.prim_func
+def two(A: T.Buffer((4, 8), "float32"), C: T.Buffer((4, 8), "float32")):
+    B = T.alloc_buffer((4, 8), "float32")
+    for i, j in T.grid(4, 8):
+        with T.block("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] * T.float32(2)
+    for i, j in T.grid(4, 8):
+        with T.block("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[vi, vj] + T.float32(1)
+'''
+
+
+def _sch():
+    return tir.Schedule(parse_tir_text(TWO)["two"])
+
+
+@pytest.mark.parametrize("index", [0, "B"])
+def test_set_scope_moves_and_renames_the_buffer(index):
+    sch = _sch()
+    sch.set_scope("B", index, "shared")
+    func = sch.mod["main"]
+    text = func.script()
+    assert 'B_shared = T.sblock_alloc_buffer((4, 8), scope="shared")' in text
+    assert "C[vi, vj] = B_shared[vi, vj] + T.float32(1.0)" in text and "B[" not in text
+    a = np.random.default_rng(0).standard_normal((4, 8)).astype("float32")
+    out = np.zeros((4, 8), "float32")
+    run_prim_func(func, a, out)
+    np.testing.assert_allclose(out, 2 * a + 1, rtol=1e-6)
+    again = _sch()
+    sch.trace.apply_to_schedule(again)
+    assert again.mod["main"].script() == text
+
+
+@pytest.mark.parametrize("block, index, scope, words", [
+    ("C", 0, "shared", "parameter of the function"),
+    ("B", 1, "shared", "no written buffer 1"),
+    ("B", "Q", "shared", "writes no buffer 'Q'"),
+    ("B", 0, "test_scope", "'test_scope' is not a storage scope"),
+])
+def test_set_scope_refusals(block, index, scope, words):
+    sch = _sch()
+    before = sch.mod["main"].script()
+    with pytest.raises(ScheduleError, match=words):
+        sch.set_scope(block, index, scope)
+    assert sch.mod["main"].script() == before
