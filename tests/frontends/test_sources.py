@@ -3,7 +3,6 @@ reference run names per node (onnxruntime's tensors, torch.fx's nodes) lands on 
 
 import numpy as np
 import pytest
-import torch
 from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
