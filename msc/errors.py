@@ -131,6 +131,6 @@ class RuntimeCallError(MSCError):
     """A failure while running a compiled function or a registered packed function."""
 
 
-class ScheduleError(MSCError):
+class ScheduleError(MSCError, RuntimeError):
     """A schedule primitive that does not apply to the given block or loops (TensorIR's
-    ``tir.Schedule``); the function is left unchanged."""
+    ``tir.Schedule``); the function is left unchanged. A RuntimeError too, as TVM's is."""

@@ -160,7 +160,13 @@ def _axes_of(t: Tensor) -> list:
     cells = [c.cell_contents for c in (t.fcompute.__closure__ or ())]
     names = t.fcompute.__code__.co_names
     found = cells + [t.fcompute.__globals__.get(n) for n in names]
-    return [v for v in found if isinstance(v, ReduceAxis)]
+    # a lambda built by a helper may hold its axes in a container (topi's reductions)
+    for value in list(found):
+        if isinstance(value, dict):
+            found += list(value.values())
+        elif isinstance(value, (list, tuple)):
+            found += list(value)
+    return list({id(v): v for v in found if isinstance(v, ReduceAxis)}.values())
 
 
 def _vars(axis) -> list:

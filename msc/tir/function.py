@@ -138,6 +138,11 @@ class BufferRegion:
 class Stmt:
     """Base of TIR statements."""
 
+    def same_as(self, other) -> bool:
+        """TVM's reference equality: the same statement object (``sch.get(rv)`` of one block
+        twice gives the same object while the function does not change)."""
+        return self is other
+
 
 @dataclass(frozen=True)
 class BufferStore(Stmt):

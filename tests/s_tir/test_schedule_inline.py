@@ -1,4 +1,4 @@
-"""compute_inline / reverse_compute_inline: values kept (msc's TIR interpreter against numpy),
+"""compute_inline / reverse_compute_inline and rfactor: values kept (msc's TIR interpreter against numpy),
 the text TVM gives for the same schedule, the trace replays, and TVM's refusals."""
 
 import numpy as np
@@ -150,3 +150,72 @@ def test_tensor_intrin_registry():
     assert TensorIntrin.get("msc_no_such", allow_missing=True) is None
     with pytest.raises(ScheduleError, match="no TensorIntrin 'msc_no_such'"):
         TensorIntrin.get("msc_no_such")
+
+
+MM = '''
+@T.prim_func
+def mm(A: T.Buffer((16, 16), "float32"), B: T.Buffer((16, 16), "float32"),
+       C: T.Buffer((16, 16), "float32")):
+    for i, j, k in T.grid(16, 16, 16):
+        with T.block("update"):
+            vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+            with T.init():
+                C[vi, vj] = T.float32(0)
+            C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj, vk]
+'''
+
+
+@pytest.mark.parametrize("factor_axis", [0, 2, -1])
+def test_rfactor_partial_sums_then_write_back(factor_axis):
+    sch = tir.Schedule(parse_tir_text(MM)["mm"])
+    _, _, k = sch.get_loops("update")
+    _, ki = sch.split(k, factors=[None, 4])
+    rf = sch.rfactor(ki, factor_axis)
+    func = sch.mod["main"]
+    text = func.script()
+    shape = [16, 16]
+    shape.insert(factor_axis % 3, 4)
+    assert f"C_rf = T.sblock_alloc_buffer(({', '.join(map(str, shape))}))" in text
+    assert sch.get(rf).name == "update_rf" and 'T.sblock("update")' in text
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((16, 16)).astype("float32"), rng.standard_normal((16, 16))
+    c = np.zeros((16, 16), "float32")
+    run_prim_func(func, a, b.astype("float32"), c)
+    np.testing.assert_allclose(c, a @ b.T.astype("float32"), rtol=1e-4, atol=1e-5)
+    again = tir.Schedule(parse_tir_text(MM)["mm"])
+    sch.trace.apply_to_schedule(again)
+    assert again.mod["main"].script() == text
+
+
+@pytest.mark.parametrize("edit, words", [
+    (("T.float32(0)", "T.float32(1)"), "not the identity"),
+    (("C[vi, vj] + A[vi, vk] * B[vj, vk]", "A[vi, vk] * B[vj, vk]"), "commutative reduction"),
+])
+def test_rfactor_refusals(edit, words):
+    sch = tir.Schedule(parse_tir_text(MM.replace(*edit))["mm"])
+    _, _, k = sch.get_loops("update")
+    with pytest.raises(ScheduleError, match=words):
+        sch.rfactor(k, 0)
+
+
+def test_rfactor_of_a_spatial_loop_is_refused():
+    sch = tir.Schedule(parse_tir_text(MM)["mm"])
+    i, _, _ = sch.get_loops("update")
+    with pytest.raises(ScheduleError, match="binds a spatial axis"):
+        sch.rfactor(i, 0)
+
+
+@pytest.mark.parametrize("name, axis, keepdims", [("sum", 1, False), ("max", 0, True),
+                                                  ("min", None, False)])
+def test_topi_reductions_build_tensorir(name, axis, keepdims):
+    from msc import te, topi
+
+    A = te.placeholder((4, 8), "float32", name="A")
+    func = te.create_prim_func([A, getattr(topi, name)(A, axis=axis, keepdims=keepdims)])
+    a = np.random.default_rng(2).standard_normal((4, 8)).astype("float32")
+    want = getattr(np, name)(a, axis=axis, keepdims=keepdims)
+    out = np.zeros(np.shape(want), "float32")
+    run_prim_func(func, a, out)
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+    with pytest.raises(Exception, match="out of range"):
+        getattr(topi, name)(A, axis=2)

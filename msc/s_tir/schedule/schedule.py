@@ -26,6 +26,7 @@ from . import blocks as B
 from . import buffers as BF
 from . import inline as I
 from . import loops as L
+from . import rfactor as RF
 from .trace import Instruction, Trace
 from .tree import block_loops
 
@@ -242,6 +243,17 @@ class Schedule:
                                              self._funcs[func_name], name, index,
                                              str(storage_scope))
         self._record("SetScope", [block], [index, str(storage_scope)], [])
+
+    def rfactor(self, loop: LoopRV, factor_axis: int) -> BlockRV:
+        """Factor the reduction under ``loop`` into partial results (a new block over a new
+        buffer with the loop as an axis at ``factor_axis``) and a write-back block."""
+        func_name, var = self._loop(loop)
+        func, name = self._apply("rfactor", RF.rfactor, self._funcs[func_name], var,
+                                 int(factor_axis))
+        self._funcs[func_name] = func
+        rv = self._new(BlockRV, "block", (func_name, name))
+        self._record("RFactor", [loop], [int(factor_axis)], [rv])
+        return rv
 
     def compute_inline(self, block: BlockRV | str) -> None:
         """Inline a block that computes an intermediate buffer into its consumers."""

@@ -52,6 +52,7 @@ INSTRUCTIONS = {
     "DecomposeReduction": ("decompose_reduction", []),
     "ComputeInline": ("compute_inline", []),
     "SetScope": ("set_scope", ["buffer_index", "storage_scope"]),
+    "RFactor": ("rfactor", ["factor_axis"]),
     "ReverseComputeInline": ("reverse_compute_inline", []),
     "SamplePerfectTile": ("sample_perfect_tile", ["n", "max_innermost_factor"]),
     "SampleCategorical": ("sample_categorical", ["candidates", "probs"]),
@@ -159,7 +160,8 @@ def _line(inst: Instruction, decision) -> str:
 
 _FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline": "block",
           "Parallel": "loop", "Vectorize": "loop", "Unroll": "loop",
-          "CacheRead": "block", "CacheWrite": "block", "SamplePerfectTile": "loop"}
+          "CacheRead": "block", "CacheWrite": "block", "SamplePerfectTile": "loop",
+          "RFactor": "loop"}
 
 
 def _args(inst: Instruction) -> list:
