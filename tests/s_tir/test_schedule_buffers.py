@@ -57,3 +57,28 @@ def test_set_scope_refusals(block, index, scope, words):
     with pytest.raises(ScheduleError, match=words):
         sch.set_scope(block, index, scope)
     assert sch.mod["main"].script() == before
+
+
+def test_cache_refusals_as_tvm():
+    sch = _sch()
+    with pytest.raises(ScheduleError, match="'test_scope' is not a storage scope"):
+        sch.cache_read("C", 0, "test_scope")
+    two_writers = TWO.replace('            C[vi, vj] = B[vi, vj] + T.float32(1)',
+                              '            B[vi, vj] = T.float32(1)\n'
+                              '            C[vi, vj] = B[vi, vj] + T.float32(1)')
+    sch = tir.Schedule(parse_tir_text(two_writers)["two"])
+    with pytest.raises(ScheduleError, match="several producers"):
+        sch.cache_write("B", 0, "global")
+
+
+def test_split_and_fuse_refuse_annotated_loops():
+    text = TWO.replace("    for i, j in T.grid(4, 8):\n        with T.block(\"B\"):",
+                       "    for i in range(4):\n"
+                       "      for j in T.serial(8, annotations={\"note\": 1}):\n"
+                       "        with T.block(\"B\"):", 1)
+    sch = tir.Schedule(parse_tir_text(text)["two"])
+    i, j = sch.get_loops("B")
+    with pytest.raises(ScheduleError, match="has annotations"):
+        sch.split(j, factors=[None, 2])
+    with pytest.raises(ScheduleError, match="has annotations"):
+        sch.fuse(i, j)

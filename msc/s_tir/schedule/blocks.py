@@ -26,6 +26,7 @@ from ...tir.function import (
 )
 from .loops import find_loop, fresh_name
 from .region import accesses, block_reads, block_writes, bounds, loop_ranges, union
+from .storage import check_scope
 from .tree import block_loops, blocks_in, find_path, kids, replace_at, subst_stmt, var_names
 
 __all__ = ["cache_read", "cache_write", "compute_at", "decompose_reduction", "find_block",
@@ -112,6 +113,8 @@ def cache_read(func: PrimFunc, block_name: str, index: int, scope: str):
     path = find_block(func, block_name, "cache_read")
     block = path[-1]
     buf = _pick(block_reads(block), index, block, "cache_read")
+    scope = check_scope(scope, "cache_read")
+    _single_writer(func, buf, "cache_read", block_name)
     if buf.name in {b.name for b in block_writes(block)}:
         raise ScheduleError(f"cache_read: block {block_name!r} also writes {buf.name!r}",
                             key=block_name, hint="use cache_write for that buffer")
@@ -136,6 +139,8 @@ def cache_write(func: PrimFunc, block_name: str, index: int, scope: str):
     path = find_block(func, block_name, "cache_write")
     block = path[-1]
     buf = _pick(block_writes(block), index, block, "cache_write")
+    scope = check_scope(scope, "cache_write")
+    _single_writer(func, buf, "cache_write", block_name)
     top = _top(func, block)
     others = [b for b in blocks_in(_items(func)[top]) if b is not block and accesses(
         b, None, buf.name) and not blocks_in(b.body)[1:]]
@@ -149,6 +154,16 @@ def cache_write(func: PrimFunc, block_name: str, index: int, scope: str):
     items = _items(func)
     items.insert(top + 1, _copy_nest(func, name, buf, cache))
     return _with_items(func, items, (cache,)), name
+
+
+def _single_writer(func: PrimFunc, buf: Buffer, what: str, block_name: str) -> None:
+    """TVM caches a buffer that one block produces (none, for an input)."""
+    writers = [b.name for b in blocks_in(func.body)[1:]
+               if any(isinstance(s, BufferStore) and s.buffer.name == buf.name
+                      for s in walk_stmts(b.body)) and not blocks_in(b.body)[1:]]
+    if len(writers) > 1:
+        raise ScheduleError(f"{what}: {buf.name!r} has several producers {writers}",
+                            key=block_name, hint="cache a buffer one block writes")
 
 
 def _rename_buffer(block: SBlock, old: Buffer, new: Buffer) -> SBlock:

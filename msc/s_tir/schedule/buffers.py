@@ -15,24 +15,10 @@ from ...errors import ScheduleError
 from ...tir.function import Buffer, BufferRegion, PrimFunc, SBlock
 from .blocks import find_block
 from .region import block_writes
+from .storage import check_scope
 from .tree import kids, rebuild, rewrite_stmt
 
-__all__ = ["STORAGE_RANKS", "check_scope", "set_scope", "write_buffer"]
-
-# TVM's storage ranks (runtime::StorageScope); a scope is a rank or ``rank.tag``.
-STORAGE_RANKS = ("global", "shared", "warp", "local", "wmma", "metal", "texture")
-_TAGGED = {"shared.dyn", "wmma.matrix_a", "wmma.matrix_b", "wmma.accumulator",
-           "metal.simdgroup"}
-
-
-def check_scope(scope: str, what: str) -> str:
-    rank = str(scope).partition(".")[0]
-    if rank not in STORAGE_RANKS or (rank in ("wmma", "metal") and scope not in _TAGGED):
-        raise ScheduleError(f"{what}: {scope!r} is not a storage scope",
-                            hint=f"use one of {', '.join(STORAGE_RANKS)} (or rank.tag: "
-                                 "shared.dyn, wmma.accumulator, ...)")
-    return str(scope)
-
+__all__ = ["set_scope", "write_buffer"]
 
 def write_buffer(func: PrimFunc, block: SBlock, index: int | str, what: str) -> Buffer:
     """The block's written buffer ``index`` (or the one named so); a buffer the block

@@ -45,6 +45,7 @@ def split(func: PrimFunc, var: E.Var, factors: list,
     ``T.where`` guard."""
     path = find_loop(func, var, "split")
     loop = path[-1]
+    _plain_loop(loop, "split")
     factors = _factors(loop, factors)
     taken = var_names(func.body)
     new_vars = [E.Var(fresh_name(func, f"{var.name}_{k}", taken), var.dtype)
@@ -93,6 +94,14 @@ def _guard(body, cond):
     return body
 
 
+def _plain_loop(loop: For, what: str) -> None:
+    """TVM splits and fuses loops without annotations or thread bindings."""
+    if loop.annotations or loop.thread is not None or loop.kind == "thread_binding":
+        kind = "annotations" if loop.annotations else "a thread binding"
+        raise ScheduleError(f"{what}: loop {loop.var.name!r} has {kind}", key=loop.var.name,
+                            hint=f"{what} the loop before annotating or binding it")
+
+
 def _chain_from(loop: For, count: int) -> list:
     """``loop`` and the loops perfectly nested in it, ``count`` deep at most."""
     chain = [loop]
@@ -114,6 +123,14 @@ def fuse(func: PrimFunc, variables: list) -> tuple[PrimFunc, E.Var]:
                             key=",".join(v.name for v in variables))
     if any(_const(lp.min) != 0 for lp in chain):
         raise ScheduleError("fuse needs loops starting at 0")
+    for lp in chain:
+        _plain_loop(lp, "fuse")
+    names = {lp.var.name for lp in chain}
+    for lp in chain:
+        used = {v.name for v in E.free_vars(lp.min) + E.free_vars(lp.extent)}
+        if used & names:
+            raise ScheduleError(f"fuse: the range of loop {lp.var.name!r} depends on loop(s) "
+                                f"{sorted(used & names)} being fused", key=lp.var.name)
     dtype = chain[0].var.dtype
     fused = E.Var(fresh_name(func, "_".join(v.name for v in variables) + "_fused"), dtype)
     mapping, stride = {}, E.IntImm(1, dtype)
@@ -144,6 +161,11 @@ def reorder(func: PrimFunc, variables: list) -> PrimFunc:
     for slot, v in zip(slots, variables):
         order[slot] = chain[position[id(v)]]
     _check_ranges(order)
+    for block in blocks_in(chain[-1].body):
+        odd = [iv.var.name for iv in block.iter_vars if iv.kind not in ("spatial", "reduce")]
+        if odd:
+            raise ScheduleError(f"reorder: block {block.name!r} has axes {odd} that are "
+                                "neither spatial nor reduce", key=block.name)
     body = chain[-1].body
     for lp in reversed(order):
         body = replace(lp, body=body)
