@@ -387,6 +387,64 @@ def _view_rewrite(node: dict, old: dict, new: dict) -> None:
     node["attrs"]["shape"] = ",".join(target)
 
 
+def strided_slice(ctx: RuleContext) -> list:
+    """Axes not cut (or cut to their whole range) pass; an axis cut at its start or its end
+    is the kept part of a concat whose rest nobody reads (GhostNet's ``cat(...)[:, :cout]``);
+    a cut from the middle, a step, or bounds read at run time freeze the axis."""
+    rank = len(ctx.in_shapes[0])
+    axes, begin, end = ctx.ints("axes", []), ctx.ints("begin", []), ctx.ints("end", [])
+    strides = ctx.ints("strides") or [1] * len(axes)
+    if len(ctx.ins) > 1 or not len(axes) == len(begin) == len(end) == len(strides):
+        return ctx.freeze_all()
+    out = list(ctx.ins[0])
+    for axis, b, e, s in zip(axes, begin, end, strides):
+        axis %= rank
+        size, kept = ctx.in_shapes[0][axis], ctx.out_shapes[0][axis]
+        start, stop, _ = slice(b, e, s).indices(max(size, 0))
+        if size >= 0 and s == 1 and start == 0 and stop == size:
+            continue
+        if size < 0 or s != 1 or 0 < start <= stop < size or kept < 1:
+            ctx.freeze(ctx.ins[0][axis])
+            out[axis] = Fixed(kept)
+            continue
+        part, rest = ctx.dims.leaf(kept), ctx.dims.leaf(size - kept)
+        ctx.unify(ctx.ins[0][axis], Cat((part, rest) if start == 0 else (rest, part)))
+        out[axis] = part
+    return [out]
+
+
+def _slice_rewrite(node: dict, old: dict, new: dict) -> None:
+    """Bounds of a pruned axis: the kept part stays at the start (or the end) of the axis."""
+    attrs = node["attrs"]
+    axes = parse_ints(attrs.get("axes")) or []
+    begin, end = parse_ints(attrs.get("begin")), parse_ints(attrs.get("end"))
+    rank = len(old["inputs"][0])
+    for k, axis in enumerate(axes):
+        axis %= rank
+        size, new_size = old["inputs"][0][axis], new["inputs"][0][axis]
+        kept = new["outputs"][0][axis]
+        if size == new_size and kept == old["outputs"][0][axis]:
+            continue
+        start = slice(begin[k], end[k]).indices(size)[0]
+        begin[k], end[k] = (0, kept) if start == 0 else (new_size - kept, new_size)
+    attrs["begin"], attrs["end"] = encode_attr(begin), encode_attr(end)
+
+
+def pad(ctx: RuleContext) -> list:
+    """Axes without padding pass (batch, channels); padded ones are spatial, fixed."""
+    rank = len(ctx.in_shapes[0])
+    widths = ctx.ints("pad_width")
+    if widths is None or len(widths) != 2 * rank or len(ctx.ins) > 1:
+        return ctx.freeze_all()
+    out = ctx.fixed(ctx.out_shapes[0])
+    for k in range(rank):
+        if widths[2 * k] == widths[2 * k + 1] == 0:
+            out[k] = ctx.ins[0][k]
+        else:
+            ctx.freeze(ctx.ins[0][k])
+    return [out]
+
+
 def default_rule(ctx: RuleContext) -> list:
     return ctx.freeze_all()
 
@@ -424,6 +482,8 @@ _BY_OP = {
     "take": ChannelRule(take),
     "concat": ChannelRule(concat),
     "split": ChannelRule(split, _split_rewrite),
+    "strided_slice": ChannelRule(strided_slice, _slice_rewrite),
+    "nn.pad": ChannelRule(pad, flops=_elementwise_flops),
     "nn.prelu": ChannelRule(norm, flops=_elementwise_flops),  # alpha per channel of ``axis``
 }
 DEFAULT = ChannelRule(default_rule)
