@@ -96,8 +96,10 @@ class Analysis:
                              desc="prune: channel analysis"):
             self._visit(node)
         for tensor in graph.get_outputs():
+            self.dims.by = ("output", tensor.name)
             for expr in self.texprs[tensor.name]:
                 self.dims.freeze(expr, "a graph output")
+        self.dims.by = None
         if not prune_head_dims:
             for space in self.dims.spaces:
                 if space.inner and space.parent is None and space.binding is None:
@@ -108,6 +110,7 @@ class Analysis:
     # ---- the walk -----------------------------------------------------------------------
     def _visit(self, node) -> None:
         ins = [self.texprs[t.name] for t in node.get_inputs()]
+        self.dims.by = (node.optype, node.name)
         weights: dict[str, list] = {}
         if node.optype in SPECIAL:
             result = SPECIAL[node.optype](self, node, ins)
@@ -170,10 +173,31 @@ class Analysis:
             if not isinstance(expr, Leaf):
                 continue
             if not self.dims.leaves(expr):
-                reason = self.dims.find(expr.space).reason or "its parts are tied to fixed axes"
                 out.append({"node": self.graph.weight_holders[name][0], "weight": name,
-                            "reason": reason})
+                            **self._why(expr)})
         return out
+
+
+    def _why(self, expr) -> dict:
+        """Why an axis is frozen and which joint's rule (and op) froze it: its space's own
+        reason, else that of the first frozen space it is made of (a reshape's parts)."""
+        space = self.dims.find(expr.space)
+        todo = [space]
+        while todo and not space.reason:
+            current = todo.pop(0)
+            if current.reason:
+                space = current
+            elif current.binding is not None:
+                todo.extend(self.dims.find(s) for s in _leaf_spaces(current.binding))
+        op, joint = space.by or (None, None)
+        return {"reason": space.reason or "its parts are tied to fixed axes", "op": op,
+                "joint": joint}
+
+
+def _leaf_spaces(expr) -> list:
+    if isinstance(expr, Leaf):
+        return [expr.space]
+    return [s for part in getattr(expr, "parts", ()) for s in _leaf_spaces(part)]
 
 
 def out_axis_of(weight) -> int:

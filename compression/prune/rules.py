@@ -132,12 +132,15 @@ def layout_pass(ctx: RuleContext) -> list:
 
 
 def reduce(ctx: RuleContext) -> list:
-    """Reduced axes are fixed (an argmax over channels names channels); the rest pass."""
+    """Reduced axes are fixed (an argmax over channels names channels); the rest pass. A
+    ``mean`` kept as a size-1 axis is a norm's statistic (RMSNorm written as ops): its
+    channels prune as a LayerNorm's do, the mean then taken over the kept ones."""
     rank = len(ctx.in_shapes[0])
     axes = ctx.ints("axis")
     axes = set(range(rank)) if axes is None else {a % rank for a in axes}
     keepdims = bool(ctx.int("keepdims", 0))
-    ctx.freeze_input(0, keep=set(range(rank)) - axes)
+    statistic = ctx.node.optype == "mean" and keepdims
+    ctx.freeze_input(0, keep=set(range(rank)) if statistic else set(range(rank)) - axes)
     out = [Fixed(1) if k in axes else e for k, e in enumerate(ctx.ins[0])
            if keepdims or k not in axes]
     return [out]
@@ -407,7 +410,8 @@ def strided_slice(ctx: RuleContext) -> list:
             ctx.freeze(ctx.ins[0][axis])
             out[axis] = Fixed(kept)
             continue
-        part, rest = ctx.dims.leaf(kept), ctx.dims.leaf(size - kept)
+        inner = any(space.inner for space in ctx.dims.leaves(ctx.ins[0][axis]))
+        part, rest = ctx.dims.leaf(kept, inner), ctx.dims.leaf(size - kept, inner)
         ctx.unify(ctx.ins[0][axis], Cat((part, rest) if start == 0 else (rest, part)))
         out[axis] = part
     return [out]
@@ -428,6 +432,23 @@ def _slice_rewrite(node: dict, old: dict, new: dict) -> None:
         start = slice(begin[k], end[k]).indices(size)[0]
         begin[k], end[k] = (0, kept) if start == 0 else (new_size - kept, new_size)
     attrs["begin"], attrs["end"] = encode_attr(begin), encode_attr(end)
+
+
+def broadcast_to(ctx: RuleContext) -> list:
+    """Axes that keep their size pass; an axis grown from 1 is new and fixed (repeat_kv's
+    expand of the KV heads, which the reshape after it merges with the heads: a query head
+    group then goes with its KV head)."""
+    in_shape, out_shape = ctx.in_shapes[0], ctx.out_shapes[0]
+    lead = len(out_shape) - len(in_shape)
+    for i in range(1, len(ctx.ins)):
+        ctx.freeze_input(i)
+    out = ctx.fixed(out_shape)
+    for k, size in enumerate(in_shape):
+        if lead >= 0 and size == out_shape[lead + k]:
+            out[lead + k] = ctx.ins[0][k]
+        else:
+            ctx.freeze(ctx.ins[0][k])
+    return [out]
 
 
 def pad(ctx: RuleContext) -> list:
@@ -484,6 +505,7 @@ _BY_OP = {
     "split": ChannelRule(split, _split_rewrite),
     "strided_slice": ChannelRule(strided_slice, _slice_rewrite),
     "nn.pad": ChannelRule(pad, flops=_elementwise_flops),
+    "broadcast_to": ChannelRule(broadcast_to, _view_rewrite),
     "nn.prelu": ChannelRule(norm, flops=_elementwise_flops),  # alpha per channel of ``axis``
 }
 DEFAULT = ChannelRule(default_rule)
