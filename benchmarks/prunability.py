@@ -30,8 +30,10 @@ and ran, and name what msc reported as not prunable.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
+import signal
 import sys
 import tempfile
 import warnings
@@ -141,11 +143,12 @@ def run_tp(name: str, density: float) -> dict:
     reference = leaves(_no_grad(model, inputs))
     row = dict(_NOT_RUN)
     try:
-        macs0, params0 = tp.utils.count_ops_and_params(model, x)
-        pruner = tp.pruner.BasePruner(
-            model, x, importance=tp.importance.GroupMagnitudeImportance(p=2),
-            pruning_ratio=1 - density, **tp_settings(model, x))
-        pruner.step()
+        with _time_limit(TP_SECONDS):
+            macs0, params0 = tp.utils.count_ops_and_params(model, x)
+            pruner = tp.pruner.BasePruner(
+                model, x, importance=tp.importance.GroupMagnitudeImportance(p=2),
+                pruning_ratio=1 - density, **tp_settings(model, x))
+            pruner.step()
         _patch_heads(model)
     except Exception as err:  # noqa: BLE001  (the reference's failure is the measurement)
         row["message"] = f"prune fails: {type(err).__name__}: {_first_line(err)}"
@@ -165,6 +168,24 @@ def run_tp(name: str, density: float) -> dict:
     row.update(ran=True, params=params1 / params0, flops=macs1 / macs0,
                sqnr=sqnr(reference, outputs))
     return row
+
+
+TP_SECONDS = 120  # Torch-Pruning's group search does not finish on GQA decoders
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: int):
+    """Raise TimeoutError in the main thread after ``seconds`` (SIGALRM)."""
+    def expire(signum, frame):
+        raise TimeoutError(f"no result after {seconds} s (its dependency-group search)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _first_line(err: BaseException) -> str:
