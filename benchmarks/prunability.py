@@ -30,10 +30,8 @@ and ran, and name what msc reported as not prunable.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
-import signal
 import sys
 import tempfile
 import warnings
@@ -48,6 +46,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.common import best_interleaved, print_table, single_calls, sqnr
 from msc.progress import progress
 from tests.helpers.corpus import FAMILIES, MODELS, _no_grad, leaves
+from tests.helpers.fuzz import time_guard
 from tests.helpers.prunability import prune_model
 
 # q/k/v projection names in transformers' attention modules, and their head-count attrs
@@ -55,6 +54,7 @@ _QKV = (("query", "key", "value"), ("q_proj", "k_proj", "v_proj"), ("q", "k", "v
         ("q_lin", "k_lin", "v_lin"))
 _HEADS = ("num_attention_heads", "num_heads", "n_heads", "n_head")
 _HEAD_DIM = ("attention_head_size", "head_dim", "key_value_proj_dim", "d_head")
+TP_SECONDS = 120  # Torch-Pruning's group search does not finish on GQA decoders
 _NOT_RUN = {"pruned": False, "ran": False, "params": math.nan, "flops": math.nan,
             "sqnr": math.nan, "message": ""}
 
@@ -143,7 +143,8 @@ def run_tp(name: str, density: float) -> dict:
     reference = leaves(_no_grad(model, inputs))
     row = dict(_NOT_RUN)
     try:
-        with _time_limit(TP_SECONDS):
+        with time_guard(TP_SECONDS, TimeoutError(f"no result after {TP_SECONDS} s (its "
+                                                 "dependency-group search)")):
             macs0, params0 = tp.utils.count_ops_and_params(model, x)
             pruner = tp.pruner.BasePruner(
                 model, x, importance=tp.importance.GroupMagnitudeImportance(p=2),
@@ -168,24 +169,6 @@ def run_tp(name: str, density: float) -> dict:
     row.update(ran=True, params=params1 / params0, flops=macs1 / macs0,
                sqnr=sqnr(reference, outputs))
     return row
-
-
-TP_SECONDS = 120  # Torch-Pruning's group search does not finish on GQA decoders
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: int):
-    """Raise TimeoutError in the main thread after ``seconds`` (SIGALRM)."""
-    def expire(signum, frame):
-        raise TimeoutError(f"no result after {seconds} s (its dependency-group search)")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _first_line(err: BaseException) -> str:
