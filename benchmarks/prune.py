@@ -40,7 +40,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+# As a script, this folder is sys.path[0]; benchmarks/transformers.py would shadow the
+# transformers package (the GPT-2 row): import from the repository root instead.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
+sys.path.insert(0, str(ROOT))
 
 from benchmarks.common import best_interleaved, light_folder, print_table, single_calls
 

@@ -28,13 +28,14 @@ __all__ = ["Cat", "Dims", "Fixed", "Leaf", "Prod", "Space"]
 class Space:
     """A union-find node: a prunable set of ``size`` channels, maybe bound to a structure."""
 
-    __slots__ = ("binding", "id", "inner", "parent", "reason", "size")
+    __slots__ = ("binding", "by", "id", "inner", "parent", "reason", "size")
 
     def __init__(self, sid: int, size: int, inner: bool):
         self.id, self.size, self.inner = sid, size, inner
         self.parent: Space | None = None
         self.binding = None  # a dim expression this space is made of, once known
         self.reason = ""  # why it was frozen
+        self.by: tuple[str, str] | None = None  # (optype, joint) whose rule froze it
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class Dims:
 
     def __init__(self):
         self.spaces: list[Space] = []
+        self.by: tuple[str, str] | None = None  # the joint whose rule runs now (for reports)
 
     def leaf(self, size: int, inner: bool = False):
         """A fresh prunable space (``Fixed`` when it has fewer than 2 channels)."""
@@ -217,6 +219,7 @@ class Dims:
         for space in self.leaves(expr):
             space.binding = Fixed(space.size)
             space.reason = why or "tied to a fixed axis"
+            space.by = self.by
 
     # ---- positions ----------------------------------------------------------------------
     def kept(self, expr, keep: dict[int, np.ndarray]) -> np.ndarray:

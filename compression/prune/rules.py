@@ -132,12 +132,15 @@ def layout_pass(ctx: RuleContext) -> list:
 
 
 def reduce(ctx: RuleContext) -> list:
-    """Reduced axes are fixed (an argmax over channels names channels); the rest pass."""
+    """Reduced axes are fixed (an argmax over channels names channels); the rest pass. A
+    ``mean`` kept as a size-1 axis is a norm's statistic (RMSNorm written as ops): its
+    channels prune as a LayerNorm's do, the mean then taken over the kept ones."""
     rank = len(ctx.in_shapes[0])
     axes = ctx.ints("axis")
     axes = set(range(rank)) if axes is None else {a % rank for a in axes}
     keepdims = bool(ctx.int("keepdims", 0))
-    ctx.freeze_input(0, keep=set(range(rank)) - axes)
+    statistic = ctx.node.optype == "mean" and keepdims
+    ctx.freeze_input(0, keep=set(range(rank)) if statistic else set(range(rank)) - axes)
     out = [Fixed(1) if k in axes else e for k, e in enumerate(ctx.ins[0])
            if keepdims or k not in axes]
     return [out]
@@ -387,6 +390,82 @@ def _view_rewrite(node: dict, old: dict, new: dict) -> None:
     node["attrs"]["shape"] = ",".join(target)
 
 
+def strided_slice(ctx: RuleContext) -> list:
+    """Axes not cut (or cut to their whole range) pass; an axis cut at its start or its end
+    is the kept part of a concat whose rest nobody reads (GhostNet's ``cat(...)[:, :cout]``);
+    a cut from the middle, a step, or bounds read at run time freeze the axis."""
+    rank = len(ctx.in_shapes[0])
+    axes, begin, end = ctx.ints("axes", []), ctx.ints("begin", []), ctx.ints("end", [])
+    strides = ctx.ints("strides") or [1] * len(axes)
+    if len(ctx.ins) > 1 or not len(axes) == len(begin) == len(end) == len(strides):
+        return ctx.freeze_all()
+    out = list(ctx.ins[0])
+    for axis, b, e, s in zip(axes, begin, end, strides):
+        axis %= rank
+        size, kept = ctx.in_shapes[0][axis], ctx.out_shapes[0][axis]
+        start, stop, _ = slice(b, e, s).indices(max(size, 0))
+        if size >= 0 and s == 1 and start == 0 and stop == size:
+            continue
+        if size < 0 or s != 1 or 0 < start <= stop < size or kept < 1:
+            ctx.freeze(ctx.ins[0][axis])
+            out[axis] = Fixed(kept)
+            continue
+        inner = any(space.inner for space in ctx.dims.leaves(ctx.ins[0][axis]))
+        part, rest = ctx.dims.leaf(kept, inner), ctx.dims.leaf(size - kept, inner)
+        ctx.unify(ctx.ins[0][axis], Cat((part, rest) if start == 0 else (rest, part)))
+        out[axis] = part
+    return [out]
+
+
+def _slice_rewrite(node: dict, old: dict, new: dict) -> None:
+    """Bounds of a pruned axis: the kept part stays at the start (or the end) of the axis."""
+    attrs = node["attrs"]
+    axes = parse_ints(attrs.get("axes")) or []
+    begin, end = parse_ints(attrs.get("begin")), parse_ints(attrs.get("end"))
+    rank = len(old["inputs"][0])
+    for k, axis in enumerate(axes):
+        axis %= rank
+        size, new_size = old["inputs"][0][axis], new["inputs"][0][axis]
+        kept = new["outputs"][0][axis]
+        if size == new_size and kept == old["outputs"][0][axis]:
+            continue
+        start = slice(begin[k], end[k]).indices(size)[0]
+        begin[k], end[k] = (0, kept) if start == 0 else (new_size - kept, new_size)
+    attrs["begin"], attrs["end"] = encode_attr(begin), encode_attr(end)
+
+
+def broadcast_to(ctx: RuleContext) -> list:
+    """Axes that keep their size pass; an axis grown from 1 is new and fixed (repeat_kv's
+    expand of the KV heads, which the reshape after it merges with the heads: a query head
+    group then goes with its KV head)."""
+    in_shape, out_shape = ctx.in_shapes[0], ctx.out_shapes[0]
+    lead = len(out_shape) - len(in_shape)
+    for i in range(1, len(ctx.ins)):
+        ctx.freeze_input(i)
+    out = ctx.fixed(out_shape)
+    for k, size in enumerate(in_shape):
+        if lead >= 0 and size == out_shape[lead + k]:
+            out[lead + k] = ctx.ins[0][k]
+        else:
+            ctx.freeze(ctx.ins[0][k])
+    return [out]
+
+
+def pad(ctx: RuleContext) -> list:
+    """Axes without padding pass (batch, channels); padded ones are spatial, fixed."""
+    rank = len(ctx.in_shapes[0])
+    widths = ctx.ints("pad_width")
+    if widths is None or len(widths) != 2 * rank or len(ctx.ins) > 1:
+        return ctx.freeze_all()
+    out = ctx.fixed(ctx.out_shapes[0])
+    for k in range(rank):
+        if widths[2 * k] == widths[2 * k + 1] == 0:
+            out[k] = ctx.ins[0][k]
+        else:
+            ctx.freeze(ctx.ins[0][k])
+    return [out]
+
+
 def default_rule(ctx: RuleContext) -> list:
     return ctx.freeze_all()
 
@@ -424,6 +503,9 @@ _BY_OP = {
     "take": ChannelRule(take),
     "concat": ChannelRule(concat),
     "split": ChannelRule(split, _split_rewrite),
+    "strided_slice": ChannelRule(strided_slice, _slice_rewrite),
+    "nn.pad": ChannelRule(pad, flops=_elementwise_flops),
+    "broadcast_to": ChannelRule(broadcast_to, _view_rewrite),
     "nn.prelu": ChannelRule(norm, flops=_elementwise_flops),  # alpha per channel of ``axis``
 }
 DEFAULT = ChannelRule(default_rule)

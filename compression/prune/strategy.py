@@ -36,7 +36,7 @@ import numpy as np
 
 from msc.errors import ValidationError
 
-from .analysis import IMPORTANCE_ROLES, Analysis, Group
+from .analysis import Analysis, Group
 
 __all__ = ["DEFAULTS", "choose_channels", "read_config"]
 
@@ -150,7 +150,7 @@ def group_scores(group: Group, weights: dict, importance) -> np.ndarray:
     score = _magnitude(NORMS[importance]) if isinstance(importance, str) else importance
     total, count = np.zeros(group.size), 0
     for member in group.members:
-        if member.role not in IMPORTANCE_ROLES or member.weight not in weights:
+        if not member.votes or member.weight not in weights:
             continue
         array = np.asarray(weights[member.weight])
         values = np.asarray(score(array, member.axis), dtype=np.float64).reshape(-1)

@@ -1,8 +1,10 @@
 """``msc prune MODEL --density 0.5 [--config cfg.json] [--plan plan.json] -o OUT.json``.
 
 Writes the pruned graph (``OUT.json``), its weights (``OUT.npz``, read back by ``msc`` and
-``load_model``), the report (``OUT.report.json``) and the applied plan (``OUT.plan.json``, edit
-it and pass it back with ``--plan``), and prints the before/after table.
+``load_model``), the report (``OUT.report.json``), the applied plan (``OUT.plan.json``, edit
+it and pass it back with ``--plan``) and an overlay for ``msc view OUT.json --overlay
+OUT.overlay.json`` (``{joint: kept fraction of its parameters}``), and prints the before/after
+table. MODEL is anything ``msc`` opens: an ONNX file, a graph JSON, ``file.py:factory``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ HELP = "prune a model's channels: a smaller graph + weights, a plan and a before
 def add_arguments(p) -> None:
     p.epilog = ("examples:\n"
                 "  msc prune net.json --density 0.5 -o out/small.json\n"
-                "      # writes out/small.npz, .report.json and .plan.json beside it\n"
+                "      # writes out/small.npz, .report.json, .plan.json, .overlay.json beside it\n"
+                "  msc prune model.py:make --input-info ids:1,12:int64 --density 0.5 "
+                "-o out/small.json\n"
                 "  msc prune net.json --plan out/small.plan.json -o out/again.json  # re-apply\n")
     options.add_model(p)
     options.add_input_info(p)
@@ -76,13 +80,20 @@ def _config(args) -> dict:
 def _outputs(output: str, force: bool) -> dict[str, str]:
     stem = os.path.splitext(output)[0]
     paths = {"graph": output, "weights": stem + ".npz", "report": stem + ".report.json",
-             "plan": stem + ".plan.json"}
+             "plan": stem + ".plan.json", "overlay": stem + ".overlay.json"}
     if not force:
         for path in paths.values():
             if os.path.exists(path):
                 raise SerializationError("output file exists; not overwriting it", file=path,
                                          hint="pass --force to replace it")
     return paths
+
+
+def kept_overlay(report: dict) -> dict[str, float]:
+    """``{joint: parameters after / before}`` of every joint with parameters (the viewer's
+    overlay: the pruned joints stand out)."""
+    return {layer["node"]: round(layer["params"][1] / layer["params"][0], 4)
+            for layer in report["layers"] if layer["params"][0]}
 
 
 def run(args) -> int:
@@ -100,6 +111,8 @@ def run(args) -> int:
     save_plan(report["plan"], paths["plan"])
     with open(paths["report"], "w", encoding="utf-8") as f:
         json.dump({k: v for k, v in report.items() if k != "plan"}, f, indent=1)
+    with open(paths["overlay"], "w", encoding="utf-8") as f:
+        json.dump(kept_overlay(report), f, indent=1)
     print(format_report(report))
     print("wrote " + ", ".join(paths.values()))
     return 0

@@ -25,10 +25,11 @@ FUZZ_SETTINGS = settings(derandomize=True, max_examples=EXAMPLES, deadline=None,
 
 
 @contextlib.contextmanager
-def time_guard(seconds: int = TIME_LIMIT):
-    """Fail an example that runs longer than ``seconds`` (SIGALRM, main thread only)."""
+def time_guard(seconds: int = TIME_LIMIT, error: BaseException | None = None):
+    """Fail an example that runs longer than ``seconds`` (SIGALRM, main thread only), with
+    ``error`` (default: an AssertionError that the loader hung)."""
     def hang(signum, frame):
-        raise AssertionError(f"loader hung for more than {seconds} s")
+        raise error or AssertionError(f"loader hung for more than {seconds} s")
 
     old = signal.signal(signal.SIGALRM, hang)
     signal.alarm(seconds)

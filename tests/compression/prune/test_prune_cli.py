@@ -3,6 +3,7 @@ step: files written, the pruned model loads back smaller, a plan re-applies, err
 file."""
 
 import argparse
+import importlib.util
 import json
 
 import numpy as np
@@ -65,3 +66,56 @@ def test_prune_errors_name_the_file(model_file, tmp_path):
     graph.to_json(bare)  # no weights next to it
     with pytest.raises(ValidationError, match="weights missing"):
         _run(bare, "--density", "0.5", "--no-latency", "-o", tmp_path / "y.json")
+
+
+FACTORY = '''
+import torch
+import transformers
+
+
+class Logits(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids):
+        return self.model(input_ids=ids, return_dict=False)[0]
+
+
+def make():
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=256, hidden_size=32, num_hidden_layers=1,
+                                     num_attention_heads=4, intermediate_size=64,
+                                     max_position_embeddings=64, attn_implementation="eager")
+    return Logits(transformers.BertForMaskedLM(config)).eval()
+'''
+
+
+def _bert_files(folder):
+    """A transformers BERT as ``file.py:factory`` and its ONNX export."""
+    pytest.importorskip("transformers")
+    source = folder / "bert_factory.py"
+    source.write_text(FACTORY)
+    spec = importlib.util.spec_from_file_location("bert_factory", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # the test's own source, written above
+    onnx_path = folder / "bert.onnx"
+    torch.onnx.export(module.make(), (torch.zeros(1, 12, dtype=torch.long),),
+                      str(onnx_path), dynamo=False, input_names=["ids"])
+    return f"{source}:make", onnx_path
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_prune_a_transformers_factory_and_its_onnx_export(tmp_path):
+    factory, onnx_path = _bert_files(tmp_path)
+    runs = {"factory": [factory, "--input-info", "ids:1,12:int64"], "onnx": [onnx_path]}
+    for name, model in runs.items():
+        out = tmp_path / f"{name}.json"
+        assert _run(*model, "--density", "0.5", "--stride", "1", "--no-latency", "-o", out) == 0
+        small, _ = load_model(str(out))
+        report = json.loads((tmp_path / f"{name}.report.json").read_text())
+        assert report["total"]["params"][2] < 0.6  # heads, MLP width and hidden pruned
+        assert [t.shape for t in small.get_outputs()] == [[1, 12, 256]]
+        overlay = json.loads((tmp_path / f"{name}.overlay.json").read_text())
+        assert overlay and set(overlay) <= set(small.node_names)
+        assert all(0 < v <= 1 for v in overlay.values()) and min(overlay.values()) < 1
