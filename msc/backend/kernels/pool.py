@@ -33,7 +33,7 @@ from .base import Kernel, KernelFact, Site
 from .dense import F32 as F32_DTYPE
 from .dense import Address, as_f32
 from .layout import VecOps, nan_max, scratch_addresses
-from .window3 import takes_window_3x3, window_3x3_raw
+from .window3 import takes_window, window_raw
 
 __all__ = ["Pool2dFact", "fast_window", "window_kernels"]
 
@@ -402,17 +402,22 @@ def window_kernels() -> dict:
             for m in _MODES}
 
 
+def fast_window(mode: str, stride: int, k: int = 3) -> _Window:
+    """window3.py's in-place k x k entry of ``mode`` for ``stride``, as a _Window (one per
+    entry: its argument rows and task lists are kept per shape)."""
+    return _fast_window(mode, stride, k)
+
+
 @cache
-def fast_window(mode: str, stride: int) -> _Window:
-    """window3.py's in-place 3x3 entry of ``mode`` for ``stride``, as a _Window."""
-    return _Window(window_3x3_raw(mode, stride))
+def _fast_window(mode: str, stride: int, k: int) -> _Window:
+    return _Window(window_raw(mode, k, stride))
 
 
 def pick_window(mode: str, kernel: tuple, strides: tuple, dilation: tuple) -> _Window:
-    """window3.py's entry for 3x3 windows of stride 1 or 2 (no padded copy, a few times
-    faster on small planes), else this module's window kernel."""
-    if takes_window_3x3(*kernel, strides, dilation):
-        return fast_window(mode, strides[0])
+    """window3.py's entry for 3x3 windows (depthwise convs: also 5x5) of stride 1 or 2 (no
+    padded copy, a few times faster on small planes), else this module's window kernel."""
+    if takes_window(mode, *kernel, strides, dilation):
+        return fast_window(mode, strides[0], kernel[0])
     return window_kernels()[mode]
 
 
