@@ -1,13 +1,14 @@
 """Chains of elementwise ops on one shape as one expression kernel (kernels/activation.py).
 
 Exporters spell activations out: GPT-2's tanh-gelu reaches msc as power, multiply, add,
-multiply, tanh, add, multiply (eight passes over a [seq, 3072] tensor). A region is grown
+multiply, tanh, add, multiply (eight passes over a [seq, 3072] tensor); hard-swish as
+multiply, add, clip, multiply (MobileNetV3: three passes, now one). A region is grown
 backwards from its last op over producers whose results are used only inside the region;
 its ops must be float32 elementwise ops of :data:`~msc.backend.kernels.activation.EXPR_OPS`
 on the region's shape, with scalar constants or tensors of that shape as other operands.
-Regions of two ops or more become one ``elementwise`` call, one read of each input and one
-write. Residual ``add`` + ``layer_norm`` (post-norm blocks) becomes one layer-norm call that
-adds first (kernels/norm.py).
+Regions of two ops or more (or a clip alone) become one ``elementwise`` call, one read of
+each input and one write. Residual ``add`` + ``layer_norm`` (post-norm blocks) becomes one
+layer-norm call that adds first (kernels/norm.py).
 """
 
 from __future__ import annotations
@@ -27,12 +28,19 @@ MAX_INPUTS = 4  # tensors one expression reads; more would rarely pay for a new 
 # Below this many elements a region stays op by op: the plan already runs consecutive TIR
 # kernels as one native chain call, and a new expression kernel would cost a compile.
 MIN_ELEMENTS = 4096
+# Ops that become an expression call even alone: clip's TIR kernel (relu6 after every
+# MobileNetV2 conv) took ~2.5x the expression loop's time on 1.2M elements.
+ALONE = frozenset({"clip"})
 
 
 def _scalar(graph: Graph, vid: int) -> float | None:
+    """A float32 scalar constant, or a float prim value (clip's bounds) that is one."""
     c = graph.const(vid)
     if isinstance(c, np.ndarray) and c.size == 1 and c.dtype == np.float32:
         return float(c.reshape(-1)[0])
+    if (isinstance(c, float) and getattr(graph.values[vid].sinfo, "dtype", None) == "float32"
+            and float(np.float32(c)) == c):
+        return c
     return None
 
 
@@ -50,7 +58,7 @@ def _eligible(graph: Graph, node: Node, shape: tuple) -> bool:
         if scalar is None and (graph.const(vid) is not None or graph.shape(vid) != shape
                                or graph.values[vid].sinfo.dtype != "float32"):
             return False
-        if node.op == "power" and i == 1 and scalar is None:
+        if (node.op == "power" and i == 1 or node.op == "clip" and i > 0) and scalar is None:
             return False
     return True
 
@@ -99,7 +107,7 @@ def fuse_elementwise(graph: Graph) -> int:
                 math.prod(shape) < MIN_ELEMENTS):
             continue
         region = _region(graph, root, shape, taken)
-        if len(region) < 2:
+        if len(region) < 2 and root.op not in ALONE:
             continue
         inputs: list = []
         expr = _expression(graph, root, {id(n) for n in region}, inputs)

@@ -1,0 +1,71 @@
+"""The mobile CNN blocks of benchmarks/blocks.py through the whole ONNX path (from_onnx,
+to_relax, build) against onnxruntime on the same model: 5x5 depthwise convs on the in-place
+window kernel, hard-swish / relu6 as one expression call (clip inside), squeeze-excite and the
+inverted residual, at odd channel counts and sizes, strides 1 and 2, batch 2, 1 and 2 threads."""
+
+import numpy as np
+import pytest
+
+from benchmarks import blocks
+from benchmarks.common import msc_executable, msc_runner, ort_session
+
+TOL = {"rtol": 1e-4, "atol": 1e-4}
+
+
+def _with_batch(model, n: int):
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = n
+    return model
+
+
+def _check(model, n: int = 2):
+    pytest.importorskip("onnxruntime")
+    model = _with_batch(model, n)
+    ex = msc_executable(model)
+    x = blocks._input(model)
+    want = ort_session(model, 1)(x)
+    for threads in (1, 2):
+        np.testing.assert_allclose(msc_runner(ex, threads)(x), want, **TOL)
+    return ex.stats
+
+
+@pytest.mark.parametrize("c, hw, k, stride, act", [
+    (37, 15, 5, 1, "swish"), (19, 9, 5, 2, "relu"), (21, 14, 5, 1, "relu6"),
+    (33, 16, 3, 2, "hswish"), (5, 41, 5, 2, "relu6"),  # outputs >= 4096: fused
+])
+def test_depthwise_blocks_match_onnxruntime(c, hw, k, stride, act):
+    stats = _check(blocks.depthwise(c, hw, k, stride, act))
+    assert stats["ops"]["nn.conv2d"] == {"native": 1}
+    assert "clip" not in stats["ops"]  # relu6 / hard-swish: an expression call (>= 4096)
+
+
+def test_hard_swish_is_one_expression_call():
+    stats = _check(blocks.hard_swish(13, 15))
+    assert stats["ops"] == {"elementwise": {"native": 1}}
+
+
+@pytest.mark.parametrize("gate", ["hsig", "sig"])
+def test_squeeze_excite_matches_onnxruntime(gate):
+    _check(blocks.squeeze_excite(44, 9, gate))
+
+
+def test_inverted_residual_with_se_and_fire_match_onnxruntime():
+    stats = _check(blocks.inverted_residual(12, 13, 3, 5, "hswish", True))
+    assert stats["ops"]["elementwise"] == {"native": 2}  # both hard-swishes, one pass each
+    assert stats["kernels"]["numpy"] == 0
+    _check(blocks.fire(20, 11, 6, 10))
+    _check(blocks.channel_shuffle(22, 9), n=1)
+    _check(blocks.grouped(48, 10, 8, 2))
+
+
+def test_clip_expression_matches_numpy_and_keeps_nan():
+    from msc.backend.kernels.activation import ExprKernel, check_expr, evaluate
+
+    expr = ("multiply", ("in", 0), ("clip", ("add", ("in", 0), ("const", 3.0)),
+                                    ("const", 0.0), ("const", 6.0)))
+    assert check_expr(expr) and not check_expr(("clip", ("in", 0), ("in", 1), ("const", 1.0)))
+    x = np.random.default_rng(0).standard_normal(1037).astype(np.float32) * 5
+    x[[3, 500]] = np.nan, np.inf
+    out = ExprKernel(expr, x.shape)(x, np.empty_like(x))
+    ref = evaluate(expr, [x])
+    np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
+    assert np.isnan(out[3]) and out[500] == np.inf
