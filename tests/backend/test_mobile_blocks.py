@@ -69,3 +69,47 @@ def test_clip_expression_matches_numpy_and_keeps_nan():
     ref = evaluate(expr, [x])
     np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6)
     assert np.isnan(out[3]) and out[500] == np.inf
+
+
+def _pad_conv(pads, groups, value=0.0, twice=False, k=3, stride=2):
+    """Pad (ONNX pads: begins then ends, NCHW) -> Conv; ``twice``: the pad also feeds an Add."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(1)
+    c = 6
+    inits = [numpy_helper.from_array(rng.standard_normal((c, c // groups, k, k))
+                                     .astype(np.float32), "w"),
+             numpy_helper.from_array(np.array(pads, np.int64), "p"),
+             numpy_helper.from_array(np.array(value, np.float32), "v")]
+    nodes = [helper.make_node("Pad", ["x", "p", "v"], ["xp"], mode="constant"),
+             helper.make_node("Conv", ["xp", "w"], ["y"], group=groups, strides=[stride] * 2)]
+    out = "y"
+    if twice:
+        nodes += [helper.make_node("ReduceMean", ["xp"], ["m"], axes=[2, 3], keepdims=1),
+                  helper.make_node("Add", ["y", "m"], ["z"])]
+        out = "z"
+    graph = helper.make_graph(nodes, "pad_conv", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, [1, c, 13, 10])], [helper.make_tensor_value_info(
+            out, TensorProto.FLOAT, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("pads, groups, value, twice, folds", [
+    ([0, 0, 0, 1, 0, 0, 1, 2], 6, 0.0, False, True),    # TF "same" of stride 2, depthwise
+    ([0, 0, 2, 2, 0, 0, 2, 2], 1, 0.0, False, True),    # dense conv
+    ([0, 0, 1, 0, 0, 0, 0, 1], 2, 0.0, False, True),    # grouped
+    ([0, 0, 1, 1, 0, 0, 1, 1], 6, 0.5, False, False),   # not zero: stays a pad
+    ([0, 1, 1, 1, 0, 1, 1, 1], 1, 0.0, False, False),   # pads channels: stays
+    ([0, 0, 1, 1, 0, 0, 1, 1], 6, 0.0, True, False),    # another reader: stays
+])
+def test_zero_pad_folds_into_the_conv(pads, groups, value, twice, folds):
+    if pads[1] or pads[5]:  # a pad of channels changes the conv's input channels
+        model = _pad_conv(pads, groups, value, twice)
+        model.graph.initializer[0].dims[1] = 8 // groups
+        model.graph.initializer[0].raw_data = np.random.default_rng(2).standard_normal(
+            (6, 8 // groups, 3, 3)).astype(np.float32).tobytes()
+    else:
+        model = _pad_conv(pads, groups, value, twice)
+    stats = _check(model, n=2)
+    assert (stats["fused"].get("pad+conv", 0) == 1) is folds
+    assert ("nn.pad" in stats["ops"]) is not folds
