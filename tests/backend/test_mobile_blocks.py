@@ -35,8 +35,9 @@ def _check(model, n: int = 2):
 def test_depthwise_blocks_match_onnxruntime(c, hw, k, stride, act):
     stats = _check(blocks.depthwise(c, hw, k, stride, act))
     assert stats["ops"]["nn.conv2d"] == {"native": 1}
-    if act == "hswish":  # an expression call (a relu6 clip alone stays on TIR)
-        assert "clip" not in stats["ops"]
+    assert "clip" not in stats["ops"]  # relu6: the conv's epilogue; hard-swish: an expression
+    if act == "relu6":
+        assert stats["fused"] == {"nn.conv2d+add+clip": 1}
 
 
 def test_hard_swish_is_one_expression_call():

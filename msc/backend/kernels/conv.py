@@ -37,9 +37,10 @@ from . import gemm as gemm_kernel
 from .base import Kernel, KernelFact, Site
 from .dense import F32, Address, GemmRunner, as_f32, fold_epilogue
 from .direct_conv import DirectConv2d, residual_fits
+from .epilogues import upper_bound
 from .layout import im2col_fn, scratch_addresses, transpose_fn
 from .pixel_conv import PixelConv2d, pixel_conv_available
-from .pool import pad4, pair, pick_window, sane_window
+from .pool import NO_BOUND, pad4, pair, pick_window, sane_window
 
 __all__ = ["Conv2dFact", "conv_geometry"]
 
@@ -131,9 +132,11 @@ class _ConvKernel(Kernel):
 class _DepthwiseNCHW(_ConvKernel):
     """groups == channels: each output plane is a weighted window sum of one input plane."""
 
-    def __init__(self, op, weight_oihw, bias, relu, groups, attrs):
+    def __init__(self, op, weight_oihw, bias, relu, groups, attrs, hi: float = np.inf):
         super().__init__(op, weight_oihw, groups, attrs)
         self.w = np.ascontiguousarray(weight_oihw.reshape(self.o, -1), np.float32)
+        # the upper clamp of a fused relu6 (clip(x, 0, hi)) as float32 bits; +inf: none
+        self.hi = NO_BOUND if hi == np.inf else int(np.array(hi, np.float32).view(np.int32))
         self.bias = np.zeros(self.o, np.float32) if bias is None else np.ascontiguousarray(
             np.broadcast_to(bias, (self.o,)), np.float32)
         self.relu = int(bool(relu))
@@ -148,7 +151,7 @@ class _DepthwiseNCHW(_ConvKernel):
         parts = min(self.c, -(-2 * threads // n))
         xp, op, (wp, bp) = self.addr[0](x), self.addr[1](out), self.ptrs
         geometry = (mult, h, w, self.kh, self.kw, *self.strides, *self.padding[:2],
-                    *self.dilation, oh, ow, self.relu)
+                    *self.dilation, oh, ow, self.relu, self.hi)
 
         if threads == 1:
             self.window(xp, op, 0, wp, bp, n * self.o, self.c, *geometry)
@@ -222,6 +225,12 @@ def _attrs(site: Site) -> dict:
             "groups": int(site.attr("groups", 1))}
 
 
+def _depthwise(weight_shape, attrs: dict) -> bool:
+    """An NCHW conv make() gives to _DepthwiseNCHW (groups > 1, one input channel a group)."""
+    return (attrs["data_layout"] == attrs["out_layout"] == "NCHW" and attrs["groups"] > 1
+            and weight_shape[1] == 1)
+
+
 class Conv2dFact(KernelFact):
     epilogues = frozenset({"bias", "scale", "relu"})
 
@@ -256,6 +265,9 @@ class Conv2dFact(KernelFact):
         """The direct conv's tile stores add a residual (ResNet's shortcut) when its output
         rows are written as they are: 1x1 convs without padding that take the direct path."""
         attrs, w = _attrs(site), site.const(1)
+        if (w is not None and w.ndim == 4 and (site.attr("kernel_layout") or "OIHW") == "OIHW"
+                and _depthwise(w.shape, attrs)):
+            return self.epilogues | {"clip"}  # the window kernels clamp above (relu6)
         if (w is None or w.ndim != 4 or attrs["groups"] != 1
                 or attrs["data_layout"] != "NCHW" or attrs["out_layout"] != "NCHW"
                 or (site.attr("kernel_layout") or "OIHW") != "OIHW"
@@ -278,8 +290,9 @@ class Conv2dFact(KernelFact):
         if residual:  # epilogues_for allowed it: a direct conv
             return DirectConv2d(site.op, weight, bias, relu, groups, attrs,
                                 residual=residual[-1])
-        if nchw and groups > 1 and weight.shape[1] == 1:
-            kernel = _DepthwiseNCHW
+        if _depthwise(weight.shape, attrs):
+            return _DepthwiseNCHW(site.op, weight, bias, relu, groups, attrs,
+                                  upper_bound(site.epilogue))
         elif nchw and groups == 1 and _pixel_wins(site, weight) and pixel_conv_available():
             return PixelConv2d(site.op, weight, bias, relu, attrs)
         elif nchw and not _gemm_wins(site, weight, groups):

@@ -39,7 +39,8 @@ __all__ = ["Pool2dFact", "fast_window", "window_kernels"]
 
 _MODES = ("max", "avg", "dwconv")
 _ARGS = ("planes", "C", "mult", "H", "W", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw", "OH",
-         "OW", "relu")
+         "OW", "relu", "hi")  # hi: a depthwise conv's upper clamp (relu6), float32 bits
+NO_BOUND = int(np.array(np.inf, np.float32).view(np.int32))  # "hi" without a bound: +inf
 _PLANE_ARGS = ("Hp", "Wp", "copy")  # the padded plane, and whether x has to be copied into it
 _PAD_VALUE = {"max": float("-inf"), "avg": 0.0, "dwconv": 0.0}
 _CONTRACT = ("contract",)
@@ -126,6 +127,7 @@ def _build(module: ir.Module, mode: str) -> None:
         plane.weights = _gep(b, w, b.mul(co, b.mul(g["KH"], g["KW"])))
         plane.start = _start(b, vec, mode, bias, co)
         plane.aux, plane.relu = aux, b.icmp_signed("!=", g["relu"], const64(0))
+        plane.hi = b.bitcast(b.trunc(g["hi"], ir.IntType(32)), F32)
         plane.rows()
     b.ret_void()
 
@@ -305,7 +307,9 @@ class _Plane:
             zero = ir.Constant(F32, 0.0) if scalar else vec.zero
             relu = self.relu if scalar else vec.splat(self.relu)
             clamp = b.and_(relu, b.fcmp_ordered("<", acc, zero))  # relu keeps NaN
-            return b.select(clamp, zero, acc)
+            hi = self.hi if scalar else vec.splat(self.hi)
+            acc = b.select(clamp, zero, acc)
+            return b.select(b.fcmp_ordered(">", acc, hi), hi, acc)  # relu6's top; NaN stays
         return acc
 
     def _scalar_row(self, oh) -> None:
@@ -469,7 +473,7 @@ class _Pool2dKernel(Kernel):
         aux = self._inverse_counts(h, w, oh, ow).ctypes.data if self.avg else 0
         kh, kw = self._clamped(h, w)
         ints = (n * c, c, 1, h, w, kh, kw, *self.strides, *self.padding[:2],
-                *self.dilation, oh, ow, 0)
+                *self.dilation, oh, ow, 0, NO_BOUND)
         return (n, c, oh, ow), aux, ints, n * c * oh * ow * kh * kw
 
     def _clamped(self, h: int, w: int) -> tuple:

@@ -38,7 +38,7 @@ __all__ = ["WINDOW_ARGS", "takes_window", "window_raw"]
 # pool.py's window arguments (its _ARGS + _PLANE_ARGS: a test keeps them equal), read here by
 # position; pool.py wraps these entries in its _Window (scratch, thread tasks)
 WINDOW_ARGS = ("planes", "C", "mult", "H", "W", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw",
-               "OH", "OW", "relu", "Hp", "Wp", "copy")
+               "OH", "OW", "relu", "hi", "Hp", "Wp", "copy")
 
 _STRIDES = (1, 2)
 _MODES = ("dwconv", "max", "avg")
@@ -68,6 +68,8 @@ class _Mode:
         minus_inf = vec.splat(ir.Constant(ir.FloatType(), float("-inf")))
         self.identity = minus_inf if mode == "max" else vec.zero
         self.relu = vec.splat(b.icmp_signed("!=", g["relu"], const64(0)))
+        # a depthwise conv's upper clamp (relu6: 6; +inf without one), float32 bits
+        self.hi = vec.splat(b.bitcast(b.trunc(g["hi"], ir.IntType(32)), ir.FloatType()))
 
     def plane(self, co) -> None:
         """Per-plane values: a depthwise conv's k * k weights and bias (pools have none)."""
@@ -119,7 +121,8 @@ class _Mode:
             return b.fmul(acc, vec.load(b.gep(self.aux, [at]), mask))
         if self.mode == "dwconv":
             clamp = b.and_(self.relu, b.fcmp_ordered("<", acc, vec.zero))  # relu keeps NaN
-            return b.select(clamp, vec.zero, acc)
+            acc = b.select(clamp, vec.zero, acc)
+            return b.select(b.fcmp_ordered(">", acc, self.hi), self.hi, acc)
         return acc
 
 

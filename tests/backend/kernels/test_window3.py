@@ -145,3 +145,20 @@ def test_max_and_avg_pool_match_torch(n, c, h, w, stride, padding, ceil_mode):
         ref = ref.numpy()
         out = kernel(x, np.full(ref.shape, 7.0, np.float32))
         np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6, equal_nan=True)
+
+
+@pytest.mark.parametrize("k, stride, hw", [(3, 1, 7), (3, 1, 20), (3, 2, 19), (5, 1, 7),
+                                           (5, 2, 23), (7, 1, 11), (3, 3, 12)])
+def test_depthwise_relu6_clamps_both_ends(k, stride, hw):
+    """A fused clip(x, 0, 6): in-place windows (3x3, 5x5) and pool.py's padded kernel (7x7,
+    stride 3) clamp above too; NaN passes through as numpy's clip passes it."""
+    c, pad = 5, (k // 2,) * 4
+    weight, bias = _rand(c, 1, k, k, seed=3) * 4, _rand(c, seed=4) * 4
+    x = _rand(2, c, hw, hw, seed=5)
+    x[1, 2, 3, 3] = np.nan
+    attrs = {"strides": (stride, stride), "padding": pad, "dilation": (1, 1)}
+    kernel = _DepthwiseNCHW("nn.conv2d", weight, bias, True, c, attrs, 6.0)
+    ref = np.clip(_reference(x, weight, bias, stride, pad, 1), 0, 6)
+    out = kernel(x, np.full(ref.shape, -1, np.float32))
+    np.testing.assert_allclose(out, ref, **TOL)
+    assert (out == 6).any() and (out == 0).any() and np.isnan(out).any()
