@@ -191,19 +191,22 @@ class _Conv2dNHWC(_ConvKernel):
     def _image(self, x, out, i, h, w, oh, ow) -> None:
         c, o, p = self.c, self.o, oh * ow
         k = self.kh * self.kw * c
-        t, a, cbuf = scratch_addresses(h * w * c if self.nchw_in else 0,
+        # a 1x1 plane is laid out alike in NCHW and NHWC (squeeze-excite's convs): no
+        # transposes, no scratch (a 480 -> 120 one: 11.4 -> 9.9 us, its GEMM 6.2 us)
+        nchw_in, nchw_out = self.nchw_in and h * w > 1, self.nchw_out and p > 1
+        t, a, cbuf = scratch_addresses(h * w * c if nchw_in else 0,
                                        0 if self.pointwise else p * k,
-                                       p * o if self.nchw_out else 0)
+                                       p * o if nchw_out else 0)
         src, dst = self.addr[0](x) + i * h * w * c * 4, self.addr[1](out) + i * p * o * 4
-        if self.nchw_in:
+        if nchw_in:
             self.transpose(src, t, 1, c, h * w)
             src = t
         if not self.pointwise:
             self.im2col(src, a, h, w, c, 0, c, self.kh, self.kw, *self.strides,
                         *self.padding[:2], *self.dilation, oh, ow)
             src = a
-        self.gemm.run(src, p, cbuf if self.nchw_out else dst)
-        if self.nchw_out:
+        self.gemm.run(src, p, cbuf if nchw_out else dst)
+        if nchw_out:
             self.transpose(cbuf, dst, 1, p, o)
 
 
