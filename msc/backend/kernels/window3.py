@@ -257,6 +257,20 @@ class _Plane:
         if self.how.mode == "max":
             self._max_rows(ow0, cols, masks, out_mask)
             return
+        if s == 2 and self.how.mode == "dwconv":
+            # rows of at most half a vector (MobileNet / EfficientNet's 14 -> 7 convs): two
+            # output rows a vector; OW <= 8 means this is the only column block (ow0 = 0)
+            narrow = b.icmp_signed("<=", g["OW"], const64(VecOps.LANES // 2))
+            with b.if_else(narrow) as (two_rows, one_row):
+                with two_rows:
+                    self._narrow_rows(cols, masks, out_mask)
+                with one_row:
+                    self._rows(ow0, cols, masks, out_mask)
+            return
+        self._rows(ow0, cols, masks, out_mask)
+
+    def _rows(self, ow0, cols, masks, out_mask) -> None:
+        b, g, vec, s = self.b, self.g, self.vec, self.stride
         pairs = const64(0)
         if s == 1:  # two output rows share 2 of their 3 input rows: loaded once
             pairs = b.mul(b.sdiv(g["OH"], const64(2)), const64(2))
@@ -269,6 +283,43 @@ class _Plane:
             at = b.add(b.mul(oh, g["OW"]), ow0)
             acc = self.how.finish(self._row(oh, cols, masks), at, out_mask)
             vec.store(acc, b.gep(self.dst, [at]), out_mask)
+
+    def _narrow_rows(self, cols, masks, out_mask) -> None:
+        """Stride 2, OW <= 8: lanes 0-7 are output row oh, lanes 8-15 row oh + 1. A tap pair
+        is one load of each row's input row and two shuffles (even lanes: tap kw, odd: kw +
+        1), for 16 outputs instead of 8; the upper half is stored shifted down."""
+        b, g, vec, how = self.b, self.g, self.vec, self.how
+        lanes, half = VecOps.LANES, VecOps.LANES // 2
+
+        def lane_ids(ids):
+            return ir.Constant(ir.VectorType(ir.IntType(32), lanes), ids)
+        pick = [lane_ids([2 * i + h for i in range(half)] + [lanes + 2 * i + h
+                                                             for i in range(half)])
+                for h in range(2)]
+        upper = lane_ids(list(range(half, lanes)) + list(range(half)))
+        with for_range(b, g["OH"], step=2, name="oh2") as oh:
+            second = b.icmp_signed("<", b.add(oh, const64(1)), g["OH"])
+            rows = []
+            for kh in range(how.k):
+                top = b.sub(b.add(b.mul(oh, const64(2)), const64(kh)), g["ph"])
+                ptrs = []
+                for r in (top, b.select(second, b.add(top, const64(2)), top)):
+                    inside = b.icmp_unsigned("<", r, g["H"])  # padding rows: the blank row
+                    ptrs.append(b.select(inside, b.gep(self.src, [b.mul(r, g["W"])]),
+                                         how.blank))
+                taps = []
+                for kw in range(0, how.k, 2):
+                    first, other = (vec.load(b.gep(ptr, [cols[kw]]), masks[kw][0],
+                                             how.identity) for ptr in ptrs)
+                    taps += [b.shuffle_vector(first, other, pick[h])
+                             for h in range(min(2, how.k - kw))]
+                rows.append(taps)
+            at = b.mul(oh, g["OW"])
+            acc = how.finish(how.window(rows), at, out_mask)
+            vec.store(acc, b.gep(self.dst, [at]), out_mask)
+            lower = b.and_(out_mask, vec.splat(second))
+            vec.store(b.shuffle_vector(acc, acc, upper),
+                      b.gep(self.dst, [b.add(at, g["OW"])]), lower)
 
     def _row_pair(self, oh, cols, masks) -> list:
         """Output rows oh and oh + 1 (stride 1) from input rows oh - ph .. oh - ph + k."""

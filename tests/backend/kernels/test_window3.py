@@ -53,6 +53,8 @@ CASES = [  # n, c, mult, h, w, stride, (top, left, bottom, right)
     (2, 3, 2, 15, 13, 2, (1, 0, 0, 1)),     # stride 2, odd sizes, multiplier, batch
     (1, 2, 1, 40, 41, 2, (1, 1, 1, 1)),     # stride 2 over two column blocks
     (1, 2, 1, 3, 3, 2, (1, 1, 1, 1)),       # tiny plane
+    (1, 4, 1, 16, 16, 2, (1, 1, 1, 1)),     # stride 2, OW = 8: two output rows a vector
+    (1, 3, 1, 11, 9, 2, (0, 0, 0, 0)),      # ... odd OH without padding (no blank row)
 ]
 CASES_5X5 = [  # EfficientNet / MobileNetV3 5x5 (pad 2): flat, rows, stride 2, odd sizes
     (1, 37, 1, 7, 7, 1, (2, 2, 2, 2)),      # 7x7 plane: flat path, 25 masks a block
@@ -61,6 +63,7 @@ CASES_5X5 = [  # EfficientNet / MobileNetV3 5x5 (pad 2): flat, rows, stride 2, o
     (1, 6, 1, 28, 28, 2, (2, 2, 2, 2)),     # stride 2: taps 0-1, 2-3, 4 from three pairs
     (2, 3, 1, 15, 13, 2, (2, 1, 1, 2)),     # stride 2, odd sizes, uneven padding
     (1, 2, 1, 40, 41, 2, (2, 2, 2, 2)),     # stride 2 over two column blocks
+    (2, 19, 1, 14, 14, 2, (1, 1, 2, 2)),    # EfficientNet's 14 -> 7 (TF "same" padding)
 ]
 
 
@@ -147,7 +150,7 @@ def test_max_and_avg_pool_match_torch(n, c, h, w, stride, padding, ceil_mode):
         np.testing.assert_allclose(out, ref, rtol=1e-6, atol=1e-6, equal_nan=True)
 
 
-@pytest.mark.parametrize("k, stride, hw", [(3, 1, 7), (3, 1, 20), (3, 2, 19), (5, 1, 7),
+@pytest.mark.parametrize("k, stride, hw", [(3, 1, 7), (3, 1, 20), (3, 2, 19), (5, 1, 7), (5, 2, 14),
                                            (5, 2, 23), (7, 1, 11), (3, 3, 12)])
 def test_depthwise_relu6_clamps_both_ends(k, stride, hw):
     """A fused clip(x, 0, 6): in-place windows (3x3, 5x5) and pool.py's padded kernel (7x7,
