@@ -1,6 +1,7 @@
 """The CNN blocks mobile models are made of, each alone: msc vs onnxruntime on one ONNX model.
 
     .venv/bin/python benchmarks/blocks.py [--threads 1 2] [--only dw se] [--rounds 5]
+    .venv/bin/python benchmarks/blocks.py --models a.onnx b.onnx     # whole models, 1 thread
 
 Blocks (random weights, batch 1, MobileNetV2/V3, EfficientNet-B0, ShuffleNetV2, RegNet and
 SqueezeNet channel counts and resolutions): depthwise 3x3 / 5x5 convs at stride 1 and 2 (with
@@ -13,12 +14,18 @@ is checked against onnxruntime's first. For every thread count the contenders ru
 interleaved, ``--rounds`` rounds of >= 50 ms of calls each, and a contender's time is its
 fastest single call in wall time (the thread count matters, so CPU time would mislead; on a
 loaded machine the fastest call is the one no other process interrupted). The table is sorted by how far msc is behind.
+
+``--models`` times whole ONNX models (a random input of the model's shape) at one thread in
+CPU time (``time.thread_time``: onnxruntime with one intra-op thread and msc with one thread
+both run on the calling thread, so other processes' load does not count), averaged over
+>= 0.2 s a round, best of ``--rounds`` interleaved rounds.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from functools import partial
 from pathlib import Path
 
@@ -33,6 +40,7 @@ from benchmarks.common import (
     msc_executable,
     msc_runner,
     ort_session,
+    per_call,
     print_table,
 )
 
@@ -215,12 +223,37 @@ def measure(label: str, model, threads: list[int], rounds: int) -> dict:
     return {count: (best[f"msc{count}"], best[f"ort{count}"]) for count in threads}
 
 
+def run_models(paths: list[str], rounds: int) -> None:
+    """msc / onnxruntime of whole models at one thread, CPU time (see the module doc)."""
+    import onnx
+
+    rows = []
+    for path in paths:
+        model = onnx.load(path)
+        ex = msc_executable(model)
+        x = _input(model)
+        ours, theirs = msc_runner(ex, 1), ort_session(model, 1)
+        want = theirs(x)
+        err = float(np.abs(ours(x) - want).max() / max(float(np.abs(want).max()), 1e-30))
+        best = best_interleaved({"msc": partial(ours, x), "ort": partial(theirs, x)}, rounds,
+                                lambda fn: per_call(fn, 0.2, time.thread_time))
+        rows.append([Path(path).stem, f"{best['msc'] * 1e3:.2f}", f"{best['ort'] * 1e3:.2f}",
+                     f"{best['msc'] / best['ort']:.2f}", f"{err:.1e}"])
+        print("  ".join(rows[-1]), flush=True)
+    print()
+    print_table(["model", "msc ms", "ORT ms", "msc/ORT", "max err / max|ORT|"], rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--only", nargs="+", help="families: dw se act shuffle grouped block")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--models", nargs="+", help="ONNX files: whole models, 1 thread")
     args = parser.parse_args()
+    if args.models:
+        run_models(args.models, args.rounds)
+        return
     rows, ratios = [], {count: {} for count in args.threads}
     for family, label, make in BLOCKS:
         if args.only and family not in args.only:

@@ -100,3 +100,23 @@ def test_avx2_only_host_picks_no_avx512_kernel_and_matches_onnxruntime(tmp_path)
     # value to neighbouring codes, one code step is ~1% of the output range
     for name, err in report["errors"].items():
         assert err < (0.05 if name.startswith("int8") else 1e-4), (name, err)
+
+
+def test_cache_sizes_come_from_the_host(tmp_path):
+    """Blocking reads the host's caches (Linux sysfs), instruction caches skipped; defaults
+    (the tuned Zen 4 sizes) when the host does not say."""
+    from msc.backend.kernels import direct_conv, pixel_conv
+    from msc.backend.runtime.threads import cache_bytes
+
+    for index, (level, kind, size) in enumerate([(1, "Instruction", "32K"), (1, "Data", "48K"),
+                                                 (2, "Unified", "2048K"), (3, "Unified", "1M")]):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        for name, text in (("level", level), ("type", kind), ("size", size)):
+            (folder / name).write_text(f"{text}\n")
+    root = str(tmp_path)
+    assert [cache_bytes(n, root) for n in (1, 2, 3)] == [48 << 10, 2 << 20, 1 << 20]
+    missing = str(tmp_path / "nowhere")
+    assert [cache_bytes(n, missing) for n in (1, 2, 3)] == [32 << 10, 1 << 20, 8 << 20]
+    assert direct_conv._L2_BYTES == cache_bytes(2) // 2
+    assert pixel_conv._KC_BYTES == cache_bytes(2) // 4

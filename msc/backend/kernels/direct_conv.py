@@ -38,7 +38,7 @@ from llvmlite import ir
 from ...errors import ShapeError
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32_PTR, I64, const64, entry_alloca, for_range, imin
-from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
+from ..runtime.threads import NativeTasks, cache_bytes, native_address, split_range, task_threads
 from .base import Kernel, f32_address
 from .dense import F32 as F32_DTYPE
 from .dense import Address, as_f32
@@ -49,7 +49,7 @@ from .layout import scratch_addresses
 __all__ = ["DirectConv2d", "direct_conv_fits", "residual_fits", "tile_shape"]
 
 I64_PTR = I64.as_pointer()
-_L2_BYTES = 512 * 1024  # input bytes of one chunk of positions: about half a Zen 4 core's L2
+_L2_BYTES = cache_bytes(2) // 2  # input bytes of one chunk of positions: half a core's L2
 _PARALLEL_MACS = 1e6  # below this (~20 us) a conv runs on one thread (a split costs ~7 us)
 _PARALLEL_PREP = 1 << 16  # input floats from which the pad / phase split pass is split too
 SPLITS_PER_THREAD = 2  # parts per thread, so a thread slowed by other load takes fewer

@@ -25,7 +25,7 @@ from llvmlite import ir
 
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32_PTR, I64, const64, entry_alloca, for_range, imin, switch_cases
-from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
+from ..runtime.threads import NativeTasks, cache_bytes, native_address, split_range, task_threads
 from .base import Kernel
 from .dense import Address
 from .direct_conv import _PLAN, PREP, DirectConv2d, checked_plan
@@ -38,7 +38,7 @@ __all__ = ["PixelConv2d", "pixel_conv_available"]
 
 I64_PTR = I64.as_pointer()
 MR, NV = 6, 4  # pixels x channel vectors of the register tile (24 accumulators)
-_KC_BYTES = 256 * 1024  # weight panel bytes of one K block: a quarter of a Zen 4 core's L2
+_KC_BYTES = cache_bytes(2) // 4  # weight panel bytes of one K block: a quarter of L2
 _PARALLEL_MACS = 1e6  # below this a conv runs on one thread (as the direct conv)
 _ARGS = ("K", "kc", "O", "relu", "p0", "p1", "j0", "j1")
 
