@@ -136,3 +136,42 @@ def _gate_model(shape, swap: bool):
 def test_run_time_gate_multiply_is_native(shape, swap):
     stats = _check(_gate_model(shape, swap), n=2)  # batch 2: a gate value per (image, row)
     assert stats["ops"]["multiply"] == {"native": 1}
+
+
+@pytest.mark.parametrize("kind, c, o, k, stride, pad, hw, n", [
+    ("direct", 13, 37, 1, 1, 0, 29, 2),     # MobileNetV2's expand 1x1
+    ("direct", 7, 19, 3, 2, 1, 31, 1),      # a strided 3x3 stem
+    ("direct", 12, 20, 3, 1, 1, 17, 2),     # grouped (4 groups)
+    ("pixel", 33, 70, 1, 1, 0, 7, 2),       # 7x7 planes: pixel tiles (AVX-512 hosts)
+    ("pixel", 16, 24, 3, 1, 1, 8, 1),
+])
+def test_relu6_in_direct_and_pixel_convs(kind, c, o, k, stride, pad, hw, n):
+    """min(max(conv, 0), 6) in the convs' epilogue (relu=RELU6), NaN kept, against torch."""
+    torch = pytest.importorskip("torch")
+    from msc.backend.kernels.direct_conv import RELU6, DirectConv2d
+    from msc.backend.kernels.pixel_conv import PixelConv2d, pixel_conv_available
+
+    if kind == "pixel" and not pixel_conv_available():
+        pytest.skip("pixel tiles need AVX-512 (32 vector registers)")
+    groups = 4 if (kind, k, stride) == ("direct", 3, 1) else 1
+    rng = np.random.default_rng(7)
+    w = (rng.standard_normal((o, c // groups, k, k)) * 2).astype(np.float32)
+    bias = rng.standard_normal(o).astype(np.float32)
+    x = rng.standard_normal((n, c, hw, hw)).astype(np.float32)
+    x[0, 1, 2, 2] = np.nan
+    attrs = {"strides": (stride, stride), "padding": (pad,) * 4, "dilation": (1, 1),
+             "groups": groups}
+    kernel = (PixelConv2d("nn.conv2d", w, bias, RELU6, attrs) if kind == "pixel" else
+              DirectConv2d("nn.conv2d", w, bias, RELU6, groups, attrs))
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w),
+                                     torch.from_numpy(bias), stride, pad, groups=groups)
+    ref = torch.clamp(ref, 0, 6).numpy()  # torch.clamp keeps NaN
+    out = kernel(x, np.empty(ref.shape, np.float32))
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    assert (out == 6).any() and (out == 0).any() and np.isnan(out).any()
+
+
+@pytest.mark.parametrize("c, hw", [(24, 21), (40, 7)])
+def test_mobilenetv2_block_runs_relu6_in_its_convs(c, hw):
+    stats = _check(blocks.inverted_residual(c, hw, 6, 3, "relu6"))
+    assert "clip" not in stats["ops"] and stats["fused"]["nn.conv2d+add+clip"] == 2

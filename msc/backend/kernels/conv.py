@@ -36,7 +36,7 @@ from ..runtime.threads import parallel_for, task_threads
 from . import gemm as gemm_kernel
 from .base import Kernel, KernelFact, Site
 from .dense import F32, Address, GemmRunner, as_f32, fold_epilogue
-from .direct_conv import DirectConv2d, residual_fits
+from .direct_conv import RELU6, DirectConv2d, residual_fits
 from .epilogues import upper_bound
 from .layout import im2col_fn, scratch_addresses, transpose_fn
 from .pixel_conv import PixelConv2d, pixel_conv_available
@@ -270,14 +270,21 @@ class Conv2dFact(KernelFact):
         attrs, w = _attrs(site), site.const(1)
         if (w is not None and w.ndim == 4 and (site.attr("kernel_layout") or "OIHW") == "OIHW"
                 and _depthwise(w.shape, attrs)):
-            return self.epilogues | {"clip"}  # the window kernels clamp above (relu6)
+            return self.epilogues | {"clip", "clip6"}  # the window kernels clamp above
+        if (w is not None and w.ndim == 4 and (site.attr("kernel_layout") or "OIHW") == "OIHW"
+                and attrs["data_layout"] == attrs["out_layout"] == "NCHW"
+                and (attrs["groups"] > 1 or not _gemm_wins(site, w, 1) or (
+                    _pixel_wins(site, w) and pixel_conv_available()))):
+            extra = {"clip6"}  # the direct and pixel convs' relu6 (not the GEMM path's)
+        else:
+            extra = set()
         if (w is None or w.ndim != 4 or attrs["groups"] != 1
                 or attrs["data_layout"] != "NCHW" or attrs["out_layout"] != "NCHW"
                 or (site.attr("kernel_layout") or "OIHW") != "OIHW"
                 or not residual_fits(w.shape, attrs) or _gemm_wins(site, w, 1)
                 or (_pixel_wins(site, w) and pixel_conv_available())):
-            return self.epilogues
-        return self.epilogues | {"residual"}
+            return self.epilogues | extra
+        return self.epilogues | {"residual"} | extra
 
     def make(self, site: Site) -> Kernel:
         weight = _weight_oihw(site, site.attr("kernel_layout") or "OIHW")
@@ -290,19 +297,18 @@ class Conv2dFact(KernelFact):
         nchw = attrs["data_layout"] == attrs["out_layout"] == "NCHW"
         residual = [i for e in site.epilogue if e[0] == "residual"
                     for i, v in enumerate(site.args) if v.id == e[1]]
+        relu6 = upper_bound(site.epilogue) == 6.0  # epilogues_for allowed it on this path
         if residual:  # epilogues_for allowed it: a direct conv
-            return DirectConv2d(site.op, weight, bias, relu, groups, attrs,
-                                residual=residual[-1])
+            return DirectConv2d(site.op, weight, bias, RELU6 if relu6 else relu, groups,
+                                attrs, residual=residual[-1])
         if _depthwise(weight.shape, attrs):
             return _DepthwiseNCHW(site.op, weight, bias, relu, groups, attrs,
                                   upper_bound(site.epilogue))
-        elif nchw and groups == 1 and _pixel_wins(site, weight) and pixel_conv_available():
-            return PixelConv2d(site.op, weight, bias, relu, attrs)
-        elif nchw and not _gemm_wins(site, weight, groups):
-            kernel = DirectConv2d
-        else:
-            kernel = _Conv2dNHWC
-        return kernel(site.op, weight, bias, relu, groups, attrs)
+        if nchw and groups == 1 and _pixel_wins(site, weight) and pixel_conv_available():
+            return PixelConv2d(site.op, weight, bias, RELU6 if relu6 else relu, attrs)
+        if nchw and not _gemm_wins(site, weight, groups):
+            return DirectConv2d(site.op, weight, bias, RELU6 if relu6 else relu, groups, attrs)
+        return _Conv2dNHWC(site.op, weight, bias, relu, groups, attrs)
 
 
 _ZEROS = [np.zeros(1024, np.float32)]
