@@ -3,7 +3,8 @@
 One flat loop per op (LLVM vectorizes it), writing into the planned output buffer: the
 residual ``add`` + ``relu`` of a ResNet block is one pass over memory instead of two numpy
 allocations. A multiply by a run-time tensor that is constant over the trailing axes
-(squeeze-excite's gate: [N, C, H, W] * [N, C, 1, 1]) is a row-scaling loop of its own. Other broadcasting operands (other than a per-channel
+(squeeze-excite's gate: [N, C, H, W] * [N, C, 1, 1]) runs as the per-channel affine loop
+with that tensor as its scale. Other broadcasting operands (other than a per-channel
 constant, which the producing conv / matmul absorbs) use the numpy fact::
 
     attach("add", "kernel", BinaryFact("add"))
@@ -123,26 +124,6 @@ def _build_affine_last(module: ir.Module) -> None:
     b.ret_void()
 
 
-_GATE = "msc_ew_gate_f32"
-
-
-def _build_gate(module: ir.Module) -> None:
-    """void (x, g, out, rows, inner): out[r, i] = x[r, i] * g[r] (squeeze-excite's gate)."""
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 3 + [I64] * 2),
-                     name=_GATE)
-    x, gate, out, rows, inner = fn.args
-    for arg in (x, gate, out):
-        arg.add_attribute("noalias")
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    with for_range(b, rows, name="r") as r:
-        s = b.load(b.gep(gate, [r]))
-        base = b.mul(r, inner)
-        src, dst = b.gep(x, [base]), b.gep(out, [base])
-        with for_range(b, inner, name="i") as i:
-            b.store(b.fmul(b.load(b.gep(src, [i])), s), b.gep(dst, [i]))
-    b.ret_void()
-
-
 @cache
 def _kernels() -> dict:
     def build():
@@ -151,11 +132,10 @@ def _kernels() -> dict:
             _build(module, op)
         _build_affine(module)
         _build_affine_last(module)
-        _build_gate(module)
         return module
 
     library = get_jit().compile_generated(
-        build, [_symbol(op) for op in _BINARY] + [_AFFINE, _AFFINE_LAST, _GATE],
+        build, [_symbol(op) for op in _BINARY] + [_AFFINE, _AFFINE_LAST],
         (__name__, "msc.backend.llvm.loops"))
     kernels = {op: library.cfunc(_symbol(op), None, *(ctypes.c_void_p,) * 3, ctypes.c_int64,
                                  ctypes.c_int64) for op in _BINARY}
@@ -163,7 +143,6 @@ def _kernels() -> dict:
                                       *(ctypes.c_int64,) * 4)
     kernels["affine_last"] = library.cfunc(_AFFINE_LAST, None, *(ctypes.c_void_p,) * 4,
                                            *(ctypes.c_int64,) * 3)
-    kernels["gate"] = library.cfunc(_GATE, None, *(ctypes.c_void_p,) * 3, *(ctypes.c_int64,) * 2)
     return kernels
 
 
@@ -393,28 +372,16 @@ _AS_AFFINE = {
 
 class _GateKernel(Kernel):
     """out = x * g with g [d0..dk-1, 1, ...] of x's leading dims: each of the P = d0*..*dk-1
-    rows of x (viewed [P, inner]) times its g value. Small ones join the VM's native chains
-    (``native_signature``), as the TIR multiply they replace did."""
+    rows of x (viewed [P, inner]) times its g value, on the affine loop (shift 0)."""
 
     def __init__(self, op: str, x_index: int, shape: tuple, rows: int):
         self.op, self.shape, self.rows = op, tuple(shape), rows
         self.inputs = (x_index, 1 - x_index)
         self.inner = math.prod(self.shape) // max(rows, 1)
-        self.run = _kernels()["gate"]
+        self.run = _kernels()["affine"]
+        self.zeros = np.zeros(max(rows, 1), np.float32)
         self._split: dict = {}
         self.addr = (Address(), Address(), Address())
-
-    def native_signature(self, buffers: list) -> tuple | None:
-        """(entry address, (rows, inner)) for buffers [x, g, out] of this kernel's shapes,
-        when too small to split across threads; None otherwise."""
-        if len(buffers) != 3 or any(d != F32_DTYPE for _, d in buffers):
-            return None
-        (xs, _), (gs, _), (os_, _) = buffers
-        if tuple(xs) != self.shape or tuple(os_) != self.shape or math.prod(gs) != self.rows:
-            return None
-        if math.prod(self.shape) >= _PARALLEL_ELEMENTS:
-            return None
-        return _address(self.run), (self.rows, self.inner)
 
     def __call__(self, x, g, out):
         for name, arr, want in (("x", x, self.shape), ("gate", g, None), ("out", out,
@@ -431,15 +398,16 @@ class _GateKernel(Kernel):
         xp, gp, op = self.addr[0](x), self.addr[1](g), self.addr[2](out)
         threads = task_threads() if out.size >= _PARALLEL_ELEMENTS else 1
         if threads == 1:
-            self.run(xp, gp, op, self.rows, self.inner)
+            self.run(xp, op, gp, self.zeros.ctypes.data, 1, self.rows, self.inner, 0)
             return out
         tasks = self._split.get(threads)
-        if tasks is None:  # row ranges; bases x, g, out are added to columns 1-3
+        if tasks is None:  # row ranges; bases x, out, g are added to columns 1-3
             ranges = split_range(self.rows, 2 * threads)
             tasks = self._split[threads] = _tasks(
-                self.run, [(hi - lo, self.inner) for lo, hi in ranges], 4,
-                [(4 * lo * self.inner, 4 * lo, 4 * lo * self.inner) for lo, _ in ranges])
-        tasks.launch(1, (xp, gp, op), threads)
+                self.run, [(self.zeros.ctypes.data, 1, hi - lo, self.inner, 0)
+                           for lo, hi in ranges], 4,
+                [(4 * lo * self.inner, 4 * lo * self.inner, 4 * lo) for lo, _ in ranges])
+        tasks.launch(1, (xp, op, gp), threads)
         return out
 
 
