@@ -117,27 +117,6 @@ def test_zero_pad_folds_into_the_conv(pads, groups, value, twice, folds):
     assert ("nn.pad" in stats["ops"]) is not folds
 
 
-def _gate_model(shape, swap: bool):
-    """x * sigmoid(mean of x over the trailing axes): a run-time gate over the leading axes."""
-    from onnx import TensorProto, helper
-
-    axes = list(range(2, len(shape))) if len(shape) == 4 else [len(shape) - 1]
-    nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=axes, keepdims=1),
-             helper.make_node("Sigmoid", ["m"], ["g"]),
-             helper.make_node("Mul", ["g", "x"] if swap else ["x", "g"], ["y"])]
-    graph = helper.make_graph(nodes, "gate", [helper.make_tensor_value_info(
-        "x", TensorProto.FLOAT, shape)], [helper.make_tensor_value_info(
-            "y", TensorProto.FLOAT, None)])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-@pytest.mark.parametrize("shape, swap", [([1, 64, 40, 41], False), ([1, 37, 13, 11], True),
-                                         ([1, 50, 701], True)])
-def test_run_time_gate_multiply_is_native(shape, swap):
-    stats = _check(_gate_model(shape, swap), n=2)  # batch 2: a gate value per (image, row)
-    assert stats["ops"]["multiply"] == {"native": 1}
-
-
 @pytest.mark.parametrize("kind, c, o, k, stride, pad, hw, n", [
     ("direct", 13, 37, 1, 1, 0, 29, 2),     # MobileNetV2's expand 1x1
     ("direct", 7, 19, 3, 2, 1, 31, 1),      # a strided 3x3 stem

@@ -2,10 +2,8 @@
 
 One flat loop per op (LLVM vectorizes it), writing into the planned output buffer: the
 residual ``add`` + ``relu`` of a ResNet block is one pass over memory instead of two numpy
-allocations. A multiply by a run-time tensor that is constant over the trailing axes
-(squeeze-excite's gate: [N, C, H, W] * [N, C, 1, 1]) runs as the per-channel affine loop
-with that tensor as its scale. Other broadcasting operands (other than a per-channel
-constant, which the producing conv / matmul absorbs) use the numpy fact::
+allocations. Broadcasting operands (other than a per-channel constant, which the producing
+conv / matmul absorbs) use the numpy fact::
 
     attach("add", "kernel", BinaryFact("add"))
     kernel(a, b, out)        # out = relu?(a + b)
@@ -370,76 +368,9 @@ _AS_AFFINE = {
 }
 
 
-class _GateKernel(Kernel):
-    """out = x * g with g [d0..dk-1, 1, ...] of x's leading dims: each of the P = d0*..*dk-1
-    rows of x (viewed [P, inner]) times its g value, on the affine loop (shift 0)."""
-
-    def __init__(self, op: str, x_index: int, shape: tuple, rows: int):
-        self.op, self.shape, self.rows = op, tuple(shape), rows
-        self.inputs = (x_index, 1 - x_index)
-        self.inner = math.prod(self.shape) // max(rows, 1)
-        self.run = _kernels()["affine"]
-        self.zeros = np.zeros(max(rows, 1), np.float32)
-        self._split: dict = {}
-        self.addr = (Address(), Address(), Address())
-
-    def __call__(self, x, g, out):
-        for name, arr, want in (("x", x, self.shape), ("gate", g, None), ("out", out,
-                                                                         self.shape)):
-            if (type(arr) is not np.ndarray or arr.dtype != F32_DTYPE
-                    or (want is not None and arr.shape != want) or arr.size != (
-                        self.rows if want is None else math.prod(self.shape))):
-                raise ShapeError(f"{name}: expected float32 {want or (self.rows, 'values')}, "
-                                 f"got {getattr(arr, 'shape', arr)}", op=self.op, param=name)
-        if not out.flags.c_contiguous:
-            raise ShapeError("output buffer must be C-contiguous", op=self.op, param="out")
-        x = x if x.flags.c_contiguous else np.ascontiguousarray(x)
-        g = g if g.flags.c_contiguous else np.ascontiguousarray(g)
-        xp, gp, op = self.addr[0](x), self.addr[1](g), self.addr[2](out)
-        threads = task_threads() if out.size >= _PARALLEL_ELEMENTS else 1
-        if threads == 1:
-            self.run(xp, op, gp, self.zeros.ctypes.data, 1, self.rows, self.inner, 0)
-            return out
-        tasks = self._split.get(threads)
-        if tasks is None:  # row ranges; bases x, out, g are added to columns 1-3
-            ranges = split_range(self.rows, 2 * threads)
-            tasks = self._split[threads] = _tasks(
-                self.run, [(self.zeros.ctypes.data, 1, hi - lo, self.inner, 0)
-                           for lo, hi in ranges], 4,
-                [(4 * lo * self.inner, 4 * lo * self.inner, 4 * lo) for lo, _ in ranges])
-        tasks.launch(1, (xp, op, gp), threads)
-        return out
-
-
-def _gate_operand(site: Site):
-    """(full-shape arg index, rows) when ``multiply``'s other operand is a run-time float32
-    tensor equal to the output on its leading axes and 1 on the rest (at least one)."""
-    def dims(sinfo):
-        static = getattr(sinfo, "is_static", False) and getattr(sinfo, "dtype", None) == (
-            "float32")
-        return tuple(int(d) for d in sinfo.values) if static else None
-
-    values = dims(site.out)
-    if values is None:
-        return None
-    for i in (0, 1):
-        x, g = site.tensor(i), site.tensor(1 - i)
-        if x is None or g is None or site.const(1 - i) is not None or dims(x) != values:
-            continue
-        gv = dims(g)
-        if gv is None or len(gv) != len(values):
-            continue
-        k = next((k for k in range(len(values), 0, -1) if gv[:k] == values[:k]), 0)
-        if 1 <= k < len(values) and all(d == 1 for d in gv[k:]) and math.prod(
-                values[k:]) > 1:
-            return i, math.prod(values[:k])
-    return None
-
-
 class BinaryFact(KernelFact):
-    """Same-shape operands (relu fusable), a per-channel constant (an affine kernel that
-    can absorb further bias / scale / relu), or (multiply) a run-time gate over the leading
-    axes (squeeze-excite)."""
+    """Same-shape operands (relu fusable), or a per-channel constant (an affine kernel that
+    can absorb further bias / scale / relu)."""
 
     def __init__(self, op: str):
         self.op = op
@@ -458,32 +389,22 @@ class BinaryFact(KernelFact):
         init = _AS_AFFINE[self.op](c, i == 0)
         return None if init is None else (i, axis, init)
 
-    def _gate(self, site: Site):
-        return _gate_operand(site) if self.op == "multiply" else None
-
     def match(self, site: Site) -> bool:
-        return self._same(site) or self._affine(site) is not None or (
-            self._gate(site) is not None)
+        return self._same(site) or self._affine(site) is not None
 
     def epilogues_for(self, site: Site) -> frozenset:
         if self._same(site):
             return frozenset({"relu"})
-        if self._affine(site) is None:
-            return frozenset()  # the gate: no epilogue
         return frozenset({"bias", "scale", "relu"})
 
     def channel_axis(self, site: Site) -> int | None:
         if self._same(site):
             return max(site.out.ndim - 1, 0)
-        found = self._affine(site)
-        return None if found is None else found[1]
+        return self._affine(site)[1]
 
     def make(self, site: Site) -> Kernel:
         if self._same(site):
             return _BinaryKernel(self.op, any(e[0] == "relu" for e in site.epilogue))
-        if self._affine(site) is None:
-            i, rows = self._gate(site)
-            return _GateKernel(self.op, i, tuple(int(d) for d in site.out.values), rows)
         i, axis, (scale, shift) = self._affine(site)
         kernel = _AffineKernel(self.op, axis, *fold_affine(scale, shift, site.epilogue))
         kernel.inputs = (i,)
