@@ -56,6 +56,12 @@ def _pow(b, x, y):
     return fast if fast is not None else fm.pow_f32(b, x, y)
 
 
+def _clip(b, x, lo, hi):
+    """min(max(x, lo), hi) as numpy's clip: NaN stays NaN (ordered compares pass it on)."""
+    x = b.select(b.fcmp_ordered("<", x, lo), lo, x)
+    return b.select(b.fcmp_ordered(">", x, hi), hi, x)
+
+
 # op -> (arity, emit(builder, *operands)); numpy forms in _NUMPY (tests and folding checks)
 EXPR_OPS = {
     "add": (2, lambda b, x, y: b.fadd(x, y)),
@@ -72,12 +78,13 @@ EXPR_OPS = {
     "nn.gelu": (1, _gelu),
     "nn.gelu_tanh": (1, _gelu_tanh),
     "nn.silu": (1, lambda b, x: b.fmul(x, fm.sigmoid_f32(b, x))),
+    "clip": (3, _clip),  # bounds are constants (check_expr): relu6, hard-sigmoid, hard-swish
 }
 
 _NUMPY = {
     "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
     "power": np.power, "negative": np.negative, "tanh": np.tanh, "exp": np.exp,
-    "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "sqrt": np.sqrt,
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)), "sqrt": np.sqrt, "clip": np.clip,
 }
 
 
@@ -176,6 +183,8 @@ def check_expr(expr: tuple) -> bool:
     if spec is None or spec[0] != len(expr) - 1:
         return False
     if expr[0] == "power" and expr[2][0] != "const":
+        return False
+    if expr[0] == "clip" and (expr[2][0] != "const" or expr[3][0] != "const"):
         return False
     return all(check_expr(e) for e in expr[1:])
 

@@ -38,7 +38,7 @@ from llvmlite import ir
 from ...errors import ShapeError
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32_PTR, I64, const64, entry_alloca, for_range, imin
-from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
+from ..runtime.threads import NativeTasks, cache_bytes, native_address, split_range, task_threads
 from .base import Kernel, f32_address
 from .dense import F32 as F32_DTYPE
 from .dense import Address, as_f32
@@ -49,11 +49,12 @@ from .layout import scratch_addresses
 __all__ = ["DirectConv2d", "direct_conv_fits", "residual_fits", "tile_shape"]
 
 I64_PTR = I64.as_pointer()
-_L2_BYTES = 512 * 1024  # input bytes of one chunk of positions: about half a Zen 4 core's L2
+_L2_BYTES = cache_bytes(2) // 2  # input bytes of one chunk of positions: half a core's L2
 _PARALLEL_MACS = 1e6  # below this (~20 us) a conv runs on one thread (a split costs ~7 us)
 _PARALLEL_PREP = 1 << 16  # input floats from which the pad / phase split pass is split too
 SPLITS_PER_THREAD = 2  # parts per thread, so a thread slowed by other load takes fewer
 _BAND_POSITIONS = 256  # fewest output positions of a row band (a tile covers 48 with AVX-512)
+RELU6 = 2  # the "relu" argument's value for min(max(x, 0), 6) (MobileNetV2's relu6)
 _CONV_ARGS = ("G", "S", "ld_group", "OB", "og", "ld_out", "Q", "chunk", "relu", "Wq", "OW")
 
 
@@ -167,10 +168,13 @@ class _Tile:
     def _store(self, q0, masks, accs, v_n) -> None:
         b, vec, g, lanes = self.b, self.vec, self.g, self.vec.lanes
         relu = vec.splat(b.icmp_signed("!=", g["relu"], const64(0)))
+        six = vec.splat(b.icmp_signed("==", g["relu"], const64(RELU6)))
+        top = vec.splat(ir.Constant(ir.FloatType(), 6.0))
         has_res = b.icmp_unsigned("!=", g["res"], ir.Constant(F32_PTR, None))
 
-        def activated(value):  # relu keeps NaN
-            return b.select(b.and_(relu, b.fcmp_ordered("<", value, vec.zero)), vec.zero, value)
+        def activated(value):  # relu (relu6: clamped to 6 too) keeps NaN
+            value = b.select(b.and_(relu, b.fcmp_ordered("<", value, vec.zero)), vec.zero, value)
+            return b.select(b.and_(six, b.fcmp_ordered(">", value, top)), top, value)
 
         values = []
         for r in range(len(accs)):
@@ -368,7 +372,7 @@ class DirectConv2d(Kernel):
         self.op, self.o, self.groups, self.c = op, o, groups, cg * groups
         self.padding, self.dilation = tuple(attrs["padding"]), tuple(attrs["dilation"])
         self.strides = tuple(attrs["strides"])
-        self.relu = int(bool(relu))
+        self.relu = RELU6 if relu == RELU6 else int(bool(relu))  # relu: False/True/RELU6
         if residual is not None:
             if not residual_fits(weight_oihw.shape, attrs):
                 raise ShapeError("a fused residual needs a 1x1 conv without padding", op=op,

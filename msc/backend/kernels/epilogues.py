@@ -1,7 +1,9 @@
 """Epilogues: elementwise ops that a kernel with a per-channel epilogue can absorb.
 
 Entries: ``("bias", b[C])`` adds, ``("scale", s[C])`` multiplies (weights and bias so far),
-``("relu",)``, ``("residual", value id)`` adds a run-time tensor of the output's shape (a
+``("relu",)``, ``("clip6",)`` or ``("clip", hi)`` after a relu (``clip(x, 0, 6)``, relu6, or
+another bound: only kernels that list them; the direct and pixel convs take relu6, the
+depthwise windows any bound), ``("residual", value id)`` adds a run-time tensor of the output's shape (a
 ResNet block's shortcut; only kernels that list it, and only a relu may follow it). The build's fusion step asks :func:`epilogue_entries` whether a consumer call
 folds into the kernel of its producer (conv / matmul + bias + relu is one call).
 """
@@ -14,7 +16,7 @@ from ...relax.expr import Attrs
 from ...relax.struct_info import TensorStructInfo
 from .base import Site, kernel_fact
 
-__all__ = ["EPILOGUE_OPS", "epilogue_entries"]
+__all__ = ["EPILOGUE_OPS", "epilogue_entries", "upper_bound"]
 
 
 def _channel_const(values: list, producer_out: int, axis: int, rank: int) -> np.ndarray | None:
@@ -80,6 +82,22 @@ def _relu_rule(values, attrs, producer_out, axis, rank):
     return [("relu",)]
 
 
+def _clip_rule(values, attrs, producer_out, axis, rank):
+    """clip(x, 0, hi) with constant bounds, hi > 0 (relu6): relu, then the upper clamp."""
+    if len(values) != 3 or values[0].id != producer_out:
+        return None
+    lo, hi = values[1].const, values[2].const
+    if not all(isinstance(v, float) for v in (lo, hi)) or lo != 0.0 or not 0.0 < hi < np.inf:
+        return None
+    return [("relu",), ("clip6",) if hi == 6.0 else ("clip", hi)]
+
+
+def upper_bound(epilogue: tuple) -> float:
+    """The smallest clip bound of an epilogue (inf when it has none)."""
+    return min((6.0 if e[0] == "clip6" else e[1] for e in epilogue
+                if e[0] in ("clip", "clip6")), default=float("inf"))
+
+
 # op -> fn(arg values, attrs, producer value id, channel axis, rank) -> entries or None.
 # This backend's fusion rules (what its kernels can fold in), not facts of the ops.
 EPILOGUE_OPS = {
@@ -90,6 +108,7 @@ EPILOGUE_OPS = {
     "nn.bias_add": _bias_add_rule,
     "nn.batch_norm": _batch_norm_rule,
     "nn.relu": _relu_rule,
+    "clip": _clip_rule,
 }
 
 
@@ -108,8 +127,8 @@ def epilogue_entries(site: Site, op: str, values: list, attrs, producer_out: int
         entries = _residual(site, values, producer_out)
     if not entries or any(e[0] not in fact.epilogues_for(site) for e in entries):
         return None
-    if any(e[0] == "relu" for e in site.epilogue):
-        return None  # nothing runs after the relu in a kernel epilogue
+    if any(e[0] in ("relu", "clip", "clip6") for e in site.epilogue):
+        return None  # nothing runs after the relu (and its clip) in a kernel epilogue
     if any(e[0] == "residual" for e in site.epilogue) and any(e[0] != "relu" for e in entries):
         return None  # the kernel adds the residual after its bias and scale, before the relu
     return tuple(entries)

@@ -26,7 +26,7 @@ from llvmlite import ir
 
 from ..llvm.jit import get_jit
 from ..llvm.loops import I32, I64, const64, for_range, imin
-from ..runtime.threads import NativeTasks, native_address, split_range
+from ..runtime.threads import NativeTasks, cache_bytes, native_address, split_range
 from .int8_gemm import _DRIVER_TYPES, I8, I8_PTR, LANES, NR, OUTS
 
 __all__ = ["FIELDS", "block_fn", "build_pack", "conv_plan"]
@@ -37,7 +37,7 @@ FIELDS = ("flags", "c", "h", "w", "kh", "kw", "sh", "sw", "pt", "pl", "dh", "dw"
           "pscale", "pbias", "s2", "z2", "relu2")
 DIRECT = 1  # flag: pack the input as it is (1x1 stride-1 convs: no window, no unfold)
 _SYMBOL = "msc_qconv_block"
-_L2_BLOCK = 1 << 20  # bytes of patch rows + panels a block unfolds at a time (L2: 1 MiB; less
+_L2_BLOCK = cache_bytes(2)  # patch rows + panels a block unfolds at a time: one L2 (less
 # ran slower on one thread: more, shorter copies and GEMM calls)
 PARALLEL_MACS = 1e6  # ~10 us at VNNI speed: a handoff (~5 us) pays off from here
 

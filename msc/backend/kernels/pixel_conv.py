@@ -25,10 +25,10 @@ from llvmlite import ir
 
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32_PTR, I64, const64, entry_alloca, for_range, imin, switch_cases
-from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
+from ..runtime.threads import NativeTasks, cache_bytes, native_address, split_range, task_threads
 from .base import Kernel
 from .dense import Address
-from .direct_conv import _PLAN, PREP, DirectConv2d, checked_plan
+from .direct_conv import _PLAN, PREP, RELU6, DirectConv2d, checked_plan
 from .direct_conv_prep import Vec
 from .direct_conv_prep import gep as _gep
 from .gemm import _aligned_empty
@@ -38,7 +38,7 @@ __all__ = ["PixelConv2d", "pixel_conv_available"]
 
 I64_PTR = I64.as_pointer()
 MR, NV = 6, 4  # pixels x channel vectors of the register tile (24 accumulators)
-_KC_BYTES = 256 * 1024  # weight panel bytes of one K block: a quarter of a Zen 4 core's L2
+_KC_BYTES = cache_bytes(2) // 4  # weight panel bytes of one K block: a quarter of L2
 _PARALLEL_MACS = 1e6  # below this a conv runs on one thread (as the direct conv)
 _ARGS = ("K", "kc", "O", "relu", "p0", "p1", "j0", "j1")
 
@@ -68,15 +68,16 @@ def _build(module: ir.Module, lanes: int) -> None:
     with for_range(b, a["K"], step=a["kc"], name="kb") as k0:
         k1 = imin(b, b.add(k0, a["kc"]), a["K"])
         first = b.icmp_signed("==", k0, const64(0))
-        relu = b.and_(b.icmp_signed("==", k1, a["K"]),
-                      b.icmp_signed("!=", a["relu"], const64(0)))
+        last = b.icmp_signed("==", k1, a["K"])
+        relu = b.and_(last, b.icmp_signed("!=", a["relu"], const64(0)))
+        six = b.and_(last, b.icmp_signed("==", a["relu"], const64(RELU6)))
         with for_range(b, a["j1"], start=a["j0"], name="j") as j:
             c0 = b.mul(j, const64(nr))
             left = b.sub(a["O"], c0)  # valid channels of this panel
             nv = imin(b, b.sdiv(b.add(left, const64(lanes - 1)), const64(lanes)), NV)
             tile = _Tile(b, vec, a, (x, _gep(b, w, b.mul(j, b.mul(a["K"], const64(nr)))),
                                      _gep(b, bias, c0), _gep(b, out, c0), offsets, pix),
-                         left, (k0, k1, first, relu), nr)
+                         left, (k0, k1, first, relu, six), nr)
             with for_range(b, a["p1"], start=a["p0"], step=MR, name="p") as p:
                 mr = imin(b, b.sub(a["p1"], p), MR)
                 cases = {v * 8 + m: (lambda m=m, v=v: tile.run(p, m, v))
@@ -91,7 +92,7 @@ class _Tile:
     def __init__(self, b, vec, a, pointers, left, block, nr):
         self.b, self.vec, self.a, self.left, self.nr = b, vec, a, left, nr
         self.x, self.w, self.bias, self.out, self.offsets, self.pix = pointers
-        self.k0, self.k1, self.first, self.relu = block
+        self.k0, self.k1, self.first, self.relu, self.six = block
 
     def run(self, p, mr: int, nv: int) -> None:
         b, vec, lanes = self.b, self.vec, self.vec.lanes
@@ -119,7 +120,10 @@ class _Tile:
             for v in range(nv):
                 value = b.load(accs[i][v])
                 clamp = b.and_(vec.splat(self.relu), b.fcmp_ordered("<", value, vec.zero))
-                vec.store(b.select(clamp, vec.zero, value),  # relu keeps NaN
+                value = b.select(clamp, vec.zero, value)  # relu keeps NaN
+                top = vec.splat(ir.Constant(ir.FloatType(), 6.0))
+                clamp = b.and_(vec.splat(self.six), b.fcmp_ordered(">", value, top))
+                vec.store(b.select(clamp, top, value),  # relu6: 6 above
                           _gep(b, rows[i], const64(lanes * v)), masks[v])
 
 
@@ -145,7 +149,8 @@ class PixelConv2d(Kernel):
 
     def __init__(self, op: str, weight_oihw: np.ndarray, bias, relu: bool, attrs: dict):
         self.o, self.c, kh, kw = weight_oihw.shape
-        self.op, self.relu, self.lanes = op, int(bool(relu)), vector_lanes()
+        self.op, self.lanes = op, vector_lanes()
+        self.relu = RELU6 if relu == RELU6 else int(bool(relu))  # relu: False/True/RELU6
         # the direct conv's stride-1 geometry, offsets table and pad pass, without its
         # weights: a strided conv reads the padded input at strided pixel bases, no phases
         self.strides = tuple(attrs["strides"])

@@ -33,13 +33,14 @@ from .base import Kernel, KernelFact, Site
 from .dense import F32 as F32_DTYPE
 from .dense import Address, as_f32
 from .layout import VecOps, nan_max, scratch_addresses
-from .window3 import takes_window_3x3, window_3x3_raw
+from .window3 import takes_window, window_raw
 
 __all__ = ["Pool2dFact", "fast_window", "window_kernels"]
 
 _MODES = ("max", "avg", "dwconv")
 _ARGS = ("planes", "C", "mult", "H", "W", "KH", "KW", "sh", "sw", "ph", "pw", "dh", "dw", "OH",
-         "OW", "relu")
+         "OW", "relu", "hi")  # hi: a depthwise conv's upper clamp (relu6), float32 bits
+NO_BOUND = int(np.array(np.inf, np.float32).view(np.int32))  # "hi" without a bound: +inf
 _PLANE_ARGS = ("Hp", "Wp", "copy")  # the padded plane, and whether x has to be copied into it
 _PAD_VALUE = {"max": float("-inf"), "avg": 0.0, "dwconv": 0.0}
 _CONTRACT = ("contract",)
@@ -126,6 +127,7 @@ def _build(module: ir.Module, mode: str) -> None:
         plane.weights = _gep(b, w, b.mul(co, b.mul(g["KH"], g["KW"])))
         plane.start = _start(b, vec, mode, bias, co)
         plane.aux, plane.relu = aux, b.icmp_signed("!=", g["relu"], const64(0))
+        plane.hi = b.bitcast(b.trunc(g["hi"], ir.IntType(32)), F32)
         plane.rows()
     b.ret_void()
 
@@ -305,7 +307,9 @@ class _Plane:
             zero = ir.Constant(F32, 0.0) if scalar else vec.zero
             relu = self.relu if scalar else vec.splat(self.relu)
             clamp = b.and_(relu, b.fcmp_ordered("<", acc, zero))  # relu keeps NaN
-            return b.select(clamp, zero, acc)
+            hi = self.hi if scalar else vec.splat(self.hi)
+            acc = b.select(clamp, zero, acc)
+            return b.select(b.fcmp_ordered(">", acc, hi), hi, acc)  # relu6's top; NaN stays
         return acc
 
     def _scalar_row(self, oh) -> None:
@@ -402,17 +406,22 @@ def window_kernels() -> dict:
             for m in _MODES}
 
 
+def fast_window(mode: str, stride: int, k: int = 3) -> _Window:
+    """window3.py's in-place k x k entry of ``mode`` for ``stride``, as a _Window (one per
+    entry: its argument rows and task lists are kept per shape)."""
+    return _fast_window(mode, stride, k)
+
+
 @cache
-def fast_window(mode: str, stride: int) -> _Window:
-    """window3.py's in-place 3x3 entry of ``mode`` for ``stride``, as a _Window."""
-    return _Window(window_3x3_raw(mode, stride))
+def _fast_window(mode: str, stride: int, k: int) -> _Window:
+    return _Window(window_raw(mode, k, stride))
 
 
 def pick_window(mode: str, kernel: tuple, strides: tuple, dilation: tuple) -> _Window:
-    """window3.py's entry for 3x3 windows of stride 1 or 2 (no padded copy, a few times
-    faster on small planes), else this module's window kernel."""
-    if takes_window_3x3(*kernel, strides, dilation):
-        return fast_window(mode, strides[0])
+    """window3.py's entry for 3x3 windows (depthwise convs: also 5x5) of stride 1 or 2 (no
+    padded copy, a few times faster on small planes), else this module's window kernel."""
+    if takes_window(mode, *kernel, strides, dilation):
+        return fast_window(mode, strides[0], kernel[0])
     return window_kernels()[mode]
 
 
@@ -462,9 +471,21 @@ class _Pool2dKernel(Kernel):
         n, c, h, w = shape
         oh, ow = self.out_dims(h, w)
         aux = self._inverse_counts(h, w, oh, ow).ctypes.data if self.avg else 0
-        ints = (n * c, c, 1, h, w, *self.kernel, *self.strides, *self.padding[:2],
-                *self.dilation, oh, ow, 0)
-        return (n, c, oh, ow), aux, ints, n * c * oh * ow * self.kernel[0] * self.kernel[1]
+        kh, kw = self._clamped(h, w)
+        ints = (n * c, c, 1, h, w, kh, kw, *self.strides, *self.padding[:2],
+                *self.dilation, oh, ow, 0, NO_BOUND)
+        return (n, c, oh, ow), aux, ints, n * c * oh * ow * kh * kw
+
+    def _clamped(self, h: int, w: int) -> tuple:
+        """The window cut to the padded input: a window starts at or after the top / left
+        padding, so taps past ``size + before + after`` only ever fall in the ceil_mode tail,
+        which no output reads or counts. HF EfficientNet's head pools 7x7 with a 1280x1280
+        window (``AvgPool2d(hidden_dim, ceil_mode=True)``): padding planes to the full window
+        took 3 s a call, onnxruntime 0.03 ms."""
+        top, left, bottom, right = self.padding
+        return tuple(k if d != 1 else min(k, size + before + after) for k, d, size, before, after
+                     in ((self.kernel[0], self.dilation[0], h, top, bottom),
+                         (self.kernel[1], self.dilation[1], w, left, right)))
 
     def _parts(self, shape: tuple, threads: int) -> tuple:
         """Plane ranges (x, out, w, bias byte offsets, planes, C) for ``threads``."""

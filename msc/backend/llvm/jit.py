@@ -19,6 +19,7 @@ silently bind to each other's helpers.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,8 +32,8 @@ from llvmlite import ir
 from ...errors import BuildError
 from .cache import KernelCache, cache_key
 
-__all__ = ["JIT", "CodeLibrary", "HostTarget", "generated_entry", "get_jit", "host_target",
-           "vector_lanes"]
+__all__ = ["ISA_ENV", "JIT", "CodeLibrary", "HostTarget", "capped_target", "generated_entry",
+           "get_jit", "host_target", "vector_lanes"]
 
 OPT_LEVEL = 3
 # Bumped when the way objects are produced changes, so old cache entries stop matching.
@@ -40,6 +41,9 @@ _FORMAT = "msc-jit-1"
 # Widest float vector the host runs at full speed, first match wins.
 _VECTOR_LANES = (("avx512f", 16), ("avx2", 8), ("avx", 8))
 _EXPORTED = {"external"}
+# $MSC_CPU_ISA caps the host's instruction set: (LLVM's generic CPU, feature prefixes removed)
+ISA_ENV = "MSC_CPU_ISA"
+_ISA_CAPS = {"avx2": ("x86-64-v3", ("avx512", "avx10", "amx", "evex512"))}
 
 
 @dataclass(frozen=True)
@@ -61,11 +65,31 @@ class HostTarget:
 
 @cache
 def host_target() -> HostTarget:
-    """Initialise LLVM's native target once and describe the host CPU."""
+    """Initialise LLVM's native target once and describe the host CPU (capped to an older
+    instruction set when ``$MSC_CPU_ISA`` names one, see :func:`capped_target`)."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    return HostTarget(llvm.get_process_triple(), llvm.get_host_cpu_name(),
+    host = HostTarget(llvm.get_process_triple(), llvm.get_host_cpu_name(),
                       llvm.get_host_cpu_features().flatten())
+    return capped_target(host, os.environ.get(ISA_ENV, ""))
+
+
+def capped_target(target: HostTarget, isa: str) -> HostTarget:
+    """``target`` without the features newer than ``isa`` ("avx2": no AVX-512, AVX10 or AMX;
+    "" or "native": unchanged), so that an AVX-512 machine compiles and picks kernels exactly
+    as an AVX2-only one would (the tests run the AVX2 path this way). The CPU name becomes
+    LLVM's generic level for ``isa``: a named CPU would bring its own features back."""
+    if isa in ("", "native"):
+        return target
+    if isa not in _ISA_CAPS:
+        raise BuildError(f"unknown {ISA_ENV} {isa!r}", hint=f"one of {sorted(_ISA_CAPS)}")
+    cpu, dropped = _ISA_CAPS[isa]
+    features = []
+    for item in target.features.split(","):
+        name = item[1:]
+        features.append(f"-{name}" if item.startswith("+") and name.startswith(dropped)
+                        else item)
+    return HostTarget(target.triple, cpu, ",".join(features))
 
 
 def vector_lanes(target: HostTarget | None = None) -> int:

@@ -9,6 +9,7 @@ in ``ex.stats["ops"]`` under its own name (``attention``, ...).
 - attention.py: attention (SDPA or its decomposed export) with heads read through views;
 - elementwise.py: chains of elementwise ops as one expression; residual add + layer norm;
 - dense.py: matmul + bias + activation as one dense call with the activation as epilogue;
+- pad_conv.py: a zero pad of H / W folded into the padding of the conv that reads it;
 - views.py: which values are strided views of others (numpy facts run on index arrays).
 """
 
@@ -20,6 +21,7 @@ from ..runtime.program import Program
 from .attention import fuse_attention
 from .dense import fuse_dense_act
 from .elementwise import fuse_elementwise, fuse_residual_norm
+from .pad_conv import fold_pad_into_conv
 from .views import Graph
 
 __all__ = ["PASSES", "fuse_patterns"]
@@ -28,7 +30,8 @@ __all__ = ["PASSES", "fuse_patterns"]
 # elementwise pass would otherwise take), the residual norm, elementwise chains, then dense
 # layers absorb the activation (single or chained) that follows them.
 PASSES = (("attention", fuse_attention), ("add+layer_norm", fuse_residual_norm),
-          ("elementwise", fuse_elementwise), ("dense+act", fuse_dense_act))
+          ("elementwise", fuse_elementwise), ("dense+act", fuse_dense_act),
+          ("pad+conv", fold_pad_into_conv))
 
 
 def fuse_patterns(program: Program) -> Counter:

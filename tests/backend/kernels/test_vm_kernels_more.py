@@ -57,6 +57,12 @@ POOL_CASES = [  # x shape, attrs
     ((1, 1, 1, 1), {"pool_size": 1}),
     ((1, 2, 33, 17), {"pool_size": (3, 1), "strides": (2, 1)}),
     ((1, 3, 8, 8), {"pool_size": 3, "strides": 2, "padding": 1}),    # no bottom pad read
+    # windows larger than the padded input (HF EfficientNet's head: 1280 over 7x7, ceil_mode)
+    ((1, 3, 7, 7), {"pool_size": 40, "strides": 40, "ceil_mode": True}),
+    ((2, 2, 6, 9), {"pool_size": (10, 12), "strides": 8, "padding": 1, "ceil_mode": True,
+                    "count_include_pad": True}),
+    ((1, 2, 9, 6), {"pool_size": (10, 3), "strides": (8, 1), "padding": (1, 0, 0, 1),
+                    "ceil_mode": True}),
 ]
 
 
