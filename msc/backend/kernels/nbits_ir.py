@@ -1,0 +1,168 @@
+"""LLVM IR of the weight-only matrix-vector kernel behind ``matmul_nbits`` (nbits.py).
+
+Decode at batch 1 reads every weight once, so the kernel is built to stream the packed codes:
+per output row and group, the codes are loaded as bytes, widened and converted to float in
+registers (int4: the low and high nibbles of ``lanes`` bytes are two vectors), multiplied
+with x and summed; the group's sum is scaled once. The zero point comes out exactly through the
+group sums of x: ``sum_k (q_k - z) s x_k = s * sum_k q_k x_k - (s z) * sum_k x_k``, with
+``s z`` precomputed per group and ``sum_k x_k`` once per call. Four weight rows run together
+so each x vector is loaded once for four rows.
+
+Code layout (what nbits.py repacks the op's MatMulNBits bytes into): row-major, each row
+``Kp = groups * group`` codes; int4 in chunks of ``2 * lanes`` codes stored as ``lanes`` bytes,
+byte j = code j (low nibble) | code j + lanes (high nibble), so the two nibble vectors meet
+two consecutive x vectors; int8 one byte per code. x rows are ``Kp`` floats, zero-padded.
+
+    void entry(x, out, xsum, params, M, n0, n1)   params: int64 [codes, scales, sz, bias, N, G]
+    out[m, n] = sum_g scales[n,g] * sum_{k in g} q[n,k] x[m,k] - sz[n,g] * xsum[m,g] + bias[n]
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..llvm.loops import F32, I32, I64, entry_alloca, for_range
+
+__all__ = ["ROWS", "build_nbits_module", "nbits_symbol"]
+
+ROWS = 4  # weight rows per block
+I8 = ir.IntType(8)
+# The int64 parameter block (nbits.py fills it once per weight): name, type
+_PARAMS = (("codes", I8.as_pointer()), ("scales", F32.as_pointer()), ("sz", F32.as_pointer()),
+           ("bias", F32.as_pointer()), ("N", I64), ("G", I64))
+FAST = ("fast",)
+
+
+def nbits_symbol(lanes: int, bits: int, group: int) -> str:
+    return f"msc_nbits_gemv_{bits}b_g{group}_{lanes}l_r{ROWS}"
+
+
+class _Gen:
+    def __init__(self, b: ir.IRBuilder, lanes: int, bits: int, group: int, fma):
+        self.b, self.lanes, self.bits, self.group, self.fma = b, lanes, bits, group, fma
+        self.fv = ir.VectorType(F32, lanes)
+        self.iv = ir.VectorType(I32, lanes)
+        self.bv = ir.VectorType(I8, lanes)
+        self.chunk = lanes * (8 // bits)      # codes per chunk
+        self.chunk_bytes = lanes               # bytes per chunk
+
+    def splat(self, value: ir.Value, ty) -> ir.Value:
+        b = self.b
+        first = b.insert_element(ir.Constant(ty, ir.Undefined), value, I32(0))
+        return b.shuffle_vector(first, ir.Constant(ty, ir.Undefined),
+                                ir.Constant(ir.VectorType(I32, self.lanes), None))
+
+    def load_f(self, base, index) -> ir.Value:
+        ptr = self.b.gep(base, [index])
+        return self.b.load(self.b.bitcast(ptr, self.fv.as_pointer()), align=4)
+
+    def codes(self, base, index) -> list[ir.Value]:
+        """The float vectors of one chunk's codes (two for int4, one for int8)."""
+        b = self.b
+        raw = b.load(b.bitcast(b.gep(base, [index]), self.bv.as_pointer()), align=1)
+        wide = b.zext(raw, self.iv)
+        if self.bits == 8:
+            return [b.uitofp(wide, self.fv)]
+        low = b.and_(wide, ir.Constant(self.iv, [15] * self.lanes))
+        high = b.lshr(wide, ir.Constant(self.iv, [4] * self.lanes))
+        return [b.uitofp(low, self.fv), b.uitofp(high, self.fv)]
+
+    def hsum(self, vec: ir.Value) -> ir.Value:
+        b, width = self.b, self.lanes
+        while width > 1:
+            half = width // 2
+            ty = ir.VectorType(I32, half)
+            lo = b.shuffle_vector(vec, vec, ir.Constant(ty, list(range(half))))
+            hi = b.shuffle_vector(vec, vec, ir.Constant(ty, list(range(half, width))))
+            vec, width = b.fadd(lo, hi, flags=FAST), half
+        return b.extract_element(vec, I32(0))
+
+
+def _xsum(g: _Gen, x, xsum, m, groups, kp) -> None:
+    """xsum[m, j] = sum of x[m] over group j."""
+    b = g.b
+    slot = entry_alloca(b, g.fv, "xs")
+    with for_range(b, groups, name="xg") as j:
+        b.store(ir.Constant(g.fv, None), slot)
+        start = b.add(b.mul(m, kp), b.mul(j, I64(g.group)))
+        with for_range(b, I64(g.group), step=g.lanes, name="xk") as k:
+            vec = g.load_f(x, b.add(start, k))
+            b.store(b.fadd(b.load(slot), vec, flags=FAST), slot)
+        b.store(g.hsum(b.load(slot)), b.gep(xsum, [b.add(b.mul(m, groups), j)]))
+
+
+def _rows(g: _Gen, args: dict, m, n, rows: int) -> None:
+    """out[m, n:n+rows] from ``rows`` weight rows."""
+    b = g.b
+    x, codes, scales, sz = args["x"], args["codes"], args["scales"], args["sz"]
+    groups, kp = args["G"], args["kp"]
+    row_bytes = b.udiv(b.mul(kp, I64(g.bits)), I64(8))
+    acc = [entry_alloca(b, g.fv, f"acc{r}") for r in range(rows)]
+    gacc = [entry_alloca(b, g.fv, f"gacc{r}") for r in range(rows)]
+    corr = [entry_alloca(b, F32, f"corr{r}") for r in range(rows)]
+    for r in range(rows):
+        b.store(ir.Constant(g.fv, None), acc[r])
+        b.store(ir.Constant(F32, 0.0), corr[r])
+    code_rows = [b.mul(b.add(n, I64(r)), row_bytes) for r in range(rows)]
+    param_rows = [b.mul(b.add(n, I64(r)), groups) for r in range(rows)]
+    x_row = b.mul(m, kp)
+    with for_range(b, groups, name="g") as j:
+        for r in range(rows):
+            b.store(ir.Constant(g.fv, None), gacc[r])
+        k0 = b.mul(j, I64(g.group))
+        with for_range(b, I64(g.group), step=g.chunk, name="c") as c:
+            k = b.add(k0, c)
+            xv = [g.load_f(x, b.add(x_row, b.add(k, I64(i * g.lanes))))
+                  for i in range(8 // g.bits)]
+            byte = b.udiv(b.mul(k, I64(g.bits)), I64(8))
+            for r in range(rows):
+                total = b.load(gacc[r])
+                for wv, xvec in zip(g.codes(codes, b.add(code_rows[r], byte)), xv):
+                    total = b.call(g.fma, [wv, xvec, total])
+                b.store(total, gacc[r])
+        xsum_j = b.load(b.gep(args["xsum"], [b.add(b.mul(m, groups), j)]))
+        for r in range(rows):
+            p = b.add(param_rows[r], j)
+            scale = b.load(b.gep(scales, [p]))
+            b.store(b.call(g.fma, [b.load(gacc[r]), g.splat(scale, g.fv), b.load(acc[r])]),
+                    acc[r])
+            term = b.fmul(b.load(b.gep(sz, [p])), xsum_j, flags=FAST)
+            b.store(b.fadd(b.load(corr[r]), term, flags=FAST), corr[r])
+    for r in range(rows):
+        col = b.add(n, I64(r))
+        value = b.fsub(g.hsum(b.load(acc[r])), b.load(corr[r]), flags=FAST)
+        value = b.fadd(value, b.load(b.gep(args["bias"], [col])), flags=FAST)
+        b.store(value, b.gep(args["out"], [b.add(b.mul(m, args["N"]), col)]))
+
+
+def build_nbits_module(lanes: int, bits: int, group: int) -> ir.Module:
+    """The module with the entry ``nbits_symbol(lanes, bits, group)`` (see the module doc)."""
+    module = ir.Module(name=nbits_symbol(lanes, bits, group))
+    fptr, i64ptr = F32.as_pointer(), I64.as_pointer()
+    names = ("x", "out", "xsum", "params", "M", "n0", "n1")
+    types = (fptr, fptr, fptr, i64ptr, I64, I64, I64)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), types), nbits_symbol(lanes, bits,
+                                                                                  group))
+    for arg, name in zip(fn.args, names):
+        arg.name = name
+        if isinstance(arg.type, ir.PointerType):
+            arg.add_attribute("noalias")
+    fv = ir.VectorType(F32, lanes)
+    fma = ir.Function(module, ir.FunctionType(fv, [fv, fv, fv]), f"llvm.fma.v{lanes}f32")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    g = _Gen(b, lanes, bits, group, fma)
+    args = dict(zip(names, fn.args))
+    for i, (name, ty) in enumerate(_PARAMS):
+        value = b.load(b.gep(args["params"], [I64(i)]))
+        args[name] = value if ty is I64 else b.inttoptr(value, ty)
+    args["kp"] = b.mul(args["G"], I64(group))
+    with for_range(b, args["M"], name="m") as m:
+        _xsum(g, args["x"], args["xsum"], m, args["G"], args["kp"])
+        n1 = args["n1"]
+        blocks_end = b.sub(n1, b.srem(b.sub(n1, args["n0"]), I64(ROWS)))
+        with for_range(b, blocks_end, start=args["n0"], step=ROWS, name="n") as n:
+            _rows(g, args, m, n, ROWS)
+        with for_range(b, n1, start=blocks_end, name="t") as n:
+            _rows(g, args, m, n, 1)
+    b.ret_void()
+    return module
