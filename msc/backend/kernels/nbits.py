@@ -80,11 +80,14 @@ class NbitsWeight:
                                   self.lanes)
         self.scales = np.ascontiguousarray(scales, np.float32).reshape(self.n, self.groups)
         zeros = np.asarray(zero_points, np.float32).reshape(self.n, self.groups)
-        self.sz = np.ascontiguousarray(self.scales * zeros, np.float32)
+        self.gp = -(-self.groups // self.lanes) * self.lanes
+        self.sz = np.zeros((self.n, self.gp), np.float32)  # -scale * zero, rows padded
+        self.sz[:, : self.groups] = -(self.scales * zeros)
         self.bias = np.zeros(self.n, np.float32) if bias is None else np.ascontiguousarray(
             np.broadcast_to(np.asarray(bias, np.float32).reshape(-1), (self.n,)))
         self.params = np.array([a.ctypes.data for a in (self.codes, self.scales, self.sz,
-                                                        self.bias)] + [self.n, self.groups],
+                                                        self.bias)]
+                               + [self.n, self.groups, self.gp],
                                np.int64)
         self.driver = nbits_driver(self.lanes, bits, self.kgroup)
         self._source = (weight, scales, zero_points)
@@ -116,7 +119,7 @@ class NbitsWeight:
     def _xsum(self, m: int) -> int:
         key = ("xsum", m)
         if key not in self._tasks:
-            self._tasks[key] = np.zeros(len(self._parts()) * m * self.groups + 1, np.float32)
+            self._tasks[key] = np.zeros(len(self._parts()) * m * self.gp + 1, np.float32)
         return self._tasks[key].ctypes.data
 
     def _parts(self) -> list:
@@ -126,7 +129,7 @@ class NbitsWeight:
     def _task_list(self, m: int):
         tasks = self._tasks.get(m)
         if tasks is None:
-            stride = m * self.groups * 4  # each task sums x into its own xsum rows (bytes)
+            stride = m * self.gp * 4  # each task sums x into its own xsum rows (bytes)
             rows = [(0, 0, i * stride, self.params.ctypes.data, m, lo, hi)
                     for i, (lo, hi) in enumerate(self._parts())]
             tasks = self._tasks[m] = wrapped_tasks(self.driver, rows)

@@ -5,7 +5,9 @@ per output row and group, the codes are loaded as bytes, widened and converted t
 registers (int4: the low and high nibbles of ``lanes`` bytes are two vectors), multiplied
 with x and summed; the group's sum is scaled once. The zero point comes out exactly through the
 group sums of x: ``sum_k (q_k - z) s x_k = s * sum_k q_k x_k - (s z) * sum_k x_k``, with
-``s z`` precomputed per group and ``sum_k x_k`` once per call. Four weight rows run together
+``-s z`` precomputed per group and ``sum_k x_k`` once per call, applied per row after the
+groups, a vector of groups at a time. With AVX-512 (16 lanes) an int4 code becomes its float
+in one ``vpermps`` from a 16-entry table (it reads only the low 4 bits of each lane). Four weight rows run together
 so each x vector is loaded once for four rows.
 
 Code layout (what nbits.py repacks the op's MatMulNBits bytes into): row-major, each row
@@ -13,8 +15,10 @@ Code layout (what nbits.py repacks the op's MatMulNBits bytes into): row-major, 
 byte j = code j (low nibble) | code j + lanes (high nibble), so the two nibble vectors meet
 two consecutive x vectors; int8 one byte per code. x rows are ``Kp`` floats, zero-padded.
 
-    void entry(x, out, xsum, params, M, n0, n1)   params: int64 [codes, scales, sz, bias, N, G]
-    out[m, n] = sum_g scales[n,g] * sum_{k in g} q[n,k] x[m,k] - sz[n,g] * xsum[m,g] + bias[n]
+    void entry(x, out, xsum, params, M, n0, n1)   params: int64 [codes, scales, nsz, bias, N,
+                                                                   G, Gp]
+    out[m, n] = sum_g scales[n,g] * sum_{k in g} q[n,k] x[m,k] + nsz[n,g] * xsum[m,g] + bias[n]
+    (scales [N, G]; nsz [N, Gp] and xsum [M, Gp] zero-padded to Gp, a multiple of lanes)
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ ROWS = 4  # weight rows per block
 I8 = ir.IntType(8)
 # The int64 parameter block (nbits.py fills it once per weight): name, type
 _PARAMS = (("codes", I8.as_pointer()), ("scales", F32.as_pointer()), ("sz", F32.as_pointer()),
-           ("bias", F32.as_pointer()), ("N", I64), ("G", I64))
+           ("bias", F32.as_pointer()), ("N", I64), ("G", I64), ("Gp", I64))
 FAST = ("fast",)
 
 
@@ -38,8 +42,9 @@ def nbits_symbol(lanes: int, bits: int, group: int) -> str:
 
 
 class _Gen:
-    def __init__(self, b: ir.IRBuilder, lanes: int, bits: int, group: int, fma):
+    def __init__(self, b: ir.IRBuilder, lanes: int, bits: int, group: int, fma, permute=None):
         self.b, self.lanes, self.bits, self.group, self.fma = b, lanes, bits, group, fma
+        self.permute = permute  # AVX-512 vpermps: a nibble -> its float in one step
         self.fv = ir.VectorType(F32, lanes)
         self.iv = ir.VectorType(I32, lanes)
         self.bv = ir.VectorType(I8, lanes)
@@ -63,6 +68,10 @@ class _Gen:
         wide = b.zext(raw, self.iv)
         if self.bits == 8:
             return [b.uitofp(wide, self.fv)]
+        if self.permute is not None:  # vpermps reads the low 4 bits of each index lane
+            table = ir.Constant(self.fv, [float(i) for i in range(16)])
+            high = b.lshr(wide, ir.Constant(self.iv, [4] * self.lanes))
+            return [b.call(self.permute, [table, wide]), b.call(self.permute, [table, high])]
         low = b.and_(wide, ir.Constant(self.iv, [15] * self.lanes))
         high = b.lshr(wide, ir.Constant(self.iv, [4] * self.lanes))
         return [b.uitofp(low, self.fv), b.uitofp(high, self.fv)]
@@ -78,8 +87,8 @@ class _Gen:
         return b.extract_element(vec, I32(0))
 
 
-def _xsum(g: _Gen, x, xsum, m, groups, kp) -> None:
-    """xsum[m, j] = sum of x[m] over group j."""
+def _xsum(g: _Gen, x, xsum, m, groups, kp, gp) -> None:
+    """xsum[m, j] = sum of x[m] over group j (rows of ``gp`` >= groups floats)."""
     b = g.b
     slot = entry_alloca(b, g.fv, "xs")
     with for_range(b, groups, name="xg") as j:
@@ -88,21 +97,32 @@ def _xsum(g: _Gen, x, xsum, m, groups, kp) -> None:
         with for_range(b, I64(g.group), step=g.lanes, name="xk") as k:
             vec = g.load_f(x, b.add(start, k))
             b.store(b.fadd(b.load(slot), vec, flags=FAST), slot)
-        b.store(g.hsum(b.load(slot)), b.gep(xsum, [b.add(b.mul(m, groups), j)]))
+        b.store(g.hsum(b.load(slot)), b.gep(xsum, [b.add(b.mul(m, gp), j)]))
+
+
+def _correction(g: _Gen, args: dict, m, n, acc: list) -> None:
+    """acc[r] += nsz[n + r] * xsum[m] over the groups (``nsz = -scale * zero``), a vector of
+    groups at a time: both rows are zero-padded to ``Gp`` (a multiple of the lanes)."""
+    b, gp = g.b, args["Gp"]
+    xsum_row = b.mul(m, gp)
+    rows = [b.mul(b.add(n, I64(r)), gp) for r in range(len(acc))]
+    with for_range(b, gp, step=g.lanes, name="zg") as j:
+        xs = g.load_f(args["xsum"], b.add(xsum_row, j))
+        for r, row in enumerate(rows):
+            nsz = g.load_f(args["sz"], b.add(row, j))
+            b.store(b.call(g.fma, [nsz, xs, b.load(acc[r])]), acc[r])
 
 
 def _rows(g: _Gen, args: dict, m, n, rows: int) -> None:
     """out[m, n:n+rows] from ``rows`` weight rows."""
     b = g.b
-    x, codes, scales, sz = args["x"], args["codes"], args["scales"], args["sz"]
+    x, codes, scales = args["x"], args["codes"], args["scales"]
     groups, kp = args["G"], args["kp"]
     row_bytes = b.udiv(b.mul(kp, I64(g.bits)), I64(8))
     acc = [entry_alloca(b, g.fv, f"acc{r}") for r in range(rows)]
     gacc = [entry_alloca(b, g.fv, f"gacc{r}") for r in range(rows)]
-    corr = [entry_alloca(b, F32, f"corr{r}") for r in range(rows)]
     for r in range(rows):
         b.store(ir.Constant(g.fv, None), acc[r])
-        b.store(ir.Constant(F32, 0.0), corr[r])
     code_rows = [b.mul(b.add(n, I64(r)), row_bytes) for r in range(rows)]
     param_rows = [b.mul(b.add(n, I64(r)), groups) for r in range(rows)]
     x_row = b.mul(m, kp)
@@ -120,17 +140,14 @@ def _rows(g: _Gen, args: dict, m, n, rows: int) -> None:
                 for wv, xvec in zip(g.codes(codes, b.add(code_rows[r], byte)), xv):
                     total = b.call(g.fma, [wv, xvec, total])
                 b.store(total, gacc[r])
-        xsum_j = b.load(b.gep(args["xsum"], [b.add(b.mul(m, groups), j)]))
         for r in range(rows):
-            p = b.add(param_rows[r], j)
-            scale = b.load(b.gep(scales, [p]))
+            scale = b.load(b.gep(scales, [b.add(param_rows[r], j)]))
             b.store(b.call(g.fma, [b.load(gacc[r]), g.splat(scale, g.fv), b.load(acc[r])]),
                     acc[r])
-            term = b.fmul(b.load(b.gep(sz, [p])), xsum_j, flags=FAST)
-            b.store(b.fadd(b.load(corr[r]), term, flags=FAST), corr[r])
+    _correction(g, args, m, n, acc)
     for r in range(rows):
         col = b.add(n, I64(r))
-        value = b.fsub(g.hsum(b.load(acc[r])), b.load(corr[r]), flags=FAST)
+        value = g.hsum(b.load(acc[r]))
         value = b.fadd(value, b.load(b.gep(args["bias"], [col])), flags=FAST)
         b.store(value, b.gep(args["out"], [b.add(b.mul(m, args["N"]), col)]))
 
@@ -150,14 +167,16 @@ def build_nbits_module(lanes: int, bits: int, group: int) -> ir.Module:
     fv = ir.VectorType(F32, lanes)
     fma = ir.Function(module, ir.FunctionType(fv, [fv, fv, fv]), f"llvm.fma.v{lanes}f32")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    g = _Gen(b, lanes, bits, group, fma)
+    permute = ir.Function(module, ir.FunctionType(fv, [fv, ir.VectorType(I32, lanes)]),
+                          "llvm.x86.avx512.permvar.sf.512") if lanes == 16 and bits == 4 else None
+    g = _Gen(b, lanes, bits, group, fma, permute)
     args = dict(zip(names, fn.args))
     for i, (name, ty) in enumerate(_PARAMS):
         value = b.load(b.gep(args["params"], [I64(i)]))
         args[name] = value if ty is I64 else b.inttoptr(value, ty)
     args["kp"] = b.mul(args["G"], I64(group))
     with for_range(b, args["M"], name="m") as m:
-        _xsum(g, args["x"], args["xsum"], m, args["G"], args["kp"])
+        _xsum(g, args["x"], args["xsum"], m, args["G"], args["kp"], args["Gp"])
         n1 = args["n1"]
         blocks_end = b.sub(n1, b.srem(b.sub(n1, args["n0"]), I64(ROWS)))
         with for_range(b, blocks_end, start=args["n0"], step=ROWS, name="n") as n:

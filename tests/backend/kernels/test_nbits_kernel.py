@@ -8,6 +8,7 @@ with onnxruntime's com.microsoft MatMulNBits on the same bytes."""
 import numpy as np
 import pytest
 
+from msc.backend import vector_lanes
 from msc.backend.kernels.nbits import GEMV_ROWS, NbitsWeight
 from msc.backend.runtime.threads import num_threads
 from msc.compression.weight_only import quantize_rtn
@@ -44,7 +45,7 @@ def _close(got, want):
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
 
 
-@pytest.mark.parametrize("lanes", [8, 16])
+@pytest.mark.parametrize("lanes", sorted({8, vector_lanes()}))  # AVX2, and AVX-512's LUT path
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s[:2])) + f"-{s[2]}b")
 def test_kernel_equals_the_dequantized_matmul(shape, lanes):
     packed, x, bias, want = _case(*shape)
