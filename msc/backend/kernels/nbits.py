@@ -17,6 +17,7 @@ the int4 bytes if it were kept), so no float copy is ever made::
 from __future__ import annotations
 
 import ctypes
+import math
 from functools import cache
 
 import numpy as np
@@ -24,7 +25,7 @@ import numpy as np
 from ...errors import ShapeError
 from ...relax.op.registry import attach
 from ..llvm.jit import get_jit, vector_lanes
-from ..runtime.task_wrap import wrapped_tasks
+from ..runtime.task_wrap import Buffer, ChainEntry, wrapped_tasks
 from ..runtime.threads import split_range, task_threads
 from .base import Kernel, KernelFact, Site
 from .dense import Address, as_f32
@@ -131,6 +132,28 @@ class _NbitsKernel(Kernel):
         self.op, self.weight = op, weight
         self.inputs = (0,)
         self.x_addr, self.out_addr = Address(), Address()
+        self._chain: dict = {}  # rows -> task_wrap.ChainEntry (native chain steps)
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims) for the VM's native chains (runtime/native_run.KernelStep), so a
+        small layer costs no Python per call: fixed float32 buffers, K a whole number of
+        kernel groups (x needs no padding) and one task (the layer is not split)."""
+        w = self.weight
+        if len(buffers) != 2 or w.kp != w.k or len(w._parts()) > 1:
+            return None
+        (xs, xd), (os_, od) = buffers
+        xs, os_ = tuple(xs), tuple(os_)
+        if (np.dtype(xd) != np.float32 or np.dtype(od) != np.float32 or not xs
+                or xs[-1] != w.k or os_ != xs[:-1] + (w.n,)):
+            return None
+        m = math.prod(xs[:-1])
+        if not m:
+            return None
+        found = self._chain.get(m)
+        if found is None:
+            found = self._chain[m] = ChainEntry(w.driver, (
+                Buffer(0), Buffer(1), w._xsum(m), w.params.ctypes.data, m, 0, w.n))
+        return found.signature
 
     def __call__(self, x, out):
         if type(x) is not np.ndarray or x.dtype != np.float32 or not x.flags.c_contiguous:
