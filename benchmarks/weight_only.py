@@ -2,7 +2,8 @@
 bandwidth roofline, batch 1.
 
     .venv/bin/python benchmarks/weight_only.py [--threads 1,2] [--repeats 7] [--min-time 0.05]
-                                               [--part matvec,model] [--layers 4 --hidden 768]
+                                               [--part matvec,model,sweep] [--layers 12]
+                                               [--hidden 768]
 
 (a) matvec: y = x @ W.T for one token (what decode does per linear layer) at LLM sizes.
 Contenders, interleaved per round (benchmarks/common.py): msc float (the packed float GEMM the
@@ -12,9 +13,14 @@ g128; int8 g128), torch F.linear (float). The roofline of each is its weight byt
 scales) / the bandwidth of a large copy (numpy copyto of 512 MB: read + write bytes).
 
 (b) model: a Llama decoder from a config (random weights; hidden ``--hidden``, ``--layers``
-layers, seq 1: the full-sequence forward at one token, no KV cache) through msc's user path
+layers, vocabulary 8192, seq 1: the full-sequence forward at one token, no KV cache; the
+roofline counts every weight but the embedding table, of which a token reads one row) through
+msc's user path
 (from_torch -> quantize_weights -> to_relax -> build), float, int8 and int4-g128, against
 onnxruntime on to_onnx of the same graphs (MatMulNBits for the quantized ones) and torch eager.
+
+(c) sweep: logits SQNR and top-1 agreement of int8 and int4 g128 / g64 / g32, symmetric and
+asymmetric, RTN and AWQ, on held-out token sequences (quantize_weights' report).
 """
 
 from __future__ import annotations
@@ -195,7 +201,9 @@ def _sessions(variants: dict, ids: np.ndarray, threads: int, folder: str) -> tup
                                     providers=["CPUExecutionProvider"])
         name = sess.get_inputs()[0].name
         fns[f"ort {label}"] = lambda s=sess, n=name: s.run(None, {n: ids})
-        size[label] = sum(np.asarray(v).nbytes for v in w.values())
+        tables = {t.name for n in g.get_nodes() if n.optype == "msc.embedding"
+                  for t in n.weights.values()}  # a token reads one row of these
+        size[label] = sum(np.asarray(v).nbytes for k, v in w.items() if k not in tables)
     return fns, size
 
 
@@ -229,10 +237,43 @@ def model_end_to_end(args, thread_counts: list, bandwidth: float) -> None:
                 best = best_interleaved(fns, args.repeats,
                                         lambda fn: per_call(fn, args.min_time))
         print(f"\n(b) Llama hidden {args.hidden} x {args.layers} layers, 1 token, {threads} "
-              f"thread(s): ms per forward (% of roofline: all weight bytes / bandwidth)\n")
+              f"thread(s): ms per forward (% of roofline: weight bytes / bandwidth)\n")
         rows = [[who, f"{t * 1e3:.3f}", f"{size[who.split()[-1]] / bandwidth / t:.0%}",
                  f"{size[who.split()[-1]] / 1e6:.1f}"] for who, t in best.items()]
         print_table(["contender", "ms", "% roofline", "weight MB"], rows, flush=True)
+
+
+SWEEP = {"int8": {"bits": 8, "group_size": None}, **{
+    f"int4-g{g} {'sym' if sym else 'asym'} {m}": {"bits": 4, "group_size": g, "symmetric": sym,
+                                                 "method": m}
+    for g in (128, 64, 32) for sym in (True, False) for m in ("rtn", "awq")}}
+
+
+def sweep(args) -> None:
+    """Logits SQNR and top-1 agreement of every format, RTN against AWQ, on held-out inputs:
+    the corpus' Llama and GPT-2 (tests/helpers/corpus.py, 12 tokens) and a Llama at
+    ``--hidden`` x 2 layers (8 tokens)."""
+    from msc.compression.weight_only import quantize_weights
+    from msc.frontends import translate
+    from tests.helpers.corpus import MODELS
+
+    cases = {}
+    for name in ("llama", "gpt2"):
+        model, info, _ = MODELS[name]()
+        cases[f"{name} (corpus)"] = (model, info, 256, 12)
+    cases[f"llama h{args.hidden}x2"] = (_llama(args.hidden, 2), [([1, 8], "int64")], 8192, 8)
+    rows = {key: [key] for key in SWEEP}
+    for model, info, vocab, seq in cases.values():
+        graph, weights = translate.from_torch(model, info, via="export")
+        rng = np.random.default_rng(7)
+        calib = [rng.integers(0, vocab, (1, seq)).astype(np.int64) for _ in range(8)]
+        held = [rng.integers(0, vocab, (1, seq)).astype(np.int64) for _ in range(8)]
+        for key, config in SWEEP.items():
+            out = quantize_weights(graph, weights, calib, config, held)[2].output
+            rows[key].append(f"{out['sqnr_db']:.2f} / {out['top1_agreement']:.3f}")
+    print("\n(c) logits SQNR dB / top-1 agreement against float, 8 held-out sequences "
+          "(calibration: 8 others)\n")
+    print_table(["format", *cases], rows.values(), flush=True)
 
 
 def main() -> int:
@@ -240,9 +281,9 @@ def main() -> int:
     parser.add_argument("--threads", default="1,2", help="thread counts, e.g. 1,2")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--min-time", type=float, default=0.05)
-    parser.add_argument("--part", default="matvec,model")
+    parser.add_argument("--part", default="matvec,model,sweep")
     parser.add_argument("--hidden", type=int, default=768)
-    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--layers", type=int, default=12)
     args = parser.parse_args()
     start = time.perf_counter()
     bandwidth = copy_bandwidth()
@@ -253,6 +294,8 @@ def main() -> int:
             matvec(args, threads, bandwidth)
     if "model" in args.part:
         model_end_to_end(args, thread_counts, bandwidth)
+    if "sweep" in args.part:
+        sweep(args)
     print(f"\n({time.perf_counter() - start:.0f} s)")
     return 0
 

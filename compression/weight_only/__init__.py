@@ -6,6 +6,8 @@ symmetric or asymmetric), round-to-nearest or an AWQ-style activation-aware scal
                                                 "group_size": 128, "method": "awq"},
                                                 eval_data=held_out)
     print(report.table())        # logits SQNR, top-1 agreement, per-layer RTN vs AWQ
+    save_weight_plan(report.plan, "int4.plan.json")          # re-apply without calibration
+    qgraph, qweights = apply_weight_plan(graph, weights, "int4.plan.json")
 
 Each chosen linear joint becomes a ``matmul_nbits`` on its packed weight (int4 two per byte,
 MatMulNBits' layout), which the backend runs on a kernel reading the packed bytes, to_onnx
@@ -16,9 +18,11 @@ from .api import collect_inputs, quantize_weights
 from .awq import search_scales
 from .config import DEFAULTS, LINEAR_WEIGHTS, read_config
 from .packing import PackedWeight, quantize_rtn
+from .plan import apply_weight_plan, load_weight_plan, save_weight_plan
 from .report import WeightOnlyReport, compare_outputs
 from .rewrite import LayerQuant, rewrite_graph
 
 __all__ = ["DEFAULTS", "LINEAR_WEIGHTS", "LayerQuant", "PackedWeight", "WeightOnlyReport",
-           "collect_inputs", "compare_outputs", "quantize_rtn", "quantize_weights",
-           "read_config", "rewrite_graph", "search_scales"]
+           "apply_weight_plan", "collect_inputs", "compare_outputs", "load_weight_plan",
+           "quantize_rtn", "quantize_weights", "read_config", "rewrite_graph",
+           "save_weight_plan", "search_scales"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from msc.codegen.joint import find_weight
 from msc.errors import ValidationError
 from msc.graph import MSCGraph
 from msc.progress import progress
@@ -13,8 +12,8 @@ from ..quantize.runner import input_arrays, make_runner, with_outputs
 from .awq import ScaleChoice, output_sqnr, search_scales
 from .config import chosen_layers, read_config
 from .packing import quantize_rtn
+from .plan import apply_weight_plan, layer_weight, plan_entry
 from .report import WeightOnlyReport, compare_outputs
-from .rewrite import LayerQuant, rewrite_graph
 
 __all__ = ["collect_inputs", "quantize_weights"]
 
@@ -22,7 +21,8 @@ __all__ = ["collect_inputs", "quantize_weights"]
 def quantize_weights(graph: MSCGraph, weights: dict, calib_data=None, config: dict | None = None,
                      eval_data=None) -> tuple[MSCGraph, dict, WeightOnlyReport]:
     """Weight-only quantization: ``(graph, weights, report)`` where every chosen linear joint
-    is a ``matmul_nbits`` on its packed weight (int4 two per byte, or int8).
+    is a ``matmul_nbits`` on its packed weight (int4 two per byte, or int8); ``report.plan``
+    re-applies without calibration (``apply_weight_plan``).
 
     ``calib_data``: input items (dicts by input name, arrays, or lists of arrays), needed by
     ``method="awq"`` and optional for RTN (then the report gives each layer's output SQNR on
@@ -43,21 +43,20 @@ def quantize_weights(graph: MSCGraph, weights: dict, calib_data=None, config: di
                               hint="pass calib_data, or use method='rtn'")
     rows = collect_inputs(graph, weights, layers, calib_data, config) \
         if calib_data is not None else {}
-    choices, records = {}, []
+    plan, records = {}, []
     for name, node in progress(list(layers.items()), desc="weight-only", unit="layer"):
-        tensor = node.weights["weight"]
-        w = np.asarray(find_weight(weights, tensor), np.float32).reshape(tensor.shape)
+        w = layer_weight(node, weights)
         choice = _choose(w, rows.get(name), config)
-        choices[name] = LayerQuant(choice.packed, choice.input_scale)
-        records.append(_record(node, w, choice, name in rows))
-    qgraph, qweights = rewrite_graph(graph, weights, choices)
+        plan[name] = plan_entry(config, choice.alpha, choice.input_scale)
+        records.append(_record(node, w, choice, name in rows, choice.packed.nbytes))
+    qgraph, qweights = apply_weight_plan(graph, weights, plan)
     output = compare_outputs(graph, weights, qgraph, qweights, eval_data, config["executor"]) \
         if eval_data is not None else None
     floats = sum(r["shape"][0] * r["shape"][1] * 4 for r in records)
-    packed = sum(c.packed.nbytes for c in choices.values())
+    packed = sum(r["bytes"] for r in records)
     records.sort(key=lambda r: r["weight_sqnr_db"])
     data = {"config": {k: v for k, v in config.items() if k != "exclude"}, "layers": records,
-            "bytes": {"float": floats, "packed": packed}, "output": output}
+            "bytes": {"float": floats, "packed": packed}, "output": output, "plan": plan}
     return qgraph, qweights, WeightOnlyReport(data)
 
 
@@ -73,14 +72,14 @@ def _choose(w: np.ndarray, x: np.ndarray | None, config: dict) -> ScaleChoice:
     return ScaleChoice(packed, None, 0.0, db, db)
 
 
-def _record(node, w: np.ndarray, choice: ScaleChoice, calibrated: bool) -> dict:
+def _record(node, w: np.ndarray, choice: ScaleChoice, calibrated: bool, nbytes: int) -> dict:
     w_hat = choice.packed.dequantize()
     if choice.input_scale is not None:
         w_hat = w_hat / choice.input_scale
     return {"name": node.name, "optype": node.optype, "shape": list(w.shape),
             "weight_sqnr_db": output_sqnr(w, w_hat), "alpha": choice.alpha,
             "rtn_sqnr_db": choice.rtn_sqnr_db if calibrated else None,
-            "sqnr_db": choice.sqnr_db if calibrated else None}
+            "sqnr_db": choice.sqnr_db if calibrated else None, "bytes": nbytes}
 
 
 def collect_inputs(graph: MSCGraph, weights: dict, layers: dict, calib_data, config: dict

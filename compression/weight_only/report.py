@@ -35,6 +35,11 @@ class WeightOnlyReport:
         return None if out is None else dict(out)
 
     @property
+    def plan(self) -> dict:
+        """The per-layer choices (plan.py): ``apply_weight_plan(graph, weights, plan)``."""
+        return json.loads(json.dumps(self._data["plan"]))
+
+    @property
     def layers(self) -> list[dict]:
         return [dict(r) for r in self._data["layers"]]
 

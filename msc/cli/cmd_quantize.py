@@ -5,7 +5,7 @@ and ``load_model`` find them), ``OUT.plan.json`` (the plan, to edit and re-apply
 ``OUT.report.json``, and prints the report table. ``--calib`` is an ``.npz`` with one array per
 graph input (by input name or alias; a single unnamed array feeds a single input); its first
 axis is cut into batches of the input's batch size. ``--weight-only int4|int8`` packs the
-linear weights instead, activations stay float (cli/weight_only.py: LLM decode; no plan file).
+linear weights instead, activations stay float (cli/weight_only.py: LLM decode).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Every linear layer gets a packed weight (a ``matmul_nbits`` joint: int4 two per 
 group, or int8 per channel); ``--awq`` searches activation-aware scales on the ``--calib``
 batches (RTN otherwise, the batches then measure each layer's output SQNR), ``--eval`` names
 held-out inputs on which the report compares the logits with the float model's. Writes the
-graph JSON, its ``.npz`` (the packed bytes as uint8, no pickles) and ``.report.json``.
+graph JSON, its ``.npz`` (the packed bytes as uint8, no pickles), ``.plan.json`` (per layer:
+format and AWQ scale, for ``apply_weight_plan``) and ``.report.json``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def add_arguments(p) -> None:
 def run_weight_only(args, graph, weights, batches: list, held: list | None, paths: dict) -> int:
     from msc.codegen.files import save_npz
     from msc.codegen.qweight import pack_weights
-    from msc.compression.weight_only import quantize_weights
+    from msc.compression.weight_only import quantize_weights, save_weight_plan
 
     bits = 8 if args.weight_only == "int8" else 4
     config = {"bits": bits, "group_size": None if bits == 8 else args.group_size,
@@ -42,8 +43,9 @@ def run_weight_only(args, graph, weights, batches: list, held: list | None, path
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     qgraph.to_json(paths["graph"])
     save_npz(paths["weights"], pack_weights(qweights))
+    save_weight_plan(report.plan, paths["plan"])
     report.save(paths["report"])
     print(report.table())
     print(f"\nwrote {paths['graph']} ({len(qgraph.node_names)} nodes), {paths['weights']}, "
-          f"{paths['report']}")
+          f"{paths['plan']}, {paths['report']}")
     return 0

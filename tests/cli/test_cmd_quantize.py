@@ -86,3 +86,5 @@ def test_weight_only_int4_writes_packed_weights_and_a_report(files, capsys):
     assert 10 * np.log10((ref ** 2).sum() / ((ref - got) ** 2).sum()) > 15
     report = json.loads((folder / "wo" / "net_int4.report.json").read_text())
     assert report["config"]["method"] == "awq" and report["output"]["items"] == 4
+    plan = json.loads((folder / "wo" / "net_int4.plan.json").read_text())
+    assert plan == report["plan"] and len(plan) == 1  # keyed by the linear joint replaced

@@ -88,3 +88,41 @@ def test_awq_is_never_worse_than_rtn_and_wins_on_outlier_channels():
     awq = held_db(choice.packed.dequantize() / choice.input_scale)
     rtn = held_db(quantize_rtn(w, 4, 128, True).dequantize())
     assert awq > rtn + 1.0, (awq, rtn)
+
+
+def _mlp_graph():
+    import torch
+
+    from msc.frontends import translate
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(48, 64), torch.nn.ReLU(),
+                                torch.nn.Linear(64, 16, bias=False)).eval()
+    return translate.from_torch(model, [([2, 48], "float32")])
+
+
+def test_a_saved_plan_re_applies_to_the_same_bytes(tmp_path):
+    from msc.compression.weight_only import apply_weight_plan, quantize_weights, save_weight_plan
+
+    graph, weights = _mlp_graph()
+    calib = [RNG.standard_normal((2, 48)).astype(np.float32) for _ in range(4)]
+    qgraph, qweights, report = quantize_weights(graph, weights, calib,
+                                                {"bits": 4, "group_size": 32, "method": "awq"})
+    save_weight_plan(report.plan, str(tmp_path / "plan.json"))
+    again, again_w = apply_weight_plan(graph, weights, str(tmp_path / "plan.json"))
+    assert again.to_json() == qgraph.to_json()
+    assert sorted(again_w) == sorted(qweights)
+    for name, value in qweights.items():
+        np.testing.assert_array_equal(again_w[name], value)
+
+
+def test_a_plan_for_another_graph_is_refused():
+    from msc.compression.weight_only import apply_weight_plan
+    from msc.errors import SerializationError
+
+    graph, weights = _mlp_graph()
+    entry = {"bits": 4, "group_size": 32, "symmetric": True, "alpha": 0.0, "input_scale": None}
+    with pytest.raises(ValidationError, match="no linear joint"):
+        apply_weight_plan(graph, weights, {"no_such_node": entry})
+    with pytest.raises(SerializationError, match="keys"):
+        apply_weight_plan(graph, weights, {"matmul": {"bits": 4}})
