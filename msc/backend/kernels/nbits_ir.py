@@ -7,7 +7,9 @@ with x and summed; the group's sum is scaled once. The zero point comes out exac
 group sums of x: ``sum_k (q_k - z) s x_k = s * sum_k q_k x_k - (s z) * sum_k x_k``, with
 ``-s z`` precomputed per group and ``sum_k x_k`` once per call, applied per row after the
 groups, a vector of groups at a time. With AVX-512 (16 lanes) an int4 code becomes its float
-in one ``vpermps`` from a 16-entry table (it reads only the low 4 bits of each lane). Four weight rows run together
+in one ``vpermps`` from a 16-entry table (it reads only the low 4 bits of each lane). Each
+group of a row prefetches the same group of the row ``AHEAD`` below: with weights beyond the
+cache the kernel would otherwise wait on memory, one row block at a time. Four weight rows run together
 so each x vector is loaded once for four rows.
 
 Code layout (what nbits.py repacks the op's MatMulNBits bytes into): row-major, each row
@@ -30,6 +32,7 @@ from ..llvm.loops import F32, I32, I64, entry_alloca, for_range
 __all__ = ["ROWS", "build_nbits_module", "nbits_symbol"]
 
 ROWS = 4  # weight rows per block
+AHEAD = 16  # rows ahead whose codes a row block prefetches
 I8 = ir.IntType(8)
 # The int64 parameter block (nbits.py fills it once per weight): name, type
 _PARAMS = (("codes", I8.as_pointer()), ("scales", F32.as_pointer()), ("sz", F32.as_pointer()),
@@ -38,13 +41,15 @@ FAST = ("fast",)
 
 
 def nbits_symbol(lanes: int, bits: int, group: int) -> str:
-    return f"msc_nbits_gemv_{bits}b_g{group}_{lanes}l_r{ROWS}"
+    return f"msc_nbits_gemv_{bits}b_g{group}_{lanes}l_r{ROWS}_p{AHEAD}"
 
 
 class _Gen:
-    def __init__(self, b: ir.IRBuilder, lanes: int, bits: int, group: int, fma, permute=None):
+    def __init__(self, b: ir.IRBuilder, lanes: int, bits: int, group: int, fma, permute=None,
+                 prefetch=None):
         self.b, self.lanes, self.bits, self.group, self.fma = b, lanes, bits, group, fma
         self.permute = permute  # AVX-512 vpermps: a nibble -> its float in one step
+        self.prefetch = prefetch
         self.fv = ir.VectorType(F32, lanes)
         self.iv = ir.VectorType(I32, lanes)
         self.bv = ir.VectorType(I8, lanes)
@@ -130,6 +135,10 @@ def _rows(g: _Gen, args: dict, m, n, rows: int) -> None:
         for r in range(rows):
             b.store(ir.Constant(g.fv, None), gacc[r])
         k0 = b.mul(j, I64(g.group))
+        ahead = b.udiv(b.mul(k0, I64(g.bits)), I64(8))
+        for r in range(rows):  # the same group of the row AHEAD below
+            line = b.add(b.add(code_rows[r], b.mul(row_bytes, I64(AHEAD))), ahead)
+            b.call(g.prefetch, [b.gep(codes, [line]), I32(0), I32(3), I32(1)])
         with for_range(b, I64(g.group), step=g.chunk, name="c") as c:
             k = b.add(k0, c)
             xv = [g.load_f(x, b.add(x_row, b.add(k, I64(i * g.lanes))))
@@ -169,7 +178,9 @@ def build_nbits_module(lanes: int, bits: int, group: int) -> ir.Module:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     permute = ir.Function(module, ir.FunctionType(fv, [fv, ir.VectorType(I32, lanes)]),
                           "llvm.x86.avx512.permvar.sf.512") if lanes == 16 and bits == 4 else None
-    g = _Gen(b, lanes, bits, group, fma, permute)
+    prefetch = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8.as_pointer(), I32, I32,
+                                                                   I32]), "llvm.prefetch.p0")
+    g = _Gen(b, lanes, bits, group, fma, permute, prefetch)
     args = dict(zip(names, fn.args))
     for i, (name, ty) in enumerate(_PARAMS):
         value = b.load(b.gep(args["params"], [I64(i)]))
