@@ -105,25 +105,31 @@ class NbitsWeight:
             grouped[:, : self.k] = x
             x = np.zeros((m, self.groups, self.kgroup), np.float32)
             x[..., : self.block] = grouped.reshape(m, self.groups, self.block)
-        self._task_list(m).launch(1, (x.ctypes.data, out.ctypes.data, self._xsum(m)))
+        parts = self._parts()
+        self._task_list(m, parts).launch(1, (x.ctypes.data, out.ctypes.data,
+                                             self._xsum(m, len(parts))))
 
-    def _xsum(self, m: int) -> int:
-        key = ("xsum", m)
+    def _xsum(self, m: int, count: int) -> int:
+        """Scratch for ``count`` tasks' x group sums (each task its own rows)."""
+        key = ("xsum", m, count)
         if key not in self._tasks:
-            self._tasks[key] = np.zeros(len(self._parts()) * m * self.gp + 1, np.float32)
+            self._tasks[key] = np.zeros(count * m * self.gp + 1, np.float32)
         return self._tasks[key].ctypes.data
 
     def _parts(self) -> list:
         threads = task_threads() if self.codes.nbytes >= _SPLIT_BYTES else 1
         return split_range(self.n, threads, ROWS)
 
-    def _task_list(self, m: int):
-        tasks = self._tasks.get(m)
+    def _task_list(self, m: int, parts: list):
+        """The tasks for ``m`` rows of x over ``parts`` (keyed by both: the thread count may
+        change between calls)."""
+        key = ("tasks", m, tuple(parts))
+        tasks = self._tasks.get(key)
         if tasks is None:
             stride = m * self.gp * 4  # each task sums x into its own xsum rows (bytes)
             rows = [(0, 0, i * stride, self.params.ctypes.data, m, lo, hi)
-                    for i, (lo, hi) in enumerate(self._parts())]
-            tasks = self._tasks[m] = wrapped_tasks(self.driver, rows)
+                    for i, (lo, hi) in enumerate(parts)]
+            tasks = self._tasks[key] = wrapped_tasks(self.driver, rows)
         return tasks
 
 
@@ -152,7 +158,7 @@ class _NbitsKernel(Kernel):
         found = self._chain.get(m)
         if found is None:
             found = self._chain[m] = ChainEntry(w.driver, (
-                Buffer(0), Buffer(1), w._xsum(m), w.params.ctypes.data, m, 0, w.n))
+                Buffer(0), Buffer(1), w._xsum(m, 1), w.params.ctypes.data, m, 0, w.n))
         return found.signature
 
     def __call__(self, x, out):
