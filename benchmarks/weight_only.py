@@ -2,7 +2,8 @@
 bandwidth roofline, batch 1.
 
     .venv/bin/python benchmarks/weight_only.py [--threads 1,2] [--repeats 7] [--min-time 0.05]
-                                               [--part matvec,model,sweep] [--layers 12]
+                                               [--part matvec,model,sweep,corpus]
+                                               [--layers 12]
                                                [--hidden 768]
 
 (a) matvec: y = x @ W.T for one token (what decode does per linear layer) at LLM sizes.
@@ -21,6 +22,9 @@ onnxruntime on to_onnx of the same graphs (MatMulNBits for the quantized ones) a
 
 (c) sweep: logits SQNR and top-1 agreement of int8 and int4 g128 / g64 / g32, symmetric and
 asymmetric, RTN and AWQ, on held-out token sequences (quantize_weights' report).
+
+(d) corpus: Llama, Qwen3, Mistral, Gemma-2, GPT-2 and OPT from tests/helpers/corpus.py, int4
+g32 asymmetric AWQ, on msc's backend, onnxruntime and torch (agreement), and their logits.
 """
 
 from __future__ import annotations
@@ -276,12 +280,59 @@ def sweep(args) -> None:
     print_table(["format", *cases], rows.values(), flush=True)
 
 
+DECODERS = ("llama", "qwen3", "mistral", "gemma2", "gpt2", "opt")
+
+
+def corpus(args) -> None:
+    """The six decoders of the test corpus through every path, int4 g32 asymmetric AWQ: how
+    far msc's backend and onnxruntime (MatMulNBits) are from torch on the same quantized
+    graph (max |diff| / max |torch|), and the logits against the float model."""
+    import onnxruntime as ort
+    import torch
+
+    from msc import relax
+    from msc.codegen import to_onnx, to_relax, to_torch
+    from msc.compression.weight_only import quantize_weights
+    from msc.frontends import translate
+    from tests.helpers.corpus import MODELS
+
+    rows = []
+    config = {"bits": 4, "group_size": 32, "symmetric": False, "method": "awq"}
+    for name in DECODERS:
+        model, info, _ = MODELS[name]()
+        graph, weights = translate.from_torch(model, info)
+        rng = np.random.default_rng(3)
+        calib = [rng.integers(0, 256, (1, 12)).astype(np.int64) for _ in range(4)]
+        held = [rng.integers(0, 256, (1, 12)).astype(np.int64) for _ in range(4)]
+        qgraph, qweights, report = quantize_weights(graph, weights, calib, config, held)
+        x = held[0]
+        with tempfile.TemporaryDirectory() as folder:
+            ex = relax.build(to_relax(qgraph, qweights, build_folder=folder + "/r"))
+            ours = relax.VirtualMachine(ex, relax.cpu())["main"](x).numpy()
+            with torch.no_grad():
+                ref = to_torch(qgraph, qweights, build_folder=folder + "/t")(
+                    torch.from_numpy(x)).numpy()
+        sess = ort.InferenceSession(to_onnx(qgraph, qweights).SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+        theirs = sess.run(None, {sess.get_inputs()[0].name: x})[0]
+        scale = float(np.abs(ref).max())
+        out = report.output
+        rows.append([name, qgraph.inspect()["nodes"].get("matmul_nbits", 0),
+                     ex.stats["ops"].get("matmul_nbits"),
+                     f"{np.abs(ours - ref).max() / scale:.1e}",
+                     f"{np.abs(theirs - ref).max() / scale:.1e}",
+                     f"{out['sqnr_db']:.2f}", f"{out['top1_agreement']:.3f}"])
+    print("\n(d) the corpus' decoders, int4 g32 asym AWQ, every path\n")
+    print_table(["model", "matmul_nbits", "msc backend", "msc vs torch", "ort vs torch",
+                 "logits dB", "top-1"], rows, flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--threads", default="1,2", help="thread counts, e.g. 1,2")
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--min-time", type=float, default=0.05)
-    parser.add_argument("--part", default="matvec,model,sweep")
+    parser.add_argument("--part", default="matvec,model,sweep,corpus")
     parser.add_argument("--hidden", type=int, default=768)
     parser.add_argument("--layers", type=int, default=12)
     args = parser.parse_args()
@@ -296,6 +347,8 @@ def main() -> int:
         model_end_to_end(args, thread_counts, bandwidth)
     if "sweep" in args.part:
         sweep(args)
+    if "corpus" in args.part:
+        corpus(args)
     print(f"\n({time.perf_counter() - start:.0f} s)")
     return 0
 
