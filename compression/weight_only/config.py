@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from msc.errors import ValidationError
 from msc.graph import MSCGraph, MSCJoint
 
-from ..quantize.config import _exclude, is_excluded
+from ..quantize.config import _exclude, is_excluded, merged_settings
 from .packing import check_format
 
 __all__ = ["DEFAULTS", "LINEAR_WEIGHTS", "METHODS", "chosen_layers", "read_config"]
@@ -37,12 +37,7 @@ DEFAULTS = {
 def read_config(config: Mapping | None) -> dict:
     """``DEFAULTS`` updated with ``config``; unknown keys and bad values raise
     ValidationError naming the key."""
-    config = dict(config or {})
-    unknown = sorted(set(config) - set(DEFAULTS))
-    if unknown:
-        raise ValidationError(f"unknown weight-only setting(s) {unknown}", key=unknown[0],
-                              hint=f"settings: {', '.join(DEFAULTS)}")
-    merged = {**DEFAULTS, **config}
+    merged = merged_settings(config, DEFAULTS, "weight-only")
     check_format(merged["bits"], merged["group_size"])
     for key, allowed in (("method", METHODS), ("executor", ("torch", "relax"))):
         if merged[key] not in allowed:

@@ -14,7 +14,6 @@ chose, so a saved plan gives the same packed bytes.
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 
@@ -23,6 +22,7 @@ from msc.errors import SerializationError, ValidationError
 from msc.graph import MSCGraph
 from msc.graph.files import write_atomic
 
+from ..quantize.plan import read_plan_json
 from .config import LINEAR_WEIGHTS
 from .packing import check_format, quantize_rtn
 from .rewrite import LayerQuant, rewrite_graph
@@ -51,15 +51,7 @@ def save_weight_plan(plan: dict, path: str) -> None:
 
 def load_weight_plan(path_or_dict) -> dict:
     """A plan from a JSON file (or a dict), every entry checked."""
-    plan = path_or_dict
-    if isinstance(path_or_dict, (str, os.PathLike)):
-        try:
-            with open(path_or_dict, encoding="utf-8") as f:
-                plan = json.load(f)
-        except (OSError, ValueError) as err:
-            raise SerializationError(f"cannot read the weight-only plan: {err}",
-                                     file=str(path_or_dict),
-                                     hint="a plan is the JSON written by save_weight_plan") from None
+    plan = read_plan_json(path_or_dict, "weight-only plan", "save_weight_plan")
     if not isinstance(plan, dict):
         raise SerializationError("a weight-only plan must be a JSON object {node: {...}}")
     for name, entry in plan.items():
