@@ -276,6 +276,9 @@ def build_model(writer: OnnxWriter, producer: str = "msc"):
             np.require(array, requirements="C"), name))
     opsets = [helper.make_opsetid("", writer.opset)]
     functions, imports = writer.functions.model_parts() if writer.functions else ([], [])
+    imported = {o.domain for o in opsets + imports}
+    imports += [helper.make_opsetid(d, 1) for d in sorted({n["domain"] for n in specs
+                                                            if n["domain"]} - imported)]
     model = helper.make_model(graph, opset_imports=opsets + imports, producer_name=producer,
                               functions=functions)
     # model-local functions came with IR version 8

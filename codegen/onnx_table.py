@@ -21,6 +21,7 @@ from .onnx_context import onnx_dtype
 from .onnx_index import INDEX, flat
 from .onnx_integer import integer_operands
 from .onnx_layout import LAYOUT
+from .onnx_nbits import NBITS_ROWS
 from .onnx_nn import NN_ROWS
 from .onnx_rows import Row, axes_of, axis_of, plain
 
@@ -568,7 +569,7 @@ CREATE = {
 }
 
 ROWS: dict[str, Row] = {**ELEMENTWISE, **REDUCE, **MANIPULATE, **INDEX, **CREATE, **NN_ROWS,
-                        **LAYOUT}
+                        **LAYOUT, **NBITS_ROWS}
 
 
 def attach_rows() -> None:

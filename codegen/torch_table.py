@@ -237,6 +237,15 @@ def _dequantize(ctx) -> str:
     return f"({value}).to({ctx.dtype()})"
 
 
+def _matmul_nbits(ctx) -> str:
+    """The packed weight dequantized in the forward: ``(code - zero) * scale`` per group."""
+    w, scales, zeros = (ctx.tensor_arg(n) for n in ("weight", "scales", "zero_points"))
+    codes = w if ctx.attr("bits") == 8 else f"torch.stack(({w} & 15, {w} >> 4), -1).flatten(-2)"
+    value = (f"(({codes}.float() - {zeros}.float()[..., None]) * {scales}[..., None])"
+             f".flatten(1)[:, :{int(ctx.attr('in_features'))}]")
+    return _call("F.linear", ctx.input(0), f"{value}.to({ctx.dtype()})")
+
+
 def _full(ctx) -> str:
     return _call("torch.full", ctx.dims(ctx.out), f"{ctx.tensor_arg('fill_value')}.item()",
                  dtype=ctx.dtype())
@@ -407,6 +416,7 @@ ROWS: dict[str, Row] = {
     "msc.gelu": Row(convert=lambda c: _call("F.gelu", c.input(0))),
     # quantization
     "quantize": Row(convert=_quantize), "dequantize": Row(convert=_dequantize),
+    "matmul_nbits": Row(convert=_matmul_nbits),
     # reductions, scans, sorting
     "sum": Row(convert=_reduce("torch.sum"), cast=True),
     "mean": Row(convert=_reduce("torch.mean")), "max": Row(convert=_reduce("torch.amax")),

@@ -17,7 +17,7 @@ from .observers import METHODS
 from .qparams import DTYPE_RANGES
 
 __all__ = ["ABSORBED_ACTIVATIONS", "DEFAULTS", "DEFAULT_OPTYPES", "ORT_INT8", "chosen_nodes",
-           "is_excluded", "read_config"]
+           "is_excluded", "merged_settings", "read_config"]
 
 # Ops onnxruntime's QDQ kernels run in int8 that msc's backend runs in float between the
 # dequantize and the quantize: op -> onnxruntime's kernel.
@@ -58,14 +58,19 @@ DEFAULTS = {
 _EXCLUDE_KEYS = ("names", "optypes", "regex")
 
 
+def merged_settings(config: Mapping | None, defaults: dict, what: str) -> dict:
+    """``defaults`` updated with ``config``; a key ``defaults`` lacks raises, naming it."""
+    config = dict(config or {})
+    unknown = sorted(set(config) - set(defaults))
+    if unknown:
+        raise ValidationError(f"unknown {what} setting(s) {unknown}", key=unknown[0],
+                              hint=f"settings: {', '.join(defaults)}")
+    return {**defaults, **config}
+
+
 def read_config(config: Mapping | None) -> dict:
     """``DEFAULTS`` updated with ``config``; unknown keys and bad values raise."""
-    config = dict(config or {})
-    unknown = sorted(set(config) - set(DEFAULTS))
-    if unknown:
-        raise ValidationError(f"unknown quantization setting(s) {unknown}", key=unknown[0],
-                              hint=f"settings: {', '.join(DEFAULTS)}")
-    merged = {**DEFAULTS, **config}
+    merged = merged_settings(config, DEFAULTS, "quantization")
     _check_choice(merged, "method", METHODS)
     _check_choice(merged, "activation_dtype", DTYPE_RANGES)
     if merged["weight_dtype"] != "int8":

@@ -32,7 +32,8 @@ from .observers import Observer
 from .qparams import qparams_from_range, weight_qparams
 from .runner import input_arrays, make_runner, with_outputs
 
-__all__ = ["activation_targets", "calibrate", "load_plan", "save_plan", "weight_axis"]
+__all__ = ["activation_targets", "calibrate", "load_plan", "read_plan_json", "save_plan",
+           "weight_axis"]
 
 
 def _absorbed(graph: MSCGraph, tensor) -> object:
@@ -172,16 +173,22 @@ def save_plan(plan: dict, path: str) -> None:
 _ENTRY_KEYS = {"scale", "zero_point", "axis", "dtype"}
 
 
+def read_plan_json(path_or_dict, what: str = "plan", writer: str = "save_plan"):
+    """The JSON of a plan file (a dict passes through); an unreadable file raises
+    SerializationError naming it and ``writer``, the function that writes such files."""
+    if not isinstance(path_or_dict, (str, os.PathLike)):
+        return path_or_dict
+    try:
+        with open(path_or_dict, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError) as err:
+        raise SerializationError(f"cannot read the {what}: {err}", file=str(path_or_dict),
+                                 hint=f"a {what} is the JSON written by {writer}") from None
+
+
 def load_plan(path_or_dict) -> dict:
     """A plan from a JSON file (or a dict), every entry checked."""
-    plan = path_or_dict
-    if isinstance(path_or_dict, (str, os.PathLike)):
-        try:
-            with open(path_or_dict, encoding="utf-8") as f:
-                plan = json.load(f)
-        except (OSError, ValueError) as err:
-            raise SerializationError(f"cannot read the plan: {err}", file=str(path_or_dict),
-                                     hint="a plan is the JSON written by save_plan") from None
+    plan = read_plan_json(path_or_dict)
     if not isinstance(plan, dict):
         raise SerializationError("a plan must be a JSON object {tensor: {...}}")
     for name, entry in plan.items():

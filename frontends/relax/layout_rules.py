@@ -199,6 +199,19 @@ def linear_backward(view) -> Inferred:
     return Inferred((out, "OI", "O")[:view.nargs], out)
 
 
+def nbits_forward(view) -> Inferred:
+    """matmul_nbits: data as a linear's; the packed weight, scales and zero points have no
+    layout letters (groups and bytes, not tensor axes)."""
+    rank = len(view.shape(0))
+    data = _required(view.layout(0) or MATMUL_DEFAULTS.get(rank, ""))
+    return Inferred((data, "", "", "")[:view.nargs], data)
+
+
+def nbits_backward(view) -> Inferred:
+    out = _required(view.out_layout())
+    return Inferred((out, "", "", "")[:view.nargs], out)
+
+
 # --------------------------------------------------------------------------------------------
 # Axis ops: permute_dims, reductions, expand_dims, squeeze, take, reshape.
 
@@ -471,6 +484,7 @@ RULES: dict[str, LayoutRule] = {
     "matmul": LayoutRule(matmul_forward, matmul_backward),
     **dict.fromkeys(("msc.linear", "msc.linear_bias"),
                     LayoutRule(linear_forward, linear_backward)),
+    "matmul_nbits": LayoutRule(nbits_forward, nbits_backward),
     "permute_dims": LayoutRule(permute_forward, permute_backward, relax_permute),
     "expand_dims": LayoutRule(expand_dims_forward, expand_dims_backward, relax_expand_dims),
     "squeeze": LayoutRule(squeeze_forward, squeeze_backward, relax_squeeze),

@@ -47,6 +47,7 @@ ROLES: dict[str, tuple[str, ...]] = {
     "msc.conv2d_bias": _CONV_BIAS,
     "msc.embedding": ("input", "weight"),
     "msc.gelu": ("input", "factor_1", "factor_2", "factor_3"),
+    "matmul_nbits": ("input", "weight", "scales", "zero_points"),
 }
 
 # Optypes whose roles depend on the number of arguments.

@@ -4,7 +4,8 @@ Writes ``OUT.json`` (the QDQ MSCGraph), ``OUT.npz`` (its weights, so ``msc inspe
 and ``load_model`` find them), ``OUT.plan.json`` (the plan, to edit and re-apply) and
 ``OUT.report.json``, and prints the report table. ``--calib`` is an ``.npz`` with one array per
 graph input (by input name or alias; a single unnamed array feeds a single input); its first
-axis is cut into batches of the input's batch size.
+axis is cut into batches of the input's batch size. ``--weight-only int4|int8`` packs the
+linear weights instead, activations stay float (cli/weight_only.py: LLM decode).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import numpy as np
 
 from ..errors import SerializationError, ValidationError
-from . import options
+from . import options, weight_only
 from .loaders import load_model
 
 __all__ = ["COMMAND", "calibration_batches"]
@@ -25,7 +26,9 @@ def _add_arguments(p) -> None:
     p.epilog = ("examples:\n"
                 "  msc quantize net.json --calib calib.npz -o out/int8.json\n"
                 "  msc quantize model.onnx --calib calib.npz --method entropy --target-sqnr 30 "
-                "-o out/int8.json\n")
+                "-o out/int8.json\n"
+                "  msc quantize llm.onnx --calib prompts.npz --weight-only int4 --group-size 64 "
+                "--awq --eval held.npz -o out/int4.json\n")
     options.add_model(p)
     options.add_input_info(p)
     p.add_argument("--calib", required=True,
@@ -56,6 +59,7 @@ def _add_arguments(p) -> None:
     p.add_argument("-o", "--output", required=True,
                    help="QDQ graph JSON to write (weights beside it: .npz, int8 kept int8)")
     p.add_argument("--force", action="store_true", help="overwrite existing output files")
+    weight_only.add_arguments(p)
 
 
 def _outputs(path: str) -> dict:
@@ -119,6 +123,10 @@ def _run(args) -> int:
     _check_outputs(args, paths)
     graph, weights = load_model(args.model, options.input_info(args))
     batches = calibration_batches(graph, _calib_arrays(args.calib), args.calib)
+    if args.weight_only:
+        held = calibration_batches(graph, _calib_arrays(args.eval), args.eval) \
+            if args.eval else None
+        return weight_only.run_weight_only(args, graph, weights, batches, held, paths)
     config = {"method": args.method, "activation_dtype": args.activation_dtype,
               "target_sqnr": args.target_sqnr, "quantize_outputs": args.quantize_outputs,
               "fold_bn": not args.no_fold_bn,

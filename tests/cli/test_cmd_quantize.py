@@ -66,3 +66,25 @@ def test_calibration_batches_follow_the_input_batch(files):
     np.testing.assert_array_equal(batches[1]["inp_0"], x[2:4])
     with pytest.raises(ValidationError, match="stack samples along axis 0"):
         calibration_batches(graph, {"inp_0": x[:, :2]})
+
+
+def test_weight_only_int4_writes_packed_weights_and_a_report(files, capsys):
+    """--weight-only int4: the linear becomes a matmul_nbits on uint8 codes in the .npz, the
+    graph reloads and runs, and the report carries the held-out logits SQNR."""
+    folder, model, x = files
+    out = folder / "wo" / "net_int4.json"
+    args = _parse([str(folder / "net.json"), "--calib", str(folder / "calib.npz"),
+                   "--weight-only", "int4", "--group-size", "32", "--asym", "--awq",
+                   "--eval", str(folder / "calib.npz"), "-o", str(out)])
+    assert COMMAND[2](args) == 0
+    assert "top-1 agreement" in capsys.readouterr().out
+    graph, weights = load_model(str(out))
+    node = next(n for n in graph.get_nodes() if n.optype == "matmul_nbits")
+    assert weights[node.weights["weight"].name].dtype == np.uint8
+    got = make_runner(graph, weights)([x[:2]])[graph.output_names[0]]
+    ref = model(torch.from_numpy(x[:2])).detach().numpy()
+    assert 10 * np.log10((ref ** 2).sum() / ((ref - got) ** 2).sum()) > 15
+    report = json.loads((folder / "wo" / "net_int4.report.json").read_text())
+    assert report["config"]["method"] == "awq" and report["output"]["items"] == 4
+    plan = json.loads((folder / "wo" / "net_int4.plan.json").read_text())
+    assert plan == report["plan"] and len(plan) == 1  # keyed by the linear joint replaced

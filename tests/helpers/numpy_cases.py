@@ -440,6 +440,17 @@ CASES += [
     Case("dequantize", [_i(3, 4, lo=-100, hi=100, dtype="int8"), np.array(0.5, "float32"),
                         np.array(2, "int8")],
          _quiet(lambda x, s, z: torch._make_per_tensor_quantized_tensor(x, 0.5, 2).dequantize())),
+    # int4 codes two per byte (element 2j low), 2 groups of 16 for K = 30 (2 padding codes)
+    Case("matmul_nbits", [_f(2, 30), _i(3, 2, 8, lo=0, hi=256, dtype="uint8"), _f(3, 2),
+                          _i(3, 2, lo=0, hi=16, dtype="uint8")],
+         lambda x, w, s, z: F.linear(x, ((torch.stack((w & 15, w >> 4), -1).flatten(-2).float()
+                                          - z.float()[..., None]) * s[..., None]).flatten(1)[:, :30]),
+         in_features=30, bits=4, block_size=16, rtol=1e-5, atol=1e-5),
+    Case("matmul_nbits", [_f(1, 2, 20), _i(4, 1, 20, lo=0, hi=256, dtype="uint8"), _f(4, 1),
+                          _i(4, 1, lo=0, hi=256, dtype="uint8")],
+         lambda x, w, s, z: F.linear(x, (w.float() - z.float()[..., None]).flatten(1) * s),
+         in_features=20, bits=8, block_size=20, id="matmul_nbits-int8-per-channel",
+         rtol=1e-5, atol=1e-4),
 ]
 
 

@@ -263,3 +263,30 @@ def _einsum(call):
         y = b.compute(out.values, lambda *i: cast(y[i], out.dtype), "T_cast")
     return b.prim_func([y], "einsum")
 
+
+
+@rule("matmul_nbits")
+def _matmul_nbits(call):
+    """x @ W.T with W dequantized first: ``(code - zero) * scale`` per group of the packed
+    weight (int4 codes two per byte, element 2j in the low nibble)."""
+    b, (x, w, scales, zeros) = inputs(call)
+    a = attrs(call)
+    bits, block = int(a["bits"]), int(a["block_size"])
+    dt = scales.dtype
+    n = w.shape[0]
+
+    def code(i, k):
+        group, pos = E.floordiv(k, idx(block)), E.floormod(k, idx(block))
+        if bits == 8:
+            return cast(w[(i, group, pos)], "int32")
+        byte = cast(w[(i, group, E.floordiv(pos, idx(2)))], "int32")
+        shift = E.add(idx(1), E.BinaryOp("Mul", idx(15), E.floormod(pos, idx(2))))
+        return E.floormod(E.floordiv(byte, cast(shift, "int32")), const(16, "int32"))
+
+    def value(i, k):
+        group = E.floordiv(k, idx(block))
+        diff = E.BinaryOp("Sub", cast(code(i, k), dt), cast(zeros[(i, group)], dt))
+        return E.BinaryOp("Mul", diff, scales[(i, group)])
+    weight = b.compute((n, x.shape[-1]), value, "T_dequantize_nbits")
+    return _contract(call, b, x, weight, lambda i, k: i[:-1] + (k,), lambda i, k: (i[-1], k),
+                     x.shape[-1], "T_matmul_nbits")

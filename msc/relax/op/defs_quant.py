@@ -6,7 +6,7 @@ keep TVM's Python order: ``quantize(data, scale, zero_point, axis=-1, out_dtype=
 
 from __future__ import annotations
 
-from .infer import normalize_axis, prod, provably_differ, with_dtype
+from .infer import normalize_axis, prod, provably_differ, tensor, with_dtype
 from .registry import Arg, AttrDef, make_call, register
 
 # dtype rules of TVM 0.27, per op and argument.
@@ -75,3 +75,53 @@ register("quantize", _QUANT_ARGS, [AttrDef("out_dtype", "dtype", "int8"),
 register("dequantize", _QUANT_ARGS, [AttrDef("out_dtype", "dtype", "float32"),
                                      AttrDef("axis", "int", -1)],
          infer=quant_infer, family="quant", builder=dequantize)
+
+
+# --------------------------------------------------------------------------------------------
+# matmul_nbits: a matmul whose [N, K] weight is stored packed (weight-only quantization,
+# compression/weight_only). onnxruntime's com.microsoft MatMulNBits, with msc's zero points
+# one uint8 code per group (MatMulNBits packs int4 ones two per byte: to_onnx packs them).
+
+def nbits_infer(ctx):
+    """data [..., K] float; weight uint8 [N, groups, block_size * bits / 8]; scales float
+    and zero_points uint8 [N, groups] -> [..., N]. The value of weight row n, group g is
+    ``(code - zero_points[n, g]) * scales[n, g]``; codes past K (padding) are ignored."""
+    data, weight, scales = ctx.tensor(0), ctx.tensor(1), ctx.tensor(2)
+    attrs = ctx.attrs
+    if attrs.bits not in (4, 8):
+        raise ctx.error(f"bits={attrs.bits} is not 4 or 8", hint="weights are int4 or int8")
+    for i, dtype in ((1, "uint8"), (2, data.dtype), (3, "uint8")):
+        if ctx.tensor(i).dtype not in (dtype, "void"):
+            raise ctx.error(f"dtype {ctx.tensor(i).dtype}, expected {dtype}", i)
+    if data.dtype not in ("float16", "float32", "void"):
+        raise ctx.error(f"needs float data, got {data.dtype}", 0)
+    ranks = [(1, 3, "weight [N, groups, block bytes]"), (2, 2, "scales [N, groups]"),
+                  (3, 2, "zero_points [N, groups]")]
+    for i, rank, why in ranks:
+        if ctx.tensor(i).ndim not in (-1, rank):
+            raise ctx.error(f"has rank {ctx.tensor(i).ndim}, {why} needs {rank}", i)
+    if data.values is None or weight.values is None:
+        return tensor(None, data.dtype, data.ndim)
+    k, block = attrs.in_features, attrs.block_size
+    n, groups, nbytes = weight.values
+    for got, want, what in ((data.values[-1], k, "data's last dim (in_features)"),
+                            (groups, -(-k // block), "weight dim 1 (groups)"),
+                            (nbytes, block * attrs.bits // 8, "weight dim 2 (block bytes)")):
+        if provably_differ(got, want):
+            raise ctx.error(f"{what} is {got}, expected {want}", 1)
+    if scales.values is not None and provably_differ(scales.values[0], n):
+        raise ctx.error(f"scales has {scales.values[0]} rows, the weight {n}", 2)
+    return tensor([*data.values[:-1], n], data.dtype)
+
+
+def matmul_nbits(data, weight, scales, zero_points, in_features: int, bits: int = 4,
+                 block_size: int = 32):
+    """``R.matmul_nbits(x, w, scales, zero_points, bits=4, block_size=32, in_features=K)``."""
+    return make_call("matmul_nbits", data, weight, scales, zero_points, bits=bits,
+                     block_size=block_size, in_features=in_features)
+
+
+register("matmul_nbits", [Arg("data"), Arg("weight"), Arg("scales"), Arg("zero_points")],
+         [AttrDef("in_features", "int"), AttrDef("bits", "int", 4),
+          AttrDef("block_size", "int", 32)],
+         infer=nbits_infer, family="quant", builder=matmul_nbits)

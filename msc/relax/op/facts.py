@@ -24,7 +24,7 @@ __all__ = ["FACT_SOURCES", "load_all_facts", "load_facts"]
 FACT_SOURCES: dict[str, tuple[str, ...]] = {
     "numpy": ("msc.relax.op.numpy_ref",),
     "kernel": tuple(f"msc.backend.kernels.{m}" for m in (
-        "activation", "attention", "conv", "dense", "elementwise", "layout", "nonzero", "norm",
+        "activation", "attention", "conv", "dense", "elementwise", "layout", "nbits", "nonzero", "norm",
         "pool", "reduce_rows", "unique")),
     "legalize": ("msc.backend.legalize",),
     "int8": ("msc.backend.qdq_fold",),

@@ -444,6 +444,26 @@ def _dense(args, attrs):
     return np.matmul(accum(args[0]), accum(args[1]).T)
 
 
+def dequantize_nbits(weight, scales, zero_points, bits: int, block_size: int, k: int):
+    """matmul_nbits' weight as float32 [N, K]: ``(code - zero_point) * scale`` per group,
+    int4 codes two per byte (element 2j in the low nibble), padding past K dropped."""
+    weight = np.asarray(weight, np.uint8)
+    n, groups = weight.shape[:2]
+    if bits == 4:
+        codes = np.empty((n, groups, weight.shape[2] * 2), np.uint8)
+        codes[..., 0::2], codes[..., 1::2] = weight & 0xF, weight >> 4
+    else:
+        codes = weight
+    zeros = np.asarray(zero_points, np.float32)[..., None]
+    value = (codes.astype(np.float32) - zeros) * np.asarray(scales, np.float32)[..., None]
+    return np.ascontiguousarray(value.reshape(n, groups * block_size)[:, :k], np.float32)
+
+
+def _matmul_nbits(args, attrs):
+    w = dequantize_nbits(*args[1:4], attrs["bits"], attrs["block_size"], attrs["in_features"])
+    return np.matmul(accum(args[0]), w.astype(np.float64).T)
+
+
 def _batch_matmul(args, attrs):
     x, y = accum(args[0]), accum(args[1])
     x = x.swapaxes(-1, -2) if attrs["transpose_a"] else x
@@ -503,5 +523,5 @@ FACTS = {
     "nn.attention_var_len": _attention_var_len,
     "nn.cross_entropy_with_logits": _cross_entropy,
     "nn.batch_flatten": lambda a, t: np.reshape(a[0], (np.shape(a[0])[0], -1)),
-    "quantize": _quantize, "dequantize": _dequantize, **MSC,
+    "quantize": _quantize, "dequantize": _dequantize, "matmul_nbits": _matmul_nbits, **MSC,
 }

@@ -30,7 +30,9 @@ MSC_EXTENSIONS = {"reinterpret": "ONNX BitCast; TVM's nearest, R.memory.view, al
                                  "and byte offset",
                   "det": "ONNX Det; TVM 0.27's relax has no determinant",
                   "vision.non_max_suppression": "ONNX NonMaxSuppression (as many rows as kept "
-                                                "boxes); TVM's all_class_ variant pads them"}
+                                                "boxes); TVM's all_class_ variant pads them",
+                  "matmul_nbits": "onnxruntime's MatMulNBits: weight-only int4 / int8 "
+                                  "(compression/weight_only); MLC-LLM keeps its own passes"}
 
 
 def _tensor_ops() -> list:
