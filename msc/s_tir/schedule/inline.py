@@ -26,6 +26,7 @@ from ...tir.function import (
     SBlock,
     walk_stmts,
 )
+from .blocks import find_block
 from .region import bounds
 from .tree import blocks_in, find_path, kids, rebuild, replace_at, rewrite_expr
 
@@ -33,15 +34,6 @@ __all__ = ["compute_inline", "reverse_compute_inline"]
 
 
 # ---------------------------------------------------------------------------- looking
-
-def _find(func: PrimFunc, name: str, what: str) -> list:
-    path = find_path(func.body, lambda s: isinstance(s, SBlock) and s.name == name)
-    if path is None or path[-1] is func.body:
-        names = [b.name for b in blocks_in(func.body)[1:]]
-        raise ScheduleError(f"{what}: no block {name!r} in function {func.name!r}", key=name,
-                            hint=f"blocks: {names}")
-    return path
-
 
 def _complete_store(block: SBlock, what: str) -> BufferStore:
     """The block's one BufferStore; the block must be spatial, without an init."""
@@ -264,7 +256,7 @@ def _remove(body, path: list):
 
 def compute_inline(func: PrimFunc, name: str) -> PrimFunc:
     what = "compute_inline"
-    path = _find(func, name, what)
+    path = find_block(func, name, what)
     block = path[-1]
     store = _complete_store(block, what)
     params = _distinct_iter_vars(store.indices, block, what, "store")
@@ -282,7 +274,7 @@ def compute_inline(func: PrimFunc, name: str) -> PrimFunc:
 
 def reverse_compute_inline(func: PrimFunc, name: str) -> PrimFunc:
     what = "reverse_compute_inline"
-    path = _find(func, name, what)
+    path = find_block(func, name, what)
     consumer = path[-1]
     store = _complete_store(consumer, what)
     produced = _produced_reads(func, consumer, what)
