@@ -16,6 +16,7 @@ from importlib import resources
 from string import Template
 from typing import Any
 
+from ..graph.base import bulk_objects
 from ..graph.files import write_atomic
 from .groups import Group
 from .overlay import Overlay
@@ -63,5 +64,6 @@ def render_html(scene: Scene, overlay: Overlay | None = None) -> str:
 def write_html(graph, weights: Mapping[str, Any] | None, path: str,
                overlay: Overlay | None = None) -> str:
     """Write the HTML view of ``graph`` to ``path``; returns ``path``."""
-    write_atomic(path, render_html(Scene.of(graph, weights), overlay))
+    with bulk_objects():  # no GC passes over the records of a big graph (none is garbage)
+        write_atomic(path, render_html(Scene.of(graph, weights), overlay))
     return path
