@@ -53,13 +53,30 @@ def _scoped_onnx(path) -> str:
     return str(path)
 
 
+# TVMScript as TVM prints it, with msc's scope attr: the adapter parses it (never executes it)
+SCRIPT = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((1, 8), "float32")) -> R.Tensor((1, 8), "float32"):
+        R.func_attr({"msc_scopes": {"lv": "encoder/mlp", "lv1": "encoder/mlp", "gv": "head"}})
+        with R.dataflow():
+            lv = R.nn.relu(x)
+            lv1 = R.add(lv, lv)
+            gv = R.multiply(lv1, lv1)
+            R.output(gv)
+        return gv
+'''
+
+
 @pytest.fixture(scope="module")
 def models(tmp_path_factory, resnet50):
     out = tmp_path_factory.mktemp("me")
     scoped = _scoped_onnx(out / "scoped.onnx")
     graph, _ = resnet50
     graph.to_json(str(out / "resnet50.json"))
-    return {"onnx": scoped, "json": str(out / "resnet50.json")}
+    (out / "scoped.py").write_text(SCRIPT)
+    return {"onnx": scoped, "json": str(out / "resnet50.json"), "py": str(out / "scoped.py")}
 
 
 def _expected(path):
@@ -103,6 +120,14 @@ def test_convert_msc_json_matches_the_graph(models):
     joint = load_model(models["json"])[0].find_node("conv2d_1")
     assert attrs["optype"] == "nn.conv2d" and len(joint.attrs) > 3
     assert {k: attrs[k] for k in joint.attrs} == {k: str(v) for k, v in joint.attrs.items()}
+
+
+def test_convert_tvmscript_namespaces_from_msc_scopes(models):
+    data = model_explorer.utils.convert_adapter_response(
+        MSCAdapter().convert(models["py"], {}))["graphs"][0]
+    assert _seen(data) == _expected(models["py"])
+    assert {n["id"]: n["namespace"] for n in data["nodes"]} == \
+        {"x": "", "relu": "encoder.mlp", "add": "encoder.mlp", "multiply": ""}
 
 
 def test_overlay_beside_the_model_becomes_node_data(models, tmp_path):
