@@ -24,6 +24,7 @@ from msc.cli.loaders import load_model
 from msc.errors import SerializationError
 from msc.viewer.me_adapter import ADAPTER_ID, PROVIDER_ID, overlay_beside, overlay_node_data
 from msc.viewer.me_adapter.main import MSCAdapter, MSCOverlayProvider
+from msc.viewer.model_explorer import graph_collection
 from msc.viewer.overlay import GRADIENT
 from msc.viewer.scene import Scene
 from tests.helpers.browser import browser_missing, start_chromium
@@ -115,6 +116,10 @@ def test_convert_msc_json_matches_the_graph(models):
         MSCAdapter().convert(models["json"], {}))["graphs"][0]
     expected = _expected(models["json"])
     assert _seen(data) == expected and len(expected) == 230
+    # field by field what the exporter writes (Model Explorer's unset fields aside)
+    graph, weights = load_model(models["json"])
+    assert model_explorer.utils.remove_none(data) == \
+        graph_collection(Scene.of(graph, weights))["graphs"][0]
     attrs = {kv["key"]: kv["value"] for kv in
              next(n for n in data["nodes"] if n["id"] == "conv2d_1")["attrs"]}
     joint = load_model(models["json"])[0].find_node("conv2d_1")

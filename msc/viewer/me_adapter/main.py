@@ -1,7 +1,8 @@
 """The extension classes Model Explorer loads with ``--extensions=msc.viewer.me_adapter``
 (it imports this ``main`` module; importing it registers both classes). Graph objects are
-built from the exporter's JSON with dacite, Model Explorer's own dependency, so the adapter
-and the exported file cannot drift apart.
+built from the exporter's JSON, so the adapter and the exported file cannot drift apart: the
+nodes field by field (dacite, Model Explorer's own dependency, type-checks every field and
+took 2.3 s of CPU on 10,000 joints, three times the conversion), node data with dacite.
 """
 
 from __future__ import annotations
@@ -31,8 +32,35 @@ class MSCAdapter(Adapter):
         fileExts=list(FILE_EXTS))
 
     def convert(self, model_path: str, settings: dict) -> dict:
-        data = convert_json(model_path)
-        return {"graphs": [from_dict(graph_builder.Graph, g) for g in data["graphs"]]}
+        return {"graphs": [_graph(g) for g in convert_json(model_path)["graphs"]]}
+
+
+def _graph(g: dict) -> graph_builder.Graph:
+    return graph_builder.Graph(
+        id=g["id"], nodes=[_node(n) for n in g["nodes"]],
+        groupNodeAttributes=g["groupNodeAttributes"],
+        layoutConfigs=graph_builder.LayoutConfigs(**g["layoutConfigs"]))
+
+
+def _node(n: dict) -> graph_builder.GraphNode:
+    return graph_builder.GraphNode(
+        id=n["id"], label=n["label"], namespace=n["namespace"],
+        subgraphIds=n["subgraphIds"], attrs=[_kv(kv) for kv in n["attrs"]],
+        incomingEdges=[graph_builder.IncomingEdge(**e) for e in n["incomingEdges"]],
+        outputsMetadata=[_metadata(m) for m in n["outputsMetadata"]],
+        inputsMetadata=[_metadata(m) for m in n["inputsMetadata"]],
+        style=graph_builder.GraphNodeStyle(**n["style"]))
+
+
+def _metadata(m: dict) -> graph_builder.MetadataItem:
+    return graph_builder.MetadataItem(id=m["id"], attrs=[_kv(kv) for kv in m["attrs"]])
+
+
+def _kv(kv: dict) -> graph_builder.KeyValue:
+    value = kv["value"]  # a string, or {type: node_ids, nodeIds} (links to other nodes)
+    if isinstance(value, dict):
+        value = graph_builder.NodeIdsNodeAttributeValue(nodeIds=value["nodeIds"])
+    return graph_builder.KeyValue(key=kv["key"], value=value)
 
 
 class MSCOverlayProvider(NodeDataProvider):
