@@ -86,14 +86,13 @@ def _tensor(tensor, texts: dict) -> dict:
 def _record(joint, weights: Mapping[str, Any], texts: dict) -> dict:
     tensors = [_tensor(t, texts) for t in joint.get_outputs()]
     outputs = [t["text"] for t in tensors]
-    pairs = joint.input_pairs()
     return {"name": joint.name, "optype": joint.optype, "family": family_of(joint.optype),
             "scope": "/".join(joint.scope),
             "shape": outputs[0] if outputs else "", "outputs": outputs,
-            "inputs": [p.output_at(k).name for p, k in pairs], "attrs": dict(joint.attrs),
+            "attrs": dict(joint.attrs),
             "weights": _weights(joint, weights) if joint.weights else [],
             "parents": [p.index for p in joint.parents],
-            "in_edges": [(p.index, k) for p, k in pairs], "tensors": tensors}
+            "in_edges": [(p.index, k) for p, k in joint.input_pairs()], "tensors": tensors}
 
 
 def _common(up: dict, src: int, dst: int) -> tuple[int, int, int]:
