@@ -14,8 +14,11 @@ grandalf on one flat level of N boxes shows why the SVG lays out one group level
 ``--scoped`` measures the models that open by their own modules (issue 29) instead: a ViT
 with ViT-Tiny's dims (transformers, random weights) from from_torch and from ONNX, next to
 resnet50 (no node names: cut blocks).
-Model Explorer (``model-explorer`` on PATH, or ``--model-explorer`` its executable) opens the
-same graph exported as its JSON: seconds until its graph is drawn.
+Model Explorer (``model-explorer`` beside this Python or on PATH, or ``--model-explorer`` its
+executable) opens the same graph exported as its JSON, and the graph saved as MSC JSON through
+msc's adapter extension: seconds until its graph is drawn. ``--huge`` adds a 100,000-joint
+decoder (issue 29: it opens in under 2 s; the 10,000-joint one writes .html in under 1 s and
+.svg in under 2 s). Results: docs/perf/viewer-speed.md.
 """
 
 from __future__ import annotations
