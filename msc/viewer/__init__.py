@@ -1,5 +1,7 @@
 """Pictures of an MSCGraph: a layered SVG, a self-contained HTML viewer with collapsible
-groups and overlays, and Model Explorer's graph JSON.
+groups and overlays, and Model Explorer's graph JSON (plus ``me_adapter``, msc's extension
+for Model Explorer: ``model-explorer --extensions=msc.viewer.me_adapter``; imported only by
+Model Explorer, so ``import msc`` never needs it).
 
     >>> from msc.viewer import EXPORTERS
     >>> sorted(EXPORTERS)

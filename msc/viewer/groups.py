@@ -85,8 +85,13 @@ def _scope_tree(paths: list[list[str]]) -> Group:
 def _finish(group: Group) -> None:
     """Fill size/first bottom-up (iteratively: trees can be deep)."""
     for g in reversed(list(group.walk())):
-        g.size = sum(i.size if isinstance(i, Group) else 1 for i in g.items)
-        g.first = min(i.first if isinstance(i, Group) else i for i in g.items)
+        _count(g)
+
+
+def _count(g: Group) -> None:
+    """size/first of ``g`` from its items' (already counted)."""
+    g.size = sum(i.size if isinstance(i, Group) else 1 for i in g.items)
+    g.first = min(i.first if isinstance(i, Group) else i for i in g.items)
 
 
 def _simplify(root: Group) -> None:
@@ -171,12 +176,12 @@ def _cut_blocks(group: Group, names: Sequence[str], parents) -> None:
         if current:
             blocks.append(current)
         group.items = [_block(b, names) if len(b) > 1 else b[0] for b in blocks]
-        _finish(group)
+        _count(group)  # only this level changed: re-walking the tree made big graphs quadratic
 
 
 def _block(items: list, names: Sequence[str]) -> Group:
     block = Group(_block_label(items, names), items, block=True)
-    _finish(block)
+    _count(block)
     return block
 
 

@@ -12,6 +12,7 @@ grandalf grows superlinearly (about 15 s for 10k flat nodes), but a level holds 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from grandalf.graphs import Edge, Graph, Vertex
 from grandalf.layouts import SugiyamaLayout
@@ -70,7 +71,14 @@ def _component(core) -> None:
 def layout_level(sizes: Sequence[tuple[float, float]],
                  edges: Sequence[tuple[int, int]]) -> LevelLayout:
     """Layout of boxes ``sizes`` (w, h) linked by ``edges`` (index pairs); components side by
-    side, left to right in order of their first box."""
+    side, left to right in order of their first box. Big models repeat their blocks (every
+    decoder layer is the same level), so equal levels are laid out once (the result is shared:
+    read it, do not change it)."""
+    return _layout_once(tuple(sizes), tuple(edges))
+
+
+@lru_cache(maxsize=4096)
+def _layout_once(sizes: tuple, edges: tuple) -> LevelLayout:
     verts = [Vertex(i) for i in range(len(sizes))]
     for v, (w, h) in zip(verts, sizes):
         v.view = _Box(w, h)

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..graph.base import bulk_objects
 from ..progress import progress
 from ..relax.op import OPS
 from .groups import Group, group_joints
@@ -70,17 +71,44 @@ def _weights(joint, weights: Mapping[str, Any]) -> list[dict]:
     return rows
 
 
-def _record(joint, weights: Mapping[str, Any]) -> dict:
-    outputs = [tensor_text(t) for t in joint.get_outputs()]
+def _tensor(tensor, texts: dict) -> dict:
+    """One output's row; its text is shared by every tensor of the same shape, dtype and
+    layout (a big model repeats a few dozen of them), so each is formatted once."""
+    shape, dtype, layout = tensor.get_shape(with_prims=True), tensor.dtype, str(tensor.layout)
+    key = (dtype, layout, *shape)
+    text = texts.get(key)
+    if text is None:
+        dims = "x".join(map(str, shape)) or "scalar"
+        text = texts[key] = f"{dims} {dtype}" + (f" {layout}" if layout else "")
+    return {"name": tensor.name, "dtype": dtype, "layout": layout, "shape": shape, "text": text}
+
+
+def _record(joint, weights: Mapping[str, Any], texts: dict) -> dict:
+    tensors = [_tensor(t, texts) for t in joint.get_outputs()]
+    outputs = [t["text"] for t in tensors]
     return {"name": joint.name, "optype": joint.optype, "family": family_of(joint.optype),
             "scope": "/".join(joint.scope),
             "shape": outputs[0] if outputs else "", "outputs": outputs,
-            "inputs": [t.name for t in joint.get_inputs()], "attrs": dict(joint.attrs),
-            "weights": _weights(joint, weights),
+            "attrs": dict(joint.attrs),
+            "weights": _weights(joint, weights) if joint.weights else [],
             "parents": [p.index for p in joint.parents],
-            "in_edges": [(p.index, k) for p, k in joint.input_pairs()],
-            "tensors": [{"name": t.name, "dtype": t.dtype, "layout": str(t.layout),
-                         "shape": t.get_shape(with_prims=True)} for t in joint.get_outputs()]}
+            "in_edges": [(p.index, k) for p, k in joint.input_pairs()], "tensors": tensors}
+
+
+def _common(up: dict, src: int, dst: int) -> tuple[int, int, int]:
+    """(gid, position of src's side, position of dst's side) at the innermost group holding
+    both joints; ``up`` is ``Scene._slots()``."""
+    seen, key = {}, src
+    while key in up:  # the root is listed by no group
+        gid, pos = up[key]
+        seen[gid] = pos
+        key = -1 - gid
+    key = dst
+    while True:
+        gid, pos = up[key]
+        if gid in seen:
+            return gid, seen[gid], pos
+        key = -1 - gid
 
 
 class Scene:
@@ -91,15 +119,20 @@ class Scene:
         self.joints = joints
         self.root = root
         self.edges = [(p, j) for j, rec in enumerate(joints) for p in rec["parents"]]
+        self._up: dict[int, tuple[int, int]] | None = None
+        self._owners: dict[int, Group] | None = None
 
     @classmethod
     def of(cls, graph, weights: Mapping[str, Any] | None = None) -> Scene:
-        nodes = list(graph.get_nodes())
-        joints = [_record(joint, weights or {})
-                  for joint in progress(nodes, desc="view: joints", unit="joint")]
-        edges = [(p, j) for j, rec in enumerate(joints) for p in rec["parents"]]
-        root = group_joints([j.name for j in nodes], edges, [j.scope for j in nodes])
-        return cls(graph.name, joints, root)
+        # tens of thousands of small records, none of them garbage: no GC passes over them
+        with bulk_objects():
+            nodes = list(graph.get_nodes())
+            texts: dict = {}
+            joints = [_record(joint, weights or {}, texts)
+                      for joint in progress(nodes, desc="view: joints", unit="joint")]
+            edges = [(p, j) for j, rec in enumerate(joints) for p in rec["parents"]]
+            root = group_joints([j.name for j in nodes], edges, [j.scope for j in nodes])
+            return cls(graph.name, joints, root)
 
     def groups(self) -> list[Group]:
         """Every group, by gid (root first)."""
@@ -108,21 +141,22 @@ class Scene:
     def level_edges(self) -> dict[int, set[tuple[int, int]]]:
         """gid -> edges between the positions of its items. A joint edge belongs to the
         innermost group holding both ends (their lowest common ancestor)."""
-        chain: dict[int, list] = {}  # joint i or group -1-gid -> [(gid, position)...] from root
-        for group in self.root.walk():
-            base = chain.get(-1 - group.gid, [])
-            for pos, item in enumerate(group.items):
-                key = -1 - item.gid if isinstance(item, Group) else item
-                chain[key] = [*base, (group.gid, pos)]
+        up = self._slots()
         out: dict[int, set] = {}
         for src, dst in self.edges:
-            a, b = chain[src], chain[dst]
-            k = 0
-            while k + 1 < min(len(a), len(b)) and a[k + 1][0] == b[k + 1][0]:
-                k += 1
-            if a[k][1] != b[k][1]:
-                out.setdefault(a[k][0], set()).add((a[k][1], b[k][1]))
+            (ga, pa), (gb, pb) = up[src], up[dst]
+            if ga != gb:  # climb to the lowest common ancestor (most edges stay in a group)
+                ga, pa, pb = _common(up, src, dst)
+            if pa != pb:
+                out.setdefault(ga, set()).add((pa, pb))
         return out
+
+    def _slots(self) -> dict[int, tuple[int, int]]:
+        """Joint i or group -1-gid -> (gid of the group listing it, position there)."""
+        if self._up is None:
+            self._up = {-1 - item.gid if isinstance(item, Group) else item: (group.gid, pos)
+                        for group in self.root.walk() for pos, item in enumerate(group.items)}
+        return self._up
 
     def namespace(self, index: int, groups_of: dict[int, Group] | None = None) -> list[str]:
         """Labels of the groups holding joint ``index``, outermost first."""
@@ -135,7 +169,7 @@ class Scene:
 
     def joint_groups(self) -> dict[int, Group]:
         """Joint index -> the innermost group that lists it."""
-        owner = {}
-        for group in self.root.walk():
-            owner.update((i, group) for i in group.items if not isinstance(i, Group))
-        return owner
+        if self._owners is None:
+            self._owners = {i: group for group in self.root.walk()
+                            for i in group.items if not isinstance(i, Group)}
+        return self._owners

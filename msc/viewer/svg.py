@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from ..graph.base import bulk_objects
 from ..graph.files import write_atomic
 from ..progress import progress
 from .groups import Group
@@ -20,7 +21,7 @@ from .scene import FAMILY_COLORS, Scene
 
 __all__ = ["render_svg", "write_svg"]
 
-JOINT_H, PAD, HEAD, CHAR_W, MAX_CHARS = 46, 12, 20, 6.6, 40
+JOINT_H, PAD, HEAD, CHAR_W, MAX_CHARS, WIDTH_STEP = 46, 12, 20, 6.6, 40, 4
 
 
 def _clip(text: str) -> str:
@@ -29,6 +30,9 @@ def _clip(text: str) -> str:
 
 def _joint_width(rec: dict) -> float:
     chars = max(len(_clip(rec["name"])), len(rec["optype"]), len(_clip(rec["shape"])))
+    # widths on a grid of WIDTH_STEP characters: the layers of a big model (layers.9.mlp,
+    # layers.10.mlp) get equal boxes, so their levels are equal and laid out once
+    chars = -(-chars // WIDTH_STEP) * WIDTH_STEP
     return min(max(chars * CHAR_W + 18, 96), 290)
 
 
@@ -137,5 +141,6 @@ def render_svg(scene: Scene, overlay: Overlay | None = None) -> str:
 def write_svg(graph, weights: Mapping[str, Any] | None, path: str,
               overlay: Overlay | None = None) -> str:
     """Write the SVG of ``graph`` to ``path``; returns ``path``."""
-    write_atomic(path, render_svg(Scene.of(graph, weights), overlay))
+    with bulk_objects():  # no GC passes over the records and layouts (none is garbage)
+        write_atomic(path, render_svg(Scene.of(graph, weights), overlay))
     return path

@@ -5,6 +5,10 @@
   const T0 = performance.now();
   const D = JSON.parse(document.getElementById("msc-data").textContent);
   const J = D.joints, G = D.groups, OV = D.overlay;
+  for (const j of J) { // the page leaves out what is empty, and the shape (the first output)
+    j.shape = j.outputs.length ? j.outputs[0] : "";
+    j.scope = j.scope || ""; j.attrs = j.attrs || {}; j.weights = j.weights || [];
+  }
   const svg = document.getElementById("canvas"), scene = document.getElementById("scene");
   const PAD = 14, HEAD = 22, JH = 46, GH = 40;
   const expanded = new Set([0]);
