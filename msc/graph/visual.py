@@ -61,11 +61,24 @@ def _prototxt(name: str, layers: list[list[tuple[str, Any]]]) -> str:
     return "\n".join(_block([("name", name)] + [("layer", layer) for layer in layers], 0)) + "\n"
 
 
+_BLOCK_SCOPE = re.compile(r"block(_\d+)?")
+
+
+def _scope(joint: Any) -> list[tuple[str, Any]]:
+    """``scope: "layer1/layer1.0/conv1"`` when the joint carries the model's own module path;
+    nothing for the binding-block scope every graph has (MSC's prototxt stays as it was)."""
+    scope = list(getattr(joint, "scope", None) or [])
+    if not scope or all(_BLOCK_SCOPE.fullmatch(s) for s in scope):
+        return []
+    return [("scope", "/".join(scope))]
+
+
 def _layer(joint: Any, layer_type: str, params: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     head = [("name", joint.name), ("type", layer_type), ("top", joint.name)]
     bottoms = [("bottom", p.name) for p in joint.parents]
     attrs = list(joint.attrs.items())
-    return head + bottoms + [("layer_param", [("idx", joint.index), *params, *attrs])]
+    return head + bottoms + [("layer_param", [("idx", joint.index), *_scope(joint), *params,
+                                              *attrs])]
 
 
 def _node_params(node: Any) -> list[tuple[str, Any]]:

@@ -307,3 +307,37 @@ def test_torch_modules_exported_as_functions(tmp_path):
     assert convs == [["0"], ["1", "1.0", "_Block"], ["1", "1.1", "_Block"]]
     np.testing.assert_allclose(_msc(graph, weights, x, tmp_path), _ort(proto, x),
                                rtol=1e-5, atol=1e-5)
+
+
+def test_prototxt_names_the_model_scope_and_leaves_block_scopes_out():
+    import torch
+    from torch import nn
+
+    from msc.frontends.translate import from_relax, from_torch
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):
+            return torch.relu(self.conv1(x))
+
+    graph, _ = from_torch(nn.Sequential(Block()).eval(), [([1, 3, 8, 8], "float32")])
+    text = graph.to_prototxt()
+    assert '    idx: 1\n    scope: "0/conv1"\n' in text
+    relax_graph, _ = from_relax(graph_relax_text())
+    assert "scope:" not in relax_graph.to_prototxt()  # MSC's binding-block scopes stay out
+
+
+def graph_relax_text() -> str:
+    return '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), dtype="float32")) -> R.Tensor((2, 3), dtype="float32"):
+        with R.dataflow():
+            y = R.nn.relu(x)
+            R.output(y)
+        return y
+'''
