@@ -1,11 +1,18 @@
 """Token generation over a compiled decode step: prefill, then a decode loop.
 
-A decode step is a Relax function whose parameters are, by position, the new token ids
-``[1, n]`` (int64), their positions ``[n]`` (int64) and each layer's past keys and values
-``[1, kv_heads, max_len, head_dim]``; it returns the last position's logits and the present
-keys and values (``frontends.torch.decoder`` makes one from a transformers model). The
-caches are allocated once, ``max_len`` rows each; when the build writes them in place
-(``backend/patterns/cache.py``) a step costs the new token's rows, not the cache's::
+A decode step is a Relax function of one of two layouts, told apart by its parameters:
+
+- **static cache** (``frontends.torch.decoder``): the new token ids ``[1, n]`` (int64), their
+  positions ``[n]`` (int64) and each layer's past keys and values ``[1, kv_heads, max_len,
+  head_dim]``; it returns the last position's logits and the present keys and values. The
+  caches are allocated once, ``max_len`` rows each; when the build writes them in place
+  (``backend/patterns/cache.py``) a step costs the new token's rows, not the cache's.
+- **growing past** (the ONNX layout optimum and onnxruntime-genai use): ``input_ids [1, n]``,
+  ``attention_mask [1, past + n]``, ``position_ids [1, n]`` and ``past_key_values.{i}.key /
+  value [1, kv_heads, past, head_dim]``; it returns logits and the present keys and values,
+  ``past + n`` rows, which the next step takes as its past (the first step's past is empty).
+
+::
 
     from msc import relax
     from msc.codegen import to_relax
@@ -91,11 +98,13 @@ class Generator:
         vm = model if hasattr(model, "executable") and hasattr(model, "__getitem__") else \
             relax.VirtualMachine(model, relax.cpu(), num_threads=num_threads)
         self.step = vm[function]
-        self.cache_shapes, self.cache_dtypes = _cache_signature(self.step)
-        self.max_len = self.cache_shapes[0][2]
+        self.growing = _int_inputs(self.step) == 3  # ids, attention mask, position ids
+        self.cache_shapes, self.cache_dtypes = _cache_signature(self.step, self.growing)
+        self.max_len = None if self.growing else self.cache_shapes[0][2]
 
     def new_cache(self) -> list:
-        """Zeroed caches, one array per layer's keys and per layer's values."""
+        """Zeroed caches, one array per layer's keys and per layer's values (empty pasts for
+        a growing-past step)."""
         return [np.zeros(s, d) for s, d in zip(self.cache_shapes, self.cache_dtypes)]
 
     def generate(self, prompt_ids: Iterable[int], max_new_tokens: int, *,
@@ -129,9 +138,13 @@ class Generator:
         return result
 
     def _run(self, ids: np.ndarray, positions: np.ndarray, cache: list) -> tuple:
-        out = self.step(ids, positions, *cache)
+        if self.growing:
+            mask = np.ones((1, int(positions[-1]) + 1), dtype=np.int64)
+            out = self.step(ids, mask, positions[None], *cache)
+        else:
+            out = self.step(ids, positions, *cache)
         arrays = [o.numpy() if hasattr(o, "numpy") else np.asarray(o) for o in out]
-        return arrays[0], arrays[1:]
+        return arrays[0][:, -1:], arrays[1:]
 
     def _check_lengths(self, prompt: np.ndarray, max_new_tokens: int, top_p: float) -> None:
         if prompt.ndim != 1 or prompt.size == 0:
@@ -144,7 +157,7 @@ class Generator:
             raise ValidationError(f"top_p is {top_p}; it must be in (0, 1]", key="top_p")
         # the last token made is not fed back: prompt + new - 1 rows are written
         need = len(prompt) + max_new_tokens - 1
-        if need > self.max_len:
+        if self.max_len is not None and need > self.max_len:
             raise ValidationError(
                 f"{len(prompt)} prompt tokens + {max_new_tokens} new ones need {need} cache "
                 f"rows; the step was compiled with max_len={self.max_len}", key="max_len",
@@ -156,27 +169,43 @@ def generate(model, prompt_ids: Iterable[int], max_new_tokens: int, **kwargs) ->
     return Generator(model).generate(prompt_ids, max_new_tokens, **kwargs).tokens
 
 
-def _cache_signature(step) -> tuple[list, list]:
-    """Shapes and dtypes of the cache parameters, checked against the decode-step contract."""
-    params = step.params
+def _int_inputs(step) -> int:
+    """How many int64 parameters lead the step's signature (2: static cache, 3: growing)."""
+    count = 0
+    for p in step.params:
+        if getattr(p, "dtype", "") != "int64":
+            break
+        count += 1
+    return count
+
+
+def _cache_signature(step, growing: bool) -> tuple[list, list]:
+    """Shapes (an empty past for a growing step) and dtypes of the cache parameters, checked
+    against the decode-step contract."""
+    params, lead = step.params, 3 if growing else 2
     rank = [getattr(p, "ndim", -1) for p in params]
-    dtypes = [getattr(p, "dtype", "") for p in params]
-    if (len(params) < 4 or (len(params) - 2) % 2 or rank[:2] != [2, 1]
-            or dtypes[:2] != ["int64", "int64"] or any(r != 4 for r in rank[2:])):
+    if (len(params) < lead + 2 or (len(params) - lead) % 2
+            or rank[:lead] != ([2, 2, 2] if growing else [2, 1])
+            or any(r != 4 for r in rank[lead:])):
         raise ValidationError(
             f"{step.name!r} is not a decode step: parameters {step.names}",
             key=step.name, hint="expected (input_ids [1, n] int64, positions [n] int64, then "
-                                "keys and values [1, heads, max_len, dim] per layer); make "
-                                "one with frontends.torch.decoder.decoder_from_torch")
-    shapes = [_static(p, n) for p, n in zip(params[2:], step.names[2:])]
-    if len({s[2] for s in shapes}) != 1:
+                                "keys and values [1, heads, max_len, dim] per layer), or the "
+                                "ONNX layout (input_ids, attention_mask, position_ids, "
+                                "past_key_values.*); make one with frontends.torch.decoder")
+    dtypes = [p.dtype for p in params[lead:]]
+    shapes = [_static(p, n, growing) for p, n in zip(params[lead:], step.names[lead:])]
+    if not growing and len({s[2] for s in shapes}) != 1:
         raise ValidationError(f"the caches of {step.name!r} differ in length: {shapes}",
                               key=step.name)
-    return shapes, dtypes[2:]
+    return shapes, dtypes
 
 
-def _static(sinfo: TensorStructInfo, name: str) -> tuple:
+def _static(sinfo: TensorStructInfo, name: str, growing: bool) -> tuple:
+    """The cache's shape; a growing past's length (dim 2) is 0, the step's first past."""
     dims = [getattr(d, "value", None) for d in (sinfo.values or ())]
+    if growing and len(dims) == 4:
+        dims[2] = 0
     if None in dims or not dims:
         raise ValidationError(f"cache parameter {name!r} has a dynamic shape",
                               key=name, hint="caches are preallocated: give max_len")
