@@ -9,7 +9,9 @@ the memory-bandwidth roofline, batch 1, at 1 and 2 threads.
 msc runs the decode step of frontends/torch/decoder.py through the user's path (from_torch ->
 MSCGraph -> to_relax -> build), one build per past length with ``max_len = past + 16`` cache
 rows (attention reads the whole buffer, masked). transformers runs the same model eagerly
-with its DynamicCache, cropped back to the past length after every timed step.
+with its DynamicCache, cropped back to the past length after every timed step. onnxruntime
+runs the same model's decode step exported by torch.onnx.export in optimum's layout
+(tests/helpers/decoders.py: past_key_values.* in, present.* out; written once to --out).
 
 * prefill: one call on ``--prefill`` prompt tokens (msc: the step with n = 128);
 * decode at past P: one new token with P tokens in the cache, tokens/s = 1 / seconds;
@@ -20,7 +22,8 @@ with its DynamicCache, cropped back to the past length after every timed step.
   (``bandwidth_probes``): one numpy stream reads at ~10 GB/s here while a dense kernel
   reading many weight rows at once gets twice that, so a copy alone would understate it.
 
-Timings are interleaved (msc, torch, msc, ...) and the best of ``--repeats`` rounds counts;
+Ratios are the other's time over msc's: above 1.00x msc is faster. Timings are interleaved
+(msc, torch, onnxruntime, msc, ...) and the best of ``--repeats`` rounds counts;
 the machine may be shared, so read ratios, not absolute figures.
 """
 
@@ -169,6 +172,39 @@ def torch_decode(model, past: int):
     return run
 
 
+class OrtStep:
+    """onnxruntime on the same model's decode step exported to ONNX (optimum's layout:
+    past_key_values.* in, present.* out; tests/helpers/decoders.py), with ``n`` threads."""
+
+    def __init__(self, model, folder: Path):
+        from tests.helpers.decoders import export_onnx_decoder
+
+        self.path = folder / "decode_step.onnx"
+        if not self.path.exists():
+            export_onnx_decoder(model, self.path)
+        self.sessions: dict = {}
+
+    def session(self, n: int):
+        import onnxruntime as ort
+
+        if n not in self.sessions:
+            options = ort.SessionOptions()
+            options.intra_op_num_threads, options.inter_op_num_threads = n, 1
+            self.sessions[n] = ort.InferenceSession(str(self.path), options,
+                                                    providers=["CPUExecutionProvider"])
+        return self.sessions[n]
+
+    def call(self, n: int, past: int, new: int):
+        session = self.session(n)
+        inputs = session.get_inputs()
+        caches = {i.name: np.zeros((1, i.shape[1], past, i.shape[3]), np.float32)
+                  for i in inputs[3:]}
+        feeds = {"input_ids": (np.arange(new, dtype=np.int64) % 1000)[None],
+                 "attention_mask": np.ones((1, past + new), np.int64),
+                 "position_ids": np.arange(past, past + new, dtype=np.int64)[None], **caches}
+        return lambda: session.run(None, feeds)
+
+
 def in_threads(fn, n: int):
     from msc.backend.runtime.threads import num_threads
 
@@ -179,7 +215,22 @@ def in_threads(fn, n: int):
     return run
 
 
+def _contenders(args, n: int, msc, torch_fn, ort: OrtStep | None, past: int, new: int):
+    fns = {"msc": in_threads(msc, n), "torch": in_threads(torch_fn, n)}
+    if ort is not None:
+        fns["ort"] = ort.call(n, past, new)
+    return best_interleaved(fns, args.repeats, lambda f: per_call(f, args.min_time))
+
+
+def _ort_cells(best: dict, rate: bool) -> list:
+    if "ort" not in best:
+        return ["-", "-"]
+    value = f"{1 / best['ort']:.1f} tok/s" if rate else f"{best['ort'] * 1e3:.1f} ms"
+    return [value, f"{best['ort'] / best['msc']:.2f}x"]
+
+
 def measure(args, model) -> list:
+    ort = None if args.no_ort else OrtStep(model, args.out)
     steps = {p: MscStep(model, p + STEP_ROWS) for p in sorted({*args.pasts, args.prefill})}
     rows, wbytes = [], weight_bytes(model)
     probes = bandwidth_probes(args.repeats)
@@ -193,20 +244,19 @@ def measure(args, model) -> list:
                       for p in steps), flush=True)
     for n in args.threads:
         step = steps[args.prefill]
-        best = best_interleaved({"msc": in_threads(step.prefill(args.prefill), n),
-                                 "torch": in_threads(torch_prefill(model, args.prefill), n)},
-                                args.repeats, lambda f: per_call(f, args.min_time))
+        best = _contenders(args, n, step.prefill(args.prefill),
+                           torch_prefill(model, args.prefill), ort, 0, args.prefill)
         rows.append([n, f"prefill {args.prefill}", f"{best['msc'] * 1e3:.1f} ms",
                      f"{best['torch'] * 1e3:.1f} ms", f"{best['torch'] / best['msc']:.2f}x",
-                     "-", "-", "-"])
+                     *_ort_cells(best, False), "-", "-", "-"])
+        print(rows[-1], flush=True)
         for past in args.pasts:
-            best = best_interleaved({"msc": in_threads(steps[past].decode(past), n),
-                                     "torch": in_threads(torch_decode(model, past), n)},
-                                    args.repeats, lambda f: per_call(f, args.min_time))
+            best = _contenders(args, n, steps[past].decode(past), torch_decode(model, past),
+                               ort, past, 1)
             rate, theirs = 1 / best["msc"], 1 / best["torch"]
             kv = cache_bytes(steps[past].shape, past)
             rows.append([n, f"decode @ {past}", f"{rate:.1f} tok/s", f"{theirs:.1f} tok/s",
-                         f"{rate / theirs:.2f}x", f"{roof:.1f} tok/s",
+                         f"{rate / theirs:.2f}x", *_ort_cells(best, True), f"{roof:.1f} tok/s",
                          f"{100 * rate / roof:.0f}%", f"{kv / 1e6:.1f} MB"])
             print(rows[-1], flush=True)
     return rows
@@ -222,18 +272,24 @@ def main() -> None:
     parser.add_argument("--prefill", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--min-time", type=float, default=0.3)
+    parser.add_argument("--no-ort", action="store_true", help="leave onnxruntime out")
+    parser.add_argument("--out", type=Path, default=Path("out/bench_generate"),
+                        help="folder of the exported ONNX decode step (reused when there)")
     parser.add_argument("--quick", action="store_true",
                         help="the tiny config, 1 thread, past 32, prefill 16, 1 round")
     args = parser.parse_args()
     if args.quick:
         args.model, args.threads, args.pasts, args.prefill = "tiny", [1], [32], 16
         args.repeats, args.min_time = 1, 0.05
+    args.out = args.out / args.model
+    args.out.mkdir(parents=True, exist_ok=True)
     model = make_model(args.model)
     params = sum(p.numel() for p in model.parameters())
     print(f"model: {args.model} ({params / 1e6:.1f}M parameters), batch 1, float32")
     rows = measure(args, model)
     print_table(["threads", "what", "msc", "transformers", "msc / transformers",
-                 "roofline", "msc % of roofline", "KV read"], rows)
+                 "onnxruntime", "msc / onnxruntime", "roofline", "msc % of roofline",
+                 "KV read"], rows)
 
 
 if __name__ == "__main__":
