@@ -34,13 +34,16 @@ from msc.errors import UnsupportedOpError
 __all__ = ["DecodeStep", "decoder_from_torch", "decoder_input_info"]
 
 
-def _config_ints(config) -> tuple[int, int, int]:
-    """(layers, kv heads, head dim) of a transformers decoder config."""
+def _config_ints(model) -> tuple[int, int, int]:
+    """(layers, kv heads, head dim) of a transformers decoder's config."""
+    config = getattr(model, "config", None)
     layers = getattr(config, "num_hidden_layers", None)
     heads = getattr(config, "num_attention_heads", None)
-    if not layers or not heads:
+    if not isinstance(layers, int) or not isinstance(heads, int) or not callable(
+            getattr(model, "generate", None)):
         raise UnsupportedOpError(
-            f"{type(config).__name__} names no num_hidden_layers / num_attention_heads",
+            f"{type(model).__name__} is not a transformers causal LM (its config names no "
+            "num_hidden_layers / num_attention_heads)",
             op="decoder", hint="pass a transformers causal LM (GPT-2, Llama, Qwen3, Mistral, "
                                "Gemma-2, OPT, ...)")
     kv_heads = getattr(config, "num_key_value_heads", None) or heads
@@ -90,8 +93,8 @@ class DecodeStep(nn.Module):
     def __init__(self, model: nn.Module, max_len: int):
         super().__init__()
         self.model, self.max_len = model, int(max_len)
+        self.layers, self.kv_heads, self.head_dim = _config_ints(model)
         config = model.config
-        self.layers, self.kv_heads, self.head_dim = _config_ints(config)
         # transformers 5.2x renames forward's past_key_values to cache (the old name warns)
         self.cache_key = ("cache" if "cache" in inspect.signature(model.forward).parameters
                           else "past_key_values")

@@ -10,7 +10,7 @@ import torch
 
 from msc import relax
 from msc.codegen import to_relax
-from msc.errors import ValidationError
+from msc.errors import UnsupportedOpError, ValidationError
 from msc.frontends.torch.decoder import DecodeStep, decoder_from_torch
 from msc.generation import Generator, generate, next_token
 from tests.helpers.decoders import DECODERS, PROMPT, decoder, reference_tokens
@@ -82,3 +82,14 @@ def test_stop_tokens_and_lengths(llama):
         gen.generate(PROMPT, MAX_LEN)
     with pytest.raises(ValidationError, match="prompt"):
         gen.generate([], 4)
+
+
+def test_what_is_not_a_decoder_is_refused_by_name():
+    with pytest.raises(UnsupportedOpError, match="Linear is not a transformers causal LM"):
+        decoder_from_torch(torch.nn.Linear(2, 2), max_len=8)
+    x = relax.Var("x", relax.TensorStructInfo((1, 4), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        bb.emit_func_output(x)
+    with pytest.raises(ValidationError, match="not a decode step"):
+        Generator(relax.build(bb.get()))
