@@ -187,6 +187,18 @@ def _slice_scatter(ctx):
                     axis=axis)
 
 
+def _index_copy(ctx):
+    """ScatterElements with the index laid along the axis and expanded to source's shape."""
+    source = ctx.in_tensor(2)
+    axis = axes_of(ctx.attr("axis"), source.ndim)[0]
+    shape = [1] * source.ndim
+    shape[axis] = -1
+    index = ctx.cast(ctx.input(1), ctx.in_tensor(1).dtype, "int64")
+    index = ctx.emit("Reshape", [index, ctx.ints(shape, "index_shape")])
+    index = ctx.emit("Expand", [index, ctx.emit("Shape", [ctx.input(2)])])
+    return ctx.emit("ScatterElements", [ctx.input(0), index, ctx.input(2)], axis=axis)
+
+
 def _unique(ctx):
     flags = [bool(ctx.arg_value(n, False)) for n in ("sorted", "return_index",
                                                       "return_inverse", "return_counts")]
@@ -249,6 +261,7 @@ INDEX = {
     "image.deform_conv2d": Row(_deform_conv, since=19),
     "col2im": Row(_col2im, since=18),
     "index_put": Row(_index_put), "slice_scatter": Row(_slice_scatter),
+    "index_copy": Row(_index_copy),
     "unique": Row(_unique), "meshgrid": Row(_meshgrid),
     "strided_slice": Row(_strided_slice), "dynamic_strided_slice": Row(_dynamic_slice),
     "take": Row(_take), "gather_elements": plain("GatherElements", {"axis": "axis"}),

@@ -136,9 +136,21 @@ def _layout_transform(w: RelaxWriter, ctx: JointContext) -> str:
     return _call("layout_transform", [w.input(ctx.node, 0)], kwargs)
 
 
+def _arange(w: RelaxWriter, ctx: JointContext) -> str:
+    """An end that is a dim of the graph inputs (``arange(seq)``) reaches the graph as -1
+    with no ``end.prims`` (msc-conventions): the end is start + length * step, the length
+    being the output's dim (as the ONNX codegen's Range). A decoder's mask reads it."""
+    args, kwargs = w._arguments(ctx)
+    (length,) = w.prims.dims(ctx.node.output_at(0))
+    if len(args) < 3 or args[1] != "-1" or isinstance(length, int):
+        return _call("arange", args, kwargs)
+    args[1] = f"{args[0]} + ({length}) * {args[2]}"
+    return _call("arange", args, kwargs)
+
+
 # Ops of the table written by hand (their attrs are no plain values): this codegen's rows.
 SPECIAL: dict[str, Callable[[RelaxWriter, JointContext], str]] = {
-    "layout_transform": _layout_transform,
+    "layout_transform": _layout_transform, "arange": _arange,
 }
 # Fused msc.* optypes, written as the Relax op sequences they stand for (this codegen's rows).
 FUSED: dict[str, Callable[[RelaxWriter, JointContext], str]] = {

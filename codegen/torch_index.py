@@ -167,6 +167,11 @@ def _index_put(ctx) -> str:
                  accumulate=literal(ctx.attr("accumulate")))
 
 
+def _index_copy(ctx) -> str:
+    data, index, source = ctx.inputs
+    return _call("torch.index_copy", data, ctx.attr("axis"), f"{index}.long()", source)
+
+
 def _slice_scatter(ctx) -> str:
     x, src = ctx.inputs[:2]
     start, end, step = (_arg_value(ctx, n) for n in ("start", "end", "step"))

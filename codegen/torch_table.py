@@ -23,6 +23,7 @@ from msc.relax.op.registry import OPS, attach, ops_in
 from .naming import identifier, literal
 from .torch_index import (
     _gather_nd,
+    _index_copy,
     _index_put,
     _index_tensor,
     _layout_transform,
@@ -378,6 +379,7 @@ ROWS: dict[str, Row] = {
     "scatter_elements": Row(convert=_scatter_elements), "scatter_nd": Row(convert=_scatter_nd),
     "one_hot": Row(convert=_one_hot), "index_tensor": Row(convert=_index_tensor),
     "index_put": Row(convert=_index_put), "slice_scatter": Row(convert=_slice_scatter),
+    "index_copy": Row(convert=_index_copy),
     "reverse_sequence": Row(convert=_reverse_sequence),
     "bucketize": Row("torch.bucketize", {"out_int32": "out_int32", "right": "right"}),
     # linalg, manipulation

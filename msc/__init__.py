@@ -11,6 +11,7 @@ from . import errors
 
 __version__ = "0.1.0"
 __all__ = [
+    "Generator",
     "IRModule",
     "MSCGraph",
     "MSCJoint",
@@ -21,6 +22,7 @@ __all__ = [
     "cpu",
     "device",
     "errors",
+    "generate",
     "get_global_func",
     "ir",
     "meta_schedule",
@@ -37,7 +39,8 @@ _LAZY = {"MSCGraph": ".graph", "MSCJoint": ".graph", "MSCPrim": ".graph", "MSCTe
          # TVM's top-level names, so code written for `import tvm` runs with `import msc as tvm`
          "IRModule": ".relax.module", "build": ".backend.runtime.library",
          "cpu": ".backend.runtime.arrays", "device": ".backend.runtime.arrays",
-         "register_func": ".backend.runtime.packed", "get_global_func": ".backend.runtime.packed"}
+         "register_func": ".backend.runtime.packed", "get_global_func": ".backend.runtime.packed",
+         "generate": ".generation", "Generator": ".generation"}
 _SUBPACKAGES = {"relax", "tir", "graph", "script", "backend", "cli", "nd", "meta_schedule", "s_tir",
                 "frontends", "codegen", "compression", "ir", "te"}
 

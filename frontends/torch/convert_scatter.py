@@ -1,5 +1,5 @@
 """Scatter-style torch converters: scatter / scatter_reduce, masked_fill / masked_scatter,
-index_put, slice_scatter / select_scatter (writes into a copy of a tensor)."""
+index_put, index_copy, slice_scatter / select_scatter (writes into a copy of a tensor)."""
 
 from __future__ import annotations
 
@@ -79,6 +79,11 @@ def _put_slices(ctx, input, indices, values, accumulate: bool):
                                         "add" if accumulate else "update"))
 
 
+def index_copy(ctx, input, dim, index, source):
+    """``x.index_copy(dim, index, src)`` (export's ``aten.index_copy``): a KV cache append."""
+    return emit_op(ctx, "index_copy", input, index, source, axis=axis(dim, ndim_of(input)))
+
+
 def slice_scatter(ctx, input, src, dim=0, start=None, end=None, step=1):
     """``x[..., start:end:step] = src`` along ``dim`` (export's ``aten.slice_scatter``)."""
     dim = axis(dim, ndim_of(input))
@@ -99,5 +104,5 @@ def select_scatter(ctx, input, src, dim, index):
 FUNCTIONS = {
     "scatter": scatter, "scatter_reduce": scatter_reduce, "masked_fill": masked_fill,
     "masked_scatter": masked_scatter, "index_put": index_put, "slice_scatter": slice_scatter,
-    "select_scatter": select_scatter,
+    "select_scatter": select_scatter, "index_copy": index_copy,
 }

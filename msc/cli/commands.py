@@ -23,6 +23,7 @@ from . import (  # their COMMAND rows, below
     cmd_codegen,
     cmd_diff,
     cmd_export,
+    cmd_generate,
     cmd_inspect,
     cmd_prune,
     cmd_quantize,
@@ -47,7 +48,8 @@ def _run_demo(args) -> int:
 
 
 COMMANDS = {m.NAME: (m.HELP, m.add_arguments, m.run)
-            for m in (cmd_inspect, cmd_export, cmd_codegen, cmd_run, cmd_bench, cmd_diff)}
+            for m in (cmd_inspect, cmd_export, cmd_codegen, cmd_run, cmd_bench, cmd_diff,
+                      cmd_generate)}
 COMMANDS["view"] = cmd_view.COMMAND
 COMMANDS["prune"] = cmd_prune.COMMAND
 COMMANDS["quantize"] = cmd_quantize.COMMAND

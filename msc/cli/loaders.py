@@ -30,7 +30,8 @@ from typing import Any
 from ..errors import MSCError, SerializationError, ValidationError
 from ..graph.files import with_context
 
-__all__ = ["Model", "load_graph", "load_model", "open_model", "split_torch_spec"]
+__all__ = ["Model", "load_graph", "load_model", "load_torch_module", "open_model",
+           "split_torch_spec"]
 
 _TORCH_SPEC = re.compile(r"(?P<path>.+\.py):(?P<factory>[A-Za-z_][A-Za-z0-9_]*)")
 _MODULES = itertools.count()
@@ -187,6 +188,18 @@ def _open_torch(spec: str, path: str, factory: str, input_info: list) -> Model:
         graph.set_tensor_alias(tensor, name)  # --input and baselines use the user's names
     return Model(spec, path, "torch", graph, weights, module=module, input_info=input_info,
                  names=[name for name, _, _ in input_info])
+
+
+def load_torch_module(spec: str):
+    """The ``nn.Module`` that ``file.py:factory`` returns (eval mode), for commands that
+    import it their own way (``msc generate``)."""
+    torch_spec = split_torch_spec(spec)
+    if torch_spec is None:
+        raise ValidationError(f"{spec!r} is not file.py:factory", file=spec,
+                              hint="name a Python file and the function in it that returns "
+                                   "the model, e.g. lm.py:make_model")
+    _check_file(torch_spec[0])
+    return _call_factory(*torch_spec)
 
 
 def _call_factory(path: str, factory: str):

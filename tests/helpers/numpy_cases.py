@@ -223,6 +223,8 @@ CASES += [
     Case("index_put", [_f(3, 4), [np.array([0, 0], "int64"), np.array([1, 1], "int64")],
                        _f(2)],
          lambda x, i, v: x.index_put(tuple(i), v, accumulate=True), accumulate=True),
+    Case("index_copy", [_f(2, 5, 3), np.array([4, 1], "int64"), _f(2, 2, 3)],
+         lambda x, i, s: torch.index_copy(x, 1, i, s), axis=1),
     Case("slice_scatter", [_f(6, 2), _f(2, 2), 1, 5, 2],
          lambda x, s, *_: torch.slice_scatter(x, s, 0, 1, 5, 2)),
     Case("reverse_sequence", [np.arange(12, dtype="int32").reshape(3, 4),

@@ -1,5 +1,5 @@
 """Indexing, scatters and scans: gather_elements, gather_nd, one_hot, cumsum / cumprod,
-collapse_sum_to / collapse_sum_like; index_tensor, index_put, slice_scatter,
+collapse_sum_to / collapse_sum_like; index_tensor, index_put, index_copy, slice_scatter,
 dynamic_strided_slice, reverse_sequence; scatter_elements and scatter_nd (into a copy).
 
 Indices read from data are normalized as numpy does (negative counts from the end) and the
@@ -231,6 +231,24 @@ def _index_put(call):
         return E.BinaryOp(combine, y[at_of(*i)], v) if attrs(call).get("accumulate") else v
     b.store(y, shape, at_of, value, y.name)  # out of range (or into an empty dim): flagged
     return b.prim_func([y], "index_put")
+
+
+@rule("index_copy")
+def _index_copy(call):
+    """A copy of data, then out[.., index[i], ..] = source[.., i, ..] along the axis (the VM
+    runs it in place when it can: backend/patterns/cache.py); an out-of-range index fails."""
+    b, (data, index, source) = inputs(call)
+    out = output(call)
+    axis = int(attrs(call)["axis"]) % data.ndim
+    _int_indices([index], "index_copy")
+    y = b.output(out.values, out.dtype, "T_index_copy")
+    b.store(y, out.values, lambda *i: i, lambda *i: data[i], y.name + "_copy")
+
+    def at_of(*i):
+        k = _wrap_negative(index[(i[axis],)], data.shape[axis])
+        return tuple(k if d == axis else v for d, v in enumerate(i))
+    b.store(y, tuple(source.shape), at_of, lambda *i: cast(source[i], out.dtype), y.name)
+    return b.prim_func([y], "index_copy")
 
 
 @rule("slice_scatter")

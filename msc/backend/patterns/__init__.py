@@ -6,6 +6,7 @@ pieces of a decomposed attention) disappear. A fused node arrives resolved (its 
 weights and masks read at build time) and is counted in ``ex.stats["fused"]`` by pattern and
 in ``ex.stats["ops"]`` under its own name (``attention``, ...).
 
+- cache.py: KV cache appends (``index_copy`` into a parameter) written in place;
 - attention.py: attention (SDPA or its decomposed export) with heads read through views;
 - elementwise.py: chains of elementwise ops as one expression; residual add + layer norm;
 - dense.py: matmul + bias + activation as one dense call with the activation as epilogue;
@@ -19,6 +20,7 @@ from collections import Counter
 
 from ..runtime.program import Program
 from .attention import fuse_attention
+from .cache import write_caches_in_place
 from .dense import fuse_dense_act
 from .elementwise import fuse_elementwise, fuse_residual_norm
 from .pad_conv import fold_pad_into_conv
@@ -26,12 +28,13 @@ from .views import Graph
 
 __all__ = ["PASSES", "fuse_patterns"]
 
-# (pattern name, pass), in order: attention first (it consumes scalings and mask adds that the
-# elementwise pass would otherwise take), the residual norm, elementwise chains, then dense
-# layers absorb the activation (single or chained) that follows them.
-PASSES = (("attention", fuse_attention), ("add+layer_norm", fuse_residual_norm),
-          ("elementwise", fuse_elementwise), ("dense+act", fuse_dense_act),
-          ("pad+conv", fold_pad_into_conv))
+# (pattern name, pass), in order: KV caches first (a rewrite of their own calls only), then
+# attention (it consumes scalings and mask adds that the elementwise pass would otherwise
+# take), the residual norm, elementwise chains, then dense layers absorb the activation
+# (single or chained) that follows them; a zero pad folds into the conv that reads it.
+PASSES = (("kv_cache_in_place", write_caches_in_place), ("attention", fuse_attention),
+          ("add+layer_norm", fuse_residual_norm), ("elementwise", fuse_elementwise),
+          ("dense+act", fuse_dense_act), ("pad+conv", fold_pad_into_conv))
 
 
 def fuse_patterns(program: Program) -> Counter:

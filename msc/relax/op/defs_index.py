@@ -244,6 +244,20 @@ def index_put_infer(ctx):
     return data
 
 
+def index_copy_infer(ctx):
+    """``index_copy``: the result looks like data; source has data's rank, with the
+    index's length along the axis."""
+    data, index, source = ctx.tensor(0), ctx.tensor(1), ctx.tensor(2)
+    _require_int(ctx, 1)
+    if index.ndim not in (-1, 1):
+        raise ctx.error(f"index must be 1-D, got rank {index.ndim}", 1)
+    if data.ndim >= 0 and source.ndim >= 0 and source.ndim != data.ndim:
+        raise ctx.error(f"source has rank {source.ndim}, data rank {data.ndim}", 2)
+    if data.ndim >= 0:
+        normalize_axis(ctx, ctx.attrs.axis, data.ndim)
+    return data
+
+
 def keep_data_infer(ctx):
     """slice_scatter / reverse_sequence: the result looks like the input."""
     return ctx.tensor(0)
@@ -281,6 +295,11 @@ _index("index_put", [Arg("data"), Arg("indices", "tensors"), Arg("values")],
 _index("slice_scatter", [Arg("input_tensor"), Arg("src"), Arg("start", "prim"),
                          Arg("end", "prim"), Arg("step", "prim")],
        [AttrDef("axis", "int", 0)], infer=keep_data_infer)
+# data with data[.., index[i], ..] = source[.., i, ..] along axis (torch's index_copy): a KV
+# cache append. The VM writes into data itself when data is a parameter nothing else reads
+# (backend/patterns/cache.py), so a decode step does not copy the cache.
+_index("index_copy", [Arg("data"), Arg("index"), Arg("source")],
+       [AttrDef("axis", "int", 0)], infer=index_copy_infer)
 _index("reverse_sequence", [Arg("data"), Arg("seq_lengths")],
        [AttrDef("seq_axis", "int", 1), AttrDef("batch_axis", "int", 0)],
        infer=keep_data_infer)

@@ -297,6 +297,13 @@ def _slice_scatter(args, attrs):
     return out
 
 
+def _index_copy(args, attrs):
+    out, axis = np.array(args[0], copy=True), int(attrs["axis"]) % np.ndim(args[0])
+    at = (slice(None),) * axis + (np.asarray(args[1]),)
+    out[at] = args[2]
+    return out
+
+
 def _reverse_sequence(args, attrs):
     out = np.array(args[0], copy=True)
     seq, batch = int(attrs["seq_axis"]), int(attrs["batch_axis"])
@@ -392,7 +399,7 @@ MANIPULATE = {
     "size": lambda args, attrs: np.asarray(np.size(args[0]), dtype=np.int64),
     "meshgrid": lambda a, t: tuple(np.meshgrid(*a[0], indexing=t["indexing"])),
     "index_tensor": lambda args, attrs: args[0][tuple(np.asarray(i) for i in args[1])],
-    "index_put": _index_put, "slice_scatter": _slice_scatter,
+    "index_put": _index_put, "slice_scatter": _slice_scatter, "index_copy": _index_copy,
     "reverse_sequence": _reverse_sequence, "bucketize": _bucketize,
     "hamming_window": _hamming_window, "unique": _unique,
     "layout_transform": _layout_transform,

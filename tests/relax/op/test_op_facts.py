@@ -54,7 +54,7 @@ _COMMON_LAYOUT = (
     "collapse_sum_to", "cumprod", "cumsum", "dequantize", "einsum", "eye", "eye_like",
     "col2im", "flatten", "flip", "full", "full_like", "gather_elements", "gather_nd",
     "hamming_window",
-    "image.affine_grid", "image.deform_conv2d", "image.grid_sample", "index_put", "index_tensor", "layout_transform",
+    "image.affine_grid", "image.deform_conv2d", "image.grid_sample", "index_copy", "index_put", "index_tensor", "layout_transform",
     "median", "meshgrid", "msc.attention", "msc.embedding", "msc.gelu", "msc.matmul",
     "nn.attention", "nn.attention_bias", "nn.attention_var_len", "nn.batch_flatten",
     "nn.batch_matmul", "nn.bias_add", "nn.cross_entropy_with_logits", "nn.dense",
