@@ -314,6 +314,7 @@ def test_prototxt_names_the_model_scope_and_leaves_block_scopes_out():
     from torch import nn
 
     from msc.frontends.translate import from_relax, from_torch
+    from tests.helpers.relax_modules import RELU_SCRIPT
 
     class Block(nn.Module):
         def __init__(self):
@@ -326,18 +327,5 @@ def test_prototxt_names_the_model_scope_and_leaves_block_scopes_out():
     graph, _ = from_torch(nn.Sequential(Block()).eval(), [([1, 3, 8, 8], "float32")])
     text = graph.to_prototxt()
     assert '    idx: 1\n    scope: "0/conv1"\n' in text
-    relax_graph, _ = from_relax(graph_relax_text())
+    relax_graph, _ = from_relax(RELU_SCRIPT)
     assert "scope:" not in relax_graph.to_prototxt()  # MSC's binding-block scopes stay out
-
-
-def graph_relax_text() -> str:
-    return '''
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((2, 3), dtype="float32")) -> R.Tensor((2, 3), dtype="float32"):
-        with R.dataflow():
-            y = R.nn.relu(x)
-            R.output(y)
-        return y
-'''

@@ -8,6 +8,7 @@ from torch import nn
 
 from msc.errors import ValidationError
 from msc.frontends.translate import from_onnx, from_relax, from_torch
+from tests.helpers.relax_modules import RELU_SCRIPT
 
 
 def _onnx_model():
@@ -48,18 +49,5 @@ def test_sources_must_name_joints():
 
 
 def test_relax_without_spans_has_no_sources():
-    graph, _ = from_relax(_relax_text())
+    graph, _ = from_relax(RELU_SCRIPT)
     assert graph.node_names == ("x", "relu") and dict(graph.sources) == {}
-
-
-def _relax_text():
-    return '''
-@I.ir_module
-class Module:
-    @R.function
-    def main(x: R.Tensor((2, 3), dtype="float32")) -> R.Tensor((2, 3), dtype="float32"):
-        with R.dataflow():
-            y = R.nn.relu(x)
-            R.output(y)
-        return y
-'''

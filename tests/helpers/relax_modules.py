@@ -15,3 +15,16 @@ def one_function_module(params, body, name: str = "main"):
             out = bb.emit_output(body(bb, *params))
         bb.emit_func_output(out)
     return bb.get()
+
+
+# A relu of one input, as TVMScript text: a Relax graph with no source spans or model scopes.
+RELU_SCRIPT = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), dtype="float32")) -> R.Tensor((2, 3), dtype="float32"):
+        with R.dataflow():
+            y = R.nn.relu(x)
+            R.output(y)
+        return y
+'''
