@@ -82,3 +82,32 @@ def test_split_and_fuse_refuse_annotated_loops():
         sch.split(j, factors=[None, 2])
     with pytest.raises(ScheduleError, match="has annotations"):
         sch.fuse(i, j)
+
+
+def test_storage_align_annotates_the_writer_and_replaces_its_entry():
+    sch = _sch()
+    sch.storage_align("B", 0, axis=0, factor=16, offset=0)
+    sch.storage_align("B", 0, axis=0, factor=16, offset=1)    # same buffer and axis: replaced
+    sch.storage_align("B", 0, axis=1, factor=8, offset=2)
+    func = sch.mod["main"]
+    text = func.script()
+    assert 'T.sblock_attr({"buffer_dim_align": [[0, 0, 16, 1], [0, 1, 8, 2]]})' in text
+    a = np.random.default_rng(3).standard_normal((4, 8)).astype("float32")
+    out = np.zeros((4, 8), "float32")
+    run_prim_func(func, a, out)                                # values unchanged
+    np.testing.assert_allclose(out, 2 * a + 1, rtol=1e-6)
+    again = _sch()
+    sch.trace.apply_to_schedule(again)
+    assert again.mod["main"].script() == text
+
+
+@pytest.mark.parametrize("block, args, words", [
+    ("C", (0, 0, 16, 0), "parameter of the function"),
+    ("B", (1, 0, 16, 0), "no written buffer 1"),
+    ("B", (0, 2, 16, 0), "axis 2 is out of range"),
+    ("B", (0, 0, 0, 0), "factor must be > 0"),
+])
+def test_storage_align_refusals(block, args, words):
+    sch = _sch()
+    with pytest.raises(ScheduleError, match=words):
+        sch.storage_align(block, *args)

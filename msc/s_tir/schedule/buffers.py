@@ -1,4 +1,5 @@
-"""Buffer primitives: ``set_scope`` (the storage scope of a buffer a block writes).
+"""Buffer primitives: ``set_scope`` (the storage scope of a buffer a block writes) and
+``storage_align`` (padding of one of its dims for the buffer's allocation).
 
 TVM's ``sch.set_scope(block, buffer_index, storage_scope)`` changes where an intermediate
 buffer lives (``"shared"``, ``"local"`` ...) and renames it ``<name>_<scope>``; every access,
@@ -16,9 +17,9 @@ from ...tir.function import Buffer, BufferRegion, PrimFunc, SBlock
 from .blocks import find_block
 from .region import block_writes
 from .storage import check_scope
-from .tree import kids, rebuild, rewrite_stmt
+from .tree import kids, rebuild, replace_at, rewrite_stmt
 
-__all__ = ["set_scope", "write_buffer"]
+__all__ = ["set_scope", "storage_align", "write_buffer"]
 
 def write_buffer(func: PrimFunc, block: SBlock, index: int | str, what: str) -> Buffer:
     """The block's written buffer ``index`` (or the one named so); a buffer the block
@@ -76,3 +77,49 @@ def _swap(s, buffers: dict, scope: str):
     if parts:
         return rebuild(s, [_swap(c, buffers, scope) for c in parts])
     return rewrite_stmt(s, {}, buffers)
+
+
+ALIGN_KEY = "buffer_dim_align"
+
+
+def storage_align(func: PrimFunc, block_name: str, index: int, axis: int, factor: int,
+                  offset: int) -> PrimFunc:
+    """TVM's ``storage_align``: the block's written buffer ``index`` is to be allocated with
+    the stride of ``axis`` padded to ``factor * k + offset`` (against shared-memory bank
+    conflicts). Recorded as the block annotation ``buffer_dim_align``
+    (``[[buffer_index, axis, factor, offset], ...]``, one entry per buffer and axis, a later
+    call replacing an earlier one) that TVM's lowering reads; msc's CPU lowering keeps buffers
+    unpadded and carries the annotation."""
+    what = "storage_align"
+    path = find_block(func, block_name, what)
+    block = path[-1]
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise ScheduleError(f"{what}: buffer_index must be an int, got {index!r}",
+                            key=block_name)
+    buf = write_buffer(func, block, index, what)
+    if any(p.name == buf.name for p in func.buffers):
+        raise ScheduleError(f"{what}: {buf.name!r} is a parameter of the function; only an "
+                            "allocated buffer can be padded", key=block_name)
+    if not 0 <= axis < len(buf.shape):
+        raise ScheduleError(f"{what}: axis {axis} is out of range for {buf.name!r} "
+                            f"({len(buf.shape)} dims)", key=block_name)
+    if factor <= 0 or offset < 0:
+        raise ScheduleError(f"{what}: factor must be > 0 and offset >= 0, got factor "
+                            f"{factor}, offset {offset}", key=block_name)
+    entries = _align_entries(block, what)
+    entries = [e for e in entries if (e[0], e[1]) != (index, axis)] + \
+        [[index, axis, factor, offset]]
+    new = replace(block, annotations={**block.annotations, ALIGN_KEY: entries})
+    return replace(func, body=replace_at(path, new))
+
+
+def _align_entries(block: SBlock, what: str) -> list:
+    value = block.annotations.get(ALIGN_KEY, [])
+    ok = isinstance(value, (list, tuple)) and all(
+        isinstance(e, (list, tuple)) and len(e) == 4 and
+        all(isinstance(x, int) and not isinstance(x, bool) for x in e) for e in value)
+    if not ok:
+        raise ScheduleError(f"{what}: block {block.name!r} has a {ALIGN_KEY} annotation that "
+                            f"is not [[buffer_index, axis, factor, offset], ...]: {value!r}",
+                            key=block.name)
+    return [list(e) for e in value]

@@ -255,6 +255,17 @@ class Schedule:
         self._record("RFactor", [loop], [int(factor_axis)], [rv])
         return rv
 
+    def storage_align(self, block: BlockRV | str, buffer_index: int, axis: int, factor: int,
+                      offset: int) -> None:
+        """Pad dim ``axis`` of the buffer ``block`` writes for its allocation (TVM's
+        ``buffer_dim_align`` annotation)."""
+        block = self._as_block(block)
+        func_name, name = self._block(block)
+        args = [int(buffer_index), int(axis), int(factor), int(offset)]
+        self._funcs[func_name] = self._apply("storage_align", BF.storage_align,
+                                             self._funcs[func_name], name, *args)
+        self._record("StorageAlign", [block], args, [])
+
     def compute_inline(self, block: BlockRV | str) -> None:
         """Inline a block that computes an intermediate buffer into its consumers."""
         self._inline("compute_inline", I.compute_inline, "ComputeInline", block)

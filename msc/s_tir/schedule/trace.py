@@ -53,6 +53,7 @@ INSTRUCTIONS = {
     "ComputeInline": ("compute_inline", []),
     "SetScope": ("set_scope", ["buffer_index", "storage_scope"]),
     "RFactor": ("rfactor", ["factor_axis"]),
+    "StorageAlign": ("storage_align", ["buffer_index", "axis", "factor", "offset"]),
     "ReverseComputeInline": ("reverse_compute_inline", []),
     "SamplePerfectTile": ("sample_perfect_tile", ["n", "max_innermost_factor"]),
     "SampleCategorical": ("sample_categorical", ["candidates", "probs"]),
