@@ -37,6 +37,9 @@ def structural_text(obj, keep_global_symbol: bool = True) -> str:
         func = funcs[key]
         if not keep_global_symbol and hasattr(func, "attrs"):
             func = _without(func, "global_symbol")
+        elif hasattr(func, "attrs") and not getattr(func, "private", True) and \
+                "global_symbol" not in func.attrs:
+            func = _with_symbol(func)  # TVM's parser gives a public prim func its name
         parts.append(_canonical(func.script(name="f")))
     return "\n".join(parts)
 
@@ -127,6 +130,12 @@ def _functions(obj) -> dict:
         return {"main": obj}
     raise ValidationError(f"structural equality compares PrimFuncs and IRModules, not "
                           f"{type(obj).__name__}", hint="pass sch.mod or sch.mod['main']")
+
+
+def _with_symbol(func):
+    from dataclasses import replace
+
+    return replace(func, attrs={**func.attrs, "global_symbol": func.name})
 
 
 def _without(func, key: str):

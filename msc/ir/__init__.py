@@ -8,4 +8,19 @@
 from ..relax.module import IRModule
 from . import module
 
-__all__ = ["IRModule", "module"]
+__all__ = ["IRModule", "assert_structural_equal", "module", "structural_equal"]
+
+
+def assert_structural_equal(lhs, rhs, map_free_vars: bool = False) -> None:
+    """TVM's ``tvm.ir.assert_structural_equal``: ValueError with both texts when the two
+    functions or modules differ (bound names compared by their order of first use)."""
+    from ..testing import assert_structural_equal as check
+
+    check(lhs, rhs, map_free_vars)
+
+
+def structural_equal(lhs, rhs, map_free_vars: bool = False) -> bool:
+    """TVM's ``tvm.ir.structural_equal``."""
+    from ..testing import structural_text
+
+    return structural_text(lhs) == structural_text(rhs)

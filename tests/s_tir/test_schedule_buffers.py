@@ -111,3 +111,19 @@ def test_storage_align_refusals(block, args, words):
     sch = _sch()
     with pytest.raises(ScheduleError, match=words):
         sch.storage_align(block, *args)
+
+
+def test_reorder_block_iter_var_permutes_the_declared_axes():
+    import msc
+
+    sch = _sch()
+    sch.reorder_block_iter_var("B", [1, 0])
+    func = sch.mod["main"]
+    assert 'vj, vi = T.axis.remap("SS", [j, i])' in func.script()
+    again = _sch()
+    sch.trace.apply_to_schedule(again)
+    msc.ir.assert_structural_equal(again.mod["main"], func)
+    assert not msc.ir.structural_equal(_sch().mod["main"], func)
+    for bad in ([0], [0, 0], [-1, 1], [0, 2]):
+        with pytest.raises(ScheduleError, match="not a permutation"):
+            sch.reorder_block_iter_var("B", bad)

@@ -22,6 +22,7 @@ import random
 from ...errors import MSCError, ScheduleError
 from ...tir import expr as E
 from ...tir.function import PrimFunc
+from . import axes as AX
 from . import blocks as B
 from . import buffers as BF
 from . import inline as I
@@ -265,6 +266,16 @@ class Schedule:
         self._funcs[func_name] = self._apply("storage_align", BF.storage_align,
                                              self._funcs[func_name], name, *args)
         self._record("StorageAlign", [block], args, [])
+
+    def reorder_block_iter_var(self, block: BlockRV | str, new_order: list) -> None:
+        """Declare the block's iter vars in ``new_order`` (positions, a permutation)."""
+        block = self._as_block(block)
+        func_name, name = self._block(block)
+        order = [int(k) for k in new_order]
+        self._funcs[func_name] = self._apply("reorder_block_iter_var",
+                                             AX.reorder_block_iter_var,
+                                             self._funcs[func_name], name, order)
+        self._record("ReorderBlockIterVar", [block], [order], [])
 
     def compute_inline(self, block: BlockRV | str) -> None:
         """Inline a block that computes an intermediate buffer into its consumers."""

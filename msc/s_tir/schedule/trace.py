@@ -54,6 +54,7 @@ INSTRUCTIONS = {
     "SetScope": ("set_scope", ["buffer_index", "storage_scope"]),
     "RFactor": ("rfactor", ["factor_axis"]),
     "StorageAlign": ("storage_align", ["buffer_index", "axis", "factor", "offset"]),
+    "ReorderBlockIterVar": ("reorder_block_iter_var", ["new_order"]),
     "ReverseComputeInline": ("reverse_compute_inline", []),
     "SamplePerfectTile": ("sample_perfect_tile", ["n", "max_innermost_factor"]),
     "SampleCategorical": ("sample_categorical", ["candidates", "probs"]),
@@ -162,7 +163,7 @@ def _line(inst: Instruction, decision) -> str:
 _FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline": "block",
           "Parallel": "loop", "Vectorize": "loop", "Unroll": "loop",
           "CacheRead": "block", "CacheWrite": "block", "SamplePerfectTile": "loop",
-          "RFactor": "loop"}
+          "RFactor": "loop", "ReorderBlockIterVar": "block"}
 
 
 def _args(inst: Instruction) -> list:
