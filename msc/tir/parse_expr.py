@@ -312,9 +312,11 @@ class ExprParser:
             mask = ast.Constant(("r" in mask.value) + 2 * ("w" in mask.value))
         offset = given.get("offset", ast.Constant(0))
         base = buf.elem_offset if buf.elem_offset is not None else E.IntImm(0, "int32")
-        start = _fold("Add", base, self.expr(offset))
-        extent = self.expr(given["extent"]) if "extent" in given else \
-            _fold("Sub", _product(buf.shape), start)
+        start = E.add(base, self.expr(offset))  # constants fold, as TVM's operators do
+        size = E.IntImm(1, "int32")
+        for dim in buf.shape:
+            size = E.mul(size, dim)
+        extent = self.expr(given["extent"]) if "extent" in given else E.sub(size, start)
         annotation = E.PrimCall("type_annotation", [], buf.dtype)
         data = E.Var(f"{buf.name}.data", "handle")
         return E.PrimCall("tvm_access_ptr", [annotation, data, start, extent,
@@ -460,25 +462,3 @@ def _var_decl(target: ast.expr, call: ast.expr, typevar: bool):
     dtype = t_name(call.func)
     return (target.id, dtype) if dtype in intrin.DTYPES and not call.args else None
 
-
-def _fold(kind: str, a: E.PrimExpr, b: E.PrimExpr) -> E.PrimExpr:
-    """``a + b``, ``a - b`` or ``a * b``, folded when both are constants (as TVM's operators
-    fold IntImms) or when one side is the identity."""
-    consts = isinstance(a, E.IntImm), isinstance(b, E.IntImm)
-    if all(consts):
-        value = {"Add": a.value + b.value, "Sub": a.value - b.value,
-                 "Mul": a.value * b.value}[kind]
-        return E.IntImm(value, a.dtype)
-    identity = 1 if kind == "Mul" else 0
-    if consts[1] and b.value == identity:
-        return a
-    if consts[0] and a.value == identity and kind != "Sub":
-        return b
-    return E.BinaryOp(kind, a, b)
-
-
-def _product(dims) -> E.PrimExpr:
-    size = E.IntImm(1, "int32")
-    for dim in dims:
-        size = _fold("Mul", size, dim)
-    return size

@@ -25,11 +25,12 @@ from ...tir.function import (
     walk_stmts,
 )
 from .loops import find_loop, fresh_name
-from .region import accesses, block_reads, block_writes, bounds, loop_ranges, union
+from .region import accesses, block_reads, block_writes, bounds, loads, loop_ranges, union
 from .storage import check_scope
 from .tree import block_loops, blocks_in, find_path, kids, replace_at, subst_stmt, var_names
 
-__all__ = ["cache_read", "cache_write", "compute_at", "decompose_reduction", "find_block",
+__all__ = ["buffer_name", "cache_read", "cache_write", "compute_at", "decompose_reduction",
+           "find_block",
            "reverse_compute_at"]
 
 
@@ -70,7 +71,7 @@ def _top(func: PrimFunc, node) -> int:
                         "not supported by this primitive")
 
 
-def _buffer_name(func: PrimFunc, base: str) -> str:
+def buffer_name(func: PrimFunc, base: str) -> str:
     taken = {b.name for b in func.buffers}
     for s in walk_stmts(func.body):
         if isinstance(s, SBlock):
@@ -122,7 +123,7 @@ def cache_read(func: PrimFunc, block_name: str, index: int, scope: str):
     if accesses(_items(func)[top], "write", buf.name):
         raise ScheduleError(f"cache_read: {buf.name!r} is written next to block "
                             f"{block_name!r}", key=block_name)
-    cache = Buffer(_buffer_name(func, f"{buf.name}_{scope}"), buf.shape, buf.dtype,
+    cache = Buffer(buffer_name(func, f"{buf.name}_{scope}"), buf.shape, buf.dtype,
                    scope=scope)
     name = _block_name(func, f"{buf.name}_{scope}")
     nest = _copy_nest(func, name, cache, buf)
@@ -147,7 +148,7 @@ def cache_write(func: PrimFunc, block_name: str, index: int, scope: str):
     if others:
         raise ScheduleError(f"cache_write: block {others[0].name!r} also uses {buf.name!r} "
                             f"next to block {block_name!r}", key=block_name)
-    cache = Buffer(_buffer_name(func, f"{buf.name}_{scope}"), buf.shape, buf.dtype,
+    cache = Buffer(buffer_name(func, f"{buf.name}_{scope}"), buf.shape, buf.dtype,
                    scope=scope)
     name = _block_name(func, f"{buf.name}_{scope}")
     func = replace(func, body=replace_at(path, _rename_buffer(block, buf, cache)))
@@ -213,13 +214,9 @@ def _check_target(func: PrimFunc, block_name: str, var: E.Var, what: str) -> Non
 
 def _raw_loads(stmt, name: str) -> list:
     """Loads of buffer ``name`` in ``stmt`` as written (indices in the block's axes)."""
-    from .region import _loads
-
-    found: list = []
-    for s in walk_stmts(stmt):
-        for e in (getattr(s, "value", None), *getattr(s, "indices", ())):
-            if isinstance(e, E.PrimExpr):
-                _loads(e, found)
+    found = [ld for s in walk_stmts(stmt)
+             for e in (getattr(s, "value", None), *getattr(s, "indices", ()))
+             if isinstance(e, E.PrimExpr) for ld in loads(e)]
     return [ld for ld in found if ld.buffer.name == name]
 
 

@@ -27,7 +27,7 @@ from ...tir.function import (
     walk_stmts,
 )
 from .blocks import find_block
-from .region import bounds
+from .region import bounds, loads, stmt_exprs
 from .tree import blocks_in, find_path, kids, rebuild, replace_at, rewrite_expr
 
 __all__ = ["compute_inline", "reverse_compute_inline"]
@@ -71,21 +71,12 @@ def _own(block: SBlock) -> list:
 
 
 def _exprs_of(stmt) -> list:
-    found = []
-    for field in ("value", "cond", "min", "extent"):
-        value = getattr(stmt, field, None)
-        if isinstance(value, E.PrimExpr):
-            found.append(value)
-    if isinstance(stmt, BufferStore):
-        found.extend(stmt.indices)
-    return found
+    """The statement's own expressions, a store's indices among them."""
+    return stmt_exprs(stmt) + (list(stmt.indices) if isinstance(stmt, BufferStore) else [])
 
 
 def _loads_in(e, name: str, found: list) -> None:
-    if isinstance(e, BufferLoad) and e.buffer.name == name:
-        found.append(e)
-    for child in (e.indices if isinstance(e, BufferLoad) else E.children(e)):
-        _loads_in(child, name, found)
+    found.extend(ld for ld in loads(e) if ld.buffer.name == name)
 
 
 def _uses_data(e, name: str) -> bool:
@@ -103,13 +94,13 @@ def _writers(func: PrimFunc, name: str) -> list[SBlock]:
 def _readers(func: PrimFunc, name: str) -> list[SBlock]:
     out = []
     for block in blocks_in(func.body)[1:]:
-        loads: list = []
+        found: list = []
         exprs = [e for s in _own(block) for e in _exprs_of(s)]
         if block.predicate is not None:
             exprs.append(block.predicate)
         for e in exprs:
-            _loads_in(e, name, loads)
-        if loads:
+            _loads_in(e, name, found)
+        if found:
             out.append(block)
     return out
 
@@ -210,26 +201,11 @@ def _refresh_reads(block: SBlock, gone: str) -> SBlock:
     names = {r.buffer.name for r in kept}
     for stmt in _own(block):
         for e in _exprs_of(stmt):
-            for load in _all_loads(e):
+            for load in loads(e):
                 if load.buffer.name not in names:
                     names.add(load.buffer.name)
                     kept.append(_point(load.buffer, load.indices))
     return replace(block, reads=tuple(kept))
-
-
-def _all_loads(e) -> list:
-    found: list = []
-
-    def walk(x):
-        if isinstance(x, BufferLoad):
-            found.append(x)
-            for i in x.indices:
-                walk(i)
-            return
-        for c in E.children(x):
-            walk(c)
-    walk(e)
-    return found
 
 
 def _drop_alloc(body, name: str):
@@ -262,9 +238,9 @@ def compute_inline(func: PrimFunc, name: str) -> PrimFunc:
     params = _distinct_iter_vars(store.indices, block, what, "store")
     buf = store.buffer
     _check_intermediate(func, buf, block, what)
-    loads: list = []
-    _loads_in(store.value, buf.name, loads)
-    if loads:
+    found: list = []
+    _loads_in(store.value, buf.name, found)
+    if found:
         raise ScheduleError(f"{what}: block {name!r} reads the buffer it writes",
                             key=name)
     body = _remove(func.body, path)
@@ -279,18 +255,18 @@ def reverse_compute_inline(func: PrimFunc, name: str) -> PrimFunc:
     store = _complete_store(consumer, what)
     produced = _produced_reads(func, consumer, what)
     buf = produced
-    loads: list = []
-    _loads_in(store.value, buf.name, loads)
+    found: list = []
+    _loads_in(store.value, buf.name, found)
     for idx in store.indices:
-        _loads_in(idx, buf.name, loads)
+        _loads_in(idx, buf.name, found)
     if consumer.predicate is not None:
         raise ScheduleError(f"{what}: block {name!r} has a predicate (T.where)", key=name,
                             hint="only a consumer that computes every point inlines back")
-    if not loads:
+    if not found:
         raise ScheduleError(f"{what}: block {name!r} reads {buf.name!r} only opaquely",
                             key=name)
-    first = loads[0].indices
-    if any(ld.indices != first for ld in loads[1:]):
+    first = found[0].indices
+    if any(ld.indices != first for ld in found[1:]):
         raise ScheduleError(f"{what}: block {name!r} loads {buf.name!r} at different "
                             "indices", key=name, hint="TVM inlines one access pattern")
     producer = _writers(func, buf.name)[0]
@@ -316,9 +292,9 @@ def reverse_compute_inline(func: PrimFunc, name: str) -> PrimFunc:
 
 def _produced_reads(func: PrimFunc, consumer: SBlock, what: str) -> Buffer:
     """The one buffer ``consumer`` reads that a block of the function writes."""
-    loads = [ld for s in _own(consumer) for e in _exprs_of(s) for ld in _all_loads(e)]
+    found = [ld for s in _own(consumer) for e in _exprs_of(s) for ld in loads(e)]
     seen: dict = {}
-    for ld in loads:
+    for ld in found:
         if _writers(func, ld.buffer.name):
             seen.setdefault(ld.buffer.name, ld.buffer)
     if len(seen) != 1:
@@ -471,7 +447,7 @@ def _retarget_regions(block: SBlock, gone: str, out: Buffer, indices, consumer) 
     reads = block.reads
     if reads is not None:
         names = {r.buffer.name for r in reads}
-        extra = [ld for ld in _all_loads(block.body.value) if ld.buffer.name not in names]
+        extra = [ld for ld in loads(block.body.value) if ld.buffer.name not in names]
         for ld in extra:
             names.add(ld.buffer.name)
             reads = reads + (_point(ld.buffer, ld.indices),)

@@ -15,7 +15,15 @@ from ...tir import expr as E
 from ...tir.function import BufferLoad, BufferStore, For, SBlock
 from .tree import kids, rewrite_expr
 
-__all__ = ["accesses", "block_reads", "block_writes", "bounds", "loop_ranges", "union"]
+__all__ = ["accesses", "block_reads", "block_writes", "bounds", "loads", "loop_ranges",
+           "stmt_exprs", "union"]
+
+
+def loads(e) -> list:
+    """Every BufferLoad in expression ``e`` (its indices' loads too), outermost first."""
+    found: list = []
+    _loads(e, found)
+    return found
 
 
 def _loads(e, found: list) -> None:
@@ -45,7 +53,7 @@ def _stmt_accesses(s, binds: dict, out: list) -> None:
                    for ld in loads)
         out.append(("write", s.buffer, tuple(rewrite_expr(i, binds) for i in s.indices)))
         return
-    for expr in _stmt_exprs(s):
+    for expr in stmt_exprs(s):
         loads = []
         _loads(expr, loads)
         out.extend(("read", ld.buffer, tuple(rewrite_expr(i, binds) for i in ld.indices))
@@ -54,7 +62,8 @@ def _stmt_accesses(s, binds: dict, out: list) -> None:
         _stmt_accesses(child, binds, out)
 
 
-def _stmt_exprs(s) -> list:
+def stmt_exprs(s) -> list:
+    """The expressions a statement holds itself (value, cond, min, extent)."""
     return [getattr(s, f) for f in ("cond", "value", "min", "extent")
             if isinstance(getattr(s, f, None), E.PrimExpr)]
 

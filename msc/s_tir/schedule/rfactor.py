@@ -34,7 +34,9 @@ from ...tir.function import (
     SeqStmt,
     seq,
 )
+from .blocks import buffer_name
 from .loops import find_loop, fresh_name
+from .region import loads
 from .tree import block_loops, blocks_in, find_path, kids, replace_at, rewrite_expr, var_names
 
 __all__ = ["rfactor"]
@@ -108,9 +110,7 @@ def _quasi_affine(e) -> bool:
 
 
 def _reads(e, name: str) -> bool:
-    if isinstance(e, BufferLoad):
-        return e.buffer.name == name or any(_reads(i, name) for i in e.indices)
-    return any(_reads(c, name) for c in E.children(e))
+    return any(ld.buffer.name == name for ld in loads(e))
 
 
 def _plain(e, names: dict):
@@ -211,11 +211,9 @@ def _check_loops(block: SBlock, loops: list, spatial: list, reduce_: list, var) 
 
 
 def _rf_buffer(func: PrimFunc, buf: Buffer, loop: For, axis: int) -> Buffer:
-    from .blocks import _buffer_name
-
     shape = list(buf.shape)
     shape.insert(axis, loop.extent)
-    return Buffer(_buffer_name(func, f"{buf.name}_rf"), tuple(shape), buf.dtype)
+    return Buffer(buffer_name(func, f"{buf.name}_rf"), tuple(shape), buf.dtype)
 
 
 def _rf_block(func, block, store, op, rhs, loops, spatial, reduce_, loop, rf_buf, axis,
