@@ -28,7 +28,8 @@ SQNR (dB) of each int8 output against the float model's (onnxruntime float) on h
 inputs. Timing: every contender of a model (all precisions and thread counts) runs in the same
 interleaved rounds, a chunk of at least ``--min-time`` s each per round; the table shows the
 best chunk mean, the JSON also the median. Geomeans per group (zoo, transformers, all) and per
-(precision, threads) close the table, "ahead" where msc's time is below the anchor's.
+(precision, threads) close the table, "ahead" where msc's time is below the anchor's, "even"
+where the printed ratio rounds to 1.00x.
 """
 
 from __future__ import annotations
@@ -309,7 +310,12 @@ def columns(args) -> list[str]:
 def _times(value: float | None, mark: bool = False) -> str:
     if value is None:
         return "n/a"
-    return f"{value:.2f}x" + ((" ahead" if value < 1 else " behind") if mark else "")
+    shown = f"{value:.2f}"
+    if not mark:
+        return shown + "x"
+    # the word follows the printed figure, so 0.997 is "1.00x even", never "1.00x ahead"
+    word = "even" if shown == "1.00" else ("ahead" if float(shown) < 1 else "behind")
+    return f"{shown}x {word}"
 
 
 def model_cells(row: dict, args) -> list[str]:

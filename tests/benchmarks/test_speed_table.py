@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ["float 1T", "int8 1T"]
-CELL = re.compile(r"(\d+\.\d\d)x( ahead| behind)?")
+CELL = re.compile(r"(\d+\.\d\d)x( ahead| behind| even)?")
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,8 @@ def test_geomean_rows_are_geomeans_of_the_printed_ratios(quick, anchor):
                 continue
             match = CELL.fullmatch(printed)
             value = float(match.group(1))
-            assert match.group(2) == (" ahead" if value < 1 else " behind")
+            word = " even" if value == 1 else (" ahead" if value < 1 else " behind")
+            assert match.group(2) == word, (name, config, printed)
             low = math.prod(_bounds(c)[0] for c in cells) ** (1 / len(cells))
             high = math.prod(_bounds(c)[1] for c in cells) ** (1 / len(cells))
             assert low - 0.005 <= value <= high + 0.005, (name, config, cells, printed)
