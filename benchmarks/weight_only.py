@@ -107,7 +107,7 @@ def _ort_nbits(p, threads: int):
     """MatMulNBits on the packed bytes (the codegen's row writes the same node)."""
     from onnx import helper, numpy_helper
 
-    from msc.codegen.onnx_nbits import _packed_zeros
+    from msc.codegen.onnx.nbits import _packed_zeros
 
     inits = [numpy_helper.from_array(a, n) for a, n in (
         (p.q, "b"), (p.scales.reshape(-1), "s"), (_packed_zeros(p.zero_points, p.bits), "z"))]

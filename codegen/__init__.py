@@ -8,18 +8,18 @@
 """
 
 from .baseline import save_baseline
-from .relax_gen import to_relax
+from .relax.gen import to_relax
 
 __all__ = ["save_baseline", "to_onnx", "to_relax", "to_torch"]
 
 
 def __getattr__(name):
     if name == "to_torch":  # torch is imported only when the torch codegen is used
-        from .torch_gen import to_torch
+        from .torch.gen import to_torch
 
         return to_torch
     if name == "to_onnx":  # and onnx only when the ONNX codegen is used
-        from .onnx_gen import to_onnx
+        from .onnx.writer import to_onnx
 
         return to_onnx
     raise AttributeError(name)

@@ -63,7 +63,7 @@ def test_the_wheel_has_one_top_level_name(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     top = {name.split("/")[0] for name in names if ".dist-info/" not in name}
     assert top == {"msc"}
-    for module in ("msc/frontends/translate.py", "msc/codegen/relax_gen.py",
+    for module in ("msc/frontends/translate.py", "msc/codegen/relax/gen.py",
                    "msc/compression/prune/__init__.py", "msc/data/conv_relu.json"):
         assert module in names, f"{module} is missing from the wheel"
 

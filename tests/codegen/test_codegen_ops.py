@@ -6,7 +6,8 @@ the tables against explicit lists of known gaps is tests/relax/op/test_op_facts.
 import numpy as np
 import pytest
 
-from msc.codegen import relax_gen, to_relax, to_torch
+from msc.codegen import to_relax, to_torch
+from msc.codegen.relax import gen as relax_gen
 from msc.errors import UnsupportedOpError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.relax.op.registry import OPS

@@ -36,7 +36,7 @@ def round_trip_model(model, inputs: list, opset: int | None = None):
 
 def model_opset(model) -> int:
     """The model's default-domain opset, within what to_onnx writes (13..newest)."""
-    from msc.codegen.onnx_gen import MIN_OPSET, max_opset
+    from msc.codegen.onnx.writer import MIN_OPSET, max_opset
 
     version = next((i.version for i in model.opset_import if i.domain in ("", "ai.onnx")),
                    MIN_OPSET)

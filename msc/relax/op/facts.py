@@ -28,8 +28,8 @@ FACT_SOURCES: dict[str, tuple[str, ...]] = {
         "pool", "reduce_rows", "unique")),
     "legalize": ("msc.backend.legalize",),
     "int8": ("msc.backend.qdq_fold",),
-    "torch": ("msc.codegen.torch_table",),
-    "onnx_codegen": ("msc.codegen.onnx_table",),
+    "torch": ("msc.codegen.torch.table",),
+    "onnx_codegen": ("msc.codegen.onnx.table",),
     "layout": ("msc.frontends.relax.layout_rules",),
     "prune": ("msc.compression.prune.rules",),
 }

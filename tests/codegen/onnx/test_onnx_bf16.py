@@ -1,10 +1,10 @@
 """bfloat16 graphs run in onnxruntime: ops it has no bfloat16 kernel for go through float32
-(codegen/onnx_bf16.py) and the outputs equal the conformance references."""
+(codegen/onnx/bf16.py) and the outputs equal the conformance references."""
 
 import pytest
 from onnx import TensorProto, shape_inference
 
-from msc.codegen.onnx_bf16 import ORT_BF16, ort_registry_bf16
+from msc.codegen.onnx.bf16 import ORT_BF16, ort_registry_bf16
 from tests.helpers.onnx_export import export, node_cases, round_trip_case
 
 pytest.importorskip("onnxruntime")

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from torch import nn
 
 from msc.codegen import to_onnx
-from msc.codegen.onnx_gen import MIN_OPSET, max_opset
+from msc.codegen.onnx.writer import MIN_OPSET, max_opset
 from msc.errors import UnsupportedOpError, ValidationError
 from msc.frontends.onnx.api import from_onnx
 from msc.frontends.torch.api import from_torch

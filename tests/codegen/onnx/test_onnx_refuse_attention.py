@@ -1,6 +1,6 @@
 """Attention with a mask given as an input (float or boolean, with or without is_causal), its
 fully-masked-row guard, past keys / values, grouped heads, softcap and window sizes, comes back as one Attention node
-(codegen/onnx_refuse_attention.py, onnx_refuse_attention_mask.py): outputs equal to the
+(codegen/onnx/passes/attention.py, codegen/onnx/passes/attention_mask.py): outputs equal to the
 case's (onnxruntime's on the original), no more nodes than it."""
 
 import pytest
@@ -41,7 +41,7 @@ def test_masked_attention_comes_back_as_one(cases, name):
 def test_band_attrs_only_for_a_band():
     import numpy as np
 
-    from msc.codegen.onnx_refuse_attention_mask import band_attrs
+    from msc.codegen.onnx.passes.attention_mask import band_attrs
 
     i, j = np.indices((4, 6))
     bias = lambda allowed: np.where(allowed, 0.0, -np.inf)

@@ -1,5 +1,5 @@
 """CumSum / CumProd over an axis given at run time comes back as one node
-(codegen/onnx_refuse_cumulative.py): the same written model gives onnxruntime's outputs on
+(codegen/onnx/passes/cumulative.py): the same written model gives onnxruntime's outputs on
 the original for every axis value, with no more nodes than it."""
 
 import numpy as np
@@ -57,7 +57,7 @@ def _chain(wrap: bool, swap: bool):
                                                (False, False, False)])
 def test_only_the_right_choice_folds(wrap, swap, folds):
     """Unwrapped, axis -2 picks the CumSum along 1: wrong for one axis value, no fold."""
-    from msc.codegen.onnx_refuse_cumulative import fold_runtime_cumulative
+    from msc.codegen.onnx.passes.cumulative import fold_runtime_cumulative
 
     consts = {"a0": np.asarray([0]), "a1": np.asarray([1]), "zero": np.asarray(0),
               "two": np.asarray(2)}

@@ -1,5 +1,5 @@
 """ReduceLogSumExp the importer spells out (max-shifted, infinity-guarded) comes back as one
-node (codegen/onnx_refuse_lse.py): outputs equal to onnxruntime on the original, no more
+node (codegen/onnx/passes/lse.py): outputs equal to onnxruntime on the original, no more
 nodes than it."""
 
 import numpy as np
@@ -65,7 +65,7 @@ def _spelled(log_axes: str):
 
 
 def test_different_axes_stay_spelled_out():
-    from msc.codegen.onnx_refuse_lse import fold_log_sum_exp
+    from msc.codegen.onnx.passes.lse import fold_log_sum_exp
 
     consts = {"a": np.asarray([1]), "b": np.asarray([0]), "zero": np.asarray(0.0, "float32")}
     shapes, dtypes = {"x": [3, 4]}, {"x": "float32"}

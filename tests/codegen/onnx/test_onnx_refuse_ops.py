@@ -1,5 +1,5 @@
-"""Single ONNX ops the importer spells out come back as the one op (codegen/onnx_refuse_ops.py,
-onnx_refuse_acts.py, onnx_refuse_attention.py):
+"""Single ONNX ops the importer spells out come back as the one op (codegen/onnx/passes/ops.py,
+codegen/onnx/passes/acts.py, codegen/onnx/passes/attention.py):
 each case passes in onnxruntime with the expected outputs and has no more nodes than the
 original."""
 
@@ -31,7 +31,7 @@ CASES = {
     "attention": ("test_attention_3d", "Attention"),  # heads split and merged back
 }
 MORE = [("attention", "test_attention_4d_causal", "Attention"),
-        # codegen/onnx_refuse_acts.py
+        # codegen/onnx/passes/acts.py
         ("selu", "test_selu", "Selu"), ("thresholdedrelu", "test_thresholdedrelu",
                                          "ThresholdedRelu"),
         ("hardsigmoid", "test_hardsigmoid", "HardSigmoid"),
@@ -40,7 +40,7 @@ MORE = [("attention", "test_attention_4d_causal", "Attention"),
         ("topk", "test_top_k_negative_axis", "TopK"),
         ("constantofshape", "test_constantofshape_int_zeros", "ConstantOfShape"),
         ("spacetodepth", "test_spacetodepth", "SpaceToDepth"),
-        # codegen/onnx_refuse_axes.py: axes given at run time
+        # codegen/onnx/passes/axes.py: axes given at run time
         ("reducemax", "test_reduce_max_do_not_keepdims_random", "ReduceMax"),
         ("reducel2", "test_reduce_l2_keep_dims_random", "ReduceL2"),
         ("reduce_log_sum", "test_reduce_log_sum_negative_axes", "ReduceLogSum"),
@@ -91,7 +91,7 @@ def _axes_graph(shape_nodes):
 def test_run_time_axes_fold_only_when_the_shapes_check_out():
     import numpy as np
 
-    from msc.codegen.onnx_refuse_axes import fold_runtime_axes
+    from msc.codegen.onnx.passes.axes import fold_runtime_axes
 
     consts = {"i0": np.asarray([0]), "zero": np.asarray([0]), "two": np.asarray([2]),
               "zeros": np.zeros(4, np.int64), "first": np.asarray([1, 2, 3, 1]),

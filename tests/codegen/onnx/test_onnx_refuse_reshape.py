@@ -1,5 +1,5 @@
 """A Reshape to a shape given at run time (its 0s and -1 resolved by the importer) comes back
-as one Reshape(x, shape) (codegen/onnx_refuse_reshape.py): outputs equal to the case's
+as one Reshape(x, shape) (codegen/onnx/passes/reshape.py): outputs equal to the case's
 (onnxruntime's on the original), no more nodes than it."""
 
 import numpy as np

@@ -1,5 +1,5 @@
 """A Split to sizes given at run time comes back as one Split node
-(codegen/onnx_refuse_split.py): outputs equal to onnxruntime's on the original for several
+(codegen/onnx/passes/split.py): outputs equal to onnxruntime's on the original for several
 sizes, no more nodes than it."""
 
 import numpy as np

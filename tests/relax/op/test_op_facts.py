@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from msc import relax
-from msc.codegen import relax_gen
+from msc.codegen.relax import gen as relax_gen
 from msc.errors import ShapeError, ValidationError
 from msc.frontends.relax.optypes import op_optype
 from msc.relax.op.facts import FACT_SOURCES, load_all_facts, load_facts

@@ -1,7 +1,7 @@
 """What an ONNX row sees while it writes one joint: its inputs and weights as ONNX value
 names, typed attrs (from the op record), and ``emit`` to add nodes::
 
-    def _relu(ctx):                        # a row of codegen/onnx_table.py
+    def _relu(ctx):                        # a row of codegen/onnx/table.py
         return ctx.emit("Relu", [ctx.input(0)])
 
 Rows return the value name of each output of the joint (a str, or a list for several); the
@@ -15,7 +15,7 @@ import numpy as np
 from msc.errors import UnsupportedOpError
 from msc.graph import MSCJoint, MSCTensor
 
-from .joint import JointContext
+from ..joint import JointContext
 
 __all__ = ["OnnxContext", "onnx_dtype"]
 
@@ -32,7 +32,7 @@ def onnx_dtype(dtype: str) -> int:
 
 
 class OnnxContext(JointContext):
-    """One joint being written (``writer``: codegen.onnx_gen.OnnxWriter)."""
+    """One joint being written (``writer``: codegen.onnx.writer.OnnxWriter)."""
 
     def __init__(self, writer, node: MSCJoint):
         super().__init__(writer.graph, node)

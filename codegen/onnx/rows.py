@@ -10,7 +10,7 @@ __all__ = ["Row", "axes_of", "axis_of", "plain"]
 
 @dataclass(frozen=True)
 class Row:
-    """How one op is written as ONNX: ``write(ctx)`` (ctx: onnx_context.OnnxContext) returns
+    """How one op is written as ONNX: ``write(ctx)`` (ctx: onnx.context.OnnxContext) returns
     the value name(s) of the joint's output(s); ``since`` is the first opset that has it."""
 
     write_fn: Callable

@@ -15,7 +15,7 @@ import itertools
 
 import numpy as np
 
-from .onnx_refuse_ops import _Walk
+from .ops import _Walk
 
 __all__ = ["fold_runtime_axes"]
 

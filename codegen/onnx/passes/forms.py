@@ -1,4 +1,4 @@
-"""Re-fusions of what importers spell out, on the writer's node dicts (see onnx_tidy.py):
+"""Re-fusions of what importers spell out, on the writer's node dicts (see codegen/onnx/passes/tidy.py):
 
 - ``MatMul`` of a transposed 2-D operand, or scaled by a constant -> ``Gemm`` with
   ``transA`` / ``transB`` / ``alpha`` (``Add`` of a scaled C then folds with ``beta``);

@@ -1,13 +1,13 @@
 """Converters of the torch rows for indexing ops (slices, gathers, scatters, one_hot, index
-tensors, layout_transform). The table itself is ``torch_table.ROWS``."""
+tensors, layout_transform). The table itself is ``torch.table.ROWS``."""
 
 from __future__ import annotations
 
 import ast
 
-from .attrs import index_map
-from .naming import literal
-from .torch_nn import _arg_value, _axes, _axis, _call, _tuple
+from ..attrs import index_map
+from ..naming import literal
+from .nn import _arg_value, _axes, _axis, _call, _tuple
 
 
 def _strided_slice(ctx) -> str:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_context import onnx_dtype
-from .onnx_rows import Row, axes_of, plain
+from .context import onnx_dtype
+from .rows import Row, axes_of, plain
 
 __all__ = ["INDEX", "flat"]
 

@@ -1,9 +1,9 @@
 """The ONNX codegen's rows: one per op of the table, attached as the op fact ``"onnx_codegen"``.
 
-A row writes one joint as ONNX nodes (``codegen/onnx_rows.Row``): ``plain("Relu")`` for a one
-to one op, a small function for the rest (ctx: ``codegen/onnx_context.OnnxContext``). This
+A row writes one joint as ONNX nodes (``codegen/onnx.rows.Row``): ``plain("Relu")`` for a one
+to one op, a small function for the rest (ctx: ``codegen/onnx.context.OnnxContext``). This
 module holds elementwise, reduction, manipulation, indexing and creation ops; the nn ones,
-fused ``msc.*`` joints and QDQ are in ``codegen/onnx_nn.py``::
+fused ``msc.*`` joints and QDQ are in ``codegen/onnx/nn.py``::
 
     load_facts("onnx_codegen")             # imports this module, which attaches the rows
     OPS["nn.relu"].facts["onnx_codegen"]   # Row(...)
@@ -17,13 +17,13 @@ import numpy as np
 
 from msc.relax.op.registry import OPS, attach
 
-from .onnx_context import onnx_dtype
-from .onnx_index import INDEX, flat
-from .onnx_integer import integer_operands
-from .onnx_layout import LAYOUT
-from .onnx_nbits import NBITS_ROWS
-from .onnx_nn import NN_ROWS
-from .onnx_rows import Row, axes_of, axis_of, plain
+from .context import onnx_dtype
+from .indexing import INDEX, flat
+from .integer import integer_operands
+from .layout import LAYOUT
+from .nbits import NBITS_ROWS
+from .nn import NN_ROWS
+from .rows import Row, axes_of, axis_of, plain
 
 __all__ = ["ROWS", "attach_rows"]
 

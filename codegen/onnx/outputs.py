@@ -13,7 +13,7 @@ import re
 
 from msc.graph import MSCTensor
 
-from .onnx_context import onnx_dtype
+from .context import onnx_dtype
 
 __all__ = ["tensor_value_info", "write_outputs"]
 

@@ -1,4 +1,4 @@
-"""ONNX rows of the nn ops, the fused ``msc.*`` joints and QDQ (see codegen/onnx_table.py).
+"""ONNX rows of the nn ops, the fused ``msc.*`` joints and QDQ (see codegen/onnx/table.py).
 
 Layouts: ONNX convolutions and pools are channel-first (NCHW / OIHW), so a joint in another
 layout fails with the layout named. Fused joints become the standard op that ONNX has for
@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from .onnx_integer import integer_operands
-from .onnx_rows import Row, axes_of, axis_of, plain
+from .integer import integer_operands
+from .rows import Row, axes_of, axis_of, plain
 
 __all__ = ["NN_ROWS"]
 

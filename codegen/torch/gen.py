@@ -1,6 +1,6 @@
 """MSCGraph -> ``torch.nn.Module`` source (+ weights + standalone test).
 
-Each joint is written by its op's "torch" row (``codegen/torch_table.py``): a layer in
+Each joint is written by its op's "torch" row (``codegen/torch/table.py``): a layer in
 ``__init__`` where torch has a module for it (``nn.Conv2d(...)``, ``nn.Linear(...)``,
 ``nn.BatchNorm2d(...)``) and the graph holds its weights, a functional call otherwise. The
 state dict uses the weight aliases (the original torch ``state_dict`` keys when the graph came
@@ -28,12 +28,12 @@ from msc.graph.files import write_atomic
 from msc.relax.op.facts import load_facts
 from msc.relax.op.registry import OPS
 
-from .baseline import baseline_keys, read_config, write_manifest
-from .files import load_script, save_npz, script_stem, write_binary_atomic
-from .joint import JointContext, find_weight, joint_comment, shape_dims, write_nodes
-from .naming import Namer, comment, identifier, literal
-from .prims import PrimRenderer
-from .templates import test_section
+from ..baseline import baseline_keys, read_config, write_manifest
+from ..files import load_script, save_npz, script_stem, write_binary_atomic
+from ..joint import JointContext, find_weight, joint_comment, shape_dims, write_nodes
+from ..naming import Namer, comment, identifier, literal
+from ..prims import PrimRenderer
+from ..templates import test_section
 
 __all__ = ["TorchContext", "TorchWriter", "to_torch"]
 

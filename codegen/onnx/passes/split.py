@@ -8,7 +8,7 @@ outputs for every ``split`` Split accepts (its sizes sum to the axis' dim).
 
 from __future__ import annotations
 
-from .onnx_refuse_ops import _Walk
+from .ops import _Walk
 
 __all__ = ["fold_runtime_split"]
 

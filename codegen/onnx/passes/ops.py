@@ -1,5 +1,5 @@
 """Re-fusions of single ONNX ops that importers spell out, on the writer's node dicts (see
-onnx_tidy.py). Each rule starts at the node that ends the spelling and walks back through
+codegen/onnx/passes/tidy.py). Each rule starts at the node that ends the spelling and walks back through
 single-use values; it rewrites that node into the one op and leaves the rest dead:
 
 - ``Min(Max(x, lo), hi)`` with scalar bounds -> ``Clip``;

@@ -9,21 +9,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_refuse import (
+from .acts import fold_activations
+from .attention import fold_attention
+from .axes import fold_runtime_axes
+from .cumulative import fold_runtime_cumulative
+from .forms import (
     fold_cross_entropy,
     fold_gemm_forms,
     fold_layer_norm,
     fold_rms_norm,
     scalar_const,
 )
-from .onnx_refuse_acts import fold_activations
-from .onnx_refuse_attention import fold_attention
-from .onnx_refuse_axes import fold_runtime_axes
-from .onnx_refuse_cumulative import fold_runtime_cumulative
-from .onnx_refuse_lse import fold_log_sum_exp
-from .onnx_refuse_ops import fold_single_ops
-from .onnx_refuse_reshape import fold_runtime_reshape
-from .onnx_refuse_split import fold_runtime_split
+from .lse import fold_log_sum_exp
+from .ops import fold_single_ops
+from .reshape import fold_runtime_reshape
+from .split import fold_runtime_split
 
 __all__ = ["tidy"]
 

@@ -14,8 +14,8 @@ import ast
 
 import numpy as np
 
-from .attrs import index_map
-from .onnx_rows import Row
+from ..attrs import index_map
+from .rows import Row
 
 __all__ = ["LAYOUT"]
 

@@ -2,7 +2,7 @@
 
 A row names the torch callable and renames attrs (``Row("F.softmax", {"axis": "dim"})`` writes
 ``F.softmax(x, dim=-1)``); rows whose arguments need more than renames (padding pairs, layouts,
-modules with weights) have a small ``convert(ctx)`` (ctx: ``torch_gen.TorchContext``)::
+modules with weights) have a small ``convert(ctx)`` (ctx: ``torch.gen.TorchContext``)::
 
     load_facts("torch")                    # imports this module, which attaches the rows
     OPS["nn.relu"].facts["torch"]          # Row(func='F.relu', ...)
@@ -20,8 +20,8 @@ import numpy as np
 
 from msc.relax.op.registry import OPS, attach, ops_in
 
-from .naming import identifier, literal
-from .torch_index import (
+from ..naming import identifier, literal
+from .indexing import (
     _gather_nd,
     _index_copy,
     _index_put,
@@ -35,7 +35,7 @@ from .torch_index import (
     _strided_slice,
     _take,
 )
-from .torch_nn import (
+from .nn import (
     _adaptive_pool,
     _affine_grid,
     _arg_value,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_rows import Row
+from .rows import Row
 
 __all__ = ["NBITS_ROWS"]
 

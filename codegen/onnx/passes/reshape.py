@@ -16,7 +16,7 @@ anything else stays spelled out.
 
 from __future__ import annotations
 
-from .onnx_refuse_ops import _Walk
+from .ops import _Walk
 
 __all__ = ["fold_runtime_reshape"]
 

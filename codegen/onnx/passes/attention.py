@@ -6,14 +6,14 @@ with ``s = sqrt(scale)`` on both operands, optionally a constant causal mask add
 Softmax (``is_causal``; the all-false Where of the fully-masked-row guard after it), and for
 3-D inputs the Reshape / Transpose into heads around it (``q_num_heads`` /
 ``kv_num_heads``); a mask given as an input with its fully-masked-row guard
-(onnx_refuse_attention_mask.py), past keys / values, grouped heads, softcap, window sizes.
+(codegen/onnx/passes/attention_mask.py), past keys / values, grouped heads, softcap, window sizes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .onnx_refuse_attention_mask import (
+from .attention_mask import (
     band_attrs,
     masked_guard,
     split_bias,
@@ -21,7 +21,7 @@ from .onnx_refuse_attention_mask import (
     split_softcap,
     unrepeat,
 )
-from .onnx_refuse_ops import _Walk
+from .ops import _Walk
 
 __all__ = ["fold_attention"]
 

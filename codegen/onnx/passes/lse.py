@@ -7,14 +7,14 @@ Both guards ``g`` (the importer writes two) must read the same max, both reducti
 axes; the result is ``ReduceLogSumExp(x, axes, keepdims=k)`` (equal for every input: an
 infinite max is replaced by 0, as log(sum(exp(x))) reads it). Over axes given at run time the
 importer reduces the odd axes of a reshape to interleaved (kept, reduced) dims; the shape
-arithmetic is then checked for every valid axes value (``onnx_refuse_axes``), and a trailing
+arithmetic is then checked for every valid axes value (``onnx.passes.axes``), and a trailing
 reshape to the kept dims becomes keepdims=0.
 """
 
 from __future__ import annotations
 
-from .onnx_refuse_axes import _axes_input, _computes, _domain, _interleaved, _odd_axes
-from .onnx_refuse_ops import _Walk
+from .axes import _axes_input, _computes, _domain, _interleaved, _odd_axes
+from .ops import _Walk
 
 __all__ = ["fold_log_sum_exp"]
 

@@ -32,13 +32,13 @@ from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.graph.files import write_atomic
 from msc.relax.op.registry import OPS, make_function
 
-from .attrs import index_map
-from .baseline import baseline_keys, read_config, write_manifest
-from .files import load_script, save_npz, script_stem
-from .joint import JointContext, find_weight, joint_comment, shape_dims, write_nodes
-from .naming import Namer, comment, literal
-from .prims import PrimRenderer
-from .templates import test_section
+from ..attrs import index_map
+from ..baseline import baseline_keys, read_config, write_manifest
+from ..files import load_script, save_npz, script_stem
+from ..joint import JointContext, find_weight, joint_comment, shape_dims, write_nodes
+from ..naming import Namer, comment, literal
+from ..prims import PrimRenderer
+from ..templates import test_section
 
 __all__ = ["RelaxWriter", "emits", "to_relax"]
 

@@ -1,4 +1,4 @@
-"""More single-op re-fusions (see onnx_refuse_ops.py), run after those: activations and
+"""More single-op re-fusions (see codegen/onnx/passes/ops.py), run after those: activations and
 normalizations importers spell with their parts, and TopK sliced to a run-time k.
 
 - ``Elu(x) * gamma`` -> ``Selu``; ``Where(x > alpha, x, 0)`` -> ``ThresholdedRelu``;
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_refuse_ops import _Walk, fold_single_ops
+from .ops import _Walk, fold_single_ops
 
 __all__ = ["fold_activations"]
 

@@ -1,5 +1,5 @@
 """Converters of the torch rows for nn ops (convolution, pooling, normalization, attention,
-losses, image) and the helpers every row shares. The table itself is ``torch_table.ROWS``."""
+losses, image) and the helpers every row shares. The table itself is ``torch.table.ROWS``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 
 from msc.relax.op.registry import REQUIRED
 
-from .naming import literal
+from ..naming import literal
 
 # --------------------------------------------------------------------------------------------
 # Helpers.

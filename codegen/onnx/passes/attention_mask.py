@@ -1,4 +1,4 @@
-"""The ``attn_mask`` of an ``Attention`` spelled out (see onnx_refuse_attention.py): the scores
+"""The ``attn_mask`` of an ``Attention`` spelled out (see codegen/onnx/passes/attention.py): the scores
 plus a bias, and the guard that gives fully masked rows zeros, as ONNX specifies:
 
     p = Where(IsInf[detect_positive=0](ReduceMax(bias, [-1], keepdims=1)), 0, Softmax(s + bias))
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_refuse_ops import _Walk
+from .ops import _Walk
 
 __all__ = ["masked_guard", "split_bias"]
 

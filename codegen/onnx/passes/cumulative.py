@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_refuse_axes import _evaluator, _graph_leaves
-from .onnx_refuse_ops import _Walk
+from .axes import _evaluator, _graph_leaves
+from .ops import _Walk
 
 __all__ = ["fold_runtime_cumulative"]
 

@@ -1,7 +1,7 @@
 """MSCGraph -> ONNX ModelProto, built with the onnx package's own helpers.
 
-Each joint is written by its op's "onnx_codegen" row (``codegen/onnx_table.py``,
-``codegen/onnx_nn.py``): one standard ONNX node where there is one, a small subgraph
+Each joint is written by its op's "onnx_codegen" row (``codegen/onnx/table.py``,
+``codegen/onnx/nn.py``): one standard ONNX node where there is one, a small subgraph
 otherwise. Weights become initializers (or external data), graph inputs keep their names and
 their symbolic dims as ``dim_param``, and every model passes ``onnx.checker.check_model(...,
 full_check=True)`` before it is returned::
@@ -25,15 +25,15 @@ from msc.progress import progress
 from msc.relax.op.facts import load_facts
 from msc.relax.op.registry import OPS
 
-from .joint import JointContext, find_weight, write_nodes
-from .onnx_bf16 import bf16_detours
-from .onnx_context import OnnxContext, onnx_dtype
-from .onnx_functions import FunctionTable, domain_of
-from .onnx_outputs import tensor_value_info, write_outputs
-from .onnx_qdq import quantize_biases
-from .onnx_shapes import ShapeValues
-from .onnx_tidy import tidy
-from .qweight import QuantizedWeight, is_quantized
+from ..joint import JointContext, find_weight, write_nodes
+from ..qweight import QuantizedWeight, is_quantized
+from .bf16 import bf16_detours
+from .context import OnnxContext, onnx_dtype
+from .functions import FunctionTable, domain_of
+from .outputs import tensor_value_info, write_outputs
+from .passes.tidy import tidy
+from .qdq import quantize_biases
+from .shapes import ShapeValues
 
 __all__ = ["DEFAULT_OPSET", "MIN_OPSET", "OnnxWriter", "max_opset", "to_onnx"]
 
@@ -230,7 +230,7 @@ class OnnxWriter:
 
     # ---- the model -----------------------------------------------------------------------
     def graph_outputs(self) -> list[tuple[str, object]]:
-        """(value, ValueInfoProto) per model-level output (``codegen/onnx_outputs.py``)."""
+        """(value, ValueInfoProto) per model-level output (``codegen/onnx/outputs.py``)."""
         return write_outputs(self)
 
     def values_of_inputs(self) -> list[str]:
@@ -308,7 +308,7 @@ def to_onnx(graph: MSCGraph, weights: dict | None = None, path: str | os.PathLik
     threshold in bytes; None: only when the model would pass protobuf's 2 GB limit).
     ``custom_domain``: True (domain ``"ai.msc"``) or a domain name: each joint ONNX has no
     single operator for is one node of that domain backed by a model-local ONNX function
-    (``codegen/onnx_functions.py``); a joint with no ONNX expression at all raises
+    (``codegen/onnx/functions.py``); a joint with no ONNX expression at all raises
     UnsupportedOpError naming it.
 
     >>> model = to_onnx(graph, weights, "out/model.onnx", opset=17)   # doctest: +SKIP

@@ -1,0 +1,1 @@
+"""The Relax codegen: an MSCGraph as a Relax BlockBuilder script (gen.py)."""
