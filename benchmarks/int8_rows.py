@@ -1,5 +1,5 @@
 """int8 transformers between the GEMMs: msc with the QDQ softmax / layer norm / split chains
-on bytes (msc/backend/qdq_rows.py) against msc with them as float passes, and onnxruntime
+on bytes (msc/backend/fuse/qdq/rows.py) against msc with them as float passes, and onnxruntime
 running the same QDQ model, at 1 and 2 threads, in one run of interleaved rounds.
 
     .venv/bin/python benchmarks/int8_rows.py                         # BERT-base and GPT-2
@@ -53,7 +53,7 @@ def qdq_model(name: str, cache: Path | None):
 
 def rows_off_executable(model):
     """msc's build with the byte rows off: softmax / layer norm / split as float passes."""
-    from msc.backend import qdq_fold
+    from msc.backend.fuse.qdq import fold as qdq_fold
 
     with mock.patch.object(qdq_fold, "fold_rows", lambda program: {}), \
             mock.patch.object(qdq_fold, "permute_bytes", lambda program: {}):

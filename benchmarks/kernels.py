@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/kernels.py [--repeats 9] [--min-time 0.05]
 
-Each op is legalized from a Relax call, compiled by ``msc.backend.tir.compile`` and called
+Each op is legalized from a Relax call, compiled by ``msc.backend.lowering.compile`` and called
 through its checked Python entry (argument checks included, outputs preallocated). numpy runs
 the op's plain formula; onnxruntime runs a one-node model (intra/inter-op threads = 1, output
 bound once with IO binding). Figures are microseconds, best of ``--repeats`` rounds that
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import best_interleaved, per_call, print_table
 from msc.backend.legalize import legalize_call
 from msc.backend.legalize.testing import build_call
-from msc.backend.tir.compile import compile_prim_func
+from msc.backend.lowering.compile import compile_prim_func
 
 RNG = np.random.default_rng(0)
 

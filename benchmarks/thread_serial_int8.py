@@ -43,8 +43,8 @@ def main() -> None:
     parser.add_argument("--cache", help="folder for the quantized models")
     parser.add_argument("--top", type=int, default=3, help="largest serial calls to list")
     args = parser.parse_args()
-    import msc.backend.qdq_fold  # the int8 kernel classes, for _instrument
-    import msc.backend.qdq_lut  # noqa: F401
+    import msc.backend.fuse.qdq.fold  # the int8 kernel classes, for _instrument
+    import msc.backend.fuse.qdq.lut  # noqa: F401
 
     thread_serial._instrument()
     rows = (thread_serial.cells(name, serial_share(name, args.cache), args.top)

@@ -71,8 +71,8 @@ def main() -> None:
     from tune import workloads
 
     from msc import meta_schedule as ms
+    from msc.backend.lowering.compile import compile_prim_func
     from msc.backend.runtime import threads
-    from msc.backend.tir.compile import compile_prim_func
     from msc.meta_schedule.runner import Workload
 
     print(f"cpu: {os.cpu_count()} threads visible")

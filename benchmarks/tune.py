@@ -224,7 +224,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from msc import meta_schedule as ms
-    from msc.backend.tir.compile import compile_prim_func
+    from msc.backend.lowering.compile import compile_prim_func
     from msc.meta_schedule.runner import Workload
 
     print_header()

@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from msc import tir  # TVM: import tvm; from tvm import tir (tvm.s_tir in 0.27)
-from msc.backend.tir.compile import compile_prim_func  # TVM: tvm.build(mod, target="llvm")
+from msc.backend.lowering.compile import compile_prim_func  # TVM: tvm.build(mod, target="llvm")
 from msc.script import ir as I
 from msc.script import tir as T
 

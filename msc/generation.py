@@ -6,7 +6,7 @@ A decode step is a Relax function of one of two layouts, told apart by its param
   positions ``[n]`` (int64) and each layer's past keys and values ``[1, kv_heads, max_len,
   head_dim]``; it returns the last position's logits and the present keys and values. The
   caches are allocated once, ``max_len`` rows each; when the build writes them in place
-  (``backend/patterns/cache.py``) a step costs the new token's rows, not the cache's.
+  (``backend/fuse/patterns/cache.py``) a step costs the new token's rows, not the cache's.
 - **growing past** (the ONNX layout optimum and onnxruntime-genai use): ``input_ids [1, n]``,
   ``attention_mask [1, past + n]``, ``position_ids [1, n]`` and ``past_key_values.{i}.key /
   value [1, kv_heads, past, head_dim]``; it returns logits and the present keys and values,

@@ -64,7 +64,7 @@ def test_a_deep_chain_codegens_builds_and_runs(chain, tmp_path):
 
 
 def test_equal_calls_at_different_sites_share_one_compiled_kernel():
-    from msc.backend.tir import compile as tir_compile
+    from msc.backend.lowering import compile as tir_compile
 
     graph, weights = translate.from_onnx(chain_model(40))
     before = len(tir_compile._memo)

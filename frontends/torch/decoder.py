@@ -10,7 +10,7 @@ contract :class:`msc.generation.Generator` reads, by position::
 
 Why this shape: the caches are preallocated to ``max_len`` and the new keys and values are
 written at ``positions`` (``index_copy`` along the sequence axis), so the VM can update them
-in place (backend/patterns/cache.py) instead of concatenating a longer cache every token.
+in place (backend/fuse/patterns/cache.py) instead of concatenating a longer cache every token.
 Attention then reads the whole buffer through an additive mask built here from
 ``positions``: key ``k`` is visible from query ``q`` when ``k <= q`` (and ``q - k < window``
 on sliding-window layers), so rows not yet written never count. ``n`` is dynamic: the prompt

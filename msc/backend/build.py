@@ -10,7 +10,7 @@ Build does the graph-level work once, per function:
    a flat :class:`~msc.backend.runtime.program.Program`. Calls of other Relax functions of the
    module are inlined (their symbolic dims renamed to the caller's); tuples known at build time
    are resolved, so ``tup[0]`` costs nothing at run time.
-2. QDQ (qdq_fold.py): quantize / dequantize chains around convs, matmuls and adds become int8
+2. QDQ (fuse/qdq/fold.py): quantize / dequantize chains around convs, matmuls and adds become int8
    kernel calls; then patterns (patterns/): transformer blocks become one kernel call each
    (attention, residual layer norm, elementwise chains, dense + activation); dead bindings are
    dropped (pure calls only).
@@ -57,10 +57,10 @@ from ..relax.visitor import substitute_struct_info
 from ..tir import expr as tir
 from .dispatch.callouts import special
 from .dispatch.resolve import LEGALIZE_MODES, MissingKernelError, load_facts, numpy_caller, resolve
+from .fuse.patterns import fuse_patterns
+from .fuse.qdq.fold import fold_qdq
 from .kernels.base import Impl, Site, kernel_fact
 from .kernels.epilogues import epilogue_entries
-from .patterns import fuse_patterns
-from .qdq_fold import fold_qdq
 from .runtime.plan import make_plan
 from .runtime.program import NOVALUE, Node, Program
 

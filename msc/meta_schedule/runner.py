@@ -75,7 +75,7 @@ def _random(rng, shape: tuple, dtype: str) -> np.ndarray:
 
 
 def _compile(func: PrimFunc, stage: str):
-    from ..backend.tir.compile import compile_prim_func
+    from ..backend.lowering.compile import compile_prim_func
 
     try:
         return compile_prim_func(func)

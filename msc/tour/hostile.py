@@ -48,7 +48,7 @@ def step_hostile(out: str) -> None:
 def _index_error() -> None:
     from ..backend.legalize import legalize_call
     from ..backend.legalize.testing import build_call
-    from ..backend.tir.compile import compile_prim_func
+    from ..backend.lowering.compile import compile_prim_func
     from ..errors import RuntimeCallError
 
     table, ids = np.arange(12, dtype="float32").reshape(3, 4), np.array([0, 2, 7])

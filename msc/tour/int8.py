@@ -28,7 +28,7 @@ def step_int8(out: str) -> None:
     from msc.frontends import translate
 
     from .. import relax
-    from ..backend.kernels.int8_gemm import host_vnni
+    from ..backend.kernels.int8.gemm import host_vnni
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(

@@ -1,6 +1,6 @@
 """Demo step: between the int8 GEMMs of onnxruntime's QDQ transformer block, the split of a
 fused q / k / v projection, the masked softmax and the residual add + layer norm run on the
-bytes (one kernel per Q/DQ chain: qdq_rows.py), not as float passes between dequantize and
+bytes (one kernel per Q/DQ chain: fuse/qdq/rows.py), not as float passes between dequantize and
 quantize."""
 
 from __future__ import annotations

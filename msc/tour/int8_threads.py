@@ -23,9 +23,9 @@ def step_int8_threads(out: str) -> None:
     with the task counts of the conv's plan and each side's best time."""
     import numpy as np
 
-    from ..backend.kernels.int8_conv import QConv2d
-    from ..backend.kernels.int8_lut import QConcat
-    from ..backend.kernels.int8_pool import QMaxPool
+    from ..backend.kernels.int8.conv import QConv2d
+    from ..backend.kernels.int8.lut import QConcat
+    from ..backend.kernels.int8.pool import QMaxPool
     from ..backend.runtime.threads import num_threads
 
     rng = np.random.default_rng(0)

@@ -24,7 +24,7 @@ def main(A: T.Buffer((64, 64), "float32"), B: T.Buffer((64, 64), "float32"),
 
 
 def _matmul(func, a, b) -> np.ndarray:
-    from ..backend.tir.compile import compile_prim_func
+    from ..backend.lowering.compile import compile_prim_func
 
     c = np.zeros((a.shape[0], b.shape[1]), "float32")
     compile_prim_func(func)(a, b, c)

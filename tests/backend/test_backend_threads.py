@@ -397,7 +397,7 @@ def test_llvm_crashes_stay_isolated_while_the_worker_pool_lives(tmp_path, monkey
     from msc.backend.legalize.testing import build_call
     from msc.backend.llvm.cache import KernelCache
     from msc.backend.llvm.jit import JIT
-    from msc.backend.tir.compile import compile_prim_func
+    from msc.backend.lowering.compile import compile_prim_func
     from msc.errors import BuildError
 
     # Threads an earlier test in this worker left alive (torch's exporter, ...) would turn the
@@ -420,7 +420,7 @@ def test_tqdm_monitor_does_not_turn_the_isolated_compile_off():
     so compiles stay forked beside it. Any other live thread still turns the fork off."""
     import tqdm
 
-    from msc.backend.tir.compile import _foreign_threads
+    from msc.backend.lowering.compile import _foreign_threads
 
     bar = tqdm.tqdm(range(3), disable=True)  # starts the monitor (monitor_interval 10 s)
     try:

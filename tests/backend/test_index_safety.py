@@ -67,8 +67,8 @@ def test_compiled_kernel_names_the_bad_index(call):
     VM's chains are covered above) name the value too."""
     from msc.backend.legalize import legalize_call
     from msc.backend.legalize.testing import build_call
+    from msc.backend.lowering.compile import compile_prim_func
     from msc.backend.runtime.native_run import ArgSpec, native_step
-    from msc.backend.tir.compile import compile_prim_func
 
     x, k = np.arange(12, dtype="float32").reshape(3, 4), np.array([[0, 1], [2, -9]])
     out = np.empty((2, 2, 4), "float32")

@@ -54,7 +54,9 @@ _CHILD = textwrap.dedent("""
 
     from benchmarks import blocks
     from benchmarks.common import msc_executable, msc_runner, ort_session
-    from msc.backend.kernels import int8_gemm, int8_lut, pixel_conv
+    from msc.backend.kernels import pixel_conv
+    from msc.backend.kernels.int8 import gemm as int8_gemm
+    from msc.backend.kernels.int8 import lut as int8_lut
     from msc.backend.llvm.jit import host_target, vector_lanes
     from msc.compression.quantize.testing import ort_qdq, tiny_conv_onnx
 

@@ -1,5 +1,5 @@
 """index_copy (a KV cache append): its numpy fact and TIR legalization against torch's
-index_copy, and the build's in-place rewrite (backend/patterns/cache.py): a cache parameter
+index_copy, and the build's in-place rewrite (backend/fuse/patterns/cache.py): a cache parameter
 that only the append reads is written in place; any other reader keeps the copy."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""QDQ folding (msc/backend/qdq_fold.py): quantize / dequantize around convs, matmuls and
+"""QDQ folding (msc/backend/fuse/qdq/fold.py): quantize / dequantize around convs, matmuls and
 residual adds become int8 kernels, on QDQ models from onnxruntime's ``quantize_static`` and
 from ``compression.quantize``; outputs against onnxruntime running the same QDQ model."""
 
@@ -13,7 +13,7 @@ ort = pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper, numpy_helper
 
 from msc import relax
-from msc.backend.qdq_fold import int8_grid
+from msc.backend.fuse.qdq.fold import int8_grid
 from msc.codegen import to_onnx, to_relax
 from msc.compression.quantize import apply_plan, calibrate
 from msc.frontends.translate import from_onnx

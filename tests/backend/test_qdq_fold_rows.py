@@ -1,4 +1,4 @@
-"""QDQ softmax, layer norm and split chains as kernels on bytes (qdq_rows.py), on an
+"""QDQ softmax, layer norm and split chains as kernels on bytes (fuse/qdq/rows.py), on an
 onnxruntime ``quantize_static`` attention block with a run-time mask and a post-norm: outputs
 against msc's fake-quantized float run (``fuse=False``), onnxruntime running the same QDQ
 model, and the float model."""

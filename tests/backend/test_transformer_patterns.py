@@ -1,4 +1,4 @@
-"""relax.build's pattern pass (msc/backend/patterns): transformer blocks written the way the
+"""relax.build's pattern pass (msc/backend/fuse/patterns): transformer blocks written the way the
 frontends write them build into the fused kernels (ex.stats names them), read heads through
 views (no transposes left), and compute what the ops' numpy references compute, op by op
 (tolerance 1e-5 relative + absolute: the fused kernels sum in another order)."""

@@ -10,7 +10,7 @@ import pytest
 
 from msc import meta_schedule as ms
 from msc import relax
-from msc.backend.tir.compile import compile_prim_func
+from msc.backend.lowering.compile import compile_prim_func
 from msc.meta_schedule import search as search_mod
 from msc.meta_schedule.runner import CandidateError
 from msc.tir.parser import parse_tir_text

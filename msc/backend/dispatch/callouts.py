@@ -19,9 +19,9 @@ from ...relax.struct_info import ObjectStructInfo, TensorStructInfo, TupleStruct
 from ...tir.function import PrimFunc
 from ...tir.interp import run_prim_func
 from ..kernels.base import Impl
+from ..lowering.compile import compile_prim_func
 from ..runtime import packed
 from ..runtime.arrays import np_dtype, to_numpy
-from ..tir.compile import compile_prim_func
 
 __all__ = ["SPECIAL", "special", "tensor_fields"]
 
@@ -201,7 +201,7 @@ def _call_tir(call, lower, module) -> Impl:
 
 
 def _tir_kernel(func, name: str):
-    """The PrimFunc compiled to native code (msc/backend/tir/compile.py) when it compiles,
+    """The PrimFunc compiled to native code (msc/backend/lowering/compile.py) when it compiles,
     else msc/tir/interp.py's interpreter; BuildError when neither exists."""
     try:
         return compile_prim_func(func), "tir"

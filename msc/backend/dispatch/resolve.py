@@ -34,8 +34,8 @@ from ...relax.struct_info import (
 )
 from ...tir import expr as tir
 from ..kernels.base import Impl, Site, kernel_fact
+from ..lowering.compile import compile_prim_func
 from ..runtime.arrays import np_dtype
-from ..tir.compile import compile_prim_func
 from .callouts import tensor_fields
 
 __all__ = ["LEGALIZE_MODES", "NUMPY_FIRST", "VIEW_OPS", "MissingKernelError",
@@ -86,7 +86,7 @@ def resolve(site: Site, *, native: bool = True, legalize: str = "prefer") -> Imp
     """The implementation of an op call: native kernel, else numpy, else None (missing).
 
     ``legalize`` places the op's "legalize" fact (a TIR PrimFunc compiled to native code by
-    msc/backend/tir/compile.py) in that order: "prefer" before numpy (except the ops of
+    msc/backend/lowering/compile.py) in that order: "prefer" before numpy (except the ops of
     :data:`NUMPY_FIRST`), "fallback" only for ops without a numpy fact, "never" not at all.
     """
     fact = kernel_fact(site.op) if native else None

@@ -4,7 +4,7 @@ An expression is a small tree of tuples: ``("in", i)`` (the i-th input), ``("con
 and ``(op, *operands)`` with ops from :data:`EXPR_OPS`. One loop computes it per element with
 the inline float math of tir/math.py (exp, erf, tanh as polynomials, so LLVM vectorizes the
 loop), and writes the output once: ``nn.gelu`` is ``("gelu", ("in", 0))``, and the build's
-pattern pass (msc/backend/patterns/) folds a chain such as GPT-2's decomposed tanh-gelu
+pattern pass (msc/backend/fuse/patterns/) folds a chain such as GPT-2's decomposed tanh-gelu
 (power, multiply, add, tanh, ...) into one expression. Compiled code is cached per expression.
 Large tensors are split across threads (every element is computed the same way)::
 
@@ -26,9 +26,9 @@ from ...errors import BuildError
 from ...relax.op.registry import attach, ops_with
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32_PTR, I64, for_range
+from ..lowering import math as fm
 from ..runtime.task_wrap import wrapped_tasks
 from ..runtime.threads import BASES, task_threads
-from ..tir import math as fm
 from .base import Kernel, KernelFact, Site, f32_address
 
 __all__ = ["ACTIVATION_EXPRS", "EXPR_OPS", "UNARY_EXPR", "ExprKernel", "UnaryExprFact",
@@ -157,7 +157,7 @@ def _library(expr: tuple):
     symbols = [_symbol(expr)] + ([_symbol(expr) + "_2d"] if _arity(expr) == 1 else [])
     return get_jit().compile_generated(
         lambda: _build_module(expr), symbols,
-        (__name__, "msc.backend.tir.math", "msc.backend.llvm.loops"), (repr(expr),))
+        (__name__, "msc.backend.lowering.math", "msc.backend.llvm.loops"), (repr(expr),))
 
 
 def _native(expr: tuple):

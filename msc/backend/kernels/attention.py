@@ -16,7 +16,7 @@ bitwise equal for any thread count.
     kernel(q, k, v, bias, out)
 
 The ``"kernel"`` fact of ``nn.attention`` / ``nn.attention_bias`` (BSNH, contiguous) is here;
-the build's pattern pass (msc/backend/patterns/attention.py) makes the same kernel for the
+the build's pattern pass (msc/backend/fuse/patterns/attention.py) makes the same kernel for the
 decomposed form (matmul, scale, mask add, softmax, matmul) and for heads read through views.
 A row whose keys are all masked gives NaN (as softmax of all -inf does), or 0 with
 ``nan_to_zero`` (the ``where(isnan(p), 0, p)`` that exporters put after the softmax).
@@ -37,9 +37,9 @@ from ...errors import ShapeError
 from ...relax.op.registry import attach
 from ..llvm.jit import generated_entry, vector_lanes
 from ..llvm.loops import F32, F32_PTR, I32, I64, ceil_div, const64, for_range, imin
+from ..lowering.math import exp_f32
 from ..runtime.task_wrap import wrapped_tasks
 from ..runtime.threads import task_threads
-from ..tir.math import exp_f32
 from .base import Kernel, KernelFact, Site
 from .dense import gemm_driver
 from .gemm import GemmConfig
@@ -209,7 +209,7 @@ def _build_module(lanes: int) -> ir.Module:
 def _native(lanes: int):
     """(the attention entry, the GEMM driver's address) for ``lanes``-wide vectors."""
     fn = generated_entry(lambda: _build_module(lanes), _symbol(lanes),
-                         (__name__, "msc.backend.kernels.rowmath", "msc.backend.tir.math",
+                         (__name__, "msc.backend.kernels.rowmath", "msc.backend.lowering.math",
                           "msc.backend.llvm.loops"), (lanes,),
                          *(ctypes.c_void_p,) * 7, ctypes.c_float, ctypes.c_void_p,
                          ctypes.c_void_p)

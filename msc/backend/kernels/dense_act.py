@@ -10,7 +10,7 @@ the same way on any thread, so results are bitwise equal for any thread count)::
     kernel = DenseActKernel(GemmRunner(w_kn, bias, relu=False), ("nn.gelu", ("in", 0)), shape)
     kernel(x, out)                  # out[..., N] = gelu(x[..., K] @ W + bias)
 
-The build's pattern pass (msc/backend/patterns/dense.py) makes it for ``matmul`` with a
+The build's pattern pass (msc/backend/fuse/patterns/dense.py) makes it for ``matmul`` with a
 constant weight, a constant bias ``add`` and a single-input activation.
 """
 

@@ -28,7 +28,7 @@ from ...tir import expr as E
 from ...tir.function import Buffer, BufferLoad, BufferStore, IfThenElse, seq
 from ..legalize import te
 from ..legalize.sort import Code, SortCode, order_of
-from ..tir.compile import compile_prim_func
+from ..lowering.compile import compile_prim_func
 from .base import Kernel, KernelFact, Site
 
 __all__ = ["UniqueFact", "UniqueKernel", "unique_funcs"]

@@ -61,7 +61,7 @@ def tir_kernel(op: str, attrs, arg_sinfos, out_sinfo, *, jit=None):
         k = tir_kernel("nn.softmax", Attrs({"axis": -1}), [x_sinfo], out_sinfo)
         k(x, out)
     """
-    from ..tir.compile import TIRKernel, compile_prim_func  # loads llvmlite: on first use
+    from ..lowering.compile import TIRKernel, compile_prim_func  # loads llvmlite: on first use
 
     if op.removeprefix("relax.") not in OPS:
         return None

@@ -236,7 +236,7 @@ def _index_put(call):
 @rule("index_copy")
 def _index_copy(call):
     """A copy of data, then out[.., index[i], ..] = source[.., i, ..] along the axis (the VM
-    runs it in place when it can: backend/patterns/cache.py); an out-of-range index fails."""
+    runs it in place when it can: backend/fuse/patterns/cache.py); an out-of-range index fails."""
     b, (data, index, source) = inputs(call)
     out = output(call)
     axis = int(attrs(call)["axis"]) % data.ndim

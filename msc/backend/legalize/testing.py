@@ -113,7 +113,7 @@ def check_call(call, tensors, *, interp: bool = True, scale: float = 1.0):
     func = legalize_call(call)
     assert func is not None, f"{op} did not legalize"
     assert_round_trip(func)
-    from ..tir.compile import compile_prim_func
+    from ..lowering.compile import compile_prim_func
 
     kernel = compile_prim_func(func, jit=kernel_jit())
     flat = _flat(tensors)

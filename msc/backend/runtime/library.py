@@ -31,7 +31,7 @@ def build(mod, target="llvm", *, name: str | None = None) -> Module:
         raise BuildError(f"tvm.build: target {target!r} is not available", op="build",
                          hint="msc compiles for the host CPU: target='llvm'")
     funcs = _prim_funcs(mod, name)
-    from ..tir.compile import compile_prim_func
+    from ..lowering.compile import compile_prim_func
 
     return Module({fname: compile_prim_func(func) for fname, func in funcs.items()})
 

@@ -53,7 +53,7 @@ __all__ = ["BASES", "NATIVE_ARGS", "NativeTasks", "cache_bytes", "copy_into", "c
 
 MAX_THREADS = 256  # a typo such as 10**6 must not try to start a million OS threads
 _NO_BASES = (0,) * BASES
-WORKER_PREFIX = "msc-worker-"  # the pool's thread names (tir/compile.py tells them from others)
+WORKER_PREFIX = "msc-worker-"  # the pool's thread names (lowering/compile.py tells them from others)
 
 
 def _checked(n, where: str) -> int:

@@ -297,7 +297,7 @@ _index("slice_scatter", [Arg("input_tensor"), Arg("src"), Arg("start", "prim"),
        [AttrDef("axis", "int", 0)], infer=keep_data_infer)
 # data with data[.., index[i], ..] = source[.., i, ..] along axis (torch's index_copy): a KV
 # cache append. The VM writes into data itself when data is a parameter nothing else reads
-# (backend/patterns/cache.py), so a decode step does not copy the cache.
+# (backend/fuse/patterns/cache.py), so a decode step does not copy the cache.
 _index("index_copy", [Arg("data"), Arg("index"), Arg("source")],
        [AttrDef("axis", "int", 0)], infer=index_copy_infer)
 _index("reverse_sequence", [Arg("data"), Arg("seq_lengths")],

@@ -27,7 +27,7 @@ FACT_SOURCES: dict[str, tuple[str, ...]] = {
         "activation", "attention", "conv", "dense", "elementwise", "layout", "nbits", "nonzero", "norm",
         "pool", "reduce_rows", "unique")),
     "legalize": ("msc.backend.legalize",),
-    "int8": ("msc.backend.qdq_fold",),
+    "int8": ("msc.backend.fuse.qdq.fold",),
     "torch": ("msc.codegen.torch.table",),
     "onnx_codegen": ("msc.codegen.onnx.table",),
     "layout": ("msc.frontends.relax.layout_rules",),

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from msc.backend.kernels.int8_conv import QConv2d, QDense
-from msc.backend.kernels.int8_gemm import host_vnni, qmatmul
+from msc.backend.kernels.int8.conv import QConv2d, QDense
+from msc.backend.kernels.int8.gemm import host_vnni, qmatmul
 from msc.errors import ShapeError
 
 PATHS = [pytest.param(True, id="vnni"), pytest.param(False, id="portable")]
@@ -130,7 +130,7 @@ def test_host_features_pick_the_path():
 
 @pytest.mark.parametrize("out", ["u8", "s8", "f32"])
 def test_qadd_matches_dequantize_add_quantize(out):
-    from msc.backend.kernels.int8_eltwise import QAdd
+    from msc.backend.kernels.int8.eltwise import QAdd
 
     rng = np.random.default_rng(4)
     a, b = _u8(rng, (3, 70)), _s8(rng, (3, 70))

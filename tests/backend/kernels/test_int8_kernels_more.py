@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from msc.backend.kernels.int8_bmm import QBatchMatmul
-from msc.backend.kernels.int8_conv import QConv2d
-from msc.backend.kernels.int8_dwconv import QDepthwise
-from msc.backend.kernels.int8_lut import QConcat, QLut
-from msc.backend.kernels.int8_pool import QAvgPool, QMaxPool
+from msc.backend.kernels.int8.bmm import QBatchMatmul
+from msc.backend.kernels.int8.conv import QConv2d
+from msc.backend.kernels.int8.dwconv import QDepthwise
+from msc.backend.kernels.int8.lut import QConcat, QLut
+from msc.backend.kernels.int8.pool import QAvgPool, QMaxPool
 from msc.backend.runtime.threads import num_threads
 from msc.errors import ShapeError
 
@@ -172,14 +172,12 @@ def test_qmaxpool_matches_numpy(dtype):
 def test_native_task_splits_on_two_threads_bitwise_equal_one(monkeypatch):
     """Every int8 CNN kernel split into native tasks (thresholds at 0): the same bytes on two
     threads as on one, and the pixel / channel blocks of a conv as one whole image."""
-    from msc.backend.kernels import (
-        int8_conv_tasks,
-        int8_dwconv,
-        int8_eltwise,
-        int8_lut,
-        int8_pool,
-    )
-    from msc.backend.kernels.int8_eltwise import QAdd
+    from msc.backend.kernels.int8 import conv_tasks as int8_conv_tasks
+    from msc.backend.kernels.int8 import dwconv as int8_dwconv
+    from msc.backend.kernels.int8 import eltwise as int8_eltwise
+    from msc.backend.kernels.int8 import lut as int8_lut
+    from msc.backend.kernels.int8 import pool as int8_pool
+    from msc.backend.kernels.int8.eltwise import QAdd
 
     for module, name in ((int8_conv_tasks, "PARALLEL_MACS"), (int8_pool, "_PARALLEL"),
                          (int8_dwconv, "_PARALLEL"), (int8_eltwise, "_PARALLEL"),

@@ -1,14 +1,14 @@
-"""Row kernels on bytes (kernels/int8_rows.py): the QDQ softmax (mask add, quantize round
+"""Row kernels on bytes (kernels/int8/rows.py): the QDQ softmax (mask add, quantize round
 trip, byte tail) and layer norm against numpy running the same float steps, and one and two
-threads bitwise equal; byte slices and permutations (kernels/int8_layout.py)."""
+threads bitwise equal; byte slices and permutations (kernels/int8/layout.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from msc.backend.kernels.int8_layout import QPermute, QSlice
-from msc.backend.kernels.int8_rows import QLayerNorm, QSoftmax, quant_params
+from msc.backend.kernels.int8.layout import QPermute, QSlice
+from msc.backend.kernels.int8.rows import QLayerNorm, QSoftmax, quant_params
 from msc.backend.runtime.threads import num_threads
 from msc.errors import ShapeError
 

@@ -78,7 +78,7 @@ def test_gather_nd(batch_dims, idx_shape):
     and TVM; compared with TVM's semantics and the TIR interpreter instead."""
     from msc.backend.legalize import legalize_call
     from msc.backend.legalize.testing import assert_close, build_call, kernel_jit
-    from msc.backend.tir.compile import compile_prim_func
+    from msc.backend.lowering.compile import compile_prim_func
     from msc.tir.interp import run_prim_func
 
     m = idx_shape[-1]

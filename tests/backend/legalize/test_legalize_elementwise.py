@@ -10,7 +10,7 @@ import pytest
 
 from msc.backend.legalize import elementwise, legalize_call
 from msc.backend.legalize.testing import build_call, check_op, kernel_jit
-from msc.backend.tir.compile import compile_prim_func
+from msc.backend.lowering.compile import compile_prim_func
 from msc.tir.interp import np_dtype
 
 RNG = np.random.default_rng(0)

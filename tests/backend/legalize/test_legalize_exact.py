@@ -10,7 +10,7 @@ import pytest
 from msc import relax
 from msc.backend.legalize import legalize_call
 from msc.backend.legalize.testing import build_call, check_op, kernel_jit
-from msc.backend.tir.compile import compile_prim_func
+from msc.backend.lowering.compile import compile_prim_func
 from msc.errors import ShapeError
 from msc.relax.block_builder import BlockBuilder
 from msc.relax.op.registry import make_call

@@ -18,7 +18,7 @@ from msc.backend.legalize.testing import (
     kernel_jit,
     reference,
 )
-from msc.backend.tir.compile import compile_prim_func
+from msc.backend.lowering.compile import compile_prim_func
 from msc.tir.interp import run_prim_func
 
 RNG = np.random.default_rng(0)

@@ -216,7 +216,7 @@ def _run(mod, inputs: dict):
     """A tiny interpreter for main's dataflow: op calls through their numpy facts, call_tir
     through the compiled prim funcs."""
     from msc.backend.legalize.testing import reference
-    from msc.backend.tir.compile import compile_prim_func
+    from msc.backend.lowering.compile import compile_prim_func
 
     env = dict(inputs)
     main = mod["main"]

@@ -26,7 +26,7 @@ from msc.backend.legalize.testing import (
     kernel_jit,
     reference,
 )
-from msc.backend.tir.compile import compile_prim_func
+from msc.backend.lowering.compile import compile_prim_func
 from msc.errors import RuntimeCallError, ShapeError, UnsupportedOpError
 from msc.relax.block_builder import BlockBuilder
 from msc.relax.op.registry import make_call

@@ -14,8 +14,8 @@ from msc.backend.legalize import legalize_call
 from msc.backend.legalize.testing import build_call, kernel_jit
 from msc.backend.llvm.cache import KernelCache
 from msc.backend.llvm.jit import JIT
-from msc.backend.tir.codegen import codegen, ir_text
-from msc.backend.tir.compile import compile_prim_func
+from msc.backend.lowering.codegen import codegen, ir_text
+from msc.backend.lowering.compile import compile_prim_func
 from msc.errors import BuildError, RuntimeCallError, ShapeError
 from msc.tir import expr as E
 from msc.tir.interp import np_dtype, run_prim_func
@@ -327,7 +327,7 @@ def test_an_llvm_crash_is_a_build_error_not_a_dead_process(tmp_path, monkeypatch
     monkeypatch.setattr(jit, "_codegen", lambda *args: os.abort())
     # Threads an earlier test in this worker left alive (torch's exporter, a pool) would make
     # compile skip the isolating fork, and the abort would take the test process with it.
-    monkeypatch.setattr("msc.backend.tir.compile._foreign_threads", lambda: False)
+    monkeypatch.setattr("msc.backend.lowering.compile._foreign_threads", lambda: False)
     func = legalize_call(build_call("exp", [np.zeros(5, "float32")]))
     with pytest.raises(BuildError, match="LLVM crashed"):
         compile_prim_func(func, jit=jit)

@@ -10,9 +10,9 @@ import pytest
 import msc as tvm
 from msc import te, tir
 from msc.backend.llvm.jit import get_jit
+from msc.backend.lowering import parallel
+from msc.backend.lowering.codegen import codegen, ir_text
 from msc.backend.runtime import threads
-from msc.backend.tir import parallel
-from msc.backend.tir.codegen import codegen, ir_text
 from msc.errors import RuntimeCallError, ScheduleError
 from msc.script import tir as T
 

@@ -11,9 +11,9 @@ import pytest
 
 from msc.backend.legalize import legalize_call
 from msc.backend.legalize.testing import build_call, check_op, kernel_jit
-from msc.backend.tir import math as tir_math
-from msc.backend.tir.codegen import codegen, ir_text
-from msc.backend.tir.compile import compile_prim_func
+from msc.backend.lowering import math as tir_math
+from msc.backend.lowering.codegen import codegen, ir_text
+from msc.backend.lowering.compile import compile_prim_func
 from msc.tir.parser import parse_tir_text
 
 F32_MAX = float(np.finfo(np.float32).max)

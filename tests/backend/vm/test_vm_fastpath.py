@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from msc import relax
+from msc.backend.lowering.compile import compile_prim_func
 from msc.backend.runtime import packed, threads
 from msc.backend.runtime import plan as plan_mod
 from msc.backend.runtime.native_run import ArgSpec, native_step
-from msc.backend.tir.compile import compile_prim_func
 from msc.errors import RuntimeCallError, ShapeError, ValidationError
 from msc.relax import op as R
 from msc.tir import expr as tir

@@ -30,7 +30,7 @@ MSC_EXTENSIONS = {"reinterpret": "ONNX BitCast; TVM's nearest, R.memory.view, al
                                  "and byte offset",
                   "det": "ONNX Det; TVM 0.27's relax has no determinant",
                   "index_copy": "torch's index_copy: the KV cache append of a decode step, "
-                                "which the VM writes in place (backend/patterns/cache.py)",
+                                "which the VM writes in place (backend/fuse/patterns/cache.py)",
                   "vision.non_max_suppression": "ONNX NonMaxSuppression (as many rows as kept "
                                                 "boxes); TVM's all_class_ variant pads them",
                   "matmul_nbits": "onnxruntime's MatMulNBits: weight-only int4 / int8 "

@@ -1,6 +1,6 @@
-"""QDQ softmax and layer norm chains become one row kernel on bytes (kernels/int8_rows.py).
+"""QDQ softmax and layer norm chains become one row kernel on bytes (kernels/int8/rows.py).
 
-After the int8 GEMMs of a QDQ transformer fold (qdq_fold.py), what is left between them
+After the int8 GEMMs of a QDQ transformer fold (fuse/qdq/fold.py), what is left between them
 runs in float, a pass per op over the tensor, each on one thread: per attention block ::
 
     dequantize(s) -> add(mask) -> quantize -> dequantize -> softmax -> quantize
@@ -11,7 +11,7 @@ on the top level of a program (every value inside read only by the chain) and re
 one call reading the bytes (and the float mask) and writing the last quantize's bytes. The
 optional mask add, the optional quantize round trip before the softmax, and an elementwise
 tail after its quantize (ending in a quantize; evaluated once on the 256 codes with the ops'
-numpy facts, as qdq_lut.py does) are taken when present.
+numpy facts, as fuse/qdq/lut.py does) are taken when present.
 
     counts = fold_rows(program)      # {"qdq:softmax": 12, "qdq:layer_norm": 25}
 """
@@ -22,13 +22,13 @@ from collections import Counter
 
 import numpy as np
 
-from ..relax.op.registry import OPS, ops_in, ops_with
-from .dispatch.resolve import numpy_caller
-from .kernels.int8_layout import QPermute, QSlice, word_permutable
-from .kernels.int8_rows import MAX_ROW, QLayerNorm, QSoftmax, quant_params
-from .kernels.norm import _affine_const
-from .qdq_lut import program_readers, shape_of
-from .runtime.program import Node, Program
+from ....relax.op.registry import OPS, ops_in, ops_with
+from ...dispatch.resolve import numpy_caller
+from ...kernels.int8.layout import QPermute, QSlice, word_permutable
+from ...kernels.int8.rows import MAX_ROW, QLayerNorm, QSoftmax, quant_params
+from ...kernels.norm import _affine_const
+from ...runtime.program import Node, Program
+from .lut import program_readers, shape_of
 
 __all__ = ["fold_rows", "permute_bytes"]
 
@@ -308,7 +308,7 @@ class _Rows:
 
 def permute_bytes(program: Program) -> Counter:
     """``permute_dims`` of uint8 / int8 tensors that keep their last axis in 4-byte words
-    runs as a word permutation (kernels/int8_layout.py), not the TIR byte loop."""
+    runs as a word permutation (kernels/int8/layout.py), not the TIR byte loop."""
     counts: Counter = Counter()
     nodes = program.nodes
     for at, node in enumerate(nodes):

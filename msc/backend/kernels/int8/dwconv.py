@@ -2,10 +2,10 @@
 mobilenet's 3x3 convs, which a GEMM would run as thousands of 1 x 9 products.
 
 Per image, the uint8 / int8 input is first copied into padded planes (the zero point around
-it, int8_conv_tasks.py's ``_pad_planes``), so that every tap reads in range. Then per channel and
+it, int8/conv_tasks.py's ``_pad_planes``), so that every tap reads in range. Then per channel and
 output row, 16 output pixels at a time: ``acc += x[ih, iw + lane * stride] * w[c, tap]`` in
 int32 lanes (stride 1: one 16-byte load per tap; stride 2: a 32-byte load whose even bytes
-are the lanes), and the int8 GEMM's epilogue (int8_gemm.py, "row" orientation: one channel a
+are the lanes), and the int8 GEMM's epilogue (int8/gemm.py, "row" orientation: one channel a
 row) takes out ``zx * sum w``, dequantizes, applies bias / relu and requantizes, in the same
 registers. Exact: int32 sums of u8 x s8 products, the same epilogue arithmetic as QConv2d.
 
@@ -21,14 +21,15 @@ from functools import cache
 import numpy as np
 from llvmlite import ir
 
-from ..llvm.jit import get_jit
-from ..llvm.loops import I32, I64, const64, entry_alloca, for_range
-from ..runtime.task_wrap import wrapped_tasks
-from ..runtime.threads import split_range, task_threads
-from .base import Kernel
-from .int8_conv import _ACT, _check_out, _Epilogue, conv_dims
-from .int8_conv_tasks import _SLACK, _pad_planes
-from .int8_gemm import (
+from ...llvm.jit import get_jit
+from ...llvm.loops import I32, I64, const64, entry_alloca, for_range
+from ...runtime.task_wrap import wrapped_tasks
+from ...runtime.threads import split_range, task_threads
+from ..base import Kernel
+from ..layout import scratch_addresses
+from .conv import _ACT, _check_out, _Epilogue, conv_dims
+from .conv_tasks import _SLACK, _pad_planes
+from .gemm import (
     _DRIVER_TYPES,
     _IR,
     DRIVER_CTYPES,
@@ -40,8 +41,7 @@ from .int8_gemm import (
     _epilogue,
     _splat,
 )
-from .int8_tasks import Plans
-from .layout import scratch_addresses
+from .tasks import Plans
 
 __all__ = ["QDepthwise"]
 
@@ -131,7 +131,7 @@ def _library(cfg: QGemmConfig, stride: int, signed: bool, window: tuple):
     symbol = _symbol(cfg, stride, signed, window)
     return get_jit().compile_generated(
         lambda: _build(cfg, stride, signed, window), [symbol, symbol + "_pad"],
-        (__name__, "msc.backend.kernels.int8_gemm", "msc.backend.kernels.int8_conv_tasks",
+        (__name__, "msc.backend.kernels.int8.gemm", "msc.backend.kernels.int8.conv_tasks",
          "msc.backend.llvm.loops"), (repr(cfg), stride, signed, window))
 
 

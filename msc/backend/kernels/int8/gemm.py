@@ -1,5 +1,5 @@
 """int8 GEMM ``C = A[M,K] @ B[K,N]`` with int32 accumulation and a dequantize / requantize
-epilogue: the kernel behind the folded QDQ convs and matmuls (qdq_fold.py).
+epilogue: the kernel behind the folded QDQ convs and matmuls (fuse/qdq/fold.py).
 
 One side is uint8 (the activation, with its zero point), the other int8 (the weight,
 symmetric). B is packed in the VNNI layout: panels of NR = 64 columns, each ``[K4/4][NR][4]``
@@ -34,11 +34,11 @@ from functools import cache
 import numpy as np
 from llvmlite import ir
 
-from ...errors import BuildError
-from ..llvm.jit import get_jit, host_target
-from ..llvm.loops import F32, I1, I32, I64, const64, entry_alloca, for_range, imin, switch_cases
-from ..runtime.task_wrap import wrapped_tasks
-from ..runtime.threads import task_threads
+from ....errors import BuildError
+from ...llvm.jit import get_jit, host_target
+from ...llvm.loops import F32, I1, I32, I64, const64, entry_alloca, for_range, imin, switch_cases
+from ...runtime.task_wrap import wrapped_tasks
+from ...runtime.threads import task_threads
 
 __all__ = ["LANES", "NR", "QGemmConfig", "host_vnni", "pack_vnni", "qgemm_driver", "run_qgemm"]
 
@@ -71,7 +71,7 @@ class QGemmConfig:
     mid: str = ""  # "u8" / "s8": the quantized value a chain goes on from (see module doc)
     rowterm: bool = False  # "col" only: a per-row int32 term too (``rcomp``, the driver's last
     # argument): the other operand's zero point times the row sums of A, for a product of two
-    # activations (int8_bmm.py)
+    # activations (int8/bmm.py)
 
     def __post_init__(self):
         if self.channel not in ("col", "row") or self.out not in OUTS or (
@@ -411,7 +411,7 @@ def qmatmul(a: np.ndarray, b: np.ndarray, zero: int = 0, *, channel: str = "col"
     ``channel="col"``: a uint8 [M, K] (zero point ``zero``), b int8 [K, N]; ``"row"``: a int8
     [M, K], b uint8 [K, N] (zero point ``zero``). ``vnni=False`` forces the portable path.
     """
-    from ...errors import ShapeError
+    from ....errors import ShapeError
 
     act, wgt = (a, b) if channel == "col" else (b, a)
     for arr, name, dtype in ((act, "activation", np.uint8), (wgt, "weight", np.int8)):

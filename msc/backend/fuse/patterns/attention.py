@@ -21,8 +21,8 @@ import math
 
 import numpy as np
 
-from ..kernels.attention import AttentionKernel, AttentionLayout, Operand
-from ..runtime.program import Node
+from ...kernels.attention import AttentionKernel, AttentionLayout, Operand
+from ...runtime.program import Node
 from .views import Graph, Strided
 
 __all__ = ["fuse_attention"]

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..runtime.native_pool_ir import RECORD
-from ..runtime.task_wrap import wrapped_tasks
-from ..runtime.threads import NativeTasks, native_address, split_range
+from ...runtime.native_pool_ir import RECORD
+from ...runtime.task_wrap import wrapped_tasks
+from ...runtime.threads import NativeTasks, native_address, split_range
 
 __all__ = ["GatherPlan", "Plans", "range_tasks"]
 

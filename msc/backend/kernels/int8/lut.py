@@ -1,7 +1,7 @@
 """Table kernels for int8 data: elementwise chains as 256-entry lookups, and concat.
 
 :class:`QLut`: ``out[..., c, ...] = table[c, x]`` for a uint8 / int8 ``x`` (the byte as
-index), per channel along one axis or one table for all. qdq_lut.py builds the table by
+index), per channel along one axis or one table for all. fuse/qdq/lut.py builds the table by
 running a whole dequantize -> elementwise ops (with their scalar / per-channel constants,
 quantize -> dequantize steps included) -> quantize region on the 256 possible inputs, so the
 region costs one pass of byte loads instead of a float pass per op.
@@ -22,12 +22,12 @@ from functools import cache
 import numpy as np
 from llvmlite import ir
 
-from ...errors import ShapeError
-from ..llvm.jit import get_jit, host_target
-from ..llvm.loops import I32, I64, for_range
-from ..runtime.threads import task_threads
-from .base import Kernel
-from .int8_tasks import GatherPlan, Plans, range_tasks
+from ....errors import ShapeError
+from ...llvm.jit import get_jit, host_target
+from ...llvm.loops import I32, I64, for_range
+from ...runtime.threads import task_threads
+from ..base import Kernel
+from .tasks import GatherPlan, Plans, range_tasks
 
 __all__ = ["QConcat", "QLut"]
 

@@ -9,7 +9,7 @@ computes every int8 op in float between a ``dequantize`` and a ``quantize``::
     yq = quantize(y, sy, zy)                   # optional
 
 This pass (run by ``relax.build`` after constant folding, before fusion) replaces such a chain
-by ONE native call on ``xq``: the int8 GEMM / conv of kernels/int8_conv.py with int32
+by ONE native call on ``xq``: the int8 GEMM / conv of kernels/int8/conv.py with int32
 accumulation, the activation zero point taken out exactly, and an epilogue that dequantizes
 (``acc * sx * sw[c] + b``, relu) and, when the chain ends in a quantize, requantizes. The
 dequantize stays only for other readers of its float value (dead ones are dropped).
@@ -30,20 +30,20 @@ from collections import Counter
 
 import numpy as np
 
-from ..relax.expr import Call, Var
-from ..relax.op.registry import attach, ops_with
-from .kernels.base import Site
-from .kernels.dense import fold_epilogue
-from .kernels.epilogues import EPILOGUE_OPS
-from .kernels.int8_bmm import QBatchMatmul
-from .kernels.int8_conv import QConv2d, QDense
-from .kernels.int8_dwconv import QDepthwise, depthwise_ok
-from .kernels.int8_eltwise import QAdd
-from .kernels.int8_pool import QAvgPool, QMaxPool
-from .kernels.pool import pad4, pair
-from .qdq_lut import fold_lut
-from .qdq_rows import fold_rows, permute_bytes
-from .runtime.program import Node, Program
+from ....relax.expr import Call, Var
+from ....relax.op.registry import attach, ops_with
+from ...kernels.base import Site
+from ...kernels.dense import fold_epilogue
+from ...kernels.epilogues import EPILOGUE_OPS
+from ...kernels.int8.bmm import QBatchMatmul
+from ...kernels.int8.conv import QConv2d, QDense
+from ...kernels.int8.dwconv import QDepthwise, depthwise_ok
+from ...kernels.int8.eltwise import QAdd
+from ...kernels.int8.pool import QAvgPool, QMaxPool
+from ...kernels.pool import pad4, pair
+from ...runtime.program import Node, Program
+from .lut import fold_lut
+from .rows import fold_rows, permute_bytes
 
 __all__ = ["INT8_KERNELS", "fold_qdq", "int8_grid"]
 
@@ -162,7 +162,7 @@ class _Folder:
                    lambda *args: make(w_q, *args))
 
     def _fold_batch_matmul(self, node: Node, a: tuple, b: tuple) -> None:
-        """dequantize @ dequantize (attention's QK^T, PV): int8_bmm.py, when both are
+        """dequantize @ dequantize (attention's QK^T, PV): int8/bmm.py, when both are
         [..., M, K] @ [..., K, N] with equal batch dims and K a multiple of 4."""
         sa, sb = (_shape(self.values[i].sinfo) for i in (a[0], b[0]))
         if (sa is None or sb is None or len(sa) != len(sb) or len(sa) < 2 or sa[:-2] != sb[:-2]
@@ -223,7 +223,7 @@ class _Folder:
                                  path="native", name=node.name), gone)
 
     def _fold_pool(self, node: Node) -> None:
-        """dequantize -> avg_pool2d / mean over H, W [-> quantize]: int8_pool.py."""
+        """dequantize -> avg_pool2d / mean over H, W [-> quantize]: int8/pool.py."""
         x = self._dequantized_input(node)
         shape = _shape(self.values[node.ins[0]].sinfo) if node.ins else None
         pool = _POOLS[node.op](node.site.attrs or {}) if shape and len(shape) == 4 else None
@@ -270,7 +270,7 @@ class _Folder:
         self.counts[f"qdq:{f.op} on int8"] += 1
 
     def _max_pool(self, f: Node, q: Node, x: tuple) -> bool:
-        """An NCHW max pool on the bytes: the native kernel of int8_pool.py."""
+        """An NCHW max pool on the bytes: the native kernel of int8/pool.py."""
         attrs = f.site.attrs or {}
         if (attrs.get("layout", "NCHW") != "NCHW" or len(f.ins) != 1
                 or pair(attrs.get("dilation", 1)) != (1, 1)
@@ -461,7 +461,7 @@ def fold_qdq(program: Program) -> Counter:
     # GEMMs take their epilogue chains first; then table lookups take whole elementwise
     # regions of one tensor (GPT-2's GELU, with its x + c x^3 add); then the residual adds
     counts = _Folder(program).run(adds=False)
-    counts.update(fold_rows(program))  # softmax / layer norm rows on bytes (qdq_rows.py)
+    counts.update(fold_rows(program))  # softmax / layer norm rows on bytes (fuse/qdq/rows.py)
     counts.update(fold_lut(program))
     counts.update(_Folder(program).run(adds=True))
     counts.update(permute_bytes(program))  # head transposes as 32-bit word copies

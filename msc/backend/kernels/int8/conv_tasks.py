@@ -24,10 +24,10 @@ from functools import cache
 import numpy as np
 from llvmlite import ir
 
-from ..llvm.jit import get_jit
-from ..llvm.loops import I32, I64, const64, for_range, imin
-from ..runtime.threads import NativeTasks, cache_bytes, native_address, split_range
-from .int8_gemm import _DRIVER_TYPES, I8, I8_PTR, LANES, NR, OUTS
+from ...llvm.jit import get_jit
+from ...llvm.loops import I32, I64, const64, for_range, imin
+from ...runtime.threads import NativeTasks, cache_bytes, native_address, split_range
+from .gemm import _DRIVER_TYPES, I8, I8_PTR, LANES, NR, OUTS
 
 __all__ = ["FIELDS", "block_fn", "build_pack", "conv_plan"]
 
@@ -234,7 +234,7 @@ def _library():
         _build_block(module, pack)
         return module
     return get_jit().compile_generated(build, [_SYMBOL], (
-        __name__, "msc.backend.kernels.int8_gemm", "msc.backend.llvm.loops"))
+        __name__, "msc.backend.kernels.int8.gemm", "msc.backend.llvm.loops"))
 
 
 @cache

@@ -3,7 +3,7 @@
 ``QSlice`` is one output of ``dequantize -> split -> quantize`` (GPT-2's fused q / k / v
 projection), copied or mapped through a requantization table. ``QPermute`` is a
 ``permute_dims`` of a uint8 / int8 tensor (attention's head transposes, moved onto the bytes
-by qdq_fold.py) that keeps the last axis whole in 4-byte words: the same permutation of the
+by fuse/qdq/fold.py) that keeps the last axis whole in 4-byte words: the same permutation of the
 tensor viewed as 32-bit words, on layout.py's native run copy (split across threads when
 large; as a native chain step when small), not the byte-at-a-time TIR loop::
 
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...errors import ShapeError
-from .base import Kernel
-from .layout import _PermuteKernel
+from ....errors import ShapeError
+from ..base import Kernel
+from ..layout import _PermuteKernel
 
 __all__ = ["QPermute", "QSlice", "word_permutable"]
 

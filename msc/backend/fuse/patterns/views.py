@@ -21,9 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...relax.op.registry import OPS, ops_with
-from ...relax.struct_info import TensorStructInfo
-from ..runtime.program import NOVALUE, Node, Program
+from ....relax.op.registry import OPS, ops_with
+from ....relax.struct_info import TensorStructInfo
+from ...runtime.program import NOVALUE, Node, Program
 
 __all__ = ["LAYOUT_OPS", "Graph", "Strided", "static_shape"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..runtime.program import Program
+from ...runtime.program import Program
 from .attention import fuse_attention
 from .cache import write_caches_in_place
 from .dense import fuse_dense_act

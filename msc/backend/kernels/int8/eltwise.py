@@ -20,12 +20,12 @@ from functools import cache
 import numpy as np
 from llvmlite import ir
 
-from ...errors import ShapeError
-from ..llvm.jit import get_jit
-from ..llvm.loops import F32, I32, I64, for_range
-from ..runtime.threads import task_threads
-from .base import Kernel
-from .int8_tasks import Plans, range_tasks
+from ....errors import ShapeError
+from ...llvm.jit import get_jit
+from ...llvm.loops import F32, I32, I64, for_range
+from ...runtime.threads import task_threads
+from ..base import Kernel
+from .tasks import Plans, range_tasks
 
 __all__ = ["QAdd"]
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import itertools
 
-from ...errors import RuntimeCallError
-from ..runtime.program import Node
+from ....errors import RuntimeCallError
+from ...runtime.program import Node
 from .views import Graph
 
 __all__ = ["write_caches_in_place"]

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...relax.expr import Attrs
-from ..kernels.conv import Conv2dFact
+from ....relax.expr import Attrs
+from ...kernels.conv import Conv2dFact
 from .views import Graph
 
 __all__ = ["fold_pad_into_conv"]

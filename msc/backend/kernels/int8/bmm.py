@@ -2,7 +2,7 @@
 transformers (both operands dequantized uint8 / int8 tensors, no constant weight).
 
 Per batch (head), the B operand ``[K, N]`` is packed at run time into the VNNI panels of
-int8_gemm.py (int8_conv.py's pack, uint8 flipped to int8 by xor 0x80: ``b' = b - off``,
+int8/gemm.py (int8/conv.py's pack, uint8 flipped to int8 by xor 0x80: ``b' = b - off``,
 off = 128 for uint8, 0 for int8) and multiplied by A ``[M, K]`` (uint8, read in place) on
 the "col" GEMM. Both zero points come out exactly in int32::
 
@@ -27,14 +27,14 @@ from functools import cache
 import numpy as np
 from llvmlite import ir
 
-from ...errors import ShapeError
-from ..llvm.jit import get_jit
-from ..llvm.loops import I32, I64, for_range
-from ..runtime.task_wrap import wrapped_tasks
-from ..runtime.threads import task_threads
-from .base import Kernel
-from .int8_conv import _ACT, _check, _check_out, _Epilogue, pack_fn
-from .int8_gemm import NR, OUTS, QGemmConfig, host_vnni, qgemm_driver
+from ....errors import ShapeError
+from ...llvm.jit import get_jit
+from ...llvm.loops import I32, I64, for_range
+from ...runtime.task_wrap import wrapped_tasks
+from ...runtime.threads import task_threads
+from ..base import Kernel
+from .conv import _ACT, _check, _check_out, _Epilogue, pack_fn
+from .gemm import NR, OUTS, QGemmConfig, host_vnni, qgemm_driver
 
 __all__ = ["QBatchMatmul"]
 

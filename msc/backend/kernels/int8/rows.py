@@ -13,7 +13,7 @@ rows split over the threads as one native task list (a row's result does not dep
 split, so 1 and 2 threads agree bitwise). Dequantize and quantize take the float steps of
 their numpy facts (``(double(q) - z) * s`` rounded to float; ``roundeven(x / s)`` in float,
 ``+ z`` and the clip in double); an elementwise tail after the last quantize (the exporters'
-``where(isnan(p), 0, p)`` between two QDQ pairs) is a 256-entry byte table (qdq_rows.py).
+``where(isnan(p), 0, p)`` between two QDQ pairs) is a 256-entry byte table (fuse/qdq/rows.py).
 The layer norm row takes the float steps of kernels/norm.py, so it matches the unfused chain.
 
     kernel = QSoftmax(shape, "uint8", "uint8", params, mask_shape, mid=True, tail=table)
@@ -30,13 +30,13 @@ from functools import cache
 import numpy as np
 from llvmlite import ir
 
-from ...errors import ShapeError
-from ..llvm.jit import generated_entry, vector_lanes
-from ..llvm.loops import F32, I32, I64, const64, entry_alloca, for_range
-from ..runtime.threads import NativeTasks, native_address, task_threads
-from ..tir.math import exp_f32
-from .base import Kernel
-from .rowmath import Vec, mean_rstd, row_map
+from ....errors import ShapeError
+from ...llvm.jit import generated_entry, vector_lanes
+from ...llvm.loops import F32, I32, I64, const64, entry_alloca, for_range
+from ...lowering.math import exp_f32
+from ...runtime.threads import NativeTasks, native_address, task_threads
+from ..base import Kernel
+from ..rowmath import Vec, mean_rstd, row_map
 
 __all__ = ["PARAMS", "QLayerNorm", "QSoftmax", "quant_params"]
 
@@ -252,7 +252,7 @@ def _native(kind: str, signed: bool, tail: str, lanes: int, residual: bool = Fal
         args = (signed, tail, residual, lanes)
     return generated_entry(lambda: build(*args), symbol,
                            (__name__, "msc.backend.kernels.rowmath", "msc.backend.llvm.loops",
-                            "msc.backend.tir.math"), (kind, *args),
+                            "msc.backend.lowering.math"), (kind, *args),
                            *[ctypes.c_void_p] * ptrs, *[ctypes.c_int64] * (10 - ptrs))
 
 

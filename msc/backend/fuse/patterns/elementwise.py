@@ -17,9 +17,9 @@ import math
 
 import numpy as np
 
-from ..kernels.activation import EXPR_OPS, ExprKernel, check_expr
-from ..kernels.norm import LayerNormFact, LayerNormKernel, norm_row
-from ..runtime.program import Node
+from ...kernels.activation import EXPR_OPS, ExprKernel, check_expr
+from ...kernels.norm import LayerNormFact, LayerNormKernel, norm_row
+from ...runtime.program import Node
 from .views import Graph
 
 __all__ = ["fuse_elementwise", "fuse_residual_norm"]

@@ -1,4 +1,4 @@
-"""QDQ regions that become table lookups on int8 data (after qdq_fold.py's GEMM folds).
+"""QDQ regions that become table lookups on int8 data (after fuse/qdq/fold.py's GEMM folds).
 
 A uint8 / int8 tensor has 256 values. Any region that starts at ``dequantize(xq)`` (per
 tensor), runs only elementwise ops whose other inputs are constants (scalars, or per channel
@@ -8,7 +8,7 @@ densenet's pre-activation scale / shift / relu, a requantization between two sca
 region is evaluated once at build time on the 256 inputs with the ops' numpy facts (the
 same float32 steps the fake-quantized graph takes, so the table agrees with it; transcendental
 ops may differ in the last float bit, which can move a rounding tie by one step) and runs as
-one byte-indexed lookup (kernels/int8_lut.py).
+one byte-indexed lookup (kernels/int8/lut.py).
 
 ``quantize(concat(dequantize(x_i), ...))`` becomes a concat of the int8 values, each input
 copied (equal parameters) or mapped through its requantization table.
@@ -22,10 +22,10 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from ..relax.op.registry import OPS, ops_in, ops_with
-from .dispatch.resolve import numpy_caller
-from .kernels.int8_lut import QConcat, QLut
-from .runtime.program import Node, Program
+from ....relax.op.registry import OPS, ops_in, ops_with
+from ...dispatch.resolve import numpy_caller
+from ...kernels.int8.lut import QConcat, QLut
+from ...runtime.program import Node, Program
 
 __all__ = ["fold_lut"]
 

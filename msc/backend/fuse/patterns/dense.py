@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.activation import ACTIVATION_EXPRS, UNARY_EXPR, ExprKernel
-from ..kernels.dense import DenseFact, GemmRunner
-from ..kernels.dense_act import DenseActKernel
-from ..runtime.program import Node
+from ...kernels.activation import ACTIVATION_EXPRS, UNARY_EXPR, ExprKernel
+from ...kernels.dense import DenseFact, GemmRunner
+from ...kernels.dense_act import DenseActKernel
+from ...runtime.program import Node
 from .views import Graph
 
 __all__ = ["fuse_dense_act"]

@@ -19,15 +19,15 @@ from functools import cache
 import numpy as np
 from llvmlite import ir
 
-from ...errors import ShapeError
-from ..llvm.jit import get_jit
-from ..llvm.loops import F32, I32, I64, for_range, imin
-from ..runtime.threads import task_threads
-from .base import Kernel
-from .int8_conv import _ACT, _NP_OUT, _check, _check_out
-from .int8_dwconv import _build_pad
-from .int8_tasks import Plans, range_tasks
-from .layout import scratch_addresses
+from ....errors import ShapeError
+from ...llvm.jit import get_jit
+from ...llvm.loops import F32, I32, I64, for_range, imin
+from ...runtime.threads import task_threads
+from ..base import Kernel
+from ..layout import scratch_addresses
+from .conv import _ACT, _NP_OUT, _check, _check_out
+from .dwconv import _build_pad
+from .tasks import Plans, range_tasks
 
 __all__ = ["QAvgPool", "QMaxPool"]
 
@@ -147,8 +147,8 @@ def _max_kernel(signed: bool, stride: int, window: tuple):
     symbol = _max_symbol(signed, stride, window)
     lib = get_jit().compile_generated(
         lambda: _build_max(signed, stride, window), [symbol, symbol + "_pad"],
-        (__name__, "msc.backend.llvm.loops", "msc.backend.kernels.int8_dwconv",
-         "msc.backend.kernels.int8_conv_tasks"), (signed, stride, window))
+        (__name__, "msc.backend.llvm.loops", "msc.backend.kernels.int8.dwconv",
+         "msc.backend.kernels.int8.conv_tasks"), (signed, stride, window))
     return (lib.cfunc(symbol, None, ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 7),
             lib.cfunc(symbol + "_pad", None, ctypes.c_void_p, ctypes.c_void_p,
                       *[ctypes.c_int64] * 7, ctypes.c_int8))
@@ -203,7 +203,7 @@ class QAvgPool(Kernel):
 
 class QMaxPool(Kernel):
     """NCHW max pool on uint8 / int8 values (a max pool commutes with a per-tensor
-    dequantize: qdq_fold.py moves it onto the bytes), native instead of the generic path;
+    dequantize: fuse/qdq/fold.py moves it onto the bytes), native instead of the generic path;
     strides (1, 1) / (2, 2), dilation 1 (``supports``)."""
 
     inputs = (0,)

@@ -1,4 +1,4 @@
-"""The int8 kernels a folded QDQ conv or matmul runs as (made by qdq_fold.py).
+"""The int8 kernels a folded QDQ conv or matmul runs as (made by fuse/qdq/fold.py).
 
 :class:`QConv2d` (NCHW, any window / stride / padding / dilation, groups 1): per image, the
 uint8 input is unfolded into patch rows ``[K4, OH*OW]`` (k = (c, kh, kw), positions outside
@@ -6,7 +6,7 @@ the image read the zero point, rows past K are zero), packed into VNNI panels, a
 by the int8 weight ``[O, K4]`` on the "row" int8 GEMM, whose epilogue writes NCHW directly
 (float32, or uint8 / int8 requantized). A 1x1 stride-1 conv with C a multiple of 4 packs the
 input as it is. The three steps run fused per block of pixels, as native task lists
-(int8_conv_tasks.py). :class:`QDense` runs ``[..., K] @ W`` on the "col" GEMM with the weight
+(int8/conv_tasks.py). :class:`QDense` runs ``[..., K] @ W`` on the "col" GEMM with the weight
 packed once. Both take an int8 activation by flipping its sign bit (x ^ 0x80 = x + 128 as
 uint8, zero point + 128), so the GEMM always multiplies u8 by s8.
 
@@ -22,13 +22,13 @@ from functools import cache
 import numpy as np
 from llvmlite import ir
 
-from ...errors import ShapeError
-from ..llvm.jit import get_jit
-from ..runtime.threads import task_threads
-from .base import Kernel
-from .int8_conv_tasks import PACK, build_pack, conv_plan
-from .int8_gemm import QGemmConfig, aligned_bytes, host_vnni, pack_vnni, qgemm_driver, run_qgemm
-from .layout import scratch, scratch_addresses
+from ....errors import ShapeError
+from ...llvm.jit import get_jit
+from ...runtime.threads import task_threads
+from ..base import Kernel
+from ..layout import scratch, scratch_addresses
+from .conv_tasks import PACK, build_pack, conv_plan
+from .gemm import QGemmConfig, aligned_bytes, host_vnni, pack_vnni, qgemm_driver, run_qgemm
 
 __all__ = ["QConv2d", "QDense", "pack_fn"]
 
@@ -43,7 +43,7 @@ def _library():
         build_pack(module)
         return module
     return get_jit().compile_generated(build, [PACK], (__name__, "msc.backend.llvm.loops",
-                                                       "msc.backend.kernels.int8_conv_tasks"))
+                                                       "msc.backend.kernels.int8.conv_tasks"))
 
 
 @cache
