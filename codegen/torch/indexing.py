@@ -7,17 +7,17 @@ import ast
 
 from ..attrs import index_map
 from ..naming import literal
-from .nn import _arg_value, _axes, _axis, _call, _tuple
+from .nn import arg_value, axes_of, axis_of, call, tuple_of
 
 
-def _strided_slice(ctx) -> str:
+def convert_strided_slice(ctx) -> str:
     x = ctx.in_tensor(0)
-    values = [_arg_value(ctx, n) for n in ("axes", "begin", "end", "strides")]
+    values = [arg_value(ctx, n) for n in ("axes", "begin", "end", "strides")]
     axes, begin, end = ([v] if isinstance(v, (int, float)) else list(v) for v in values[:3])
     strides = values[3] if values[3] is not None else [1] * len(axes)
     strides = [strides] if isinstance(strides, (int, float)) else list(strides)
     index, reversed_axes = [":"] * x.ndim, []
-    for a, b, e, s in zip(_axes(axes, x.ndim), begin, end, strides):
+    for a, b, e, s in zip(axes_of(axes, x.ndim), begin, end, strides):
         if s > 0:
             index[a] = f"{int(b)}:{int(e)}" + (f":{int(s)}" if s != 1 else "")
         else:
@@ -31,30 +31,30 @@ def _strided_slice(ctx) -> str:
     return source
 
 
-def _take(ctx) -> str:
+def convert_take(ctx) -> str:
     x, index = ctx.in_tensor(0), f"{ctx.input(1)}.long()"
     axis, mode = ctx.attr("axis"), ctx.attr("mode")
     size = f"{ctx.input(0)}.numel()" if axis is None else \
-        f"{ctx.input(0)}.shape[{_axis(axis, x.ndim)}]"
+        f"{ctx.input(0)}.shape[{axis_of(axis, x.ndim)}]"
     if mode == "clip":
         index = f"{index}.clamp(0, {size} - 1)"
     elif mode == "wrap":
         index = f"({index} % {size})"
     if axis is None:
-        return _call("torch.take", ctx.input(0), index)
-    return f"{ctx.input(0)}[{':, ' * _axis(axis, x.ndim)}{index}]"
+        return call("torch.take", ctx.input(0), index)
+    return f"{ctx.input(0)}[{':, ' * axis_of(axis, x.ndim)}{index}]"
 
 
-def _reverse_sequence(ctx) -> str:
+def convert_reverse_sequence(ctx) -> str:
     """Reverse the first seq_lengths[b] items along seq_axis: gather with the index
     ``l - 1 - i`` where ``i < l``, else ``i``."""
     x, ndim = ctx.input(0), ctx.in_tensor(0).ndim
-    seq, batch = _axis(ctx.attr("seq_axis"), ndim), _axis(ctx.attr("batch_axis"), ndim)
+    seq, batch = axis_of(ctx.attr("seq_axis"), ndim), axis_of(ctx.attr("batch_axis"), ndim)
     at_seq, at_batch = ([-1 if a == axis else 1 for a in range(ndim)] for axis in (seq, batch))
-    index = f"torch.arange({x}.shape[{seq}]).view({_tuple(at_seq)})"
-    lengths = f"{ctx.input(1)}.long().view({_tuple(at_batch)})"
+    index = f"torch.arange({x}.shape[{seq}]).view({tuple_of(at_seq)})"
+    lengths = f"{ctx.input(1)}.long().view({tuple_of(at_batch)})"
     picks = f"torch.where({index} < {lengths}, {lengths} - 1 - {index}, {index})"
-    return _call("torch.gather", x, seq, f"{picks}.expand_as({x})")
+    return call("torch.gather", x, seq, f"{picks}.expand_as({x})")
 
 
 def _split_axis(e, names: list[str]):
@@ -69,7 +69,7 @@ def _split_axis(e, names: list[str]):
     return None
 
 
-def _layout_transform(ctx) -> str:
+def convert_layout_transform(ctx) -> str:
     """Permutation / split index maps (``(n, h, w, c)``, ``(n, c // 4, h, w, c % 4)``) as
     pad + reshape + permute; any other map is refused."""
     text = ctx.node.attrs.get("index_map", "")
@@ -111,14 +111,14 @@ def _layout_transform(ctx) -> str:
     if any(pads):
         last = max(i for i, p in enumerate(pads) if p) + 1
         kw = {"value": literal(pad)} if pad else {}
-        source = _call("F.pad", source, _tuple(pads[:last]), **kw)
+        source = call("F.pad", source, tuple_of(pads[:last]), **kw)
     if len(shape) != data.ndim:
         source = f"{source}.reshape({', '.join(str(d) for d in shape)})"
     axes = [position[f] for f in finals]
-    return source if axes == list(range(len(axes))) else f"{source}.permute({_tuple(axes)})"
+    return source if axes == list(range(len(axes))) else f"{source}.permute({tuple_of(axes)})"
 
 
-def _gather_nd(ctx) -> str:
+def convert_gather_nd(ctx) -> str:
     if ctx.attr("batch_dims"):
         raise ctx.fail("batch_dims > 0")
     return f"{ctx.input(0)}[tuple({ctx.input(1)}.long().movedim(-1, 0))]"
@@ -127,53 +127,53 @@ def _gather_nd(ctx) -> str:
 _SCATTER_REDUCE = {"add": "sum", "mul": "prod", "mean": "mean", "min": "amin", "max": "amax"}
 
 
-def _scatter_elements(ctx) -> str:
+def convert_scatter_elements(ctx) -> str:
     data, index, updates = ctx.inputs
     axis, reduction = ctx.attr("axis"), ctx.attr("reduction")
     if reduction == "update":
-        return _call(f"{data}.scatter", axis, f"{index}.long()", updates)
+        return call(f"{data}.scatter", axis, f"{index}.long()", updates)
     if reduction not in _SCATTER_REDUCE:
         raise ctx.fail(f"reduction {reduction!r}")
-    return _call(f"{data}.scatter_reduce", axis, f"{index}.long()", updates,
+    return call(f"{data}.scatter_reduce", axis, f"{index}.long()", updates,
                  literal(_SCATTER_REDUCE[reduction]))
 
 
-def _scatter_nd(ctx) -> str:
+def convert_scatter_nd(ctx) -> str:
     data, index, updates = ctx.inputs
     reduction = ctx.attr("reduction")
     if reduction not in ("update", "add"):
         raise ctx.fail(f"reduction {reduction!r}")
-    return _call(f"{data}.index_put", f"tuple({index}.long().movedim(-1, 0))", updates,
+    return call(f"{data}.index_put", f"tuple({index}.long().movedim(-1, 0))", updates,
                  accumulate=literal(reduction == "add"))
 
 
-def _one_hot(ctx) -> str:
-    on, off = _arg_value(ctx, "on_value"), _arg_value(ctx, "off_value")
-    hot = _call("F.one_hot", f"{ctx.input(0)}.long()", ctx.attr("depth"))
+def convert_one_hot(ctx) -> str:
+    on, off = arg_value(ctx, "on_value"), arg_value(ctx, "off_value")
+    hot = call("F.one_hot", f"{ctx.input(0)}.long()", ctx.attr("depth"))
     out = f"({hot} * {literal(on - off)} + {literal(off)}).to({ctx.dtype()})"
-    axis = _axis(ctx.attr("axis"), ctx.out.ndim)
+    axis = axis_of(ctx.attr("axis"), ctx.out.ndim)
     return out if axis == ctx.out.ndim - 1 else f"{out}.movedim(-1, {axis})"
 
 
-def _index_tensor(ctx) -> str:
+def convert_index_tensor(ctx) -> str:
     data, *indices = ctx.inputs
     return f"{data}[{', '.join(f'{i}.long()' for i in indices)}]"
 
 
-def _index_put(ctx) -> str:
+def convert_index_put(ctx) -> str:
     data, *indices, values = ctx.inputs
     index = "(" + "".join(f"{i}.long(), " for i in indices).rstrip(" ") + ")"
-    return _call(f"{data}.index_put", index, values,
+    return call(f"{data}.index_put", index, values,
                  accumulate=literal(ctx.attr("accumulate")))
 
 
-def _index_copy(ctx) -> str:
+def convert_index_copy(ctx) -> str:
     data, index, source = ctx.inputs
-    return _call("torch.index_copy", data, ctx.attr("axis"), f"{index}.long()", source)
+    return call("torch.index_copy", data, ctx.attr("axis"), f"{index}.long()", source)
 
 
-def _slice_scatter(ctx) -> str:
+def convert_slice_scatter(ctx) -> str:
     x, src = ctx.inputs[:2]
-    start, end, step = (_arg_value(ctx, n) for n in ("start", "end", "step"))
-    return _call("torch.slice_scatter", x, src, dim=ctx.attr("axis"), start=literal(start),
+    start, end, step = (arg_value(ctx, n) for n in ("start", "end", "step"))
+    return call("torch.slice_scatter", x, src, dim=ctx.attr("axis"), start=literal(start),
                  end=literal(end), step=literal(step))

@@ -14,23 +14,23 @@ from ..naming import literal
 # --------------------------------------------------------------------------------------------
 # Helpers.
 
-def _call(func: str, *args, **kwargs) -> str:
+def call(func: str, *args, **kwargs) -> str:
     items = [str(a) for a in args] + [f"{k}={v}" for k, v in kwargs.items()]
     return f"{func}({', '.join(items)})"
 
 
-def _axis(axis: int, ndim: int) -> int:
+def axis_of(axis: int, ndim: int) -> int:
     return axis + ndim if axis < 0 else axis
 
 
-def _axes(value, ndim: int) -> list[int] | None:
+def axes_of(value, ndim: int) -> list[int] | None:
     if value is None:
         return None
     values = [value] if isinstance(value, int) else list(value)
-    return [_axis(a, ndim) for a in values]
+    return [axis_of(a, ndim) for a in values]
 
 
-def _arg_value(ctx, name: str):
+def arg_value(ctx, name: str):
     """A non-tensor op argument (PrimValue, shape, tuple) given as an attr, or its default."""
     for arg, source in zip(ctx.op_def.args, ctx.bind_args()):
         if arg.name != name:
@@ -67,7 +67,7 @@ def _pads(values, ndim: int) -> tuple[list, list]:
 def _pad_source(data: str, begin: list, end: list, value: str | None = None) -> str:
     """``F.pad`` for asymmetric padding (torch pads the last dim first)."""
     pads = [p for b, e in zip(reversed(begin), reversed(end)) for p in (b, e)]
-    return _call("F.pad", data, literal(pads), **({"value": value} if value else {}))
+    return call("F.pad", data, literal(pads), **({"value": value} if value else {}))
 
 
 def _padded(ctx, data: str, ndim: int, fill: str | None = None) -> tuple[str, list]:
@@ -78,14 +78,14 @@ def _padded(ctx, data: str, ndim: int, fill: str | None = None) -> tuple[str, li
     return _pad_source(data, begin, end, fill), [0] * ndim
 
 
-def _tuple(values) -> str:
+def tuple_of(values) -> str:
     return literal(tuple(values))
 
 
 # --------------------------------------------------------------------------------------------
 # nn: convolution, pooling, normalization.
 
-def _conv(ctx) -> str:
+def convert_conv(ctx) -> str:
     weight = ctx.node.weights.get("weight") or ctx.in_tensor(1)
     ndim, groups = weight.ndim - 2, ctx.attr("groups")
     transpose = "transpose" in ctx.node.optype
@@ -96,31 +96,31 @@ def _conv(ctx) -> str:
     if transpose:
         return _conv_transpose(ctx, weight, ndim, groups)
     data, padding = _padded(ctx, ctx.input(0), ndim)
-    kw = {"stride": _tuple(ctx.attr("strides")), "padding": _tuple(padding),
-          **_unless_one(dilation=_tuple(ctx.attr("dilation")), groups=groups)}
+    kw = {"stride": tuple_of(ctx.attr("strides")), "padding": tuple_of(padding),
+          **_unless_one(dilation=tuple_of(ctx.attr("dilation")), groups=groups)}
     has_bias = ctx.has_weight("bias") or len(ctx.node.inputs) > 2
     if ctx.has_weight("weight") and (ctx.has_weight("bias") or not has_bias):
-        ctor = _call(f"nn.Conv{ndim}d", weight.shape[1] * groups, weight.shape[0],
-                     kernel_size=_tuple(weight.shape[2:]), **kw, bias=has_bias)
+        ctor = call(f"nn.Conv{ndim}d", weight.shape[1] * groups, weight.shape[0],
+                     kernel_size=tuple_of(weight.shape[2:]), **kw, bias=has_bias)
         params = {"weight": "weight", **({"bias": "bias"} if has_bias else {})}
-        return _call(ctx.layer(ctor, params), data)
+        return call(ctx.layer(ctor, params), data)
     bias = ctx.tensor_arg("bias") or "None"
-    return _call(f"F.conv{ndim}d", data, ctx.tensor_arg("weight"), bias, **kw)
+    return call(f"F.conv{ndim}d", data, ctx.tensor_arg("weight"), bias, **kw)
 
 
 def _conv_transpose(ctx, weight, ndim: int, groups: int) -> str:
     begin, end = _pads(ctx.attr("padding"), ndim)
     symmetric = begin == end
-    kw = {"stride": _tuple(ctx.attr("strides")),
-          "padding": _tuple(begin if symmetric else [0] * ndim),
-          "output_padding": _tuple(_pads(ctx.attr("output_padding"), ndim)[0]),
-          **_unless_one(groups=groups, dilation=_tuple(ctx.attr("dilation")))}
+    kw = {"stride": tuple_of(ctx.attr("strides")),
+          "padding": tuple_of(begin if symmetric else [0] * ndim),
+          "output_padding": tuple_of(_pads(ctx.attr("output_padding"), ndim)[0]),
+          **_unless_one(groups=groups, dilation=tuple_of(ctx.attr("dilation")))}
     if ctx.has_weight("weight"):
-        ctor = _call(f"nn.ConvTranspose{ndim}d", weight.shape[0], weight.shape[1] * groups,
-                     kernel_size=_tuple(weight.shape[2:]), **kw, bias=False)
-        out = _call(ctx.layer(ctor, {"weight": "weight"}), ctx.input(0))
+        ctor = call(f"nn.ConvTranspose{ndim}d", weight.shape[0], weight.shape[1] * groups,
+                     kernel_size=tuple_of(weight.shape[2:]), **kw, bias=False)
+        out = call(ctx.layer(ctor, {"weight": "weight"}), ctx.input(0))
     else:
-        out = _call(f"F.conv_transpose{ndim}d", ctx.input(0), ctx.tensor_arg("weight"),
+        out = call(f"F.conv_transpose{ndim}d", ctx.input(0), ctx.tensor_arg("weight"),
                     **kw)
     if symmetric:
         return out
@@ -128,35 +128,35 @@ def _conv_transpose(ctx, weight, ndim: int, groups: int) -> str:
     return f"{out}[:, :, {', '.join(crop)}]"
 
 
-def _pool(kind: str, ndim: int) -> Callable:
+def convert_pool(kind: str, ndim: int) -> Callable:
     def convert(ctx) -> str:
         _spatial(ctx, "layout", ndim)
         fill = '-float("inf")' if kind == "max" else None
         data, padding = _padded(ctx, ctx.input(0), ndim, fill)
-        kw = {"kernel_size": _tuple(ctx.attr("pool_size")), "stride": _tuple(ctx.attr("strides")),
-              "padding": _tuple(padding), "ceil_mode": ctx.attr("ceil_mode")}
+        kw = {"kernel_size": tuple_of(ctx.attr("pool_size")), "stride": tuple_of(ctx.attr("strides")),
+              "padding": tuple_of(padding), "ceil_mode": ctx.attr("ceil_mode")}
         if kind == "max":
-            kw["dilation"] = _tuple(ctx.attr("dilation"))
+            kw["dilation"] = tuple_of(ctx.attr("dilation"))
         else:
             if any(d != 1 for d in ctx.attr("dilation")):
                 raise ctx.fail("torch's avg_pool has no dilation")
             kw["count_include_pad"] = ctx.attr("count_include_pad")
         kw = {k: literal(v) if isinstance(v, bool) else v for k, v in kw.items()}
-        out = _call(f"F.{kind}_pool{ndim}d", data, **kw)
+        out = call(f"F.{kind}_pool{ndim}d", data, **kw)
         if kind == "avg" and data != ctx.input(0) and not ctx.attr("count_include_pad"):
             # asymmetric pads were added as real zeros: divide by the count of input elements
             begin, end = _pads(ctx.attr("padding"), ndim)
             ones = _pad_source(f"torch.ones_like({ctx.input(0)})", begin, end)
-            out = f"{out} / {_call(f'F.avg_pool{ndim}d', ones, **kw)}"
+            out = f"{out} / {call(f'F.avg_pool{ndim}d', ones, **kw)}"
         return out
     return convert
 
 
-def _adaptive_pool(ndim: int) -> Callable:
+def convert_adaptive_pool(ndim: int) -> Callable:
     def convert(ctx) -> str:
         _spatial(ctx, "layout", ndim)
         size = [ctx.dim(ctx.out, i) for i in range(2, 2 + ndim)]
-        return _call(f"F.adaptive_avg_pool{ndim}d", ctx.input(0), "(" + ", ".join(
+        return call(f"F.adaptive_avg_pool{ndim}d", ctx.input(0), "(" + ", ".join(
             str(s) for s in size) + ("," if ndim == 1 else "") + ")")
     return convert
 
@@ -164,83 +164,83 @@ def _adaptive_pool(ndim: int) -> Callable:
 _BN_ROLES = {"weight": "gamma", "bias": "beta", "running_mean": "mean", "running_var": "var"}
 
 
-def _batch_norm(ctx) -> str:
+def convert_batch_norm(ctx) -> str:
     x = ctx.in_tensor(0)
-    if _axis(ctx.attr("axis"), x.ndim) != 1 or not 2 <= x.ndim <= 5:
+    if axis_of(ctx.attr("axis"), x.ndim) != 1 or not 2 <= x.ndim <= 5:
         raise ctx.fail("torch normalizes axis 1 of 2-D to 5-D inputs")
     eps, momentum = literal(ctx.attr("epsilon")), literal(ctx.attr("momentum"))
     if all(ctx.has_weight(r) for r in _BN_ROLES.values()) and ctx.attr("center") and \
             ctx.attr("scale"):
         dims = {2: 1, 3: 1, 4: 2, 5: 3}[x.ndim]
-        ctor = _call(f"nn.BatchNorm{dims}d", ctx.node.weight_at("gamma").shape[0], eps=eps,
+        ctor = call(f"nn.BatchNorm{dims}d", ctx.node.weight_at("gamma").shape[0], eps=eps,
                      momentum=momentum)
         layer = ctx.layer(ctor, _BN_ROLES)
         ctx.writer.extra_state[layer.removeprefix("self.") + ".num_batches_tracked"] = \
             np.array(0, "int64")
-        return _call(layer, ctx.input(0))
+        return call(layer, ctx.input(0))
     gamma = ctx.tensor_arg("gamma") if ctx.attr("scale") else "None"
     beta = ctx.tensor_arg("beta") if ctx.attr("center") else "None"
-    return _call("F.batch_norm", ctx.input(0), ctx.tensor_arg("moving_mean"),
+    return call("F.batch_norm", ctx.input(0), ctx.tensor_arg("moving_mean"),
                  ctx.tensor_arg("moving_var"), gamma, beta, training="False",
                  momentum=momentum, eps=eps)
 
 
-def _layer_norm(ctx) -> str:
+def convert_layer_norm(ctx) -> str:
     x = ctx.in_tensor(0)
-    axes = sorted(_axes(ctx.attr("axes"), x.ndim))
+    axes = sorted(axes_of(ctx.attr("axes"), x.ndim))
     if axes != list(range(x.ndim - len(axes), x.ndim)):
         raise ctx.fail("torch's layer_norm normalizes trailing axes only")
     shape = "(" + "".join(f"{ctx.dim(x, a)}, " for a in axes).rstrip(" ") + ")"
     eps = literal(ctx.attr("epsilon"))
     if ctx.has_weight("gamma") and ctx.has_weight("beta") and ctx.attr("center") \
             and ctx.attr("scale"):
-        ctor = _call("nn.LayerNorm", shape, eps=eps)
-        return _call(ctx.layer(ctor, {"weight": "gamma", "bias": "beta"}), ctx.input(0))
+        ctor = call("nn.LayerNorm", shape, eps=eps)
+        return call(ctx.layer(ctor, {"weight": "gamma", "bias": "beta"}), ctx.input(0))
     gamma = ctx.tensor_arg("gamma") if ctx.attr("scale") else "None"
     beta = ctx.tensor_arg("beta") if ctx.attr("center") else "None"
-    return _call("F.layer_norm", ctx.input(0), shape, gamma, beta, eps=eps)
+    return call("F.layer_norm", ctx.input(0), shape, gamma, beta, eps=eps)
 
 
-def _group_norm(ctx) -> str:
+def convert_group_norm(ctx) -> str:
     x = ctx.in_tensor(0)
-    if _axis(ctx.attr("channel_axis"), x.ndim) != 1:
+    if axis_of(ctx.attr("channel_axis"), x.ndim) != 1:
         raise ctx.fail("torch's group_norm takes channels at axis 1")
     eps, groups = literal(ctx.attr("epsilon")), ctx.attr("num_groups")
     if ctx.has_weight("gamma") and ctx.has_weight("beta"):
-        ctor = _call("nn.GroupNorm", groups, ctx.node.weight_at("gamma").shape[0], eps=eps)
-        return _call(ctx.layer(ctor, {"weight": "gamma", "bias": "beta"}), ctx.input(0))
-    return _call("F.group_norm", ctx.input(0), groups, ctx.tensor_arg("gamma"),
+        ctor = call("nn.GroupNorm", groups, ctx.node.weight_at("gamma").shape[0], eps=eps)
+        return call(ctx.layer(ctor, {"weight": "gamma", "bias": "beta"}), ctx.input(0))
+    return call("F.group_norm", ctx.input(0), groups, ctx.tensor_arg("gamma"),
                  ctx.tensor_arg("beta"), eps=eps)
 
 
-def _instance_norm(ctx) -> str:
-    if _axis(ctx.attr("channel_axis"), ctx.in_tensor(0).ndim) != 1:
+def convert_instance_norm(ctx) -> str:
+    if axis_of(ctx.attr("channel_axis"), ctx.in_tensor(0).ndim) != 1:
         raise ctx.fail("torch's instance_norm takes channels at axis 1")
-    return _call("F.instance_norm", ctx.input(0), weight=ctx.tensor_arg("gamma"),
+    return call("F.instance_norm", ctx.input(0), weight=ctx.tensor_arg("gamma"),
                  bias=ctx.tensor_arg("beta"), eps=literal(ctx.attr("epsilon")))
 
 
-def _rms_norm(ctx) -> str:
+def convert_rms_norm(ctx) -> str:
     x = ctx.in_tensor(0)
-    axes = sorted(_axes(ctx.attr("axes"), x.ndim))
+    axes = sorted(axes_of(ctx.attr("axes"), x.ndim))
     if axes != list(range(x.ndim - len(axes), x.ndim)):
         raise ctx.fail("torch's rms_norm normalizes trailing axes only")
     shape = "(" + "".join(f"{ctx.dim(x, a)}, " for a in axes).rstrip(" ") + ")"
-    return _call("F.rms_norm", ctx.input(0), shape, ctx.tensor_arg("weight"),
+    return call("F.rms_norm", ctx.input(0), shape, ctx.tensor_arg("weight"),
                  eps=literal(ctx.attr("epsilon")))
 
 
-def _prelu(ctx) -> str:
-    if _axis(ctx.attr("axis"), ctx.in_tensor(0).ndim) != 1:
+def convert_prelu(ctx) -> str:
+    if axis_of(ctx.attr("axis"), ctx.in_tensor(0).ndim) != 1:
         raise ctx.fail("torch's prelu takes channels at axis 1")
-    return _call("F.prelu", *ctx.args())
+    return call("F.prelu", *ctx.args())
 
 
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate",
               "replicate": "replicate", "circular": "circular"}
 
 
-def _pad(ctx) -> str:
+def convert_pad(ctx) -> str:
     widths = ctx.attr("pad_width")
     begin, end = widths[0::2], widths[1::2]
     mode = ctx.attr("pad_mode")
@@ -252,11 +252,11 @@ def _pad(ctx) -> str:
     kw = {"mode": literal(_PAD_MODES[mode])}
     if mode == "constant":
         kw["value"] = literal(ctx.attr("pad_value"))
-    return _call("F.pad", ctx.input(0), literal(pads), **kw)
+    return call("F.pad", ctx.input(0), literal(pads), **kw)
 
 
-def _dropout(ctx) -> str:
-    out = _call("F.dropout", ctx.input(0), p=literal(ctx.attr("rate")), training="self.training")
+def convert_dropout(ctx) -> str:
+    out = call("F.dropout", ctx.input(0), p=literal(ctx.attr("rate")), training="self.training")
     if len(ctx.node.outputs) > 1:
         return f"({out}, torch.ones_like({ctx.input(0)}, dtype=torch.bool))"
     return out
@@ -281,16 +281,16 @@ def _sdpa(ctx, q: str, k: str, v: str, bias: str | None) -> str:
         kw["attn_mask"] = f"torch.ones({qs}, {ks}, dtype=torch.bool).tril({ks} - {qs})"
     elif causal is not None:
         raise ctx.fail(f"causal_mask {causal!r}")
-    return _call("F.scaled_dot_product_attention", q, k, v, **kw)
+    return call("F.scaled_dot_product_attention", q, k, v, **kw)
 
 
-def _attention(ctx) -> str:
+def convert_attention(ctx) -> str:
     q, k, v = (f"{ctx.input(i)}.transpose(1, 2)" for i in range(3))
     bias = ctx.input(3) if len(ctx.node.inputs) > 3 else None
     return _sdpa(ctx, q, k, v, bias) + ".transpose(1, 2)"
 
 
-def _attention_var_len(ctx) -> str:
+def convert_attention_var_len(ctx) -> str:
     """Sequences packed along dim 1 of [1, total, heads, dim]: one attention per span of
     seqstart_q / seqstart_k, concatenated back along dim 1."""
     q, k, v = (ctx.tensor_arg(n) for n in ("queries", "keys", "values"))
@@ -309,7 +309,7 @@ def _attention_var_len(ctx) -> str:
                            ".tril((_ke - _kb) - (_qe - _qb))")
     elif causal is not None:
         raise ctx.fail(f"causal_mask {causal!r}")
-    span = _call("F.scaled_dot_product_attention", f"{q}[:, _qb:_qe].transpose(1, 2)",
+    span = call("F.scaled_dot_product_attention", f"{q}[:, _qb:_qe].transpose(1, 2)",
                  f"{k}[:, _kb:_ke].transpose(1, 2)", f"{v}[:, _kb:_ke].transpose(1, 2)", **kw)
     bounds = (f"zip({starts_q}[:-1].tolist(), {starts_q}[1:].tolist(), "
               f"{starts_k}[:-1].tolist(), {starts_k}[1:].tolist())")
@@ -317,10 +317,10 @@ def _attention_var_len(ctx) -> str:
 
 
 def _permute(source: str, axes: list[int]) -> str:
-    return source if axes == list(range(len(axes))) else f"{source}.permute({_tuple(axes)})"
+    return source if axes == list(range(len(axes))) else f"{source}.permute({tuple_of(axes)})"
 
 
-def _msc_attention(ctx) -> str:
+def convert_msc_attention(ctx) -> str:
     """permute_dims(nn.attention(permute_dims(q, axes), ...), axes_3), with torch's [b, h, s,
     d] in the middle: each pair of permutes collapses into one."""
     bshd = [0, 2, 1, 3]
@@ -333,16 +333,16 @@ def _msc_attention(ctx) -> str:
     return _permute(_sdpa(ctx, *qkv, bias), [bshd[a] for a in out])
 
 
-def _cross_entropy(ctx) -> str:
+def convert_cross_entropy(ctx) -> str:
     x, y = ctx.inputs
     total = f"-torch.sum({x} * {y})"
     return f"({total} / {x}.shape[0])" if ctx.in_tensor(0).ndim == 2 else total
 
 
-def _nll_loss(ctx) -> str:
+def convert_nll_loss(ctx) -> str:
     weight = ctx.tensor_arg("weights")
     kw = {"weight": weight} if weight else {}
-    return _call("F.nll_loss", ctx.input(0), f"{ctx.input(1)}.long()", **kw,
+    return call("F.nll_loss", ctx.input(0), f"{ctx.input(1)}.long()", **kw,
                  reduction=literal(ctx.attr("reduction")),
                  ignore_index=literal(ctx.attr("ignore_index")))
 
@@ -354,7 +354,7 @@ _RESIZE_MODES = {  # (method, coordinate_transformation_mode) -> (mode, align_co
 }
 
 
-def _resize(ndim: int) -> Callable:
+def convert_resize(ndim: int) -> Callable:
     def convert(ctx) -> str:
         _spatial(ctx, "layout", ndim)
         key = (ctx.attr("method"), ctx.attr("coordinate_transformation_mode"))
@@ -369,20 +369,20 @@ def _resize(ndim: int) -> Callable:
         kw = {"size": size, "mode": literal(mode)}
         if align is not None:
             kw["align_corners"] = literal(align)
-        return _call("F.interpolate", ctx.input(0), **kw)
+        return call("F.interpolate", ctx.input(0), **kw)
     return convert
 
 
-def _grid_sample(ctx) -> str:
+def convert_grid_sample(ctx) -> str:
     _spatial(ctx, "layout", 2)
-    return _call("F.grid_sample", ctx.input(0), f"{ctx.input(1)}.permute(0, 2, 3, 1)",
+    return call("F.grid_sample", ctx.input(0), f"{ctx.input(1)}.permute(0, 2, 3, 1)",
                  mode=literal(ctx.attr("method")), padding_mode=literal(ctx.attr("padding_mode")),
                  align_corners=literal(ctx.attr("align_corners")))
 
 
-def _affine_grid(ctx) -> str:
+def convert_affine_grid(ctx) -> str:
     out = ctx.out
     size = f"[{ctx.dim(out, 0)}, 1, {ctx.dim(out, 2)}, {ctx.dim(out, 3)}]"
-    grid = _call("F.affine_grid", ctx.input(0), size,
+    grid = call("F.affine_grid", ctx.input(0), size,
                  align_corners=literal(ctx.attr("align_corners")))
     return f"{grid}.permute(0, 3, 1, 2)"

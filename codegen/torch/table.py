@@ -22,44 +22,44 @@ from msc.relax.op.registry import OPS, attach, ops_in
 
 from ..naming import identifier, literal
 from .indexing import (
-    _gather_nd,
-    _index_copy,
-    _index_put,
-    _index_tensor,
-    _layout_transform,
-    _one_hot,
-    _reverse_sequence,
-    _scatter_elements,
-    _scatter_nd,
-    _slice_scatter,
-    _strided_slice,
-    _take,
+    convert_gather_nd,
+    convert_index_copy,
+    convert_index_put,
+    convert_index_tensor,
+    convert_layout_transform,
+    convert_one_hot,
+    convert_reverse_sequence,
+    convert_scatter_elements,
+    convert_scatter_nd,
+    convert_slice_scatter,
+    convert_strided_slice,
+    convert_take,
 )
 from .nn import (
-    _adaptive_pool,
-    _affine_grid,
-    _arg_value,
-    _attention,
-    _attention_var_len,
-    _axes,
-    _axis,
-    _batch_norm,
-    _call,
-    _conv,
-    _cross_entropy,
-    _dropout,
-    _grid_sample,
-    _group_norm,
-    _instance_norm,
-    _layer_norm,
-    _msc_attention,
-    _nll_loss,
-    _pad,
-    _pool,
-    _prelu,
-    _resize,
-    _rms_norm,
-    _tuple,
+    arg_value,
+    axes_of,
+    axis_of,
+    call,
+    convert_adaptive_pool,
+    convert_affine_grid,
+    convert_attention,
+    convert_attention_var_len,
+    convert_batch_norm,
+    convert_conv,
+    convert_cross_entropy,
+    convert_dropout,
+    convert_grid_sample,
+    convert_group_norm,
+    convert_instance_norm,
+    convert_layer_norm,
+    convert_msc_attention,
+    convert_nll_loss,
+    convert_pad,
+    convert_pool,
+    convert_prelu,
+    convert_resize,
+    convert_rms_norm,
+    tuple_of,
 )
 
 __all__ = ["ROWS", "Row", "attach_rows"]
@@ -95,52 +95,52 @@ def _to(dtype: str | None, ctx=None) -> str:
 
 def _expand_dims(ctx) -> str:
     source = ctx.input(0)
-    for axis in sorted(_axes(ctx.attr("axis"), ctx.out.ndim)):
+    for axis in sorted(axes_of(ctx.attr("axis"), ctx.out.ndim)):
         source = f"{source}.unsqueeze({axis})"
     return source
 
 
 def _squeeze(ctx) -> str:
-    axes = _axes(ctx.attr("axis"), ctx.in_tensor(0).ndim)
+    axes = axes_of(ctx.attr("axis"), ctx.in_tensor(0).ndim)
     if axes is None:
-        return _call("torch.squeeze", ctx.input(0))
-    return _call("torch.squeeze", ctx.input(0), _tuple(axes))
+        return call("torch.squeeze", ctx.input(0))
+    return call("torch.squeeze", ctx.input(0), tuple_of(axes))
 
 
 def _permute_dims(ctx) -> str:
     ndim = ctx.in_tensor(0).ndim
-    axes = _axes(ctx.attr("axes"), ndim)
-    return f"{ctx.input(0)}.permute({_tuple(axes if axes is not None else range(ndim)[::-1])})"
+    axes = axes_of(ctx.attr("axes"), ndim)
+    return f"{ctx.input(0)}.permute({tuple_of(axes if axes is not None else range(ndim)[::-1])})"
 
 
 def _repeat(ctx) -> str:
     axis = ctx.attr("axis")
     kw = {"dim": axis} if axis is not None else {}
-    return _call("torch.repeat_interleave", ctx.input(0), ctx.attr("repeats"), **kw)
+    return call("torch.repeat_interleave", ctx.input(0), ctx.attr("repeats"), **kw)
 
 
 def _split(ctx) -> str:
-    axis = _axis(ctx.attr("axis"), ctx.in_tensor(0).ndim)
+    axis = axis_of(ctx.attr("axis"), ctx.in_tensor(0).ndim)
     sizes = "[" + ", ".join(str(ctx.dim(t, axis)) for t in ctx.node.outputs) + "]"
-    return _call("torch.split", ctx.input(0), sizes, dim=axis)
+    return call("torch.split", ctx.input(0), sizes, dim=axis)
 
 
 def _reduce(func: str, **extra) -> Callable:
     def convert(ctx) -> str:
         ndim, keep = ctx.in_tensor(0).ndim, ctx.attr("keepdims")
-        axes = _axes(ctx.attr("axis"), ndim)
-        dims = _tuple(axes if axes is not None else range(ndim))
+        axes = axes_of(ctx.attr("axis"), ndim)
+        dims = tuple_of(axes if axes is not None else range(ndim))
         kw = {k: v for k, v in extra.items()}
-        return _call(func, ctx.input(0), dim=dims, **kw, keepdim=literal(keep))
+        return call(func, ctx.input(0), dim=dims, **kw, keepdim=literal(keep))
     return convert
 
 
 def _prod(ctx) -> str:
     ndim = ctx.in_tensor(0).ndim
-    axes = _axes(ctx.attr("axis"), ndim)
+    axes = axes_of(ctx.attr("axis"), ndim)
     source = ctx.input(0)
     for axis in sorted(axes if axes is not None else range(ndim), reverse=True):
-        source = _call("torch.prod", source, dim=axis, keepdim="True")
+        source = call("torch.prod", source, dim=axis, keepdim="True")
     return f"{source}.reshape({ctx.dims(ctx.out)})"
 
 
@@ -148,18 +148,18 @@ def _arg_reduce(func: str) -> Callable:
     def convert(ctx) -> str:
         axis = ctx.attr("axis")
         if axis is None:
-            return f"{_call(func, ctx.input(0))}.reshape({ctx.dims(ctx.out)})"
-        return _call(func, ctx.input(0), dim=axis, keepdim=literal(ctx.attr("keepdims")))
+            return f"{call(func, ctx.input(0))}.reshape({ctx.dims(ctx.out)})"
+        return call(func, ctx.input(0), dim=axis, keepdim=literal(ctx.attr("keepdims")))
     return convert
 
 
 def _median(ctx) -> str:
-    axes = _axes(ctx.attr("axis"), ctx.in_tensor(0).ndim)
+    axes = axes_of(ctx.attr("axis"), ctx.in_tensor(0).ndim)
     if axes is None:
         return f"torch.median({ctx.input(0)}).reshape({ctx.dims(ctx.out)})"
     if len(axes) != 1:
         raise ctx.fail("torch's median takes one axis")
-    out = _call("torch.median", ctx.input(0), dim=axes[0],
+    out = call("torch.median", ctx.input(0), dim=axes[0],
                 keepdim=literal(ctx.attr("keepdims")))
     return f"tuple({out})" if len(ctx.node.outputs) > 1 else f"{out}[0]"
 
@@ -169,9 +169,9 @@ def _cumulative(func: str, identity: str) -> Callable:
         source, axis = ctx.input(0), ctx.attr("axis")
         if axis is None:
             source, axis = f"{source}.flatten()", 0
-        axis = _axis(axis, ctx.out.ndim)
+        axis = axis_of(axis, ctx.out.ndim)
         # torch accumulates small ints and bool in int64; TVM in the output dtype (wrapping)
-        out = _call(func, source, dim=axis, dtype=f"torch.{identifier(ctx.out.dtype)}")
+        out = call(func, source, dim=axis, dtype=f"torch.{identifier(ctx.out.dtype)}")
         if not ctx.attr("exclusive"):
             return out
         head = f"torch.{identity}_like({out}.narrow({axis}, 0, 1))"
@@ -180,18 +180,18 @@ def _cumulative(func: str, identity: str) -> Callable:
 
 
 def _sort(ctx) -> str:
-    return _call("torch.sort", ctx.input(0), dim=ctx.attr("axis"),
+    return call("torch.sort", ctx.input(0), dim=ctx.attr("axis"),
                  descending=literal(ctx.attr("descending")), stable="True") + ".values"
 
 
 def _argsort(ctx) -> str:
-    return _call("torch.argsort", ctx.input(0), dim=ctx.attr("axis"),
+    return call("torch.argsort", ctx.input(0), dim=ctx.attr("axis"),
                  descending=literal(ctx.attr("descending")), stable="True") + \
         _to(ctx.attr("dtype"))
 
 
 def _topk(ctx) -> str:
-    top = _call("torch.topk", ctx.input(0), ctx.attr("k"), dim=ctx.attr("axis"),
+    top = call("torch.topk", ctx.input(0), ctx.attr("k"), dim=ctx.attr("axis"),
                 largest=literal(ctx.attr("largest")))
     indices = f"{top}.indices{_to(ctx.attr('dtype'))}"
     kind = ctx.attr("ret_type")
@@ -202,13 +202,13 @@ def _topk(ctx) -> str:
 
 
 def _unique(ctx) -> str:
-    flags = {n: bool(_arg_value(ctx, n)) for n in ("sorted", "return_index",
+    flags = {n: bool(arg_value(ctx, n)) for n in ("sorted", "return_index",
                                                    "return_inverse", "return_counts")}
     if flags["return_index"] or not flags["sorted"]:
         raise ctx.fail("torch's unique gives no first indices and always sorts")
-    axis = _arg_value(ctx, "axis")
+    axis = arg_value(ctx, "axis")
     kw = {"dim": axis} if axis is not None else {}
-    out = _call("torch.unique", ctx.input(0), return_inverse=literal(flags["return_inverse"]),
+    out = call("torch.unique", ctx.input(0), return_inverse=literal(flags["return_inverse"]),
                 return_counts=literal(flags["return_counts"]), **kw)
     if flags["return_inverse"] and axis is None:  # TVM's inverse is flat
         out = ctx.writer.temp(ctx.node, out)
@@ -220,7 +220,7 @@ def _quant_param(ctx, i: int) -> str:
     source, tensor = ctx.input(i), ctx.in_tensor(i)
     if tensor.ndim == 1 and tensor.shape[0] != 1:
         shape = [1] * ctx.in_tensor(0).ndim
-        shape[_axis(ctx.attr("axis"), len(shape))] = -1
+        shape[axis_of(ctx.attr("axis"), len(shape))] = -1
         return f"{source}.reshape({literal(shape)})"
     return source
 
@@ -244,35 +244,35 @@ def _matmul_nbits(ctx) -> str:
     codes = w if ctx.attr("bits") == 8 else f"torch.stack(({w} & 15, {w} >> 4), -1).flatten(-2)"
     value = (f"(({codes}.float() - {zeros}.float()[..., None]) * {scales}[..., None])"
              f".flatten(1)[:, :{int(ctx.attr('in_features'))}]")
-    return _call("F.linear", ctx.input(0), f"{value}.to({ctx.dtype()})")
+    return call("F.linear", ctx.input(0), f"{value}.to({ctx.dtype()})")
 
 
 def _full(ctx) -> str:
-    return _call("torch.full", ctx.dims(ctx.out), f"{ctx.tensor_arg('fill_value')}.item()",
+    return call("torch.full", ctx.dims(ctx.out), f"{ctx.tensor_arg('fill_value')}.item()",
                  dtype=ctx.dtype())
 
 
 def _eye(ctx, shape: str) -> str:
-    k = _arg_value(ctx, "k") or 0
+    k = arg_value(ctx, "k") or 0
     return f"torch.ones({shape}, dtype={ctx.dtype()}).triu({k}).tril({k})"
 
 
 def _arange(ctx) -> str:
-    values = [_arg_value(ctx, n) for n in ("start", "end", "step")]
-    return _call("torch.arange", *(literal(v) for v in values), dtype=ctx.dtype())
+    values = [arg_value(ctx, n) for n in ("start", "end", "step")]
+    return call("torch.arange", *(literal(v) for v in values), dtype=ctx.dtype())
 
 
 def _hamming(ctx) -> str:
-    size, periodic, alpha, beta = (_arg_value(ctx, n) for n in (
+    size, periodic, alpha, beta = (arg_value(ctx, n) for n in (
         "window_size", "periodic", "alpha", "beta"))
-    return _call("torch.hamming_window", literal(size), periodic=literal(bool(periodic)),
+    return call("torch.hamming_window", literal(size), periodic=literal(bool(periodic)),
                  alpha=literal(float(alpha)), beta=literal(float(beta)), dtype=ctx.dtype())
 
 
 def _bias_add(ctx) -> str:
     ndim = ctx.in_tensor(0).ndim
     shape = [1] * ndim
-    shape[_axis(ctx.attr("axis"), ndim)] = -1
+    shape[axis_of(ctx.attr("axis"), ndim)] = -1
     return f"{ctx.input(0)} + {ctx.tensor_arg('bias')}.reshape({literal(shape)})"
 
 
@@ -280,29 +280,29 @@ def _batch_matmul(ctx) -> str:
     x, y = ctx.inputs
     x = f"{x}.transpose(-1, -2)" if ctx.attr("transpose_a") else x
     y = f"{y}.transpose(-1, -2)" if ctx.attr("transpose_b") else y
-    return _call("torch.matmul", x, y) + _to(ctx.attr("out_dtype"), ctx)
+    return call("torch.matmul", x, y) + _to(ctx.attr("out_dtype"), ctx)
 
 
 def _linear(ctx) -> str:
     weight = ctx.node.weights.get("weight")
     bias = ctx.has_weight("bias")
     if weight is not None and (bias or ctx.node.optype != "msc.linear_bias"):
-        ctor = _call("nn.Linear", weight.shape[1], weight.shape[0], bias=literal(bias))
+        ctor = call("nn.Linear", weight.shape[1], weight.shape[0], bias=literal(bias))
         params = {"weight": "weight", **({"bias": "bias"} if bias else {})}
-        out = _call(ctx.layer(ctor, params), ctx.input(0))
+        out = call(ctx.layer(ctor, params), ctx.input(0))
     else:
         extra = [ctx.tensor_arg("bias")] if ctx.node.optype == "msc.linear_bias" else []
-        out = _call("F.linear", ctx.input(0), ctx.tensor_arg("weight"), *extra)
+        out = call("F.linear", ctx.input(0), ctx.tensor_arg("weight"), *extra)
     return out + _to(ctx.attr("out_dtype"), ctx)
 
 
 def _embedding(ctx) -> str:
     weight = ctx.node.weights.get("weight")
     if weight is not None:
-        layer = ctx.layer(_call("nn.Embedding", *weight.shape), {"weight": "weight"})
-        out = _call(layer, f"{ctx.input(0)}.long()")
+        layer = ctx.layer(call("nn.Embedding", *weight.shape), {"weight": "weight"})
+        out = call(layer, f"{ctx.input(0)}.long()")
     else:
-        out = _call("F.embedding", f"{ctx.input(0)}.long()", ctx.tensor_arg("weight"))
+        out = call("F.embedding", f"{ctx.input(0)}.long()", ctx.tensor_arg("weight"))
     return out if ctx.out.ndim == ctx.in_tensor(0).ndim + 1 else \
         f"{out}.reshape({ctx.dims(ctx.out)})"
 
@@ -329,12 +329,12 @@ _BINARY = {
 
 def _divide(ctx) -> str:
     if ctx.out.dtype.startswith(("int", "uint")):  # TVM's integer division truncates
-        return _call("torch.div", *ctx.inputs, rounding_mode='"trunc"')
-    return _call("torch.div", *ctx.inputs)
+        return call("torch.div", *ctx.inputs, rounding_mode='"trunc"')
+    return call("torch.div", *ctx.inputs)
 
 
 def _gather(ctx) -> str:
-    return _call("torch.gather", ctx.input(0), ctx.attr("axis"), f"{ctx.input(1)}.long()")
+    return call("torch.gather", ctx.input(0), ctx.attr("axis"), f"{ctx.input(1)}.long()")
 
 
 ROWS: dict[str, Row] = {
@@ -342,48 +342,48 @@ ROWS: dict[str, Row] = {
     **{op: Row(func) for op, func in _BINARY.items()},
     "divide": Row(convert=_divide),
     "gather_elements": Row(convert=_gather),
-    "matmul": Row("torch.matmul", convert=lambda c: _call("torch.matmul", *c.inputs)
+    "matmul": Row("torch.matmul", convert=lambda c: call("torch.matmul", *c.inputs)
                   + _to(c.attr("out_dtype"), c)),
     # nn
-    **{f"nn.conv{d}d": Row(convert=_conv) for d in (1, 2, 3)},
-    **{f"nn.conv{d}d_transpose": Row(convert=_conv) for d in (1, 2, 3)},
-    **{f"nn.{k}_pool{d}d": Row(convert=_pool(k, d)) for k in ("max", "avg") for d in (1, 2, 3)},
-    **{f"nn.adaptive_avg_pool{d}d": Row(convert=_adaptive_pool(d)) for d in (1, 2, 3)},
-    "nn.batch_norm": Row(convert=_batch_norm), "nn.layer_norm": Row(convert=_layer_norm),
-    "nn.group_norm": Row(convert=_group_norm), "nn.instance_norm": Row(convert=_instance_norm),
-    "nn.rms_norm": Row(convert=_rms_norm),
+    **{f"nn.conv{d}d": Row(convert=convert_conv) for d in (1, 2, 3)},
+    **{f"nn.conv{d}d_transpose": Row(convert=convert_conv) for d in (1, 2, 3)},
+    **{f"nn.{k}_pool{d}d": Row(convert=convert_pool(k, d)) for k in ("max", "avg") for d in (1, 2, 3)},
+    **{f"nn.adaptive_avg_pool{d}d": Row(convert=convert_adaptive_pool(d)) for d in (1, 2, 3)},
+    "nn.batch_norm": Row(convert=convert_batch_norm), "nn.layer_norm": Row(convert=convert_layer_norm),
+    "nn.group_norm": Row(convert=convert_group_norm), "nn.instance_norm": Row(convert=convert_instance_norm),
+    "nn.rms_norm": Row(convert=convert_rms_norm),
     "nn.relu": Row("F.relu"), "nn.gelu": Row("F.gelu"), "nn.silu": Row("F.silu"),
-    "nn.gelu_tanh": Row(convert=lambda c: _call("F.gelu", c.input(0), approximate='"tanh"')),
+    "nn.gelu_tanh": Row(convert=lambda c: call("F.gelu", c.input(0), approximate='"tanh"')),
     "nn.selu": Row("F.selu"), "nn.softplus": Row("F.softplus", {"beta": "beta",
                                                                  "threshold": "threshold"}),
     "nn.leakyrelu": Row("F.leaky_relu", {"alpha": "negative_slope"}),
-    "nn.prelu": Row(convert=_prelu),
+    "nn.prelu": Row(convert=convert_prelu),
     "nn.softmax": Row("F.softmax", {"axis": "dim"}),
     "nn.log_softmax": Row("F.log_softmax", {"axis": "dim"}),
-    "nn.dropout": Row(convert=_dropout), "nn.pad": Row(convert=_pad),
-    "nn.batch_flatten": Row(convert=lambda c: _call("torch.flatten", c.input(0), 1)),
+    "nn.dropout": Row(convert=convert_dropout), "nn.pad": Row(convert=convert_pad),
+    "nn.batch_flatten": Row(convert=lambda c: call("torch.flatten", c.input(0), 1)),
     "nn.pixel_shuffle": Row("F.pixel_shuffle", {"upscale_factor": "upscale_factor"}),
-    "nn.attention": Row(convert=_attention), "nn.attention_bias": Row(convert=_attention),
-    "nn.attention_var_len": Row(convert=_attention_var_len),
-    "nn.cross_entropy_with_logits": Row(convert=_cross_entropy),
-    "nn.nll_loss": Row(convert=_nll_loss),
-    "image.resize2d": Row(convert=_resize(2)), "image.resize3d": Row(convert=_resize(3)),
-    "image.grid_sample": Row(convert=_grid_sample),
-    "image.affine_grid": Row(convert=_affine_grid),
+    "nn.attention": Row(convert=convert_attention), "nn.attention_bias": Row(convert=convert_attention),
+    "nn.attention_var_len": Row(convert=convert_attention_var_len),
+    "nn.cross_entropy_with_logits": Row(convert=convert_cross_entropy),
+    "nn.nll_loss": Row(convert=convert_nll_loss),
+    "image.resize2d": Row(convert=convert_resize(2)), "image.resize3d": Row(convert=convert_resize(3)),
+    "image.grid_sample": Row(convert=convert_grid_sample),
+    "image.affine_grid": Row(convert=convert_affine_grid),
     # indexing
-    "strided_slice": Row(convert=_strided_slice),
+    "strided_slice": Row(convert=convert_strided_slice),
     "dynamic_strided_slice": Row(convert=lambda c: (
         f"{c.input(0)}[tuple(slice(*v) for v in zip({c.input(1)}.tolist(), "
         f"{c.input(2)}.tolist(), {c.input(3)}.tolist()))]")),
-    "take": Row(convert=_take), "gather_nd": Row(convert=_gather_nd),
-    "scatter_elements": Row(convert=_scatter_elements), "scatter_nd": Row(convert=_scatter_nd),
-    "one_hot": Row(convert=_one_hot), "index_tensor": Row(convert=_index_tensor),
-    "index_put": Row(convert=_index_put), "slice_scatter": Row(convert=_slice_scatter),
-    "index_copy": Row(convert=_index_copy),
-    "reverse_sequence": Row(convert=_reverse_sequence),
+    "take": Row(convert=convert_take), "gather_nd": Row(convert=convert_gather_nd),
+    "scatter_elements": Row(convert=convert_scatter_elements), "scatter_nd": Row(convert=convert_scatter_nd),
+    "one_hot": Row(convert=convert_one_hot), "index_tensor": Row(convert=convert_index_tensor),
+    "index_put": Row(convert=convert_index_put), "slice_scatter": Row(convert=convert_slice_scatter),
+    "index_copy": Row(convert=convert_index_copy),
+    "reverse_sequence": Row(convert=convert_reverse_sequence),
     "bucketize": Row("torch.bucketize", {"out_int32": "out_int32", "right": "right"}),
     # linalg, manipulation
-    "einsum": Row(convert=lambda c: _call("torch.einsum", literal(c.attr("subscripts")),
+    "einsum": Row(convert=lambda c: call("torch.einsum", literal(c.attr("subscripts")),
                                           *c.inputs)),
     "astype": Row(convert=lambda c: f"{c.input(0)}.to({c.dtype()})"),
     "reinterpret": Row(convert=lambda c: f"{c.input(0)}.view({c.dtype()})"),
@@ -394,28 +394,28 @@ ROWS: dict[str, Row] = {
     "collapse_sum_like": Row(convert=lambda c: f"{c.input(0)}.sum_to_size({c.input(1)}.shape)"),
     "collapse_sum_to": Row(convert=lambda c: f"{c.input(0)}.sum_to_size({c.dims(c.out)})"),
     "permute_dims": Row(convert=_permute_dims),
-    "flip": Row(convert=lambda c: _call("torch.flip", c.input(0), f"[{c.attr('axis')}]")),
+    "flip": Row(convert=lambda c: call("torch.flip", c.input(0), f"[{c.attr('axis')}]")),
     "repeat": Row(convert=_repeat),
-    "tile": Row(convert=lambda c: f"{c.input(0)}.tile({_tuple(c.attr('repeats'))})"),
+    "tile": Row(convert=lambda c: f"{c.input(0)}.tile({tuple_of(c.attr('repeats'))})"),
     "concat": Row("torch.cat", {"axis": "dim"}), "stack": Row("torch.stack", {"axis": "dim"}),
-    "split": Row(convert=_split), "layout_transform": Row(convert=_layout_transform),
-    "meshgrid": Row(convert=lambda c: _call("torch.meshgrid", *c.inputs,
+    "split": Row(convert=_split), "layout_transform": Row(convert=convert_layout_transform),
+    "meshgrid": Row(convert=lambda c: call("torch.meshgrid", *c.inputs,
                                             indexing=literal(c.attr("indexing")))),
     "shape_of": Row(convert=lambda c: f"tuple({c.input(0)}.shape)"),
     "tensor_to_shape": Row(convert=lambda c: f"tuple({c.input(0)}.tolist())"),
-    "shape_to_tensor": Row(convert=lambda c: _call("torch.tensor", c.args()[0],
+    "shape_to_tensor": Row(convert=lambda c: call("torch.tensor", c.args()[0],
                                                    dtype="torch.int64")),
-    "size": Row(convert=lambda c: _call("torch.tensor", f"{c.input(0)}.numel()",
+    "size": Row(convert=lambda c: call("torch.tensor", f"{c.input(0)}.numel()",
                                         dtype=c.dtype())),
     # relay
-    "nn.dense": Row(convert=lambda c: _call("F.linear", *c.inputs[:2]) +
+    "nn.dense": Row(convert=lambda c: call("F.linear", *c.inputs[:2]) +
                     _to(c.attr("out_dtype"), c)),
     "nn.batch_matmul": Row(convert=_batch_matmul), "nn.bias_add": Row(convert=_bias_add),
     # msc
-    "msc.conv1d_bias": Row(convert=_conv), "msc.conv2d_bias": Row(convert=_conv),
+    "msc.conv1d_bias": Row(convert=convert_conv), "msc.conv2d_bias": Row(convert=convert_conv),
     "msc.linear": Row(convert=_linear), "msc.linear_bias": Row(convert=_linear),
-    "msc.embedding": Row(convert=_embedding), "msc.attention": Row(convert=_msc_attention),
-    "msc.gelu": Row(convert=lambda c: _call("F.gelu", c.input(0))),
+    "msc.embedding": Row(convert=_embedding), "msc.attention": Row(convert=convert_msc_attention),
+    "msc.gelu": Row(convert=lambda c: call("F.gelu", c.input(0))),
     # quantization
     "quantize": Row(convert=_quantize), "dequantize": Row(convert=_dequantize),
     "matmul_nbits": Row(convert=_matmul_nbits),
@@ -435,15 +435,15 @@ ROWS: dict[str, Row] = {
     "unique": Row(convert=_unique),
     # creation
     "full": Row(convert=_full),
-    "full_like": Row(convert=lambda c: _call("torch.full_like", c.input(0),
+    "full_like": Row(convert=lambda c: call("torch.full_like", c.input(0),
                                              f"{c.tensor_arg('fill_value')}.item()",
                                              dtype=c.dtype())),
-    "ones": Row(convert=lambda c: _call("torch.ones", c.dims(c.out), dtype=c.dtype())),
-    "zeros": Row(convert=lambda c: _call("torch.zeros", c.dims(c.out), dtype=c.dtype())),
-    "ones_like": Row(convert=lambda c: _call("torch.ones_like", c.input(0), dtype=c.dtype())),
-    "zeros_like": Row(convert=lambda c: _call("torch.zeros_like", c.input(0), dtype=c.dtype())),
-    "tril": Row(convert=lambda c: _call("torch.tril", c.input(0), _arg_value(c, "k"))),
-    "triu": Row(convert=lambda c: _call("torch.triu", c.input(0), _arg_value(c, "k"))),
+    "ones": Row(convert=lambda c: call("torch.ones", c.dims(c.out), dtype=c.dtype())),
+    "zeros": Row(convert=lambda c: call("torch.zeros", c.dims(c.out), dtype=c.dtype())),
+    "ones_like": Row(convert=lambda c: call("torch.ones_like", c.input(0), dtype=c.dtype())),
+    "zeros_like": Row(convert=lambda c: call("torch.zeros_like", c.input(0), dtype=c.dtype())),
+    "tril": Row(convert=lambda c: call("torch.tril", c.input(0), arg_value(c, "k"))),
+    "triu": Row(convert=lambda c: call("torch.triu", c.input(0), arg_value(c, "k"))),
     "arange": Row(convert=_arange),
     "eye": Row(convert=lambda c: _eye(c, c.dims(c.out))),
     "eye_like": Row(convert=lambda c: _eye(c, f"{c.input(0)}.shape")),

@@ -82,7 +82,7 @@ def read_config(config: Mapping | None) -> dict:
         raise ValidationError(f"entropy_bins={bins!r} must be an even int dividing "
                               f"2 * bins = {2 * merged['bins']}", key="entropy_bins",
                               hint="use 128 (onnxruntime's default) or 2048")
-    merged["exclude"] = _exclude(merged["exclude"])
+    merged["exclude"] = parse_exclude(merged["exclude"])
     return merged
 
 
@@ -92,7 +92,7 @@ def _check_choice(config: dict, key: str, allowed) -> None:
                               hint=f"use one of {', '.join(allowed)}")
 
 
-def _exclude(value) -> dict:
+def parse_exclude(value) -> dict:
     if isinstance(value, (list, tuple)):  # a plain list means node names
         value = {"names": list(value)}
     if not isinstance(value, Mapping) or set(value) - set(_EXCLUDE_KEYS):

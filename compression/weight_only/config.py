@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from msc.errors import ValidationError
 from msc.graph import MSCGraph, MSCJoint
 
-from ..quantize.config import _exclude, is_excluded, merged_settings
+from ..quantize.config import is_excluded, merged_settings, parse_exclude
 from .packing import check_format
 
 __all__ = ["DEFAULTS", "LINEAR_WEIGHTS", "METHODS", "chosen_layers", "read_config"]
@@ -49,7 +49,7 @@ def read_config(config: Mapping | None) -> dict:
     if not isinstance(merged["symmetric"], bool):
         raise ValidationError(f"symmetric={merged['symmetric']!r} must be True or False",
                               key="symmetric")
-    merged["exclude"] = _exclude(merged["exclude"])
+    merged["exclude"] = parse_exclude(merged["exclude"])
     return merged
 
 

@@ -16,13 +16,13 @@ from msc.tir import expr as tir
 
 from .common import call, scalar
 from .context import Context, OnnxNode
-from .converters_manipulate import _need
+from .converters_manipulate import need_const
 
 _NEG_INF = -math.inf
 
 
 def _static(node: OnnxNode, g: Context, x) -> list:
-    dims = [tir.as_int(d) for d in _need(node, g.shape(x), "the input shape")]
+    dims = [tir.as_int(d) for d in need_const(node, g.shape(x), "the input shape")]
     if any(d is None for d in dims):
         raise node.unsupported("attention needs static shapes")
     return dims

@@ -13,7 +13,7 @@ from msc.tir import expr as tir
 
 from .common import call
 from .context import Context, OnnxNode
-from .converters_manipulate import _need
+from .converters_manipulate import need_const
 from .resize_weights import matrix_resize
 
 _METHODS = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic",
@@ -37,12 +37,12 @@ def _resize(g: Context, node: OnnxNode, x, sizes: list, **attrs):
 
 def _output_sizes(g: Context, node: OnnxNode, x, scales, sizes, axes: list) -> list:
     """Target dims for every axis of ``x`` (the given axes only; others keep theirs)."""
-    dims = list(_need(node, g.shape(x), "the input shape"))
+    dims = list(need_const(node, g.shape(x), "the input shape"))
     policy = node.attrs.get("keep_aspect_ratio_policy") or "stretch"
     if sizes is not None and policy != "stretch" and g.ints(sizes) is None:
         values = _keep_aspect_at_runtime(node, g, x, sizes, axes, policy)
     elif sizes is not None:
-        values = _need(node, g.runtime_ints(sizes, "size"), "sizes")
+        values = need_const(node, g.runtime_ints(sizes, "size"), "sizes")
         values = _keep_aspect(node, dims, values, axes)
     else:
         values = _scaled(g, node, x, scales, dims, axes)
@@ -61,7 +61,7 @@ def _scaled(g: Context, node: OnnxNode, x, scales, dims, axes) -> list:
     if len(axes) != len(dims):
         whole = call("take", whole, relax.const(np.asarray(axes, "int64")), 0)
     sizes = g.emit(call("astype", call("floor", call("multiply", whole, scales)), "int64"))
-    return _need(node, g.runtime_ints(sizes, "size"), "scales")
+    return need_const(node, g.runtime_ints(sizes, "size"), "scales")
 
 
 def _floor_scale(node: OnnxNode, dim, scale: float):
@@ -94,7 +94,7 @@ def _keep_aspect_at_runtime(node: OnnxNode, g: Context, x, sizes, axes, policy: 
     scale = call("min" if policy == "not_larger" else "max", ratio, None, True)
     out = call("floor", call("add", call("multiply", dims, scale), relax.const(0.5, "float32")))
     out = g.emit(call("astype", out, "int64"))
-    return _need(node, g.runtime_ints(out, "size"), "sizes")
+    return need_const(node, g.runtime_ints(out, "size"), "sizes")
 
 
 def convert_resize_v10(g: Context, node: OnnxNode):
@@ -199,7 +199,7 @@ def _resize_attrs(g: Context, node: OnnxNode, coord: str, roi) -> dict:
     if mode == "nearest":
         attrs["rounding_method"] = at["nearest_mode"]
     if coord == "tf_crop_and_resize":
-        attrs["roi"] = [float(v) for v in _need(node, g.value(roi), "roi")]
+        attrs["roi"] = [float(v) for v in need_const(node, g.value(roi), "roi")]
     return attrs
 
 
@@ -275,7 +275,7 @@ def _affine_grid_3d(g: Context, theta, dims: list, align: bool):
 
 def convert_affine_grid(g: Context, node: OnnxNode):
     theta, size = node.inputs[:2]
-    dims = _need(node, g.runtime_ints(size, "size"), "size")
+    dims = need_const(node, g.runtime_ints(size, "size"), "size")
     if len(dims) == 5:
         return _affine_grid_3d(g, theta, dims[2:], bool(node.attrs["align_corners"]))
     if len(dims) != 4:

@@ -20,14 +20,14 @@ from .dtypes import relax_dtype
 _INT64_MAX = np.iinfo(np.int64).max
 
 
-def _need(node: OnnxNode, value, what: str):
+def need_const(node: OnnxNode, value, what: str):
     """A constant the converter cannot do without."""
     if value is None:
         raise node.unsupported(f"{what} must be a constant (or computable from shapes)")
     return value
 
 
-def _axes(node: OnnxNode, g: Context, index: int, attr: str = "axes"):
+def axes_arg(node: OnnxNode, g: Context, index: int, attr: str = "axes"):
     """Axes from the attribute (older opsets) or from input ``index`` (newer ones)."""
     if attr in node.attrs and node.attrs[attr] is not None:
         return list(node.attrs[attr])
@@ -35,7 +35,7 @@ def _axes(node: OnnxNode, g: Context, index: int, attr: str = "axes"):
     if x is not None and g.shape(x) is not None and any(tir.as_int(d) == 0
                                                          for d in g.shape(x)):
         return []  # an empty tensor, even one given at run time
-    return None if x is None else _need(node, g.ints(x), attr)
+    return None if x is None else need_const(node, g.ints(x), attr)
 
 
 def axes_input(g: Context, node: OnnxNode, index: int = 1):
@@ -87,7 +87,7 @@ def convert_size(g: Context, node: OnnxNode):
 def convert_constant_of_shape(g: Context, node: OnnxNode):
     value = node.attrs["value"]
     fill = np.zeros((), "float32") if value is None else np.asarray(value).reshape(())
-    shape = _need(node, g.runtime_ints(node.inputs[0], "dim"), "shape")
+    shape = need_const(node, g.runtime_ints(node.inputs[0], "dim"), "shape")
     return g.emit(call("full", shape, relax.const(fill), fill.dtype.name))
 
 
@@ -106,7 +106,7 @@ def _range_at_runtime(g: Context, node: OnnxNode, start, limit, delta):
     count = call("ceil", call("divide", span, call("astype", delta, "float64")))
     count = g.emit(call("astype", call("maximum", count, relax.const(0.0, "float64")),
                         "int64"))
-    n = _need(node, g.runtime_ints(count, "range"), "the range length")[0]
+    n = need_const(node, g.runtime_ints(count, "range"), "the range length")[0]
     steps = call("astype", call("arange", 0, n, 1, "int64"), g.dtype(start))
     return g.emit(call("add", call("multiply", steps, delta), start))
 
@@ -128,7 +128,7 @@ def convert_eye_like(g: Context, node: OnnxNode):
 
 def convert_trilu(g: Context, node: OnnxNode):
     x, k = node.inputs[:2]
-    k = 0 if k is None else _need(node, g.runtime_ints(k, "k"), "k")[0]
+    k = 0 if k is None else need_const(node, g.runtime_ints(k, "k"), "k")[0]
     return g.emit(call("triu" if node.attrs["upper"] else "tril", x, relax.PrimValue(k)))
 
 
@@ -177,13 +177,13 @@ def _copy_zero_dims(node: OnnxNode, g: Context, x, target: list) -> list:
     """ONNX Reshape: a 0 in the target copies the input's dim at that position."""
     if not any(isinstance(d, int) and d == 0 for d in target):
         return target
-    dims = _need(node, g.shape(x), "the input shape (for 0 dims)")
+    dims = need_const(node, g.shape(x), "the input shape (for 0 dims)")
     return [dims[k] if isinstance(d, int) and d == 0 else d for k, d in enumerate(target)]
 
 
 def convert_flatten(g: Context, node: OnnxNode):
     x = node.inputs[0]
-    dims = _need(node, g.shape(x), "the input shape")
+    dims = need_const(node, g.shape(x), "the input shape")
     axis = norm_axis(node.attrs["axis"], len(dims))
     lead = 1
     for d in dims[:axis]:
@@ -200,11 +200,11 @@ def convert_squeeze(g: Context, node: OnnxNode):
     x = node.inputs[0]
     if axes_input(g, node) is not None:
         axes = runtime_axes.axes_at_runtime(g, node, node.inputs[1], g.ndim(x))
-        dims = _need(node, g.shape(x), "the input shape")
+        dims = need_const(node, g.shape(x), "the input shape")
         hit = [runtime_axes.listed(axes, d) for d in range(len(dims))]
         return g.emit(call("reshape", x, runtime_axes.squeeze_dims(dims, hit,
                                                                    len(dims) - len(axes))))
-    axes = _axes(node, g, 1)
+    axes = axes_arg(node, g, 1)
     if axes is not None:
         axes = [norm_axis(a, g.ndim(x)) for a in axes]
     return g.emit(call("squeeze", x, axes))
@@ -215,9 +215,9 @@ def convert_unsqueeze(g: Context, node: OnnxNode):
     if axes_input(g, node) is not None:
         axes = runtime_axes.axes_at_runtime(g, node, node.inputs[1], None)
         axes = runtime_axes.wrap(axes, g.ndim(x) + len(axes))
-        dims = _need(node, g.shape(x), "the input shape")
+        dims = need_const(node, g.shape(x), "the input shape")
         return g.emit(call("reshape", x, runtime_axes.unsqueeze_dims(dims, axes)))
-    axes = _need(node, _axes(node, g, 1), "axes")
+    axes = need_const(node, axes_arg(node, g, 1), "axes")
     rank = g.ndim(x) + len(axes)
     return g.emit(call("expand_dims", x, sorted(norm_axis(a, rank) for a in axes)))
 
@@ -249,8 +249,8 @@ def convert_tile(g: Context, node: OnnxNode):
     x, repeats = node.inputs[:2]
     if g.ints(repeats) is not None:
         return g.emit(call("tile", x, g.ints(repeats)))
-    counts = _need(node, g.runtime_ints(repeats, "repeat"), "repeats (static length)")
-    dims = _need(node, g.shape(x), "the input shape")
+    counts = need_const(node, g.runtime_ints(repeats, "repeat"), "repeats (static length)")
+    dims = need_const(node, g.shape(x), "the input shape")
     # tile = broadcast over a new leading axis per dim, then merge each pair of axes.
     y = call("expand_dims", x, list(range(0, 2 * len(dims), 2)))
     y = call("broadcast_to", y, [v for pair in zip(counts, dims) for v in pair])
@@ -261,7 +261,7 @@ def convert_depth_to_space(g: Context, node: OnnxNode):
     x, bs = node.inputs[0], node.attrs["blocksize"]
     if node.attrs["mode"] == "CRD":
         return g.emit(call("nn.pixel_shuffle", x, bs))
-    b, c, h, w = _need(node, g.shape(x), "the input shape")
+    b, c, h, w = need_const(node, g.shape(x), "the input shape")
     y = call("reshape", x, [b, bs, bs, tir.floordiv(c, bs * bs), h, w])
     y = call("permute_dims", y, [0, 3, 4, 1, 5, 2])
     return g.emit(call("reshape", y, [b, tir.floordiv(c, bs * bs), h * bs, w * bs]))
@@ -269,7 +269,7 @@ def convert_depth_to_space(g: Context, node: OnnxNode):
 
 def convert_space_to_depth(g: Context, node: OnnxNode):
     x, bs = node.inputs[0], node.attrs["blocksize"]
-    b, c, h, w = _need(node, g.shape(x), "the input shape")
+    b, c, h, w = need_const(node, g.shape(x), "the input shape")
     hb, wb = tir.floordiv(h, bs), tir.floordiv(w, bs)
     y = call("reshape", x, [b, c, hb, bs, wb, bs])
     crd = node.attrs.get("mode") == "CRD"
@@ -292,7 +292,7 @@ def convert_split(g: Context, node: OnnxNode):
     split = node.inputs[1] if len(node.inputs) > 1 else None
     if split is not None and g.value(split) is None:
         return _split_at_runtime(node, g, x, axis, split)
-    sizes = _axes(node, g, 1, "split")
+    sizes = axes_arg(node, g, 1, "split")
     count = node.attrs.get("num_outputs") or node.num_outputs
     dims = g.shape(x)
     if sizes is None and (dims is None or tir.as_int(dims[axis]) is None):
@@ -306,7 +306,7 @@ def convert_split(g: Context, node: OnnxNode):
 
 def _split_at_runtime(node: OnnxNode, g: Context, x, axis: int, split):
     """Parts of sizes known only at run time: slices between symbolic offsets."""
-    sizes = _need(node, g.runtime_ints(split, "split"), "split (static length)")
+    sizes = need_const(node, g.runtime_ints(split, "split"), "split (static length)")
     parts, start = [], 0
     for size in sizes:
         parts.append(g.emit(call("strided_slice", x, [axis], [start], [start + size])))
@@ -321,7 +321,7 @@ def _axis_size(node: OnnxNode, g: Context, x, axis: int):
         return dims[axis]
     whole = call("shape_to_tensor", call("shape_of", x))
     size = g.emit(call("reshape", call("take", whole, relax.const(axis, "int64"), 0), [1]))
-    return _need(node, g.runtime_ints(size, "size"), "the split axis' size")[0]
+    return need_const(node, g.runtime_ints(size, "size"), "the split axis' size")[0]
 
 
 def _split_symbolic(g: Context, x, axis: int, dim, count: int) -> list:
@@ -334,7 +334,7 @@ def _split_symbolic(g: Context, x, axis: int, dim, count: int) -> list:
 def _even_sizes(node: OnnxNode, g: Context, x, axis: int, count: int) -> list:
     dims = g.shape(x)
     dim = tir.as_int(dims[axis]) if dims is not None else None
-    dim = _need(node, dim, "the split axis' size")
+    dim = need_const(node, dim, "the split axis' size")
     size = -(-dim // count)
     return [min(size, dim - size * k) for k in range(count)]
 
@@ -354,7 +354,7 @@ def convert_slice(g: Context, node: OnnxNode):
         raise node.unsupported("starts and ends must have a static length")
     if axes_input(g, node, 3) is not None:
         return _slice_runtime_axes(g, node, x, starts, ends, steps)
-    axes = node.inputs[3] and _need(node, g.ints(node.inputs[3]), "axes")
+    axes = node.inputs[3] and need_const(node, g.ints(node.inputs[3]), "axes")
     return _slice(g, x, starts, ends, axes, steps)
 
 
@@ -458,7 +458,7 @@ def _one_hot_at_runtime(node: OnnxNode, g: Context, indices, depth, values):
     (the depth becomes a symbolic dim)."""
     if g.dtype(depth) != "int64":
         depth = g.emit(call("astype", depth, "int64"))
-    n = _need(node, g.runtime_ints(depth, "depth"), "depth")[0]
+    n = need_const(node, g.runtime_ints(depth, "depth"), "depth")[0]
     idx = g.emit(call("astype", indices, "int64"))
     count = call("reshape", call("shape_to_tensor", relax.ShapeExpr([n])), [])
     idx = g.emit(call("where", call("less", idx, relax.const(0, "int64")),
@@ -507,8 +507,8 @@ def convert_unique(g: Context, node: OnnxNode):
 
 def convert_center_crop_pad(g: Context, node: OnnxNode):
     x, shape = node.inputs[:2]
-    target = _need(node, g.runtime_ints(shape, "size"), "shape (static length)")
-    dims = _need(node, g.shape(x), "the input shape")
+    target = need_const(node, g.runtime_ints(shape, "size"), "shape (static length)")
+    dims = need_const(node, g.shape(x), "the input shape")
     axes = node.attrs["axes"] or list(range(len(dims)))
     axes = [norm_axis(a, len(dims)) for a in axes]
     for axis, size in zip(axes, target):

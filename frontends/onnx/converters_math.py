@@ -9,7 +9,7 @@ from msc.tir import expr as tir
 
 from .common import call, norm_axis, scalar
 from .context import Context, OnnxNode
-from .converters_manipulate import _axes, _need, axes_input
+from .converters_manipulate import axes_arg, axes_input, need_const
 from .dtypes import relax_dtype
 from .runtime_axes import ReductionView, axes_at_runtime
 
@@ -52,7 +52,7 @@ def _over_axes(g: Context, node: OnnxNode, x, fn):
 
 def _reduce_axes(g: Context, node: OnnxNode):
     """The axes to reduce; [] means none (noop_with_empty_axes), None means all."""
-    axes = _axes(node, g, 1)
+    axes = axes_arg(node, g, 1)
     if axes:
         return [norm_axis(a, g.ndim(node.inputs[0])) for a in axes]
     return [] if node.attrs.get("noop_with_empty_axes") else None
@@ -78,7 +78,7 @@ def arg_reduce(op: str):
         if not node.attrs.get("select_last_index"):
             return g.emit(call(op, x, axis, keep))
         flipped = call(op, call("flip", x, axis), axis, keep)
-        last = relax.const(int(_need(node, g.shape(x), "the input shape")[axis]) - 1, "int64")
+        last = relax.const(int(need_const(node, g.shape(x), "the input shape")[axis]) - 1, "int64")
         return g.emit(call("subtract", last, flipped))
 
     convert.__name__ = f"convert_{op}"
@@ -127,9 +127,9 @@ def convert_topk(g: Context, node: OnnxNode):
     if g.ints(k) is not None:
         return _topk(g, node, x, g.ints(k)[0])
     axis = norm_axis(node.attrs["axis"], g.ndim(x))
-    size = tir.as_int(_need(node, g.shape(x), "the input shape")[axis])
-    count = _need(node, g.runtime_ints(k, "k"), "k")[0]
-    whole = _topk(g, node, x, _need(node, size, "the sorted axis' size"))
+    size = tir.as_int(need_const(node, g.shape(x), "the input shape")[axis])
+    count = need_const(node, g.runtime_ints(k, "k"), "k")[0]
+    whole = _topk(g, node, x, need_const(node, size, "the sorted axis' size"))
     return [g.emit(call("strided_slice", y, [axis], [0], [count])) for y in whole]
 
 
@@ -182,7 +182,7 @@ def window(op_type: str):
     a0, a1, a2 = _WINDOWS[op_type]
 
     def convert(g: Context, node: OnnxNode):
-        size = _need(node, g.runtime_ints(node.inputs[0], "size"), "size")[0]
+        size = need_const(node, g.runtime_ints(node.inputs[0], "size"), "size")[0]
         n = size if node.attrs["periodic"] else size - 1
         phase = call("multiply", call("arange", 0, size, 1, "float64"), _two_pi_over(n))
         w = call("subtract", _f64(a0), call("multiply", _f64(a1), call("cos", phase)))

@@ -10,7 +10,7 @@ from msc.tir import expr as tir
 from . import runtime_axes
 from .common import call, norm_axis, pad_axis, scalar
 from .context import Context, OnnxNode
-from .converters_manipulate import _need
+from .converters_manipulate import need_const
 
 _LAYOUTS = {1: ("NCW", "OIW"), 2: ("NCHW", "OIHW"), 3: ("NCDHW", "OIDHW")}
 
@@ -26,7 +26,7 @@ def _window(g: Context, node: OnnxNode, x, kernel: list) -> dict:
     pads = list(node.attrs.get("pads") or [0] * (2 * nd))
     auto_pad = node.attrs.get("auto_pad") or "NOTSET"
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        dims = [tir.as_int(d) for d in _need(node, g.shape(x), "the input shape")[2:]]
+        dims = [tir.as_int(d) for d in need_const(node, g.shape(x), "the input shape")[2:]]
         if any(d is None for d in dims):
             raise node.unsupported("auto_pad needs static spatial dims")
         pads = _same_pads(dims, kernel, strides, dilation, auto_pad == "SAME_UPPER")
@@ -82,7 +82,7 @@ def convert_conv_transpose(g: Context, node: OnnxNode):
 
 def _transpose_pads(g: Context, node: OnnxNode, x, kernel, window, extra):
     """Padding that yields the requested ``output_shape`` (ONNX ConvTranspose rule)."""
-    dims = [tir.as_int(d) for d in _need(node, g.shape(x), "the input shape")[2:]]
+    dims = [tir.as_int(d) for d in need_const(node, g.shape(x), "the input shape")[2:]]
     want = list(node.attrs["output_shape"] or [d * s for d, s in zip(dims,
                                                                        window["strides"])])
     want = want[-len(dims):]
@@ -148,9 +148,9 @@ def global_pool(kind: str):
 
 def convert_max_unpool(g: Context, node: OnnxNode):
     x, indices, output_shape = node.inputs[:3]
-    dims = _need(node, g.shape(x), "the input shape")
+    dims = need_const(node, g.shape(x), "the input shape")
     if output_shape is not None:
-        out = _need(node, g.ints(output_shape), "output_shape")
+        out = need_const(node, g.ints(output_shape), "output_shape")
     else:
         kernel, strides = node.attrs["kernel_shape"], node.attrs["strides"] or [1] * (len(dims)
                                                                                       - 2)
@@ -265,7 +265,7 @@ def convert_rms_norm(g: Context, node: OnnxNode):
 
 def convert_lrn(g: Context, node: OnnxNode):
     x, size = node.inputs[0], node.attrs["size"]
-    n, c, *rest = _need(node, g.shape(x), "the input shape")
+    n, c, *rest = need_const(node, g.shape(x), "the input shape")
     spatial = 1
     for d in rest:
         spatial = spatial * d
@@ -319,7 +319,7 @@ def softmax_v1(op: str):
         axis = norm_axis(node.attrs["axis"], g.ndim(x))
         if axis == g.ndim(x) - 1:
             return g.emit(_softmax_like(g, op, x, axis))
-        dims = _need(node, g.shape(x), "the input shape")
+        dims = need_const(node, g.shape(x), "the input shape")
         lead = 1
         for d in dims[:axis]:
             lead = lead * d
@@ -399,7 +399,7 @@ def _pad_at_runtime(node: OnnxNode, g: Context, x, pads, value, axes):
     constant fill blocks concatenated on both sides (symbolic sizes), or, for the other
     modes, a gather of source indices; negative amounts crop."""
     rank = g.ndim(x)
-    pads = _need(node, g.runtime_ints(pads, "pad"), "pads (static length)")
+    pads = need_const(node, g.runtime_ints(pads, "pad"), "pads (static length)")
     half = len(pads) // 2
     if axes is not None and g.ints(axes) is None:
         axes = runtime_axes.axes_at_runtime(g, node, axes, rank)
@@ -408,7 +408,7 @@ def _pad_at_runtime(node: OnnxNode, g: Context, x, pads, value, axes):
         pads, axes = befores + afters, list(range(rank))
     else:
         axes = list(range(rank)) if axes is None else [
-            norm_axis(a, rank) for a in _need(node, g.ints(axes), "axes")]
+            norm_axis(a, rank) for a in need_const(node, g.ints(axes), "axes")]
     fill = scalar(g, 0, x) if value is None else call(
         "astype", call("reshape", value, []), g.dtype(x))
     mode = node.attrs["mode"]
@@ -448,7 +448,7 @@ def _int_tensor(value):
 
 
 def _pads_for_axes(node: OnnxNode, g: Context, pads, axes, rank: int) -> list:
-    axes = [norm_axis(a, rank) for a in _need(node, g.ints(axes), "axes")]
+    axes = [norm_axis(a, rank) for a in need_const(node, g.ints(axes), "axes")]
     full = [0] * (2 * rank)
     for i, a in enumerate(axes):
         full[a], full[a + rank] = pads[i], pads[i + len(axes)]

@@ -14,7 +14,7 @@ from msc.tir import expr as tir
 
 from .common import call, scalar
 from .context import Context, OnnxNode
-from .converters_manipulate import _need
+from .converters_manipulate import need_const
 
 # ONNX activation name -> fn(g, x, alpha, beta) building the Relax expression.
 ACTIVATIONS = {
@@ -172,7 +172,7 @@ def recurrent(kind: str):
 
 
 def _static_dims(node: OnnxNode, g: Context, x) -> list:
-    dims = [tir.as_int(d) for d in _need(node, g.shape(x), "the input shape")]
+    dims = [tir.as_int(d) for d in need_const(node, g.shape(x), "the input shape")]
     if any(d is None for d in dims):
         raise node.unsupported("recurrent ops need a static sequence length and batch")
     return dims

@@ -29,7 +29,7 @@ import numpy as np
 from ..errors import MSCError
 from ..progress import progress
 from ..s_tir.schedule import Schedule, Trace
-from ..s_tir.schedule.schedule import _perfect_tile
+from ..s_tir.schedule.schedule import perfect_tile
 from .database import FAILED, JSONDatabase, TuningRecord
 from .popen_runner import PopenRunner
 from .runner import CandidateError, Workload, measure
@@ -99,7 +99,7 @@ def _fits(specs: list, decisions: list) -> bool:
 
 
 def _sample(rng: random.Random, specs: list) -> list:
-    return [_perfect_tile(rng, s.extent, s.n, s.limit) if s.kind == "tile"
+    return [perfect_tile(rng, s.extent, s.n, s.limit) if s.kind == "tile"
             else rng.randrange(s.n) for s in specs]
 
 

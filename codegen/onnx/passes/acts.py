@@ -16,14 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ops import _Walk, fold_single_ops
+from .ops import Walk, fold_single_ops
 
 __all__ = ["fold_activations"]
 
 _FLOATS = ("float16", "float32", "float64")
 
 
-def _selu(w: _Walk, node: dict) -> None:
+def _selu(w: Walk, node: dict) -> None:
     elu = w.back(node["inputs"][0], "Elu")
     gamma = w.scalar(node["inputs"][1])
     if elu is not None and gamma is not None and w.const(node["inputs"][1]).ndim == 0:
@@ -32,7 +32,7 @@ def _selu(w: _Walk, node: dict) -> None:
                     attrs={"alpha": elu["attrs"].get("alpha", 1.0), "gamma": gamma})
 
 
-def _thresholded(w: _Walk, node: dict) -> None:
+def _thresholded(w: Walk, node: dict) -> None:
     test = w.back(node["inputs"][0], "Greater")
     x = node["inputs"][1]
     alpha = test and w.scalar(test["inputs"][1])
@@ -43,7 +43,7 @@ def _thresholded(w: _Walk, node: dict) -> None:
     node.update(op_type="ThresholdedRelu", inputs=[x], attrs={"alpha": alpha})
 
 
-def _hard_sigmoid(w: _Walk, node: dict) -> None:
+def _hard_sigmoid(w: Walk, node: dict) -> None:
     shift = w.back(node["inputs"][0], "Add")
     scale = shift and w.back(shift["inputs"][0], "Mul")
     if not scale or len(node["inputs"]) != 3:
@@ -57,7 +57,7 @@ def _hard_sigmoid(w: _Walk, node: dict) -> None:
                 attrs={"alpha": alpha, "beta": beta})
 
 
-def _hard_swish(w: _Walk, node: dict) -> None:
+def _hard_swish(w: Walk, node: dict) -> None:
     gate = w.back(node["inputs"][1], "HardSigmoid")
     alpha, beta = (gate["attrs"]["alpha"], gate["attrs"]["beta"]) if gate else (0, 0)
     if gate is None or gate["inputs"][0] != node["inputs"][0] or \
@@ -67,7 +67,7 @@ def _hard_swish(w: _Walk, node: dict) -> None:
     node.update(op_type="HardSwish", inputs=[node["inputs"][0]], attrs={})
 
 
-def _one_sided_inf(w: _Walk, node: dict) -> None:
+def _one_sided_inf(w: Walk, node: dict) -> None:
     inf = w.back(node["inputs"][0], "IsInf")
     side = inf and next((w.back(node["inputs"][1], op) for op in ("Less", "Greater")
                          if w.back(node["inputs"][1], op)), None)
@@ -79,7 +79,7 @@ def _one_sided_inf(w: _Walk, node: dict) -> None:
     node.update(op_type="IsInf", inputs=[inf["inputs"][0]], attrs={drop: 0})
 
 
-def _lp_norm(w: _Walk, node: dict) -> None:
+def _lp_norm(w: Walk, node: dict) -> None:
     test, ratio = w.back(node["inputs"][0], "Equal"), w.back(node["inputs"][2], "Div")
     norm = ratio and w.made.get(ratio["inputs"][1])
     if not norm or test is None or norm["op_type"] not in ("ReduceL1", "ReduceL2") or \
@@ -100,7 +100,7 @@ def _lp_norm(w: _Walk, node: dict) -> None:
                        "p": 1 if norm["op_type"] == "ReduceL1" else 2})
 
 
-def _top_k(w: _Walk, node: dict) -> None:
+def _top_k(w: Walk, node: dict) -> None:
     """TopK(x, all) with both outputs sliced [0:k[0]] along its axis -> TopK(x, k)."""
     x, shape = node["inputs"][0], w.shape(node["inputs"][0])
     axis = node["attrs"].get("axis", -1)
@@ -118,7 +118,7 @@ def _top_k(w: _Walk, node: dict) -> None:
     w.kill(*(c[0] for c in cuts))
 
 
-def _cut(w: _Walk, value: str, axis: int, rank: int):
+def _cut(w: Walk, value: str, axis: int, rank: int):
     """(Slice, Gather of its end) of a Slice(value, 0, Gather(k, [0]), [axis], [1])."""
     readers = w.users.get(value, [])
     if len(readers) != 1 or value in w.keep or readers[0]["op_type"] != "Slice" or \
@@ -136,7 +136,7 @@ def _cut(w: _Walk, value: str, axis: int, rank: int):
     return cut, gather
 
 
-def _whole(w: _Walk, node: dict) -> None:
+def _whole(w: Walk, node: dict) -> None:
     """Concat(Gather(x, [0]), ..., Gather(x, [n - 1])) of a 1-D x of n elements -> x."""
     parts = [w.back(v, "Gather") for v in node["inputs"]]
     if not parts or any(p is None for p in parts) or node["attrs"].get("axis", 0) != 0 or \
@@ -156,7 +156,7 @@ def _whole(w: _Walk, node: dict) -> None:
     w.kill(node, *parts)
 
 
-def _constant_of_shape(w: _Walk, node: dict) -> None:
+def _constant_of_shape(w: Walk, node: dict) -> None:
     """Expand(scalar constant, shape) -> ConstantOfShape(shape, value)."""
     from onnx import numpy_helper
 
@@ -168,7 +168,7 @@ def _constant_of_shape(w: _Walk, node: dict) -> None:
                 attrs={"value": numpy_helper.from_array(fill.reshape(1))})
 
 
-def _space_to_depth(w: _Walk, node: dict) -> None:
+def _space_to_depth(w: Walk, node: dict) -> None:
     """Reshape(Transpose(Reshape(x, [n, c, h/b, b, w/b, b]), [0, 3, 5, 1, 2, 4]),
     [n, c*b*b, h/b, w/b]) -> SpaceToDepth(x, b) (DCR, the only mode before opset 28)."""
     turn = w.back(node["inputs"][0], "Transpose")

@@ -21,7 +21,7 @@ from .attention_mask import (
     split_softcap,
     unrepeat,
 )
-from .ops import _Walk
+from .ops import Walk
 
 __all__ = ["fold_attention"]
 
@@ -33,20 +33,20 @@ def fold_attention(nodes: list[dict], consts: dict, keep: set, shapes: dict, dty
                    opset: int) -> list[dict]:
     if opset < 23:
         return nodes
-    walk = _Walk(nodes, consts, keep, shapes, dtypes, opset)
+    walk = Walk(nodes, consts, keep, shapes, dtypes, opset)
     for node in nodes:
         if node["op_type"] == "MatMul" and not node["domain"]:
             _attention_at(walk, node)
     return nodes
 
 
-def _scaled(w: _Walk, value: str) -> tuple[str, float] | tuple[None, None]:
+def _scaled(w: Walk, value: str) -> tuple[str, float] | tuple[None, None]:
     mul = w.back(value, "Mul")
     scale = mul and w.scalar(mul["inputs"][1])
     return (mul["inputs"][0], scale) if scale else (None, None)
 
 
-def _guard(w: _Walk, value: str) -> str:
+def _guard(w: Walk, value: str) -> str:
     """The Softmax output under a Where(all-false constant, 0, softmax), else ``value``."""
     where = w.back(value, "Where")
     cond = where and w.const(where["inputs"][0])
@@ -56,7 +56,7 @@ def _guard(w: _Walk, value: str) -> str:
     return where["inputs"][2]
 
 
-def _core(w: _Walk, node: dict):
+def _core(w: Walk, node: dict):
     """(q, k, v, attrs, parts) of the 4-D spelling ending at ``node``, else None."""
     guarded = masked_guard(w, node["inputs"][0])
     probs = guarded[0] if guarded else _guard(w, node["inputs"][0])
@@ -92,7 +92,7 @@ def _core(w: _Walk, node: dict):
     return q, k, node["inputs"][1], {**attrs, **capped, "_s": sq, "_mask": mask}, parts
 
 
-def _mask(w: _Walk, scores: str, guarded: tuple):
+def _mask(w: Walk, scores: str, guarded: tuple):
     """([attn_mask], attrs, the guard's and bias's nodes) of the guarded bias, else None."""
     qk = w.back(scores, "MatMul")
     turn = qk and w.back(qk["inputs"][1], "Transpose")
@@ -106,7 +106,7 @@ def _mask(w: _Walk, scores: str, guarded: tuple):
     return [bias], attrs, guarded[2][1:] + parts  # [0], the Where, is the core's
 
 
-def _into_heads(w: _Walk, value: str):
+def _into_heads(w: Walk, value: str):
     """(3-D input, heads, its nodes) of Transpose(Reshape(x, [b, s, h, d]), [0, 2, 1, 3])."""
     turn = w.back(value, "Transpose")
     split = turn and turn["attrs"].get("perm") == _HEADS and w.back(turn["inputs"][0], "Reshape")
@@ -118,14 +118,14 @@ def _into_heads(w: _Walk, value: str):
     return split["inputs"][0], int(shape[2]), [turn, split]
 
 
-def _next(w: _Walk, value: str, op_type: str) -> dict | None:
+def _next(w: Walk, value: str, op_type: str) -> dict | None:
     readers = w.users.get(value, [])
     if value in w.keep or len(readers) != 1 or readers[0]["op_type"] != op_type:
         return None
     return readers[0]
 
 
-def _three_d(w: _Walk, node: dict, q: str, k: str, v: str):
+def _three_d(w: Walk, node: dict, q: str, k: str, v: str):
     """(end node, head attrs, 3-D inputs, nodes folded) around a 4-D core, else None."""
     turn = _next(w, node["outputs"][0], "Transpose")
     merge = turn and turn["attrs"].get("perm") == _HEADS and \
@@ -145,7 +145,7 @@ def _scale_attr(head: int, s: float, dtype: str) -> dict:
     return {} if float(default) == s else {"scale": float(s) ** 2}
 
 
-def _attention_at(w: _Walk, node: dict) -> None:
+def _attention_at(w: Walk, node: dict) -> None:
     found = _core(w, node)
     if found is None:
         return

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ops import _Walk
+from .ops import Walk
 
 __all__ = ["masked_guard", "split_bias"]
 
 
-def masked_guard(w: _Walk, value: str):
+def masked_guard(w: Walk, value: str):
     """(softmax output, bias, nodes) of the fully-masked-row guard making ``value``."""
     where = w.back(value, "Where")
     if where is None or len(where["inputs"]) != 3 or w.scalar(where["inputs"][1]) != 0.0:
@@ -35,7 +35,7 @@ def masked_guard(w: _Walk, value: str):
     return where["inputs"][2], bias, [where, test, peak]
 
 
-def _axes(w: _Walk, node: dict) -> list | None:
+def _axes(w: Walk, node: dict) -> list | None:
     axes = node["attrs"].get("axes")
     if axes is None and len(node["inputs"]) > 1:
         data = w.const(node["inputs"][1])
@@ -43,7 +43,7 @@ def _axes(w: _Walk, node: dict) -> list | None:
     return axes
 
 
-def split_bias(w: _Walk, bias: str, q: str, k: str) -> tuple | None:
+def split_bias(w: Walk, bias: str, q: str, k: str) -> tuple | None:
     """(attn_mask, attrs, nodes) of a guarded bias read by the scores' Add and the guard's
     ReduceMax: the mask plus constant 2-D band biases (is_causal / window sizes)."""
     parts, band, uses = [], None, 2
@@ -69,7 +69,7 @@ def split_bias(w: _Walk, bias: str, q: str, k: str) -> tuple | None:
     return bias, attrs, parts
 
 
-def _boolean(w: _Walk, value: str, q: str, uses: int) -> str | None:
+def _boolean(w: Walk, value: str, q: str, uses: int) -> str | None:
     """The boolean mask of ``Where(mask, 0, -inf)`` making ``value``, else None."""
     where = w.back(value, "Where", uses)
     if where is None or w.dtypes.get(where["inputs"][0]) != "bool" or \
@@ -79,7 +79,7 @@ def _boolean(w: _Walk, value: str, q: str, uses: int) -> str | None:
     return where["inputs"][0] if zero == 0.0 and low is not None and np.isneginf(low) else None
 
 
-def split_past(w: _Walk, k: str, v: str) -> tuple | None:
+def split_past(w: Walk, k: str, v: str) -> tuple | None:
     """((new k, new v), (past_key, past_value), the two Concats) when the keys and values
     read are ``Concat([past, new], axis=2)`` of 4-D past tensors: ONNX Attention's
     present_key / present_value, which it then writes itself."""
@@ -98,7 +98,7 @@ def split_past(w: _Walk, k: str, v: str) -> tuple | None:
     return news, tuple(n["inputs"][0] for n in found), found
 
 
-def split_softcap(w: _Walk, scores: str) -> tuple:
+def split_softcap(w: Walk, scores: str) -> tuple:
     """(raw scores, {"softcap": c}, nodes) of ``Mul(Tanh(Div(s, c)), c)``, else (scores, {},
     [])."""
     mul = w.back(scores, "Mul")
@@ -110,7 +110,7 @@ def split_softcap(w: _Walk, scores: str) -> tuple:
     return div["inputs"][0], {"softcap": cap}, [mul, tanh, div]
 
 
-def unrepeat(w: _Walk, value: str) -> tuple | None:
+def unrepeat(w: Walk, value: str) -> tuple | None:
     """(kv, groups, nodes) of ``Reshape(Tile(Unsqueeze(kv, [2]), [1, 1, g, 1, 1]),
     [b, h * g, s, d])``: each kv head read by g query heads in a row (grouped heads)."""
     view = w.back(value, "Reshape")

@@ -15,7 +15,7 @@ import itertools
 
 import numpy as np
 
-from .ops import _Walk
+from .ops import Walk
 
 __all__ = ["fold_runtime_axes"]
 
@@ -26,7 +26,7 @@ _MAX_CASES = 4096  # axes values to try; a larger domain stays spelled out
 
 def fold_runtime_axes(nodes: list[dict], consts: dict, keep: set, shapes: dict, dtypes: dict,
                       opset: int) -> list[dict]:
-    walk = _Walk(nodes, consts, keep, shapes, dtypes, opset)
+    walk = Walk(nodes, consts, keep, shapes, dtypes, opset)
     for node in nodes:
         if node["op_type"] in _REDUCES and not node["domain"]:
             _fold_at(walk, node)
@@ -36,21 +36,21 @@ def fold_runtime_axes(nodes: list[dict], consts: dict, keep: set, shapes: dict, 
     return nodes
 
 
-def _squeeze_at(w: _Walk, node: dict) -> None:
+def _squeeze_at(w: Walk, node: dict) -> None:
     """Reshape(x, dims computed from the axes) -> Unsqueeze(x, axes) or Squeeze(x, axes),
     whichever the dims are for every valid axes value."""
     shape = w.shape(node["inputs"][0])
-    axes = shape and not any(d < 0 for d in shape) and _axes_input(w, node["inputs"][1])
+    axes = shape and not any(d < 0 for d in shape) and axes_input(w, node["inputs"][1])
     if not axes:
         return
     rank, count = len(shape), w.shape(axes)[0]
-    grown = _domain(rank + count, count)
-    if grown and _computes(w, node["inputs"][1], axes, grown, rank + count,
+    grown = domain_of(rank + count, count)
+    if grown and computes(w, node["inputs"][1], axes, grown, rank + count,
                            lambda a: _unsqueezed(shape, a)):
         node.update(op_type="Unsqueeze", inputs=[node["inputs"][0], axes], attrs={})
         return
-    ones = [v for v in _domain(rank, count) or () if all(shape[a % rank] == 1 for a in v)]
-    if ones and _computes(w, node["inputs"][1], axes, ones, rank,
+    ones = [v for v in domain_of(rank, count) or () if all(shape[a % rank] == 1 for a in v)]
+    if ones and computes(w, node["inputs"][1], axes, ones, rank,
                           lambda a: [d for i, d in enumerate(shape) if i not in a]):
         node.update(op_type="Squeeze", inputs=[node["inputs"][0], axes], attrs={})
 
@@ -60,7 +60,7 @@ def _unsqueezed(shape: list[int], axes: set) -> list[int]:
     return [1 if i in axes else next(dims) for i in range(len(shape) + len(axes))]
 
 
-def _odd_axes(w: _Walk, node: dict) -> list[int] | None:
+def odd_axes(w: Walk, node: dict) -> list[int] | None:
     axes = node["attrs"].get("axes")
     if axes is None and len(node["inputs"]) > 1:
         data = w.const(node["inputs"][1])
@@ -68,25 +68,25 @@ def _odd_axes(w: _Walk, node: dict) -> list[int] | None:
     return axes
 
 
-def _fold_at(w: _Walk, node: dict) -> None:
+def _fold_at(w: Walk, node: dict) -> None:
     view = w.back(node["inputs"][0], "Reshape")
     x = view and view["inputs"][0]
     shape = x and w.shape(x)
     if not shape or any(d < 0 for d in shape) or node["attrs"].get("keepdims", 1) or \
-            _odd_axes(w, node) != list(range(1, 2 * len(shape), 2)) or \
+            odd_axes(w, node) != list(range(1, 2 * len(shape), 2)) or \
             (w.opset < 18 and node["op_type"] != "ReduceSum"):
         return
-    axes = _axes_input(w, view["inputs"][1])
+    axes = axes_input(w, view["inputs"][1])
     if axes is None:
         return
     rank = len(shape)
-    domain = _domain(rank, w.shape(axes)[0])
-    if domain is None or not _computes(w, view["inputs"][1], axes, domain, rank,
-                                       lambda a: _interleaved(shape, a)):
+    domain = domain_of(rank, w.shape(axes)[0])
+    if domain is None or not computes(w, view["inputs"][1], axes, domain, rank,
+                                       lambda a: interleaved(shape, a)):
         return
     end, keepdims = node, 1
     tail = _only_reader(w, node["outputs"][0], "Reshape")
-    if tail is not None and _computes(w, tail["inputs"][1], axes, domain, rank,
+    if tail is not None and computes(w, tail["inputs"][1], axes, domain, rank,
                                       lambda a: [d for i, d in enumerate(shape) if i not in a]):
         end, keepdims = tail, 0
     parts = [view] + ([node] if end is not node else [])
@@ -95,18 +95,18 @@ def _fold_at(w: _Walk, node: dict) -> None:
                attrs={"keepdims": keepdims})
 
 
-def _only_reader(w: _Walk, value: str, op_type: str) -> dict | None:
+def _only_reader(w: Walk, value: str, op_type: str) -> dict | None:
     readers = w.users.get(value, [])
     if value in w.keep or len(readers) != 1 or readers[0]["op_type"] != op_type:
         return None
     return readers[0]
 
 
-def _interleaved(shape: list[int], axes: set) -> list[int]:
+def interleaved(shape: list[int], axes: set) -> list[int]:
     return [d for i, n in enumerate(shape) for d in ((1, n) if i in axes else (n, 1))]
 
 
-def _domain(rank: int, count: int) -> list[tuple] | None:
+def domain_of(rank: int, count: int) -> list[tuple] | None:
     """Every valid axes value: ``count`` distinct axes in [-rank, rank)."""
     if count < 1 or count > rank or (2 * rank) ** count > _MAX_CASES:
         return None
@@ -114,10 +114,10 @@ def _domain(rank: int, count: int) -> list[tuple] | None:
     return [v for v in values if len({a % rank for a in v}) == count]
 
 
-def _axes_input(w: _Walk, value: str) -> str | None:
+def axes_input(w: Walk, value: str) -> str | None:
     """The one non-constant graph value the shape ``value`` is computed from: a 1-D int64
     of static length (the axes)."""
-    leaves = _graph_leaves(w, [value])
+    leaves = graph_leaves(w, [value])
     if leaves is None or len(leaves) != 1:
         return None
     axes = leaves.pop()
@@ -125,7 +125,7 @@ def _axes_input(w: _Walk, value: str) -> str | None:
     return axes if shape and len(shape) == 1 and w.dtypes.get(axes) == "int64" else None
 
 
-def _graph_leaves(w: _Walk, values: list) -> set | None:
+def graph_leaves(w: Walk, values: list) -> set | None:
     """The non-constant graph values (inputs or values made outside the written nodes) that
     ``values`` are computed from; None when a custom-domain node lies on the way."""
     leaves, stack, seen = set(), list(values), set()
@@ -145,10 +145,10 @@ def _graph_leaves(w: _Walk, values: list) -> set | None:
     return leaves
 
 
-def _computes(w: _Walk, value: str, axes: str, domain: list, rank: int, want) -> bool:
+def computes(w: Walk, value: str, axes: str, domain: list, rank: int, want) -> bool:
     """Whether the subgraph making ``value`` gives ``want(axes wrapped into [0, rank))`` for
     every axes value of ``domain``."""
-    run = _evaluator(w, value, axes)
+    run = evaluator(w, value, axes)
     if run is None:
         return False
     for values in domain:
@@ -161,7 +161,7 @@ def _computes(w: _Walk, value: str, axes: str, domain: list, rank: int, want) ->
     return True
 
 
-def _evaluator(w: _Walk, value: str, axes: str):
+def evaluator(w: Walk, value: str, axes: str):
     """``f(axes array) -> value`` by onnx's reference evaluator over the nodes making it."""
     from onnx import TensorProto, helper, numpy_helper
     from onnx.reference import ReferenceEvaluator

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .axes import _evaluator, _graph_leaves
-from .ops import _Walk
+from .axes import evaluator, graph_leaves
+from .ops import Walk
 
 __all__ = ["fold_runtime_cumulative"]
 
@@ -21,7 +21,7 @@ _OPS = ("CumSum", "CumProd")
 
 def fold_runtime_cumulative(nodes: list[dict], consts: dict, keep: set, shapes: dict,
                             dtypes: dict, opset: int) -> list[dict]:
-    walk = _Walk(nodes, consts, keep, shapes, dtypes, opset)
+    walk = Walk(nodes, consts, keep, shapes, dtypes, opset)
     inner = {v for n in nodes if n["op_type"] == "Where" for v in n["inputs"][1:]}
     for node in nodes:
         if node["op_type"] == "Where" and not node["domain"] and \
@@ -30,7 +30,7 @@ def fold_runtime_cumulative(nodes: list[dict], consts: dict, keep: set, shapes: 
     return nodes
 
 
-def _branches(w: _Walk, node: dict, conds: list, leaves: list) -> bool:
+def _branches(w: Walk, node: dict, conds: list, leaves: list) -> bool:
     """Collects the conditions and the per-axis ops of a Where chain; False when it is not
     one."""
     for value in node["inputs"][1:]:
@@ -48,7 +48,7 @@ def _branches(w: _Walk, node: dict, conds: list, leaves: list) -> bool:
     return True
 
 
-def _leaf_axis(w: _Walk, leaf: dict) -> int | None:
+def _leaf_axis(w: Walk, leaf: dict) -> int | None:
     data = w.const(leaf["inputs"][1])
     return None if data is None or data.size != 1 else int(data.reshape(-1)[0])
 
@@ -60,7 +60,7 @@ def _choose(node: dict, picks: dict) -> dict | None:
     return node
 
 
-def _fold_at(w: _Walk, node: dict) -> None:
+def _fold_at(w: Walk, node: dict) -> None:
     conds, leaves = [], []
     if not _branches(w, node, conds, leaves) or len(leaves) < 2:
         return
@@ -74,7 +74,7 @@ def _fold_at(w: _Walk, node: dict) -> None:
     axis = _single_input(w, [c["inputs"][0] for c in conds])
     if axis is None:
         return
-    runs = [_evaluator(w, c["inputs"][0], axis) for c in conds]
+    runs = [evaluator(w, c["inputs"][0], axis) for c in conds]
     if any(r is None for r in runs):
         return
     branch = {id(c): {True: w.made[c["inputs"][1]], False: w.made[c["inputs"][2]]}
@@ -94,10 +94,10 @@ def _fold_at(w: _Walk, node: dict) -> None:
     node.update(op_type=first["op_type"], inputs=[x, axis], attrs=dict(first["attrs"]))
 
 
-def _single_input(w: _Walk, values: list) -> str | None:
+def _single_input(w: Walk, values: list) -> str | None:
     """The one non-constant graph value the conditions are computed from: a scalar or
     one-element int32 / int64 (the axis)."""
-    leaves = _graph_leaves(w, values)
+    leaves = graph_leaves(w, values)
     axis = leaves.pop() if leaves is not None and len(leaves) == 1 else None
     shape = axis and w.shape(axis)
     if axis is None or shape is None or int(np.prod(shape)) != 1 or \

@@ -13,22 +13,22 @@ reshape to the kept dims becomes keepdims=0.
 
 from __future__ import annotations
 
-from .axes import _axes_input, _computes, _domain, _interleaved, _odd_axes
-from .ops import _Walk
+from .axes import axes_input, computes, domain_of, interleaved, odd_axes
+from .ops import Walk
 
 __all__ = ["fold_log_sum_exp"]
 
 
 def fold_log_sum_exp(nodes: list[dict], consts: dict, keep: set, shapes: dict, dtypes: dict,
                      opset: int) -> list[dict]:
-    walk = _Walk(nodes, consts, keep, shapes, dtypes, opset)
+    walk = Walk(nodes, consts, keep, shapes, dtypes, opset)
     for node in nodes:
         if node["op_type"] == "Add" and not node["domain"] and len(node["inputs"]) == 2:
             _lse_at(walk, node)
     return nodes
 
 
-def _guarded_max(w: _Walk, value: str, uses: int = 1) -> dict | None:
+def _guarded_max(w: Walk, value: str, uses: int = 1) -> dict | None:
     """The ReduceMax m of ``Where(IsInf(m), 0, m)`` making ``value``."""
     where = w.back(value, "Where", uses)
     if where is None or len(where["inputs"]) != 3 or w.scalar(where["inputs"][1]) != 0.0:
@@ -42,15 +42,15 @@ def _guarded_max(w: _Walk, value: str, uses: int = 1) -> dict | None:
         not node["domain"] else None
 
 
-def _axes(w: _Walk, node: dict) -> tuple | None:
+def _axes(w: Walk, node: dict) -> tuple | None:
     """(axes or None for all, noop_with_empty_axes) of a reduction, else None when unknown."""
-    axes = _odd_axes(w, node)
+    axes = odd_axes(w, node)
     if axes is None and len(node["inputs"]) > 1 and node["inputs"][1]:
         return None  # axes computed at run time
     return (tuple(axes) if axes else None, node["attrs"].get("noop_with_empty_axes", 0))
 
 
-def _parts(w: _Walk, add: dict):
+def _parts(w: Walk, add: dict):
     """(x, the reduction's axes node, keepdims, nodes folded) of the spelling at ``add``."""
     log = w.back(add["inputs"][0], "ReduceLogSum")
     exp = log and w.back(log["inputs"][0], "Exp")
@@ -78,12 +78,12 @@ def _parts(w: _Walk, add: dict):
     return sub["inputs"][0], log, keepdims, parts
 
 
-def _squeeze_axes(w: _Walk, node: dict) -> tuple | None:
+def _squeeze_axes(w: Walk, node: dict) -> tuple | None:
     data = w.const(node["inputs"][1])
     return None if data is None else tuple(data.reshape(-1).tolist())
 
 
-def _lse_at(w: _Walk, add: dict) -> None:
+def _lse_at(w: Walk, add: dict) -> None:
     found = _parts(w, add)
     if found is None:
         return
@@ -100,26 +100,26 @@ def _lse_at(w: _Walk, add: dict) -> None:
                attrs={**log["attrs"], "keepdims": keepdims})
 
 
-def _runtime_axes(w: _Walk, x: str, log: dict, keepdims: int):
+def _runtime_axes(w: Walk, x: str, log: dict, keepdims: int):
     """(data, axes input, end node, keepdims, more nodes folded) when ``x`` is the reshape of
     ``data`` to interleaved dims over run-time axes (checked for every axes value)."""
     view = w.made.get(x)
     data = view and view["op_type"] == "Reshape" and not view["domain"] and view["inputs"][0]
     shape = data and w.shape(data)
     if not shape or any(d < 0 for d in shape) or keepdims or x in w.keep or \
-            _odd_axes(w, log) != list(range(1, 2 * len(shape), 2)) or w.opset < 18:
+            odd_axes(w, log) != list(range(1, 2 * len(shape), 2)) or w.opset < 18:
         return None
-    axes = _axes_input(w, view["inputs"][1])
+    axes = axes_input(w, view["inputs"][1])
     rank = len(shape)
-    domain = axes and _domain(rank, w.shape(axes)[0])
-    if not domain or not _computes(w, view["inputs"][1], axes, domain, rank,
-                                   lambda a: _interleaved(shape, a)):
+    domain = axes and domain_of(rank, w.shape(axes)[0])
+    if not domain or not computes(w, view["inputs"][1], axes, domain, rank,
+                                   lambda a: interleaved(shape, a)):
         return None
     add = w.users[log["outputs"][0]][0]
     readers = w.users.get(add["outputs"][0], [])
     tail = readers[0] if len(readers) == 1 and add["outputs"][0] not in w.keep and \
         readers[0]["op_type"] == "Reshape" and not readers[0]["domain"] else None
-    if tail is not None and _computes(w, tail["inputs"][1], axes, domain, rank,
+    if tail is not None and computes(w, tail["inputs"][1], axes, domain, rank,
                                       lambda a: [d for i, d in enumerate(shape) if i not in a]):
         return data, axes, tail, 0, [view, add]
     return data, axes, add, 1, [view]

@@ -25,7 +25,7 @@ __all__ = ["fold_single_ops"]
 _FLOAT8 = {17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2", 20: "float8_e5m2fnuz"}
 
 
-class _Walk:
+class Walk:
     """Producers and readers of the values of a node list."""
 
     def __init__(self, nodes: list[dict], consts: dict, keep: set, shapes: dict, dtypes: dict,
@@ -65,7 +65,7 @@ class _Walk:
             node["outputs"] = [f"{o}.unused" for o in node["outputs"]]  # dead: dropped
 
 
-def _flip_axis(w: _Walk, node: dict | None) -> int | None:
+def _flip_axis(w: Walk, node: dict | None) -> int | None:
     """The axis a Slice reverses whole (starts -1, ends past the front, step -1), else None."""
     if node is None or node["op_type"] != "Slice" or len(node["inputs"]) != 5:
         return None
@@ -79,7 +79,7 @@ def _flip_axis(w: _Walk, node: dict | None) -> int | None:
         and whole else None
 
 
-def _clip(w: _Walk, node: dict) -> None:
+def _clip(w: Walk, node: dict) -> None:
     if len(node["inputs"]) != 2:
         return
     inner = w.back(node["inputs"][0], "Max")
@@ -92,7 +92,7 @@ def _clip(w: _Walk, node: dict) -> None:
     node.update(op_type="Clip", inputs=[x, lo, hi])
 
 
-def _arg_last(w: _Walk, node: dict) -> None:
+def _arg_last(w: Walk, node: dict) -> None:
     arg = next((w.back(node["inputs"][1], op) for op in ("ArgMax", "ArgMin")
                 if w.back(node["inputs"][1], op)), None)
     flip = arg and w.made.get(arg["inputs"][0])
@@ -111,7 +111,7 @@ def _arg_last(w: _Walk, node: dict) -> None:
                 attrs={**arg["attrs"], "select_last_index": 1})
 
 
-def _reverse_scan(w: _Walk, node: dict) -> None:
+def _reverse_scan(w: Walk, node: dict) -> None:
     axis = _flip_axis(w, node)
     scan = axis is not None and next(
         (w.back(node["inputs"][0], op) for op in ("CumSum", "CumProd")
@@ -127,12 +127,12 @@ def _reverse_scan(w: _Walk, node: dict) -> None:
                 attrs={**scan["attrs"], "reverse": 1})
 
 
-def _squared(w: _Walk, value: str) -> dict | None:
+def _squared(w: Walk, value: str) -> dict | None:
     mul = w.back(value, "Mul")
     return mul if mul is not None and len(set(mul["inputs"])) == 1 else None
 
 
-def _reduce_sum(w: _Walk, node: dict) -> None:
+def _reduce_sum(w: Walk, node: dict) -> None:
     """ReduceL1 / ReduceSumSquare at the ReduceSum (ReduceL2 and ReduceLogSum end later)."""
     if any(n["op_type"] in ("Sqrt", "Log") for n in w.users.get(node["outputs"][0], [])):
         return
@@ -144,7 +144,7 @@ def _reduce_sum(w: _Walk, node: dict) -> None:
         node.update(op_type=op, inputs=form[0], attrs=form[1])
 
 
-def _reduce_form(w: _Walk, inputs: list[str], attrs: dict) -> tuple | None:
+def _reduce_form(w: Walk, inputs: list[str], attrs: dict) -> tuple | None:
     """(inputs, attrs) of a Reduce* other than ReduceSum: axes as an attr, and no
     noop_with_empty_axes, before opset 18."""
     if w.opset >= 18:
@@ -161,7 +161,7 @@ def _reduce_form(w: _Walk, inputs: list[str], attrs: dict) -> tuple | None:
 
 
 def _reduce_after(op: str, squared: bool):
-    def rule(w: _Walk, node: dict) -> None:
+    def rule(w: Walk, node: dict) -> None:
         total = w.back(node["inputs"][0], "ReduceSum")
         inner = total and (_squared(w, total["inputs"][0]) if squared else total)
         form = inner and _reduce_form(w, [inner["inputs"][0], *total["inputs"][1:]],
@@ -173,7 +173,7 @@ def _reduce_after(op: str, squared: bool):
     return rule
 
 
-def _hardmax(w: _Walk, node: dict) -> None:
+def _hardmax(w: Walk, node: dict) -> None:
     arg = w.back(node["inputs"][0], "ArgMax")
     depth, values = w.scalar(node["inputs"][1]), w.const(node["inputs"][2])
     shape = arg and w.shape(arg["inputs"][0])
@@ -190,7 +190,7 @@ def _hardmax(w: _Walk, node: dict) -> None:
     node.update(op_type="Hardmax", inputs=[arg["inputs"][0]], attrs={"axis": axis})
 
 
-def _elu(w: _Walk, node: dict) -> None:
+def _elu(w: Walk, node: dict) -> None:
     test = w.back(node["inputs"][0], "Greater")
     scaled = w.back(node["inputs"][2], "Mul")
     minus = scaled and w.back(scaled["inputs"][0], "Sub")
@@ -206,7 +206,7 @@ def _elu(w: _Walk, node: dict) -> None:
     node.update(op_type="Elu", inputs=[x], attrs={"alpha": alpha})
 
 
-def _celu(w: _Walk, node: dict) -> None:
+def _celu(w: Walk, node: dict) -> None:
     relu, low = (w.back(v, op) for v, op in zip(node["inputs"], ("Relu", "Min")))
     scaled = low and w.back(low["inputs"][1], "Mul")
     minus = scaled and w.back(scaled["inputs"][0], "Sub")
@@ -224,7 +224,7 @@ def _celu(w: _Walk, node: dict) -> None:
     node.update(op_type="Celu", inputs=[x], attrs={"alpha": alpha})
 
 
-def _lp_pool(w: _Walk, node: dict) -> None:
+def _lp_pool(w: Walk, node: dict) -> None:
     scaled = w.back(node["inputs"][0], "Mul")
     pool = scaled and w.back(scaled["inputs"][0], "AveragePool")
     power = pool and w.back(pool["inputs"][0], "Pow")
@@ -244,7 +244,7 @@ def _lp_pool(w: _Walk, node: dict) -> None:
     node.update(op_type="LpPool", inputs=[mag["inputs"][0]], attrs={**kept, "p": int(p)})
 
 
-def _pow_int(w: _Walk, node: dict) -> None:
+def _pow_int(w: Walk, node: dict) -> None:
     cast = w.back(node["inputs"][1], "Cast")
     if cast is not None and w.dtypes.get(cast["inputs"][0]) in ("int32", "int64") and \
             cast["attrs"].get("to") in (1, 11) and \
@@ -253,7 +253,7 @@ def _pow_int(w: _Walk, node: dict) -> None:
         node["inputs"] = [node["inputs"][0], cast["inputs"][0]]
 
 
-def _compress(w: _Walk, node: dict) -> None:
+def _compress(w: Walk, node: dict) -> None:
     squeeze = w.back(node["inputs"][1], "Squeeze")
     nonzero = squeeze and w.back(squeeze["inputs"][0], "NonZero")
     axes = squeeze and len(squeeze["inputs"]) > 1 and w.const(squeeze["inputs"][1])
@@ -266,7 +266,7 @@ def _compress(w: _Walk, node: dict) -> None:
                 attrs={"axis": node["attrs"].get("axis", 0)})
 
 
-def _saturating_cast(w: _Walk, node: dict) -> None:
+def _saturating_cast(w: Walk, node: dict) -> None:
     clip = w.back(node["inputs"][0], "Clip")
     to = node["attrs"].get("to")
     if clip is None or to not in _FLOAT8 or node["attrs"].get("saturate", 1) != 0 or \
@@ -281,7 +281,7 @@ def _saturating_cast(w: _Walk, node: dict) -> None:
     node.update(inputs=[clip["inputs"][0]], attrs={"to": to})
 
 
-def _scalar_unwrap(w: _Walk, node: dict) -> None:
+def _scalar_unwrap(w: Walk, node: dict) -> None:
     """Reshape(Gather(Reshape(k, [1]), [0]), []) -> its readers read k."""
     gather = w.back(node["inputs"][0], "Gather")
     wrap = gather and w.back(gather["inputs"][0], "Reshape")
@@ -310,7 +310,7 @@ RULES = {
 def fold_single_ops(nodes: list[dict], consts: dict, keep: set, shapes: dict,
                     dtypes: dict, opset: int, rules: dict | None = None) -> list[dict]:
     """``rules`` (op type of the last node -> rules; default RULES) applied in node order."""
-    walk = _Walk(nodes, consts, keep, shapes, dtypes, opset)
+    walk = Walk(nodes, consts, keep, shapes, dtypes, opset)
     for node in nodes:
         if node["domain"] or node["outputs"][0].endswith(".unused"):
             continue

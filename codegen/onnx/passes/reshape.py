@@ -16,14 +16,14 @@ anything else stays spelled out.
 
 from __future__ import annotations
 
-from .ops import _Walk
+from .ops import Walk
 
 __all__ = ["fold_runtime_reshape"]
 
 
 def fold_runtime_reshape(nodes: list[dict], consts: dict, keep: set, shapes: dict,
                          dtypes: dict, opset: int) -> list[dict]:
-    walk = _Walk(nodes, consts, keep, shapes, dtypes, opset)
+    walk = Walk(nodes, consts, keep, shapes, dtypes, opset)
     for node in nodes:
         if node["op_type"] == "Reshape" and not node["domain"] and \
                 node["attrs"].get("allowzero") == 1:
@@ -31,7 +31,7 @@ def fold_runtime_reshape(nodes: list[dict], consts: dict, keep: set, shapes: dic
     return nodes
 
 
-def _op(w: _Walk, value: str, op_type: str, arity: int) -> dict | None:
+def _op(w: Walk, value: str, op_type: str, arity: int) -> dict | None:
     node = w.made.get(value)
     if node is None or node["op_type"] != op_type or node["domain"] or \
             len(node["inputs"]) != arity:
@@ -39,13 +39,13 @@ def _op(w: _Walk, value: str, op_type: str, arity: int) -> dict | None:
     return node
 
 
-def _is(w: _Walk, value: str, number: int) -> bool:
+def _is(w: Walk, value: str, number: int) -> bool:
     data = w.const(value)
     return data is not None and data.size == 1 and data.dtype.kind in "iu" and \
         int(data.reshape(-1)[0]) == number
 
 
-def _floor_divide(w: _Walk, value: str, x: str, known: str) -> bool:
+def _floor_divide(w: Walk, value: str, x: str, known: str) -> bool:
     """``value`` is floor_divide(Size(x), known) as the writer spells it."""
     div = _op(w, value, "Div", 2)
     sub = div and _op(w, div["inputs"][0], "Sub", 2)
@@ -60,7 +60,7 @@ def _floor_divide(w: _Walk, value: str, x: str, known: str) -> bool:
         guard["inputs"][2] == known
 
 
-def _copied_zeros(w: _Walk, t: str, x: str) -> str | None:
+def _copied_zeros(w: Walk, t: str, x: str) -> str | None:
     """``shape`` of ``Where(Equal(shape, 0), Slice(Cast(Shape(x)), [0], [n]), shape)``."""
     where = _op(w, t, "Where", 3)
     equal = where and _op(w, where["inputs"][0], "Equal", 2)
@@ -90,7 +90,7 @@ def _copied_zeros(w: _Walk, t: str, x: str) -> str | None:
     return shape
 
 
-def _reshape_at(w: _Walk, node: dict) -> None:
+def _reshape_at(w: Walk, node: dict) -> None:
     x, target = node["inputs"][0], _whole(w, node["inputs"][1])
     t = _resolved_hole(w, target, x) or target  # without it, the Reshape infers -1 itself
     shape, allowzero = _copied_zeros(w, t, x), 0
@@ -103,7 +103,7 @@ def _reshape_at(w: _Walk, node: dict) -> None:
     node.update(inputs=[x, shape], attrs={"allowzero": allowzero})
 
 
-def _whole(w: _Walk, value: str) -> str:
+def _whole(w: Walk, value: str) -> str:
     """``v`` of ``Gather(v, [0, 1, ..., n - 1])`` over all of a 1-D ``v``, else ``value``."""
     gather = _op(w, value, "Gather", 2)
     index = gather and w.const(gather["inputs"][1])
@@ -114,7 +114,7 @@ def _whole(w: _Walk, value: str) -> str:
     return gather["inputs"][0]
 
 
-def _resolved_hole(w: _Walk, target: str, x: str) -> str | None:
+def _resolved_hole(w: Walk, target: str, x: str) -> str | None:
     """``t`` of ``Where(hole, floor_divide(Size(x), known), t)`` (the -1 filled in)."""
     last = _op(w, target, "Where", 3)
     hole = last and _op(w, last["inputs"][0], "Equal", 2)
@@ -130,7 +130,7 @@ def _resolved_hole(w: _Walk, target: str, x: str) -> str | None:
     return t
 
 
-def _floor_input(w: _Walk, value: str) -> str | None:
+def _floor_input(w: Walk, value: str) -> str | None:
     """The divisor ``b`` of the floor_divide making ``value``."""
     div = _op(w, value, "Div", 2)
     guard = div and _op(w, div["inputs"][1], "Where", 3)

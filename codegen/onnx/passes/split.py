@@ -8,21 +8,21 @@ outputs for every ``split`` Split accepts (its sizes sum to the axis' dim).
 
 from __future__ import annotations
 
-from .ops import _Walk
+from .ops import Walk
 
 __all__ = ["fold_runtime_split"]
 
 
 def fold_runtime_split(nodes: list[dict], consts: dict, keep: set, shapes: dict, dtypes: dict,
                        opset: int) -> list[dict]:
-    walk = _Walk(nodes, consts, keep, shapes, dtypes, opset)
+    walk = Walk(nodes, consts, keep, shapes, dtypes, opset)
     for node in nodes:
         if node["op_type"] == "Slice" and not node["domain"] and len(node["inputs"]) == 5:
             _split_at(walk, node)
     return nodes
 
 
-def _size(w: _Walk, value: str, split: str | None, k: int) -> str | None:
+def _size(w: Walk, value: str, split: str | None, k: int) -> str | None:
     """``split`` of ``Gather(split, [k])`` (axis 0) making ``value``, else None."""
     node = w.made.get(value)
     index = node and node["op_type"] == "Gather" and w.const(node["inputs"][1])
@@ -33,13 +33,13 @@ def _size(w: _Walk, value: str, split: str | None, k: int) -> str | None:
     return node["inputs"][0]
 
 
-def _cut(w: _Walk, node: dict, x: str, axis: int) -> bool:
+def _cut(w: Walk, node: dict, x: str, axis: int) -> bool:
     axes, steps = (w.const(v) for v in node["inputs"][3:5])
     return node["inputs"][0] == x and axes is not None and steps is not None and \
         axes.reshape(-1).tolist() == [axis] and steps.reshape(-1).tolist() == [1]
 
 
-def _next_part(w: _Walk, x: str, axis: int, end: str, split: str, k: int):
+def _next_part(w: Walk, x: str, axis: int, end: str, split: str, k: int):
     """(slice node, its end) of part k, which starts at ``end``, else None."""
     for add in w.users.get(end, []):
         if add["op_type"] != "Add" or add["domain"] or add["inputs"][0] != end or \
@@ -52,7 +52,7 @@ def _next_part(w: _Walk, x: str, axis: int, end: str, split: str, k: int):
     return None
 
 
-def _split_at(w: _Walk, first: dict) -> None:
+def _split_at(w: Walk, first: dict) -> None:
     x, start, end = first["inputs"][:3]
     shape, begin, axes = w.shape(x), w.const(start), w.const(first["inputs"][3])
     split = _size(w, end, None, 0)

@@ -225,7 +225,7 @@ class _Tile:
         return [(here, first), (b.sub(here, drop), second)]
 
 
-_PLAN = ("n", "G", "S", "ld_group", "OB", "og", "Q", "chunk", "relu", "mode", "H", "W",
+PLAN_FIELDS = ("n", "G", "S", "ld_group", "OB", "og", "Q", "chunk", "relu", "mode", "H", "W",
          "Wq", "Hq", "top", "left", "sh", "sw", "ld", "n_phase", "C_all", "O_all", "OH", "OW",
          "fuse", "w", "bias")
 PLAIN, PADDED, SPLIT = 0, 1, 2  # how the input reaches the kernel: as is, padded, phases
@@ -234,7 +234,7 @@ PREP, CONV, COMPACT = 1, 2, 4  # the stages of one image a driver call runs
 
 def _build_driver(module: ir.Module, lanes: int) -> None:
     """void (x, padded, wide, res, out, offsets, plan, part): one image's stages, the
-    int64 ``plan`` (_PLAN with the weights' and bias's addresses, then the phase pairs) read
+    int64 ``plan`` (PLAN_FIELDS with the weights' and bias's addresses, then the phase pairs) read
     in native code (a ctypes call with 20 ints costs ~5 us); ``res``: null, or a residual
     added before the relu (narrow output rows only). ``part`` = [image, first row, end row, stages, first unit, end unit,
     first channel, end channel] lets threads split an image: PREP pads (or splits) input
@@ -247,11 +247,11 @@ def _build_driver(module: ir.Module, lanes: int) -> None:
                      name=_symbol(lanes))
     x, padded, wide, res, out, offsets, plan, part = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    a = {name: b.load(_gep(b, plan, const64(i))) for i, name in enumerate(_PLAN)}
+    a = {name: b.load(_gep(b, plan, const64(i))) for i, name in enumerate(PLAN_FIELDS)}
     w, bias = b.inttoptr(a["w"], F32_PTR), b.inttoptr(a["bias"], F32_PTR)
     image, row0, row1, stages, u0, u1, c0, c1 = (b.load(_gep(b, part, const64(i)))
                                                  for i in range(8))
-    phases = _gep(b, plan, const64(len(_PLAN)))
+    phases = _gep(b, plan, const64(len(PLAN_FIELDS)))
     src = _gep(b, x, b.mul(image, b.mul(a["C_all"], b.mul(a["H"], a["W"]))))
     dst = _gep(b, out, b.mul(image, b.mul(a["O_all"], b.mul(a["OH"], a["OW"]))))
     plain = b.icmp_signed("==", a["mode"], const64(PLAIN))

@@ -119,7 +119,7 @@ def pack_b(b: np.ndarray, lanes: int | None = None) -> PackedB:
     k, n = b.shape
     nr = GemmConfig(lanes).nr
     full, rest = divmod(n, nr)
-    data = _aligned_empty((full + bool(rest)) * k * nr)
+    data = aligned_empty((full + bool(rest)) * k * nr)
     panels = data.reshape(full + bool(rest), k, nr)
     panels[:full] = b[:, : full * nr].reshape(k, full, nr).transpose(1, 0, 2)
     if rest:
@@ -128,7 +128,7 @@ def pack_b(b: np.ndarray, lanes: int | None = None) -> PackedB:
     return PackedB(data, k, n, lanes)
 
 
-def _aligned_empty(size: int) -> np.ndarray:
+def aligned_empty(size: int) -> np.ndarray:
     raw = np.empty(size + _ALIGN // 4, dtype=np.float32)
     start = (-raw.ctypes.data % _ALIGN) // 4
     return raw[start: start + size]

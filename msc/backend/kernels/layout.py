@@ -373,7 +373,7 @@ def collapse_permutation(shape: tuple, axes: tuple) -> tuple[list, list]:
     return dims, steps
 
 
-class _PermuteKernel(Kernel):
+class PermuteKernel(Kernel):
     """out = x.transpose(axes) for 32-bit elements; runs along a kept last axis are copied
     natively, other permutations (or more than 3 outer dims) by numpy into ``out``."""
 
@@ -472,11 +472,11 @@ class PermuteFact(KernelFact):
             return False
         shape = _static_shape(x)
         # a static shape the run copy cannot take goes to the TIR / numpy path (and is counted)
-        return shape is None or _PermuteKernel.plan_of(shape, axes) is not None
+        return shape is None or PermuteKernel.plan_of(shape, axes) is not None
 
     def make(self, site: Site) -> Kernel:
         x = site.tensor(0)
-        return _PermuteKernel(_axes(site, x.ndim), np.dtype(x.dtype))
+        return PermuteKernel(_axes(site, x.ndim), np.dtype(x.dtype))
 
 
 def _axes(site: Site, ndim: int) -> tuple:

@@ -149,7 +149,7 @@ def norm_row(site: Site) -> int | None:
     return math.prod(shape[len(shape) - len(axes):])
 
 
-def _affine_const(site: Site, i: int, n: int, flag: str) -> np.ndarray | None:
+def affine_const(site: Site, i: int, n: int, flag: str) -> np.ndarray | None:
     """gamma (i=1) or beta (i=2) as [n] floats; ones / zeros when its flag is off."""
     if not site.attr(flag, True):
         return np.full(n, 1.0 if i == 1 else 0.0, np.float32)
@@ -166,14 +166,14 @@ class LayerNormFact(KernelFact):
         x, out = site.tensor(0), site.out
         n = norm_row(site)
         return (n is not None and x.dtype == "float32" and getattr(out, "dtype", "") == "float32"
-                and _affine_const(site, 1, n, "scale") is not None
-                and _affine_const(site, 2, n, "center") is not None)
+                and affine_const(site, 1, n, "scale") is not None
+                and affine_const(site, 2, n, "center") is not None)
 
     def make(self, site: Site) -> Kernel:
         n = norm_row(site)
         shape = tuple(int(d.value) for d in site.tensor(0).values)
-        return LayerNormKernel(shape, n, _affine_const(site, 1, n, "scale"),
-                               _affine_const(site, 2, n, "center"),
+        return LayerNormKernel(shape, n, affine_const(site, 1, n, "scale"),
+                               affine_const(site, 2, n, "center"),
                                float(site.attr("epsilon", 1e-5)))
 
 

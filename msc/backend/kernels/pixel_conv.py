@@ -28,10 +28,10 @@ from ..llvm.loops import F32_PTR, I64, const64, entry_alloca, for_range, imin, s
 from ..runtime.threads import NativeTasks, cache_bytes, native_address, split_range, task_threads
 from .base import Kernel
 from .dense import Address
-from .direct_conv import _PLAN, PREP, RELU6, DirectConv2d, checked_plan
+from .direct_conv import PLAN_FIELDS, PREP, RELU6, DirectConv2d, checked_plan
 from .direct_conv_prep import Vec
 from .direct_conv_prep import gep as _gep
-from .gemm import _aligned_empty
+from .gemm import aligned_empty
 from .layout import scratch_addresses, transpose_fn
 
 __all__ = ["PixelConv2d", "pixel_conv_available"]
@@ -161,7 +161,7 @@ class PixelConv2d(Kernel):
         k = self.c * kh * kw
         w = np.zeros((panels * nr, k), np.float32)
         w[:self.o] = weight_oihw.reshape(self.o, k)
-        self.w = _aligned_empty(panels * k * nr).reshape(panels, k, nr)  # aligned loads
+        self.w = aligned_empty(panels * k * nr).reshape(panels, k, nr)  # aligned loads
         self.w[:] = w.reshape(panels, nr, k).transpose(0, 2, 1)
         self.bias = np.zeros(panels * nr, np.float32)
         if bias is not None:
@@ -203,7 +203,7 @@ class PixelConv2d(Kernel):
         prep = self.prep._plan(shape)
         n, (sh, sw) = shape[0], self.strides
         oh, ow = (max(d, 0) for d in _strided_dims(self.prep, shape, self.strides))
-        wq = int(prep.args[_PLAN.index("Wq")])  # the padded row length the offsets assume
+        wq = int(prep.args[PLAN_FIELDS.index("Wq")])  # the padded row length the offsets assume
         pix = (np.arange(oh)[:, None] * sh * wq + np.arange(ow)[None, :] * sw).reshape(-1)
         plan = self._plans[shape] = _Plan(
             (n, self.o, oh, ow), prep, np.ascontiguousarray(pix, np.int64),

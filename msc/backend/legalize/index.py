@@ -28,7 +28,7 @@ from .common import (
     rule,
 )
 from .create import const_arg
-from .manipulate import _unravel
+from .manipulate import unravel
 from .te import cast, const, idx, prim_arg
 
 
@@ -101,7 +101,7 @@ def _scan(kind: str):
             pos = E.sub(i[axis], shift) if shift else i[axis]
             at = tuple(pos if d == axis else v for d, v in enumerate(i))
             if flat:
-                return cast(x[_unravel(x.shape, out.values, at)], dt)
+                return cast(x[unravel(x.shape, out.values, at)], dt)
             return cast(x[at], dt)
 
         def value(*i):

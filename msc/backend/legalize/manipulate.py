@@ -28,7 +28,7 @@ def _is_one(d) -> bool:
     return isinstance(d, E.IntImm) and d.value == 1
 
 
-def _unravel(in_shape, out_shape, ivars) -> tuple:
+def unravel(in_shape, out_shape, ivars) -> tuple:
     """x's index for output index ``ivars`` of a reshape (same elements, row-major). Dims of
     size 1 are dropped and a common suffix of dims maps one to one."""
     ins = [d for d, s in enumerate(in_shape) if not _is_one(s)]
@@ -50,7 +50,7 @@ def _reshape(name: str):
     def legalize(call):
         b, (x,) = inputs(call)
         out = output(call)
-        y = b.compute(out.values, lambda *i: x[_unravel(x.shape, out.values, i)],
+        y = b.compute(out.values, lambda *i: x[unravel(x.shape, out.values, i)],
                       "T_" + name)
         return b.prim_func([y], name)
     return legalize
@@ -205,7 +205,7 @@ def _repeat(call):
     r = int(a["repeats"])
     if a.get("axis") is None:
         def value(i):
-            return x[_unravel(x.shape, (_size(x.shape),), (E.floordiv(i, r),))]
+            return x[unravel(x.shape, (_size(x.shape),), (E.floordiv(i, r),))]
     else:
         axis = int(a["axis"]) % x.ndim
 

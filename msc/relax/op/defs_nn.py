@@ -38,7 +38,7 @@ from .infer import (
     shapes_differ,
     tensor,
 )
-from .registry import REQUIRED, Arg, AttrDef, OpDef, _param, make_call, register
+from .registry import REQUIRED, Arg, AttrDef, OpDef, make_call, register, signature_param
 
 # --------------------------------------------------------------------------------------------
 # Builders whose positional order is TVM's Python one (it differs from the attr print order).
@@ -49,7 +49,7 @@ def python_order(op_def: OpDef, order: list, extra: dict | None = None, prepare=
     names the op itself does not declare; ``prepare(values)`` may rewrite the bound values and
     returns the name of the op to call (attention routes to attention_bias)."""
     defaults = {p.name: p.default for p in op_def.args + op_def.attrs} | (extra or {})
-    sig = inspect.Signature([_param(name, defaults[name]) for name in order])
+    sig = inspect.Signature([signature_param(name, defaults[name]) for name in order])
 
     def build(*args, **kwargs):
         try:

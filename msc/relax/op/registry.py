@@ -244,8 +244,8 @@ def signature(op_def: OpDef) -> inspect.Signature:
     cached = _SIGNATURES.get(op_def.name)
     if cached is not None and cached[0] is op_def:
         return cached[1]
-    params = [_param(a.name, a.default) for a in op_def.args]
-    params += [_param(a.name, a.default) for a in op_def.attrs]
+    params = [signature_param(a.name, a.default) for a in op_def.args]
+    params += [signature_param(a.name, a.default) for a in op_def.attrs]
     sig = inspect.Signature(params)
     _SIGNATURES[op_def.name] = (op_def, sig)
     return sig
@@ -254,7 +254,7 @@ def signature(op_def: OpDef) -> inspect.Signature:
 _SIGNATURES: dict = {}  # op name -> (its OpDef, signature)
 
 
-def _param(name: str, default) -> inspect.Parameter:
+def signature_param(name: str, default) -> inspect.Parameter:
     default = inspect.Parameter.empty if default is REQUIRED else default
     return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default)
 

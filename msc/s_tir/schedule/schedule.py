@@ -317,7 +317,7 @@ class Schedule:
         if extent is None:
             raise ScheduleError("sample_perfect_tile needs a loop of constant extent")
         if decision is None:
-            decision = _perfect_tile(self._rng, extent, int(n), int(max_innermost_factor))
+            decision = perfect_tile(self._rng, extent, int(n), int(max_innermost_factor))
         decision = [int(d) for d in decision]
         if len(decision) != n or _prod(decision) != extent:
             raise ScheduleError(f"tile decision {decision} does not split {extent} in {n}")
@@ -433,7 +433,7 @@ def _prime_factors(n: int) -> list:
     return out + ([n] if n > 1 else [])
 
 
-def _perfect_tile(rng: random.Random, extent: int, n: int, max_inner: int) -> list:
+def perfect_tile(rng: random.Random, extent: int, n: int, max_inner: int) -> list:
     """Each prime factor of ``extent`` goes to a random position; redrawn while the innermost
     factor is too large (then the innermost gets what fits)."""
     primes = _prime_factors(extent)

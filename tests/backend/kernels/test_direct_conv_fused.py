@@ -57,15 +57,15 @@ def test_fused_compaction_matches_torch(monkeypatch, n, c, h, w, o, k, stride, p
     monkeypatch.setattr(direct_conv, "_PARALLEL_PREP", 0)
     kernel, out, ref = _run(n, c, h, w, o, k, stride, pad, dilation, groups, threads=threads)
     plan = next(iter(kernel._plans.values()))
-    wq, ow = plan.args[direct_conv._PLAN.index("Wq")], ref.shape[3]
-    assert plan.args[direct_conv._PLAN.index("fuse")] == int(wq != ow and wq >= kernel.lanes)
+    wq, ow = plan.args[direct_conv.PLAN_FIELDS.index("Wq")], ref.shape[3]
+    assert plan.args[direct_conv.PLAN_FIELDS.index("fuse")] == int(wq != ow and wq >= kernel.lanes)
     np.testing.assert_allclose(out, ref, **TOL)
 
 
 def test_compaction_pass_stays_below_the_limit():
     kernel, out, ref = _run(1, 8, 14, 20, 16, 3, 1, (1, 1, 1, 1))
     plan = next(iter(kernel._plans.values()))
-    assert plan.args[direct_conv._PLAN.index("fuse")] == 0  # 16 x 14 x 22 floats fit L2
+    assert plan.args[direct_conv.PLAN_FIELDS.index("fuse")] == 0  # 16 x 14 x 22 floats fit L2
     np.testing.assert_allclose(out, ref, **TOL)
 
 
@@ -73,5 +73,5 @@ def test_a_real_stem_takes_the_fused_stores():
     """ShuffleNet's stem: 24 x 112 x 113 wide floats (1.2 MB) take the fused stores."""
     kernel, out, ref = _run(1, 3, 224, 224, 24, 3, 2, (1, 1, 1, 1))
     plan = next(iter(kernel._plans.values()))
-    assert plan.args[direct_conv._PLAN.index("fuse")] == 1 and plan.scratch[1] == 0
+    assert plan.args[direct_conv.PLAN_FIELDS.index("fuse")] == 1 and plan.scratch[1] == 0
     np.testing.assert_allclose(out, ref, **TOL)

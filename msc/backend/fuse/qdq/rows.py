@@ -26,7 +26,7 @@ from ....relax.op.registry import OPS, ops_in, ops_with
 from ...dispatch.resolve import numpy_caller
 from ...kernels.int8.layout import QPermute, QSlice, word_permutable
 from ...kernels.int8.rows import MAX_ROW, QLayerNorm, QSoftmax, quant_params
-from ...kernels.norm import _affine_const
+from ...kernels.norm import affine_const
 from ...runtime.program import Node, Program
 from .lut import program_readers, shape_of
 
@@ -216,7 +216,7 @@ class _Rows:
             return
         axes = sorted({int(a) % len(shape) for a in ln.site.attr("axes") or ()})
         n = shape[-1]
-        gamma, beta = _affine_const(ln.site, 1, n, "scale"), _affine_const(ln.site, 2, n,
+        gamma, beta = affine_const(ln.site, 1, n, "scale"), affine_const(ln.site, 2, n,
                                                                           "center")
         if axes != [len(shape) - 1] or gamma is None or beta is None:
             return

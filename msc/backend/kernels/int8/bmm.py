@@ -33,7 +33,7 @@ from ...llvm.loops import I32, I64, for_range
 from ...runtime.task_wrap import wrapped_tasks
 from ...runtime.threads import task_threads
 from ..base import Kernel
-from .conv import _ACT, _check, _check_out, _Epilogue, pack_fn
+from .conv import ACT_DTYPES, Epilogue, check_operand, check_out, pack_fn
 from .gemm import NR, OUTS, QGemmConfig, host_vnni, qgemm_driver
 
 __all__ = ["QBatchMatmul"]
@@ -126,8 +126,8 @@ class QBatchMatmul(Kernel):
                  post: tuple | None = None):
         self.op = op
         (a_dtype, za), (b_dtype, zb) = a, b
-        self.a_np, self.a_flip = _ACT[a_dtype]
-        self.b_np, b_flip = _ACT[b_dtype]
+        self.a_np, self.a_flip = ACT_DTYPES[a_dtype]
+        self.b_np, b_flip = ACT_DTYPES[b_dtype]
         self.za = int(za) + (128 if self.a_flip else 0)
         self.zb, self.off = int(zb), 128 if b_flip == 0 else 0  # uint8 B is flipped to int8
         self.pack_flip = -128 if self.off else 0
@@ -141,16 +141,16 @@ class QBatchMatmul(Kernel):
         self.driver = qgemm_driver(self.cfg)
         self.pack, self.sums = pack_fn(), _sums()
 
-    def _epilogue(self, n: int) -> _Epilogue:
+    def _epilogue(self, n: int) -> Epilogue:
         """Scale / bias / output arrays for N columns (made once per N)."""
         if n not in self.epis:
-            self.epis[n] = _Epilogue(np.zeros((n, 1), np.int8), 0, self.scale, self.bias,
+            self.epis[n] = Epilogue(np.zeros((n, 1), np.int8), 0, self.scale, self.bias,
                                      self.out, self.relu, self.post)
         return self.epis[n]
 
     def __call__(self, a, b, out):
-        a = _check(a, self.a_np, "lhs", self.op)
-        b = _check(b, self.b_np, "rhs", self.op)
+        a = check_operand(a, self.a_np, "lhs", self.op)
+        b = check_operand(b, self.b_np, "rhs", self.op)
         if a.ndim < 2 or b.shape[:-2] != a.shape[:-2] or b.ndim != a.ndim or (
                 a.shape[-1] != b.shape[-2] or a.shape[-1] % 4):
             raise ShapeError(f"expects [..., M, K] @ [..., K, N] with equal batch dims and K a "
@@ -159,7 +159,7 @@ class QBatchMatmul(Kernel):
         m, k = a.shape[-2:]
         n = b.shape[-1]
         epi = self._epilogue(n)
-        _check_out(out, a.shape[:-1] + (n,), epi.dtype, self.op)
+        check_out(out, a.shape[:-1] + (n,), epi.dtype, self.op)
         batch = out.size // max(m * n, 1)
         if not out.size:
             return out

@@ -32,8 +32,8 @@ from .gemm import QGemmConfig, aligned_bytes, host_vnni, pack_vnni, qgemm_driver
 
 __all__ = ["QConv2d", "QDense", "pack_fn"]
 
-_NP_OUT = {"s32": np.int32, "f32": np.float32, "u8": np.uint8, "s8": np.int8}
-_ACT = {"uint8": (np.uint8, 0), "int8": (np.int8, 0x80)}  # dtype -> (numpy, xor to u8)
+NP_OUT = {"s32": np.int32, "f32": np.float32, "u8": np.uint8, "s8": np.int8}
+ACT_DTYPES = {"uint8": (np.uint8, 0), "int8": (np.int8, 0x80)}  # dtype -> (numpy, xor to u8)
 
 
 @cache
@@ -57,7 +57,7 @@ def pack_fn():
 # Kernels
 
 
-class _Epilogue:
+class Epilogue:
     """Per-channel comp (int32), scale, bias (float32) and the output's quantization.
 
     ``post``: None, or ``(mid kind, mid scale, mid zero, pscale, pbias, relu2)`` when a
@@ -75,7 +75,7 @@ class _Epilogue:
             (int(x_zero) * w_rows.astype(np.int64).sum(axis=1)).astype(np.int32))
         self.scale, self.bias = per_channel(scale, 1), per_channel(bias, 0)
         kind, out_scale, out_zero = out if isinstance(out, tuple) else (out, 1.0, 0)
-        self.kind, self.dtype = kind, np.dtype(_NP_OUT[kind])
+        self.kind, self.dtype = kind, np.dtype(NP_OUT[kind])
         self.mid = post[0] if post else ""
         first = (post[1], post[2]) if post else (out_scale, out_zero)
         self.pscale = per_channel(post[3] if post else None, 1)
@@ -86,7 +86,7 @@ class _Epilogue:
                      self.pbias.ctypes.data, float(second[0]), int(second[1]), second[2])
 
 
-def _check(x, dtype, param: str, op: str) -> np.ndarray:
+def check_operand(x, dtype, param: str, op: str) -> np.ndarray:
     if type(x) is not np.ndarray or x.dtype != dtype:
         raise ShapeError(f"expected a {np.dtype(dtype)} array, got "
                          f"{getattr(x, 'dtype', type(x).__name__)}", op=op, param=param)
@@ -96,7 +96,7 @@ def _check(x, dtype, param: str, op: str) -> np.ndarray:
 def conv_dims(k, x, channels: int) -> tuple:
     """(checked x, (N, H, W, OH, OW)) for an NCHW conv kernel ``k`` (its window, strides,
     padding, dilation) on ``x`` of ``channels`` channels."""
-    x = _check(x, k.x_np, "data", k.op)
+    x = check_operand(x, k.x_np, "data", k.op)
     if x.ndim != 4 or x.shape[1] != channels:
         raise ShapeError(f"expects [N, {channels}, H, W], got {x.shape}", op=k.op,
                          param="data")
@@ -108,7 +108,7 @@ def conv_dims(k, x, channels: int) -> tuple:
     return x, (n, h, w, oh, ow)
 
 
-def _check_out(out, shape: tuple, dtype, op: str) -> None:
+def check_out(out, shape: tuple, dtype, op: str) -> None:
     if (type(out) is not np.ndarray or out.shape != shape or out.dtype != dtype
             or not out.flags.c_contiguous or not out.flags.writeable):
         raise ShapeError(f"output buffer {getattr(out, 'shape', None)} "
@@ -132,10 +132,10 @@ class QConv2d(Kernel):
         self.w = aligned_bytes(self.o * self.k4, np.int8).reshape(self.o, self.k4)
         self.w[:] = 0
         self.w[:, :self.k] = w_q.reshape(self.o, -1)
-        self.x_np, self.flip = _ACT[x_dtype]
+        self.x_np, self.flip = ACT_DTYPES[x_dtype]
         zero = int(x_zero) + (128 if self.flip else 0)
         self.zero = zero
-        self.epi = _Epilogue(self.w, zero, scale, bias, out, relu, post)
+        self.epi = Epilogue(self.w, zero, scale, bias, out, relu, post)
         self.strides, self.padding, self.dilation = (attrs["strides"], attrs["padding"],
                                                      attrs["dilation"])
         self.cfg = QGemmConfig("row", self.epi.kind, host_vnni() if vnni is None else vnni,
@@ -148,7 +148,7 @@ class QConv2d(Kernel):
 
     def __call__(self, x, out):
         x, (n, h, w, oh, ow) = conv_dims(self, x, self.c * self.groups)
-        _check_out(out, (n, self.o, oh, ow), self.epi.dtype, self.op)
+        check_out(out, (n, self.o, oh, ow), self.epi.dtype, self.op)
         if not out.size:
             return out
         threads = task_threads()
@@ -175,19 +175,19 @@ class QDense(Kernel):
         self.k, self.n = w_kn.shape
         self.k4 = -(-self.k // 4) * 4
         self.packed = pack_vnni(w_kn)
-        self.x_np, self.flip = _ACT[x_dtype]
+        self.x_np, self.flip = ACT_DTYPES[x_dtype]
         zero = int(x_zero) + (128 if self.flip else 0)
-        self.epi = _Epilogue(np.ascontiguousarray(w_kn.T), zero, scale, bias, out, relu, post)
+        self.epi = Epilogue(np.ascontiguousarray(w_kn.T), zero, scale, bias, out, relu, post)
         self.cfg = QGemmConfig("col", self.epi.kind, host_vnni() if vnni is None else vnni,
                                self.epi.mid)
         self.driver = qgemm_driver(self.cfg)
 
     def __call__(self, x, out):
-        x = _check(x, self.x_np, "data", self.op)
+        x = check_operand(x, self.x_np, "data", self.op)
         if not x.shape or x.shape[-1] != self.k:
             raise ShapeError(f"expects [..., {self.k}], got {x.shape}", op=self.op,
                              param="data")
-        _check_out(out, x.shape[:-1] + (self.n,), self.epi.dtype, self.op)
+        check_out(out, x.shape[:-1] + (self.n,), self.epi.dtype, self.op)
         m = x.size // self.k if self.k else int(np.prod(x.shape[:-1]))
         if not (m and self.n):
             return out

@@ -27,7 +27,7 @@ from llvmlite import ir
 from ...llvm.jit import get_jit
 from ...llvm.loops import I32, I64, const64, for_range, imin
 from ...runtime.threads import NativeTasks, cache_bytes, native_address, split_range
-from .gemm import _DRIVER_TYPES, I8, I8_PTR, LANES, NR, OUTS
+from .gemm import DRIVER_TYPES, I8, I8_PTR, LANES, NR, OUTS
 
 __all__ = ["FIELDS", "block_fn", "build_pack", "conv_plan"]
 
@@ -41,7 +41,7 @@ _L2_BLOCK = cache_bytes(2)  # patch rows + panels a block unfolds at a time: one
 # ran slower on one thread: more, shorter copies and GEMM calls)
 PARALLEL_MACS = 1e6  # ~10 us at VNNI speed: a handoff (~5 us) pays off from here
 
-_SLACK = 128  # bytes after the padded planes and the patch rows: whole-vector copies
+SLACK = 128  # bytes after the padded planes and the patch rows: whole-vector copies
 PACK = "msc_qpack_vnni_u8"
 
 
@@ -89,7 +89,7 @@ def build_pack(module: ir.Module) -> None:
 
 
 
-def _pad_planes(b, a) -> None:
+def pad_planes(b, a) -> None:
     """xp[c, PT + y, PL + x] = x[c, y, x], ``fill`` elsewhere."""
     total = b.mul(a["c"], b.mul(a["hp"], a["wp"]))
     _fill(b, a["xp"], const64(0), total, a["fill"])
@@ -177,7 +177,7 @@ def _build_block(module: ir.Module, pack: ir.Function) -> None:
     direct = b.icmp_signed("!=", b.and_(flags, const64(DIRECT)), const64(0))
     with b.if_then(b.not_(direct)):
         _pad_window(b, v, x, xp)
-    driver = b.inttoptr(v["driver"], ir.FunctionType(ir.VoidType(), _DRIVER_TYPES).as_pointer())
+    driver = b.inttoptr(v["driver"], ir.FunctionType(ir.VoidType(), DRIVER_TYPES).as_pointer())
     groups = b.sdiv(v["k4"], const64(4))
     with for_range(b, v["q1"], start=v["q0"], step=v["qb"], name="q") as q:
         nq = imin(b, v["qb"], b.sub(v["q1"], q))
@@ -201,7 +201,7 @@ def _driver_args(b, v, packed, dst, nq, groups) -> list:
 
     def i32(name):
         return b.trunc(v[name], I32)
-    t = _DRIVER_TYPES
+    t = DRIVER_TYPES
     return [ptr("w_ptr", I8_PTR), packed, dst, v["rows"], nq, groups, v["k4"], v["p"],
             ptr("comp", t[8]), ptr("scale", t[9]), ptr("bias", t[10]), f32("oscale"),
             i32("ozp"), i32("relu"), ptr("pscale", t[14]), ptr("pbias", t[15]), f32("s2"),
@@ -336,8 +336,8 @@ def conv_plan(k, n: int, dims: tuple, threads: int) -> ConvPlan:
     for t, (i, g, q0, q1, r0, r1) in enumerate(units):
         y0, wh = _window(k, ow, q0, q1)
         qb = min(most, _round64(q1 - q0))
-        cols, packed = (0 if k.direct else _round64(k.k4 * qb + _SLACK)), k.k4 * qb
-        xp = 0 if k.direct else _round64(k.c * wh * fixed["wp"] + _SLACK)
+        cols, packed = (0 if k.direct else _round64(k.k4 * qb + SLACK)), k.k4 * qb
+        xp = 0 if k.direct else _round64(k.c * wh * fixed["wp"] + SLACK)
         values = dict(fixed, y0=y0, wh=wh, cols=at, packed=at + cols, xp=at + cols + packed,
                       q0=q0, q1=q1, qb=qb, rows=r1 - r0, **_epilogue(k, g * og + r0))
         rows[t] = [values[name] for name in FIELDS]

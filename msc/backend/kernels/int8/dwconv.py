@@ -2,7 +2,7 @@
 mobilenet's 3x3 convs, which a GEMM would run as thousands of 1 x 9 products.
 
 Per image, the uint8 / int8 input is first copied into padded planes (the zero point around
-it, int8/conv_tasks.py's ``_pad_planes``), so that every tap reads in range. Then per channel and
+it, int8/conv_tasks.py's ``pad_planes``), so that every tap reads in range. Then per channel and
 output row, 16 output pixels at a time: ``acc += x[ih, iw + lane * stride] * w[c, tap]`` in
 int32 lanes (stride 1: one 16-byte load per tap; stride 2: a 32-byte load whose even bytes
 are the lanes), and the int8 GEMM's epilogue (int8/gemm.py, "row" orientation: one channel a
@@ -27,19 +27,19 @@ from ...runtime.task_wrap import wrapped_tasks
 from ...runtime.threads import split_range, task_threads
 from ..base import Kernel
 from ..layout import scratch_addresses
-from .conv import _ACT, _check_out, _Epilogue, conv_dims
-from .conv_tasks import _SLACK, _pad_planes
+from .conv import ACT_DTYPES, Epilogue, check_out, conv_dims
+from .conv_tasks import SLACK, pad_planes
 from .gemm import (
-    _DRIVER_TYPES,
-    _IR,
     DRIVER_CTYPES,
+    DRIVER_TYPES,
     I8,
     I8_PTR,
     LANES,
     OUTS,
+    IRTypes,
     QGemmConfig,
-    _epilogue,
-    _splat,
+    emit_epilogue,
+    splat,
 )
 from .tasks import Plans
 
@@ -65,8 +65,8 @@ def _build(cfg: QGemmConfig, stride: int, signed: bool, window: tuple) -> ir.Mod
     unrolled, their weights splatted once per channel)."""
     symbol = _symbol(cfg, stride, signed, window)
     module = ir.Module(name=symbol)
-    t = _IR(module, cfg)
-    epi_types = _DRIVER_TYPES[8:]
+    t = IRTypes(module, cfg)
+    epi_types = DRIVER_TYPES[8:]
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8_PTR, I8_PTR, *epi_types,
                                                              I32.as_pointer()] + [I64] * 12),
                      name=symbol)
@@ -83,7 +83,7 @@ def _build(cfg: QGemmConfig, stride: int, signed: bool, window: tuple) -> ir.Mod
     with for_range(b, a["c1"], start=a["c0"], name="ch") as c:
         src = b.gep(a["xp"], [b.mul(c, plane)])
         chan = {k: b.gep(epi[k], [c]) for k in ("comp", "scale", "bias", "pscale", "pbias")}
-        weights = [_splat(b, b.load(b.gep(a["wt"], [b.add(b.mul(c, const64(kh * kw)),
+        weights = [splat(b, b.load(b.gep(a["wt"], [b.add(b.mul(c, const64(kh * kw)),
                                                           const64(tap))])))
                    for tap in range(kh * kw)]
         with for_range(b, a["oh"], name="oh") as oh, \
@@ -100,9 +100,9 @@ def _build(cfg: QGemmConfig, stride: int, signed: bool, window: tuple) -> ir.Mod
             dst = b.gep(out, [b.mul(b.add(b.mul(b.add(b.mul(c, a["oh"]), oh), a["ow"]), ow),
                                     const64(size))])
             args = dict(epi, **chan, c=dst, ldc=const64(0), ncols=b.sub(a["ow"], ow))
-            _epilogue(b, t, args, [[slot]])
+            emit_epilogue(b, t, args, [[slot]])
     b.ret_void()
-    _build_pad(module, symbol + "_pad")
+    build_pad(module, symbol + "_pad")
     return module
 
 
@@ -117,12 +117,12 @@ def _lanes(b, ptr, stride: int, signed: bool):
     return b.sext(vec, wide) if signed else b.zext(vec, wide)
 
 
-def _build_pad(module: ir.Module, name: str) -> None:
+def build_pad(module: ir.Module, name: str) -> None:
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [I8_PTR, I8_PTR] + [I64] * 7 + [I8]),
                      name=name)
     a = dict(zip(_PAD_ARGS, fn.args))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    _pad_planes(b, a)
+    pad_planes(b, a)
     b.ret_void()
 
 
@@ -164,9 +164,9 @@ class QDepthwise(Kernel):
         self.op = op
         self.c, _, self.kh, self.kw = w_q.shape
         self.w = np.ascontiguousarray(w_q.reshape(self.c, -1).astype(np.int32))
-        self.x_np, flip = _ACT[x_dtype]
+        self.x_np, flip = ACT_DTYPES[x_dtype]
         self.zero = int(x_zero)
-        self.epi = _Epilogue(w_q.reshape(self.c, -1), self.zero, scale, bias, out, relu, post)
+        self.epi = Epilogue(w_q.reshape(self.c, -1), self.zero, scale, bias, out, relu, post)
         self.strides, self.padding, self.dilation = (attrs["strides"], attrs["padding"],
                                                      attrs["dilation"])
         cfg = QGemmConfig("row", self.epi.kind, False, self.epi.mid)
@@ -176,7 +176,7 @@ class QDepthwise(Kernel):
 
     def __call__(self, x, out):
         x, (n, h, w, oh, ow) = conv_dims(self, x, self.c)
-        _check_out(out, (n, self.c, oh, ow), self.epi.dtype, self.op)
+        check_out(out, (n, self.c, oh, ow), self.epi.dtype, self.op)
         if not out.size:
             return out
         threads = task_threads() if self.c * oh * ow >= _PARALLEL else 1
@@ -205,4 +205,4 @@ class QDepthwise(Kernel):
         conv = wrapped_tasks(self.conv, [
             (i * self.c * oh * ow * self.size, i * image, *self.epi.args, self.w.ctypes.data,
              self.c, c0, c1, *tail) for i, c0, c1 in ranges])
-        return pad, conv, n * image + _SLACK
+        return pad, conv, n * image + SLACK

@@ -110,14 +110,14 @@ def aligned_bytes(size: int, dtype=np.uint8) -> np.ndarray:
 # IR
 
 
-def _splat(b: ir.IRBuilder, scalar: ir.Value) -> ir.Value:
+def splat(b: ir.IRBuilder, scalar: ir.Value) -> ir.Value:
     ty = ir.VectorType(scalar.type, LANES)
     first = b.insert_element(ir.Constant(ty, ir.Undefined), scalar, I32(0))
     return b.shuffle_vector(first, ir.Constant(ty, ir.Undefined),
                             ir.Constant(ir.VectorType(I32, LANES), None))
 
 
-class _IR:
+class IRTypes:
     """Types and intrinsics of one module."""
 
     def __init__(self, module: ir.Module, cfg: QGemmConfig):
@@ -170,7 +170,7 @@ _TILE_TYPES = (I8_PTR, I64, I8_PTR, I64, I8_PTR, I64, I64, I32_PTR, F32_PTR, F32
 _CHANNEL_ARRAYS = ("comp", "scale", "bias", "pscale", "pbias")
 
 
-def _build_tile(module, t: _IR, rows: int, vecs: int = VECS) -> ir.Function:
+def _build_tile(module, t: IRTypes, rows: int, vecs: int = VECS) -> ir.Function:
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), _TILE_TYPES),
                      name=f"qtile{rows}x{vecs}")
     fn.linkage = "internal"
@@ -190,27 +190,27 @@ def _build_tile(module, t: _IR, rows: int, vecs: int = VECS) -> ir.Function:
         for a_row, row in zip(a_rows, acc):
             word = b.load(b.bitcast(b.gep(a_row, [b.mul(g, const64(4))]), I32.as_pointer()),
                           align=1)
-            a = _splat(b, word)
+            a = splat(b, word)
             for vec, slot in zip(panel, row):
                 pair = (a, vec) if t.cfg.channel == "col" else (vec, a)  # (u8 side, s8 side)
                 b.store(t.dot(b, b.load(slot), *pair), slot)
-    _epilogue(b, t, args, acc)
+    emit_epilogue(b, t, args, acc)
     b.ret_void()
     return fn
 
 
 def _masks(b, ncols, vecs: int):
-    limit = _splat(b, b.trunc(ncols, I32))
+    limit = splat(b, b.trunc(ncols, I32))
     lane = ir.VectorType(I32, LANES)
     return [b.icmp_signed("<", ir.Constant(lane, list(range(v * LANES, (v + 1) * LANES))),
                           limit) for v in range(vecs)]
 
 
-def _channel_vectors(b, t: _IR, args, r: int, v: int, mask, names=("comp", "scale", "bias")):
+def _channel_vectors(b, t: IRTypes, args, r: int, v: int, mask, names=("comp", "scale", "bias")):
     """The named per-channel vectors of row r, vector v: per column or one value per row."""
     if t.cfg.channel == "row":
         def one(name):
-            return _splat(b, b.load(b.gep(args[name], [const64(r)])))
+            return splat(b, b.load(b.gep(args[name], [const64(r)])))
         return [one(name) for name in names]
 
     def column(name):
@@ -219,18 +219,18 @@ def _channel_vectors(b, t: _IR, args, r: int, v: int, mask, names=("comp", "scal
     return [column(name) for name in names]
 
 
-def _epilogue(b, t: _IR, args, acc) -> None:
+def emit_epilogue(b, t: IRTypes, args, acc) -> None:
     out, size = t.cfg.out, OUTS[t.cfg.out]
     masks = _masks(b, args["ncols"], len(acc[0]))
     zero = ir.Constant(t.f32v, None)
-    relu = _splat(b, args["relu"])
+    relu = splat(b, args["relu"])
     for r, row in enumerate(acc):
         c_row = b.gep(args["c"], [b.mul(args["ldc"], const64(r * size))])
         for v, (slot, mask) in enumerate(zip(row, masks)):
             comp, scale, bias = _channel_vectors(b, t, args, r, v, mask)
             x = b.sub(b.load(slot), comp)
             if t.cfg.rowterm:
-                x = b.sub(x, _splat(b, b.load(b.gep(args["rcomp"], [const64(r)]))))
+                x = b.sub(x, splat(b, b.load(b.gep(args["rcomp"], [const64(r)]))))
             ptr = b.gep(c_row, [const64(v * LANES * size)])
             if out == "s32":
                 t.store(b, x, ptr, mask)
@@ -246,23 +246,23 @@ def _epilogue(b, t: _IR, args, acc) -> None:
             t.store(b, y, ptr, mask)
 
 
-def _chain(b, t: _IR, args, y, r, v, mask):
+def _chain(b, t: IRTypes, args, y, r, v, mask):
     """quantize (mid) -> dequantize -> * pscale + pbias -> relu2, in float registers."""
     q = _quantized(b, t, args["oscale"], args["ozp"], y, t.cfg.mid)
-    zp = b.sitofp(_splat(b, args["ozp"]), t.f32v)
-    y = b.fmul(b.fsub(q, zp), _splat(b, args["oscale"]))
+    zp = b.sitofp(splat(b, args["ozp"]), t.f32v)
+    y = b.fmul(b.fsub(q, zp), splat(b, args["oscale"]))
     pscale, pbias = _channel_vectors(b, t, args, r, v, mask, ("pscale", "pbias"))
     y = b.fadd(b.fmul(y, pscale), pbias)
     zero = ir.Constant(t.f32v, None)
-    return b.select(b.and_(b.fcmp_ordered("<", y, zero), _splat(b, args["relu2"])), zero, y)
+    return b.select(b.and_(b.fcmp_ordered("<", y, zero), splat(b, args["relu2"])), zero, y)
 
 
-def _quantized(b, t: _IR, scale, zero_point, y, kind: str):
+def _quantized(b, t: IRTypes, scale, zero_point, y, kind: str):
     """clamp(rint(y / scale) + zero_point) as float lanes (exact small integers)."""
     lo, hi = _RANGES[kind]
-    q = b.fadd(b.call(t.rint, [b.fdiv(y, _splat(b, scale))]),
-               b.sitofp(_splat(b, zero_point), t.f32v))
-    low, high = (_splat(b, ir.Constant(F32, float(x))) for x in (lo, hi))
+    q = b.fadd(b.call(t.rint, [b.fdiv(y, splat(b, scale))]),
+               b.sitofp(splat(b, zero_point), t.f32v))
+    low, high = (splat(b, ir.Constant(F32, float(x))) for x in (lo, hi))
     q = b.select(b.fcmp_ordered("<", q, low), low, q)
     q = b.select(b.fcmp_ordered(">", q, high), high, q)
     return b.select(b.fcmp_unordered("uno", q, q), low, q)  # NaN: any value, but a defined one
@@ -270,7 +270,7 @@ def _quantized(b, t: _IR, scale, zero_point, y, kind: str):
 
 _DRIVER_ARGS = ("a", "bp", "c", "m", "n", "groups", "lda", "ldc", "comp", "scale", "bias",
                 "oscale", "ozp", "relu", "pscale", "pbias", "s2", "z2", "relu2")
-_DRIVER_TYPES = (I8_PTR, I8_PTR, I8_PTR, I64, I64, I64, I64, I64, I32_PTR, F32_PTR, F32_PTR,
+DRIVER_TYPES = (I8_PTR, I8_PTR, I8_PTR, I64, I64, I64, I64, I64, I32_PTR, F32_PTR, F32_PTR,
                  F32, I32, I32, F32_PTR, F32_PTR, F32, I32, I32)
 DRIVER_CTYPES = (ctypes.c_void_p,) * 3 + (ctypes.c_int64,) * 5 + (ctypes.c_void_p,) * 3 + (
     ctypes.c_float, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p,
@@ -282,11 +282,11 @@ def build_qgemm_module(cfg: QGemmConfig) -> ir.Module:
     relu)``: lda in bytes, ldc in elements; channel arrays start at this call's first row
     (``row``) or column (``col``)."""
     module = ir.Module(name=cfg.symbol)
-    t = _IR(module, cfg)
+    t = IRTypes(module, cfg)
     # a last panel of at most 16 columns (resnet's 196- and 784-pixel planes) runs one vector
     tiles = {(rows, vecs): _build_tile(module, t, rows, vecs) for rows in range(1, MR + 1)
              for vecs in (1, VECS)}
-    types = _DRIVER_TYPES + ((I32_PTR,) if cfg.rowterm else ())
+    types = DRIVER_TYPES + ((I32_PTR,) if cfg.rowterm else ())
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), types), name=cfg.symbol)
     args = dict(zip(_DRIVER_ARGS + ("rcomp",), fn.args))
     args.setdefault("rcomp", ir.Constant(I32_PTR, None))

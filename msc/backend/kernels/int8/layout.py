@@ -17,7 +17,7 @@ import numpy as np
 
 from ....errors import ShapeError
 from ..base import Kernel
-from ..layout import _PermuteKernel
+from ..layout import PermuteKernel
 
 __all__ = ["QPermute", "QSlice", "word_permutable"]
 
@@ -41,7 +41,7 @@ class QPermute(Kernel):
 
     def __init__(self, axes: tuple, dtype, op: str = "permute_dims"):
         self.axes, self.dtype, self.op = tuple(axes), np.dtype(dtype), op
-        self.words = _PermuteKernel(self.axes, _WORD)
+        self.words = PermuteKernel(self.axes, _WORD)
 
     def __call__(self, x, out):
         if (type(x) is not np.ndarray or x.dtype != self.dtype or not x.flags.c_contiguous

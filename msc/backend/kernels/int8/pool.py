@@ -25,8 +25,8 @@ from ...llvm.loops import F32, I32, I64, for_range, imin
 from ...runtime.threads import task_threads
 from ..base import Kernel
 from ..layout import scratch_addresses
-from .conv import _ACT, _NP_OUT, _check, _check_out
-from .dwconv import _build_pad
+from .conv import ACT_DTYPES, NP_OUT, check_operand, check_out
+from .dwconv import build_pad
 from .tasks import Plans, range_tasks
 
 __all__ = ["QAvgPool", "QMaxPool"]
@@ -138,7 +138,7 @@ def _build_max(signed: bool, stride: int, window: tuple) -> ir.Module:
         b.call(store, [best, b.bitcast(at, v16.as_pointer()), ir.Constant(I32, 1),
                        b.icmp_signed("<", lanes, limit)])
     b.ret_void()
-    _build_pad(module, symbol + "_pad")
+    build_pad(module, symbol + "_pad")
     return module
 
 
@@ -174,15 +174,15 @@ class QAvgPool(Kernel):
         self.op, self.window = op, window
         self.strides, self.padding = tuple(strides or (1, 1)), tuple(padding or (0, 0, 0, 0))
         self.include_pad = int(bool(include_pad))
-        self.x_np, flip = _ACT[x_dtype]
+        self.x_np, flip = ACT_DTYPES[x_dtype]
         kind, sy, zy = out if isinstance(out, tuple) else (out, 1.0, 0)
-        self.dtype = np.dtype(_NP_OUT[kind])
+        self.dtype = np.dtype(NP_OUT[kind])
         self.fn = _kernel(bool(flip), kind)
         self.q = (float(qx[0]), float(qx[1]), float(sy), float(zy))
         self._plans = Plans()
 
     def __call__(self, x, out):
-        x = _check(x, self.x_np, "data", self.op)
+        x = check_operand(x, self.x_np, "data", self.op)
         if x.ndim != 4:
             raise ShapeError(f"expects [N, C, H, W], got {x.shape}", op=self.op, param="data")
         n, c, h, w = x.shape
@@ -190,7 +190,7 @@ class QAvgPool(Kernel):
         (sh, sw), (pt, pl, pb, pr) = self.strides, self.padding
         oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
         shape = (n, c, oh, ow) if out.ndim == 4 else (n, c)
-        _check_out(out, shape, self.dtype, self.op)
+        check_out(out, shape, self.dtype, self.op)
         planes = n * c
         dims = (h, w, oh, ow, kh, kw, sh, sw, pt, pl, h + pb, w + pr, self.include_pad)
         threads = task_threads() if out.size * kh * kw >= _PARALLEL and planes > 1 else 1
@@ -211,7 +211,7 @@ class QMaxPool(Kernel):
     def __init__(self, x_dtype: str, window, strides, padding, op: str = "int8.max_pool2d"):
         self.op, self.window = op, tuple(window)
         self.strides, self.padding = tuple(strides), tuple(padding)
-        self.x_np, flip = _ACT[x_dtype]
+        self.x_np, flip = ACT_DTYPES[x_dtype]
         self.lowest = -128 if flip else 0
         self.fn, self.pad = _max_kernel(bool(flip), self.strides[1], self.window)
         self._plans = Plans()
@@ -221,14 +221,14 @@ class QMaxPool(Kernel):
         return tuple(strides) in ((1, 1), (2, 2)) and window[0] * window[1] <= 64
 
     def __call__(self, x, out):
-        x = _check(x, self.x_np, "data", self.op)
+        x = check_operand(x, self.x_np, "data", self.op)
         if x.ndim != 4:
             raise ShapeError(f"expects [N, C, H, W], got {x.shape}", op=self.op, param="data")
         n, c, h, w = x.shape
         pt, pl, pb, pr = self.padding
         # the output size is the op's (ceil mode included): the padded planes reach it
         oh, ow = out.shape[2:] if getattr(out, "ndim", 0) == 4 else (0, 0)
-        _check_out(out, (n, c, oh, ow), x.dtype, self.op)
+        check_out(out, (n, c, oh, ow), x.dtype, self.op)
         if not out.size:
             return out
         sh, sw = self.strides
