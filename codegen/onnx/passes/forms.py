@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .index import NodeIndex
+
 __all__ = ["fold_cross_entropy", "fold_gemm_forms", "fold_layer_norm", "fold_rms_norm",
            "scalar_const"]
 
@@ -30,14 +32,6 @@ def _only_user(users: dict, value: str, keep: set) -> bool:
     return value not in keep and len(users.get(value, [])) == 1
 
 
-def _users(nodes: list[dict]) -> dict:
-    found: dict = {}
-    for n in nodes:
-        for v in n["inputs"]:
-            found.setdefault(v, []).append(n)
-    return found
-
-
 def _is_2d(value: str, consts: dict, shapes: dict) -> bool:
     shape = list(np.shape(consts[value])) if value in consts else shapes.get(value)
     return shape is not None and len(shape) == 2
@@ -46,7 +40,8 @@ def _is_2d(value: str, consts: dict, shapes: dict) -> bool:
 def fold_gemm_forms(nodes: list[dict], consts: dict, keep: set, shapes: dict,
                     dtypes: dict) -> list[dict]:
     """Transposed operands and constant scales of 2-D MatMuls into Gemm attrs."""
-    made, users = {o: n for n in nodes for o in n["outputs"]}, _users(nodes)
+    index = NodeIndex(nodes)
+    made, users = index.made, index.users
     for node in nodes:
         if node["op_type"] not in ("MatMul", "Gemm") or node["domain"] or \
                 dtypes.get(node["outputs"][0]) not in _GEMM_TYPES or \
@@ -87,7 +82,8 @@ def _absorb_scale(node: dict, users: dict, consts: dict, keep: set) -> None:
 
 
 def fold_cross_entropy(nodes: list[dict], keep: set, shapes: dict) -> list[dict]:
-    made, users = {o: n for n in nodes for o in n["outputs"]}, _users(nodes)
+    index = NodeIndex(nodes)
+    made, users = index.made, index.users
     for node in nodes:
         if node["op_type"] != "NegativeLogLikelihoodLoss" or node["domain"]:
             continue
@@ -124,7 +120,7 @@ class _Chain:
     """Walks one consumer at a time from a value, as a pattern of single-use links."""
 
     def __init__(self, nodes: list[dict], keep: set):
-        self.users, self.keep = _users(nodes), keep
+        self.users, self.keep = NodeIndex(nodes).users, keep
 
     def next(self, value: str, op_type: str, share: int = 1) -> dict | None:
         """The one reader of ``value`` of ``op_type`` when ``value`` has ``share`` readers

@@ -20,22 +20,21 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["fold_single_ops"]
+from .index import NodeIndex
+
+__all__ = ["Walk", "fold_single_ops"]
 
 _FLOAT8 = {17: "float8_e4m3fn", 18: "float8_e4m3fnuz", 19: "float8_e5m2", 20: "float8_e5m2fnuz"}
 
 
-class Walk:
-    """Producers and readers of the values of a node list."""
+class Walk(NodeIndex):
+    """The node index with what the rules read beside it: constants, kept values (graph
+    outputs), static shapes and dtypes, the opset."""
 
     def __init__(self, nodes: list[dict], consts: dict, keep: set, shapes: dict, dtypes: dict,
                  opset: int):
+        super().__init__(nodes)
         self.opset = opset
-        self.made = {o: n for n in nodes for o in n["outputs"]}
-        self.users: dict[str, list] = {}
-        for n in nodes:
-            for v in n["inputs"]:
-                self.users.setdefault(v, []).append(n)
         self.consts, self.keep, self.shapes, self.dtypes = consts, keep, shapes, dtypes
 
     def back(self, value: str, op_type: str, uses: int = 1) -> dict | None:

@@ -20,6 +20,7 @@ from .forms import (
     fold_rms_norm,
     scalar_const,
 )
+from .index import NodeIndex
 from .lse import fold_log_sum_exp
 from .ops import fold_single_ops
 from .reshape import fold_runtime_reshape
@@ -54,18 +55,6 @@ def tidy(nodes: list[dict], consts: dict, keep: set[str], shapes: dict,
     return _drop_dead(nodes, keep)
 
 
-def _producers(nodes: list[dict]) -> dict[str, dict]:
-    return {o: n for n in nodes for o in n["outputs"]}
-
-
-def _consumers(nodes: list[dict]) -> dict[str, list[tuple[dict, int]]]:
-    users: dict[str, list] = {}
-    for n in nodes:
-        for i, v in enumerate(n["inputs"]):
-            users.setdefault(v, []).append((n, i))
-    return users
-
-
 def _is_const(consts: dict, value: str, test) -> bool:
     data = consts.get(value)
     return data is not None and data.size == 1 and bool(test(np.asarray(data).reshape(-1)[0]))
@@ -81,7 +70,8 @@ def _wraps(reader: dict, index: int, size, shapes: dict) -> bool:
 def _unwrap_indices(nodes: list[dict], consts: dict, shapes: dict) -> list[dict]:
     """``Where(Less(i, 0), Add(i, n), i)`` read only as an index by ops that count negative
     indices from the end (along an axis of size n): the ops read ``i`` itself."""
-    made, users = _producers(nodes), _consumers(nodes)
+    index = NodeIndex(nodes)
+    made, users = index.made, index.slots
     for node in nodes:
         if node["op_type"] != "Where" or len(node["inputs"]) != 3:
             continue
@@ -108,21 +98,20 @@ def _unwrap_indices(nodes: list[dict], consts: dict, shapes: dict) -> list[dict]
 
 def _fold_transposes(nodes: list[dict], keep: set[str]) -> list[dict]:
     """``Transpose(Transpose(x, p), q)`` -> one Transpose (none when the two cancel)."""
-    made = _producers(nodes)
+    index = NodeIndex(nodes)
     for node in nodes:
         if node["op_type"] != "Transpose":
             continue
-        inner = made.get(node["inputs"][0])
+        inner = index.made.get(node["inputs"][0])
         if inner is None or inner["op_type"] != "Transpose":
             continue
         p, q = inner["attrs"]["perm"], node["attrs"]["perm"]
         node["attrs"] = {"perm": [p[a] for a in q]}
-        node["inputs"] = list(inner["inputs"])
-    users = _consumers(nodes)
+        index.set_inputs(node, inner["inputs"])
     for node in nodes:  # an identity Transpose: its readers read its input
         perm = node["attrs"].get("perm") if node["op_type"] == "Transpose" else None
         if perm is not None and perm == sorted(perm) and node["outputs"][0] not in keep:
-            _replace_uses(users, node["outputs"][0], node["inputs"][0])
+            index.replace_uses(node["outputs"][0], node["inputs"][0])
     return nodes
 
 
@@ -160,7 +149,8 @@ def _fold_gemm(nodes: list[dict], consts: dict, keep: set[str], shapes: dict,
                dtypes: dict) -> list[dict]:
     """``Add(MatMul(a, b), c)`` on 2-D a, b (of a type Gemm takes), or of a Gemm without C,
     with c broadcast to the product: one Gemm (a constant factor of c is its beta)."""
-    made, users = _producers(nodes), _consumers(nodes)
+    index = NodeIndex(nodes)
+    made, users = index.made, index.slots
     for node in nodes:
         if node["op_type"] != "Add":
             continue
@@ -187,15 +177,6 @@ def _fold_gemm(nodes: list[dict], consts: dict, keep: set[str], shapes: dict,
             node.update(op_type="Gemm", attrs=attrs, inputs=[*product["inputs"], c])
             break
     return nodes
-
-
-def _replace_uses(users: dict, old: str, new: str) -> None:
-    """Readers of ``old`` read ``new``; ``users`` (``_consumers``) follows, so a chain of
-    replacements costs its readers, not the whole node list each time."""
-    readers = users.pop(old, [])
-    for n in {id(n): n for n, _ in readers}.values():
-        n["inputs"] = [new if v == old else v for v in n["inputs"]]
-    users.setdefault(new, []).extend(readers)
 
 
 def _drop_dead(nodes: list[dict], keep: set[str]) -> list[dict]:
