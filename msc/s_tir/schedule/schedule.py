@@ -26,7 +26,9 @@ from . import axes as AX
 from . import blocks as B
 from . import buffers as BF
 from . import inline as I
+from . import layout as LT
 from . import loops as L
+from . import reindex as RX
 from . import rfactor as RF
 from .trace import Instruction, Trace
 from .tree import block_loops
@@ -276,6 +278,30 @@ class Schedule:
                                              AX.reorder_block_iter_var,
                                              self._funcs[func_name], name, order)
         self._record("ReorderBlockIterVar", [block], [order], [])
+
+    def reindex(self, block: BlockRV | str, buffer) -> BlockRV:
+        """Route the block's access to ``buffer`` (``("read", k)``, ``("write", k)`` or a
+        name) through a new buffer indexed by the block's iter vars; returns the copy block."""
+        block = self._as_block(block)
+        func_name, name = self._block(block)
+        func = self._funcs[func_name]
+        kind, index = self._apply("reindex", RX.resolve_buffer,
+                                  B.find_block(func, name, "reindex")[-1], buffer, "reindex")
+        func, new = self._apply("reindex", RX.reindex, func, name, kind, index)
+        self._funcs[func_name] = func
+        rv = self._new(BlockRV, "block", (func_name, new))
+        self._record("ReIndex", [block], [[kind, index]], [rv])
+        return rv
+
+    def transform_block_layout(self, block: BlockRV | str, index_map) -> None:
+        """Re-express the block's iteration space through ``index_map`` (a bijective map of
+        its iter vars, e.g. ``lambda i, j: (i * 128 + j,)``): new iter vars and loops."""
+        block = self._as_block(block)
+        func_name, name = self._block(block)
+        func, text = self._apply("transform_block_layout", LT.transform_block_layout,
+                                 self._funcs[func_name], name, index_map)
+        self._funcs[func_name] = func
+        self._record("TransformBlockLayout", [block], [text], [])
 
     def compute_inline(self, block: BlockRV | str) -> None:
         """Inline a block that computes an intermediate buffer into its consumers."""

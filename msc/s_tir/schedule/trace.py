@@ -56,6 +56,8 @@ INSTRUCTIONS = {
     "StorageAlign": ("storage_align", ["buffer_index", "axis", "factor", "offset"]),
     "ReorderBlockIterVar": ("reorder_block_iter_var", ["new_order"]),
     "ReverseComputeInline": ("reverse_compute_inline", []),
+    "ReIndex": ("reindex", ["buffer"]),
+    "TransformBlockLayout": ("transform_block_layout", ["index_map"]),
     "SamplePerfectTile": ("sample_perfect_tile", ["n", "max_innermost_factor"]),
     "SampleCategorical": ("sample_categorical", ["candidates", "probs"]),
     "EnterPostproc": ("enter_postproc", []),
@@ -153,7 +155,8 @@ def _line(inst: Instruction, decision) -> str:
     if inst.kind == "GetSBlock":
         method = "get_sblock"
     args = _args(inst)
-    args += [f"{n}={_py(v)}" for n, v in zip(names, inst.attrs)]
+    attrs = [tuple(a) if n in _TUPLES else a for n, a in zip(names, inst.attrs)]
+    args += [f"{n}={_py(v)}" for n, v in zip(names, attrs)]
     if decision is not None:
         args.append(f"decision={_py(decision)}")
     call = f"sch.{method}({', '.join(args)})"
@@ -163,7 +166,8 @@ def _line(inst: Instruction, decision) -> str:
 _FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline": "block",
           "Parallel": "loop", "Vectorize": "loop", "Unroll": "loop",
           "CacheRead": "block", "CacheWrite": "block", "SamplePerfectTile": "loop",
-          "RFactor": "loop", "ReorderBlockIterVar": "block"}
+          "RFactor": "loop", "ReorderBlockIterVar": "block", "ReIndex": "block",
+          "TransformBlockLayout": "block"}
 
 
 def _args(inst: Instruction) -> list:
@@ -177,5 +181,12 @@ def _args(inst: Instruction) -> list:
     return ins
 
 
+_TUPLES = {"buffer"}  # attrs TVM prints as a tuple: buffer=("read", 0)
+
+
 def _py(v) -> str:
+    if isinstance(v, tuple):
+        return f"({', '.join(_py(x) for x in v)})"
+    if isinstance(v, list):
+        return f"[{', '.join(_py(x) for x in v)}]"
     return json.dumps(v) if isinstance(v, str) else repr(v)
