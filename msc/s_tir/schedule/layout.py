@@ -23,13 +23,24 @@ from dataclasses import replace
 
 from ...errors import MSCError, ScheduleError
 from ...tir import expr as E
-from ...tir.function import BufferStore, For, PrimFunc, SBlock
-from .arith import raw_subst, simplify_in
+from ...tir.function import (
+    Buffer,
+    BufferLoad,
+    BufferRegion,
+    BufferStore,
+    For,
+    PrimFunc,
+    SBlock,
+    walk_stmts,
+)
+from .arith import map_children, raw_subst, simplify_in
 from .blocks import find_block
 from .loops import fresh_name
+from .region import block_reads, block_writes, bounds, loads
 from .tree import block_loops, kids, rebuild, replace_at, var_names
 
-__all__ = ["index_map_text", "map_exprs", "map_stmt", "transform_block_layout"]
+__all__ = ["index_map_text", "map_exprs", "map_stmt", "transform_block_layout",
+           "transform_layout"]
 
 
 # ----------------------------------------------------------------------------- index maps
@@ -285,3 +296,158 @@ def map_stmt(s, fx):
     if kids(s) and not isinstance(s, SBlock):
         new = rebuild(new, [map_stmt(c, fx) for c in kids(new)])
     return new
+
+
+# ----------------------------------------------------------------------------- buffer layout
+
+def legalize(e, dtype: str):
+    """Integer constants of an index expression in ``dtype`` (the buffer's index type), as
+    TVM's LegalizeIndexMapDType gives them; a Python int in a map is int64 in msc."""
+    if isinstance(e, E.IntImm) and e.dtype != "bool":
+        return E.IntImm(e.value, dtype)
+    if isinstance(e, E.Var):
+        return e
+    return map_children(e, lambda c: legalize(c, dtype))
+
+
+def _pad_dtype(pad_value) -> str | None:
+    if isinstance(pad_value, bool):
+        return "bool"
+    if isinstance(pad_value, int):
+        return "int32"
+    if isinstance(pad_value, float):
+        return "float32"
+    return getattr(pad_value, "dtype", None)
+
+
+def _check_pad_value(pad_value, buf, ndim: int, what: str) -> None:
+    """TVM's checks on ``pad_value``, made even when the map needs no padding: the value's
+    dtype is the buffer's, and a function of the new indices loads no other buffer."""
+    if pad_value is None:
+        return
+    if callable(pad_value):
+        variables = [E.Var(f"i{k}", "int32") for k in range(ndim)]
+        value = pad_value(*variables)
+        found = loads(E.convert(value)) if isinstance(value, (E.PrimExpr, int, float)) else []
+        others = sorted({ld.buffer.name for ld in found if ld.buffer.name != buf.name})
+        if others:
+            raise ScheduleError(f"{what}: the pad value of {buf.name!r} reads other buffers "
+                                f"{others}", hint="a pad value may use the indices and the "
+                                                  "transformed buffer only")
+        dtype = _pad_dtype(value)
+    else:
+        dtype = _pad_dtype(pad_value)
+    if dtype != buf.dtype:
+        raise ScheduleError(f"{what}: the pad value has dtype {dtype}, buffer {buf.name!r} is "
+                            f"{buf.dtype}", hint=f"give a {buf.dtype} pad value")
+
+
+def _new_shape(variables: list, outputs: list, shape: tuple, what: str) -> tuple:
+    ranges = {v.name: (E.IntImm(0, v.dtype), E.sub(d, 1)) for v, d in zip(variables, shape)}
+    out = []
+    for e in outputs:
+        lo, hi = bounds(e, ranges)
+        if E.as_int(lo) is None or E.as_int(hi) is None:
+            raise ScheduleError(f"{what}: msc infers the new shape of constant-sized maps "
+                                f"only ({E.to_str(e)})")
+        out.append(E.IntImm(E.as_int(hi) - E.as_int(lo) + 1, e.dtype))
+    return tuple(out)
+
+
+def transform_layout(func: PrimFunc, block_name: str, kind: str, index: int, index_map,
+                     pad_value=None, assume_injective_transform: bool = False) -> tuple:
+    """Returns (func, the map's text)."""
+    what = "transform_layout"
+    block = find_block(func, block_name, what)[-1]
+    buf = (block_reads if kind == "read" else block_writes)(block)[index]
+    if any(r.buffer.name == buf.name for s in walk_stmts(func.body) if isinstance(s, SBlock)
+           for m, r in s.match_buffers) or \
+            any(m.name == buf.name for s in walk_stmts(func.body) if isinstance(s, SBlock)
+                for m, _ in s.match_buffers):
+        raise ScheduleError(f"{what}: {buf.name!r} is a subregion (T.match_buffer)",
+                            key=block_name)
+    dtypes = [getattr(d, "dtype", "int32") for d in buf.shape]
+    variables, outputs = map_exprs(index_map, len(buf.shape), dtypes, what)
+    outputs = [legalize(e, dtypes[0] if dtypes else "int32") for e in outputs]
+    text = index_map_text(variables, outputs)
+    _check_pad_value(pad_value, buf, len(outputs), what)
+    shape = _new_shape(variables, outputs, buf.shape, what)
+    old_size, new_size = _size(buf.shape), _size(shape)
+    if old_size is not None and new_size is not None and new_size < old_size:
+        raise ScheduleError(f"{what}: the index map {text} sends the {old_size} elements of "
+                            f"{buf.name!r} to {new_size} places, so it is not injective",
+                            key=block_name, hint="a layout must keep every element apart")
+    if old_size is not None and new_size is not None and new_size > old_size and \
+            not assume_injective_transform:
+        if pad_value is None:
+            raise ScheduleError(f"{what}: the index map {text} introduces padding on "
+                                f"{buf.name!r} ({old_size} elements into {new_size})",
+                                key=block_name, hint="pass pad_value=..., or "
+                                "assume_injective_transform=True to leave the pad unwritten")
+        raise ScheduleError(f"{what}: padded layouts (pad_value) are not implemented in msc",
+                            key=block_name, hint="pick a map that divides the shape evenly")
+    new_buf = replace(buf, shape=shape)
+
+    def index_of(indices):
+        return tuple(raw_subst(o, {v.name: i for v, i in zip(variables, indices)})
+                     for o in outputs)
+
+    body = _rewrite_buffer(func.body, buf.name, new_buf, index_of)
+    params = tuple(new_buf if isinstance(p, Buffer) and p.name == buf.name else p
+                   for p in func.params)
+    return replace(func, params=params, body=body), text
+
+
+def _size(shape) -> int | None:
+    out = 1
+    for d in shape:
+        if E.as_int(d) is None:
+            return None
+        out *= E.as_int(d)
+    return out
+
+
+def _rewrite_buffer(s, name: str, new, index_of):
+    """Every access of buffer ``name`` under ``s`` at its new indices, allocations and
+    stated regions included (a region of the buffer is dropped, to be inferred)."""
+    def fx(e):
+        if isinstance(e, BufferLoad) and e.buffer.name == name:
+            return BufferLoad(new, index_of(tuple(fx(i) for i in e.indices)))
+        return map_children(e, fx)
+
+    if isinstance(s, BufferStore):
+        if s.buffer.name == name:
+            return BufferStore(new, fx(s.value), index_of(tuple(fx(i) for i in s.indices)))
+        return BufferStore(s.buffer, fx(s.value), tuple(fx(i) for i in s.indices))
+    new_s = s
+    for field in ("value", "cond", "min", "extent", "predicate"):
+        if isinstance(getattr(s, field, None), E.PrimExpr):
+            new_s = replace(new_s, **{field: fx(getattr(s, field))})
+    if isinstance(s, SBlock):
+        touched = any(r.buffer.name == name for r in (s.reads or ()) + (s.writes or ()))
+        new_s = replace(new_s, alloc_buffers=tuple(new if b.name == name else b
+                                                   for b in s.alloc_buffers),
+                        init=(_rewrite_buffer(s.init, name, new, index_of)
+                              if s.init is not None else None))
+        if touched:
+            new_s = replace(new_s, reads=_mapped(s.reads, name, new, index_of),
+                            writes=_mapped(s.writes, name, new, index_of))
+    if kids(s):
+        new_s = rebuild(new_s, [_rewrite_buffer(c, name, new, index_of) for c in kids(new_s)])
+    return new_s
+
+
+def _mapped(regions, name: str, new, index_of):
+    """Point regions of the buffer mapped; any slice makes the block's regions inferred."""
+    if regions is None:
+        return None
+    out = []
+    for r in regions:
+        if r.buffer.name != name:
+            out.append(r)
+        elif all(hi is None for _, hi in r.region):
+            idx = index_of(tuple(lo for lo, _ in r.region))
+            out.append(BufferRegion(new, tuple((i, None) for i in idx)))
+        else:
+            return None
+    return tuple(out)

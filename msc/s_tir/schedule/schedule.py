@@ -293,6 +293,23 @@ class Schedule:
         self._record("ReIndex", [block], [[kind, index]], [rv])
         return rv
 
+    def transform_layout(self, block: BlockRV | str, buffer, index_map, pad_value=None, *,
+                         assume_injective_transform: bool = False) -> None:
+        """Give ``buffer`` (``("read", k)``, ``("write", k)`` or a name) of ``block`` the
+        layout ``index_map`` (old indices -> new), rewriting every access to it."""
+        block = self._as_block(block)
+        func_name, name = self._block(block)
+        func = self._funcs[func_name]
+        kind, index = self._apply("transform_layout", RX.resolve_buffer,
+                                  B.find_block(func, name, "transform_layout")[-1], buffer,
+                                  "transform_layout")
+        func, text = self._apply("transform_layout", LT.transform_layout, func, name, kind,
+                                 index, index_map, pad_value, bool(assume_injective_transform))
+        self._funcs[func_name] = func
+        pad = pad_value if isinstance(pad_value, (int, float)) else None
+        self._record("TransformLayout", [block],
+                     [[kind, index], text, pad, bool(assume_injective_transform)], [])
+
     def transform_block_layout(self, block: BlockRV | str, index_map) -> None:
         """Re-express the block's iteration space through ``index_map`` (a bijective map of
         its iter vars, e.g. ``lambda i, j: (i * 128 + j,)``): new iter vars and loops."""

@@ -58,6 +58,8 @@ INSTRUCTIONS = {
     "ReverseComputeInline": ("reverse_compute_inline", []),
     "ReIndex": ("reindex", ["buffer"]),
     "TransformBlockLayout": ("transform_block_layout", ["index_map"]),
+    "TransformLayout": ("transform_layout", ["buffer", "index_map", "pad_value",
+                                             "assume_injective_transform"]),
     "SamplePerfectTile": ("sample_perfect_tile", ["n", "max_innermost_factor"]),
     "SampleCategorical": ("sample_categorical", ["candidates", "probs"]),
     "EnterPostproc": ("enter_postproc", []),
@@ -167,7 +169,7 @@ _FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline":
           "Parallel": "loop", "Vectorize": "loop", "Unroll": "loop",
           "CacheRead": "block", "CacheWrite": "block", "SamplePerfectTile": "loop",
           "RFactor": "loop", "ReorderBlockIterVar": "block", "ReIndex": "block",
-          "TransformBlockLayout": "block"}
+          "TransformBlockLayout": "block", "TransformLayout": "block"}
 
 
 def _args(inst: Instruction) -> list:
