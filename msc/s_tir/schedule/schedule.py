@@ -25,6 +25,7 @@ from ...tir.function import PrimFunc
 from . import axes as AX
 from . import blocks as B
 from . import buffers as BF
+from . import epilogue as EP
 from . import inline as I
 from . import layout as LT
 from . import loops as L
@@ -319,6 +320,20 @@ class Schedule:
                                  self._funcs[func_name], name, index_map)
         self._funcs[func_name] = func
         self._record("TransformBlockLayout", [block], [text], [])
+
+    def fuse_reduction_epilogue(self, reduction_block: BlockRV | str,
+                                epilogue_block: BlockRV | str) -> None:
+        """Move an elementwise epilogue (bias add, ReLU, clip) into the reduction block,
+        applied at every reduction step as TVM defines it."""
+        blocks = [self._as_block(b) for b in (reduction_block, epilogue_block)]
+        (func_name, reduction), (other, epilogue) = [self._block(b) for b in blocks]
+        if func_name != other:
+            raise ScheduleError("fuse_reduction_epilogue: the blocks are in different "
+                                "functions")
+        self._funcs[func_name] = self._apply("fuse_reduction_epilogue",
+                                             EP.fuse_reduction_epilogue,
+                                             self._funcs[func_name], reduction, epilogue)
+        self._record("FuseReductionEpilogue", blocks, [], [])
 
     def compute_inline(self, block: BlockRV | str) -> None:
         """Inline a block that computes an intermediate buffer into its consumers."""

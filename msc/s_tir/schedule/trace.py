@@ -58,6 +58,7 @@ INSTRUCTIONS = {
     "ReverseComputeInline": ("reverse_compute_inline", []),
     "ReIndex": ("reindex", ["buffer"]),
     "TransformBlockLayout": ("transform_block_layout", ["index_map"]),
+    "FuseReductionEpilogue": ("fuse_reduction_epilogue", []),
     "TransformLayout": ("transform_layout", ["buffer", "index_map", "pad_value",
                                              "assume_injective_transform"]),
     "SamplePerfectTile": ("sample_perfect_tile", ["n", "max_innermost_factor"]),
@@ -178,6 +179,8 @@ def _args(inst: Instruction) -> list:
         return [f"loop={ins[0]}", f"factors=[{', '.join(ins[1:])}]"]
     if inst.kind in ("ComputeAt", "ReverseComputeAt", "DecomposeReduction"):
         return [f"block={ins[0]}", f"loop={ins[1]}"]
+    if inst.kind == "FuseReductionEpilogue":
+        return [f"reduction_block={ins[0]}", f"epilogue_block={ins[1]}"]
     if inst.kind in _FIRST:
         return [f"{_FIRST[inst.kind]}={ins[0]}"]
     return ins
