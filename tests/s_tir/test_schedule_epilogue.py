@@ -68,3 +68,19 @@ def test_fuse_reduction_epilogue_refusals(func, blocks, words):
     with pytest.raises(ScheduleError, match=words):
         sch.fuse_reduction_epilogue(*blocks)
     testing.assert_structural_equal(sch.mod["main"], func)
+
+
+def test_tvm_compile_runs_the_entry_function_on_runtime_tensors():
+    import msc as tvm
+
+    sch = tir.Schedule(mm_bias)
+    sch.fuse_reduction_epilogue("mm", "bias")
+    lib = tvm.compile(sch.mod["main"], target="llvm")
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal(s, "float32") for s in ((4, 8), (6, 8), (4, 6))]
+    out = tvm.runtime.tensor(np.zeros((4, 6), "float32"))
+    lib(*[tvm.runtime.tensor(x) for x in arrays], out)
+    a, b, c = arrays
+    np.testing.assert_allclose(out.numpy(), a @ b.T + c, rtol=1e-5)
+    with pytest.raises(tvm.errors.ValidationError, match="PrimFunc or an IRModule"):
+        tvm.compile("main")
