@@ -166,6 +166,16 @@ class Schedule:
         self._record("Fuse", list(loops), [preserve_unit_iters], [rv])
         return rv
 
+    def merge(self, *loops: LoopRV) -> LoopRV:
+        """Merge sibling loop nests of equal extents into one (TVM's ``merge``): their
+        bodies run in turn under the merged loops; returns the innermost merged loop."""
+        func_name, variables = self._same_func(loops, "merge")
+        func, var = self._apply("merge", L.merge, self._funcs[func_name], variables)
+        self._funcs[func_name] = func
+        rv = self._new(LoopRV, "loop", (func_name, var))
+        self._record("Merge", list(loops), [], [rv])
+        return rv
+
     def reorder(self, *ordered_loops: LoopRV) -> None:
         func_name, variables = self._same_func(ordered_loops, "reorder")
         self._funcs[func_name] = self._apply("reorder", L.reorder, self._funcs[func_name],

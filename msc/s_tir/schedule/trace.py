@@ -42,6 +42,7 @@ INSTRUCTIONS = {
     "Split": ("split", ["preserve_unit_iters", "disable_predication"]),
     "Fuse": ("fuse", ["preserve_unit_iters"]),
     "Reorder": ("reorder", []),
+    "Merge": ("merge", []),
     "Parallel": ("parallel", []),
     "Vectorize": ("vectorize", []),
     "Unroll": ("unroll", []),
@@ -137,7 +138,7 @@ class Trace:
 def _call(sch, method: str, kind: str, args: list, kwargs: dict):
     if kind in ("Split",):
         return sch.split(args[0], args[1:], **kwargs)
-    if kind in ("Fuse", "Reorder"):
+    if kind in ("Fuse", "Reorder", "Merge"):
         return getattr(sch, method)(*args, **kwargs)
     if kind == "SampleCategorical":
         return sch.sample_categorical(**kwargs)
