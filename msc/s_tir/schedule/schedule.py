@@ -29,6 +29,7 @@ from . import epilogue as EP
 from . import inline as I
 from . import layout as LT
 from . import loops as L
+from . import partition as PT
 from . import reindex as RX
 from . import rfactor as RF
 from .trace import Instruction, Trace
@@ -157,6 +158,25 @@ class Schedule:
         self._record("Split", [loop, *factors], [preserve_unit_iters, disable_predication],
                      rvs)
         return rvs
+
+    def loop_partition(self, loop: LoopRV, factors, preserve_unit_iters: bool = True) -> list:
+        """Cut ``loop`` into consecutive loops of the ``factors``' sizes (one may be None,
+        and a last loop takes the rest), each in an opaque block of its own."""
+        func_name, var = self._loop(loop)
+        values = [None if f is None else self._factor(f) for f in factors]
+        func, new_vars = self._apply("loop_partition", PT.loop_partition,
+                                     self._funcs[func_name], var, values)
+        self._funcs[func_name] = func
+        rvs = [self._new(LoopRV, "loop", (func_name, v)) for v in new_vars]
+        self._record("LoopPartition", [loop, *factors], [preserve_unit_iters], rvs)
+        return rvs
+
+    def _factor(self, value) -> int:
+        if isinstance(value, ExprRV):
+            return int(self.get(value))
+        if E.as_int(E.convert(value)) is None:
+            raise ScheduleError(f"a factor must be an integer, got {value!r}")
+        return E.as_int(E.convert(value))
 
     def fuse(self, *loops: LoopRV, preserve_unit_iters: bool = True) -> LoopRV:
         func_name, variables = self._same_func(loops, "fuse")

@@ -40,6 +40,7 @@ INSTRUCTIONS = {
     "GetSBlock": ("get_block", ["name", "func_name"]),
     "GetLoops": ("get_loops", []),
     "Split": ("split", ["preserve_unit_iters", "disable_predication"]),
+    "LoopPartition": ("loop_partition", ["preserve_unit_iters"]),
     "Fuse": ("fuse", ["preserve_unit_iters"]),
     "Reorder": ("reorder", []),
     "Merge": ("merge", []),
@@ -136,8 +137,8 @@ class Trace:
 
 
 def _call(sch, method: str, kind: str, args: list, kwargs: dict):
-    if kind in ("Split",):
-        return sch.split(args[0], args[1:], **kwargs)
+    if kind in ("Split", "LoopPartition"):
+        return getattr(sch, method)(args[0], args[1:], **kwargs)
     if kind in ("Fuse", "Reorder", "Merge"):
         return getattr(sch, method)(*args, **kwargs)
     if kind == "SampleCategorical":
@@ -176,7 +177,7 @@ _FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline":
 
 def _args(inst: Instruction) -> list:
     ins = [x if isinstance(x, str) else _py(x) for x in inst.inputs]
-    if inst.kind == "Split":
+    if inst.kind in ("Split", "LoopPartition"):
         return [f"loop={ins[0]}", f"factors=[{', '.join(ins[1:])}]"]
     if inst.kind in ("ComputeAt", "ReverseComputeAt", "DecomposeReduction"):
         return [f"block={ins[0]}", f"loop={ins[1]}"]
