@@ -23,6 +23,7 @@ from ...errors import MSCError, ScheduleError
 from ...tir import expr as E
 from ...tir.function import PrimFunc
 from . import axes as AX
+from . import blockize as BZ
 from . import blocks as B
 from . import buffers as BF
 from . import epilogue as EP
@@ -364,6 +365,20 @@ class Schedule:
                                              EP.fuse_reduction_epilogue,
                                              self._funcs[func_name], reduction, epilogue)
         self._record("FuseReductionEpilogue", blocks, [], [])
+
+    def blockize(self, target, preserve_unit_iters: bool = True) -> BlockRV:
+        """Turn the subtree under loop ``target`` into an outer block over the outer parts
+        of the inner block's bindings; returns the outer block."""
+        if isinstance(target, (list, tuple)):
+            raise ScheduleError("blockize of a list of blocks is not implemented in msc",
+                                hint="blockize the loop that holds them")
+        func_name, var = self._loop(target)
+        func, name = self._apply("blockize", BZ.blockize, self._funcs[func_name], var,
+                                 bool(preserve_unit_iters))
+        self._funcs[func_name] = func
+        rv = self._new(BlockRV, "block", (func_name, name))
+        self._record("Blockize", [target], [bool(preserve_unit_iters)], [rv])
+        return rv
 
     def compute_inline(self, block: BlockRV | str) -> None:
         """Inline a block that computes an intermediate buffer into its consumers."""

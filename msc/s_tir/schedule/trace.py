@@ -61,6 +61,7 @@ INSTRUCTIONS = {
     "ReIndex": ("reindex", ["buffer"]),
     "TransformBlockLayout": ("transform_block_layout", ["index_map"]),
     "FuseReductionEpilogue": ("fuse_reduction_epilogue", []),
+    "Blockize": ("blockize", ["preserve_unit_iters"]),
     "TransformLayout": ("transform_layout", ["buffer", "index_map", "pad_value",
                                              "assume_injective_transform"]),
     "SamplePerfectTile": ("sample_perfect_tile", ["n", "max_innermost_factor"]),
@@ -172,7 +173,7 @@ _FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline":
           "Parallel": "loop", "Vectorize": "loop", "Unroll": "loop",
           "CacheRead": "block", "CacheWrite": "block", "SamplePerfectTile": "loop",
           "RFactor": "loop", "ReorderBlockIterVar": "block", "ReIndex": "block",
-          "TransformBlockLayout": "block", "TransformLayout": "block"}
+          "TransformBlockLayout": "block", "TransformLayout": "block", "Blockize": "target"}
 
 
 def _args(inst: Instruction) -> list:
