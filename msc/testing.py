@@ -124,12 +124,16 @@ def _script(obj) -> str:
 
 
 def _functions(obj) -> dict:
+    from .tir.function import PrimFunc, Stmt
+
     if hasattr(obj, "functions"):
         return dict(obj.functions)
     if hasattr(obj, "script") and hasattr(obj, "body"):
         return {"main": obj}
-    raise ValidationError(f"structural equality compares PrimFuncs and IRModules, not "
-                          f"{type(obj).__name__}", hint="pass sch.mod or sch.mod['main']")
+    if isinstance(obj, Stmt):  # a block or loop (TVM compares statements too): as a body
+        return {"main": PrimFunc((), obj, private=True)}
+    raise ValidationError(f"structural equality compares PrimFuncs, IRModules and statements, "
+                          f"not {type(obj).__name__}", hint="pass sch.mod or sch.mod['main']")
 
 
 def _with_symbol(func):

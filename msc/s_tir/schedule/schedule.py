@@ -33,6 +33,7 @@ from . import loops as L
 from . import partition as PT
 from . import reindex as RX
 from . import rfactor as RF
+from .queries import QueryMixin
 from .trace import Instruction, Trace
 from .tree import block_loops
 
@@ -65,8 +66,10 @@ SBlockRV = BlockRV
 _PREFIX = {BlockRV: "b", LoopRV: "l", ExprRV: "v"}
 
 
-class Schedule:
+class Schedule(QueryMixin):
     """A schedule over the prim funcs of ``mod`` (TVM's ``tir.Schedule`` / ``s_tir``)."""
+
+    _BLOCK_RV = BlockRV
 
     def __init__(self, mod, *, seed: int | None = None, debug_mask="none",
                  error_render_level: str = "detail", enable_check: bool = True):

@@ -62,6 +62,11 @@ INSTRUCTIONS = {
     "TransformBlockLayout": ("transform_block_layout", ["index_map"]),
     "FuseReductionEpilogue": ("fuse_reduction_epilogue", []),
     "Blockize": ("blockize", ["preserve_unit_iters"]),
+    "GetProducers": ("get_producers", []),
+    "GetConsumers": ("get_consumers", []),
+    "GetOutputBlocks": ("get_output_blocks", ["scope_block"]),  # attr only for "root"
+    "Annotate": ("annotate", ["ann_key", "ann_val"]),
+    "Unannotate": ("unannotate", ["ann_key"]),
     "TransformLayout": ("transform_layout", ["buffer", "index_map", "pad_value",
                                              "assume_injective_transform"]),
     "SamplePerfectTile": ("sample_perfect_tile", ["n", "max_innermost_factor"]),
@@ -173,7 +178,9 @@ _FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline":
           "Parallel": "loop", "Vectorize": "loop", "Unroll": "loop",
           "CacheRead": "block", "CacheWrite": "block", "SamplePerfectTile": "loop",
           "RFactor": "loop", "ReorderBlockIterVar": "block", "ReIndex": "block",
-          "TransformBlockLayout": "block", "TransformLayout": "block", "Blockize": "target"}
+          "TransformBlockLayout": "block", "TransformLayout": "block", "Blockize": "target",
+          "GetProducers": "block", "GetConsumers": "block", "GetOutputBlocks": "scope_block",
+          "Annotate": "block_or_loop", "Unannotate": "block_or_loop"}
 
 
 def _args(inst: Instruction) -> list:
@@ -184,7 +191,7 @@ def _args(inst: Instruction) -> list:
         return [f"block={ins[0]}", f"loop={ins[1]}"]
     if inst.kind == "FuseReductionEpilogue":
         return [f"reduction_block={ins[0]}", f"epilogue_block={ins[1]}"]
-    if inst.kind in _FIRST:
+    if inst.kind in _FIRST and ins:
         return [f"{_FIRST[inst.kind]}={ins[0]}"]
     return ins
 
