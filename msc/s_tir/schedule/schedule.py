@@ -26,6 +26,7 @@ from . import axes as AX
 from . import blockize as BZ
 from . import blocks as B
 from . import buffers as BF
+from . import dtype as DT
 from . import epilogue as EP
 from . import inline as I
 from . import layout as LT
@@ -292,6 +293,16 @@ class Schedule(QueryMixin):
         rv = self._new(BlockRV, "block", (func_name, name))
         self._record("RFactor", [loop], [int(factor_axis)], [rv])
         return rv
+
+    def unsafe_set_dtype(self, block: BlockRV | str, buffer_index: int, dtype: str) -> None:
+        """Store the intermediate buffer ``block`` writes as ``dtype`` (casts at every
+        access: values are rounded to the new type)."""
+        block = self._as_block(block)
+        func_name, name = self._block(block)
+        self._funcs[func_name] = self._apply("unsafe_set_dtype", DT.unsafe_set_dtype,
+                                             self._funcs[func_name], name, int(buffer_index),
+                                             str(dtype))
+        self._record("UnsafeSetDType", [block], [int(buffer_index), str(dtype)], [])
 
     def storage_align(self, block: BlockRV | str, buffer_index: int, axis: int, factor: int,
                       offset: int) -> None:

@@ -55,6 +55,7 @@ INSTRUCTIONS = {
     "ComputeInline": ("compute_inline", []),
     "SetScope": ("set_scope", ["buffer_index", "storage_scope"]),
     "RFactor": ("rfactor", ["factor_axis"]),
+    "UnsafeSetDType": ("unsafe_set_dtype", ["buffer_index", "dtype"]),
     "StorageAlign": ("storage_align", ["buffer_index", "axis", "factor", "offset"]),
     "ReorderBlockIterVar": ("reorder_block_iter_var", ["new_order"]),
     "ReverseComputeInline": ("reverse_compute_inline", []),
@@ -179,6 +180,7 @@ _FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline":
           "CacheRead": "block", "CacheWrite": "block", "SamplePerfectTile": "loop",
           "RFactor": "loop", "ReorderBlockIterVar": "block", "ReIndex": "block",
           "TransformBlockLayout": "block", "TransformLayout": "block", "Blockize": "target",
+          "UnsafeSetDType": "block",
           "GetProducers": "block", "GetConsumers": "block", "GetOutputBlocks": "scope_block",
           "Annotate": "block_or_loop", "Unannotate": "block_or_loop"}
 
