@@ -39,3 +39,15 @@ def test_annotate_and_unannotate_a_loop_and_a_block():
     assert "pragma_unroll" not in sch.mod["main"].script()
     with pytest.raises(ScheduleError, match="no annotation 'pragma_unroll'"):
         sch.unannotate(i, "pragma_unroll")
+
+
+def test_annotate_buffer_access_states_the_region():
+    sch = _sch()
+    sch.annotate_buffer_access("Y", 0, "read", lambda i, j, k: ((i - 1, i + 1), (k, k + 2)))
+    block = sch.get(sch.get_block("Y"))
+    assert block.annotations["explicit_read_region"] == [0]
+    (lo0, hi0), (lo1, hi1) = block.reads[0].region
+    assert [tir.to_str(e) for e in (lo0, hi0, lo1, hi1)] == ["vi - 1", "vi + 1", "vk", "vk + 2"]
+    testing.verify_trace_roundtrip(sch, parse_tir_text(MM_RELU)["mm_relu"])
+    with pytest.raises(ScheduleError, match="no read buffer 5"):
+        sch.annotate_buffer_access("Y", 5, "read", lambda i, j, k: (i, k))

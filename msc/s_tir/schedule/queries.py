@@ -6,6 +6,7 @@ apart so schedule.py stays a readable size): ``get_producers`` / ``get_consumers
 from __future__ import annotations
 
 from ...errors import ScheduleError
+from . import access as AC
 from . import deps as D
 
 __all__ = ["QueryMixin", "StmtSRef"]
@@ -59,6 +60,20 @@ class QueryMixin:
         rvs = [self._new(type(self)._BLOCK_RV, "block", (func_name, n)) for n in names]
         self._record(kind, [block], [], rvs)
         return rvs
+
+    def annotate_buffer_access(self, block, buffer_index: int, buf_type: str,
+                               gen_new_ranges) -> None:
+        """State the region ``block`` reads (``buf_type="read"``) or writes of buffer
+        ``buffer_index``: ``gen_new_ranges`` maps the iter vars to a (start, stop) pair or an
+        index per dim; marked ``explicit_read_region`` / ``explicit_write_region``."""
+        block = self._as_block(block)
+        func_name, name = self._block(block)
+        func, text = self._apply("annotate_buffer_access", AC.annotate_buffer_access,
+                                 self._funcs[func_name], name, int(buffer_index),
+                                 str(buf_type), gen_new_ranges)
+        self._funcs[func_name] = func
+        self._record("AnnotateBufferAccess", [block], [int(buffer_index), str(buf_type), text],
+                     [])
 
     def annotate(self, block_or_loop, ann_key: str, ann_val) -> None:
         """Set annotation ``ann_key`` of a loop or block to ``ann_val``."""

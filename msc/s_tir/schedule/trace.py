@@ -67,6 +67,8 @@ INSTRUCTIONS = {
     "GetConsumers": ("get_consumers", []),
     "GetOutputBlocks": ("get_output_blocks", ["scope_block"]),  # attr only for "root"
     "Annotate": ("annotate", ["ann_key", "ann_val"]),
+    "AnnotateBufferAccess": ("annotate_buffer_access", ["buffer_index", "buf_type",
+                                                        "gen_new_ranges"]),
     "Unannotate": ("unannotate", ["ann_key"]),
     "TransformLayout": ("transform_layout", ["buffer", "index_map", "pad_value",
                                              "assume_injective_transform"]),
@@ -180,7 +182,7 @@ _FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline":
           "CacheRead": "block", "CacheWrite": "block", "SamplePerfectTile": "loop",
           "RFactor": "loop", "ReorderBlockIterVar": "block", "ReIndex": "block",
           "TransformBlockLayout": "block", "TransformLayout": "block", "Blockize": "target",
-          "UnsafeSetDType": "block",
+          "UnsafeSetDType": "block", "AnnotateBufferAccess": "block",
           "GetProducers": "block", "GetConsumers": "block", "GetOutputBlocks": "scope_block",
           "Annotate": "block_or_loop", "Unannotate": "block_or_loop"}
 
