@@ -54,14 +54,17 @@ _BLOCKS = ("sblock", "block")
 _BLOCK_ONLY = ("reads", "writes", "where", "sblock_attr", "block_attr", "init")
 
 
-def parse_prim_func(node: ast.FunctionDef, source: str, ctx=None) -> PrimFunc:
+def parse_prim_func(node: ast.FunctionDef, source: str, ctx=None,
+                    py_env: dict | None = None) -> PrimFunc:
     """Parse ``node`` (a ``def`` decorated with ``@T.prim_func``) taken from ``source``.
 
     ``ctx`` carries module-level symbolic vars (``n = TypeVar("n")`` in TVM's module text): a
     mapping name -> ``tir.Var``, or an object with such a mapping as ``tir_vars``; None is fine.
-    Names a param buffer's shape uses without a definition become int64 vars.
+    Names a param buffer's shape uses without a definition become int64 vars. ``py_env``
+    holds the Python names the function sees (numbers, dtype strings, functions to call).
     """
     parser = _FuncParser(source, _module_vars(ctx))
+    parser.py_env = dict(py_env or {})
     try:
         return parser.parse(node)
     except RecursionError:  # the expression reader recurses on depth; no prim func nests so

@@ -337,6 +337,8 @@ def _check_pad_value(pad_value, buf, ndim: int, what: str) -> None:
         dtype = _pad_dtype(value)
     else:
         dtype = _pad_dtype(pad_value)
+        if type(pad_value) is int and E.is_int(buf.dtype):
+            dtype = buf.dtype  # a Python int takes an integer buffer's type, as in TVM
     if dtype != buf.dtype:
         raise ScheduleError(f"{what}: the pad value has dtype {dtype}, buffer {buf.name!r} is "
                             f"{buf.dtype}", hint=f"give a {buf.dtype} pad value")
