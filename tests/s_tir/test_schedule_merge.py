@@ -46,3 +46,23 @@ def test_merge_refusals(pick, words):
     with pytest.raises(ScheduleError, match=words):
         sch.merge(*pick(sch))
     testing.assert_structural_equal(sch.mod["main"], two)
+
+
+def test_add_unit_loop_above_a_block_and_a_loop():
+    sch = tir.Schedule(two)
+    u = sch.add_unit_loop("C")
+    v = sch.add_unit_loop(sch.get_loops("D")[0])
+    assert sch.get(u).var.name == "u" and tir.as_int(sch.get(v).extent) == 1
+    assert [sch.get(lp).var.name for lp in sch.get_loops("C")] == ["i", "j", "u"]
+    a = np.random.default_rng(1).standard_normal((8, 6)).astype("float32")
+    c, d = np.zeros((8, 6), "float32"), np.zeros((8, 3), "float32")
+    run_prim_func(sch.mod["main"], a, c, d)
+    np.testing.assert_allclose(c, 2 * a, rtol=1e-6)
+    testing.verify_trace_roundtrip(sch, two)
+
+
+def test_split_takes_tvm_constant_factors():
+    sch = tir.Schedule(two)
+    i, _ = sch.get_loops("C")
+    _, inner = sch.split(i, factors=[tir.const(2, "int64"), None])
+    assert tir.as_int(sch.get(inner).extent) == 4

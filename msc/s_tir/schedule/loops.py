@@ -13,7 +13,8 @@ from ...tir import expr as E
 from ...tir.function import For, PrimFunc, SBlock, SeqStmt, seq
 from .tree import blocks_in, find_path, kids, replace_at, subst_stmt, var_names
 
-__all__ = ["find_loop", "fresh_name", "fuse", "merge", "reorder", "set_kind", "split"]
+__all__ = ["add_unit_loop", "find_loop", "fresh_name", "fuse", "merge", "reorder", "set_kind",
+           "split"]
 
 
 def find_loop(func: PrimFunc, var: E.Var, what: str = "loop") -> list:
@@ -274,3 +275,11 @@ def _merge_chain(path: list, common: int) -> list:
             raise ScheduleError(f"merge: loop {lp.var.name!r} does not start at 0",
                                 key=lp.var.name)
     return below
+
+
+def add_unit_loop(func: PrimFunc, path: list) -> tuple[PrimFunc, E.Var]:
+    """TVM's ``add_unit_loop``: a loop ``for u in range(1)`` right above the block or loop
+    at the end of ``path``. Returns (func, the new loop var)."""
+    var = E.Var(fresh_name(func, "u"), "int32")
+    loop = For(var, E.IntImm(0, "int32"), E.IntImm(1, "int32"), "serial", path[-1])
+    return replace(func, body=replace_at(path, loop)), var

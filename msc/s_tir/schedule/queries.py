@@ -8,6 +8,8 @@ from __future__ import annotations
 from ...errors import ScheduleError
 from . import access as AC
 from . import deps as D
+from . import loops as L
+from .blocks import find_block
 
 __all__ = ["QueryMixin", "StmtSRef"]
 
@@ -60,6 +62,23 @@ class QueryMixin:
         rvs = [self._new(type(self)._BLOCK_RV, "block", (func_name, n)) for n in names]
         self._record(kind, [block], [], rvs)
         return rvs
+
+    def add_unit_loop(self, block_or_loop):
+        """A loop of extent 1 right above a block or loop (TVM's ``add_unit_loop``)."""
+        rv = self._target_rv(block_or_loop)
+        kind, (func_name, ref) = self._lookup(rv)
+        func = self._funcs[func_name]
+        if kind == "block":
+            path = self._apply("add_unit_loop", find_block, func, ref, "add_unit_loop")
+        elif kind == "loop":
+            path = self._apply("add_unit_loop", L.find_loop, func, ref, "add_unit_loop")
+        else:
+            raise ScheduleError(f"add_unit_loop takes a block or a loop, got a {kind}")
+        func, var = self._apply("add_unit_loop", L.add_unit_loop, func, path)
+        self._funcs[func_name] = func
+        loop = self._new(type(self)._LOOP_RV, "loop", (func_name, var))
+        self._record("AddUnitLoop", [rv], [], [loop])
+        return loop
 
     def annotate_buffer_access(self, block, buffer_index: int, buf_type: str,
                                gen_new_ranges) -> None:

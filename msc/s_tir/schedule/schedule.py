@@ -70,7 +70,7 @@ _PREFIX = {BlockRV: "b", LoopRV: "l", ExprRV: "v"}
 class Schedule(QueryMixin):
     """A schedule over the prim funcs of ``mod`` (TVM's ``tir.Schedule`` / ``s_tir``)."""
 
-    _BLOCK_RV = BlockRV
+    _BLOCK_RV, _LOOP_RV = BlockRV, LoopRV
 
     def __init__(self, mod, *, seed: int | None = None, debug_mask="none",
                  error_render_level: str = "detail", enable_check: bool = True):
@@ -500,6 +500,8 @@ class Schedule(QueryMixin):
     def _int(self, value) -> int:
         if isinstance(value, ExprRV):
             return int(self.get(value))
+        if isinstance(value, E.IntImm) and value.dtype != "bool":
+            value = value.value  # TVM's te.const(16, "int64") / T.int64(16) factors
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ScheduleError(f"a split factor must be a positive int or None, got {value!r}")
         return value

@@ -63,6 +63,7 @@ INSTRUCTIONS = {
     "TransformBlockLayout": ("transform_block_layout", ["index_map"]),
     "FuseReductionEpilogue": ("fuse_reduction_epilogue", []),
     "Blockize": ("blockize", ["preserve_unit_iters"]),
+    "AddUnitLoop": ("add_unit_loop", []),
     "GetProducers": ("get_producers", []),
     "GetConsumers": ("get_consumers", []),
     "GetOutputBlocks": ("get_output_blocks", ["scope_block"]),  # attr only for "root"
@@ -183,6 +184,7 @@ _FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline":
           "RFactor": "loop", "ReorderBlockIterVar": "block", "ReIndex": "block",
           "TransformBlockLayout": "block", "TransformLayout": "block", "Blockize": "target",
           "UnsafeSetDType": "block", "AnnotateBufferAccess": "block",
+          "AddUnitLoop": "block_or_loop",
           "GetProducers": "block", "GetConsumers": "block", "GetOutputBlocks": "scope_block",
           "Annotate": "block_or_loop", "Unannotate": "block_or_loop"}
 
