@@ -66,14 +66,14 @@ def make_imm(value, dtype: str) -> E.PrimExpr:
 class ExprParser:
     """Resolves names through a stack of frames (dicts name -> Var/Buffer)."""
 
-    def __init__(self, source: str, frames: list):
+    def __init__(self, source: str, frames: list, py_env: dict | None = None):
         self.source = source
         self.frames = frames
         self.implicit_vars = False  # in a signature, unknown names become int64 vars
         # The Python names the decorated function sees (its globals and closure): numbers and
         # PrimExprs read as values, strings as dtypes, functions are called on the parsed
         # arguments (TVM's parser evaluates such names the same way).
-        self.py_env: dict = {}
+        self.py_env: dict = dict(py_env or {})
         self.anchor: ast.AST | None = None  # error position while parsing a string dim
 
     # ---------------------------------------------------------------- helpers
