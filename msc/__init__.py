@@ -19,6 +19,7 @@ __all__ = [
     "MSCTensor",
     "__version__",
     "build",
+    "compile",
     "cpu",
     "device",
     "errors",
@@ -40,9 +41,9 @@ _LAZY = {"MSCGraph": ".graph", "MSCJoint": ".graph", "MSCPrim": ".graph", "MSCTe
          "IRModule": ".relax.module", "build": ".backend.runtime.library",
          "cpu": ".backend.runtime.arrays", "device": ".backend.runtime.arrays",
          "register_func": ".backend.runtime.packed", "get_global_func": ".backend.runtime.packed",
-         "generate": ".generation", "Generator": ".generation"}
+         "generate": ".generation", "Generator": ".generation", "compile": ".runtime"}
 _SUBPACKAGES = {"relax", "tir", "graph", "script", "backend", "cli", "nd", "meta_schedule", "s_tir",
-                "frontends", "codegen", "compression", "ir", "te"}
+                "frontends", "codegen", "compression", "ir", "te", "runtime"}
 
 
 def __getattr__(name):

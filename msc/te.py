@@ -21,10 +21,11 @@ from collections.abc import Callable, Sequence
 from .backend.legalize import te as _te
 from .errors import ValidationError
 from .tir import expr as E
+from .tir.expr import const
 from .tir.function import PrimFunc
 
-__all__ = ["Tensor", "compute", "create_prim_func", "max", "min", "placeholder", "reduce_axis",
-           "sum"]
+__all__ = ["Tensor", "compute", "const", "create_prim_func", "max", "min", "placeholder",
+           "reduce_axis", "sum"]
 
 _REALIZING: list = []  # (builder, {id(tensor): builder tensor}) while create_prim_func runs
 

@@ -1,9 +1,9 @@
 """Test helpers under TVM's names (``tvm.testing``, ``tvm.s_tir.schedule.testing``).
 
-Structural equality compares the two functions as msc prints them, with every bound name
-(buffers, loop and block vars, parameters) renamed in order of first use, so two functions
-that differ only in how their variables are spelled are equal, as under TVM's
-``structural_equal``; shapes, dtypes, annotations and expressions must match. Block names
+Structural equality compares the two functions as msc prints them, with every binding
+(buffers, loop and block vars, parameters) renamed to the next canonical name and each use
+to its latest binding, so two functions that differ only in how their variables are spelled
+(or in whether sibling loop nests reuse a name) are equal, as under TVM's ``structural_equal``; shapes, dtypes, annotations and expressions must match. Block names
 are not compared (neither does TVM), nor blocks' ``T.reads`` / ``T.writes`` (TVM infers them
 where msc keeps only stated ones)::
 
@@ -124,12 +124,16 @@ def _script(obj) -> str:
 
 
 def _functions(obj) -> dict:
+    from .tir.function import PrimFunc, Stmt
+
     if hasattr(obj, "functions"):
         return dict(obj.functions)
     if hasattr(obj, "script") and hasattr(obj, "body"):
         return {"main": obj}
-    raise ValidationError(f"structural equality compares PrimFuncs and IRModules, not "
-                          f"{type(obj).__name__}", hint="pass sch.mod or sch.mod['main']")
+    if isinstance(obj, Stmt):  # a block or loop (TVM compares statements too): as a body
+        return {"main": PrimFunc((), obj, private=True)}
+    raise ValidationError(f"structural equality compares PrimFuncs, IRModules and statements, "
+                          f"not {type(obj).__name__}", hint="pass sch.mod or sch.mod['main']")
 
 
 def _with_symbol(func):
@@ -146,14 +150,54 @@ def _without(func, key: str):
 
 def _canonical(text: str) -> str:
     tree = _RegionDropper().visit(ast.parse(text))
-    names: dict = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):
             node.name = "f"
-    for node in _ordered_names(tree):
-        if node.id not in _KEEP:
-            node.id = names.setdefault(node.id, f"v{len(names)}")
+    _Binder().visit(tree)
     return ast.unparse(tree)
+
+
+class _Binder(ast.NodeVisitor):
+    """Alpha-renaming: every binding (a parameter, a ``for`` target, an assigned name) gets
+    the next canonical name, and each use takes the name's latest binding, so two nests
+    that both say ``for i, j`` compare equal to two that say ``for i, j`` and ``for ax0,
+    ax1`` (TVM's structural equality binds vars, it does not compare their names). A value
+    is visited before its targets, a loop's range before its var."""
+
+    def __init__(self):
+        self.names: dict = {}
+        self.count = 0
+
+    def _bind(self, name: str) -> str:
+        if name in _KEEP:
+            return name
+        self.names[name] = f"v{self.count}"
+        self.count += 1
+        return self.names[name]
+
+    def visit_arg(self, node):
+        if node.annotation is not None:
+            self.visit(node.annotation)
+        node.arg = self._bind(node.arg)
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Store):
+            node.id = self._bind(node.id)
+        elif node.id not in _KEEP:
+            if node.id not in self.names:
+                self._bind(node.id)
+            node.id = self.names[node.id]
+
+    def visit_Assign(self, node):
+        self.visit(node.value)
+        for target in node.targets:
+            self.visit(target)
+
+    def visit_For(self, node):
+        self.visit(node.iter)
+        self.visit(node.target)
+        for stmt in node.body + node.orelse:
+            self.visit(stmt)
 
 
 class _RegionDropper(ast.NodeTransformer):
@@ -172,34 +216,6 @@ class _RegionDropper(ast.NodeTransformer):
         if ast.unparse(node.func) in ("T.sblock", "T.block") and node.args:
             node.args = [ast.Constant("")]
         return self.generic_visit(node)
-
-
-def _ordered_names(tree) -> list:
-    """Name and arg nodes in source order, so renaming follows first use."""
-    found = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
-    for arg in (n for n in ast.walk(tree) if isinstance(n, ast.arg)):
-        shim = ast.Name(id=arg.arg, lineno=arg.lineno, col_offset=arg.col_offset)
-        shim.arg_node = arg
-        found.append(shim)
-    found.sort(key=lambda n: (n.lineno, n.col_offset))
-    return [_Renamer(n) for n in found]
-
-
-class _Renamer:
-    """A Name or a function parameter seen through one ``id`` attribute."""
-
-    def __init__(self, node):
-        object.__setattr__(self, "node", node)
-
-    @property
-    def id(self):
-        return self.node.id
-
-    @id.setter
-    def id(self, value):
-        self.node.id = value
-        if hasattr(self.node, "arg_node"):
-            self.node.arg_node.arg = value
 
 
 def _numpy(x):

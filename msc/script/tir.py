@@ -107,7 +107,10 @@ def prim_func(func=None, **kwargs):
         return prim_func
     if not callable(func) or _in_class(getattr(func, "__qualname__", "")):
         return func
-    return _parsed(func)
+    import sys
+
+    caller = sys._getframe(1)  # the scope the function is defined in (annotations' names)
+    return _parsed(func, dict(caller.f_locals))
 
 
 def _in_class(qualname: str) -> bool:
@@ -116,7 +119,7 @@ def _in_class(qualname: str) -> bool:
     return bool(outer) and not outer.endswith("<locals>")
 
 
-def _parsed(func):
+def _parsed(func, caller_locals: dict | None = None):
     import ast
     import inspect
     import textwrap
@@ -128,7 +131,20 @@ def _parsed(func):
     except (OSError, TypeError):  # defined in exec'd text or a REPL: nothing to read
         return func
     tree = ast.parse(source)
-    return parse_prim_func(tree.body[0], source)
+    return parse_prim_func(tree.body[0], source,
+                           py_env=_python_names(func, caller_locals or {}))
+
+
+def _python_names(func, caller_locals: dict) -> dict:
+    """The names ``func`` sees, as TVM's parser reads them: its globals, the locals of the
+    scope it is defined in (what its annotations name), and its closure."""
+    import inspect
+
+    try:
+        closure = inspect.getclosurevars(func).nonlocals
+    except (TypeError, ValueError):
+        closure = {}
+    return {**getattr(func, "__globals__", {}), **caller_locals, **closure}
 
 
 def __getattr__(name: str):

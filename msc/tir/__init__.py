@@ -22,6 +22,7 @@ from .expr import (
     binary,
     canonicalize,
     ceildiv,
+    const,
     convert,
     evaluate,
     floordiv,
@@ -57,7 +58,7 @@ from .printer import prim_func_to_script
 __all__ = [
     "BINARY_KINDS", "AllocBuffer", "BinaryOp", "Block", "Buffer", "BufferLoad", "BufferRegion",
     "BufferStore", "Cast", "Evaluate", "FloatImm", "For", "IntImm", "IterVar", "Not",
-    "PrimCall", "PrimExpr", "PrimFunc", "SBlock", "Select", "SizeVar", "StringImm", "Var", "add", "as_int", "binary", "canonicalize", "ceildiv", "convert",
+    "PrimCall", "PrimExpr", "PrimFunc", "SBlock", "Select", "SizeVar", "StringImm", "Var", "add", "as_int", "binary", "canonicalize", "ceildiv", "const", "convert",
     "evaluate", "floordiv", "floormod", "free_vars", "if_then_else", "max", "min", "mul", "sub",
     "substitute", "to_str", "truncdiv", "truncmod",
 ]

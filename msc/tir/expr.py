@@ -98,6 +98,8 @@ class IntImm(PrimExpr):
     is_const = True  # shadows PrimExpr.is_const: read once per dim of every tensor
 
     def __init__(self, value: int, dtype: str = "int64"):
+        if isinstance(value, str):  # TVM's argument order: IntImm("int8", 0)
+            value, dtype = dtype, value
         object.__setattr__(self, "value", int(value))
         object.__setattr__(self, "dtype", dtype)
         object.__setattr__(self, "_key", ("Int", int(value)))
@@ -117,6 +119,8 @@ class FloatImm(PrimExpr):
     is_const = True
 
     def __init__(self, value: float, dtype: str = "float32"):
+        if isinstance(value, str):  # TVM's argument order: FloatImm("float16", 1.0)
+            value, dtype = dtype, value
         object.__setattr__(self, "value", float(value))
         object.__setattr__(self, "dtype", dtype)
         object.__setattr__(self, "_key", ("Float", float(value), dtype))
@@ -234,6 +238,15 @@ def convert(value) -> PrimExpr:
 
 _SMALL_MAX = 1024
 _SMALL = {v: IntImm(v) for v in range(-1, _SMALL_MAX + 1)}
+
+
+def const(value, dtype: str | None = None) -> PrimExpr:
+    """TVM's ``tir.const`` / ``te.const``: a typed constant (int32 and float32 by default)."""
+    if isinstance(value, bool) or dtype == "bool":
+        return IntImm(int(value), "bool")
+    if dtype is not None and is_float(dtype) or dtype is None and isinstance(value, float):
+        return FloatImm(float(value), dtype or "float32")
+    return IntImm(int(value), dtype or "int32")
 
 
 def is_float(dtype: str) -> bool:

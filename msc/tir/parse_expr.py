@@ -25,6 +25,19 @@ _CMPOPS = {ast.Eq: "EQ", ast.NotEq: "NE", ast.Lt: "LT", ast.LtE: "LE", ast.Gt: "
 _INT32 = (-(2 ** 31), 2 ** 31 - 1)
 
 
+def _py_value(value):
+    """A Python value of the enclosing scope as a TIR value (None: not one)."""
+    if isinstance(value, E.PrimExpr):
+        return value
+    if isinstance(value, bool):
+        return E.IntImm(int(value), "bool")
+    if isinstance(value, int):
+        return E.IntImm(value, "int32")
+    if isinstance(value, float):
+        return E.FloatImm(value, "float32")
+    return None
+
+
 def t_name(node) -> str | None:
     """``T.a.b`` -> ``"a.b"``; None for anything not rooted at the ``T`` namespace."""
     parts = []
@@ -53,10 +66,14 @@ def make_imm(value, dtype: str) -> E.PrimExpr:
 class ExprParser:
     """Resolves names through a stack of frames (dicts name -> Var/Buffer)."""
 
-    def __init__(self, source: str, frames: list):
+    def __init__(self, source: str, frames: list, py_env: dict | None = None):
         self.source = source
         self.frames = frames
         self.implicit_vars = False  # in a signature, unknown names become int64 vars
+        # The Python names the decorated function sees (its globals and closure): numbers and
+        # PrimExprs read as values, strings as dtypes, functions are called on the parsed
+        # arguments (TVM's parser evaluates such names the same way).
+        self.py_env: dict = dict(py_env or {})
         self.anchor: ast.AST | None = None  # error position while parsing a string dim
 
     # ---------------------------------------------------------------- helpers
@@ -71,6 +88,8 @@ class ExprParser:
         for frame in reversed(self.frames):
             if node.id in frame:
                 return frame[node.id]
+        if node.id in self.py_env and _py_value(self.py_env[node.id]) is not None:
+            return _py_value(self.py_env[node.id])
         if self.implicit_vars:
             var = E.Var(node.id, "int64")
             self.frames[1 if len(self.frames) > 1 else 0][node.id] = var
@@ -94,6 +113,8 @@ class ExprParser:
 
     def dtype_arg(self, node: ast.expr) -> str:
         value = self.constant(node) if isinstance(node, ast.Constant) else t_name(node)
+        if isinstance(node, ast.Name) and isinstance(self.py_env.get(node.id), str):
+            value = self.py_env[node.id]  # a dtype held in a Python variable
         if value not in intrin.DTYPES:
             raise self.error(node, f"unknown dtype {ast.unparse(node)}",
                              hint=f"use one of {', '.join(sorted(intrin.DTYPES))}")
@@ -267,6 +288,9 @@ class ExprParser:
                 isinstance(node.func.value, ast.Name):
             return self._access_ptr(node)
         name = t_name(node.func)
+        if name is None and isinstance(node.func, ast.Name) and \
+                callable(self.py_env.get(node.func.id)) and not node.keywords:
+            return self._py_call(node)
         if name is None:
             raise self.error(node.func, f"unknown function {ast.unparse(node.func)} in a prim "
                                         "func", hint="TIR calls are written T.<name>(...)")
@@ -285,6 +309,19 @@ class ExprParser:
                 raise self.error(node.keywords[0].value, f"T.{name} gives {value.dtype}, "
                                  f"not dtype={dtype!r}", hint="cast with T.Cast(dtype, x)")
         return value
+
+    def _py_call(self, node: ast.Call) -> E.PrimExpr:
+        """A Python function of the enclosing scope called on parsed arguments: its result
+        (built with ``T.*`` on PrimExprs) is the value."""
+        fn = self.py_env[node.func.id]
+        try:
+            value = fn(*[self.expr(a) for a in node.args])
+            return E.convert(value)
+        except ParseError:
+            raise
+        except Exception as exc:  # the user's function: report it at the call  # noqa: BLE001
+            raise self.error(node, f"calling {node.func.id}(...) failed: "
+                                   f"{type(exc).__name__}: {exc}") from None
 
     def _access_ptr(self, node: ast.Call) -> E.PrimExpr:
         """``B.access_ptr(mask, ptr_type="handle", content_lanes=1, offset=0, extent=None)``
@@ -332,6 +369,9 @@ class ExprParser:
             return make_imm(self.constant(arg), dtype)
         if isinstance(arg, ast.Constant) and arg.value in ("inf", "-inf", "nan"):
             return E.FloatImm(float(arg.value), dtype)
+        if isinstance(arg, ast.Name) and not any(arg.id in f for f in self.frames) and \
+                type(self.py_env.get(arg.id)) in (int, float, bool):
+            return make_imm(self.py_env[arg.id], dtype)  # T.float32(lower): a Python number
         return E.Cast(dtype, self.expr(arg))
 
     def _cast(self, name: str, node: ast.Call) -> E.PrimExpr:

@@ -54,14 +54,14 @@ _BLOCKS = ("sblock", "block")
 _BLOCK_ONLY = ("reads", "writes", "where", "sblock_attr", "block_attr", "init")
 
 
-def parse_prim_func(node: ast.FunctionDef, source: str, ctx=None) -> PrimFunc:
+def parse_prim_func(node: ast.FunctionDef, source: str, ctx=None, py_env=None) -> PrimFunc:
     """Parse ``node`` (a ``def`` decorated with ``@T.prim_func``) taken from ``source``.
 
     ``ctx`` carries module-level symbolic vars (``n = TypeVar("n")`` in TVM's module text): a
     mapping name -> ``tir.Var``, or an object with such a mapping as ``tir_vars``; None is fine.
-    Names a param buffer's shape uses without a definition become int64 vars.
+    Unknown names in a param's shape become int64 vars; ``py_env``: the Python names it sees.
     """
-    parser = _FuncParser(source, _module_vars(ctx))
+    parser = _FuncParser(source, _module_vars(ctx), py_env)
     try:
         return parser.parse(node)
     except RecursionError:  # the expression reader recurses on depth; no prim func nests so
@@ -77,8 +77,8 @@ def _module_vars(ctx) -> dict:
 
 
 class _FuncParser(ExprParser):
-    def __init__(self, source: str, module_vars: dict):
-        super().__init__(source, [dict(module_vars)])
+    def __init__(self, source: str, module_vars: dict, py_env: dict | None = None):
+        super().__init__(source, [dict(module_vars)], py_env)
         self.attrs: dict = {}
         self.sym_vars: dict = {}
         self.params: list = []

@@ -127,3 +127,23 @@ def test_reorder_block_iter_var_permutes_the_declared_axes():
     for bad in ([0], [0, 0], [-1, 1], [0, 2]):
         with pytest.raises(ScheduleError, match="not a permutation"):
             sch.reorder_block_iter_var("B", bad)
+
+
+def test_unsafe_set_dtype_casts_at_every_access():
+    sch = _sch()
+    sch.unsafe_set_dtype("B", 0, "float16")
+    func = sch.mod["main"]
+    text = func.script()
+    assert 'B = T.sblock_alloc_buffer((4, 8), "float16")' in text
+    assert 'B[vi, vj] = T.Cast("float16", A[vi, vj] * T.float32(2.0))' in text
+    assert 'C[vi, vj] = T.Cast("float32", B[vi, vj]) + T.float32(1.0)' in text
+    a = np.random.default_rng(0).standard_normal((4, 8)).astype("float32")
+    out = np.zeros((4, 8), "float32")
+    run_prim_func(func, a, out)
+    expected = (2 * a).astype("float16").astype("float32") + 1
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+    again = _sch()
+    sch.trace.apply_to_schedule(again)
+    assert again.mod["main"].script() == text
+    with pytest.raises(ScheduleError, match="parameter of the function"):
+        sch.unsafe_set_dtype("C", 0, "float16")

@@ -8,6 +8,7 @@ import pytest
 
 from msc import testing, tir
 from msc.errors import ScheduleError
+from msc.script import tir as T
 from msc.tir.parser import parse_tir_text
 
 from .test_schedule_primitives import MM_RELU
@@ -96,3 +97,45 @@ def test_compute_at_refusals_use_tvm_words(apply, match):
     with pytest.raises(ScheduleError, match=match):
         apply(sch)
     assert sch.mod["main"].script() == before
+
+
+def test_structural_equality_binds_names_rather_than_comparing_them():
+    @T.prim_func(s_tir=True)
+    def reused(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+        C = T.sblock_alloc_buffer((4,))
+        for i in range(4):
+            with T.sblock("C"):
+                vi = T.axis.remap("S", [i])
+                C[vi] = A[vi]
+        for i in range(4):
+            with T.sblock("B"):
+                vi = T.axis.remap("S", [i])
+                B[vi] = C[vi]
+
+    @T.prim_func(s_tir=True)
+    def distinct(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+        C = T.sblock_alloc_buffer((4,))
+        for ax0 in range(4):
+            with T.sblock("C"):
+                v0 = T.axis.remap("S", [ax0])
+                C[v0] = A[v0]
+        for i in range(4):
+            with T.sblock("B"):
+                vi = T.axis.remap("S", [i])
+                B[vi] = C[vi]
+
+    @T.prim_func(s_tir=True)
+    def swapped(A: T.Buffer((4,), "float32"), B: T.Buffer((4,), "float32")):
+        C = T.sblock_alloc_buffer((4,))
+        for i in range(4):
+            with T.sblock("C"):
+                vi = T.axis.remap("S", [i])
+                C[vi] = A[vi]
+        for i in range(4):
+            with T.sblock("B"):
+                vi = T.axis.remap("S", [i])
+                B[vi] = A[vi]
+
+    testing.assert_structural_equal_ignore_global_symbol(reused, distinct)
+    with pytest.raises(ValueError):
+        testing.assert_structural_equal_ignore_global_symbol(reused, swapped)

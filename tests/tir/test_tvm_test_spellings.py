@@ -192,3 +192,30 @@ def test_call_extern_with_dtype_keyword_and_void():
     text = func.script()
     assert 'T.call_extern("void", "call_impl", B.data)' in text
     assert _parse(text).script() == text
+
+
+_LOWER = -2.0
+
+
+def _clip(x, lo, hi):
+    from msc.script import tir as T
+
+    return T.min(T.max(x, lo), hi)
+
+
+def test_prim_func_reads_python_names_of_its_scope():
+    """Numbers, dtype strings and functions of the enclosing scope, as TVM's parser reads
+    them: a closure float, a dtype held in a variable, a Python function called on values."""
+    from msc.script import tir as T
+
+    upper, dtype = 3.0, "float32"
+
+    @T.prim_func(s_tir=True)
+    def clipped(A: T.Buffer((4,), dtype), B: T.Buffer((4,), "float32")):
+        for i in range(4):
+            with T.sblock("B"):
+                vi = T.axis.remap("S", [i])
+                B[vi] = _clip(A[vi], T.float32(_LOWER), T.float32(upper))
+
+    text = clipped.script()
+    assert "B[vi] = T.min(T.max(A[vi], T.float32(-2.0)), T.float32(3.0))" in text

@@ -6,13 +6,15 @@ primitive does not apply, the function unchanged."""
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import pairwise
 
 from ...errors import ScheduleError
 from ...tir import expr as E
-from ...tir.function import For, PrimFunc, SBlock, SeqStmt
+from ...tir.function import For, PrimFunc, SBlock, SeqStmt, seq
 from .tree import blocks_in, find_path, kids, replace_at, subst_stmt, var_names
 
-__all__ = ["find_loop", "fresh_name", "fuse", "reorder", "set_kind", "split"]
+__all__ = ["add_unit_loop", "find_loop", "fresh_name", "fuse", "merge", "reorder", "set_kind",
+           "split"]
 
 
 def find_loop(func: PrimFunc, var: E.Var, what: str = "loop") -> list:
@@ -217,3 +219,67 @@ def _has_inner_loop(s) -> bool:
     if isinstance(s, (SeqStmt, SBlock)):
         return any(_has_inner_loop(k) for k in kids(s))
     return False
+
+
+def merge(func: PrimFunc, variables: list) -> tuple[PrimFunc, E.Var]:
+    """TVM's ``merge``: loop nests of equal extents, each a chain of single-child loops from
+    a common ancestor down to the given loop, become one nest whose innermost loop runs the
+    given loops' bodies in turn; the merged nest takes the last nest's place. Returns (func,
+    the innermost merged loop var)."""
+    paths = [find_loop(func, v, "merge") for v in variables]
+    common = 0
+    while all(len(p) > common + 1 and p[common] is paths[0][common] for p in paths):
+        common += 1
+    scopes = {id(next(n for n in reversed(p[:-1]) if isinstance(n, SBlock))) for p in paths}
+    if len(scopes) != 1:
+        raise ScheduleError("merge: expected the loops to be under the same block scope")
+    nests = [_merge_chain(p, common) for p in paths]
+    if len({len(n) for n in nests}) != 1:
+        raise ScheduleError("merge: the loops must be at the same nesting depth below their "
+                            "common ancestor", hint=f"depths {[len(n) for n in nests]}")
+    for nest in nests[1:]:
+        for a, b in zip(nests[0], nest):
+            if E.sub(a.extent, b.extent) != E.IntImm(0, a.extent.dtype):
+                raise ScheduleError(f"merge: loops {a.var.name!r} and {b.var.name!r} have "
+                                    f"different extents ({E.to_str(a.extent)} vs "
+                                    f"{E.to_str(b.extent)})", key=b.var.name)
+    taken = var_names(func.body)
+    new_vars = [E.Var(fresh_name(func, f"{lp.var.name}_m", taken), lp.var.dtype)
+                for lp in nests[0]]
+    bodies = [subst_stmt(nest[-1].body, {lp.var.name: v for lp, v in zip(nest, new_vars)})
+              for nest in nests]
+    stmt = seq(bodies)
+    for v, lp in reversed(list(zip(new_vars, nests[0]))):
+        stmt = For(v, E.IntImm(0, v.dtype), lp.extent, "serial", stmt)
+    body = replace_at(find_path(func.body, lambda s: s is nests[-1][0]), stmt)
+    for nest in nests[:-1]:
+        body = replace_at(find_path(body, lambda s, lp=nest[0]: s is lp), None)
+    return replace(func, body=body), new_vars[-1]
+
+
+def _merge_chain(path: list, common: int) -> list:
+    """The loops of ``path`` below its first ``common`` nodes, outermost first: each must
+    start at 0, carry no annotation or binding, and hold only the next."""
+    below = path[common:]
+    if any(not isinstance(n, For) for n in below):
+        raise ScheduleError(f"merge: loop {path[-1].var.name!r} is not in a chain of loops "
+                            "directly below the loops' common ancestor",
+                            key=path[-1].var.name, hint="merge loops of sibling loop nests")
+    for outer, inner in pairwise(below):
+        if outer.body is not inner:
+            raise ScheduleError(f"merge: loop {inner.var.name!r} is not the only child of "
+                                f"loop {outer.var.name!r}", key=inner.var.name)
+    for lp in below:
+        _plain_loop(lp, "merge")
+        if E.as_int(lp.min) != 0:
+            raise ScheduleError(f"merge: loop {lp.var.name!r} does not start at 0",
+                                key=lp.var.name)
+    return below
+
+
+def add_unit_loop(func: PrimFunc, path: list) -> tuple[PrimFunc, E.Var]:
+    """TVM's ``add_unit_loop``: a loop ``for u in range(1)`` right above the block or loop
+    at the end of ``path``. Returns (func, the new loop var)."""
+    var = E.Var(fresh_name(func, "u"), "int32")
+    loop = For(var, E.IntImm(0, "int32"), E.IntImm(1, "int32"), "serial", path[-1])
+    return replace(func, body=replace_at(path, loop)), var

@@ -23,11 +23,18 @@ from ...errors import MSCError, ScheduleError
 from ...tir import expr as E
 from ...tir.function import PrimFunc
 from . import axes as AX
+from . import blockize as BZ
 from . import blocks as B
 from . import buffers as BF
+from . import dtype as DT
+from . import epilogue as EP
 from . import inline as I
+from . import layout as LT
 from . import loops as L
+from . import partition as PT
+from . import reindex as RX
 from . import rfactor as RF
+from .queries import QueryMixin
 from .trace import Instruction, Trace
 from .tree import block_loops
 
@@ -60,8 +67,10 @@ SBlockRV = BlockRV
 _PREFIX = {BlockRV: "b", LoopRV: "l", ExprRV: "v"}
 
 
-class Schedule:
+class Schedule(QueryMixin):
     """A schedule over the prim funcs of ``mod`` (TVM's ``tir.Schedule`` / ``s_tir``)."""
+
+    _BLOCK_RV, _LOOP_RV = BlockRV, LoopRV
 
     def __init__(self, mod, *, seed: int | None = None, debug_mask="none",
                  error_render_level: str = "detail", enable_check: bool = True):
@@ -155,12 +164,41 @@ class Schedule:
                      rvs)
         return rvs
 
+    def loop_partition(self, loop: LoopRV, factors, preserve_unit_iters: bool = True) -> list:
+        """Cut ``loop`` into consecutive loops of the ``factors``' sizes (one may be None,
+        and a last loop takes the rest), each in an opaque block of its own."""
+        func_name, var = self._loop(loop)
+        values = [None if f is None else self._factor(f) for f in factors]
+        func, new_vars = self._apply("loop_partition", PT.loop_partition,
+                                     self._funcs[func_name], var, values)
+        self._funcs[func_name] = func
+        rvs = [self._new(LoopRV, "loop", (func_name, v)) for v in new_vars]
+        self._record("LoopPartition", [loop, *factors], [preserve_unit_iters], rvs)
+        return rvs
+
+    def _factor(self, value) -> int:
+        if isinstance(value, ExprRV):
+            return int(self.get(value))
+        if E.as_int(E.convert(value)) is None:
+            raise ScheduleError(f"a factor must be an integer, got {value!r}")
+        return E.as_int(E.convert(value))
+
     def fuse(self, *loops: LoopRV, preserve_unit_iters: bool = True) -> LoopRV:
         func_name, variables = self._same_func(loops, "fuse")
         func, var = self._apply("fuse", L.fuse, self._funcs[func_name], variables)
         self._funcs[func_name] = func
         rv = self._new(LoopRV, "loop", (func_name, var))
         self._record("Fuse", list(loops), [preserve_unit_iters], [rv])
+        return rv
+
+    def merge(self, *loops: LoopRV) -> LoopRV:
+        """Merge sibling loop nests of equal extents into one (TVM's ``merge``): their
+        bodies run in turn under the merged loops; returns the innermost merged loop."""
+        func_name, variables = self._same_func(loops, "merge")
+        func, var = self._apply("merge", L.merge, self._funcs[func_name], variables)
+        self._funcs[func_name] = func
+        rv = self._new(LoopRV, "loop", (func_name, var))
+        self._record("Merge", list(loops), [], [rv])
         return rv
 
     def reorder(self, *ordered_loops: LoopRV) -> None:
@@ -256,6 +294,16 @@ class Schedule:
         self._record("RFactor", [loop], [int(factor_axis)], [rv])
         return rv
 
+    def unsafe_set_dtype(self, block: BlockRV | str, buffer_index: int, dtype: str) -> None:
+        """Store the intermediate buffer ``block`` writes as ``dtype`` (casts at every
+        access: values are rounded to the new type)."""
+        block = self._as_block(block)
+        func_name, name = self._block(block)
+        self._funcs[func_name] = self._apply("unsafe_set_dtype", DT.unsafe_set_dtype,
+                                             self._funcs[func_name], name, int(buffer_index),
+                                             str(dtype))
+        self._record("UnsafeSetDType", [block], [int(buffer_index), str(dtype)], [])
+
     def storage_align(self, block: BlockRV | str, buffer_index: int, axis: int, factor: int,
                       offset: int) -> None:
         """Pad dim ``axis`` of the buffer ``block`` writes for its allocation (TVM's
@@ -276,6 +324,75 @@ class Schedule:
                                              AX.reorder_block_iter_var,
                                              self._funcs[func_name], name, order)
         self._record("ReorderBlockIterVar", [block], [order], [])
+
+    def reindex(self, block: BlockRV | str, buffer) -> BlockRV:
+        """Route the block's access to ``buffer`` (``("read", k)``, ``("write", k)`` or a
+        name) through a new buffer indexed by the block's iter vars; returns the copy block."""
+        block = self._as_block(block)
+        func_name, name = self._block(block)
+        func = self._funcs[func_name]
+        kind, index = self._apply("reindex", RX.resolve_buffer,
+                                  B.find_block(func, name, "reindex")[-1], buffer, "reindex")
+        func, new = self._apply("reindex", RX.reindex, func, name, kind, index)
+        self._funcs[func_name] = func
+        rv = self._new(BlockRV, "block", (func_name, new))
+        self._record("ReIndex", [block], [[kind, index]], [rv])
+        return rv
+
+    def transform_layout(self, block: BlockRV | str, buffer, index_map, pad_value=None, *,
+                         assume_injective_transform: bool = False) -> None:
+        """Give ``buffer`` (``("read", k)``, ``("write", k)`` or a name) of ``block`` the
+        layout ``index_map`` (old indices -> new), rewriting every access to it."""
+        block = self._as_block(block)
+        func_name, name = self._block(block)
+        func = self._funcs[func_name]
+        kind, index = self._apply("transform_layout", RX.resolve_buffer,
+                                  B.find_block(func, name, "transform_layout")[-1], buffer,
+                                  "transform_layout")
+        func, text = self._apply("transform_layout", LT.transform_layout, func, name, kind,
+                                 index, index_map, pad_value, bool(assume_injective_transform))
+        self._funcs[func_name] = func
+        pad = pad_value if isinstance(pad_value, (int, float)) else None
+        self._record("TransformLayout", [block],
+                     [[kind, index], text, pad, bool(assume_injective_transform)], [])
+
+    def transform_block_layout(self, block: BlockRV | str, index_map) -> None:
+        """Re-express the block's iteration space through ``index_map`` (a bijective map of
+        its iter vars, e.g. ``lambda i, j: (i * 128 + j,)``): new iter vars and loops."""
+        block = self._as_block(block)
+        func_name, name = self._block(block)
+        func, text = self._apply("transform_block_layout", LT.transform_block_layout,
+                                 self._funcs[func_name], name, index_map)
+        self._funcs[func_name] = func
+        self._record("TransformBlockLayout", [block], [text], [])
+
+    def fuse_reduction_epilogue(self, reduction_block: BlockRV | str,
+                                epilogue_block: BlockRV | str) -> None:
+        """Move an elementwise epilogue (bias add, ReLU, clip) into the reduction block,
+        applied at every reduction step as TVM defines it."""
+        blocks = [self._as_block(b) for b in (reduction_block, epilogue_block)]
+        (func_name, reduction), (other, epilogue) = [self._block(b) for b in blocks]
+        if func_name != other:
+            raise ScheduleError("fuse_reduction_epilogue: the blocks are in different "
+                                "functions")
+        self._funcs[func_name] = self._apply("fuse_reduction_epilogue",
+                                             EP.fuse_reduction_epilogue,
+                                             self._funcs[func_name], reduction, epilogue)
+        self._record("FuseReductionEpilogue", blocks, [], [])
+
+    def blockize(self, target, preserve_unit_iters: bool = True) -> BlockRV:
+        """Turn the subtree under loop ``target`` into an outer block over the outer parts
+        of the inner block's bindings; returns the outer block."""
+        if isinstance(target, (list, tuple)):
+            raise ScheduleError("blockize of a list of blocks is not implemented in msc",
+                                hint="blockize the loop that holds them")
+        func_name, var = self._loop(target)
+        func, name = self._apply("blockize", BZ.blockize, self._funcs[func_name], var,
+                                 bool(preserve_unit_iters))
+        self._funcs[func_name] = func
+        rv = self._new(BlockRV, "block", (func_name, name))
+        self._record("Blockize", [target], [bool(preserve_unit_iters)], [rv])
+        return rv
 
     def compute_inline(self, block: BlockRV | str) -> None:
         """Inline a block that computes an intermediate buffer into its consumers."""
@@ -383,6 +500,8 @@ class Schedule:
     def _int(self, value) -> int:
         if isinstance(value, ExprRV):
             return int(self.get(value))
+        if isinstance(value, E.IntImm) and value.dtype != "bool":
+            value = value.value  # TVM's te.const(16, "int64") / T.int64(16) factors
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ScheduleError(f"a split factor must be a positive int or None, got {value!r}")
         return value

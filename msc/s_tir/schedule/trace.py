@@ -40,8 +40,10 @@ INSTRUCTIONS = {
     "GetSBlock": ("get_block", ["name", "func_name"]),
     "GetLoops": ("get_loops", []),
     "Split": ("split", ["preserve_unit_iters", "disable_predication"]),
+    "LoopPartition": ("loop_partition", ["preserve_unit_iters"]),
     "Fuse": ("fuse", ["preserve_unit_iters"]),
     "Reorder": ("reorder", []),
+    "Merge": ("merge", []),
     "Parallel": ("parallel", []),
     "Vectorize": ("vectorize", []),
     "Unroll": ("unroll", []),
@@ -53,9 +55,24 @@ INSTRUCTIONS = {
     "ComputeInline": ("compute_inline", []),
     "SetScope": ("set_scope", ["buffer_index", "storage_scope"]),
     "RFactor": ("rfactor", ["factor_axis"]),
+    "UnsafeSetDType": ("unsafe_set_dtype", ["buffer_index", "dtype"]),
     "StorageAlign": ("storage_align", ["buffer_index", "axis", "factor", "offset"]),
     "ReorderBlockIterVar": ("reorder_block_iter_var", ["new_order"]),
     "ReverseComputeInline": ("reverse_compute_inline", []),
+    "ReIndex": ("reindex", ["buffer"]),
+    "TransformBlockLayout": ("transform_block_layout", ["index_map"]),
+    "FuseReductionEpilogue": ("fuse_reduction_epilogue", []),
+    "Blockize": ("blockize", ["preserve_unit_iters"]),
+    "AddUnitLoop": ("add_unit_loop", []),
+    "GetProducers": ("get_producers", []),
+    "GetConsumers": ("get_consumers", []),
+    "GetOutputBlocks": ("get_output_blocks", ["scope_block"]),  # attr only for "root"
+    "Annotate": ("annotate", ["ann_key", "ann_val"]),
+    "AnnotateBufferAccess": ("annotate_buffer_access", ["buffer_index", "buf_type",
+                                                        "gen_new_ranges"]),
+    "Unannotate": ("unannotate", ["ann_key"]),
+    "TransformLayout": ("transform_layout", ["buffer", "index_map", "pad_value",
+                                             "assume_injective_transform"]),
     "SamplePerfectTile": ("sample_perfect_tile", ["n", "max_innermost_factor"]),
     "SampleCategorical": ("sample_categorical", ["candidates", "probs"]),
     "EnterPostproc": ("enter_postproc", []),
@@ -130,9 +147,9 @@ class Trace:
 
 
 def _call(sch, method: str, kind: str, args: list, kwargs: dict):
-    if kind in ("Split",):
-        return sch.split(args[0], args[1:], **kwargs)
-    if kind in ("Fuse", "Reorder"):
+    if kind in ("Split", "LoopPartition"):
+        return getattr(sch, method)(args[0], args[1:], **kwargs)
+    if kind in ("Fuse", "Reorder", "Merge"):
         return getattr(sch, method)(*args, **kwargs)
     if kind == "SampleCategorical":
         return sch.sample_categorical(**kwargs)
@@ -153,7 +170,8 @@ def _line(inst: Instruction, decision) -> str:
     if inst.kind == "GetSBlock":
         method = "get_sblock"
     args = _args(inst)
-    args += [f"{n}={_py(v)}" for n, v in zip(names, inst.attrs)]
+    attrs = [tuple(a) if n in _TUPLES else a for n, a in zip(names, inst.attrs)]
+    args += [f"{n}={_py(v)}" for n, v in zip(names, attrs)]
     if decision is not None:
         args.append(f"decision={_py(decision)}")
     call = f"sch.{method}({', '.join(args)})"
@@ -163,19 +181,33 @@ def _line(inst: Instruction, decision) -> str:
 _FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline": "block",
           "Parallel": "loop", "Vectorize": "loop", "Unroll": "loop",
           "CacheRead": "block", "CacheWrite": "block", "SamplePerfectTile": "loop",
-          "RFactor": "loop", "ReorderBlockIterVar": "block"}
+          "RFactor": "loop", "ReorderBlockIterVar": "block", "ReIndex": "block",
+          "TransformBlockLayout": "block", "TransformLayout": "block", "Blockize": "target",
+          "UnsafeSetDType": "block", "AnnotateBufferAccess": "block",
+          "AddUnitLoop": "block_or_loop",
+          "GetProducers": "block", "GetConsumers": "block", "GetOutputBlocks": "scope_block",
+          "Annotate": "block_or_loop", "Unannotate": "block_or_loop"}
 
 
 def _args(inst: Instruction) -> list:
     ins = [x if isinstance(x, str) else _py(x) for x in inst.inputs]
-    if inst.kind == "Split":
+    if inst.kind in ("Split", "LoopPartition"):
         return [f"loop={ins[0]}", f"factors=[{', '.join(ins[1:])}]"]
     if inst.kind in ("ComputeAt", "ReverseComputeAt", "DecomposeReduction"):
         return [f"block={ins[0]}", f"loop={ins[1]}"]
-    if inst.kind in _FIRST:
+    if inst.kind == "FuseReductionEpilogue":
+        return [f"reduction_block={ins[0]}", f"epilogue_block={ins[1]}"]
+    if inst.kind in _FIRST and ins:
         return [f"{_FIRST[inst.kind]}={ins[0]}"]
     return ins
 
 
+_TUPLES = {"buffer"}  # attrs TVM prints as a tuple: buffer=("read", 0)
+
+
 def _py(v) -> str:
+    if isinstance(v, tuple):
+        return f"({', '.join(_py(x) for x in v)})"
+    if isinstance(v, list):
+        return f"[{', '.join(_py(x) for x in v)}]"
     return json.dumps(v) if isinstance(v, str) else repr(v)
