@@ -21,7 +21,7 @@ from ...errors import ScheduleError
 from ...tir import expr as E
 from ...tir.function import BufferRegion, PrimFunc, SBlock
 from .blocks import find_block
-from .layout import _read
+from .layout import read_lambda_expr
 from .region import block_reads, block_writes, loads
 from .tree import replace_at
 
@@ -78,13 +78,13 @@ def _stated(block: SBlock, kind: str) -> list:
 
 def _first_access(block: SBlock, name: str, kind: str) -> tuple:
     from ...tir.function import BufferStore
-    from .inline import _exprs_of, _own
+    from .inline import exprs_of, own_stmts
 
-    for stmt in _own(replace(block, init=None)):
+    for stmt in own_stmts(replace(block, init=None)):
         if kind == "write" and isinstance(stmt, BufferStore) and stmt.buffer.name == name:
             return tuple(stmt.indices)
         if kind == "read":
-            for e in _exprs_of(stmt):
+            for e in exprs_of(stmt):
                 for ld in loads(e):
                     if ld.buffer.name == name:
                         return tuple(ld.indices)
@@ -102,8 +102,8 @@ def _entries(ranges, variables: list, what: str) -> list:
             raise ScheduleError(f"{what}: {ranges!r} is not a lambda")
         env = {a.arg: v for a, v in zip(node.args.args, variables)}
         items = node.body.elts if isinstance(node.body, (ast.Tuple, ast.List)) else [node.body]
-        return [_pair([_read(x, env, ranges, what) for x in item.elts])
-                if isinstance(item, ast.Tuple) else (E.convert(_read(item, env, ranges, what)),
+        return [_pair([read_lambda_expr(x, env, ranges, what) for x in item.elts])
+                if isinstance(item, ast.Tuple) else (E.convert(read_lambda_expr(item, env, ranges, what)),
                                                      None)
                 for item in items]
     if not callable(ranges):

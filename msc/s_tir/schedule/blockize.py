@@ -25,7 +25,7 @@ from ...errors import ScheduleError
 from ...tir import expr as E
 from ...tir.function import For, IterVar, PrimFunc, SBlock
 from .arith import raw_subst, simplify_in
-from .inline import _affine_terms
+from .inline import affine_terms
 from .layout import map_stmt
 from .loops import find_loop, fresh_name
 from .tree import blocks_in, find_path, kids, replace_at, subst_stmt, var_names
@@ -48,7 +48,7 @@ def _single_block(loop: For) -> tuple[SBlock, list]:
 
 def _divide(iv: IterVar, inner: dict, outer: dict, preserve: bool, name: str):
     """(outer binding, outer extent, inner binding, inner extent) of ``iv``'s binding."""
-    terms = _affine_terms(iv.binding)
+    terms = affine_terms(iv.binding)
     if terms is None or terms[1] != 0:
         raise _not_divisible(name, iv)
     inner_terms = sorted(((v, c) for v, c in terms[0].items() if v in inner),
@@ -151,12 +151,12 @@ def _outer_init(func, block, inner_block, init_body, chain: list, taken: set):
 
 def _free(s) -> list:
     """Vars used by the expressions of ``s`` (stores, loads, conditions)."""
-    from .inline import _exprs_of
+    from .inline import exprs_of
 
     out, stack = [], [s]
     while stack:
         node = stack.pop()
-        for e in _exprs_of(node):
+        for e in exprs_of(node):
             out += E.free_vars(e)
         stack.extend(kids(node))
     return out

@@ -59,7 +59,7 @@ def _distinct_iter_vars(indices, block: SBlock, what: str, role: str) -> list[st
     return names
 
 
-def _own(block: SBlock) -> list:
+def own_stmts(block: SBlock) -> list:
     """The statements of ``block`` that are not inside a nested block."""
     out, stack = [], [block.body] + ([block.init] if block.init is not None else [])
     while stack:
@@ -70,7 +70,7 @@ def _own(block: SBlock) -> list:
     return out
 
 
-def _exprs_of(stmt) -> list:
+def exprs_of(stmt) -> list:
     """The statement's own expressions, a store's indices among them."""
     return stmt_exprs(stmt) + (list(stmt.indices) if isinstance(stmt, BufferStore) else [])
 
@@ -79,23 +79,23 @@ def _loads_in(e, name: str, found: list) -> None:
     found.extend(ld for ld in loads(e) if ld.buffer.name == name)
 
 
-def _uses_data(e, name: str) -> bool:
+def uses_data(e, name: str) -> bool:
     if isinstance(e, E.Var):
         return e.name == f"{name}.data"
     kids_ = e.indices if isinstance(e, BufferLoad) else E.children(e)
-    return any(_uses_data(c, name) for c in kids_)
+    return any(uses_data(c, name) for c in kids_)
 
 
 def _writers(func: PrimFunc, name: str) -> list[SBlock]:
     return [b for b in blocks_in(func.body)[1:]
-            if any(isinstance(s, BufferStore) and s.buffer.name == name for s in _own(b))]
+            if any(isinstance(s, BufferStore) and s.buffer.name == name for s in own_stmts(b))]
 
 
 def _readers(func: PrimFunc, name: str) -> list[SBlock]:
     out = []
     for block in blocks_in(func.body)[1:]:
         found: list = []
-        exprs = [e for s in _own(block) for e in _exprs_of(s)]
+        exprs = [e for s in own_stmts(block) for e in exprs_of(s)]
         if block.predicate is not None:
             exprs.append(block.predicate)
         for e in exprs:
@@ -118,9 +118,9 @@ def _check_intermediate(func: PrimFunc, buf: Buffer, block: SBlock, what: str) -
         if isinstance(s, SBlock) and any(r.buffer.name == buf.name for _, r in s.match_buffers):
             raise ScheduleError(f"{what}: block {s.name!r} matches a region of {buf.name!r} "
                                 "(T.match_buffer): an opaque access", key=s.name)
-        exprs = _exprs_of(s) + ([s.predicate] if isinstance(s, SBlock) and
+        exprs = exprs_of(s) + ([s.predicate] if isinstance(s, SBlock) and
                                 s.predicate is not None else [])
-        if any(_uses_data(e, buf.name) for e in exprs):
+        if any(uses_data(e, buf.name) for e in exprs):
             raise ScheduleError(f"{what}: {buf.name!r} is accessed opaquely (its data "
                                 "pointer, e.g. access_ptr)", key=buf.name)
 
@@ -177,7 +177,7 @@ def _inline_stmt(s, name: str, value, params: list[str]):
     if isinstance(s, BufferStore):
         return BufferStore(s.buffer, fx(s.value), tuple(fx(i) for i in s.indices))
     parts = kids(s)
-    if not parts and not _exprs_of(s):
+    if not parts and not exprs_of(s):
         return s
     new = s
     for field in ("value", "cond", "min", "extent"):
@@ -199,8 +199,8 @@ def _refresh_reads(block: SBlock, gone: str) -> SBlock:
         return block
     kept = [r for r in block.reads if r.buffer.name != gone]
     names = {r.buffer.name for r in kept}
-    for stmt in _own(block):
-        for e in _exprs_of(stmt):
+    for stmt in own_stmts(block):
+        for e in exprs_of(stmt):
             for load in loads(e):
                 if load.buffer.name not in names:
                     names.add(load.buffer.name)
@@ -292,7 +292,7 @@ def reverse_compute_inline(func: PrimFunc, name: str) -> PrimFunc:
 
 def _produced_reads(func: PrimFunc, consumer: SBlock, what: str) -> Buffer:
     """The one buffer ``consumer`` reads that a block of the function writes."""
-    found = [ld for s in _own(consumer) for e in _exprs_of(s) for ld in loads(e)]
+    found = [ld for s in own_stmts(consumer) for e in exprs_of(s) for ld in loads(e)]
     seen: dict = {}
     for ld in found:
         if _writers(func, ld.buffer.name):
@@ -304,14 +304,14 @@ def _produced_reads(func: PrimFunc, consumer: SBlock, what: str) -> Buffer:
     return next(iter(seen.values()))
 
 
-def _affine_terms(e) -> tuple[dict, int] | None:
+def affine_terms(e) -> tuple[dict, int] | None:
     """``({var name: coefficient}, constant)`` of a sum of vars times constants, else None."""
     if isinstance(e, E.Var):
         return {e.name: 1}, 0
     if isinstance(e, E.IntImm):
         return {}, e.value
     if isinstance(e, E.BinaryOp) and e.op in ("Add", "Sub"):
-        a, b = _affine_terms(e.a), _affine_terms(e.b)
+        a, b = affine_terms(e.a), affine_terms(e.b)
         if a is None or b is None:
             return None
         sign = 1 if e.op == "Add" else -1
@@ -321,7 +321,7 @@ def _affine_terms(e) -> tuple[dict, int] | None:
         return terms, a[1] + sign * b[1]
     if isinstance(e, E.BinaryOp) and e.op == "Mul":
         const, other = (e.a, e.b) if isinstance(e.a, E.IntImm) else (e.b, e.a)
-        inner = _affine_terms(other) if isinstance(const, E.IntImm) else None
+        inner = affine_terms(other) if isinstance(const, E.IntImm) else None
         if inner is None:
             return None
         return {k: v * const.value for k, v in inner[0].items()}, inner[1] * const.value
@@ -341,7 +341,7 @@ def _inverse(indices, consumer: SBlock, producer: SBlock, stored, what: str):
     spans = [_span(p, producer, what) for p in stored]
     mapping, conds, used = {}, [], set()
     for index, (base, p_ext, binding) in zip(indices, spans):
-        terms = _affine_terms(index)
+        terms = affine_terms(index)
         axes = sorted(terms[0].items(), key=lambda kv: kv[1]) if terms else None
         if not _mixed_radix(axes, terms, civs, used):
             raise ScheduleError(f"{what}: the load index {E.to_str(index)} of block "

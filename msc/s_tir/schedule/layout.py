@@ -118,21 +118,21 @@ def _from_text(text: str, dtypes: list, what: str) -> tuple[list, list]:
     variables = [E.Var(n, d) for n, d in zip(names, dtypes)]
     env = dict(zip(names, variables))
     body = node.body.elts if isinstance(node.body, (ast.Tuple, ast.List)) else [node.body]
-    return variables, [_read(x, env, text, what) for x in body]
+    return variables, [read_lambda_expr(x, env, text, what) for x in body]
 
 
-def _read(node, env: dict, text: str, what: str):
+def read_lambda_expr(node, env: dict, text: str, what: str):
     if isinstance(node, ast.Name) and node.id in env:
         return env[node.id]
     if isinstance(node, ast.Constant) and isinstance(node.value, int):
         return node.value
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
             node.func.attr in ("int32", "int64") and len(node.args) == 1:
-        return E.IntImm(_read(node.args[0], env, text, what), node.func.attr)
+        return E.IntImm(read_lambda_expr(node.args[0], env, text, what), node.func.attr)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return -_read(node.operand, env, text, what)
+        return -read_lambda_expr(node.operand, env, text, what)
     if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        a, b = _read(node.left, env, text, what), _read(node.right, env, text, what)
+        a, b = read_lambda_expr(node.left, env, text, what), read_lambda_expr(node.right, env, text, what)
         if isinstance(a, int) and isinstance(b, int):
             return {"Add": a + b, "Sub": a - b, "Mul": a * b, "FloorDiv": a // b,
                     "FloorMod": a % b}[_OPS[type(node.op)]]
@@ -150,9 +150,9 @@ def simplify(e, ranges: dict):
 
 def _terms(e) -> dict | None:
     """{var name: coefficient} of a sum of distinct vars times positive constants."""
-    from .inline import _affine_terms
+    from .inline import affine_terms
 
-    terms = _affine_terms(e)
+    terms = affine_terms(e)
     if terms is None or terms[1] != 0 or any(c <= 0 for c in terms[0].values()):
         return None
     return terms[0]

@@ -47,7 +47,7 @@ def split(func: PrimFunc, var: E.Var, factors: list,
     ``T.where`` guard."""
     path = find_loop(func, var, "split")
     loop = path[-1]
-    _plain_loop(loop, "split")
+    check_plain_loop(loop, "split")
     factors = _factors(loop, factors)
     taken = var_names(func.body)
     new_vars = [E.Var(fresh_name(func, f"{var.name}_{k}", taken), var.dtype)
@@ -96,7 +96,7 @@ def _guard(body, cond):
     return body
 
 
-def _plain_loop(loop: For, what: str) -> None:
+def check_plain_loop(loop: For, what: str) -> None:
     """TVM splits and fuses loops without annotations or thread bindings."""
     if loop.annotations or loop.thread is not None or loop.kind == "thread_binding":
         kind = "annotations" if loop.annotations else "a thread binding"
@@ -126,7 +126,7 @@ def fuse(func: PrimFunc, variables: list) -> tuple[PrimFunc, E.Var]:
     if any(_const(lp.min) != 0 for lp in chain):
         raise ScheduleError("fuse needs loops starting at 0")
     for lp in chain:
-        _plain_loop(lp, "fuse")
+        check_plain_loop(lp, "fuse")
     names = {lp.var.name for lp in chain}
     for lp in chain:
         used = {v.name for v in E.free_vars(lp.min) + E.free_vars(lp.extent)}
@@ -270,7 +270,7 @@ def _merge_chain(path: list, common: int) -> list:
             raise ScheduleError(f"merge: loop {inner.var.name!r} is not the only child of "
                                 f"loop {outer.var.name!r}", key=inner.var.name)
     for lp in below:
-        _plain_loop(lp, "merge")
+        check_plain_loop(lp, "merge")
         if E.as_int(lp.min) != 0:
             raise ScheduleError(f"merge: loop {lp.var.name!r} does not start at 0",
                                 key=lp.var.name)

@@ -23,7 +23,7 @@ from dataclasses import replace
 from ...errors import ScheduleError
 from ...tir import expr as E
 from ...tir.function import For, PrimFunc, SBlock, seq
-from .loops import _plain_loop, find_loop, fresh_name
+from .loops import check_plain_loop, find_loop, fresh_name
 from .tree import kids, rebuild, replace_at, subst_stmt, var_names
 
 __all__ = ["loop_partition", "partition_bounds"]
@@ -61,7 +61,7 @@ def loop_partition(func: PrimFunc, var: E.Var, factors: list) -> tuple[PrimFunc,
     """Returns (func, the partition loops' vars)."""
     path = find_loop(func, var, "loop_partition")
     loop = path[-1]
-    _plain_loop(loop, "loop_partition")
+    check_plain_loop(loop, "loop_partition")
     ends = partition_bounds(loop, factors)
     dtype = f"int{_bits(loop.var.dtype)}"
     base = f"{_first_block_name(loop.body)}_{loop.var.name}"

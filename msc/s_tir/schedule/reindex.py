@@ -32,7 +32,7 @@ from ...tir.function import (
 )
 from .arith import map_children, simplify_in
 from .blocks import buffer_name, find_block
-from .inline import _exprs_of, _own, _uses_data
+from .inline import exprs_of, own_stmts, uses_data
 from .loops import fresh_name
 from .region import block_reads, block_writes, loads
 from .tree import blocks_in, kids, rebuild, replace_at, rewrite_expr, var_names
@@ -77,10 +77,10 @@ def _access_indices(block: SBlock, buf: Buffer) -> tuple:
         raise ScheduleError(f"reindex: the target block {block.name!r} is not a leaf block",
                             key=block.name, hint="reindex a block without nested blocks")
     found: list = []
-    for stmt in _own(replace(block, init=None)):
-        for e in _exprs_of(stmt):
+    for stmt in own_stmts(replace(block, init=None)):
+        for e in exprs_of(stmt):
             found += [ld.indices for ld in loads(e) if ld.buffer.name == buf.name]
-            if _uses_data(e, buf.name):
+            if uses_data(e, buf.name):
                 raise ScheduleError(f"reindex: buffer {buf.name!r} is accessed opaquely in "
                                     f"block {block.name!r}", key=block.name)
         if isinstance(stmt, BufferStore) and stmt.buffer.name == buf.name:
