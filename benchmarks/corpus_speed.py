@@ -79,18 +79,24 @@ CHECK_RTOL = 1e-3  # of max|onnxruntime|: msc and ORT run the same float32 file
 
 
 @contextlib.contextmanager
-def quiet_stdout():
-    """torch's TorchScript exporter writes whole graphs to the stdout file descriptor when it
-    gives up; keep them out of the table."""
+def quiet_export():
+    """torch's exporters write whole graphs and progress to the stdout / stderr file
+    descriptors (from C++ too); keep them out of the table and the progress lines."""
     sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
     try:
         yield
     finally:
         sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
+        sys.stderr.flush()
+        for fd, copy in zip((1, 2), saved):
+            os.dup2(copy, fd)
+            os.close(copy)
+        os.close(null)
 
 
 def export(module, inputs: list, path: Path):
@@ -99,7 +105,7 @@ def export(module, inputs: list, path: Path):
     import torch
 
     args = tuple(torch.from_numpy(x) for x in inputs)
-    with warnings.catch_warnings(), quiet_stdout():
+    with warnings.catch_warnings(), quiet_export():
         warnings.simplefilter("ignore")
         try:
             torch.onnx.export(module, args, str(path), dynamo=False)

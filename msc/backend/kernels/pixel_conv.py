@@ -170,6 +170,8 @@ class PixelConv2d(Kernel):
         self.panels, self.k = panels, k
         self.kc = max(1, min(k, _KC_BYTES // (4 * nr)))
         self.run, self.transpose = _kernel(self.lanes), transpose_fn()
+        # fetched once: each .ctypes.data costs 1-5 us, a third of a small conv's Python
+        self.ptrs = (self.w.ctypes.data, self.bias.ctypes.data)
         self.address = native_address(self.run)
         self._plans: dict = {}
         self.addr = (Address(), Address())
@@ -192,8 +194,7 @@ class PixelConv2d(Kernel):
                 base, pix = padded, plan.pix_ptr
             else:  # the pixel table holds every image's pixels, from the input's start
                 base, pix = xp, plan.pix_ptr + i * pixels * 8
-            pointers = (base, self.w.ctypes.data, self.bias.ctypes.data, po,
-                        prep.offsets_ptr, pix)
+            pointers = (base, *self.ptrs, po, prep.offsets_ptr, pix)
             if threads == 1:
                 self.run(*pointers, plan.whole_ptr)
             else:
