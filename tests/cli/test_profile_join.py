@@ -87,9 +87,13 @@ def test_ort_fusion_reads_names_and_outputs():
         [make("FusedConv", ["x", "w"], ["r"], name="conv_fused"),
          make("ReorderInput", ["r"], ["r_nchwc"], name="reorder"),
          make("Sigmoid", ["r_nchwc"], ["y"], name="sig")], "g", [], []))
-    # by output (the Relu, unnamed, is known by its output), by input, by name
-    assert ort_fusion(original, optimized) == {"conv_fused": ["r"], "reorder": ["r"],
+    # by its name less onnxruntime's suffix and by output (the Relu, unnamed, is known by
+    # its output), by input, by name
+    assert ort_fusion(original, optimized) == {"conv_fused": ["conv", "r"], "reorder": ["r"],
                                                "sig": ["sig"]}
+    renamed = helper.make_model(helper.make_graph(  # named after the output it replaced
+        [make("FusedConv", ["x", "w"], ["r_nchwc"], name="r_nchwc")], "g", [], []))
+    assert ort_fusion(original, renamed) == {"r_nchwc": ["r"]}
 
 
 def test_bench_against_ort_prints_the_joined_table(joined, capsys):
