@@ -15,6 +15,11 @@ module it came from. Batches: 1, and the batch torch.compile's benchmark lists
 models are 2-stage, hidden-32 toys. msc's output is checked against onnxruntime's first
 (``max|msc - ORT| <= 1e-3 * max|ORT|``, else the row says ``WRONG``).
 
+``--int8`` times onnxruntime's ``quantize_static`` QDQ model of each file instead (per-channel
+int8 weights, uint8 activations, calibrated on the input), which both runtimes load; msc/torch
+is then against torch's float eager, and the check allows 5e-2 * max|ORT| (neighbouring
+quantization steps).
+
 Timing: for each thread count the three contenders run interleaved, ``--rounds`` rounds of
 >= ``--min-time`` s of calls each; a contender's time is its fastest single call in wall time
 (the fastest call is the one no other process interrupted). Ratios below 1.00 mean msc is
@@ -76,6 +81,9 @@ LIST_BATCH = {
 # for a while after a call returns, and on 2 cores they would take the next contender's.
 PAUSE = 0.05
 CHECK_RTOL = 1e-3  # of max|onnxruntime|: msc and ORT run the same float32 file
+# int8: the runtimes may round a requantized value to neighbouring steps, and a step moves
+# what follows; a wrong kernel is off by far more
+INT8_RTOL = 5e-2
 
 
 @contextlib.contextmanager
@@ -168,9 +176,16 @@ def measure_batch(name: str, batch: int, threads: list, args, tmp: Path) -> dict
     module, _, inputs = MODELS[name]()
     inputs = batched(inputs, batch)
     model = export(module, inputs, tmp / f"{name}_b{batch}.onnx")
+    if args.int8:  # onnxruntime's QDQ file of it, calibrated on the input: both run it
+        from tests.helpers.qdq_models import ort_quantize
+
+        folder = tmp / f"{name}_b{batch}_int8"
+        folder.mkdir(exist_ok=True)
+        model = ort_quantize(model, inputs[:1], folder, model.graph.input[0].name)
     start = time.perf_counter()
     ex = msc_executable(model)
-    out = {"batch": batch, "build_s": time.perf_counter() - start, "threads": {}}
+    out = {"batch": batch, "build_s": time.perf_counter() - start, "threads": {},
+           "rtol": INT8_RTOL if args.int8 else CHECK_RTOL}
     want = ort_runner(model, inputs, threads[0])()
     got = msc_call(ex, inputs, threads[0])()
     got = got[0] if isinstance(got, (list, tuple)) else got
@@ -251,7 +266,7 @@ def table(rows: list, threads: list) -> list[str]:
             seconds, to_ort, to_torch = ratios(row, count, key)
             cells += ["-", "-", "-"] if seconds is None else \
                 [f"{seconds * 1e3:.2f}", f"{to_ort:.2f}", f"{to_torch:.2f}"]
-        wrong = [r["batch"] for r in row["runs"] if not r["err"] <= CHECK_RTOL]
+        wrong = [r["batch"] for r in row["runs"] if not r["err"] <= r.get("rtol", CHECK_RTOL)]
         if wrong or "error" in row:
             cells[0] += " (WRONG)" if wrong else f" ({row['error'][:60]})"
         lines.append("| " + " | ".join(cells) + " |")
@@ -298,6 +313,9 @@ def parse_args(argv=None):
                         help="seconds of calls per contender per round")
     parser.add_argument("--max-batch", type=int, default=16)
     parser.add_argument("--batch-one", action="store_true", help="batch 1 only")
+    parser.add_argument("--int8", action="store_true",
+                        help="time onnxruntime's quantize_static QDQ file of each model "
+                             "(msc/torch: against torch's float eager)")
     parser.add_argument("--json", type=Path, help="write every measurement here")
     parser.add_argument("--list", action="store_true", help="list the models and stop")
     return parser.parse_args(argv)
@@ -337,6 +355,7 @@ def main(argv=None) -> int:
             rows.append(measure_model(name, args, Path(tmp)))
             print(progress_line(rows[-1], time.perf_counter() - began), file=sys.stderr,
                   flush=True)
+    print(f"{'int8 (one QDQ file for both runtimes)' if args.int8 else 'float32'}:\n")
     print("\n".join(table(rows, args.threads)))
     print("\nGeomeans, msc/onnxruntime (msc/torch eager):\n")
     print("\n".join(geomeans(rows, args.threads)))
