@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -9,7 +10,7 @@ from ..errors import ValidationError
 from ..graph.files import write_atomic
 from ..progress import progress
 from . import options
-from .loaders import open_model
+from .loaders import KINDS, open_model, split_torch_spec
 from .runners import msc_runner, reference_name, reference_runner
 from .stages import Stages
 
@@ -21,13 +22,16 @@ EPILOG = """examples:
   msc bench net.py:make_model --input-info "x:8,3,224,224"   # msc vs torch
   msc bench model.onnx --profile --profile-json out/profile.json   # time per joint
   msc view model.onnx --overlay out/profile.json                    # ... drawn on the graph
+  msc bench model.onnx --against-ort           # msc's profile beside onnxruntime's, by node
 Each round times every runtime in turn (so load from other processes hits all alike) for at
 least --min-time seconds; the table shows the best and median round, in ms per call, and
 msc / <runtime> (below 1.00x: msc is faster). --profile then runs msc --repeat times with
 a clock around every kernel (each native kernel by itself) and prints ms, share and calls per
 joint, sorted by time; --profile-json writes the overlay of `msc view --overlay`: ms per run
 of each joint, a collapsed module showing the sum of its joints, on a log scale when the
-times span decades.
+times span decades. --against-ort (ONNX models) also profiles onnxruntime
+(enable_profiling) and joins the two by ONNX node: groups of nodes that one msc joint or one
+onnxruntime node covers, with ms per run in each, the groups where msc loses most first.
 """
 
 
@@ -45,6 +49,9 @@ def add_arguments(p) -> None:
     p.add_argument("--profile-json", metavar="JSON",
                    help="write the profile as the overlay of `msc view --overlay` (ms per "
                         "run of each joint; implies --profile; example: out/profile.json)")
+    p.add_argument("--against-ort", action="store_true",
+                   help="profile onnxruntime too and join both profiles by ONNX node, the "
+                        "nodes where msc loses most first (ONNX models; implies --profile)")
     p.add_argument("--profile-top", type=options.positive_int, default=25, metavar="N",
                    help="rows of the profile table (default 25)")
 
@@ -94,6 +101,8 @@ def _reference(model, threads):
 def run(args) -> int:
     with Stages("msc bench", ["load", "build"]) as stage:
         stage("load")
+        if args.against_ort:
+            _check_onnx(args.model)
         model = open_model(args.model, options.input_info(args))
         arrays = options.model_inputs(args, model)
         stage("build")
@@ -106,7 +115,7 @@ def run(args) -> int:
     threads = args.threads or "default"
     print(f"{model.spec}: inputs {shapes}; threads {threads}; best of {args.repeat}")
     print(format_table(measure(calls, args.repeat, args.min_time)))
-    if args.profile or args.profile_json:
+    if args.profile or args.profile_json or args.against_ort:
         _profile(args, model, executable, arrays)
     return 0
 
@@ -120,6 +129,8 @@ def _profile(args, model, executable, arrays: dict) -> None:
     report = vm.profile(*[arrays[k] for k in keys], number=args.repeat)
     print(f"\nprofile of msc ({args.repeat} runs, kernels one by one):")
     print(report.table(top=args.profile_top))
+    if args.against_ort:
+        _against_ort(args, model, report, arrays)
     if args.profile_json:
         from ..viewer.overlay import Overlay, overlay_json
 
@@ -128,3 +139,23 @@ def _profile(args, model, executable, arrays: dict) -> None:
         write_atomic(args.profile_json, overlay_json(overlay))
         print(f"wrote {args.profile_json} (msc view {args.model} --overlay "
               f"{args.profile_json})")
+
+
+def _check_onnx(spec: str) -> None:
+    """--against-ort needs an ONNX file: said before the model is loaded and built."""
+    ext = os.path.splitext(spec)[1].lower()
+    if split_torch_spec(spec) or KINDS.get(ext) != "onnx":
+        raise ValidationError(f"--against-ort profiles onnxruntime on the ONNX file; {spec} is "
+                              "not one", hint="give an .onnx file")
+
+
+def _against_ort(args, model, report, arrays: dict) -> None:
+    import onnx
+
+    from .profile_join import against_ort, format_rows
+
+    original = onnx.load(model.path, load_external_data=False)
+    rows = against_ort(model.path, original, model.graph, report, arrays, args.threads,
+                       args.repeat)
+    print(f"\nmsc beside onnxruntime's profile ({args.repeat} runs each), by ONNX node:")
+    print(format_rows(rows, top=args.profile_top))

@@ -40,7 +40,7 @@ from ..llvm.loops import F32, F32_PTR, I32, I64, ceil_div, const64, for_range, i
 from ..lowering.math import exp_f32
 from ..runtime.task_wrap import wrapped_tasks
 from ..runtime.threads import task_threads
-from .base import Kernel, KernelFact, Site
+from .base import Kernel, KernelFact, Site, view_address
 from .dense import gemm_driver
 from .gemm import GemmConfig
 from .rowmath import Vec, row_map, row_reduce
@@ -329,7 +329,7 @@ class AttentionKernel(Kernel):
             raise ShapeError(f"expected a C-contiguous float32 array of shape {operand.shape},"
                              f" got {getattr(x, 'dtype', type(x).__name__)} "
                              f"{getattr(x, 'shape', '')}", op=self.op, param=name)
-        return x.ctypes.data
+        return view_address(x)
 
     def __call__(self, q, k, v, *rest):
         L = self.layout

@@ -49,6 +49,7 @@ _PANEL_BYTES = 512 * 1024  # packed patches per GEMM call: about half of a Zen 4
 _DEPTHWISE_PARALLEL = 1.5e5  # multiply-adds (~20-40 us); shufflenet's are 0.2-1M (gemm.py's note)
 _GEMM_PLANE = 64  # output pixels per image up to which any dense NCHW conv takes the GEMM path
 _GEMM_PLANE_WINDOW = 196  # the same for windows larger than 1x1 (padded wide rows cost more)
+_BATCH_SCRATCH = 2 << 20  # bytes of scratch per call of the GEMM path's batched images
 # (most output pixels, fewest K) pairs where pixel_conv.py beats the direct conv and the GEMM
 # path: 14x14 / 7x7 3x3 1.1-1.3x, 28x28 3x3 of stride 2 1.08x; shorter sums (squeezenet's
 # 13x13 3x3 with K = 432) measured faster alone but 1.5% slower in the model; 1x1 convs read
@@ -181,33 +182,40 @@ class _Conv2dNHWC(_ConvKernel):
 
     def _run(self, x, out, n, h, w, oh, ow) -> None:
         threads = task_threads() if n > 1 else 1
-        if threads > 1 and 2.0 * n * oh * ow * self.gemm.k * self.o >= gemm_kernel.PARALLEL_FLOPS:
+        if threads > 1 and 2.0 * oh * ow * self.gemm.k * self.o >= gemm_kernel.PARALLEL_FLOPS:
             # Images in parallel, each with its own thread's scratch and an unsplit GEMM.
-            parallel_for(n, lambda i: self._image(x, out, i, h, w, oh, ow), threads)
-        else:
-            for i in range(n):
-                self._image(x, out, i, h, w, oh, ow)
+            parallel_for(n, lambda i: self._images(x, out, i, 1, h, w, oh, ow), threads)
+            return
+        # Several images a call: one transpose, one GEMM (which splits itself across threads)
+        # for all of them. Per image, the four native calls and their Python cost ~9 us,
+        # more than the GEMM of a small plane (HF MobileNetV2's 4x4 convs at batch 16).
+        per_image = 4 * (h * w * self.c + oh * ow * (self.gemm.k + self.o))
+        step = max(1, _BATCH_SCRATCH // per_image)
+        for i in range(0, n, step):
+            self._images(x, out, i, min(step, n - i), h, w, oh, ow)
 
-    def _image(self, x, out, i, h, w, oh, ow) -> None:
-        c, o, p = self.c, self.o, oh * ow
+    def _images(self, x, out, i, m, h, w, oh, ow) -> None:
+        """Images ``i .. i + m``: NHWC pixels of consecutive images are consecutive GEMM rows."""
+        c, o, p, hw = self.c, self.o, oh * ow, h * w
         k = self.kh * self.kw * c
         # a 1x1 plane is laid out alike in NCHW and NHWC (squeeze-excite's convs): no
         # transposes, no scratch (a 480 -> 120 one: 11.4 -> 9.9 us, its GEMM 6.2 us)
-        nchw_in, nchw_out = self.nchw_in and h * w > 1, self.nchw_out and p > 1
-        t, a, cbuf = scratch_addresses(h * w * c if nchw_in else 0,
-                                       0 if self.pointwise else p * k,
-                                       p * o if nchw_out else 0)
-        src, dst = self.addr[0](x) + i * h * w * c * 4, self.addr[1](out) + i * p * o * 4
+        nchw_in, nchw_out = self.nchw_in and hw > 1, self.nchw_out and p > 1
+        t, a, cbuf = scratch_addresses(m * hw * c if nchw_in else 0,
+                                       0 if self.pointwise else m * p * k,
+                                       m * p * o if nchw_out else 0)
+        src, dst = self.addr[0](x) + i * hw * c * 4, self.addr[1](out) + i * p * o * 4
         if nchw_in:
-            self.transpose(src, t, 1, c, h * w)
+            self.transpose(src, t, m, c, hw)
             src = t
         if not self.pointwise:
-            self.im2col(src, a, h, w, c, 0, c, self.kh, self.kw, *self.strides,
-                        *self.padding[:2], *self.dilation, oh, ow)
+            for j in range(m):
+                self.im2col(src + j * hw * c * 4, a + j * p * k * 4, h, w, c, 0, c, self.kh,
+                            self.kw, *self.strides, *self.padding[:2], *self.dilation, oh, ow)
             src = a
-        self.gemm.run(src, p, cbuf if nchw_out else dst)
+        self.gemm.run(src, m * p, cbuf if nchw_out else dst)
         if nchw_out:
-            self.transpose(cbuf, dst, 1, p, o)
+            self.transpose(cbuf, dst, m, p, o)
 
 
 def _weight_oihw(site: Site, layout: str) -> np.ndarray | None:

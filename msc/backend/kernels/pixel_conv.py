@@ -40,6 +40,7 @@ I64_PTR = I64.as_pointer()
 MR, NV = 6, 4  # pixels x channel vectors of the register tile (24 accumulators)
 _KC_BYTES = cache_bytes(2) // 4  # weight panel bytes of one K block: a quarter of L2
 _PARALLEL_MACS = 1e6  # below this a conv runs on one thread (as the direct conv)
+_BATCH_BYTES = 512 * 1024  # [P][O] scratch of one call when it takes several images
 _ARGS = ("K", "kc", "O", "relu", "p0", "p1", "j0", "j1")
 
 
@@ -169,6 +170,8 @@ class PixelConv2d(Kernel):
         self.panels, self.k = panels, k
         self.kc = max(1, min(k, _KC_BYTES // (4 * nr)))
         self.run, self.transpose = _kernel(self.lanes), transpose_fn()
+        # fetched once: each .ctypes.data costs 1-5 us, a third of a small conv's Python
+        self.ptrs = (self.w.ctypes.data, self.bias.ctypes.data)
         self.address = native_address(self.run)
         self._plans: dict = {}
         self.addr = (Address(), Address())
@@ -181,23 +184,22 @@ class PixelConv2d(Kernel):
 
     def _run(self, plan, xp: int, op: int) -> None:
         n, o, oh, ow = plan.out_shape
-        pixels, prep = oh * ow, plan.prep
-        padded, po = scratch_addresses(prep.scratch[0] if prep.scratch else 0, pixels * o)
+        pixels, prep, m = oh * ow, plan.prep, plan.images
+        padded, po = scratch_addresses(prep.scratch[0] if prep.scratch else 0, m * pixels * o)
         threads = task_threads() if plan.macs >= _PARALLEL_MACS else 1
-        for i in range(n):
+        for i in range(0, n, m):
             if prep.scratch:  # the PREP stage of image i into `padded` (one thread)
                 self.prep.run(xp, padded, 0, 0, 0, prep.offsets_ptr, prep.args_ptr,
                               plan.prep_parts[i])
-                base = padded
-            else:
-                base = xp + i * self.c * plan.in_plane * 4
-            pointers = (base, self.w.ctypes.data, self.bias.ctypes.data, po,
-                        prep.offsets_ptr, plan.pix_ptr)
+                base, pix = padded, plan.pix_ptr
+            else:  # the pixel table holds every image's pixels, from the input's start
+                base, pix = xp, plan.pix_ptr + i * pixels * 8
+            pointers = (base, *self.ptrs, po, prep.offsets_ptr, pix)
             if threads == 1:
                 self.run(*pointers, plan.whole_ptr)
             else:
                 plan.tasks(threads, self.address).launch(1, pointers, threads)
-            self.transpose(po, op + i * o * pixels * 4, 1, pixels, o)
+            self.transpose(po, op + i * o * pixels * 4, m, pixels, o)
 
     def _plan(self, shape: tuple) -> _Plan:
         prep = self.prep._plan(shape)
@@ -205,11 +207,23 @@ class PixelConv2d(Kernel):
         oh, ow = (max(d, 0) for d in _strided_dims(self.prep, shape, self.strides))
         wq = int(prep.args[PLAN_FIELDS.index("Wq")])  # the padded row length the offsets assume
         pix = (np.arange(oh)[:, None] * sh * wq + np.arange(ow)[None, :] * sw).reshape(-1)
+        images = 1
+        if not prep.scratch:
+            # read in place: one call takes several images, as rows of more pixels (a 2x2
+            # plane at batch 16 is 64 pixels a call, not 16 calls of 4: ~3 us of Python each)
+            images = _images_per_call(n, oh * ow * self.o)
+            pix = (np.arange(n)[:, None] * (self.c * shape[2] * shape[3]) + pix).reshape(-1)
         plan = self._plans[shape] = _Plan(
             (n, self.o, oh, ow), prep, np.ascontiguousarray(pix, np.int64),
             (self.k, self.kc, self.o, self.relu), self.panels,
-            n * self.o * oh * ow * self.k, shape[2] * shape[3])
+            n * self.o * oh * ow * self.k, shape[2] * shape[3], images)
         return plan
+
+
+def _images_per_call(n: int, outputs: int) -> int:
+    """The most images (a divisor of ``n``) whose ``[P][O]`` scratch fits _BATCH_BYTES."""
+    most = max(1, _BATCH_BYTES // max(4 * outputs, 1))
+    return max(d for d in range(1, min(n, most) + 1) if n % d == 0)
 
 
 def _strided_dims(prep: DirectConv2d, shape: tuple, strides: tuple) -> tuple:
@@ -223,12 +237,12 @@ def _strided_dims(prep: DirectConv2d, shape: tuple, strides: tuple) -> tuple:
 class _Plan:
     """One input shape: the prep plan, pixel table, whole-image args and thread splits."""
 
-    def __init__(self, out_shape, prep, pix, fixed, panels, macs, in_plane):
+    def __init__(self, out_shape, prep, pix, fixed, panels, macs, in_plane, images=1):
         self.out_shape, self.prep, self.pix, self.macs = out_shape, prep, pix, macs
         self.fixed, self.panels, self.in_plane = fixed, panels, in_plane
-        self.pix_ptr = pix.ctypes.data
+        self.pix_ptr, self.images = pix.ctypes.data, images
         self._arrays: list = []
-        pixels = out_shape[2] * out_shape[3]
+        pixels = out_shape[2] * out_shape[3] * images  # of one call
         self.whole_ptr = self._args(0, pixels, 0, panels)
         self.prep_parts = [prep._part(i, 0, 0, PREP, 0, 0, 0, prep.channels)
                            for i in range(out_shape[0])]
@@ -244,7 +258,7 @@ class _Plan:
         (whole tiles) of every panel."""
         if threads not in self._splits:
             count = 2 * threads
-            pixels = self.out_shape[2] * self.out_shape[3]
+            pixels = self.out_shape[2] * self.out_shape[3] * self.images
             if self.panels >= count:
                 parts = [(0, pixels, lo, hi) for lo, hi in split_range(self.panels, count)]
             else:

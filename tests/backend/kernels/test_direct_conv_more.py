@@ -94,9 +94,9 @@ def _check(monkeypatch, xs, ws, strides, padding, dilation, images):
     monkeypatch.setattr(direct_conv, "_PARALLEL_MACS", 0)
     monkeypatch.setattr(pixel_conv, "_PARALLEL_MACS", 0)
     runs = []
-    image, pixels = conv_kernels._Conv2dNHWC._image, pixel_conv.PixelConv2d._run
-    monkeypatch.setattr(conv_kernels._Conv2dNHWC, "_image",
-                        lambda self, *a: runs.append(1) or image(self, *a))
+    batched, pixels = conv_kernels._Conv2dNHWC._images, pixel_conv.PixelConv2d._run
+    monkeypatch.setattr(conv_kernels._Conv2dNHWC, "_images", lambda self, x, out, i, m, *a:
+                        runs.extend([1] * m) or batched(self, x, out, i, m, *a))
     monkeypatch.setattr(pixel_conv.PixelConv2d, "_run", lambda self, plan, *a: runs.extend(
         [1] * plan.out_shape[0]) or pixels(self, plan, *a))
     w, b = _rand(*ws, seed=1), _rand(ws[0], seed=2)
