@@ -184,7 +184,6 @@ class Generator:
             return 0
         return -past % self.bucket
 
-
     def _check_lengths(self, prompt: np.ndarray, max_new_tokens: int, top_p: float) -> None:
         if prompt.ndim != 1 or prompt.size == 0:
             raise ValidationError("the prompt must be a non-empty list of token ids",

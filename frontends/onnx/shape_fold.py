@@ -159,19 +159,6 @@ def _moved(call: Call, values: list):
     return call.op.op_def.facts["numpy"]([_objects(values[0]), *values[1:]], call.attrs)
 
 
-# Ops folded over PrimExpr elements (all of them move or combine integers exactly) -> how.
-# Not an op fact: the ops this folder's own symbolic evaluator implements.
-_SYMBOLIC = {
-    "add": _arith(lambda a, b: a + b), "subtract": _arith(lambda a, b: a - b),
-    "multiply": _arith(lambda a, b: a * b), "divide": _arith(tir.floordiv),
-    "floor_divide": _arith(tir.floordiv),
-    "maximum": _arith(tir.max), "minimum": _arith(tir.min),
-    "astype": _astype, "concat": _concat,
-    "take": _moved, "expand_dims": _moved, "squeeze": _moved, "reshape": _moved,
-    "strided_slice": _moved, "permute_dims": _moved, "broadcast_to": _moved,
-}
-
-
 def _where(call: Call, values: list):
     """``where`` over a decided condition picks known values (the -1 -> 1 step of torch's
     exported ``expand``: ``Where(Equal(shape, -1), 1, shape)``)."""
@@ -181,7 +168,18 @@ def _where(call: Call, values: list):
     return np.where(cond.astype(bool), _objects(values[1]), _objects(values[2]))
 
 
-_SYMBOLIC["where"] = _where
+# Ops folded over PrimExpr elements (all of them move or combine integers exactly) -> how.
+# Not an op fact: the ops this folder's own symbolic evaluator implements.
+_SYMBOLIC = {
+    "add": _arith(lambda a, b: a + b), "subtract": _arith(lambda a, b: a - b),
+    "multiply": _arith(lambda a, b: a * b), "divide": _arith(tir.floordiv),
+    "floor_divide": _arith(tir.floordiv),
+    "maximum": _arith(tir.max), "minimum": _arith(tir.min),
+    "astype": _astype, "concat": _concat,
+    "take": _moved, "expand_dims": _moved, "squeeze": _moved, "reshape": _moved,
+    "strided_slice": _moved, "permute_dims": _moved, "broadcast_to": _moved, "where": _where,
+}
+
 
 # Comparisons of known values -> what the difference's sign must satisfy.
 _COMPARE = {"equal": lambda d: d == 0, "not_equal": lambda d: d != 0,
