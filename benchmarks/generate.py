@@ -1,10 +1,12 @@
-"""Decoder LLM speed: prefill and decode tokens/s, msc against transformers eager and against
-the memory-bandwidth roofline, batch 1, at 1 and 2 threads.
+"""Decoder LLM speed: prefill and decode tokens/s, msc (float, int8, int4 weights) against
+transformers eager, onnxruntime (float and MatMulNBits int4) and the memory-bandwidth
+roofline, batch 1, at 1 and 2 threads.
 
     .venv/bin/python benchmarks/generate.py                      # Llama 768 x 12 (134M params)
     .venv/bin/python benchmarks/generate.py --model gpt2         # GPT-2 small (124M)
     .venv/bin/python benchmarks/generate.py --threads 1 --pasts 128 --repeats 3
     .venv/bin/python benchmarks/generate.py --quick              # a tiny config, one point
+    .venv/bin/python benchmarks/generate.py --variants float     # leave int8 / int4 out
 
 msc runs the decode step of frontends/torch/decoder.py through the user's path (from_torch ->
 MSCGraph -> to_relax -> build), one build per past length with ``max_len = past + 16`` cache
@@ -12,12 +14,17 @@ rows (attention reads the whole buffer, masked). transformers runs the same mode
 with its DynamicCache, cropped back to the past length after every timed step. onnxruntime
 runs the same model's decode step exported by torch.onnx.export in optimum's layout
 (tests/helpers/decoders.py: past_key_values.* in, present.* out; written once to --out).
+Weight-only: msc int8 (per channel) and int4 (symmetric groups of 128) are
+``compression.weight_only.quantize_weights`` (RTN) on the imported step, every linear a
+``matmul_nbits`` on packed weights; onnxruntime int4 is its own ``MatMulNBitsQuantizer``
+(4 bits, block 128, symmetric) on the same exported model.
 
 * prefill: one call on ``--prefill`` prompt tokens (msc: the step with n = 128);
 * decode at past P: one new token with P tokens in the cache, tokens/s = 1 / seconds;
 * roofline: a decode step reads every weight once, so tokens/s <= bandwidth / weight bytes,
   where the weight bytes leave out the token embedding table (one row is read) unless the
-  LM head shares it. The cache read (2 x layers x kv heads x P x head dim x 4
+  LM head shares it; for int8 / int4 the packed bytes (codes, scales, zero points) of the
+  quantized linears replace their float bytes. The cache read (2 x layers x kv heads x P x head dim x 4
   bytes) is shown apart: it is not a weight. The bandwidth is the best of three probes
   (``bandwidth_probes``): one numpy stream reads at ~10 GB/s here while a dense kernel
   reading many weight rows at once gets twice that, so a copy alone would understate it.
@@ -122,10 +129,16 @@ def bandwidth_probes(repeats: int, megabytes: int = 512) -> dict:
     return probes
 
 
-class MscStep:
-    """The imported, built decode step with its caches (max_len = past + STEP_ROWS)."""
+# variant -> weight_only config (None: float)
+VARIANTS = {"float": None, "int8": {"bits": 8, "group_size": None},
+            "int4": {"bits": 4, "group_size": 128, "symmetric": True}}
 
-    def __init__(self, model, max_len: int):
+
+class MscStep:
+    """The imported, built decode step with its caches (max_len = past + STEP_ROWS);
+    ``quant``: a weight_only config (RTN), or None for float weights."""
+
+    def __init__(self, model, max_len: int, quant: dict | None = None):
         from msc import relax
         from msc.codegen import to_relax
         from msc.frontends.torch.decoder import DecodeStep, decoder_from_torch
@@ -133,6 +146,14 @@ class MscStep:
 
         start = time.perf_counter()
         graph, weights = decoder_from_torch(model, max_len)
+        self.saved_bytes = 0  # float bytes of the quantized linears minus their packed bytes
+        if quant is not None:
+            from msc.compression.weight_only import quantize_weights
+
+            graph, weights, report = quantize_weights(graph, weights,
+                                                      config={**quant, "method": "rtn"})
+            sizes = report.to_dict()["bytes"]
+            self.saved_bytes = sizes["float"] - sizes["packed"]
         self.ex = relax.build(to_relax(graph, weights))
         self.build_seconds = time.perf_counter() - start
         self.gen = Generator(self.ex)
@@ -176,12 +197,14 @@ class OrtStep:
     """onnxruntime on the same model's decode step exported to ONNX (optimum's layout:
     past_key_values.* in, present.* out; tests/helpers/decoders.py), with ``n`` threads."""
 
-    def __init__(self, model, folder: Path):
+    def __init__(self, model, folder: Path, int4: bool = False):
         from tests.helpers.decoders import export_onnx_decoder
 
         self.path = folder / "decode_step.onnx"
         if not self.path.exists():
             export_onnx_decoder(model, self.path)
+        if int4:
+            self.path = _ort_int4(self.path, folder / "decode_step_int4.onnx")
         self.sessions: dict = {}
 
     def session(self, n: int):
@@ -205,6 +228,19 @@ class OrtStep:
         return lambda: session.run(None, feeds)
 
 
+def _ort_int4(source: Path, path: Path) -> Path:
+    """onnxruntime's own MatMulNBits int4 (block 128, symmetric) of the exported step."""
+    if not path.exists():
+        import onnx
+        from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+        quantizer = MatMulNBitsQuantizer(onnx.load(str(source)), bits=4, block_size=128,
+                                         is_symmetric=True)
+        quantizer.process()
+        onnx.save(quantizer.model.model, str(path))
+    return path
+
+
 def in_threads(fn, n: int):
     from msc.backend.runtime.threads import num_threads
 
@@ -215,49 +251,71 @@ def in_threads(fn, n: int):
     return run
 
 
-def _contenders(args, n: int, msc, torch_fn, ort: OrtStep | None, past: int, new: int):
-    fns = {"msc": in_threads(msc, n), "torch": in_threads(torch_fn, n)}
-    if ort is not None:
-        fns["ort"] = ort.call(n, past, new)
+def _contenders(args, n: int, msc: dict, torch_fn, orts: dict, past: int, new: int):
+    fns = {**{f"msc {k}": in_threads(f, n) for k, f in msc.items()},
+           "torch": in_threads(torch_fn, n)}
+    fns.update({name: ort.call(n, past, new) for name, ort in orts.items()})
     return best_interleaved(fns, args.repeats, lambda f: per_call(f, args.min_time))
 
 
-def _ort_cells(best: dict, rate: bool) -> list:
-    if "ort" not in best:
-        return ["-", "-"]
-    value = f"{1 / best['ort']:.1f} tok/s" if rate else f"{best['ort'] * 1e3:.1f} ms"
-    return [value, f"{best['ort'] / best['msc']:.2f}x"]
+def _cell(best: dict, who: str, rate: bool) -> str:
+    if who not in best:
+        return "-"
+    return f"{1 / best[who]:.1f}" if rate else f"{best[who] * 1e3:.1f}"
+
+
+def _ratio(best: dict, other: str, mine: str) -> str:
+    return f"{best[other] / best[mine]:.2f}x" if other in best and mine in best else "-"
+
+
+COLUMNS = ["threads", "what", "msc float", "msc int8", "msc int4", "transformers",
+           "ort float", "ort int4", "msc / transformers", "msc / ort (float)",
+           "msc / ort (int4)", "% roofline float", "% roofline int8", "% roofline int4",
+           "KV read"]
+
+
+def _row(n, what: str, best: dict, rate: bool, roofs: dict, kv: str) -> list:
+    cells = [_cell(best, w, rate) for w in ("msc float", "msc int8", "msc int4", "torch",
+                                               "ort float", "ort int4")]
+    percent = [f"{100 / best[f'msc {v}'] / roofs[v]:.0f}%" if rate and f"msc {v}" in best
+               else "-" for v in ("float", "int8", "int4")]
+    return [n, what, *cells, _ratio(best, "torch", "msc float"),
+            _ratio(best, "ort float", "msc float"), _ratio(best, "ort int4", "msc int4"),
+            *percent, kv]
 
 
 def measure(args, model) -> list:
-    ort = None if args.no_ort else OrtStep(model, args.out)
-    steps = {p: MscStep(model, p + STEP_ROWS) for p in sorted({*args.pasts, args.prefill})}
-    rows, wbytes = [], weight_bytes(model)
+    orts = {} if args.no_ort else {"ort float": OrtStep(model, args.out)}
+    if not args.no_ort and "int4" in args.variants:
+        orts["ort int4"] = OrtStep(model, args.out, int4=True)
+    lengths = sorted({*args.pasts, args.prefill})
+    steps = {(v, p): MscStep(model, p + STEP_ROWS, VARIANTS[v])
+             for v in args.variants for p in lengths}
+    wbytes = weight_bytes(model)
     probes = bandwidth_probes(args.repeats)
     bw = max(probes.values())
-    roof = bw / wbytes
+    saved = {v: steps[v, lengths[0]].saved_bytes for v in args.variants}
+    roofs = {v: bw / (wbytes - saved[v]) for v in args.variants}
     print("read bandwidth probes: " + ", ".join(f"{k} {v / 1e9:.2f} GB/s"
                                                 for k, v in probes.items()))
-    print(f"weights read per token: {wbytes / 1e6:.1f} MB; best bandwidth "
-          f"{bw / 1e9:.2f} GB/s; roofline {roof:.1f} tokens/s; msc build s: "
-          + ", ".join(f"{steps[p].build_seconds:.1f} (max_len {p + STEP_ROWS})"
-                      for p in steps), flush=True)
+    print(f"best bandwidth {bw / 1e9:.2f} GB/s; weights read per token and roofline: "
+          + "; ".join(f"{v} {(wbytes - saved[v]) / 1e6:.1f} MB, {roofs[v]:.1f} tok/s"
+                      for v in args.variants))
+    print("msc build s: " + ", ".join(f"{v} {steps[v, p].build_seconds:.1f} (max_len "
+                                      f"{p + STEP_ROWS})" for v, p in steps), flush=True)
+    rows = []
     for n in args.threads:
-        step = steps[args.prefill]
-        best = _contenders(args, n, step.prefill(args.prefill),
-                           torch_prefill(model, args.prefill), ort, 0, args.prefill)
-        rows.append([n, f"prefill {args.prefill}", f"{best['msc'] * 1e3:.1f} ms",
-                     f"{best['torch'] * 1e3:.1f} ms", f"{best['torch'] / best['msc']:.2f}x",
-                     *_ort_cells(best, False), "-", "-", "-"])
+        best = _contenders(args, n, {v: steps[v, args.prefill].prefill(args.prefill)
+                                     for v in args.variants},
+                           torch_prefill(model, args.prefill), orts, 0, args.prefill)
+        rows.append(_row(n, f"prefill {args.prefill} (ms)", best, False, roofs, "-"))
         print(rows[-1], flush=True)
         for past in args.pasts:
-            best = _contenders(args, n, steps[past].decode(past), torch_decode(model, past),
-                               ort, past, 1)
-            rate, theirs = 1 / best["msc"], 1 / best["torch"]
-            kv = cache_bytes(steps[past].shape, past)
-            rows.append([n, f"decode @ {past}", f"{rate:.1f} tok/s", f"{theirs:.1f} tok/s",
-                         f"{rate / theirs:.2f}x", *_ort_cells(best, True), f"{roof:.1f} tok/s",
-                         f"{100 * rate / roof:.0f}%", f"{kv / 1e6:.1f} MB"])
+            best = _contenders(args, n, {v: steps[v, past].decode(past) for v in args.variants},
+                               torch_decode(model, past), orts, past, 1)
+            kv = cache_bytes(steps[args.variants[0], past].shape, past)
+            rows.append(_row(n, f"decode @ {past} (tok/s)", best, True, roofs,
+                             f"{kv / 1e6:.1f} MB"))
             print(rows[-1], flush=True)
     return rows
 
@@ -273,6 +331,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--min-time", type=float, default=0.3)
     parser.add_argument("--no-ort", action="store_true", help="leave onnxruntime out")
+    parser.add_argument("--variants", type=lambda s: s.split(","),
+                        default=["float", "int8", "int4"],
+                        help="msc weight variants: float, int8, int4 (int4 adds ort int4)")
     parser.add_argument("--out", type=Path, default=Path("out/bench_generate"),
                         help="folder of the exported ONNX decode step (reused when there)")
     parser.add_argument("--quick", action="store_true",
@@ -287,9 +348,7 @@ def main() -> None:
     params = sum(p.numel() for p in model.parameters())
     print(f"model: {args.model} ({params / 1e6:.1f}M parameters), batch 1, float32")
     rows = measure(args, model)
-    print_table(["threads", "what", "msc", "transformers", "msc / transformers",
-                 "onnxruntime", "msc / onnxruntime", "roofline", "msc % of roofline",
-                 "KV read"], rows)
+    print_table(COLUMNS, rows)
 
 
 if __name__ == "__main__":

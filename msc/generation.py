@@ -11,6 +11,8 @@ A decode step is a Relax function of one of two layouts, told apart by its param
   ``attention_mask [1, past + n]``, ``position_ids [1, n]`` and ``past_key_values.{i}.key /
   value [1, kv_heads, past, head_dim]``; it returns logits and the present keys and values,
   ``past + n`` rows, which the next step takes as its past (the first step's past is empty).
+  Decode pasts are left-padded to a multiple of ``bucket`` rows (masked), so the VM plans
+  once per bucket instead of once per token.
 
 ::
 
@@ -90,9 +92,12 @@ class Generator:
         model: ``relax.build``'s Executable, or a VirtualMachine made from one.
         function: the decode step's name in it.
         num_threads: kernel threads of the VM made here (None: the process-wide count).
+        bucket: a growing-past step's decode pasts are left-padded to a multiple of this
+            many rows (0: never), so the VM plans once per bucket, not once per token.
     """
 
-    def __init__(self, model, function: str = "main", num_threads: int | None = None):
+    def __init__(self, model, function: str = "main", num_threads: int | None = None,
+                 bucket: int = 64):
         from . import relax  # the VM loads on first use, as relax.VirtualMachine does
 
         vm = model if hasattr(model, "executable") and hasattr(model, "__getitem__") else \
@@ -101,6 +106,8 @@ class Generator:
         self.growing = _int_inputs(self.step) == 3  # ids, attention mask, position ids
         self.cache_shapes, self.cache_dtypes = _cache_signature(self.step, self.growing)
         self.max_len = None if self.growing else self.cache_shapes[0][2]
+        self.bucket = int(bucket) if self.growing else 0
+        self.padding_checked: bool | None = None  # padded step == exact step, seen once
 
     def new_cache(self) -> list:
         """Zeroed caches, one array per layer's keys and per layer's values (empty pasts for
@@ -139,12 +146,43 @@ class Generator:
 
     def _run(self, ids: np.ndarray, positions: np.ndarray, cache: list) -> tuple:
         if self.growing:
-            mask = np.ones((1, int(positions[-1]) + 1), dtype=np.int64)
-            out = self.step(ids, mask, positions[None], *cache)
-        else:
-            out = self.step(ids, positions, *cache)
-        arrays = [o.numpy() if hasattr(o, "numpy") else np.asarray(o) for o in out]
+            return self._run_growing(ids, positions, cache)
+        arrays = _arrays(self.step(ids, positions, *cache))
         return arrays[0][:, -1:], arrays[1:]
+
+    def _run_growing(self, ids: np.ndarray, positions: np.ndarray, cache: list) -> tuple:
+        """One step of a growing-past model. Each step has a new past length, so the VM
+        would plan every token; a decode step's past is instead left-padded to the next
+        multiple of ``bucket`` rows, the padding masked by zeros of the attention mask.
+        Keys keep their distance to the query (the new row is last, as unpadded), so causal
+        and sliding-window masks and position ids mean what they did. A layer whose cache
+        keeps only a window (Mistral's and Gemma-2's sliding layers) is not padded; the mask
+        is. The first padded step is checked against the exact one: a model that reads its
+        mask otherwise then runs unpadded (slow, right)."""
+        past = int(positions[0])  # rows of the whole history
+        pad = self._padding(ids, past)
+        if pad:
+            rows = [pad if c.shape[2] == past else 0 for c in cache]
+            mask = np.ones((1, pad + past + 1), dtype=np.int64)
+            mask[:, :pad] = 0
+            arrays = _arrays(self.step(ids, mask, positions[None], *_left_padded(cache, rows)))
+            if self.padding_checked is None:
+                exact = self._exact_growing(ids, positions, cache)
+                self.padding_checked = _close(arrays[0], exact[0])
+                arrays, rows = (arrays, rows) if self.padding_checked else (exact, [0] * len(rows))
+            return arrays[0][:, -1:], [a[:, :, r:] for a, r in zip(arrays[1:], rows)]
+        arrays = self._exact_growing(ids, positions, cache)
+        return arrays[0][:, -1:], arrays[1:]
+
+    def _exact_growing(self, ids, positions, cache) -> list:
+        mask = np.ones((1, int(positions[-1]) + 1), dtype=np.int64)
+        return _arrays(self.step(ids, mask, positions[None], *cache))
+
+    def _padding(self, ids: np.ndarray, past: int) -> int:
+        """Rows of padding for this step: decode steps (one token) only."""
+        if self.bucket <= 0 or ids.shape[1] != 1 or past == 0 or self.padding_checked is False:
+            return 0
+        return -past % self.bucket
 
     def _check_lengths(self, prompt: np.ndarray, max_new_tokens: int, top_p: float) -> None:
         if prompt.ndim != 1 or prompt.size == 0:
@@ -162,6 +200,27 @@ class Generator:
                 f"{len(prompt)} prompt tokens + {max_new_tokens} new ones need {need} cache "
                 f"rows; the step was compiled with max_len={self.max_len}", key="max_len",
                 hint="import the decoder again with a larger max_len, or ask for fewer tokens")
+
+
+def _arrays(out) -> list:
+    return [o.numpy() if hasattr(o, "numpy") else np.asarray(o) for o in out]
+
+
+def _left_padded(cache: list, rows: list) -> list:
+    """Each layer's cache after its ``rows`` zero rows."""
+    padded = []
+    for c, pad in zip(cache, rows):
+        out = np.zeros(c.shape[:2] + (pad + c.shape[2],) + c.shape[3:], c.dtype)
+        out[:, :, pad:] = c
+        padded.append(out)
+    return padded
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> bool:
+    """Padded logits against exact ones: equal but for the order of float sums."""
+    scale = max(1.0, float(np.abs(want).max()))
+    return got.shape == want.shape and bool(np.allclose(got, want, rtol=1e-4,
+                                                        atol=1e-4 * scale))
 
 
 def generate(model, prompt_ids: Iterable[int], max_new_tokens: int, **kwargs) -> list:

@@ -58,6 +58,7 @@ class Context:
         self.lookup = lookup  # fn(ONNX value name) -> its expr in scope, or None
         self.known: dict = {}  # var -> object array of PrimExprs (values of shape tensors)
         self._count = 0  # symbolic values bound at run time (runtime_ints)
+        self.sizes: set = set()  # names of the vars that are dims (>= 0): the inputs' dims
 
     # ---- emitting -------------------------------------------------------------------------
     def emit(self, expr: Expr) -> Expr:
@@ -82,7 +83,7 @@ class Context:
         if folded is not None:
             return folded
         values = [shape_fold.as_known(a, self.known) for a in call.args]
-        known = shape_fold.fold_symbolic_call(call, values)
+        known = shape_fold.fold_symbolic_call(call, values, self.sizes)
         if known is not None and shape_fold.is_fully_const(known):
             return shape_fold.to_constant(known, call.struct_info.dtype)
         self.budget.spend(1, "converting the model")

@@ -194,6 +194,7 @@ class OnnxImporter:
         check_joints(len(graph.node), "converting the ONNX graph's nodes")
         self._check_converters(graph)
         params = self._params(graph)
+        self.ctx.sizes.update(self.dims.vars)  # the inputs' named dims are sizes (>= 0)
         with self.bb.function("main", params):
             with self.bb.dataflow():
                 self._initializers(graph)

@@ -107,26 +107,33 @@ def is_fully_const(values) -> bool:
     return all(tir.as_int(tir.convert(v)) is not None for v in np.ravel(values))
 
 
-def fold_symbolic_call(call: Call, arg_values: list):
-    """Evaluate a shape-manipulation / integer call on known values; None if unsupported."""
+def fold_symbolic_call(call: Call, arg_values: list, sizes=frozenset()):
+    """Evaluate a shape-manipulation / integer call on known values; None if unsupported.
+    ``sizes``: names of the symbolic vars known to be sizes (>= 0), which decide
+    comparisons such as ``seq == -1`` (False)."""
     if not isinstance(call.op, Op) or any(v is None for v in arg_values):
         return None
     name = call.op.op_def.name
-    if name not in _SYMBOLIC:
+    if name not in _SYMBOLIC and name not in _COMPARE:
         return None
     sinfo = call.struct_info
     if not isinstance(sinfo, TensorStructInfo) or not _exact_dtype(name, sinfo.dtype):
         return None
     try:
-        out = _SYMBOLIC[name](call, arg_values)
+        if name in _COMPARE:
+            out = _compare(_COMPARE[name], arg_values, sizes)
+        else:
+            out = _SYMBOLIC[name](call, arg_values)
     except Exception:  # noqa: BLE001 - not foldable symbolically: stays a runtime op
         return None
     return None if out is None else np.asarray(out, dtype=object)
 
 
 def _exact_dtype(op: str, dtype: str) -> bool:
-    """Known values stay exact integers: int results, or ints cast to float (Range bounds)."""
-    return dtype in ("int64", "int32") or (op == "astype" and dtype.startswith("float"))
+    """Known values stay exact integers: int results, ints cast to float (Range bounds), or
+    the booleans of a decided comparison."""
+    return dtype in ("int64", "int32") or (op == "astype" and dtype.startswith("float")) or (
+        op in _COMPARE and dtype == "bool")
 
 
 def _arith(fn):
@@ -152,6 +159,15 @@ def _moved(call: Call, values: list):
     return call.op.op_def.facts["numpy"]([_objects(values[0]), *values[1:]], call.attrs)
 
 
+def _where(call: Call, values: list):
+    """``where`` over a decided condition picks known values (the -1 -> 1 step of torch's
+    exported ``expand``: ``Where(Equal(shape, -1), 1, shape)``)."""
+    cond = np.asarray(values[0])
+    if cond.dtype == object or cond.dtype.kind not in "bi":
+        return None
+    return np.where(cond.astype(bool), _objects(values[1]), _objects(values[2]))
+
+
 # Ops folded over PrimExpr elements (all of them move or combine integers exactly) -> how.
 # Not an op fact: the ops this folder's own symbolic evaluator implements.
 _SYMBOLIC = {
@@ -161,8 +177,53 @@ _SYMBOLIC = {
     "maximum": _arith(tir.max), "minimum": _arith(tir.min),
     "astype": _astype, "concat": _concat,
     "take": _moved, "expand_dims": _moved, "squeeze": _moved, "reshape": _moved,
-    "strided_slice": _moved, "permute_dims": _moved, "broadcast_to": _moved,
+    "strided_slice": _moved, "permute_dims": _moved, "broadcast_to": _moved, "where": _where,
 }
+
+
+# Comparisons of known values -> what the difference's sign must satisfy.
+_COMPARE = {"equal": lambda d: d == 0, "not_equal": lambda d: d != 0,
+            "less": lambda d: d < 0, "less_equal": lambda d: d <= 0,
+            "greater": lambda d: d > 0, "greater_equal": lambda d: d >= 0}
+
+
+def _compare(test, values: list, sizes) -> np.ndarray | None:
+    """Element-wise comparison, decided when every pair's difference is a constant, or
+    when one side is a size (>= 0) and the other a negative constant (a dim is never -1).
+    None when some pair cannot be decided."""
+    a, b = np.broadcast_arrays(_objects(values[0]), _objects(values[1]))
+    out = np.empty(a.shape, dtype=bool)
+    for k, (x, y) in enumerate(zip(a.flat, b.flat)):
+        decided = _decide(test, tir.convert(x), tir.convert(y), sizes)
+        if decided is None:
+            return None
+        out.flat[k] = decided
+    return out
+
+
+def _decide(test, x, y, sizes) -> bool | None:
+    diff = tir.sub(x, y)
+    if diff.is_const:
+        return bool(test(diff.value))
+    for size, const, sign in ((x, y, 1), (y, x, -1)):
+        if const.is_const and const.value < 0 and is_size(size, sizes):
+            # size - const > 0: every test on a sign of a positive difference is decided
+            return bool(test(sign))
+    return None
+
+
+def is_size(e, sizes) -> bool:
+    """``e`` is provably >= 0: non-negative constants and size vars under +, *, floordiv,
+    min and max."""
+    if isinstance(e, tir.IntImm):
+        return e.value >= 0
+    if isinstance(e, tir.Var):
+        return e.name in sizes
+    if isinstance(e, tir.BinaryOp) and e.op in ("Add", "Mul", "FloorDiv", "Min"):
+        return is_size(e.a, sizes) and is_size(e.b, sizes)
+    if isinstance(e, tir.BinaryOp) and e.op == "Max":
+        return is_size(e.a, sizes) or is_size(e.b, sizes)
+    return False
 
 
 def _objects(values) -> np.ndarray:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from llvmlite import ir
@@ -31,7 +31,7 @@ __all__ = ["STATUS_INDEX", "STATUS_WORKSPACE", "Chain", "KernelStep", "NativeSte
 
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
 _I8P = ir.IntType(8).as_pointer()
-_CHAIN_VERSION = "msc-chain-3"
+_CHAIN_VERSION = "msc-chain-4"
 
 
 def guard(value, shape: tuple, dtype: np.dtype, op: str, param: str) -> np.ndarray:
@@ -176,17 +176,20 @@ def native_step(kernel, specs: list, n_in: int, single: bool, where: str,
 
 @dataclass
 class Chain:
-    """Steps run by one native call: per step, its table slot of the function pointer and
-    of each buffer address (dims are constants in the code)."""
+    """Steps run by one native call: per step, its table slot of the function pointer, of
+    each buffer address and of each dim. The dims are read from the table, not written into
+    the code, so the plans of two shape signatures (a decode step at past 5 and at past 6)
+    share one compiled chain: a new signature costs a table, not an LLVM compile."""
 
     steps: list          # NativeStep or KernelStep
     fn_slots: list       # slot of each step's function pointer
     arg_slots: list      # per step, the slot of each buffer
+    dim_slots: list = field(default_factory=list)  # per step, the slot of each dim
 
     def signature(self) -> str:
-        return ";".join(f"{f}:{','.join(map(str, a))}:{','.join(map(str, s.dims))}"
-                        f"{'' if s.status else ':v'}"
-                        for s, f, a in zip(self.steps, self.fn_slots, self.arg_slots))
+        return ";".join(f"{f}:{','.join(map(str, a))}:{','.join(map(str, d))}"
+                        f"{'' if s.status else ':v'}" for s, f, a, d in
+                        zip(self.steps, self.fn_slots, self.arg_slots, self.dim_slots))
 
 
 # Chain functions per JIT unit at most: LLVM's optimization and object emission grow faster
@@ -206,29 +209,38 @@ def compile_chains(chains: list, jit=None) -> list:
             for fn in _compile_unit(chains[start:start + CHAINS_PER_UNIT], jit)]
 
 
+# (jit, digest of the chains' signatures) -> their ctypes functions: plans of other shape
+# signatures with the same steps reuse them without building the IR again
+_UNITS: dict = {}
+
+
 def _compile_unit(chains: list, jit) -> list:
     digest = hashlib.sha256("\n".join([_CHAIN_VERSION] + [c.signature() for c in chains])
                             .encode()).hexdigest()[:20]
+    if (id(jit), digest) in _UNITS:
+        return _UNITS[id(jit), digest][1]
     module = ir.Module(name=f"msc_chains_{digest}")
     symbols = [f"msc_chain_{digest}_{i}" for i in range(len(chains))]
     for chain, symbol in zip(chains, symbols):
         _emit_chain(module, symbol, chain)
     library = jit.compile(module, symbols, name=module.name)
-    return [library.cfunc(s, ctypes.c_int32, ctypes.c_void_p) for s in symbols]
+    cfuncs = [library.cfunc(s, ctypes.c_int32, ctypes.c_void_p) for s in symbols]
+    _UNITS[id(jit), digest] = (jit, cfuncs)  # the jit kept alive: its id stays its own
+    return cfuncs
 
 
 def _emit_chain(module: ir.Module, symbol: str, chain: Chain) -> None:
     fn = ir.Function(module, ir.FunctionType(_I32, [_I64.as_pointer()]), symbol)
     table = fn.args[0]
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    for k, (step, fn_slot, slots) in enumerate(zip(chain.steps, chain.fn_slots,
-                                                   chain.arg_slots)):
+    for k, (step, fn_slot, slots, dims) in enumerate(zip(chain.steps, chain.fn_slots,
+                                                         chain.arg_slots, chain.dim_slots)):
         # buffers are pointers whatever their element type, dims i64: the callee's ABI
         returns = _I32 if step.status else ir.VoidType()
         kty = ir.FunctionType(returns, [_I8P] * len(slots) + [_I64] * len(step.dims))
         callee = b.inttoptr(_load(b, table, fn_slot), kty.as_pointer())
         args = [b.inttoptr(_load(b, table, s), _I8P) for s in slots]
-        args += [ir.Constant(_I64, d) for d in step.dims]
+        args += [_load(b, table, d) for d in dims]
         status = b.call(callee, args)
         if not step.status:  # a hand-written kernel: checked when the plan was made
             continue

@@ -186,6 +186,7 @@ class _Writer:
             chain.steps.append(step)
             chain.fn_slots.append(self._fixed(step.address))
             chain.arg_slots.append(slots)
+            chain.dim_slots.append([self._fixed(d) for d in step.dims])
             self.native_steps += 1
             if step.single:  # later steps of the chain read it from its slot
                 results.append((call.out, outs[0][0]))

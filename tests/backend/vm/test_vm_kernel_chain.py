@@ -122,3 +122,28 @@ def test_dense_and_layer_norm_join_the_chain(residual):
     plan = f.entry({}).plan
     assert plan.stats["chains"] == 1 and plan.stats["native_steps"] >= 2
     assert "F0(" not in plan.runner.source  # no kernel object called from Python
+
+
+def test_plans_of_other_sizes_reuse_the_compiled_chains():
+    """The chain code reads each step's dims from the address table, so the plans of a
+    dynamic model at other sizes (a decode step whose past grows by one a token) compile no
+    new chain: they differ only in the table."""
+    from msc.backend.runtime import native_run
+    from msc.tir import expr as tir
+
+    n = tir.Var("n", "int64")
+    x = relax.Var("x", _tensor((n, 8)))
+    mod = _module([x], lambda bb, x: bb.emit(R.nn.softmax(R.multiply(
+        R.exp(R.permute_dims(bb.emit(R.add(x, relax.const(CHANNEL))), [0, 1])),
+        relax.const(CHANNEL)), axis=-1)))
+    f = relax.VirtualMachine(relax.build(mod))["main"]
+    units = None
+    for size in (3, 5, 9):
+        xv = RNG.standard_normal((size, 8)).astype("float32")
+        e = np.exp(xv + CHANNEL) * CHANNEL
+        want = np.exp(e - e.max(-1, keepdims=True))
+        np.testing.assert_allclose(f(xv).numpy(), want / want.sum(-1, keepdims=True),
+                                   rtol=1e-5, atol=1e-6)
+        assert f.entry({"n": size}).plan.stats["chains"] >= 1
+        units = len(native_run._UNITS) if units is None else units
+        assert len(native_run._UNITS) == units  # no compile after the first size

@@ -11,7 +11,7 @@ from msc import relax
 from msc.codegen import to_relax
 from msc.frontends import translate
 from msc.generation import Generator
-from tests.helpers.decoders import PROMPT, decoder, export_onnx_decoder, reference_tokens
+from tests.helpers.decoders import DECODERS, PROMPT, decoder, export_onnx_decoder, reference_tokens
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -44,3 +44,22 @@ def test_greedy_tokens_are_transformers(llama):
     model, _, gen = llama
     assert gen.growing and gen.max_len is None
     assert gen.generate(PROMPT, 8).tokens == reference_tokens(model, PROMPT, 8)
+
+
+@pytest.mark.parametrize("name", [n for n in DECODERS if n != "llama"])
+def test_every_architecture_generates_transformers_tokens(tmp_path, name):
+    """GPT-2 (its export's mask expands to a shape computed as Where(shape == -1, 1, shape)),
+    Qwen3, Mistral and Gemma-2 (sliding windows: the prompt and new tokens pass 8) and OPT.
+    Decode pasts are left-padded to a bucket of rows, so the VM plans prefill, the bucket
+    and the one exact step the padding is checked against, not a plan per token. The
+    sliding-window exports keep only the window's rows: their padded mask is refused by
+    that check, and they run unpadded."""
+    model = decoder(name)
+    export_onnx_decoder(model, tmp_path / f"{name}.onnx")
+    graph, weights = translate.from_onnx(str(tmp_path / f"{name}.onnx"))
+    gen = Generator(relax.build(to_relax(graph, weights)), bucket=8)
+    assert gen.generate(PROMPT, 6).tokens == reference_tokens(model, PROMPT, 6)
+    sliding = name in ("mistral", "gemma2")
+    assert gen.padding_checked is not sliding
+    if not sliding:  # prefill (past 0), the exact check (past 10), pasts 11-15 padded to 16
+        assert len(gen.step._entries) == 3

@@ -138,3 +138,41 @@ def test_split_of_a_symbolic_dim_into_num_outputs_parts():
     vm = _vm(model)
     for feed in feeds:
         _same(_run(vm, feed), run_ort(model, feed))
+
+
+def _expand_to_own_shape(offset: int, sizes=(2, 3)) -> tuple:
+    """torch's exported ``expand``: shape = Where(Equal(shape, -1), 1, shape), then Expand
+    to it; ``offset`` is added to x's symbolic dim first (0: a size; -5: n - 5, which is -1
+    when n is 4)."""
+    nodes = [helper.make_node("Shape", ["x"], ["s0"]),
+             helper.make_node("Add", ["s0", "offset"], ["s"]),
+             helper.make_node("Equal", ["s", "minus_one"], ["eq"]),
+             helper.make_node("Where", ["eq", "one", "s"], ["target"]),
+             helper.make_node("Expand", ["m", "target"], ["y"])]
+    inits = {"offset": np.array([offset, 0], "int64"), "minus_one": np.array([-1], "int64"),
+             "one": np.array([1], "int64")}
+    feeds = [{"x": np.zeros((n, 6), "float32"), "m": np.ones((1, 1), "float32")}
+             for n in sizes]
+    model = graph_model(nodes, feeds[0], ["y"], initializers=inits,
+                        input_dims={"x": ["n", 6]})
+    return model, feeds
+
+
+def test_a_size_compared_with_minus_one_is_decided_at_import():
+    """A dim is never -1, so Equal(n, -1) folds to False and the expanded shape stays
+    known ((n, 6)): the Shape of a later tensor needs its dims (GPT-2's ONNX decode step)."""
+    model, feeds = _expand_to_own_shape(0)
+    mod, _ = from_onnx(model, as_msc=False)
+    assert str(mod["main"].ret_struct_info) == 'R.Tensor((n, 6), dtype="float32")'
+    vm = _vm(model)
+    for feed in feeds:
+        _same(_run(vm, feed), run_ort(model, feed))
+
+
+def test_a_difference_compared_with_minus_one_stays_a_run_time_value():
+    """n - 5 may be -1 (n = 4), so Equal(n - 5, -1) is not decided at import: the model
+    computes it, and expands to (1, 6) at n = 4 and (2, 6) at n = 7."""
+    model, feeds = _expand_to_own_shape(-5, sizes=(4, 7))
+    vm = _vm(model)
+    for feed in feeds:
+        _same(_run(vm, feed), run_ort(model, feed))
