@@ -52,6 +52,11 @@ def _db(value: float) -> str:
     return "FAIL" if not math.isfinite(value) else f"{value:.2f}"
 
 
+def _agree_db(value: float) -> str:
+    """An agreement SQNR; over 200 dB the outputs are equal bit for bit (sqnr's floor)."""
+    return "equal" if math.isfinite(value) and value > 200 else _db(value)
+
+
 def best_ort(row: dict) -> tuple[str, float]:
     """onnxruntime's best calibration method on this model and its SQNR."""
     ran = {k.split(":")[1]: c["sqnr"] for k, c in row.items()
@@ -71,15 +76,28 @@ def summarize(name: str, row: dict, seconds: float) -> dict:
             "ort_best_method": method, "seconds": seconds,
             "errors": {k: c["message"] for k, c in row.items()
                        if isinstance(c, dict) and c.get("message")},
-            "excluded": row.get("excluded", [])}
+            **{k: (v["sqnr"] if k.startswith("msc+") else v) for k, v in row.items()
+               if k.startswith("msc+") or k.endswith("_info")}}
 
 
-def cells(s: dict) -> list[str]:
-    return [s["model"], s["family"], _db(s["msc"]), _db(s["msc@msc"]), _db(s["agree"]),
-            _db(s["agree_ref"]), str(s["int8_patterns"]),
+VARIANT_COLUMNS = {"smooth": ["msc+smooth dB", "alpha"],
+                   "excludes": ["msc+excludes dB", "kept float"]}
+
+
+def _variant_cells(s: dict, variant: str) -> list[str]:
+    info = s[f"{variant}_info"]
+    detail = info.get("alpha") if variant == "smooth" else \
+        ", ".join(info.get("excluded", [])) or "-"
+    return [_db(s[f"msc+{variant}"]), str(detail)]
+
+
+def cells(s: dict, variants=()) -> list[str]:
+    extra = [c for v in variants for c in _variant_cells(s, v)]
+    return [s["model"], s["family"], _db(s["msc"]), _db(s["msc@msc"]), _agree_db(s["agree"]),
+            _agree_db(s["agree_ref"]), str(s["int8_patterns"]),
             _db(s["ort_default"]), f"{_db(s['ort_best'])} ({s['ort_best_method']})",
             f"{s['msc'] - s['ort_default']:+.2f}", f"{s['msc'] - s['ort_best']:+.2f}",
-            f"{s['seconds']:.0f}"]
+            *extra, f"{s['seconds']:.0f}"]
 
 
 def db_geomean(values: list[float]) -> float:
@@ -96,10 +114,12 @@ def family_lines(rows: list[dict]) -> list[str]:
                                                               "ort_best")}
         failed = sum(not math.isfinite(r["msc"]) or not math.isfinite(r["msc@msc"])
                      for r in part)
+        extra = "".join(f", {k} {db_geomean([r[k] for r in part]):.2f}"
+                        for k in part[0] if k.startswith("msc+"))
         lines.append(f"{family}: {len(part)} models, msc failed on {failed}; geomean SQNR msc "
                      f"{g['msc']:.2f} dB, msc@msc {g['msc@msc']:.2f}, ORT MinMax "
-                     f"{g['ort_default']:.2f}, ORT best {g['ort_best']:.2f}: msc - ORT default "
-                     f"{g['msc'] - g['ort_default']:+.2f} dB, msc - ORT best "
+                     f"{g['ort_default']:.2f}, ORT best {g['ort_best']:.2f}{extra}: msc - ORT "
+                     f"default {g['msc'] - g['ort_default']:+.2f} dB, msc - ORT best "
                      f"{g['msc'] - g['ort_best']:+.2f} dB")
     return lines
 
@@ -113,6 +133,10 @@ def parse_args(argv=None):
                    help="onnxruntime calibration methods tried (the best is reported)")
     p.add_argument("--config", default="{}",
                    help="msc quantize settings as JSON (default: msc's defaults)")
+    p.add_argument("--variants", default="",
+                   help="comma-separated extra msc columns: smooth (SmoothQuant, alpha "
+                        "searched on the calibration data), excludes (the report's suggested "
+                        "excludes kept float)")
     p.add_argument("--json", type=Path, help="write every row here")
     return p.parse_args(argv)
 
@@ -128,6 +152,8 @@ def main(argv=None) -> int:
     logging.getLogger("msc").setLevel(logging.ERROR)
     logging.getLogger("root").setLevel(logging.ERROR)
     config = json.loads(args.config)
+    variants = [v for v in args.variants.split(",") if v]
+    columns = COLUMNS[:-1] + [c for v in variants for c in VARIANT_COLUMNS[v]] + COLUMNS[-1:]
     rows: list[dict] = []
 
     def measured():
@@ -135,12 +161,12 @@ def main(argv=None) -> int:
             start = time.perf_counter()
             with stdout_to_stderr():  # onnxruntime's calibrators print to stdout
                 row = quantize_model(name, args.calib, args.eval, args.methods.split(","),
-                                     config)
+                                     config, variants=variants)
             rows.append(summarize(name, row, time.perf_counter() - start))
             print(f"[{i + 1}/{len(models)}] {name}: msc {_db(rows[-1]['msc'])} dB, ORT best "
                   f"{_db(rows[-1]['ort_best'])} dB", file=sys.stderr, flush=True)
-            yield cells(rows[-1])
-    print_table(COLUMNS, measured(), flush=True)
+            yield cells(rows[-1], variants)
+    print_table(columns, measured(), flush=True)
     print()
     print("\n".join(family_lines(rows)))
     for r in rows:

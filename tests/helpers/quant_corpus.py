@@ -128,10 +128,31 @@ def _cell(fn, reference: list) -> dict:
     return {"ran": True, "sqnr": sqnr(reference, outputs), "outputs": outputs, "message": ""}
 
 
+def _smooth_variant(model, calib: list, config: dict, info: dict):
+    """msc with SmoothQuant's alpha search: the QDQ file; ``info`` gets the alpha."""
+    qdq, report = msc_qdq(model, calib, {**config, "smooth": "search"})
+    info["alpha"] = report.smoothing["alpha"]
+    return qdq
+
+
+def _excludes_variant(model, calib: list, config: dict, info: dict):
+    """msc with the report's suggested excludes (the per-layer sensitivity search to
+    ``target_sqnr``) kept float: the QDQ file; ``info`` gets the list."""
+    _, report = msc_qdq(model, calib, {**config, "per_layer": True})
+    info["excluded"] = report.suggested_excludes
+    return msc_qdq(model, calib, {**config, "exclude": info["excluded"]})[0]
+
+
+VARIANTS = {"smooth": _smooth_variant, "excludes": _excludes_variant}
+
+
 def quantize_model(name: str, calib: int = 8, held_out: int = 4, methods=ORT_METHODS,
-                   config: dict | None = None, folder: Path | None = None) -> dict:
+                   config: dict | None = None, folder: Path | None = None,
+                   variants=()) -> dict:
     """``{"msc", "msc@msc", "ort:<method>"...: cell, "agree": dB}`` for corpus model ``name``
-    (cells as ``_cell``; ``agree``: msc's backend against onnxruntime on msc's QDQ file)."""
+    (cells as ``_cell``; ``agree``: msc's backend against onnxruntime on msc's QDQ file).
+    ``variants`` (names of ``VARIANTS``) add a cell ``msc+<variant>`` each (run by
+    onnxruntime) and ``<variant>_info`` (the alpha chosen, the layers kept float)."""
     folder = Path(folder or tempfile.mkdtemp(prefix=f"msc_qc_{name}_"))
     model, example = export(name, folder)
     calib_data = draws(example, calib, seed=10)
@@ -151,6 +172,11 @@ def quantize_model(name: str, calib: int = 8, held_out: int = 4, methods=ORT_MET
     for method in methods:
         row[f"ort:{method}"] = _cell(
             lambda m=method: ort_run(ort_qdq(model, calib_data, m), test_data), reference)
+    for variant in variants:
+        info: dict = {}
+        row[f"msc+{variant}"] = _cell(lambda v=variant, i=info: ort_run(
+            VARIANTS[v](model, calib_data, config or {}, i), test_data), reference)
+        row[f"{variant}_info"] = info
     row["agree"] = _agree(row["msc"], row["msc@msc"])
     row["agree_ref"] = _agree(row["qdq_ref"], row["msc@msc"])
     row["int8_patterns"] = sum(n for key, n in fused.items() if key.startswith("qdq:"))
