@@ -7,8 +7,7 @@ channel and absorb a larger column cheaply. SmoothQuant (Xiao et al., 2023) take
 ``s_j = max|x_j|^alpha / max|W_:j|^(1 - alpha)``: alpha 0 leaves the weights alone, alpha 1
 moves all of the activation's range into them.
 
-Here the linears (``msc.linear`` / ``msc.linear_bias`` / ``nn.dense``, weight ``[out, in]``)
-that read one tensor form a group (q, k and v after a norm) with one ``s``, from the largest
+Here the linears (``smoothable``: weight ``[out, in]``) that read one tensor form a group (q, k and v after a norm) with one ``s``, from the largest
 weight column of the group. The ``1 / s`` goes into the producer when the group is all that
 reads it and it is a ``nn.layer_norm`` (gamma and beta) or a ``multiply`` by a per-channel
 constant (the weight of an exported RMSNorm); else a ``multiply`` joint by ``1 / s`` is
@@ -29,12 +28,19 @@ from msc.errors import ValidationError
 from msc.graph import MSCGraph, MSCJoint, MSCTensor
 from msc.naming import UniqueNamer
 
+from .config import DEFAULT_OPTYPES
 from .runner import fresh_prims, input_arrays, make_runner, with_outputs
 
-__all__ = ["ALPHAS", "SMOOTHABLE", "channel_absmax", "smooth", "smooth_groups"]
+__all__ = ["ALPHAS", "channel_absmax", "smooth", "smooth_groups", "smoothable"]
 
-# data [..., in] x weight [out, in] (layout "OI") -> [..., out]
-SMOOTHABLE = ("msc.linear", "msc.linear_bias", "nn.dense")
+
+def smoothable(node: MSCJoint) -> bool:
+    """A linear: a quantized optype (the op table's int8 fact) with an ``OI`` weight, i.e.
+    data [..., in] x weight [out, in] -> [..., out] (msc.linear[_bias], nn.dense)."""
+    weight = node.weights.get("weight")
+    return node.optype in DEFAULT_OPTYPES and weight is not None and \
+        weight.layout.name == "OI"
+
 ALPHAS = (0.3, 0.5, 0.7)  # the alpha search of quantize(..., {"smooth": "search"})
 _LIMIT = 1e4  # s stays in [1 / _LIMIT, _LIMIT]: a dead channel must not blow a weight up
 
@@ -53,10 +59,7 @@ def smooth_groups(graph: MSCGraph) -> dict[str, list[MSCJoint]]:
     holders = _holders(graph)
     groups: dict[str, list[MSCJoint]] = {}
     for node in graph.get_nodes():
-        weight = node.weights.get("weight")
-        if node.optype not in SMOOTHABLE or weight is None or weight.layout.name != "OI":
-            continue
-        if len(holders[weight.name]) != 1:
+        if not smoothable(node) or len(holders[node.weights["weight"].name]) != 1:
             continue
         parent, index = node.input_pairs()[0]
         tensor = parent.output_at(index)

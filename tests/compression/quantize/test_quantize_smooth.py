@@ -74,7 +74,7 @@ def test_smoothquant_helps_outlier_channels_and_runs_in_onnxruntime():
                                         {"per_layer": False, "smooth": "search"})
     tried = report.smoothing["search_sqnr_db"]
     plain = tried["none"]  # the plain per-channel quantization, measured by the search
-    # measured: none 30.7, 0.3 34.7, 0.5 35.3, 0.7 34.5 dB; the best is taken, > plain
+    # measured: none 30.36, 0.3 34.99, 0.5 35.66, 0.7 35.89 dB; the best is taken, > plain
     assert set(tried) == {"none", "0.3", "0.5", "0.7"}
     assert report.output["sqnr_db"] == max(tried.values())
     assert report.output["sqnr_db"] > plain + 2
