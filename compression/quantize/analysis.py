@@ -20,7 +20,7 @@ from msc.codegen.joint import find_weight
 from msc.graph import MSCGraph
 from msc.progress import progress
 
-from .config import ABSORBED_ACTIVATIONS
+from .config import absorbs
 from .metrics import ErrorStats
 from .qdq import apply_plan
 from .runner import make_runner, with_outputs
@@ -33,7 +33,7 @@ def _producer_layer(graph: MSCGraph, tensor: str, chosen) -> str | None:
     if not graph.has_tensor(tensor):
         return None
     node = graph.find_producer(tensor)
-    if node.optype in ABSORBED_ACTIVATIONS and node.input_pairs():
+    if absorbs(node) and node.input_pairs():
         node = node.input_pairs()[0][0]
     return node.name if chosen is None or node.name in chosen else None
 

@@ -16,8 +16,8 @@ from msc.relax.op.registry import ops_having, ops_in
 from .observers import METHODS
 from .qparams import DTYPE_RANGES
 
-__all__ = ["ABSORBED_ACTIVATIONS", "DEFAULTS", "DEFAULT_OPTYPES", "ORT_INT8", "chosen_nodes",
-           "is_excluded", "merged_settings", "read_config"]
+__all__ = ["ABSORBED_ACTIVATIONS", "DEFAULTS", "DEFAULT_OPTYPES", "MASK_RANGE", "ORT_INT8", "absorbs",
+           "chosen_nodes", "is_excluded", "merged_settings", "read_config"]
 
 # Ops onnxruntime's QDQ kernels run in int8 that msc's backend runs in float between the
 # dequantize and the quantize: op -> onnxruntime's kernel.
@@ -33,7 +33,29 @@ DEFAULT_OPTYPES = tuple(sorted(ops_having("int8") - ops_in("reduce") | ORT_INT8.
 # Activations whose output carries the quantization of the chosen joint before them, as
 # onnxruntime's QDQ quantizer removes them (QDQRemovableActivation): conv -> relu -> Q/DQ, so
 # the uint8 range is the relu's [0, max] and no second rounding sits before the relu.
-ABSORBED_ACTIVATIONS = ("nn.relu",)
+# A clip from 0 (relu6, and hard-swish's inner clip) is absorbed too: onnxruntime removes Clip as
+# it removes Relu, and keeping the Q/DQ before it rounds twice (the conv's whole range, then
+# again at the next conv's input): MobileNetV2 lost 2.6 dB to onnxruntime that way.
+ABSORBED_ACTIVATIONS = ("nn.relu", "clip")
+
+
+def absorbs(node: MSCJoint) -> bool:
+    """Does ``node`` carry the output Q/DQ of the joint before it: a relu, or a clip whose
+    lower bound is >= 0 (its output range is the uint8 one, clipped further)?"""
+    if node.optype == "clip":
+        try:
+            return float(node.get_attr("min", "-1")) >= 0
+        except (TypeError, ValueError):
+            return False
+    return node.optype in ABSORBED_ACTIVATIONS
+
+# An activation that reaches this magnitude (or +-inf) holds an additive attention mask (-inf
+# written as float32's minimum, -3.4e38, as transformers' causal masks are; GPT-Neo adds it to
+# scores already masked so, which gives -inf): no 8-bit grid holds both the
+# mask and the scores (every score rounds to the zero point: Qwen3 8.5 dB, onnxruntime 9.8),
+# and a grid without the mask would unmask. Such a tensor gets no Q/DQ; the add reads the
+# quantized scores and the softmax the float sum (msc's int8 softmax kernel takes the mask).
+MASK_RANGE = 1e30
 
 DEFAULTS = {
     "method": "minmax",            # activations: minmax | percentile | entropy
@@ -54,6 +76,7 @@ DEFAULTS = {
     "report_batches": 8,           # calibration batches kept (inputs only) for the report
     "per_layer": True,             # rank layers and search the excludes (a pass per layer)
     "max_batches": None,           # stop calibrating after this many batches
+    "smooth": None,                # SmoothQuant first: None (off), alpha in [0, 1], "search"
 }
 _EXCLUDE_KEYS = ("names", "optypes", "regex")
 
@@ -83,7 +106,16 @@ def read_config(config: Mapping | None) -> dict:
                               f"2 * bins = {2 * merged['bins']}", key="entropy_bins",
                               hint="use 128 (onnxruntime's default) or 2048")
     merged["exclude"] = parse_exclude(merged["exclude"])
+    _check_smooth(merged["smooth"])
     return merged
+
+
+def _check_smooth(value) -> None:
+    if value is None or value == "search":
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValidationError(f"smooth={value!r} must be None, an alpha in [0, 1] or 'search'",
+                              key="smooth", hint="0.5 is SmoothQuant's default alpha")
 
 
 def _check_choice(config: dict, key: str, allowed) -> None:

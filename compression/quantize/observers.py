@@ -34,12 +34,15 @@ class Observer:
     def __init__(self, bins: int = 2048, histogram: bool = True):
         self.bins, self.histogram = bins, histogram
         self.min, self.max, self.limit = np.inf, -np.inf, 0.0
+        self.infinite = False  # saw +-inf (left out of the range; a mask's sum, see MASK_RANGE)
         self.neg = np.zeros(bins, np.int64)
         self.pos = np.zeros(bins, np.int64)
 
     def update(self, x: np.ndarray) -> None:
         x = np.asarray(x, np.float32).ravel()
-        x = x[np.isfinite(x)]
+        finite = np.isfinite(x)
+        self.infinite = self.infinite or bool(np.isinf(x[~finite]).any())
+        x = x[finite]
         if x.size == 0:
             return
         self.min, self.max = min(self.min, float(x.min())), max(self.max, float(x.max()))

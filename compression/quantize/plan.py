@@ -27,7 +27,7 @@ from msc.graph.files import write_atomic
 from msc.progress import progress
 
 from ..fold import fold_batch_norm
-from .config import ABSORBED_ACTIVATIONS, chosen_nodes, read_config
+from .config import MASK_RANGE, absorbs, chosen_nodes, read_config
 from .observers import Observer
 from .qparams import qparams_from_range, weight_qparams
 from .runner import input_arrays, make_runner, with_outputs
@@ -40,7 +40,7 @@ def _absorbed(graph: MSCGraph, tensor) -> object:
     """The tensor that carries ``tensor``'s output QDQ: the output of a relu that is its only
     reader (onnxruntime's placement, see ``ABSORBED_ACTIVATIONS``), else ``tensor``."""
     readers = graph.find_consumers_and_indices(tensor)
-    if len(readers) == 1 and readers[0][0].optype in ABSORBED_ACTIVATIONS:
+    if len(readers) == 1 and absorbs(readers[0][0]):
         return readers[0][0].outputs[0]
     return tensor
 
@@ -137,6 +137,8 @@ class Calibration:
             self.config["activation_dtype"] == "int8"
         plan = {}
         for name, obs in self.observers.items():
+            if obs.infinite or max(-obs.min, obs.max) >= MASK_RANGE:
+                continue  # an additive attention mask's sum: stays float (see MASK_RANGE)
             rmin, rmax = obs.range(self.config["method"], symmetric, self.config["percentile"],
                                    entropy_bins=self.config["entropy_bins"])
             scale, zero = qparams_from_range(rmin, rmax, dtype)

@@ -38,6 +38,12 @@ class QuantReport:
         return json.loads(json.dumps(self._data["plan"]))
 
     @property
+    def smoothing(self) -> dict | None:
+        """SmoothQuant's alpha and groups (and the search's SQNR per alpha), when it ran."""
+        return json.loads(json.dumps(self._data["smoothing"])) if "smoothing" in \
+            self._data else None
+
+    @property
     def overlays(self) -> dict:
         return json.loads(json.dumps(self._data["overlays"]))
 
@@ -52,6 +58,12 @@ class QuantReport:
                 f"output SQNR {out['sqnr_db']:.2f} dB, cosine {out['cosine']:.6f}, "
                 f"max abs error {out['max_abs_error']:.4g}")
         lines = [head]
+        if d.get("smoothing"):
+            sm = d["smoothing"]
+            lines.append(f"SmoothQuant alpha {sm['alpha']} on {len(sm['groups'])} linear "
+                         f"input(s)" + (f"; searched (calibration SQNR dB): "
+                                        f"{sm['search_sqnr_db']}" if "search_sqnr_db" in sm
+                                        else ""))
         if d.get("layers"):
             lines += ["", "layers, worst first (output error with only this layer quantized):",
                       _LAYER_HEAD] + [_layer_row(i, r) for i, r in enumerate(d["layers"][:rows])]
@@ -111,7 +123,7 @@ def _overlays(layers: list[dict], tensors: list[dict]) -> dict:
 
 def build_report(graph: MSCGraph, plan: dict, config: dict, batches: int, output: dict,
                  tensor_errors: dict, layer_errors: dict | None = None,
-                 search: tuple | None = None) -> QuantReport:
+                 search: tuple | None = None, smoothing: dict | None = None) -> QuantReport:
     """Assemble the report dict from the measurements (see analysis.py)."""
     layers = sorted(({"node": n, "optype": graph.find_node(n).optype, **e}
                      for n, e in (layer_errors or {}).items()), key=lambda r: r["sqnr_db"])
@@ -121,6 +133,8 @@ def build_report(graph: MSCGraph, plan: dict, config: dict, batches: int, output
                        "target_sqnr_db": config["target_sqnr"], "batches": batches},
             "output": output, "layers": layers, "tensors": tensors,
             "overlays": _overlays(layers, tensors), "plan": plan}
+    if smoothing is not None:
+        data["smoothing"] = smoothing
     if search is not None:
         excludes, after, steps = search
         data.update({"suggested_excludes": excludes, "after_excludes": after,

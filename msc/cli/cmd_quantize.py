@@ -22,6 +22,16 @@ from .loaders import load_model
 __all__ = ["COMMAND", "calibration_batches"]
 
 
+def _smooth_value(text: str):
+    """--smooth's value: 'search' or an alpha (read_config checks its range)."""
+    if text == "search":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither an alpha nor 'search'") from None
+
+
 def _add_arguments(p) -> None:
     p.epilog = ("examples:\n"
                 "  msc quantize net.json --calib calib.npz -o out/int8.json\n"
@@ -49,6 +59,10 @@ def _add_arguments(p) -> None:
                    help="QDQ on the chosen ops' outputs too, after a following relu "
                         "(onnxruntime's placement, fused into its QLinearConv / QGemm after msc "
                         "export; the default); --no-quantize-outputs: inputs only")
+    p.add_argument("--smooth", default=None, type=_smooth_value, metavar="ALPHA|search",
+                   help="SmoothQuant first: move activation outliers into the linears' "
+                        "weights with this alpha in [0, 1], or 'search' (the best of 0.3 / "
+                        "0.5 / 0.7 / none on the calibration data); default off")
     p.add_argument("--no-fold-bn", action="store_true",
                    help="keep batch norms (default: folded into the convs before them)")
     p.add_argument("--no-per-layer", action="store_true",
@@ -131,6 +145,7 @@ def _run(args) -> int:
               "target_sqnr": args.target_sqnr, "quantize_outputs": args.quantize_outputs,
               "fold_bn": not args.no_fold_bn,
               "per_layer": not args.no_per_layer, "executor": args.executor,
+              "smooth": args.smooth,
               "exclude": {"names": args.exclude, "regex": args.exclude_regex}}
     qgraph, qweights, report = quantize(graph, weights, batches, config)
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)

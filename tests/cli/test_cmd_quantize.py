@@ -58,6 +58,21 @@ def test_quantize_command_writes_a_runnable_qdq_graph(files, capsys):
         COMMAND[2](args)
 
 
+def test_quantize_command_smooths_the_linear(files, capsys):
+    folder, model, x = files
+    out = folder / "smooth" / "net_int8.json"
+    args = _parse([str(folder / "net.json"), "--calib", str(folder / "calib.npz"),
+                   "--smooth", "0.5", "--no-per-layer", "-o", str(out)])
+    assert COMMAND[2](args) == 0
+    assert "SmoothQuant alpha 0.5 on 1 linear input(s)" in capsys.readouterr().out
+    graph, weights = load_model(str(out))
+    got = make_runner(graph, weights)([x[:2]])[graph.output_names[0]]
+    ref = model(torch.from_numpy(x[:2])).detach().numpy()
+    assert 10 * np.log10((ref ** 2).sum() / ((ref - got) ** 2).sum()) > 30
+    with pytest.raises(SystemExit):
+        _parse([str(folder / "net.json"), "--calib", "c.npz", "--smooth", "most", "-o", "o"])
+
+
 def test_calibration_batches_follow_the_input_batch(files):
     folder, _, x = files
     graph, _ = load_model(str(folder / "net.json"))
