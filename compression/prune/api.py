@@ -65,7 +65,7 @@ def prune(graph, weights: dict, config=None, calib_data=None):
     pruned, pruned_weights = apply_keep(analysis, weights, keep)
     refit = []
     if cfg["compensate"]:
-        pruned_weights, refit = compensate(analysis, weights, pruned_weights, keep,
+        pruned_weights, refit = compensate(analysis, weights, pruned, pruned_weights, keep,
                                            calibration, cfg["ridge"])
     latency = latency_pair(graph, weights, pruned, pruned_weights, cfg["latency_repeat"]) \
         if cfg["latency"] else None

@@ -61,6 +61,7 @@ class LayerInput:
     sumsq: np.ndarray
     gram: np.ndarray | None = None
     patch: int = 1  # kernel positions per input channel (1 for a linear)
+    folds: list | None = None  # the Gram of the even and of the odd calibration items
 
 
 def _conv_patches(node, x: np.ndarray) -> np.ndarray:
@@ -137,15 +138,38 @@ class Calibration:
             names = [j.get_inputs()[0].name for j in joints]
             run = make_runner(with_outputs(self.graph, names), self.weights)
             acc: dict[str, LayerInput] = {}
-            for arrays in self.items:
+            for i, arrays in enumerate(self.items):
                 values = run(arrays)
                 for joint, name in zip(joints, names):
-                    self._accumulate(acc, joint, values[name], gram)
+                    self._accumulate(acc, joint, values[name], gram, i % 2)
             self._inputs.update(acc)
         return {n: self._inputs[n] for n in nodes}
 
+    def cross_inputs(self, pruned, pruned_weights: dict, nodes) -> dict[str, list]:
+        """``{node: [(A, C) of the even items, of the odd items]}``: the same layers' inputs
+        in the ``pruned`` graph (``X'``, with its kept channels) against the unpruned ones
+        (``X``), both with a ones column: ``A = X'' X'``, ``C = X'' X`` (the normal
+        equations of a refit on what the pruned model really feeds the layer)."""
+        nodes = list(dict.fromkeys(nodes))
+        names = [self.graph.find_node(n).get_inputs()[0].name for n in nodes]
+        full = make_runner(with_outputs(self.graph, names), self.weights)
+        small = make_runner(with_outputs(pruned, names), pruned_weights)
+        out: dict[str, list] = {}
+        for i, arrays in enumerate(self.items):
+            want, got = full(arrays), small(arrays)
+            for node, name in zip(nodes, names):
+                x, x2 = (_rows(g.find_node(node), consumer_kind(g.find_node(node)),
+                               np.asarray(v[name], dtype=np.float64))
+                         for g, v in ((self.graph, want), (pruned, got)))
+                x, x2 = (np.concatenate([r, np.ones((r.shape[0], 1))], axis=1)
+                         for r in (x, x2))
+                folds = out.setdefault(node, [(0.0, 0.0), (0.0, 0.0)])
+                a, c = folds[i % 2]
+                folds[i % 2] = (a + x2.T @ x2, c + x2.T @ x)
+        return out
+
     @staticmethod
-    def _accumulate(acc: dict, joint, x: np.ndarray, gram: bool) -> None:
+    def _accumulate(acc: dict, joint, x: np.ndarray, gram: bool, fold: int) -> None:
         kind = consumer_kind(joint)
         x = np.asarray(x, dtype=np.float64)
         axis = x.ndim - 1 if kind == "linear" else 1
@@ -158,7 +182,11 @@ class Calibration:
         if gram:
             rows = _rows(joint, kind, x)
             rows = np.concatenate([rows, np.ones((rows.shape[0], 1))], axis=1)
-            entry.gram = rows.T @ rows if entry.gram is None else entry.gram + rows.T @ rows
+            product = rows.T @ rows
+            if entry.folds is None:
+                entry.folds = [np.zeros_like(product), np.zeros_like(product)]
+            entry.folds[fold] += product
+            entry.gram = entry.folds[0] + entry.folds[1]
 
     # ---- gradients ----------------------------------------------------------------------
     def gradients(self, loss: str, draws: int = 1) -> list[dict[str, np.ndarray]]:

@@ -8,9 +8,14 @@ the bias, the kept columns ``K`` are refit so that the pruned layer matches the 
     W'^T = (G_KK + lam I)^-1 G_K: W^T        G = [X, 1]' [X, 1]
 
 (the reconstruction step of structured-pruning methods such as ThiNet / CP, in closed form;
-``lam`` is ``ridge`` times the mean of ``diag(G_KK)``). Only the Gram matrix of each layer's
-input is kept, never the rows. Each layer is refit on the *unpruned* model's inputs, layer by
-layer (the errors of earlier layers are not chased). Layers the refit cannot express (grouped
+``lam`` is ``ridge`` times the mean of ``diag(G_KK)``, times columns / rows when there are
+fewer rows, and pulls toward the plainly pruned weights). By default the ridge is chosen per
+layer by 2-fold validation over the calibration items (fit on the even items, score on the
+odd ones and back), plain pruning being one of the choices: with few calibration rows for
+the columns (ConvNeXt's 4x MLP on a 4 x 4 map) a refit would fit the calibration data and
+lose on new inputs. Only Gram matrices of each layer's
+input are kept, never the rows. A second pass refits once more on the inputs the refit
+pruned model feeds each layer (``X'``: ``min ||X'_K W'^T - X W^T||``). Layers the refit cannot express (grouped
 or transposed convs, unusual layouts, a weight shared with another kind of layer) stay as
 pruned.
 """
@@ -22,7 +27,10 @@ import numpy as np
 from .analysis import in_axis_of, out_axis_of
 from .calibrate import consumer_kind
 
-__all__ = ["compensate"]
+__all__ = ["RIDGES", "compensate"]
+
+# The ridges (of the mean Gram diagonal) the automatic choice tries, and plain pruning.
+RIDGES = (1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0)
 
 
 def _targets(analysis, keep: dict) -> dict[str, list[str]]:
@@ -48,14 +56,40 @@ def _bias_of(graph, holders: list[str]) -> str | None:
     return names.pop() if len(names) == 1 else None
 
 
-def _solve(gram: np.ndarray, full: np.ndarray, cols: np.ndarray, ridge: float) -> np.ndarray:
-    """``W'^T`` for the kept columns ``cols`` of ``[X, 1]``; ``full``: ``[W, b]^T`` over all
-    columns of the Gram (rows of ``full`` line up with them)."""
-    a = gram[np.ix_(cols, cols)]
-    diag = np.diag(a)[:-1] if a.shape[0] > 1 else np.diag(a)
-    lam = ridge * max(float(diag.mean()) if diag.size else 0.0, 1e-12)
-    b = gram[cols] @ full
-    return np.linalg.solve(a + lam * np.eye(a.shape[0]), b)
+def _solve(a: np.ndarray, c: np.ndarray, full: np.ndarray, cols: np.ndarray, ridge: float,
+           rows: float) -> np.ndarray:
+    """``W'^T`` from the normal equations ``a W'^T = c W^T`` (``a``: kept x kept, ``c``: kept
+    x all columns), ``full`` = ``[W, b]^T`` over all columns. The ridge pulls toward the
+    pruned weights ``full[cols]`` (not toward 0), so a large one is plain pruning."""
+    diag = np.diag(a)
+    lam = ridge * max(float(diag.mean()) if diag.size else 0.0, 1e-12) * \
+        max(1.0, len(cols) / max(rows, 1.0))
+    return np.linalg.solve(a + lam * np.eye(a.shape[0]), c @ full + lam * full[cols])
+
+
+def _error(sol: np.ndarray, a: np.ndarray, c: np.ndarray, full: np.ndarray) -> float:
+    """``||X'_K sol - X full||^2`` up to a constant, from the Grams."""
+    return float(np.sum(sol * (a @ sol)) - 2 * np.sum(sol * (c @ full)))
+
+
+def _fit(folds: list, full: np.ndarray, cols: np.ndarray, ridge, rows: list) -> np.ndarray:
+    """The refit over all items: with ``ridge`` None, the ridge of ``RIDGES`` (or none at
+    all: plain pruning) whose fit on one half of the items best predicts the other half."""
+    a = folds[0][0] + folds[1][0]
+    c = folds[0][1] + folds[1][1]
+    if ridge is not None or min(rows) < 1:
+        return _solve(a, c, full, cols, 1e-3 if ridge is None else ridge, sum(rows))
+    scores = {}
+    for candidate in (*RIDGES, None):
+        total = 0.0
+        for k in (0, 1):
+            (a_t, c_t), (a_v, c_v) = folds[k], folds[1 - k]
+            sol = full[cols] if candidate is None else \
+                _solve(a_t, c_t, full, cols, candidate, rows[k])
+            total += _error(sol, a_v, c_v, full)
+        scores[candidate] = total
+    best = min(scores, key=scores.get)
+    return full[cols] if best is None else _solve(a, c, full, cols, best, sum(rows))
 
 
 def _pruned_other_axes(analysis, name: str, array: np.ndarray, skip: int, keep: dict):
@@ -68,8 +102,11 @@ def _pruned_other_axes(analysis, name: str, array: np.ndarray, skip: int, keep: 
     return np.ascontiguousarray(array[np.ix_(*index)])
 
 
-def _refit(analysis, name: str, bias: str | None, gram: np.ndarray, patch: int,
-           weights: dict, keep: dict, ridge: float) -> dict:
+def _refit(analysis, name: str, bias: str | None, folds: list, patch: int,
+           weights: dict, keep: dict, ridge) -> dict:
+    """The refit weight (and bias) of one layer, pruned to the kept positions; ``folds``:
+    ``(a, c)`` of the even and the odd items, the ones column last in both (``a`` over the
+    kept columns, ``c`` kept x all)."""
     weight = analysis.graph.find_tensor(name)
     o_axis, i_axis = out_axis_of(weight), in_axis_of(weight)
     array = np.asarray(weights[name])
@@ -78,14 +115,16 @@ def _refit(analysis, name: str, bias: str | None, gram: np.ndarray, patch: int,
     flat = canon.reshape(rows, -1)  # [O, I * kernel], channel-major as the patches
     kept = np.asarray(analysis.dims.kept(analysis.wexprs[name][i_axis], keep), dtype=np.int64)
     cols = (kept[:, None] * patch + np.arange(patch)).reshape(-1)
-    ones = gram.shape[0] - 1
+    ones = folds[0][1].shape[1] - 1
+    counts = [float(a[-1, -1]) for a, _ in folds]  # the ones column's square: the rows
     if bias is not None:
         b = np.asarray(weights[bias], dtype=np.float64).reshape(-1)
         full = np.concatenate([flat, b[:, None]], axis=1).T
-        sol = _solve(gram, full, np.append(cols, ones), ridge)
+        sol = _fit(folds, full, np.append(cols, ones), ridge, counts)
         new_flat, new_b = sol[:-1].T, sol[-1]
     else:
-        sol = _solve(gram[:ones, :ones], flat.T, cols, ridge)
+        sol = _fit([(a[:-1, :-1], c[:-1, :-1]) for a, c in folds], flat.T, cols, ridge,
+                   counts)
         new_flat, new_b = sol.T, None
     new = new_flat.reshape(rows, len(kept), *canon.shape[2:])
     new = np.moveaxis(new, (0, 1), (o_axis, i_axis)).astype(array.dtype)
@@ -96,19 +135,43 @@ def _refit(analysis, name: str, bias: str | None, gram: np.ndarray, patch: int,
     return out
 
 
-def compensate(analysis, weights: dict, pruned_weights: dict, keep: dict, calibration,
-               ridge: float = 1e-3) -> tuple[dict, list[str]]:
-    """``(pruned weights with the refit layers, names of the refit weights)``."""
+def _kept_cols(analysis, name: str, patch: int, keep: dict) -> np.ndarray:
+    """The kept columns of ``[X, 1]`` (channel-major patches, the ones column last)."""
+    weight = analysis.graph.find_tensor(name)
+    kept = np.asarray(analysis.dims.kept(analysis.wexprs[name][in_axis_of(weight)], keep),
+                      dtype=np.int64)
+    return kept[:, None] * patch + np.arange(patch)
+
+
+def compensate(analysis, weights: dict, pruned, pruned_weights: dict, keep: dict,
+               calibration, ridge=None) -> tuple[dict, list[str]]:
+    """``(pruned weights with the refit layers, names of the refit weights)``.
+
+    Two passes: first each layer on the unpruned model's inputs (its kept columns), then,
+    once, on the inputs the pruned and refit model feeds it (``Calibration.cross_inputs``):
+    that second pass sees what the first cannot, such as a layer norm or ConvNeXt's GRN over
+    the pruned channels, whose statistics change."""
     targets = _targets(analysis, keep)
-    inputs = calibration.layer_inputs(sorted({h for hs in targets.values() for h in hs}),
-                                      gram=True)
-    out, done = dict(pruned_weights), []
-    for name, holders in targets.items():
-        patches = {inputs[h].patch for h in holders}
+    holders = sorted({h for hs in targets.values() for h in hs})
+    inputs = calibration.layer_inputs(holders, gram=True)
+    out, done = dict(pruned_weights), {}
+    for name, names in targets.items():
+        patches = {inputs[h].patch for h in names}
         if len(patches) != 1:
             continue
-        gram = sum(inputs[h].gram for h in holders)
-        bias = _bias_of(analysis.graph, holders)
-        out.update(_refit(analysis, name, bias, gram, patches.pop(), weights, keep, ridge))
-        done.append(name)
-    return out, done
+        patch = patches.pop()
+        grams = [sum(inputs[h].folds[k] for h in names) for k in (0, 1)]
+        cols = np.append(_kept_cols(analysis, name, patch, keep), grams[0].shape[0] - 1)
+        done[name] = (names, patch)
+        out.update(_refit(analysis, name, _bias_of(analysis.graph, names),
+                          [(g[np.ix_(cols, cols)], g[cols]) for g in grams], patch, weights,
+                          keep, ridge))
+    cross = calibration.cross_inputs(pruned, out, sorted({h for n, _ in done.values()
+                                                           for h in n}))
+    second = dict(out)
+    for name, (names, patch) in done.items():
+        folds = [(sum(cross[h][k][0] for h in names), sum(cross[h][k][1] for h in names))
+                 for k in (0, 1)]
+        second.update(_refit(analysis, name, _bias_of(analysis.graph, names), folds, patch,
+                             weights, keep, ridge))
+    return second, list(done)

@@ -12,7 +12,8 @@ Config keys (all optional but one of ``density`` / ``plan``)::
                                           # callable (array, axis) -> scores
      "compensate": False,                 # refit the layers reading pruned channels by least
                                           # squares on calib_data (compensate.py)
-     "ridge": 1e-3,                       # its ridge term, relative to the mean Gram diagonal
+     "ridge": None,                       # its ridge term (of the mean Gram diagonal); None:
+                                          # chosen per layer by 2-fold validation
      "prune_head_dims": False,            # also prune inside attention heads
      "plan": "plan.json",                 # re-apply a saved plan (a dict or a path) instead
      "fold_bn": False,                    # fold inference batch norms into their convs first
@@ -47,7 +48,7 @@ __all__ = ["DEFAULTS", "choose_channels", "read_config"]
 
 DEFAULTS = {"density": None, "global_threshold": False, "stride": 8, "excludes": [],
             "importance": "l2", "prune_head_dims": False, "plan": None, "fold_bn": False,
-            "latency": True, "latency_repeat": 20, "compensate": False, "ridge": 1e-3}
+            "latency": True, "latency_repeat": 20, "compensate": False, "ridge": None}
 
 
 def read_config(config) -> dict:
@@ -76,8 +77,8 @@ def read_config(config) -> dict:
         raise ValidationError(f"unknown importance {cfg['importance']!r}", key="importance",
                               hint=f"use one of {', '.join(CRITERIA)} or a callable "
                                    "(array, axis) -> scores")
-    if isinstance(cfg["ridge"], bool) or not isinstance(cfg["ridge"], (int, float)) or \
-            not cfg["ridge"] >= 0:
+    if cfg["ridge"] is not None and (isinstance(cfg["ridge"], bool) or not isinstance(
+            cfg["ridge"], (int, float)) or not cfg["ridge"] >= 0):
         raise ValidationError(f"ridge must be a number >= 0, got {cfg['ridge']!r}",
                               key="ridge", hint="e.g. 1e-3 (of the mean Gram diagonal)")
     if isinstance(cfg["excludes"], str) or not isinstance(cfg["excludes"], (list, tuple)):
