@@ -31,7 +31,8 @@ from ..quantize.runner import input_arrays, make_runner, with_outputs
 from .context import parse_ints
 from .rules import conv, linear, rule_of
 
-__all__ = ["Calibration", "LayerInput", "consumer_kind", "random_calibration"]
+__all__ = ["Calibration", "LayerInput", "PrunedRunner", "consumer_kind", "layer_rows",
+           "random_calibration"]
 
 
 def consumer_kind(node) -> str | None:
@@ -89,8 +90,10 @@ def _conv_patches(node, x: np.ndarray) -> np.ndarray:
     return cols.transpose(1, 2).reshape(-1, cols.shape[1]).double().numpy()
 
 
-def _rows(node, kind: str, x: np.ndarray) -> np.ndarray:
-    if kind == "linear":
+def layer_rows(node, x: np.ndarray) -> np.ndarray:
+    """The rows a consumer layer multiplies its weight with: its input vectors (linear) or
+    im2col patches (conv)."""
+    if consumer_kind(node) == "linear":
         return x.reshape(-1, x.shape[-1]).astype(np.float64)
     return _conv_patches(node, x)
 
@@ -145,28 +148,20 @@ class Calibration:
             self._inputs.update(acc)
         return {n: self._inputs[n] for n in nodes}
 
-    def cross_inputs(self, pruned, pruned_weights: dict, nodes) -> dict[str, list]:
-        """``{node: [(A, C) of the even items, of the odd items]}``: the same layers' inputs
-        in the ``pruned`` graph (``X'``, with its kept channels) against the unpruned ones
-        (``X``), both with a ones column: ``A = X'' X'``, ``C = X'' X`` (the normal
-        equations of a refit on what the pruned model really feeds the layer)."""
+    def raw_inputs(self, nodes) -> dict[str, list[np.ndarray]]:
+        """``{node: [its data input on each calibration item]}`` in the unpruned graph."""
         nodes = list(dict.fromkeys(nodes))
         names = [self.graph.find_node(n).get_inputs()[0].name for n in nodes]
-        full = make_runner(with_outputs(self.graph, names), self.weights)
-        small = make_runner(with_outputs(pruned, names), pruned_weights)
-        out: dict[str, list] = {}
-        for i, arrays in enumerate(self.items):
-            want, got = full(arrays), small(arrays)
+        run = make_runner(with_outputs(self.graph, names), self.weights)
+        out: dict[str, list] = {n: [] for n in nodes}
+        for arrays in self.items:
+            values = run(arrays)
             for node, name in zip(nodes, names):
-                x, x2 = (_rows(g.find_node(node), consumer_kind(g.find_node(node)),
-                               np.asarray(v[name], dtype=np.float64))
-                         for g, v in ((self.graph, want), (pruned, got)))
-                x, x2 = (np.concatenate([r, np.ones((r.shape[0], 1))], axis=1)
-                         for r in (x, x2))
-                folds = out.setdefault(node, [(0.0, 0.0), (0.0, 0.0)])
-                a, c = folds[i % 2]
-                folds[i % 2] = (a + x2.T @ x2, c + x2.T @ x)
+                out[node].append(np.asarray(values[name]))
         return out
+
+    def pruned_runner(self, pruned, pruned_weights: dict, nodes) -> PrunedRunner:
+        return PrunedRunner(pruned, pruned_weights, nodes)
 
     @staticmethod
     def _accumulate(acc: dict, joint, x: np.ndarray, gram: bool, fold: int) -> None:
@@ -180,7 +175,7 @@ class Calibration:
             entry = acc[joint.name] = LayerInput(np.zeros_like(sumsq), None, patch)
         entry.sumsq += sumsq
         if gram:
-            rows = _rows(joint, kind, x)
+            rows = layer_rows(joint, x)
             rows = np.concatenate([rows, np.ones((rows.shape[0], 1))], axis=1)
             product = rows.T @ rows
             if entry.folds is None:
@@ -231,3 +226,44 @@ class Calibration:
         for p in module.parameters():
             p.requires_grad_(True)
         return module, names
+
+
+class PrunedRunner:
+    """The pruned graph as one torch module whose extra outputs are the data inputs of
+    ``nodes``; ``update`` swaps weights in place, so a layer-by-layer refit needs no new
+    codegen."""
+
+    def __init__(self, pruned, pruned_weights: dict, nodes):
+        from msc.codegen import to_torch
+        from msc.codegen.torch_gen import TorchWriter
+
+        self.nodes = list(dict.fromkeys(nodes))
+        self.names = [pruned.find_node(n).get_inputs()[0].name for n in self.nodes]
+        graph = with_outputs(pruned, self.names)
+        writer = TorchWriter(graph, pruned_weights)
+        writer.write()
+        keys = {tensor.name: key for key, tensor in writer.state.items()}
+        with tempfile.TemporaryDirectory(prefix="msc_prune_") as folder:
+            self.module = to_torch(graph, pruned_weights, {"need_test": False},
+                                   build_folder=folder)
+        state = dict(self.module.named_parameters())
+        self.params = {name: state[key] for name, key in keys.items() if key in state}
+        self.outputs = list(graph.output_names)
+
+    def update(self, arrays: dict) -> None:
+        import torch
+
+        with torch.no_grad():
+            for name, value in arrays.items():
+                param = self.params[name]
+                param.copy_(torch.from_numpy(np.asarray(value)).reshape(param.shape))
+
+    def __call__(self, arrays) -> dict[str, np.ndarray]:
+        """``{node: its data input}`` on one calibration item."""
+        import torch
+
+        with torch.no_grad():
+            out = self.module(*[torch.from_numpy(a) for a in arrays])
+        out = list(out) if isinstance(out, (tuple, list)) else [out]
+        values = dict(zip(self.outputs, out))
+        return {n: values[name].numpy() for n, name in zip(self.nodes, self.names)}

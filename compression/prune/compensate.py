@@ -9,15 +9,14 @@ the bias, the kept columns ``K`` are refit so that the pruned layer matches the 
 
 (the reconstruction step of structured-pruning methods such as ThiNet / CP, in closed form;
 ``lam`` is ``ridge`` times the mean of ``diag(G_KK)``, times columns / rows when there are
-fewer rows, and pulls toward the plainly pruned weights). By default the ridge is chosen per
+fewer rows, and pulls toward the plainly pruned weights). Layers are refit one after the
+other in graph order, each on what the pruned model with the earlier refits feeds it
+(``X'``: ``min ||X'_K W'^T - X W^T||``). By default the ridge is chosen per
 layer by 2-fold validation over the calibration items (fit on the even items, score on the
 odd ones and back), plain pruning being one of the choices: with few calibration rows for
 the columns (ConvNeXt's 4x MLP on a 4 x 4 map) a refit would fit the calibration data and
-lose on new inputs. Only Gram matrices of each layer's
-input are kept, never the rows. A second pass refits once more on the inputs the refit
-pruned model feeds each layer (``X'``: ``min ||X'_K W'^T - X W^T||``). Layers the refit cannot express (grouped
-or transposed convs, unusual layouts, a weight shared with another kind of layer) stay as
-pruned.
+lose on new inputs. Layers the refit cannot express (grouped or transposed convs, unusual
+layouts, a weight shared with another kind of layer) stay as pruned.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from .analysis import in_axis_of, out_axis_of
-from .calibrate import consumer_kind
+from .calibrate import consumer_kind, layer_rows
 
 __all__ = ["RIDGES", "compensate"]
 
@@ -143,35 +142,50 @@ def _kept_cols(analysis, name: str, patch: int, keep: dict) -> np.ndarray:
     return kept[:, None] * patch + np.arange(patch)
 
 
+def _folds(runner, raw: dict, items: list, holders: list[str], node_rows) -> list:
+    """``[(A, C) of the even items, of the odd items]``: the layer's input in the pruned
+    model now (``X'``) against the unpruned one (``X``), each with a ones column."""
+    folds = [(0.0, 0.0), (0.0, 0.0)]
+    for i, arrays in enumerate(items):
+        got = runner(arrays)
+        for h in holders:
+            x, x2 = (np.concatenate([r, np.ones((r.shape[0], 1))], axis=1)
+                     for r in (node_rows(h, raw[h][i]), node_rows(h, got[h])))
+            a, c = folds[i % 2]
+            folds[i % 2] = (a + x2.T @ x2, c + x2.T @ x)
+    return folds
+
+
 def compensate(analysis, weights: dict, pruned, pruned_weights: dict, keep: dict,
                calibration, ridge=None) -> tuple[dict, list[str]]:
     """``(pruned weights with the refit layers, names of the refit weights)``.
 
-    Two passes: first each layer on the unpruned model's inputs (its kept columns), then,
-    once, on the inputs the pruned and refit model feeds it (``Calibration.cross_inputs``):
-    that second pass sees what the first cannot, such as a layer norm or ConvNeXt's GRN over
-    the pruned channels, whose statistics change."""
+    Layer by layer in graph order, each on the inputs the pruned model *with the layers
+    before it already refit* feeds it (``X'``), against the unpruned model's (``X``): a
+    layer norm or ConvNeXt's GRN over pruned channels, whose statistics change, and what the
+    earlier refits left over are both in ``X'``. Refitting all layers at once on stale
+    inputs diverged (a ResNet's output SQNR fell to -36 dB)."""
+    graph = analysis.graph
     targets = _targets(analysis, keep)
+    order = sorted(targets, key=lambda n: min(graph.find_node(h).index for h in targets[n]))
     holders = sorted({h for hs in targets.values() for h in hs})
-    inputs = calibration.layer_inputs(holders, gram=True)
-    out, done = dict(pruned_weights), {}
-    for name, names in targets.items():
-        patches = {inputs[h].patch for h in names}
-        if len(patches) != 1:
-            continue
-        patch = patches.pop()
-        grams = [sum(inputs[h].folds[k] for h in names) for k in (0, 1)]
-        cols = np.append(_kept_cols(analysis, name, patch, keep), grams[0].shape[0] - 1)
-        done[name] = (names, patch)
-        out.update(_refit(analysis, name, _bias_of(analysis.graph, names),
-                          [(g[np.ix_(cols, cols)], g[cols]) for g in grams], patch, weights,
-                          keep, ridge))
-    cross = calibration.cross_inputs(pruned, out, sorted({h for n, _ in done.values()
-                                                           for h in n}))
-    second = dict(out)
-    for name, (names, patch) in done.items():
-        folds = [(sum(cross[h][k][0] for h in names), sum(cross[h][k][1] for h in names))
-                 for k in (0, 1)]
-        second.update(_refit(analysis, name, _bias_of(analysis.graph, names), folds, patch,
-                             weights, keep, ridge))
-    return second, list(done)
+    raw = calibration.raw_inputs(holders)
+    runner = calibration.pruned_runner(pruned, pruned_weights, holders)
+
+    def node_rows(node: str, x) -> np.ndarray:
+        joint = graph.find_node(node)
+        return layer_rows(joint, np.asarray(x, dtype=np.float64))
+
+    out, done = dict(pruned_weights), []
+    for name in order:
+        names = targets[name]
+        joint = graph.find_node(names[0])
+        patch = int(np.prod(joint.weight_at("weight").shape[2:])) \
+            if consumer_kind(joint) == "conv" else 1
+        folds = _folds(runner, raw, calibration.items, names, node_rows)
+        new = _refit(analysis, name, _bias_of(graph, names), folds, patch, weights, keep,
+                     ridge)
+        out.update(new)
+        runner.update(new)
+        done.append(name)
+    return out, done

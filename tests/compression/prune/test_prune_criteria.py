@@ -7,7 +7,7 @@
   to the same shapes and runs; on held-out inputs (not the calibration ones) compensation
   raises the output SQNR of every criterion, and on the ResNet the data criteria beat L1.
   The margins were measured with these seeds (ResNet: l1 2.0 dB, taylor 30.8, fisher 36.8,
-  wanda 36.3, each 39.5-46.2 with compensation; encoder: 15.4-16.1 dB, 17.1-17.8 with
+  wanda 36.3, each 38.9-46.2 with compensation; encoder: 15.4-16.1 dB, 17.1-17.8 with
   compensation); the asserted bounds leave several dB on the ResNet.
 """
 
