@@ -5,23 +5,21 @@ graph run on calibration inputs, through msc's own ``to_torch`` codegen (the sam
 the source model):
 
 - *inputs* of the layers that consume a group's channels (a conv or linear whose input-channel
-  axis is in the group): per input position, the sum of squares (Wanda's ``||x||``) and, for
-  compensation, the Gram matrix of the layer's input rows (im2col patches for a conv) with a
-  column of ones for the bias;
+  axis is in the group): per input position, the sum of squares (Wanda's ``||x||``), and the
+  raw inputs and a runner of the pruned graph for compensation (``compensate.py``);
 - *gradients* of every float weight, one set per draw: with ``"l2"``, of the output's own
   ``0.5 * ||y||^2`` (there are no labels); with ``"fisher"``, of ``r . y`` for a fresh
   ``r ~ N(0, 1)`` per draw, whose outer products average to ``J^T J`` (the Fisher of a unit
   Gaussian around the model's own output: the Gauss-Newton curvature of the output error).
 
     stats = Calibration(analysis, weights, calib_data)
-    stats.layer_inputs({"fc2"})        # {node: LayerInput}
+    stats.input_norms(["fc2"])         # {node: sum of x^2 per input channel}
     stats.gradients("fisher", draws=2) # [{weight name: grad}, ...]
 """
 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -31,7 +29,7 @@ from ..quantize.runner import input_arrays, make_runner, with_outputs
 from .context import parse_ints
 from .rules import conv, linear, rule_of
 
-__all__ = ["Calibration", "LayerInput", "PrunedRunner", "consumer_kind", "layer_rows",
+__all__ = ["Calibration", "PrunedRunner", "consumer_kind", "layer_rows",
            "random_calibration"]
 
 
@@ -51,18 +49,6 @@ def consumer_kind(node) -> str | None:
                 layout in ("NCW", "NCHW") and kernel in ("OIW", "OIHW"):
             return "conv"
     return None
-
-
-@dataclass
-class LayerInput:
-    """What one layer saw: per input-channel position the sum of squares (``sumsq``), and
-    with ``gram`` the Gram matrix of ``[rows, 1]`` (rows: the input vectors a linear reads,
-    or the conv's im2col patches, channel-major as the weight's ``I x kernel`` flattening)."""
-
-    sumsq: np.ndarray
-    gram: np.ndarray | None = None
-    patch: int = 1  # kernel positions per input channel (1 for a linear)
-    folds: list | None = None  # the Gram of the even and of the odd calibration items
 
 
 def _conv_patches(node, x: np.ndarray) -> np.ndarray:
@@ -128,25 +114,19 @@ class Calibration:
         self.analysis, self.graph, self.weights = analysis, analysis.graph, weights
         self.items = [input_arrays(self.graph, item) for item in calib_data]
         self.seed = seed
-        self._inputs: dict[str, LayerInput] = {}
 
     # ---- layer inputs -------------------------------------------------------------------
-    def layer_inputs(self, nodes, gram: bool = False) -> dict[str, LayerInput]:
-        """``{node name: LayerInput}`` of the consumer layers ``nodes`` (cached; one run of
-        the graph with their inputs as extra outputs)."""
-        todo = [n for n in dict.fromkeys(nodes)
-                if n not in self._inputs or (gram and self._inputs[n].gram is None)]
-        if todo:
-            joints = [self.graph.find_node(n) for n in todo]
-            names = [j.get_inputs()[0].name for j in joints]
-            run = make_runner(with_outputs(self.graph, names), self.weights)
-            acc: dict[str, LayerInput] = {}
-            for i, arrays in enumerate(self.items):
-                values = run(arrays)
-                for joint, name in zip(joints, names):
-                    self._accumulate(acc, joint, values[name], gram, i % 2)
-            self._inputs.update(acc)
-        return {n: self._inputs[n] for n in nodes}
+    def input_norms(self, nodes) -> dict[str, np.ndarray]:
+        """``{node: sum of squares of its input per input-channel position}`` over the
+        calibration items (Wanda's ``||x||^2``), for consumer layers ``nodes``."""
+        return {node: sum(self._sumsq(self.graph.find_node(node), x) for x in xs)
+                for node, xs in self.raw_inputs(nodes).items()}
+
+    @staticmethod
+    def _sumsq(joint, x) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        axis = x.ndim - 1 if consumer_kind(joint) == "linear" else 1
+        return (x ** 2).sum(axis=tuple(k for k in range(x.ndim) if k != axis))
 
     def raw_inputs(self, nodes) -> dict[str, list[np.ndarray]]:
         """``{node: [its data input on each calibration item]}`` in the unpruned graph."""
@@ -162,26 +142,6 @@ class Calibration:
 
     def pruned_runner(self, pruned, pruned_weights: dict, nodes) -> PrunedRunner:
         return PrunedRunner(pruned, pruned_weights, nodes)
-
-    @staticmethod
-    def _accumulate(acc: dict, joint, x: np.ndarray, gram: bool, fold: int) -> None:
-        kind = consumer_kind(joint)
-        x = np.asarray(x, dtype=np.float64)
-        axis = x.ndim - 1 if kind == "linear" else 1
-        sumsq = (x ** 2).sum(axis=tuple(k for k in range(x.ndim) if k != axis))
-        entry = acc.get(joint.name)
-        if entry is None:
-            patch = int(np.prod(joint.weight_at("weight").shape[2:])) if kind == "conv" else 1
-            entry = acc[joint.name] = LayerInput(np.zeros_like(sumsq), None, patch)
-        entry.sumsq += sumsq
-        if gram:
-            rows = layer_rows(joint, x)
-            rows = np.concatenate([rows, np.ones((rows.shape[0], 1))], axis=1)
-            product = rows.T @ rows
-            if entry.folds is None:
-                entry.folds = [np.zeros_like(product), np.zeros_like(product)]
-            entry.folds[fold] += product
-            entry.gram = entry.folds[0] + entry.folds[1]
 
     # ---- gradients ----------------------------------------------------------------------
     def gradients(self, loss: str, draws: int = 1) -> list[dict[str, np.ndarray]]:

@@ -69,7 +69,7 @@ class Scorer:
             if importance == "wanda":
                 nodes = {n for g in analysis.groups for m in self.consumers(g)
                          for n in self.graph.weight_holders[m.weight]}
-                self.inputs = calibration.layer_inputs(sorted(nodes))
+                self.inputs = calibration.input_norms(sorted(nodes))
             elif importance == "fisher":
                 self.grads = calibration.gradients("fisher", FISHER_DRAWS)
             else:
@@ -144,8 +144,7 @@ class Scorer:
         total = np.zeros(group.size)
         for member in consumers:
             array = np.abs(np.asarray(self.weights[member.weight], dtype=np.float64))
-            sumsq = sum(self.inputs[h].sumsq
-                        for h in self.graph.weight_holders[member.weight])
+            sumsq = sum(self.inputs[h] for h in self.graph.weight_holders[member.weight])
             _scatter(total, member, _sum_other(array, member.axis) * np.sqrt(sumsq))
         return total
 
