@@ -21,7 +21,8 @@ Per corpus model (tests/helpers/corpus.py, random weights):
   through ``to_torch``.
 
 The family rows average the dB (the geometric mean of the SQNR power ratios) over the models
-where Torch-Pruning ran, and say whether msc's best column is at least Torch-Pruning's best.
+where Torch-Pruning ran and pruned, and say whether msc's best column is at least
+Torch-Pruning's best. ``--tables out.json`` prints the tables again from a ``--json`` file.
 """
 
 from __future__ import annotations
@@ -195,13 +196,19 @@ def cells(name: str, row: dict) -> list[str]:
             _db(t["taylor"]["sqnr"]), *[_db(m.get(c)) for c in MSC_COLUMNS]]
 
 
+def compared(row: dict) -> bool:
+    """Both Torch-Pruning importances ran and pruned something (GPT-2's Conv1D layers it
+    leaves whole: 100% kept is no point of comparison)."""
+    return all(math.isfinite(row["tp"][k]["sqnr"]) and row["tp"][k]["params"] < 0.999
+               for k in ("l2", "taylor"))
+
+
 def family_rows(rows: dict) -> list[list[str]]:
-    """Per family, the mean dB of each column over the models where both Torch-Pruning
-    importances ran; the last cell compares msc's best column with Torch-Pruning's best."""
+    """Per family, the mean dB of each column over the ``compared`` models; the last cell
+    compares msc's best column with Torch-Pruning's best."""
     out = []
     for family in dict.fromkeys(FAMILIES[n] for n in rows):
-        names = [n for n in rows if FAMILIES[n] == family and all(
-            math.isfinite(rows[n]["tp"][k]["sqnr"]) for k in ("l2", "taylor"))]
+        names = [n for n in rows if FAMILIES[n] == family and compared(rows[n])]
         if not names:
             continue
         tp = [float(np.mean([rows[n]["tp"][k]["sqnr"] for n in names]))
@@ -221,7 +228,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", help="comma-separated corpus names (default: all)")
     parser.add_argument("--json", help="write the rows as JSON here")
+    parser.add_argument("--tables", help="print the tables of an earlier --json file")
     args = parser.parse_args(argv)
+    if args.tables:
+        rows = json.loads(Path(args.tables).read_text())
+        print_table(COLUMNS, [cells(n, r) for n, r in rows.items()])
+        print()
+        print_table(COLUMNS, family_rows(rows))
+        return 0
     names = args.models.split(",") if args.models else list(MODELS)
     unknown = sorted(set(names) - set(MODELS))
     if unknown:
@@ -243,6 +257,7 @@ def main(argv=None) -> int:
             yield cells(name, rows[name])
 
     print_table(COLUMNS, measured(), flush=True)
+    print()
     print_table(COLUMNS, family_rows(rows))
     for name, row in rows.items():
         for who, message in [("msc", row["msc"]["message"]),

@@ -191,28 +191,37 @@ class Calibration:
 class PrunedRunner:
     """The pruned graph as one torch module whose extra outputs are the data inputs of
     ``nodes``; ``update`` swaps weights in place, so a layer-by-layer refit needs no new
-    codegen."""
+    codegen (a weight the module holds under another tensor's name, as ALBERT's shared
+    layers, rebuilds it)."""
 
     def __init__(self, pruned, pruned_weights: dict, nodes):
+        self.nodes = list(dict.fromkeys(nodes))
+        self.names = [pruned.find_node(n).get_inputs()[0].name for n in self.nodes]
+        self.graph = with_outputs(pruned, self.names)
+        self.weights = dict(pruned_weights)
+        self._build()
+
+    def _build(self) -> None:
         from msc.codegen import to_torch
         from msc.codegen.torch_gen import TorchWriter
 
-        self.nodes = list(dict.fromkeys(nodes))
-        self.names = [pruned.find_node(n).get_inputs()[0].name for n in self.nodes]
-        graph = with_outputs(pruned, self.names)
-        writer = TorchWriter(graph, pruned_weights)
+        writer = TorchWriter(self.graph, self.weights)
         writer.write()
         keys = {tensor.name: key for key, tensor in writer.state.items()}
         with tempfile.TemporaryDirectory(prefix="msc_prune_") as folder:
-            self.module = to_torch(graph, pruned_weights, {"need_test": False},
+            self.module = to_torch(self.graph, self.weights, {"need_test": False},
                                    build_folder=folder)
         state = dict(self.module.named_parameters())
         self.params = {name: state[key] for name, key in keys.items() if key in state}
-        self.outputs = list(graph.output_names)
+        self.outputs = list(self.graph.output_names)
 
     def update(self, arrays: dict) -> None:
         import torch
 
+        self.weights.update(arrays)
+        if any(name not in self.params for name in arrays):
+            self._build()
+            return
         with torch.no_grad():
             for name, value in arrays.items():
                 param = self.params[name]
