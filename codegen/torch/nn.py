@@ -51,8 +51,9 @@ def _spatial(ctx, layout_attr: str, ndim: int) -> None:
 
 
 def _unless_one(**kw) -> dict:
-    """Keywords whose value is not torch's default (1, or all ones)."""
-    return {k: v for k, v in kw.items() if set(str(v)) - set("(1, )")}
+    """Keywords whose value is not torch's default (1, or all ones; 11 groups are not)."""
+    return {k: v for k, v in kw.items()
+            if any(x != 1 for x in (v if isinstance(v, (list, tuple)) else [v]))}
 
 
 def _pads(values, ndim: int) -> tuple[list, list]:

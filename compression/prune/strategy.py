@@ -7,7 +7,13 @@ Config keys (all optional but one of ``density`` / ``plan``)::
      "global_threshold": False,           # True: one importance threshold over all groups
      "stride": 8,                         # kept channels are a multiple of 8 (1: any count)
      "excludes": ["fc", "optype:msc.linear_bias", "re:^head"],   # never prune these outputs
-     "importance": "l2",                  # "l1", "l2" or a callable (array, axis) -> scores
+     "importance": "l2",                  # "l1", "l2", "taylor", "fisher", "wanda" (these
+                                          # three need calib_data; importance.py) or a
+                                          # callable (array, axis) -> scores
+     "compensate": False,                 # refit the layers reading pruned channels by least
+                                          # squares on calib_data (compensate.py)
+     "ridge": None,                       # its ridge term (of the mean Gram diagonal); None:
+                                          # chosen per layer by 2-fold validation
      "prune_head_dims": False,            # also prune inside attention heads
      "plan": "plan.json",                 # re-apply a saved plan (a dict or a path) instead
      "fold_bn": False,                    # fold inference batch norms into their convs first
@@ -30,20 +36,19 @@ that count rounded down to a multiple of ``stride`` and never all of them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 import numpy as np
 
 from msc.errors import ValidationError
 
 from .analysis import Analysis, Group
+from .importance import CRITERIA, Scorer
 
 __all__ = ["DEFAULTS", "choose_channels", "read_config"]
 
 DEFAULTS = {"density": None, "global_threshold": False, "stride": 8, "excludes": [],
             "importance": "l2", "prune_head_dims": False, "plan": None, "fold_bn": False,
-            "latency": True, "latency_repeat": 20}
-NORMS = {"l1": 1, "l2": 2}
+            "latency": True, "latency_repeat": 20, "compensate": False, "ridge": None}
 
 
 def read_config(config) -> dict:
@@ -68,9 +73,14 @@ def read_config(config) -> dict:
             cfg["stride"] < 1:
         raise ValidationError(f"stride must be an int >= 1, got {cfg['stride']!r}",
                               key="stride")
-    if not (callable(cfg["importance"]) or cfg["importance"] in NORMS):
+    if not (callable(cfg["importance"]) or cfg["importance"] in CRITERIA):
         raise ValidationError(f"unknown importance {cfg['importance']!r}", key="importance",
-                              hint="use 'l1', 'l2' or a callable (array, axis) -> scores")
+                              hint=f"use one of {', '.join(CRITERIA)} or a callable "
+                                   "(array, axis) -> scores")
+    if cfg["ridge"] is not None and (isinstance(cfg["ridge"], bool) or not isinstance(
+            cfg["ridge"], (int, float)) or not cfg["ridge"] >= 0):
+        raise ValidationError(f"ridge must be a number >= 0, got {cfg['ridge']!r}",
+                              key="ridge", hint="e.g. 1e-3 (of the mean Gram diagonal)")
     if isinstance(cfg["excludes"], str) or not isinstance(cfg["excludes"], (list, tuple)):
         raise ValidationError("excludes must be a list of selectors", key="excludes")
     if cfg["global_threshold"] and isinstance(cfg["density"], dict):
@@ -135,35 +145,6 @@ def density_of(graph, group: Group, density) -> float:
     return float(density.get("default", 1.0))
 
 
-# ---- importance -----------------------------------------------------------------------------
-def _magnitude(p: int) -> Callable:
-    def score(array: np.ndarray, axis: int) -> np.ndarray:
-        other = tuple(k for k in range(array.ndim) if k != axis)
-        return (np.abs(array.astype(np.float64)) ** p).sum(axis=other)
-    return score
-
-
-def group_scores(group: Group, weights: dict, importance) -> np.ndarray:
-    """Channel scores of a group: each voting member's per-channel score (sum of |w|^p over
-    the rest of the weight, as Torch-Pruning's GroupMagnitudeImportance), scattered onto the
-    group's channels and averaged over members."""
-    score = _magnitude(NORMS[importance]) if isinstance(importance, str) else importance
-    total, count = np.zeros(group.size), 0
-    for member in group.members:
-        if not member.votes or member.weight not in weights:
-            continue
-        array = np.asarray(weights[member.weight])
-        values = np.asarray(score(array, member.axis), dtype=np.float64).reshape(-1)
-        if values.shape != (array.shape[member.axis],):
-            raise ValidationError(f"importance gave shape {values.shape} for axis "
-                                  f"{member.axis} of {array.shape}", tensor=member.weight,
-                                  hint="return one score per position along the axis")
-        ok = member.index >= 0
-        np.add.at(total, member.index[ok], values[ok])
-        count += 1
-    return total / max(count, 1)
-
-
 def kept_count(size: int, density: float, stride: int) -> int:
     """``int(size * density)`` rounded down to a multiple of ``stride`` (at least one
     stride); a group narrower than the stride is kept whole."""
@@ -192,15 +173,18 @@ def _global_counts(groups: list, scores: dict, density: float, stride: int) -> d
     return counts
 
 
-def choose_channels(analysis: Analysis, weights: dict, cfg: dict) -> dict[int, np.ndarray]:
-    """``{space id: kept channel indices (sorted)}`` for every group that shrinks."""
+def choose_channels(analysis: Analysis, weights: dict, cfg: dict,
+                    calibration=None) -> dict[int, np.ndarray]:
+    """``{space id: kept channel indices (sorted)}`` for every group that shrinks
+    (``calibration``: a ``Calibration``, for the data criteria)."""
     graph = analysis.graph
     check_selectors(graph, cfg["excludes"], "excludes")
     if isinstance(cfg["density"], dict):
         check_selectors(graph, [s for s in cfg["density"] if s != "default"], "density")
     groups = [g for g in analysis.groups
               if not any(_selected(graph, g, s) for s in cfg["excludes"])]
-    scores = {g.sid: group_scores(g, weights, cfg["importance"]) for g in groups}
+    scorer = Scorer(analysis, weights, cfg["importance"], calibration)
+    scores = {g.sid: scorer(g) for g in groups}
     counts = _global_counts(groups, scores, float(cfg["density"]), cfg["stride"]) \
         if cfg["global_threshold"] else \
         {g.sid: kept_count(g.size, density_of(graph, g, cfg["density"]), cfg["stride"])

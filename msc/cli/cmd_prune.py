@@ -5,6 +5,10 @@ Writes the pruned graph (``OUT.json``), its weights (``OUT.npz``, read back by `
 it and pass it back with ``--plan``) and an overlay for ``msc view OUT.json --overlay
 OUT.overlay.json`` (``{joint: kept fraction of its parameters}``), and prints the before/after
 table. MODEL is anything ``msc`` opens: an ONNX file, a graph JSON, ``file.py:factory``.
+
+``--importance taylor|fisher|wanda`` and ``--compensate`` run the model on calibration data:
+``--calib data.npz`` (one array per input, samples along axis 0, as ``msc quantize``), else
+8 random N(0, 1) draws of the (float) inputs.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from ..errors import SerializationError
 from . import options
 from .loaders import load_model
 
+CRITERIA = ("l1", "l2", "taylor", "fisher", "wanda")
+RANDOM_DRAWS = 8
 HELP = "prune a model's channels: a smaller graph + weights, a plan and a before/after report"
 
 
@@ -27,7 +33,9 @@ def add_arguments(p) -> None:
                 "      # writes out/small.npz, .report.json, .plan.json, .overlay.json beside it\n"
                 "  msc prune model.py:make --input-info ids:1,12:int64 --density 0.5 "
                 "-o out/small.json\n"
-                "  msc prune net.json --plan out/small.plan.json -o out/again.json  # re-apply\n")
+                "  msc prune net.json --plan out/small.plan.json -o out/again.json  # re-apply\n"
+                "  msc prune net.json --density 0.5 --importance fisher --compensate "
+                "--calib calib.npz -o out/small.json\n")
     options.add_model(p)
     options.add_input_info(p)
     p.add_argument("-o", "--output", required=True, help="pruned graph JSON to write "
@@ -37,6 +45,17 @@ def add_arguments(p) -> None:
     p.add_argument("--stride", type=int, help="kept channels are a multiple of this (default 8)")
     p.add_argument("--config", help="JSON prune config: density (global or per layer), stride, "
                    "excludes, importance 'l1'/'l2', prune_head_dims, global_threshold, fold_bn")
+    p.add_argument("--importance", choices=CRITERIA,
+                   help="how channels are ranked: l1 / l2 weight magnitude (default l2); "
+                        "taylor (|w * dL/dw|, L = 0.5 ||output||^2), fisher (expected output "
+                        "change, from random output projections) or wanda (|W| * ||x|| of the "
+                        "layers reading a channel) run the model on calibration data")
+    p.add_argument("--compensate", action="store_true",
+                   help="after pruning, refit the layers that read pruned channels by least "
+                        "squares on calibration data (their output matches the unpruned one)")
+    p.add_argument("--calib", help="calibration .npz for --importance taylor/fisher/wanda and "
+                   "--compensate: one array per input, samples along axis 0 (default: 8 "
+                   "random N(0, 1) draws of float inputs)")
     p.add_argument("--global-threshold", action="store_true",
                    help="one importance threshold over all groups (mean-normalized, as "
                         "Torch-Pruning's global pruning) instead of density per group")
@@ -66,15 +85,30 @@ def _config(args) -> dict:
     config = _read_object(args.config, "config", '{"density": 0.5}') if args.config else {}
     if args.plan:  # read here so a bad file is named (the plan loader takes dicts as they are)
         config["plan"] = _read_object(args.plan, "plan", "the .plan.json msc prune wrote")
-    for key in ("density", "stride"):
+    for key in ("density", "stride", "importance"):
         if getattr(args, key) is not None:
             config[key] = getattr(args, key)
     if args.no_latency:
         config["latency"] = False
-    for flag in ("global_threshold", "fold_bn"):
+    for flag in ("global_threshold", "fold_bn", "compensate"):
         if getattr(args, flag):
             config[flag] = True
     return config
+
+
+def _calibration(args, graph, config: dict) -> list | None:
+    """The calibration items when the config needs them: ``--calib``, else random draws."""
+    from msc.compression.prune.calibrate import random_calibration
+    from msc.compression.prune.importance import DATA_CRITERIA
+
+    from .cmd_quantize import _calib_arrays, calibration_batches
+
+    if not (config.get("compensate") or config.get("importance") in DATA_CRITERIA):
+        return None
+    if args.calib:
+        return calibration_batches(graph, _calib_arrays(args.calib), args.calib)
+    print(f"calibrating on {RANDOM_DRAWS} random N(0, 1) inputs (pass --calib for real data)")
+    return random_calibration(graph, RANDOM_DRAWS)
 
 
 def _outputs(output: str, force: bool) -> dict[str, str]:
@@ -104,7 +138,8 @@ def run(args) -> int:
                                  hint="name the output <name>.json")
     paths = _outputs(args.output, args.force)
     graph, weights = load_model(args.model, options.input_info(args))
-    small, small_weights, report = prune(graph, weights, _config(args))
+    config = _config(args)
+    small, small_weights, report = prune(graph, weights, config, _calibration(args, graph, config))
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
     small.to_json(paths["graph"])
     np.savez(paths["weights"], **{k: np.asarray(v) for k, v in small_weights.items()})

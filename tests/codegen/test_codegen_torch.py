@@ -62,10 +62,22 @@ def _randomize(model: nn.Module) -> nn.Module:
     return model.eval()
 
 
+class Depthwise11(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(11, 11, 3, padding=1, groups=11)
+
+    def forward(self, x):
+        return F.max_pool2d(self.conv(x), 2)
+
+
 @pytest.mark.parametrize("model, info, inputs", [
     (ConvNet(), [([1, 3, 8, 8], "float32")], [RNG.random((1, 3, 8, 8), dtype="float32")]),
     (TokenNet(), [([2, 5], "int64")], [RNG.integers(0, 20, (2, 5))]),
-], ids=["convnet", "tokens"])
+    # 11 groups (a depthwise conv pruned to 11 channels) were once written as groups=1
+    (Depthwise11(), [([1, 11, 6, 6], "float32")],
+     [RNG.random((1, 11, 6, 6), dtype="float32")]),
+], ids=["convnet", "tokens", "groups11"])
 def test_torch_graph_torch_equals_torch(model, info, inputs, tmp_path):
     model = _randomize(model)
     graph, weights = from_torch(model, info)
