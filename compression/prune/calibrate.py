@@ -175,7 +175,7 @@ class Calibration:
         """The graph as a torch module (float weights as parameters) and ``{parameter key:
         weight name}``."""
         from msc.codegen import to_torch
-        from msc.codegen.torch_gen import TorchWriter
+        from msc.codegen.torch.gen import TorchWriter
 
         writer = TorchWriter(self.graph, self.weights)
         writer.write()
@@ -203,7 +203,7 @@ class PrunedRunner:
 
     def _build(self) -> None:
         from msc.codegen import to_torch
-        from msc.codegen.torch_gen import TorchWriter
+        from msc.codegen.torch.gen import TorchWriter
 
         writer = TorchWriter(self.graph, self.weights)
         writer.write()

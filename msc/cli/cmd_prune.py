@@ -101,12 +101,12 @@ def _calibration(args, graph, config: dict) -> list | None:
     from msc.compression.prune.calibrate import random_calibration
     from msc.compression.prune.importance import DATA_CRITERIA
 
-    from .cmd_quantize import _calib_arrays, calibration_batches
+    from .cmd_quantize import calib_arrays, calibration_batches
 
     if not (config.get("compensate") or config.get("importance") in DATA_CRITERIA):
         return None
     if args.calib:
-        return calibration_batches(graph, _calib_arrays(args.calib), args.calib)
+        return calibration_batches(graph, calib_arrays(args.calib), args.calib)
     print(f"calibrating on {RANDOM_DRAWS} random N(0, 1) inputs (pass --calib for real data)")
     return random_calibration(graph, RANDOM_DRAWS)
 

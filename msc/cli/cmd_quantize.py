@@ -95,7 +95,7 @@ def _check_outputs(args, paths: dict) -> None:
                                  hint="pass --force to replace it")
 
 
-def _calib_arrays(path: str) -> dict:
+def calib_arrays(path: str) -> dict:
     from msc.codegen.weight_files import load_weights
 
     if not path.lower().endswith(".npz"):
@@ -136,9 +136,9 @@ def _run(args) -> int:
     paths = _outputs(args.output)
     _check_outputs(args, paths)
     graph, weights = load_model(args.model, options.input_info(args))
-    batches = calibration_batches(graph, _calib_arrays(args.calib), args.calib)
+    batches = calibration_batches(graph, calib_arrays(args.calib), args.calib)
     if args.weight_only:
-        held = calibration_batches(graph, _calib_arrays(args.eval), args.eval) \
+        held = calibration_batches(graph, calib_arrays(args.eval), args.eval) \
             if args.eval else None
         return weight_only.run_weight_only(args, graph, weights, batches, held, paths)
     config = {"method": args.method, "activation_dtype": args.activation_dtype,
