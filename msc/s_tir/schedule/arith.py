@@ -34,11 +34,13 @@ def fold(op: str, a, b):
     return E.BinaryOp(op, a, b)
 
 
-def map_children(e, fn):
+def map_children(e, fn, binary=None):
+    """``e`` with ``fn`` applied to each child; a binary op is rebuilt by ``binary(op, a, b)``
+    (default: :func:`fold`, which simplifies constants away)."""
     if isinstance(e, BufferLoad):
         return BufferLoad(e.buffer, tuple(fn(i) for i in e.indices))
     if isinstance(e, E.BinaryOp):
-        return fold(e.op, fn(e.a), fn(e.b))
+        return (binary or fold)(e.op, fn(e.a), fn(e.b))
     if isinstance(e, E.Select):
         return E.Select(fn(e.cond), fn(e.true_value), fn(e.false_value))
     if isinstance(e, E.Not):

@@ -26,6 +26,7 @@ from ...tir.function import (
     SBlock,
     walk_stmts,
 )
+from .arith import map_children
 from .blocks import find_block
 from .region import bounds, loads, stmt_exprs
 from .tree import blocks_in, find_path, kids, rebuild, replace_at, rewrite_expr
@@ -151,17 +152,8 @@ def _substitute_loads(e, name: str, value):
 
 
 def _map_children(e, fn):
-    if isinstance(e, E.BinaryOp):
-        return E.binary(e.op, fn(e.a), fn(e.b))
-    if isinstance(e, E.Select):
-        return E.Select(fn(e.cond), fn(e.true_value), fn(e.false_value))
-    if isinstance(e, E.Not):
-        return E.Not(fn(e.a))
-    if isinstance(e, E.Cast):
-        return E.Cast(e.dtype, fn(e.value))
-    if isinstance(e, E.PrimCall):
-        return E.PrimCall(e.name, [fn(a) for a in e.args], e.dtype)
-    return e
+    # rebuilt as written: the inlined expression keeps its arithmetic (no constant folding)
+    return map_children(e, fn, binary=E.binary)
 
 
 def _inline_stmt(s, name: str, value, params: list[str]):
