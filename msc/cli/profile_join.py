@@ -30,7 +30,8 @@ import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from ..errors import RuntimeCallError, ValidationError
+from ..errors import RuntimeCallError
+from .runners import ort_session
 
 __all__ = ["JoinRow", "against_ort", "format_rows", "join", "ort_fusion", "ort_node_times"]
 
@@ -72,21 +73,13 @@ def node_key(node) -> str:
 def ort_node_times(source, feeds: dict, threads: int | None, runs: int):
     """``({ORT node name: (op, ms per run)}, optimized ModelProto)``: onnxruntime's profile of
     ``runs`` runs (after one warm-up run) of ``source`` (a path or serialized model)."""
-    try:
-        import onnx
-        import onnxruntime as ort
-    except ImportError:
-        raise ValidationError("onnxruntime is not installed",
-                              hint="pip install onnxruntime to profile against it") from None
+    import onnx
+
     with tempfile.TemporaryDirectory(prefix="msc_ort_profile_") as folder:
-        options = ort.SessionOptions()
-        options.log_severity_level = 3
-        options.optimized_model_filepath = os.path.join(folder, "optimized.onnx")
-        options.enable_profiling = True
-        options.profile_file_prefix = os.path.join(folder, "ort_profile")
-        if threads:
-            options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-        session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        optimized_path = os.path.join(folder, "optimized.onnx")
+        session = ort_session(source, threads, optimized_model_filepath=optimized_path,
+                              enable_profiling=True,
+                              profile_file_prefix=os.path.join(folder, "ort_profile"))
         inputs = dict(zip([i.name for i in session.get_inputs()], feeds.values()))
         try:
             for _ in range(runs + 1):  # the first run is a warm-up: _node_times drops it
@@ -95,7 +88,7 @@ def ort_node_times(source, feeds: dict, threads: int | None, runs: int):
             raise RuntimeCallError(f"onnxruntime failed on these inputs: {err}") from None
         with open(session.end_profiling()) as f:
             events = json.load(f)
-        optimized = onnx.load(options.optimized_model_filepath, load_external_data=False)
+        optimized = onnx.load(optimized_path, load_external_data=False)
     return _node_times(events, runs), optimized
 
 

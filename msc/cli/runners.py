@@ -91,9 +91,10 @@ def _reporting(run, who: str, spec: str):
     return call
 
 
-def onnxruntime_runner(source, threads: int | None, file: str | None = None):
-    """onnxruntime on ``source`` (an .onnx path or a serialized model; ``file`` names it in
-    errors) as ``fn(arrays) -> outputs``, inputs in the graph's order."""
+def ort_session(source, threads: int | None, file: str | None = None, **settings):
+    """An onnxruntime CPU session on ``source`` (an .onnx path or a serialized model; ``file``
+    names it in errors), ``threads`` intra-op threads, ``settings`` set on its SessionOptions
+    (``enable_profiling=True``, ...)."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -103,11 +104,19 @@ def onnxruntime_runner(source, threads: int | None, file: str | None = None):
     options.log_severity_level = 3  # light-zoo models carry unused initializers ORT warns on
     if threads:
         options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    for key, value in settings.items():
+        setattr(options, key, value)
     try:
-        session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     except Exception as err:  # noqa: BLE001 - ORT's own types: the reference cannot load it
         raise RuntimeCallError(f"onnxruntime cannot load the model: {err}",
                                file=file or str(source)) from None
+
+
+def onnxruntime_runner(source, threads: int | None, file: str | None = None):
+    """onnxruntime on ``source`` (an .onnx path or a serialized model; ``file`` names it in
+    errors) as ``fn(arrays) -> outputs``, inputs in the graph's order."""
+    session = ort_session(source, threads, file)
     names = [i.name for i in session.get_inputs()]  # ONNX names, in the graph's input order
     return lambda arrays: session.run(None, dict(zip(names, arrays.values())))
 
