@@ -139,7 +139,12 @@ class ExprEmitter:
         if is_float(src):
             if dst == "bool":
                 return b.fcmp_unordered("!=", v, ir.Constant(v.type, 0.0))
-            return b.fptosi(v, dty) if is_signed(dst) else b.fptoui(v, dty)
+            if is_signed(dst) or dty.width >= 64:
+                return b.fptosi(v, dty) if is_signed(dst) else b.fptoui(v, dty)
+            # msc's semantics for unsigned: truncate toward zero to a wide signed integer, keep
+            # the low bits. LLVM's fptoui of a negative value is poison: a host with
+            # AVX512-FP16 turned half -> u8 into a saturating convert (-2.7 -> 255, not 254).
+            return b.trunc(b.fptosi(v, I64), dty)
         if is_float(dst):
             v = b.sitofp(v, dty) if is_signed(src) else b.uitofp(v, dty)
             return types.round_to(b, v, dst)
