@@ -12,7 +12,8 @@ Models (random weights, fixed seeds): every onnx light zoo model (benchmarks/com
 random-weight logits copies), BERT (benchmarks/int8.py's encoder, 2 small layers) and a tiny
 GPT-2 (benchmarks/transformers.py's export) in float; and int8 QDQ models from onnxruntime's
 ``quantize_static`` (the test blocks of msc.compression.quantize.testing, BERT, GPT-2 and
-squeezenet / shufflenet / resnet50 after ``quant_pre_process``). Each goes from_onnx ->
+squeezenet / shufflenet / resnet50 after ``quant_pre_process``) and from msc's own
+``compression.quantize`` (the conv block, BERT, squeezenet; written by ``to_onnx``). Each goes from_onnx ->
 to_relax -> relax.build (benchmarks/common.py's msc_executable), and ``dump`` writes, per model,
 ``ex.stats`` (kernels, ops, fused patterns, memory) and every program's nodes in execution order
 as (kind, op, path, ins, out, kernel, epilogue). ``compare`` names the first difference per model.
@@ -84,12 +85,30 @@ def _write_models(folder: Path) -> None:
               "gpt2": gpt}
     for name, model in floats.items():
         save(f"int8_{name}", lambda m=model, n=name: ort_qdq(m, m.graph.input[0].name, calib[n]))
+    for name, model in {**floats, "squeezenet": zoo["squeezenet"]()}.items():
+        if name in ("qdq_block", "gpt2"):
+            continue
+        shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+        data = calib.get(name) or batches(shape, 4, 0, True)
+        save(f"msc_int8_{name}", lambda m=model, d=data: _msc_qdq(m, d))
     for name in INT8_ZOO:
         def make(n=name):
             model = preprocessed(zoo[n]())
             shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
             return ort_qdq(model, model.graph.input[0].name, batches(shape, 4, 0, True))
         save(f"int8_{name}", make)
+
+
+def _msc_qdq(model, data: list):
+    """msc's own QDQ model of ``model`` (compression.quantize calibrated on ``data``), as ONNX."""
+    from msc.codegen import to_onnx
+    from msc.compression.quantize import apply_plan, calibrate
+    from msc.frontends.translate import from_onnx
+
+    graph, weights = from_onnx(model)
+    name = model.graph.input[0].name
+    plan = calibrate(graph, weights, [{name: x} for x in data], {"executor": "relax"})
+    return to_onnx(*apply_plan(graph, weights, plan))
 
 
 # ---------------------------------------------------------------------------------------------
