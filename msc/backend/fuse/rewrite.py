@@ -101,9 +101,7 @@ class Rewriter:
 
     def block(self, node: Node) -> list:
         """The node list holding ``node`` (the top level or a branch), in program order."""
-        if node not in self:
-            raise BuildError(f"{_label(node)} is not in the program", node=_label(node),
-                             op=node.op or node.kind, hint="it was erased or never inserted")
+        self._require(node)
         block = self._where[id(node)][1]
         self._compact(block)
         return block
