@@ -243,6 +243,25 @@ def test_the_worklist_reaches_a_fixed_point_on_a_chain(n):
     _assert_current(rw)
 
 
+def test_the_worklist_visits_again_the_readers_of_a_replaced_producer():
+    """-(exp(x)) visited reader first: once exp is replaced by a negation, the outer negation
+    has a new producer to pair with and is tried again."""
+    x = relax.Var("x", tensor((4,)))
+    program = _program(one_function_module([x], lambda bb, x: R.negative(bb.emit(R.exp(x)))))
+    rw = Rewriter(program)
+
+    def exp_to_negative(rw, node):
+        if node.op != "exp":
+            return False
+        rw.replace_node(node, [Node("call", node.ins, node.out, op="negative", path="numpy")])
+        return True
+
+    order = list(reversed(program.nodes))  # the reader comes first
+    assert rw.apply([exp_to_negative, _double_negation], nodes=order) == 2
+    assert program.nodes == [] and program.result == program.params[0]
+    _assert_current(rw)
+
+
 def test_patterns_that_undo_each_other_are_stopped():
     program = _negatives(1)
     rw = Rewriter(program)

@@ -196,7 +196,7 @@ class Rewriter:
             del self._producer[node.out]
         node.out = gone[-1].out
         self._producer[node.out] = node
-        self._touch(node)
+        self._touch_readers(node)
 
     def erase(self, node: Node) -> None:
         """Take ``node`` (with its branches) out of the program; refused while its result is
@@ -293,7 +293,7 @@ class Rewriter:
                 self._add(inner, branch_nodes)
         for vid in node_inputs(node):
             self._read_by(vid, node)
-        self._touch(node)
+        self._touch_readers(node)
 
     def _remove(self, node: Node) -> None:
         """Out of the index (its branch nodes too); its list is the caller's."""
@@ -352,6 +352,12 @@ class Rewriter:
     def _touch(self, node: Node | None) -> None:
         if self._changed is not None and node is not None:
             self._changed.append(node)
+
+    def _touch_readers(self, node: Node) -> None:
+        """``node`` and the readers of its result (their input has a new producer)."""
+        if self._changed is not None:
+            self._changed.append(node)
+            self._changed.extend(self._users.get(node.out, ()))
 
 
 def rewriter_of(program: Program | Rewriter) -> Rewriter:
