@@ -59,6 +59,7 @@ from .dispatch.callouts import special
 from .dispatch.resolve import LEGALIZE_MODES, MissingKernelError, load_facts, numpy_caller, resolve
 from .fuse.patterns import fuse_patterns
 from .fuse.qdq.fold import fold_qdq
+from .fuse.rewrite import Rewriter, eliminate_dead
 from .kernels.base import Impl, Site, kernel_fact
 from .kernels.epilogues import epilogue_entries
 from .runtime.plan import make_plan
@@ -67,7 +68,6 @@ from .runtime.program import NOVALUE, Node, Program
 __all__ = ["Executable", "build"]
 
 _MAX_INLINE_DEPTH = 64
-_PURE_PATHS = ("native", "numpy")
 _PATHS = {"native", "numpy", "packed", "tir"}
 
 
@@ -206,15 +206,16 @@ class _Lowerer:
             program.param_names.append(param.name_hint)
         program.result = self._expr(func.body, env, program.nodes)
         self._fold(program.nodes)
-        _eliminate_dead(program)
+        rewriter = Rewriter(program)  # every rewrite from here to _resolve goes through it
+        eliminate_dead(rewriter)
         if self.fuse:
             # QDQ convs / matmuls become int8 kernels first: the float patterns (dense +
             # activation, attention) must not fuse away the pieces of a QDQ chain
-            self.fused.update(fold_qdq(program))
-            _eliminate_dead(program)
-            self.fused.update(fuse_patterns(program))
-            _eliminate_dead(program)
-            self._fuse(program.nodes, program)
+            self.fused.update(fold_qdq(rewriter))
+            eliminate_dead(rewriter)
+            self.fused.update(fuse_patterns(program, rewriter))
+            eliminate_dead(rewriter)
+            self._fuse(program.nodes, rewriter)
         self._resolve(program)
         self._count(program)
         return program
@@ -390,62 +391,55 @@ class _Lowerer:
             folded.add(id(node))
         _drop(nodes, folded)
 
-    def _fuse(self, nodes: list, program: Program) -> None:
-        uses = _use_counts(program)
-        consumer = {}
-        for node in nodes:
-            for i in node.ins:
-                consumer[i] = node
-        fused = set()  # ids of the nodes absorbed: dropped once at the end (no list.remove)
-        for node in list(nodes):
-            for branch_nodes, _ in node.branches:
-                self._fuse(branch_nodes, program)
-            if node.site is None or id(node) in fused:
-                continue
-            fact = kernel_fact(node.site.op)
-            if node.op == "nn.batch_norm":
-                self._unpack_batch_norm(node, fact, uses, consumer, nodes, fused)
-            if fact is None or not fact.match(node.site) or not fact.epilogues_for(node.site):
-                continue
-            chain = [node.op]
-            while uses.get(node.out) == 1 and node.out != program.result:
-                absorbed = self._absorb(node, consumer.get(node.out), uses, consumer)
-                if absorbed is None:
-                    break
-                entries, gone = absorbed
-                if not _take_residual(node, entries, nodes, program):
-                    break
-                node.site.epilogue += entries
-                node.out = gone[-1].out
-                node.site.out = program.values[node.out].sinfo
-                fused.update(id(other) for other in gone)
-                chain.append(gone[0].op)
-            if len(chain) > 1:
-                self.fused["+".join(chain)] += 1
-        _drop(nodes, fused)
+    def _fuse(self, nodes: list, rw: Rewriter) -> None:
+        # where each value was made, as fusion found the list: _take_residual's test
+        made = {n.out: i for i, n in enumerate(nodes)}
+        at = {id(n): i for i, n in enumerate(nodes)}
+        with rw.batched():  # absorbed nodes leave the list once, at the end (no list.remove)
+            for node in rw.each(nodes):
+                for branch_nodes, _ in node.branches:
+                    self._fuse(branch_nodes, rw)
+                if node.site is None:
+                    continue
+                fact = kernel_fact(node.site.op)
+                if node.op == "nn.batch_norm":
+                    self._unpack_batch_norm(node, fact, rw, nodes)
+                if fact is None or not fact.match(node.site) or not fact.epilogues_for(node.site):
+                    continue
+                chain = [node.op]
+                while (absorbed := self._absorb(node, _reader(rw, node.out, nodes), rw,
+                                                nodes)) is not None:
+                    entries, gone = absorbed
+                    if not _take_residual(node, entries, made, at[id(node)], rw):
+                        break
+                    node.site.epilogue += entries
+                    rw.absorb(node, gone)
+                    node.site.out = self.program.values[node.out].sinfo
+                    chain.append(gone[0].op)
+                if len(chain) > 1:
+                    self.fused["+".join(chain)] += 1
 
-    def _unpack_batch_norm(self, node: Node, fact, uses, consumer, nodes, fused) -> None:
+    def _unpack_batch_norm(self, node: Node, fact, rw: Rewriter, nodes: list) -> None:
         """``bn = batch_norm(x, ...); y = bn[0]`` (the statistics unused) becomes one call
         producing ``y`` when the native kernel takes it; the numpy fact keeps the tuple."""
-        item = consumer.get(node.out)
-        if (fact is None or uses.get(node.out) != 1 or item is None or item.kind != "getitem"
-                or item.index):
+        item = _reader(rw, node.out, nodes)
+        if fact is None or item is None or item.kind != "getitem" or item.index:
             return
         site = Site(node.site.op, node.site.attrs, node.site.args,
                              self.program.values[item.out].sinfo, call=node.site.call)
         if fact.match(site):
-            node.site, node.out = site, item.out
-            fused.add(id(item))
+            node.site = site
+            rw.absorb(node, [item])
 
-    def _absorb(self, node: Node, nxt: Node | None, uses, consumer):
+    def _absorb(self, node: Node, nxt: Node | None, rw: Rewriter, nodes: list):
         """(epilogue entries, consumed nodes) when ``nxt`` can run in ``node``'s epilogue;
         batch_norm is consumed together with the ``[0]`` that reads its result."""
         if nxt is None or nxt.site is None or nxt.kind != "call":
             return None
         gone = [nxt]
         if nxt.op == "nn.batch_norm":
-            item = consumer.get(nxt.out)
-            if uses.get(nxt.out) != 1 or item is None or item.kind != "getitem" or item.index:
+            item = _reader(rw, nxt.out, nodes)
+            if item is None or item.kind != "getitem" or item.index:
                 return None
             gone.append(item)
         if not _same_tensor(self.program.values[gone[-1].out].sinfo, node.site.out):
@@ -519,15 +513,22 @@ def _evaluate(node: Node, args: list):
     return np.asarray(value, order="C") if isinstance(value, np.ndarray) else value
 
 
-def _take_residual(node: Node, entries: tuple, nodes: list, program: Program) -> bool:
-    """A residual entry's tensor becomes the call's last arg when it is computed before the
-    call runs (a shortcut conv placed after the block's last conv cannot be waited for)."""
+def _reader(rw: Rewriter, vid: int, nodes: list) -> Node | None:
+    """The one reader of ``vid`` when it reads it once and sits in ``nodes``."""
+    reader = rw.only_user(vid)
+    return reader if reader is not None and rw.within(reader, nodes) else None
+
+
+def _take_residual(node: Node, entries: tuple, made: dict, at: int, rw: Rewriter) -> bool:
+    """A residual entry's tensor becomes the call's last arg (and input) when it is computed
+    before the call runs (a shortcut conv placed after the block's last conv cannot be waited
+    for): ``made`` and ``at`` are positions in the list as fusion found it."""
     for entry in entries:
         if entry[0] == "residual":
-            made = {n.out: i for i, n in enumerate(nodes)}
-            if made.get(entry[1], -1) >= nodes.index(node):
+            if made.get(entry[1], -1) >= at:
                 return False
-            node.site.args = [*node.site.args, program.values[entry[1]]]
+            node.site.args = [*node.site.args, rw.program.values[entry[1]]]
+            rw.set_ins(node, (*node.ins, entry[1]))
     return True
 
 
@@ -552,40 +553,6 @@ def _bind_dims(params, arg_sinfos) -> dict:
     for param, sinfo in zip(params, arg_sinfos):
         match(param.struct_info, sinfo)
     return mapping
-
-
-def _use_counts(program: Program) -> Counter:
-    uses = Counter()
-    for node in program.walk():
-        uses.update(node.ins)
-        for _, result in node.branches:
-            uses[result] += 1
-    uses[program.result] += 1
-    return uses
-
-
-def _eliminate_dead(program: Program) -> None:
-    """Drop pure nodes whose results are never used (repeatedly, innermost first)."""
-    while True:
-        uses = _use_counts(program)
-        removed = _drop_unused(program.nodes, uses)
-        if not removed:
-            return
-
-
-def _drop_unused(nodes: list, uses: Counter) -> int:
-    """One pass from the end: a dropped node no longer uses its inputs, so a dead chain goes
-    in one pass (linear in the nodes, not in nodes x chain length)."""
-    dead, removed = set(), 0
-    for node in reversed(nodes):
-        pure = node.kind != "call" or node.site is not None or node.path in _PURE_PATHS
-        if pure and not uses.get(node.out) and node.kind != "match_cast":
-            dead.add(id(node))
-            uses.subtract(node.ins)
-            continue
-        for branch_nodes, _ in node.branches:
-            removed += _drop_unused(branch_nodes, uses)
-    return removed + _drop(nodes, dead)
 
 
 def _drop(nodes: list, ids: set) -> int:

@@ -1,8 +1,8 @@
 """Build-time pattern passes: regions of a lowered program that run as one fused kernel call.
 
-``relax.build`` (build.py) calls :func:`fuse_patterns` after folding constants and before
-dead-code elimination, so the nodes a pattern makes unused (head reshapes and transposes, the
-pieces of a decomposed attention) disappear. A fused node arrives resolved (its kernel made,
+``relax.build`` (build.py) calls :func:`fuse_patterns` after folding constants, with its
+rewriter (fuse/rewrite.py): the nodes a pattern makes unused (head reshapes and transposes, the
+pieces of a decomposed attention) are erased as it replaces them. A fused node arrives resolved (its kernel made,
 weights and masks read at build time) and is counted in ``ex.stats["fused"]`` by pattern and
 in ``ex.stats["ops"]`` under its own name (``attention``, ...).
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ...runtime.program import Program
+from ..rewrite import Rewriter
 from .attention import fuse_attention
 from .cache import write_caches_in_place
 from .dense import fuse_dense_act
@@ -37,11 +38,13 @@ PASSES = (("kv_cache_in_place", write_caches_in_place), ("attention", fuse_atten
           ("dense+act", fuse_dense_act), ("pad+conv", fold_pad_into_conv))
 
 
-def fuse_patterns(program: Program) -> Counter:
-    """Fuse every region of ``program``'s top level that a pattern matches; returns counts."""
+def fuse_patterns(program: Program, rewriter: Rewriter | None = None) -> Counter:
+    """Fuse every region of ``program``'s top level that a pattern matches (through
+    ``rewriter``, the build's, else a new one); returns counts."""
     counts = Counter()
+    graph = Graph(program, rewriter)
     for name, fuse in PASSES:
-        found = fuse(Graph(program))
+        found = fuse(graph)
         if found:
             counts[name] += found
     return counts

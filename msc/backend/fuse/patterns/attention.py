@@ -33,7 +33,7 @@ _MASKED = -1e30  # mask values at or below this make exp() exactly 0 in float32
 def fuse_attention(graph: Graph) -> int:
     """Replace every matched attention region of ``graph.program``; returns how many."""
     count = 0
-    for node in list(graph.program.nodes):
+    for node in graph.nodes():
         if node.kind != "call" or node.site is None:
             continue
         found = _sdpa(graph, node) if node.op.startswith("nn.attention") else (

@@ -38,9 +38,8 @@ def write_caches_in_place(graph: Graph) -> int:
         ndim = len(graph.values[node.ins[0]].sinfo.values or ()) or None
         write = _writer(axis, ndim, names if i == 0 else None)
         ins = node.ins + (caches if i == 0 else ())
-        nodes = graph.program.nodes
-        nodes[nodes.index(node)] = Node("call", ins, node.out, fn=write, op=_OP, path="numpy",
-                                        aliases=True, name=node.name)
+        graph.rewriter.replace_node(node, [Node("call", ins, node.out, fn=write, op=_OP,
+                                                path="numpy", aliases=True, name=node.name)])
     return len(found)
 
 

@@ -54,8 +54,8 @@ def _unview(graph: Graph, vid: int) -> int:
 
 
 def fuse_dense_act(graph: Graph) -> int:
-    program, count = graph.program, 0
-    for node in list(program.nodes):
+    count = 0
+    for node in graph.nodes():
         expr = _activation(node)
         if expr is None or not graph.single_use(node.ins[0]):
             continue

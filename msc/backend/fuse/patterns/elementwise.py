@@ -97,8 +97,8 @@ def _expression(graph: Graph, node: Node, members: set, inputs: list) -> tuple:
 
 def fuse_elementwise(graph: Graph) -> int:
     """Replace every region of two or more elementwise ops by one expression call."""
-    program, taken, count = graph.program, set(), 0
-    for root in reversed(list(program.nodes)):
+    taken, count = set(), 0
+    for root in graph.nodes(reverse=True):
         shape = graph.shape(root.out)
         if id(root) in taken or shape is None or not _eligible(graph, root, shape) or (
                 math.prod(shape) < MIN_ELEMENTS):
@@ -119,8 +119,8 @@ def fuse_elementwise(graph: Graph) -> int:
 
 def fuse_residual_norm(graph: Graph) -> int:
     """``layer_norm(a + b)`` with the sum used nowhere else: one call adding, then norming."""
-    program, fact, count = graph.program, LayerNormFact(), 0
-    for node in list(program.nodes):
+    fact, count = LayerNormFact(), 0
+    for node in graph.nodes():
         if node.kind != "call" or node.op != "nn.layer_norm" or not fact.match(node.site):
             continue
         x = node.ins[0]

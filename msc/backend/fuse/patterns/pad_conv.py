@@ -39,9 +39,9 @@ def _spatial_widths(pad_attrs, layout: str) -> tuple | None:
 
 def fold_pad_into_conv(graph: Graph) -> int:
     """Rewrite every ``conv(pad(x))`` that qualifies as ``conv(x)`` with the pad in its
-    padding; the pad is left for dead-code elimination."""
+    padding; the pad, now unread, is erased."""
     count = 0
-    for node in graph.program.nodes:
+    for node in graph.nodes():
         fact = _CONVS.get(node.op) if node.kind == "call" and node.site is not None else None
         pad = graph.call(node.ins[0], "nn.pad") if fact is not None else None
         if pad is None or not graph.single_use(node.ins[0]):
@@ -63,6 +63,8 @@ def fold_pad_into_conv(graph: Graph) -> int:
                          call=None)  # no TIR route: only the native kernel takes it
         if not fact.match(folded):
             continue
-        node.site, node.ins = folded, (source, *node.ins[1:])
+        node.site = folded
+        graph.rewriter.set_ins(node, (source, *node.ins[1:]))
+        graph.rewriter.erase_dead()
         count += 1
     return count

@@ -8,7 +8,7 @@ read it in place (heads of a ``[seq, heads * dim]`` projection as ``[heads, seq,
 same works forward: where each element of a value ends up after a chain, so a kernel can
 write its result directly in the layout the chain produces::
 
-    graph = Graph(program)
+    graph = Graph(program)               # or Graph(program, rewriter): the build's
     base, view = graph.view_of(vid)      # view.offset, view.strides (elements), view.shape
     end, place = graph.placed(vid)       # the chain's end value; where vid's elements go
 """
@@ -16,7 +16,7 @@ write its result directly in the layout the chain produces::
 from __future__ import annotations
 
 import math
-from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +24,7 @@ import numpy as np
 from ....relax.op.registry import OPS, ops_with
 from ....relax.struct_info import TensorStructInfo
 from ...runtime.program import NOVALUE, Node, Program
+from ..rewrite import Rewriter
 
 __all__ = ["LAYOUT_OPS", "Graph", "Strided", "static_shape"]
 
@@ -76,36 +77,29 @@ def strided(positions: np.ndarray) -> Strided | None:
 
 
 class Graph:
-    """Producers and uses of a program's top-level values, for pattern matching. Uses count
-    live nodes only: an earlier pass leaves the nodes it replaced for dead-code elimination,
-    and they must not hold on to the values they read."""
+    """Producers and uses of a program's values, for pattern matching: read from a rewriter
+    (fuse/rewrite.py), which keeps them current while the passes replace nodes, and erases
+    what a replacement leaves unread (the pieces of a fused region) at once."""
 
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, rewriter: Rewriter | None = None):
         self.program = program
         self.values = program.values
-        self.producer: dict[int, Node] = {}
-        self.uses: Counter = Counter()
-        self.users: dict[int, list] = {}
-        live = _live(program)
-        for node in program.nodes:
-            self.producer[node.out] = node
-            if id(node) not in live:
-                continue
-            for i in node.ins:
-                self.uses[i] += 1
-                self.users.setdefault(i, []).append(node)
-            for _, result in node.branches:
-                self.uses[result] += 1
-        self.uses[program.result] += 1
+        self.rewriter = rewriter if rewriter is not None else Rewriter(program)
+        self.producer = self.rewriter.producers
+        self.users = self.rewriter.user_lists
+        self.uses = _UseCounts(self.rewriter)
+
+    def nodes(self, reverse: bool = False):
+        """The top-level nodes as they are now, for a pass's loop (erased ones skipped)."""
+        return self.rewriter.each(reverse=reverse)
 
     def replace(self, out: int, ins: tuple, kernel, op: str, name: str, dps=None) -> Node:
         """Put a native call of ``kernel`` where the producer of ``out`` stands; the nodes it
-        absorbs are left for dead-code elimination."""
+        absorbs, now unread, are erased."""
         fused = Node("call", tuple(ins), out, fn=kernel,
                      dps=dps or (self.values[out].sinfo,), op=op, path="native", name=name)
-        nodes = self.program.nodes
-        nodes[nodes.index(self.producer[out])] = fused
-        self.producer[out] = fused
+        self.rewriter.replace_node(self.producer[out], [fused])
+        self.rewriter.erase_dead()
         return fused
 
     def call(self, vid: int, *ops: str) -> Node | None:
@@ -194,19 +188,20 @@ class Graph:
         return None if view is None else (end, view, chain)
 
 
-def _live(program: Program) -> set:
-    """ids of the top-level nodes whose results are needed (or that have effects)."""
-    needed, live = {program.result}, set()
-    for node in reversed(program.nodes):
-        effect = node.kind == "call" and node.site is None and node.path not in _PURE_PATHS
-        if node.out in needed or effect or node.branches:
-            live.add(id(node))
-            needed.update(node.ins)
-            needed.update(result for _, result in node.branches)
-    return live
+class _UseCounts(Mapping):
+    """value -> how often it is read (the program's result counting once), always current."""
 
+    def __init__(self, rewriter: Rewriter):
+        self.rewriter = rewriter
 
-_PURE_PATHS = ("native", "numpy")
+    def __getitem__(self, vid: int) -> int:
+        return self.rewriter.uses(vid)
+
+    def __iter__(self):
+        return iter(self.rewriter.user_lists)
+
+    def __len__(self) -> int:
+        return len(self.rewriter.user_lists)
 
 
 def _numpy(node: Node, args: list):

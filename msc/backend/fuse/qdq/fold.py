@@ -42,6 +42,7 @@ from ...kernels.int8.eltwise import QAdd
 from ...kernels.int8.pool import QAvgPool, QMaxPool
 from ...kernels.pool import pad4, pair
 from ...runtime.program import Node, Program
+from ..rewrite import Rewriter, rewriter_of
 from .lut import fold_lut
 from .rows import fold_rows, permute_bytes
 
@@ -97,27 +98,16 @@ def _scalar(value) -> float | int | None:
 
 
 class _Folder:
-    def __init__(self, program: Program):
-        self.program = program
-        self.values = program.values
-        self.producer = {n.out: n for n in program.nodes if n.kind == "call"}
-        self.uses = Counter()
-        for node in program.walk():
-            self.uses.update(node.ins)
-            for _, result in node.branches:
-                self.uses[result] += 1
-        self.uses[program.result] += 1
-        self.consumer = {i: n for n in program.nodes for i in n.ins}
+    def __init__(self, rewriter: Rewriter):
+        self.rw = rewriter
+        self.program = rewriter.program
+        self.values = self.program.values
         self.counts: Counter = Counter()
 
     def run(self, adds: bool) -> Counter:
         """GEMMs and views (``adds`` False), or the residual adds (True)."""
-        nodes = self.program.nodes
-        # a fold may remove later nodes: membership by identity, the set made again only
-        # after a fold (a list scan per node made the pass quadratic: 5 s of a 20,000-joint
-        # float chain's build); the snapshot keeps removed nodes alive, so ids stay unique
-        alive, state = {id(n) for n in nodes}, (0, len(nodes))
-        for node in list(nodes):
+        # a fold may erase later nodes: the rewriter's loop skips them
+        for node in self.rw.each():
             if node.kind != "call" or node.site is None:
                 continue
             if adds:
@@ -127,17 +117,13 @@ class _Folder:
             else:
                 fold = {"quantize": self._fold_view}.get(node.op) or (
                     self._fold_pool if node.op in _POOLS else None)
-            if fold is None or id(node) not in alive:
-                continue
-            fold(node)
-            now = (sum(self.counts.values()), len(nodes))
-            if now != state:
-                alive, state = {id(n) for n in nodes}, now
+            if fold is not None:
+                fold(node)
         return self.counts
 
     def _dequantized_input(self, node: Node, i: int = 0):
         """(xq value id, dtype, scale, zero) when arg ``i`` is a per-tensor dequantize."""
-        dq = self.producer.get(node.ins[i]) if len(node.ins) > i else None
+        dq = self.rw.producer(node.ins[i]) if len(node.ins) > i else None
         if dq is None or dq.op != "dequantize" or dq.site is None or len(dq.ins) != 3:
             return None
         xq, scale, zero = (self.values[i] for i in dq.ins)
@@ -243,12 +229,11 @@ class _Folder:
     def _fold_view(self, q: Node) -> None:
         """quantize(view(dequantize(xq))) with the same parameters: the view on xq itself
         (moving int8 values is exact; the two float passes go)."""
-        f = self.producer.get(q.ins[0])
+        f = self.rw.producer(q.ins[0])
         if (f is None or f.site is None or f.op not in _VIEWS or len(q.ins) != 3
-                or self.uses.get(f.out) != 1 or f.site.call is None):
+                or self.rw.uses(f.out) != 1 or f.site.call is None):
             return
         x = self._dequantized_input(f)
-        dq = self.producer.get(f.ins[0])
         s, z = _scalar(self.values[q.ins[1]]), _scalar(self.values[q.ins[2]])
         q_sinfo = self.values[q.out].sinfo
         if x is None or (x[2], x[3]) != (float(np.float32(s or 0)), z) or (
@@ -262,11 +247,9 @@ class _Folder:
                         call.sinfo_args)
         new_call._set_struct_info(q_sinfo)
         f.site = Site(f.op, f.site.attrs, [xq, *f.site.args[1:]], q_sinfo, call=new_call)
-        f.ins = (x[0], *f.ins[1:])
-        f.out = q.out
-        self.program.nodes.remove(q)
-        self.producer[q.out] = f
-        self.uses[dq.out] -= 1
+        self.rw.absorb(f, [q])
+        self.rw.set_ins(f, (x[0], *f.ins[1:]))
+        self.rw.erase_dead()  # the dequantize, when f was its last reader
         self.counts[f"qdq:{f.op} on int8"] += 1
 
     def _max_pool(self, f: Node, q: Node, x: tuple) -> bool:
@@ -278,25 +261,22 @@ class _Folder:
             return False
         kernel = QMaxPool(x[1], pair(attrs["pool_size"]), pair(attrs.get("strides", 1)),
                           pad4(attrs.get("padding", 0)))
-        self.program.nodes.remove(q)
         self._replace(f, Node("call", (x[0],), q.out, fn=kernel, dps=(self.values[q.out].sinfo,),
-                              op=kernel.op, path="native", name=f.name), [])
-        self.uses[self.producer[f.ins[0]].out] -= 1
+                              op=kernel.op, path="native", name=f.name), [q])
         self.counts["qdq:nn.max_pool2d on int8"] += 1
         return True
 
     def _replace(self, node: Node, new: Node, gone: list) -> None:
-        nodes = self.program.nodes
-        nodes[nodes.index(node)] = new
-        for other in gone:
-            nodes.remove(other)
-        self.producer[new.out] = new
+        """``new`` in place of ``node`` and the chain ``gone`` it computes too; what they
+        leave unread (a dequantize only they read) is erased."""
+        self.rw.absorb(node, gone)
+        self.rw.replace_node(node, [new])
+        self.rw.erase_dead()
 
     def _single_consumer(self, vid: int):
-        if self.uses.get(vid) != 1 or vid == self.program.result:
-            return None
-        nxt = self.consumer.get(vid)
-        return nxt if nxt is not None and nxt.kind == "call" and nxt.site is not None else None
+        nxt = self.rw.only_user(vid)
+        return nxt if (nxt is not None and self.rw.within(nxt) and nxt.kind == "call"
+                       and nxt.site is not None) else None
 
     def _chain(self, q: Node, mid: tuple, axis: int):
         """After the requantize: ``dequantize`` of equal parameters (its only reader), per-
@@ -455,14 +435,16 @@ _MATCH = {
 }
 
 
-def fold_qdq(program: Program) -> Counter:
-    """Replace the QDQ conv / matmul chains of ``program``'s top level by int8 kernel calls;
-    returns how many of each pattern were folded."""
+def fold_qdq(program: Program | Rewriter) -> Counter:
+    """Replace the QDQ conv / matmul chains of ``program``'s top level by int8 kernel calls
+    (through the build's rewriter when given one); returns how many of each pattern were
+    folded."""
+    rw = rewriter_of(program)
     # GEMMs take their epilogue chains first; then table lookups take whole elementwise
     # regions of one tensor (GPT-2's GELU, with its x + c x^3 add); then the residual adds
-    counts = _Folder(program).run(adds=False)
-    counts.update(fold_rows(program))  # softmax / layer norm rows on bytes (fuse/qdq/rows.py)
-    counts.update(fold_lut(program))
-    counts.update(_Folder(program).run(adds=True))
-    counts.update(permute_bytes(program))  # head transposes as 32-bit word copies
+    counts = _Folder(rw).run(adds=False)
+    counts.update(fold_rows(rw))  # softmax / layer norm rows on bytes (fuse/qdq/rows.py)
+    counts.update(fold_lut(rw))
+    counts.update(_Folder(rw).run(adds=True))
+    counts.update(permute_bytes(rw))  # head transposes as 32-bit word copies
     return counts

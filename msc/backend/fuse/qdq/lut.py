@@ -18,7 +18,7 @@ copied (equal parameters) or mapped through its requantization table.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import Counter
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from ....relax.op.registry import OPS, ops_in, ops_with
 from ...dispatch.resolve import numpy_caller
 from ...kernels.int8.lut import QConcat, QLut
 from ...runtime.program import Node, Program
+from ..rewrite import Rewriter, rewriter_of
 
 __all__ = ["fold_lut"]
 
@@ -55,18 +56,18 @@ def _per_tensor(value) -> bool:
 
 
 class _Lut:
-    def __init__(self, program: Program):
-        self.program = program
-        self.values = program.values
-        self.readers = program_readers(program)
+    def __init__(self, rewriter: Rewriter):
+        self.rw = rewriter
+        self.program = rewriter.program
+        self.values = self.program.values
         self.counts: Counter = Counter()
         self.done: set = set()
 
     def run(self) -> Counter:
-        for node in list(self.program.nodes):
+        for node in self.rw.each():
             if node.site is None or node.op not in ("dequantize", "concat") or (
-                    id(node) in self.done) or node not in self.program.nodes:
-                continue  # the list scan last: only candidates pay it (else quadratic)
+                    id(node) in self.done):
+                continue
             if node.op == "dequantize":
                 self._region(node)
             else:
@@ -86,7 +87,7 @@ class _Lut:
         shape = shape_of(self.values[dq.out])
         if entry is None or shape is None or not shape:
             return
-        nodes = self.program.nodes
+        nodes = self.rw.block(dq)
         start = nodes.index(dq)
         # every dequantize of the same tensor with the same parameters is an entry too
         key = (dq.ins[0], *(float(self.values[i].const.reshape(-1)[0]) for i in dq.ins[1:]))
@@ -108,28 +109,28 @@ class _Lut:
                 if node.op in _CHANNEL_ATTR and shape_of(self.values[node.out]) is None:
                     tuples.add(node.out)
         exits = [v for v in inside if v not in {n.out for n in entries}
-                 and any(r is None or r not in region for r in self.readers[v])]
+                 and any(r is None or r not in region for r in self.rw.readers(v))]
         if not region or not exits:
             return
         self.done.update(id(n) for n in entries)
         tables = {out: self._table(entries, region, out, shape, entry[1]) for out in exits}
         if any(t is None for t in tables.values()):
             return
+        # named by the region as found: a replaced exit no longer reads the nodes feeding it
+        feeding = {out: [n for n in region if self._feeds(n, out, region)] for out in tables}
         for out, (table, axis) in tables.items():  # one lookup per value read outside
             kernel = QLut(table, axis)
-            feeding = [n for n in region if self._feeds(n, out, region)]
-            self.counts["qdq:lut(" + ",".join(n.op for n in feeding if n.op) + ")"] += 1
-            at = nodes.index(next(n for n in region if n.out == out))
-            nodes[at] = Node("call", (entry[0],), out, fn=kernel,
-                             dps=(self.values[out].sinfo,), op=kernel.op, path="native",
-                             name=nodes[at].name)
-        for node in region:  # the rest only fed the region
-            if node.out not in tables:
-                nodes.remove(node)
+            self.counts["qdq:lut(" + ",".join(n.op for n in feeding[out] if n.op) + ")"] += 1
+            exit_node = next(n for n in region if n.out == out)
+            self.rw.replace_node(exit_node, [Node(
+                "call", (entry[0],), out, fn=kernel, dps=(self.values[out].sinfo,),
+                op=kernel.op, path="native", name=exit_node.name)])
+        # the rest only fed the region (and the entries may be left unread)
+        self.rw.erase_dead(n.out for n in region if n.out not in tables)
 
     def _feeds(self, node: Node, out: int, region: list) -> bool:
         return node.out == out or any(r in region and self._feeds(r, out, region)
-                                      for r in self.readers[node.out])
+                                      for r in self.rw.users(node.out))
 
     def _absorbable(self, node: Node, inside: set, shape: tuple) -> bool:
         out = self.values[node.out]
@@ -191,28 +192,26 @@ class _Lut:
 
     def _concat(self, node: Node) -> None:
         """quantize(concat(dequantize(x_i))) -> int8 concat (copies / requant tables)."""
-        tup = self._producer(node.ins[0])
-        q = self.readers[node.out]
+        tup = self.rw.producer(node.ins[0])
+        q = self.rw.readers(node.out)
         if (tup is None or tup.kind != "tuple" or len(q) != 1 or q[0] is None
                 or q[0].op != "quantize" or len(q[0].ins) != 3
                 or not all(_per_tensor(self.values[i]) for i in q[0].ins[1:])):
             return
         qnode = q[0]
         out_dtype = getattr(self.values[qnode.out].sinfo, "dtype", "")
-        dqs = [self._producer(i) for i in tup.ins]
+        dqs = [self.rw.producer(i) for i in tup.ins]
         if out_dtype not in _QDTYPES or any(d is None or d.op != "dequantize" or d.site is None
                                             or not self._entry(d) for d in dqs):
             return
         tables = [self._requant_table(d, qnode, out_dtype) for d in dqs]
         axis = int(node.site.attrs.get("axis", 0)) % len(shape_of(self.values[node.out]) or [0])
         kernel = QConcat(tables, axis, _QDTYPES[out_dtype])
-        nodes = self.program.nodes
-        nodes[nodes.index(qnode)] = Node("call", tuple(d.ins[0] for d in dqs), qnode.out,
-                                         fn=kernel, dps=(self.values[qnode.out].sinfo,),
-                                         op=kernel.op, path="numpy", name=node.name)
-        nodes.remove(node)
-        if len(self.readers[tup.out]) == 1:
-            nodes.remove(tup)
+        self.rw.replace_node(qnode, [Node("call", tuple(d.ins[0] for d in dqs), qnode.out,
+                                          fn=kernel, dps=(self.values[qnode.out].sinfo,),
+                                          op=kernel.op, path="numpy", name=node.name)])
+        self.rw.erase(node)
+        self.rw.erase_dead()  # the tuple when the concat was its one reader
         self.counts["qdq:concat"] += 1
 
     def _requant_table(self, dq: Node, q: Node, out_dtype: str):
@@ -228,9 +227,6 @@ class _Lut:
         return numpy_caller(OPS["quantize"].facts["numpy"], q.site)(f, *(
             self.values[i].const for i in q.ins[1:]))
 
-    def _producer(self, vid: int):
-        return next((n for n in self.program.nodes if n.out == vid), None)
-
 
 def _arg_ids(node: Node) -> list:
     """All the call's arguments: a kernel resolved at lowering (batch norm as an affine
@@ -238,34 +234,7 @@ def _arg_ids(node: Node) -> list:
     return list(node.ins) if node.site is None else [a.id for a in node.site.args]
 
 
-def program_readers(program: Program, producer: dict | None = None) -> defaultdict:
-    """{value: the live nodes reading it}, None for a branch result or the program's result
-    (a reader outside the program); fills ``producer`` {value: node} when given."""
-    readers: defaultdict = defaultdict(list)
-    live = live_values(program)
-    for node in program.walk():
-        if producer is not None:
-            producer[node.out] = node
-        if node.kind == "call" and node.out not in live:
-            continue  # left dead by the GEMM folds: not a reader
-        for i in node.ins:
-            readers[i].append(node)
-        for _, result in node.branches:
-            readers[result].append(None)
-    readers[program.result].append(None)
-    return readers
-
-
-def live_values(program: Program) -> set:
-    """Values the result depends on (top level; branches count as readers of everything)."""
-    live = {program.result}
-    for node in reversed(program.nodes):
-        if node.out in live or node.kind != "call" or node.branches:
-            live.update(node.ins)
-            live.add(node.out)
-    return live
-
-
-def fold_lut(program: Program) -> Counter:
-    """Replace ``program``'s int8 elementwise regions and concats by table kernels."""
-    return _Lut(program).run()
+def fold_lut(program: Program | Rewriter) -> Counter:
+    """Replace ``program``'s int8 elementwise regions and concats by table kernels (through
+    the build's rewriter when given one)."""
+    return _Lut(rewriter_of(program)).run()

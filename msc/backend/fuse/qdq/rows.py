@@ -28,7 +28,8 @@ from ...kernels.int8.layout import QPermute, QSlice, word_permutable
 from ...kernels.int8.rows import MAX_ROW, QLayerNorm, QSoftmax, quant_params
 from ...kernels.norm import affine_const
 from ...runtime.program import Node, Program
-from .lut import program_readers, shape_of
+from ..rewrite import Rewriter, rewriter_of
+from .lut import shape_of
 
 __all__ = ["fold_rows", "permute_bytes"]
 
@@ -53,32 +54,31 @@ def _arg_ids(node: Node) -> list:
 
 
 class _Rows:
-    def __init__(self, program: Program):
-        self.program, self.values = program, program.values
-        self.producer: dict = {}
-        self.readers = program_readers(program, self.producer)
+    def __init__(self, rewriter: Rewriter):
+        self.rw = rewriter
+        self.program, self.values = rewriter.program, rewriter.program.values
         self.counts: Counter = Counter()
 
     def run(self) -> Counter:
         folds = {"nn.softmax": self._softmax, "nn.layer_norm": self._norm, "split": self._split}
-        for node in list(self.program.nodes):
+        for node in self.rw.each():
             fold = folds.get(node.op) if node.site is not None else None
-            if fold is not None and node in self.program.nodes:  # only candidates scan
+            if fold is not None:
                 fold(node)
         return self.counts
 
     # -- pieces ---------------------------------------------------------------------------
     def _only(self, vid: int, reader: Node) -> bool:
-        return self.readers[vid] == [reader]
+        return self.rw.readers(vid) == [reader]
 
     def _dequantize(self, vid: int, reader: Node, shared: bool = False):
         """(node, (xq id, dtype, scale, zero)) when ``vid`` is a per-tensor dequantize of
         bytes read only by ``reader`` (or by others too when ``shared``: the chain's entry,
         which stays for them; GPT-2's pre-norm residual reads it)."""
-        node = self.producer.get(vid)
+        node = self.rw.producer(vid)
         if (node is None or node.op != "dequantize" or node.site is None or len(node.ins) != 3
-                or node not in self.program.nodes
-                or not (self._only(vid, reader) or shared and reader in self.readers[vid])
+                or not self.rw.within(node)
+                or not (self._only(vid, reader) or shared and reader in self.rw.readers(vid))
                 or _dtype(self.values[vid]) != "float32"):
             return None
         dtype = _dtype(self.values[node.ins[0]])
@@ -90,7 +90,7 @@ class _Rows:
     def _quantize(self, node: Node | None):
         """(scale, zero, dtype) of a per-tensor quantize to bytes."""
         if (node is None or node.op != "quantize" or node.site is None or len(node.ins) != 3
-                or node not in self.program.nodes):
+                or not self.rw.within(node)):
             return None
         dtype = _dtype(self.values[node.out])
         s, z = (_scalar(self.values[i]) for i in node.ins[1:])
@@ -99,20 +99,17 @@ class _Rows:
         return np.float32(s), int(z), dtype
 
     def _next_quantize(self, vid: int):
-        readers = self.readers[vid]
+        readers = self.rw.readers(vid)
         if len(readers) != 1 or readers[0] is None:
             return None, None
         return readers[0], self._quantize(readers[0])
 
     def _replace(self, chain: list, ins: tuple, out: int, kernel, name: str) -> None:
-        nodes = self.program.nodes
-        at = nodes.index(self.producer[out])
-        nodes[at] = Node("call", ins, out, fn=kernel, dps=(self.values[out].sinfo,),
-                         op=kernel.op, path="native", name=name)
-        for node in chain:  # a shared entry stays for its other readers
-            if node is not self.producer[out] and all(r in chain for r in self.readers[
-                    node.out]):
-                nodes.remove(node)
+        self.rw.replace_node(self.rw.producer(out), [Node(
+            "call", ins, out, fn=kernel, dps=(self.values[out].sinfo,), op=kernel.op,
+            path="native", name=name)])
+        # the chain's nodes go, now unread; a shared entry stays for its other readers
+        self.rw.erase_dead(node.out for node in chain)
 
     # -- softmax ------------------------------------------------------------------------------
     def _softmax(self, sm: Node) -> None:
@@ -125,14 +122,14 @@ class _Rows:
         found = self._dequantize(v, reader)
         if found is not None:  # a quantize round trip before the softmax
             dq2, _ = found
-            q2 = self.producer.get(dq2.ins[0])
+            q2 = self.rw.producer(dq2.ins[0])
             mid = self._quantize(q2)
             if mid is not None and self._only(dq2.ins[0], dq2):
                 chain += [dq2, q2]
                 v, reader = q2.ins[0], q2
             else:
                 mid = None
-        add = self.producer.get(v)
+        add = self.rw.producer(v)
         if add is not None and add.op == "add" and self._only(v, reader) and add.site:
             for k in (0, 1):
                 entry = self._dequantize(add.ins[k], add, shared=True)
@@ -171,13 +168,13 @@ class _Rows:
     def _tail(self, q4node: Node, dtype: str):
         """(nodes, end value, byte table, the end quantize's (scale, zero, dtype)) of an
         elementwise region from the bytes of ``q4node`` to one quantize, or None."""
-        readers = self.readers[q4node.out]
+        readers = self.rw.readers(q4node.out)
         dq = readers[0] if len(readers) == 1 else None
         if (dq is None or dq.op != "dequantize" or dq.site is None or len(dq.ins) != 3
                 or any(_scalar(self.values[i]) is None for i in dq.ins[1:])):
             return None
-        nodes = self.program.nodes
-        start = nodes.index(readers[0])
+        nodes = self.rw.block(dq)
+        start = nodes.index(dq)
         region, inside, end = [readers[0]], {readers[0].out}, None
         for node in nodes[start + 1:start + 1 + _TAIL_SCAN]:
             if not any(i in inside for i in node.ins):
@@ -191,7 +188,7 @@ class _Rows:
             region.append(node)
             inside.add(node.out)
         if end is None or any(r not in region and r is not end for v in inside
-                              for r in self.readers[v]):
+                              for r in self.rw.readers(v)):
             return None
         table = self._table(q4node.out, dtype, [*region, end])
         return None if table is None else ([*region, end], end.out, table, self._quantize(end))
@@ -243,11 +240,12 @@ class _Rows:
         """BERT's post-norm: the layer norm's bytes come from ``quantize(dequantize(a) +
         dequantize(b))`` read only by it: (chain nodes, (a, b), their dequantize entries,
         the add's quantize) to fold the add into the row, or None."""
-        if not self._only(dq.out, self.readers[dq.out][0] if self.readers[dq.out] else None):
+        readers = self.rw.readers(dq.out)
+        if not self._only(dq.out, readers[0] if readers else None):
             return None
-        q1 = self.producer.get(dq.ins[0])
+        q1 = self.rw.producer(dq.ins[0])
         q2 = self._quantize(q1)
-        add = self.producer.get(q1.ins[0]) if q2 is not None else None
+        add = self.rw.producer(q1.ins[0]) if q2 is not None else None
         if (add is None or add.op != "add" or add.site is None or len(add.ins) != 2
                 or not self._only(q1.out, dq) or not self._only(add.out, q1)
                 or q2[2] != _dtype(self.values[dq.ins[0]])):
@@ -277,17 +275,16 @@ class _Rows:
                 return
             parts = [shape[axis] // parts * k for k in range(1, parts)]
         bounds = [0, *(int(i) for i in parts), shape[axis]]
-        items = self.readers[sp.out]
+        items = self.rw.readers(sp.out)
         picks = []
         for item in items:
-            if item is None or item.kind != "getitem" or len(self.readers[item.out]) != 1:
+            if item is None or item.kind != "getitem" or len(self.rw.readers(item.out)) != 1:
                 return
-            qnode = self.readers[item.out][0]
+            qnode = self.rw.readers(item.out)[0]
             q = self._quantize(qnode)
             if q is None or not 0 <= item.index < len(bounds) - 1:
                 return
             picks.append((item, qnode, q))
-        nodes = self.program.nodes
         for item, qnode, (s, z, dtype) in picks:
             table = None
             if (s, z, dtype) != (sx, zx, in_dtype):
@@ -296,41 +293,45 @@ class _Rows:
                     return
             lo, hi = bounds[item.index], bounds[item.index + 1]
             kernel = QSlice(axis, lo, hi, table)
-            nodes[nodes.index(qnode)] = Node("call", (xq,), qnode.out, fn=kernel,
-                                             dps=(self.values[qnode.out].sinfo,),
-                                             op=kernel.op, path="numpy", name=item.name)
-            nodes.remove(item)
-        nodes.remove(sp)
-        if all(r is sp for r in self.readers[dq.out]):
-            nodes.remove(dq)
+            self.rw.replace_node(qnode, [Node("call", (xq,), qnode.out, fn=kernel,
+                                              dps=(self.values[qnode.out].sinfo,),
+                                              op=kernel.op, path="numpy", name=item.name)])
+            self.rw.erase(item)
+        self.rw.erase(sp)
+        self.rw.erase_dead()  # the dequantize, when the split was its one reader
         self.counts["qdq:split"] += 1
 
 
-def permute_bytes(program: Program) -> Counter:
+def _word_permute(rw: Rewriter, node: Node) -> bool:
+    """A pattern (Rewriter.apply): an int8 ``permute_dims`` keeping the last axis in 4-byte
+    words becomes a QPermute call."""
+    if node.op != "permute_dims" or node.site is None or node.fn is not None:
+        return False
+    values = rw.program.values
+    x = values[node.ins[0]]
+    shape, dtype = shape_of(x), _dtype(x)
+    axes = node.site.attr("axes")
+    if shape is None or dtype not in _QDTYPES or _dtype(values[node.out]) != dtype:
+        return False
+    axes = tuple(range(len(shape)))[::-1] if axes is None else tuple(
+        int(a) % len(shape) for a in axes)
+    if not word_permutable(shape, axes):
+        return False
+    kernel = QPermute(axes, dtype)
+    rw.replace_node(node, [Node("call", node.ins[:1], node.out, fn=kernel,
+                                dps=(values[node.out].sinfo,), op=kernel.op, path="native",
+                                name=node.name)])
+    return True
+
+
+def permute_bytes(program: Program | Rewriter) -> Counter:
     """``permute_dims`` of uint8 / int8 tensors that keep their last axis in 4-byte words
     runs as a word permutation (kernels/int8/layout.py), not the TIR byte loop."""
-    counts: Counter = Counter()
-    nodes = program.nodes
-    for at, node in enumerate(nodes):
-        if node.op != "permute_dims" or node.site is None or node.fn is not None:
-            continue
-        x = program.values[node.ins[0]]
-        shape, dtype = shape_of(x), _dtype(x)
-        axes = node.site.attr("axes")
-        if shape is None or dtype not in _QDTYPES or _dtype(program.values[node.out]) != dtype:
-            continue
-        axes = tuple(range(len(shape)))[::-1] if axes is None else tuple(
-            int(a) % len(shape) for a in axes)
-        if not word_permutable(shape, axes):
-            continue
-        kernel = QPermute(axes, dtype)
-        nodes[at] = Node("call", node.ins[:1], node.out, fn=kernel,
-                         dps=(program.values[node.out].sinfo,), op=kernel.op, path="native",
-                         name=node.name)
-        counts["qdq:permute_dims on bytes"] += 1
-    return counts
+    found = rewriter_of(program).apply([_word_permute])
+    return Counter({"qdq:permute_dims on bytes": found} if found else {})
 
 
-def fold_rows(program: Program) -> Counter:
-    """Replace ``program``'s QDQ softmax / layer norm chains by row kernels on bytes."""
-    return _Rows(program).run()
+def fold_rows(program: Program | Rewriter) -> Counter:
+    """Replace ``program``'s QDQ softmax / layer norm chains by row kernels on bytes (through
+    the build's rewriter when given one)."""
+    return _Rows(rewriter_of(program)).run()
