@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 
 from msc.errors import ValidationError
 
-from ..node import OnnxNode
+from ..node import OnnxNode, Values
 
 __all__ = ["OnnxGraph"]
 
@@ -76,12 +76,12 @@ class OnnxGraph:
     def set_inputs(self, node: OnnxNode, inputs: list[str]) -> None:
         """``node`` reads ``inputs`` from now on."""
         self._unread_all(node)
-        node.inputs = list(inputs)
+        node.inputs = Values(inputs)
         self._read_all(node)
 
     def set_input(self, node: OnnxNode, slot: int, value: str) -> None:
         self._unread(node.inputs[slot], node, slot)
-        node.inputs[slot] = value
+        node.inputs = _with(node.inputs, slot, value)
         self._read(value, node, slot)
 
     def replace_uses(self, old: str, new: str) -> None:
@@ -89,14 +89,14 @@ class OnnxGraph:
         readers = self.slots.pop(old, [])
         self.users.pop(old, None)
         for node, slot in readers:
-            node.inputs[slot] = new
+            node.inputs = _with(node.inputs, slot, new)
             self._read(new, node, slot)
 
     # ---- what nodes make -----------------------------------------------------------------
     def set_outputs(self, node: OnnxNode, outputs: list[str]) -> None:
         """``node`` makes ``outputs`` from now on (readers of its old ones keep their names)."""
         self._unmake(node)
-        node.outputs = list(outputs)
+        node.outputs = Values(outputs)
         self._make(node)
 
     def rename_output(self, node: OnnxNode, index: int, new: str) -> None:
@@ -155,7 +155,8 @@ class OnnxGraph:
             self._index(node)
 
     def drop_dead(self) -> None:
-        """Removes every node none of whose outputs is kept or read, until none is left."""
+        """Removes every node none of whose outputs is kept or read. One sweep from the end
+        does it: the order is topological, so a node's readers have gone before it is seen."""
         for node in reversed(list(self._order)):
             if not any(o and (o in self.keep or self.users.get(o)) for o in node.outputs):
                 self._detach(node)
@@ -173,6 +174,8 @@ class OnnxGraph:
 
     # ---- the index -----------------------------------------------------------------------
     def _index(self, node: OnnxNode) -> None:
+        """Takes ``node`` in: its value lists become the graph's (``Values``), then indexed."""
+        node.inputs, node.outputs = Values(node.inputs), Values(node.outputs)
         self._make(node)
         self._read_all(node)
 
@@ -239,6 +242,12 @@ class OnnxGraph:
         readers.pop(next(k for k, n in enumerate(readers) if n is node))
         if not slots:
             del self.slots[value], self.users[value]
+
+
+def _with(values: list[str], slot: int, value: str) -> Values:
+    changed = list(values)
+    changed[slot] = value
+    return Values(changed)
 
 
 def _canonical(index: dict) -> dict:

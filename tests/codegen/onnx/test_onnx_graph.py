@@ -121,6 +121,19 @@ def test_removing_a_node_still_read_names_it():
         graph.set_outputs(nodes[2], ["v0"])
 
 
+def test_a_node_the_graph_owns_refuses_direct_writes():
+    """Writing a node's inputs behind the graph's back would leave its reader lists wrong."""
+    nodes = _chain(2)
+    graph = OnnxGraph(nodes, keep={"v1"})
+    with pytest.raises(ValidationError, match="change only through its OnnxGraph"):
+        nodes[1].inputs[0] = "x"
+    with pytest.raises(ValidationError, match="change only through its OnnxGraph"):
+        nodes[0].outputs.append("extra")
+    graph.set_input(nodes[1], 0, "x")
+    assert nodes[1].inputs == ["x", "x"] and graph.readers("v0") == []
+    graph.check()
+
+
 def test_a_fused_node_takes_over_the_values_of_the_nodes_it_drops():
     nodes = _chain(4)
     graph = OnnxGraph(nodes, keep={"v3"})
