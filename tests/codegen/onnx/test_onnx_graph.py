@@ -166,3 +166,34 @@ def test_the_pipeline_builds_the_graph_once(monkeypatch):
     assert len(builds) == 1
     assert [n.op_type for n in model.graph.node] == ["Attention"]
     onnx.checker.check_model(model, full_check=True)
+
+
+# cases whose spelling the passes fold (one per kind of rewrite: a rule dropping a chain, one
+# giving a fused node more outputs, one rewiring readers, a run-time split)
+FOLDED = {"attention": "test_attention_3d", "topk": "test_top_k_negative_axis",
+          "celu": "test_celu", "split": "test_split_variable_parts_2d_opset13",
+          "reduce_log_sum_exp": "test_reduce_log_sum_exp_do_not_keepdims_random"}
+
+
+@pytest.mark.parametrize("module", sorted(FOLDED))
+def test_every_pass_leaves_the_index_in_step(module):
+    """The pipeline's passes one by one over the writer's nodes of a case they fold: after
+    each, the index equals a fresh one, and the passes wrote fewer nodes than they got."""
+    from msc.codegen.onnx.passes.pipeline import PASSES
+    from msc.codegen.onnx.passes.walk import Walk
+    from msc.codegen.onnx.writer import OnnxWriter
+    from msc.frontends.onnx.api import from_onnx
+    from tests.helpers.onnx_export import model_opset, node_cases
+
+    case = node_cases({module: [FOLDED[module]]})[FOLDED[module]]
+    graph, weights = from_onnx(case.model)
+    writer = OnnxWriter(graph, weights, model_opset(case.model))
+    writer.write()
+    keep = {v for v, _ in writer.graph_outputs()}
+    walk = Walk.of(writer.nodes, writer.inits, keep, writer.static, writer.dtypes,
+                   writer.opset)
+    written = len(walk.graph)
+    for step in PASSES:
+        step(walk)
+        walk.graph.check()
+    assert len(walk.graph) < written
