@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+from .node import OnnxNode
+
 __all__ = ["DEFAULT_DOMAIN", "FunctionTable", "domain_of"]
 
 DEFAULT_DOMAIN = "ai.msc"
@@ -42,7 +44,7 @@ class FunctionTable:
         cannot be one call: one node only, an output the nodes did not make, or a value
         later joints read (a shape computed once per graph)."""
         body = writer.nodes[start:]
-        made = [o for n in body for o in n["outputs"]]
+        made = [o for n in body for o in n.outputs]
         shared = set(writer.shapes.prims.values()) | set(writer.shapes.shapes.values())
         if len(body) < 2 or not set(outputs) <= set(made) or shared & set(made) or \
                 len(set(outputs)) != len(outputs):
@@ -53,21 +55,20 @@ class FunctionTable:
         inputs = _inputs(body, set(made), consts)
         name = self._function(optype, body, inputs, outputs, consts)
         del writer.nodes[start:]
-        writer.nodes.append({"op_type": name, "inputs": inputs, "outputs": list(outputs),
-                             "name": writer.node_namer(f"{name}_call"),
-                             "domain": self.domain, "attrs": {}})
+        writer.nodes.append(OnnxNode(name, inputs, list(outputs), domain=self.domain,
+                                     name=writer.node_namer(f"{name}_call")))
         return True
 
-    def _function(self, optype: str, body: list[dict], inputs: list[str], outputs: list[str],
+    def _function(self, optype: str, body: list[OnnxNode], inputs: list[str], outputs: list[str],
                   consts: dict) -> str:
         from onnx import helper, numpy_helper
 
         rename = _positional(body, inputs, outputs, consts)
         nodes = [helper.make_node("Constant", [], [rename[k]], value=numpy_helper.from_array(
             v, rename[k])) for k, v in consts.items() if k in rename]
-        nodes += [helper.make_node(n["op_type"], [rename.get(v, v) for v in n["inputs"]],
-                                   [rename[v] for v in n["outputs"]], name=f"n{i}",
-                                   domain=n["domain"] or None, **n["attrs"])
+        nodes += [helper.make_node(n.op_type, [rename.get(v, v) for v in n.inputs],
+                                   [rename[v] for v in n.outputs], name=f"n{i}",
+                                   domain=n.domain or None, **n.attrs)
                   for i, n in enumerate(body)]
         key = b"".join(n.SerializeToString(deterministic=True) for n in nodes) + \
             repr((len(inputs), len(outputs))).encode()
@@ -87,24 +88,24 @@ class FunctionTable:
         return list(self.functions.values()), [helper.make_opsetid(self.domain, 1)]
 
 
-def _inputs(body: list[dict], made: set, consts: dict) -> list[str]:
+def _inputs(body: list[OnnxNode], made: set, consts: dict) -> list[str]:
     """Values the body reads from outside (not made in it, not its constants), in order."""
     seen: list[str] = []
     for node in body:
-        for v in node["inputs"]:
+        for v in node.inputs:
             if v and v not in made and v not in consts and v not in seen:
                 seen.append(v)
     return seen
 
 
-def _positional(body: list[dict], inputs: list[str], outputs: list[str], consts: dict) -> dict:
+def _positional(body: list[OnnxNode], inputs: list[str], outputs: list[str], consts: dict) -> dict:
     """Value -> its name in the function: ``x0..`` inputs, ``y0..`` outputs, ``c0..``
     constants, ``t0..`` the rest (so joints written alike give the same body)."""
     rename = {v: f"x{i}" for i, v in enumerate(inputs)}
     rename.update({v: f"y{i}" for i, v in enumerate(outputs)})
-    used = {v for n in body for v in n["inputs"]}
+    used = {v for n in body for v in n.inputs}
     rename.update({k: f"c{i}" for i, k in enumerate(k for k in consts if k in used)})
-    temps = (o for n in body for o in n["outputs"] if o not in rename)
+    temps = (o for n in body for o in n.outputs if o not in rename)
     rename.update({v: f"t{i}" for i, v in enumerate(temps)})
     rename[""] = ""
     return rename

@@ -14,6 +14,7 @@ import re
 from msc.graph import MSCTensor
 
 from .context import onnx_dtype
+from .node import OnnxNode
 
 __all__ = ["tensor_value_info", "write_outputs"]
 
@@ -50,9 +51,8 @@ def _element_type(tensors: list[MSCTensor], dtype: str):
 
 
 def _node(writer, op_type: str, inputs: list[str], output: str, **attrs) -> None:
-    writer.nodes.append({"op_type": op_type, "inputs": inputs, "outputs": [output],
-                         "name": writer.node_namer(f"{output}_{op_type}"), "domain": "",
-                         "attrs": attrs})
+    writer.nodes.append(OnnxNode(op_type, inputs, [output], attrs=attrs,
+                                 name=writer.node_namer(f"{output}_{op_type}")))
 
 
 def _tensor_output(writer, tensor: MSCTensor, taken: set) -> str:

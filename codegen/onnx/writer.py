@@ -30,9 +30,9 @@ from ..qweight import QuantizedWeight, is_quantized
 from .bf16 import bf16_detours
 from .context import OnnxContext, onnx_dtype
 from .functions import FunctionTable, domain_of
+from .node import OnnxNode
 from .outputs import tensor_value_info, write_outputs
-from .passes.tidy import tidy
-from .qdq import quantize_biases
+from .passes.pipeline import run_passes
 from .shapes import ShapeValues
 
 __all__ = ["DEFAULT_OPSET", "MIN_OPSET", "OnnxWriter", "max_opset", "to_onnx"]
@@ -67,7 +67,7 @@ class OnnxWriter:
         self.functions = FunctionTable(domain, opset) if domain else None
         self.namer = UniqueNamer()
         self.node_namer = UniqueNamer()
-        self.nodes: list[dict] = []
+        self.nodes: list[OnnxNode] = []  # the passes take them over (passes/pipeline.py)
         self.inits: dict[str, np.ndarray] = {}
         self.const_data = self.inits  # value -> numbers, for constant folding in rows
         self.init_of: dict[str, str] = {}  # weight name -> initializer
@@ -111,9 +111,8 @@ class OnnxWriter:
         self.inits[s], self.inits[z] = scale, np.zeros(scale.shape, np.int8)
         out = self.name(f"{hint}_dq")
         attrs = {"axis": qweight.axis} if per_channel else {}
-        self.nodes.append({"op_type": "DequantizeLinear", "inputs": [q, s, z], "outputs": [out],
-                           "name": self.node_namer(clean_name(f"{hint}_DequantizeLinear")),
-                           "domain": "", "attrs": attrs})
+        self.nodes.append(OnnxNode("DequantizeLinear", [q, s, z], [out], attrs=attrs,
+                                   name=self.node_namer(clean_name(f"{hint}_DequantizeLinear"))))
         return out
 
     def initializer(self, tensor: MSCTensor) -> str:
@@ -137,9 +136,8 @@ class OnnxWriter:
     def emit(self, node: MSCJoint, op_type: str, inputs: list[str], n_out: int, domain: str,
              attrs: dict):
         outputs = [self.name(f"{node.name}_{op_type.lower()}") for _ in range(n_out)]
-        self.nodes.append({"op_type": op_type, "inputs": list(inputs), "outputs": outputs,
-                           "name": self.node_namer(clean_name(f"{node.name}_{op_type}")),
-                           "domain": domain, "attrs": attrs})
+        self.nodes.append(OnnxNode(op_type, list(inputs), outputs, domain=domain, attrs=attrs,
+                                   name=self.node_namer(clean_name(f"{node.name}_{op_type}"))))
         return outputs[0] if n_out == 1 else outputs
 
     # ---- joints --------------------------------------------------------------------------
@@ -215,7 +213,7 @@ class OnnxWriter:
 
     def _rename(self, node: MSCJoint, values: list[str]) -> list[str]:
         """Values made for this joint take the joint's name (``split_0``... for several)."""
-        made = {o: n for n in self.nodes[self.row_start:] for o in n["outputs"]}
+        made = {o: n for n in self.nodes[self.row_start:] for o in n.outputs}
         shared = set(self.shapes.prims.values())  # later joints read them by these names
         renamed = {}
         for i, value in enumerate(values):
@@ -224,8 +222,8 @@ class OnnxWriter:
             hint = node.name if len(values) == 1 else f"{node.name}_{i}"
             renamed[value] = self.name(hint)
         for spec in self.nodes[self.row_start:]:
-            spec["inputs"] = [renamed.get(v, v) for v in spec["inputs"]]
-            spec["outputs"] = [renamed.get(v, v) for v in spec["outputs"]]
+            spec.inputs = [renamed.get(v, v) for v in spec.inputs]
+            spec.outputs = [renamed.get(v, v) for v in spec.outputs]
         return [renamed.get(v, v) for v in values]
 
     # ---- the model -----------------------------------------------------------------------
@@ -259,14 +257,12 @@ def build_model(writer: OnnxWriter, producer: str = "msc"):
     from onnx import helper, numpy_helper
 
     outputs = writer.graph_outputs()
-    specs = tidy(writer.nodes, writer.inits, {v for v, _ in outputs}, writer.static,
-                 writer.dtypes, writer.opset)
-    specs = quantize_biases(specs, writer.inits, writer.name)
-    nodes = [helper.make_node(n["op_type"], n["inputs"], n["outputs"], name=n["name"],
-                              domain=n["domain"] or None, **n["attrs"]) for n in specs]
+    specs = run_passes(writer.nodes, writer.inits, {v for v, _ in outputs}, writer.static,
+                       writer.dtypes, writer.opset, writer.name).nodes
+    nodes = [n.proto() for n in specs]
     inputs = [tensor_value_info(v, t) for v, t in zip(writer.values_of_inputs(),
                                                        writer.graph.get_inputs())]
-    used = {v for n in specs for v in n["inputs"]} | {v for v, _ in outputs}
+    used = {v for n in specs for v in n.inputs} | {v for v, _ in outputs}
     graph = helper.make_graph(nodes, clean_name(writer.graph.name), inputs,
                               [info for _, info in outputs])
     kept = [(name, a) for name, a in writer.inits.items() if name in used]
@@ -277,8 +273,8 @@ def build_model(writer: OnnxWriter, producer: str = "msc"):
     opsets = [helper.make_opsetid("", writer.opset)]
     functions, imports = writer.functions.model_parts() if writer.functions else ([], [])
     imported = {o.domain for o in opsets + imports}
-    imports += [helper.make_opsetid(d, 1) for d in sorted({n["domain"] for n in specs
-                                                            if n["domain"]} - imported)]
+    imports += [helper.make_opsetid(d, 1) for d in sorted({n.domain for n in specs
+                                                            if n.domain} - imported)]
     model = helper.make_model(graph, opset_imports=opsets + imports, producer_name=producer,
                               functions=functions)
     # model-local functions came with IR version 8

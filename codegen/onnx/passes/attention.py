@@ -1,4 +1,4 @@
-"""ONNX ``Attention`` (opset 23) from the way importers spell it, on the writer's node dicts:
+"""ONNX ``Attention`` (opset 23) from the way importers spell it, on the pipeline's graph:
 
     MatMul(Softmax(MatMul(Mul(Q, s), Transpose(Mul(K, s), [0, 1, 3, 2]))), V)
 
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..node import OnnxNode
 from .attention_mask import (
     band_attrs,
     masked_guard,
@@ -21,7 +22,7 @@ from .attention_mask import (
     split_softcap,
     unrepeat,
 )
-from .ops import Walk
+from .walk import Walk
 
 __all__ = ["fold_attention"]
 
@@ -29,45 +30,42 @@ _TYPES = ("float16", "float32", "float64")
 _HEADS = [0, 2, 1, 3]
 
 
-def fold_attention(nodes: list[dict], consts: dict, keep: set, shapes: dict, dtypes: dict,
-                   opset: int) -> list[dict]:
-    if opset < 23:
-        return nodes
-    walk = Walk(nodes, consts, keep, shapes, dtypes, opset)
-    for node in nodes:
-        if node["op_type"] == "MatMul" and not node["domain"]:
-            _attention_at(walk, node)
-    return nodes
+def fold_attention(w: Walk) -> None:
+    if w.opset < 23:
+        return
+    for node in w.nodes():
+        if node.op_type == "MatMul" and not node.domain:
+            _attention_at(w, node)
 
 
 def _scaled(w: Walk, value: str) -> tuple[str, float] | tuple[None, None]:
     mul = w.back(value, "Mul")
-    scale = mul and w.scalar(mul["inputs"][1])
-    return (mul["inputs"][0], scale) if scale else (None, None)
+    scale = mul and w.scalar(mul.inputs[1])
+    return (mul.inputs[0], scale) if scale else (None, None)
 
 
 def _guard(w: Walk, value: str) -> str:
     """The Softmax output under a Where(all-false constant, 0, softmax), else ``value``."""
     where = w.back(value, "Where")
-    cond = where and w.const(where["inputs"][0])
+    cond = where and w.const(where.inputs[0])
     if cond is None or cond.dtype != bool or cond.any() or cond.ndim > 2 or \
-            w.scalar(where["inputs"][1]) is None:
+            w.scalar(where.inputs[1]) is None:
         return value
-    return where["inputs"][2]
+    return where.inputs[2]
 
 
-def _core(w: Walk, node: dict):
+def _core(w: Walk, node: OnnxNode):
     """(q, k, v, attrs, parts) of the 4-D spelling ending at ``node``, else None."""
-    guarded = masked_guard(w, node["inputs"][0])
-    probs = guarded[0] if guarded else _guard(w, node["inputs"][0])
+    guarded = masked_guard(w, node.inputs[0])
+    probs = guarded[0] if guarded else _guard(w, node.inputs[0])
     soft = w.back(probs, "Softmax")
-    if soft is None or soft["attrs"].get("axis", -1) not in (-1, 3):
+    if soft is None or soft.attrs.get("axis", -1) not in (-1, 3):
         return None
-    add, attrs, mask, more = w.back(soft["inputs"][0], "Add"), {}, [], []
-    scores = add["inputs"][0] if add else soft["inputs"][0]
+    add, attrs, mask, more = w.back(soft.inputs[0], "Add"), {}, [], []
+    scores = add.inputs[0] if add else soft.inputs[0]
     scores, capped, more = split_softcap(w, scores)
     if guarded is not None:  # a mask given at run time: Add(scores, the guarded bias)
-        if add is None or add["inputs"][1] != guarded[1]:
+        if add is None or add.inputs[1] != guarded[1]:
             return None
         found = _mask(w, scores, guarded)
         if found is None:
@@ -75,30 +73,30 @@ def _core(w: Walk, node: dict):
         mask, attrs, found_more = found
         more += found_more
     elif add is not None:
-        band = w.const(add["inputs"][1])
+        band = w.const(add.inputs[1])
         if band is None or band.ndim != 2:
             return None
         attrs["_band"] = band  # read once the past length (the band's offset) is known
     qk = w.back(scores, "MatMul")
-    turn = qk and w.back(qk["inputs"][1], "Transpose")
-    if not turn or turn["attrs"].get("perm") != [0, 1, 3, 2]:
+    turn = qk and w.back(qk.inputs[1], "Transpose")
+    if not turn or turn.attrs.get("perm") != [0, 1, 3, 2]:
         return None
-    (q, sq), (k, sk) = _scaled(w, qk["inputs"][0]), _scaled(w, turn["inputs"][0])
+    (q, sq), (k, sk) = _scaled(w, qk.inputs[0]), _scaled(w, turn.inputs[0])
     if q is None or k is None or sq != sk:
         return None
-    parts = [soft, qk, turn, w.made[qk["inputs"][0]], w.made[turn["inputs"][0]]]
-    parts += [n for n in (add, w.made.get(node["inputs"][0])) if n is not None and n
+    parts = [soft, qk, turn, w.made[qk.inputs[0]], w.made[turn.inputs[0]]]
+    parts += [n for n in (add, w.made.get(node.inputs[0])) if n is not None and n
               is not soft] + more
-    return q, k, node["inputs"][1], {**attrs, **capped, "_s": sq, "_mask": mask}, parts
+    return q, k, node.inputs[1], {**attrs, **capped, "_s": sq, "_mask": mask}, parts
 
 
 def _mask(w: Walk, scores: str, guarded: tuple):
     """([attn_mask], attrs, the guard's and bias's nodes) of the guarded bias, else None."""
     qk = w.back(scores, "MatMul")
-    turn = qk and w.back(qk["inputs"][1], "Transpose")
+    turn = qk and w.back(qk.inputs[1], "Transpose")
     if turn is None:
         return None
-    q, k = (_scaled(w, v)[0] for v in (qk["inputs"][0], turn["inputs"][0]))
+    q, k = (_scaled(w, v)[0] for v in (qk.inputs[0], turn.inputs[0]))
     found = q and k and split_bias(w, guarded[1], q, k)
     if not found:
         return None
@@ -109,28 +107,28 @@ def _mask(w: Walk, scores: str, guarded: tuple):
 def _into_heads(w: Walk, value: str):
     """(3-D input, heads, its nodes) of Transpose(Reshape(x, [b, s, h, d]), [0, 2, 1, 3])."""
     turn = w.back(value, "Transpose")
-    split = turn and turn["attrs"].get("perm") == _HEADS and w.back(turn["inputs"][0], "Reshape")
-    shape = split and w.const(split["inputs"][1])
-    source = split and w.shape(split["inputs"][0])
+    split = turn and turn.attrs.get("perm") == _HEADS and w.back(turn.inputs[0], "Reshape")
+    shape = split and w.const(split.inputs[1])
+    source = split and w.shape(split.inputs[0])
     if shape is None or source is None or len(source) != 3 or shape.size != 4 or \
             list(shape[:2]) != source[:2] or shape[2] * shape[3] != source[2]:
         return None
-    return split["inputs"][0], int(shape[2]), [turn, split]
+    return split.inputs[0], int(shape[2]), [turn, split]
 
 
-def _next(w: Walk, value: str, op_type: str) -> dict | None:
+def _next(w: Walk, value: str, op_type: str) -> OnnxNode | None:
     readers = w.users.get(value, [])
-    if value in w.keep or len(readers) != 1 or readers[0]["op_type"] != op_type:
+    if value in w.keep or len(readers) != 1 or readers[0].op_type != op_type:
         return None
     return readers[0]
 
 
-def _three_d(w: Walk, node: dict, q: str, k: str, v: str):
+def _three_d(w: Walk, node: OnnxNode, q: str, k: str, v: str):
     """(end node, head attrs, 3-D inputs, nodes folded) around a 4-D core, else None."""
-    turn = _next(w, node["outputs"][0], "Transpose")
-    merge = turn and turn["attrs"].get("perm") == _HEADS and \
-        _next(w, turn["outputs"][0], "Reshape")
-    shape = merge and w.const(merge["inputs"][1])
+    turn = _next(w, node.outputs[0], "Transpose")
+    merge = turn and turn.attrs.get("perm") == _HEADS and \
+        _next(w, turn.outputs[0], "Reshape")
+    shape = merge and w.const(merge.inputs[1])
     found = [_into_heads(w, x) for x in (q, k, v)]
     if shape is None or shape.size != 3 or any(f is None for f in found):
         return None
@@ -145,7 +143,7 @@ def _scale_attr(head: int, s: float, dtype: str) -> dict:
     return {} if float(default) == s else {"scale": float(s) ** 2}
 
 
-def _attention_at(w: Walk, node: dict) -> None:
+def _attention_at(w: Walk, node: OnnxNode) -> None:
     found = _core(w, node)
     if found is None:
         return
@@ -180,10 +178,9 @@ def _attention_at(w: Walk, node: dict) -> None:
         if found is None:
             return
         attrs.update(found)
-    inputs, outputs = [q, k, v, *mask], list(end["outputs"])
+    inputs, outputs = [q, k, v, *mask], list(end.outputs)
     if past is not None:
         inputs = [q, k, v, *(mask or [""]), *past_kv]
-        outputs += [n["outputs"][0] for n in concats]
-    w.kill(*(p for p in parts if p is not end))
-    end.update(op_type="Attention", inputs=inputs, outputs=outputs, domain="",
-               attrs={**attrs, **heads, **_scale_attr(head, s, dtype)})
+        outputs += [n.outputs[0] for n in concats]
+    w.rewrite(end, parts, op_type="Attention", inputs=inputs, outputs=outputs, domain="",
+              attrs={**attrs, **heads, **_scale_attr(head, s, dtype)})

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ops import Walk
+from ..node import OnnxNode
+from .walk import Walk
 
 __all__ = ["masked_guard", "split_bias"]
 
@@ -20,25 +21,25 @@ __all__ = ["masked_guard", "split_bias"]
 def masked_guard(w: Walk, value: str):
     """(softmax output, bias, nodes) of the fully-masked-row guard making ``value``."""
     where = w.back(value, "Where")
-    if where is None or len(where["inputs"]) != 3 or w.scalar(where["inputs"][1]) != 0.0:
+    if where is None or len(where.inputs) != 3 or w.scalar(where.inputs[1]) != 0.0:
         return None
-    test = w.back(where["inputs"][0], "IsInf")
-    if test is None or test["attrs"].get("detect_positive", 1) != 0 or \
-            test["attrs"].get("detect_negative", 1) != 1:
+    test = w.back(where.inputs[0], "IsInf")
+    if test is None or test.attrs.get("detect_positive", 1) != 0 or \
+            test.attrs.get("detect_negative", 1) != 1:
         return None
-    peak = w.back(test["inputs"][0], "ReduceMax")
-    bias = peak and peak["inputs"][0]
+    peak = w.back(test.inputs[0], "ReduceMax")
+    bias = peak and peak.inputs[0]
     shape = bias and w.shape(bias)
-    if not shape or peak["attrs"].get("keepdims", 1) != 1 or _axes(w, peak) not in (
+    if not shape or peak.attrs.get("keepdims", 1) != 1 or _axes(w, peak) not in (
             [-1], [len(shape) - 1]):
         return None
-    return where["inputs"][2], bias, [where, test, peak]
+    return where.inputs[2], bias, [where, test, peak]
 
 
-def _axes(w: Walk, node: dict) -> list | None:
-    axes = node["attrs"].get("axes")
-    if axes is None and len(node["inputs"]) > 1:
-        data = w.const(node["inputs"][1])
+def _axes(w: Walk, node: OnnxNode) -> list | None:
+    axes = node.attrs.get("axes")
+    if axes is None and len(node.inputs) > 1:
+        data = w.const(node.inputs[1])
         axes = None if data is None else data.reshape(-1).tolist()
     return axes
 
@@ -49,12 +50,12 @@ def split_bias(w: Walk, bias: str, q: str, k: str) -> tuple | None:
     parts, band, uses = [], None, 2
     while True:
         made = w.back(bias, "Add", uses)
-        data = made and w.const(made["inputs"][1])
+        data = made and w.const(made.inputs[1])
         if data is None or data.ndim != 2:
             break
         band = data if band is None else band + data
         parts.append(made)
-        bias, uses = made["inputs"][0], 1
+        bias, uses = made.inputs[0], 1
     attrs = {} if band is None else {"_band": band}
     mask = _boolean(w, bias, q, uses)
     if mask is not None:
@@ -72,11 +73,11 @@ def split_bias(w: Walk, bias: str, q: str, k: str) -> tuple | None:
 def _boolean(w: Walk, value: str, q: str, uses: int) -> str | None:
     """The boolean mask of ``Where(mask, 0, -inf)`` making ``value``, else None."""
     where = w.back(value, "Where", uses)
-    if where is None or w.dtypes.get(where["inputs"][0]) != "bool" or \
+    if where is None or w.dtypes.get(where.inputs[0]) != "bool" or \
             w.dtypes.get(value) != w.dtypes.get(q):
         return None
-    zero, low = (w.scalar(v) for v in where["inputs"][1:])
-    return where["inputs"][0] if zero == 0.0 and low is not None and np.isneginf(low) else None
+    zero, low = (w.scalar(v) for v in where.inputs[1:])
+    return where.inputs[0] if zero == 0.0 and low is not None and np.isneginf(low) else None
 
 
 def split_past(w: Walk, k: str, v: str) -> tuple | None:
@@ -86,40 +87,40 @@ def split_past(w: Walk, k: str, v: str) -> tuple | None:
     found = []
     for value in (k, v):
         node = w.made.get(value)
-        past = node and node["op_type"] == "Concat" and not node["domain"] and \
-            len(node["inputs"]) == 2 and node["inputs"][0]
+        past = node and node.op_type == "Concat" and not node.domain and \
+            len(node.inputs) == 2 and node.inputs[0]
         shape = past and w.shape(past)
-        if not shape or len(shape) != 4 or node["attrs"].get("axis") not in (2, -2):
+        if not shape or len(shape) != 4 or node.attrs.get("axis") not in (2, -2):
             return None
         found.append(node)
-    news = tuple(n["inputs"][1] for n in found)
+    news = tuple(n.inputs[1] for n in found)
     if any(len(w.shape(x) or []) not in (3, 4) for x in news):
         return None
-    return news, tuple(n["inputs"][0] for n in found), found
+    return news, tuple(n.inputs[0] for n in found), found
 
 
 def split_softcap(w: Walk, scores: str) -> tuple:
     """(raw scores, {"softcap": c}, nodes) of ``Mul(Tanh(Div(s, c)), c)``, else (scores, {},
     [])."""
     mul = w.back(scores, "Mul")
-    tanh = mul and w.back(mul["inputs"][0], "Tanh")
-    div = tanh and w.back(tanh["inputs"][0], "Div")
-    cap = div and w.scalar(div["inputs"][1])
-    if not cap or cap <= 0 or w.scalar(mul["inputs"][1]) != cap:
+    tanh = mul and w.back(mul.inputs[0], "Tanh")
+    div = tanh and w.back(tanh.inputs[0], "Div")
+    cap = div and w.scalar(div.inputs[1])
+    if not cap or cap <= 0 or w.scalar(mul.inputs[1]) != cap:
         return scores, {}, []
-    return div["inputs"][0], {"softcap": cap}, [mul, tanh, div]
+    return div.inputs[0], {"softcap": cap}, [mul, tanh, div]
 
 
 def unrepeat(w: Walk, value: str) -> tuple | None:
     """(kv, groups, nodes) of ``Reshape(Tile(Unsqueeze(kv, [2]), [1, 1, g, 1, 1]),
     [b, h * g, s, d])``: each kv head read by g query heads in a row (grouped heads)."""
     view = w.back(value, "Reshape")
-    tile = view and w.back(view["inputs"][0], "Tile")
-    grow = tile and w.back(tile["inputs"][0], "Unsqueeze")
-    axes = grow and w.const(grow["inputs"][1]) if grow and len(grow["inputs"]) > 1 else None
-    reps, dims = (w.const(tile["inputs"][1]), w.const(view["inputs"][1])) if axes is not None \
+    tile = view and w.back(view.inputs[0], "Tile")
+    grow = tile and w.back(tile.inputs[0], "Unsqueeze")
+    axes = grow and w.const(grow.inputs[1]) if grow and len(grow.inputs) > 1 else None
+    reps, dims = (w.const(tile.inputs[1]), w.const(view.inputs[1])) if axes is not None \
         else (None, None)
-    kv = grow and grow["inputs"][0]
+    kv = grow and grow.inputs[0]
     shape = kv and w.shape(kv)
     if reps is None or dims is None or not shape or len(shape) != 4 or \
             axes.reshape(-1).tolist() not in ([2], [-3]) or reps.size != 5:
@@ -131,7 +132,7 @@ def unrepeat(w: Walk, value: str) -> tuple | None:
     return kv, groups, [view, tile, grow]
 
 
-def band_attrs(data, opset: int, offset: int = 0) -> dict | None:
+def band_attrs(data, opset: int, offset: int = 0) -> OnnxNode | None:
     """Attention attrs of a constant [q, kv] 0 / -inf bias that allows key j for query i
     iff (is_causal: j <= i), (left_window_size l: i - j <= l), (right_window_size r:
     j - i <= r), else None (window sizes from opset 25 on); query i is i + ``offset``."""

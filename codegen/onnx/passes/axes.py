@@ -15,7 +15,8 @@ import itertools
 
 import numpy as np
 
-from .ops import Walk
+from ..node import OnnxNode
+from .walk import Walk
 
 __all__ = ["fold_runtime_axes"]
 
@@ -24,35 +25,32 @@ _REDUCES = {"ReduceMax", "ReduceMin", "ReduceSum", "ReduceMean", "ReduceProd", "
 _MAX_CASES = 4096  # axes values to try; a larger domain stays spelled out
 
 
-def fold_runtime_axes(nodes: list[dict], consts: dict, keep: set, shapes: dict, dtypes: dict,
-                      opset: int) -> list[dict]:
-    walk = Walk(nodes, consts, keep, shapes, dtypes, opset)
-    for node in nodes:
-        if node["op_type"] in _REDUCES and not node["domain"]:
-            _fold_at(walk, node)
-    for node in nodes:
-        if node["op_type"] == "Reshape" and not node["domain"]:
-            _squeeze_at(walk, node)
-    return nodes
+def fold_runtime_axes(w: Walk) -> None:
+    for node in w.nodes():
+        if node.op_type in _REDUCES and not node.domain:
+            _fold_at(w, node)
+    for node in w.nodes():
+        if node.op_type == "Reshape" and not node.domain:
+            _squeeze_at(w, node)
 
 
-def _squeeze_at(w: Walk, node: dict) -> None:
+def _squeeze_at(w: Walk, node: OnnxNode) -> None:
     """Reshape(x, dims computed from the axes) -> Unsqueeze(x, axes) or Squeeze(x, axes),
     whichever the dims are for every valid axes value."""
-    shape = w.shape(node["inputs"][0])
-    axes = shape and not any(d < 0 for d in shape) and axes_input(w, node["inputs"][1])
+    shape = w.shape(node.inputs[0])
+    axes = shape and not any(d < 0 for d in shape) and axes_input(w, node.inputs[1])
     if not axes:
         return
     rank, count = len(shape), w.shape(axes)[0]
     grown = domain_of(rank + count, count)
-    if grown and computes(w, node["inputs"][1], axes, grown, rank + count,
+    if grown and computes(w, node.inputs[1], axes, grown, rank + count,
                            lambda a: _unsqueezed(shape, a)):
-        node.update(op_type="Unsqueeze", inputs=[node["inputs"][0], axes], attrs={})
+        w.rewrite(node, op_type="Unsqueeze", inputs=[node.inputs[0], axes], attrs={})
         return
     ones = [v for v in domain_of(rank, count) or () if all(shape[a % rank] == 1 for a in v)]
-    if ones and computes(w, node["inputs"][1], axes, ones, rank,
+    if ones and computes(w, node.inputs[1], axes, ones, rank,
                           lambda a: [d for i, d in enumerate(shape) if i not in a]):
-        node.update(op_type="Squeeze", inputs=[node["inputs"][0], axes], attrs={})
+        w.rewrite(node, op_type="Squeeze", inputs=[node.inputs[0], axes], attrs={})
 
 
 def _unsqueezed(shape: list[int], axes: set) -> list[int]:
@@ -60,44 +58,42 @@ def _unsqueezed(shape: list[int], axes: set) -> list[int]:
     return [1 if i in axes else next(dims) for i in range(len(shape) + len(axes))]
 
 
-def odd_axes(w: Walk, node: dict) -> list[int] | None:
-    axes = node["attrs"].get("axes")
-    if axes is None and len(node["inputs"]) > 1:
-        data = w.const(node["inputs"][1])
+def odd_axes(w: Walk, node: OnnxNode) -> list[int] | None:
+    axes = node.attrs.get("axes")
+    if axes is None and len(node.inputs) > 1:
+        data = w.const(node.inputs[1])
         axes = None if data is None else data.reshape(-1).tolist()
     return axes
 
 
-def _fold_at(w: Walk, node: dict) -> None:
-    view = w.back(node["inputs"][0], "Reshape")
-    x = view and view["inputs"][0]
+def _fold_at(w: Walk, node: OnnxNode) -> None:
+    view = w.back(node.inputs[0], "Reshape")
+    x = view and view.inputs[0]
     shape = x and w.shape(x)
-    if not shape or any(d < 0 for d in shape) or node["attrs"].get("keepdims", 1) or \
+    if not shape or any(d < 0 for d in shape) or node.attrs.get("keepdims", 1) or \
             odd_axes(w, node) != list(range(1, 2 * len(shape), 2)) or \
-            (w.opset < 18 and node["op_type"] != "ReduceSum"):
+            (w.opset < 18 and node.op_type != "ReduceSum"):
         return
-    axes = axes_input(w, view["inputs"][1])
+    axes = axes_input(w, view.inputs[1])
     if axes is None:
         return
     rank = len(shape)
     domain = domain_of(rank, w.shape(axes)[0])
-    if domain is None or not computes(w, view["inputs"][1], axes, domain, rank,
+    if domain is None or not computes(w, view.inputs[1], axes, domain, rank,
                                        lambda a: interleaved(shape, a)):
         return
     end, keepdims = node, 1
-    tail = _only_reader(w, node["outputs"][0], "Reshape")
-    if tail is not None and computes(w, tail["inputs"][1], axes, domain, rank,
+    tail = _only_reader(w, node.outputs[0], "Reshape")
+    if tail is not None and computes(w, tail.inputs[1], axes, domain, rank,
                                       lambda a: [d for i, d in enumerate(shape) if i not in a]):
         end, keepdims = tail, 0
-    parts = [view] + ([node] if end is not node else [])
-    w.kill(*parts)
-    end.update(op_type=node["op_type"], inputs=[x, axes], domain="",
-               attrs={"keepdims": keepdims})
+    w.rewrite(end, [view, node], op_type=node.op_type, inputs=[x, axes], domain="",
+              attrs={"keepdims": keepdims})
 
 
-def _only_reader(w: Walk, value: str, op_type: str) -> dict | None:
+def _only_reader(w: Walk, value: str, op_type: str) -> OnnxNode | None:
     readers = w.users.get(value, [])
-    if value in w.keep or len(readers) != 1 or readers[0]["op_type"] != op_type:
+    if value in w.keep or len(readers) != 1 or readers[0].op_type != op_type:
         return None
     return readers[0]
 
@@ -138,10 +134,10 @@ def graph_leaves(w: Walk, values: list) -> set | None:
         if node is None:
             if w.const(v) is None:
                 leaves.add(v)
-        elif node["domain"]:
+        elif node.domain:
             return None
         else:
-            stack.extend(node["inputs"])
+            stack.extend(node.inputs)
     return leaves
 
 
@@ -174,15 +170,14 @@ def evaluator(w: Walk, value: str, axes: str):
             continue
         seen.add(id(node))
         order.append(node)
-        stack.extend(i for i in node["inputs"] if i)
-    position = {id(n): i for i, n in enumerate(w.made.values())}
-    order.sort(key=lambda n: position.get(id(n), 0))
-    used = {i for n in order for i in n["inputs"] if i}
+        stack.extend(i for i in node.inputs if i)
+    order.sort(key=w.graph.position)
+    used = {i for n in order for i in n.inputs if i}
     inits = [numpy_helper.from_array(np.asarray(w.const(v)), v) for v in sorted(used)
              if w.const(v) is not None]
     try:
         graph = helper.make_graph(
-            [helper.make_node(n["op_type"], n["inputs"], n["outputs"], **n["attrs"])
+            [helper.make_node(n.op_type, n.inputs, n.outputs, **n.attrs)
              for n in order], "shape",
             [helper.make_tensor_value_info(axes, TensorProto.INT64, None)],
             [helper.make_tensor_value_info(value, TensorProto.UNDEFINED, None)], inits)

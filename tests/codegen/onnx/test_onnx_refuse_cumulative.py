@@ -49,8 +49,9 @@ def _chain(wrap: bool, swap: bool):
     rows = [("CumSum", ["x", "a0"], "c0"), ("CumSum", ["x", "a1"], "c1"),
             ("Mod", ["axis", "two"], "m"), ("Equal", ["m" if wrap else "axis", "zero"], "is0"),
             ("Where", ["is0", *picked], "y")]
-    return [{"op_type": op, "inputs": ins, "outputs": [out], "attrs": {}, "domain": "",
-             "name": out} for op, ins, out in rows]
+    from msc.codegen.onnx.node import OnnxNode
+
+    return [OnnxNode(op, ins, [out], name=out) for op, ins, out in rows]
 
 
 @pytest.mark.parametrize("wrap, swap, folds", [(True, False, True), (True, True, False),
@@ -58,11 +59,14 @@ def _chain(wrap: bool, swap: bool):
 def test_only_the_right_choice_folds(wrap, swap, folds):
     """Unwrapped, axis -2 picks the CumSum along 1: wrong for one axis value, no fold."""
     from msc.codegen.onnx.passes.cumulative import fold_runtime_cumulative
+    from msc.codegen.onnx.passes.walk import Walk
 
     consts = {"a0": np.asarray([0]), "a1": np.asarray([1]), "zero": np.asarray(0),
               "two": np.asarray(2)}
     shapes, dtypes = {"x": [2, 3], "axis": []}, {"x": "float32", "axis": "int64"}
-    out = fold_runtime_cumulative(_chain(wrap, swap), consts, {"y"}, shapes, dtypes, 18)
-    assert (out[-1]["op_type"] == "CumSum") == folds
+    walk = Walk.of(_chain(wrap, swap), consts, {"y"}, shapes, dtypes, 18)
+    fold_runtime_cumulative(walk)
+    last = walk.graph.nodes[-1]
+    assert (last.op_type == "CumSum") == folds
     if folds:
-        assert out[-1]["inputs"] == ["x", "axis"]
+        assert last.inputs == ["x", "axis"]

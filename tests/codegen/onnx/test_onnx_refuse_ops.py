@@ -84,14 +84,16 @@ def _axes_graph(shape_nodes):
     over the odd axes (how the importer spells ReduceMax(x, axes, keepdims=1))."""
     rows = shape_nodes + [("Reshape", ["x", "shape"], "view", {}),
                           ("ReduceMax", ["view", "odd"], "y", {"keepdims": 0})]
-    return [{"op_type": op, "inputs": ins, "outputs": [out], "attrs": attrs, "domain": "",
-             "name": out} for op, ins, out, attrs in rows]
+    from msc.codegen.onnx.node import OnnxNode
+
+    return [OnnxNode(op, ins, [out], name=out, attrs=attrs) for op, ins, out, attrs in rows]
 
 
 def test_run_time_axes_fold_only_when_the_shapes_check_out():
     import numpy as np
 
     from msc.codegen.onnx.passes.axes import fold_runtime_axes
+    from msc.codegen.onnx.passes.walk import Walk
 
     consts = {"i0": np.asarray([0]), "zero": np.asarray([0]), "two": np.asarray([2]),
               "zeros": np.zeros(4, np.int64), "first": np.asarray([1, 2, 3, 1]),
@@ -102,13 +104,16 @@ def test_run_time_axes_fold_only_when_the_shapes_check_out():
         ("Gather", ["axes", "i0"], "g", {"axis": 0}), ("Less", ["g", "zero"], "neg", {}),
         ("Add", ["g", "two"], "up", {}), ("Where", ["neg", "up", "g"], "a", {}),
         ("Equal", ["a", "zero"], "is0", {}), ("Where", ["is0", "first", "second"], "shape", {})])
-    out = fold_runtime_axes(right, consts, {"y"}, shapes, dtypes, 18)
-    folded = [n for n in out if not n["outputs"][0].endswith(".unused")][-1]
-    assert (folded["op_type"], folded["inputs"], folded["attrs"]) == (
+    walk = Walk.of(right, consts, {"y"}, shapes, dtypes, 18)
+    fold_runtime_axes(walk)
+    folded = walk.graph.nodes[-1]
+    assert (folded.op_type, folded.inputs, folded.attrs) == (
         "ReduceMax", ["x", "axes"], {"keepdims": 1})
+    assert "view" not in walk.made  # the Reshape is gone
     # right for axes [1] only: stays spelled out
     wrong = _axes_graph([("Gather", ["axes", "i0"], "g", {"axis": 0}),
                          ("Mul", ["g", "zeros"], "m", {}), ("Add", ["m", "second"], "shape", {})])
-    out = fold_runtime_axes(wrong, consts, {"y"}, shapes, dtypes, 18)
-    assert [n["op_type"] for n in out][-2:] == ["Reshape", "ReduceMax"]
-    assert not any(n["outputs"][0].endswith(".unused") for n in out)
+    walk = Walk.of(wrong, consts, {"y"}, shapes, dtypes, 18)
+    fold_runtime_axes(walk)
+    assert [n.op_type for n in walk.graph.nodes] == [n.op_type for n in wrong]
+    assert walk.graph.nodes[-1].inputs == ["view", "odd"]
