@@ -137,6 +137,9 @@ class ExprParser:
             return self.attr_dict(node)
         if isinstance(node, ast.Constant) or is_literal(node):
             return self.constant(node)
+        if isinstance(node, ast.Name) and isinstance(self.py_env.get(node.id), str) and \
+                not any(node.id in frame for frame in self.frames):
+            return self.py_env[node.id]  # a string held in a Python variable of the scope
         if isinstance(node, ast.Name) and isinstance(self.lookup(node), Buffer):
             return self.lookup(node)
         value = self.expr(node)
