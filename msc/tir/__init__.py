@@ -76,4 +76,8 @@ def __getattr__(name):
         from ..s_tir import schedule
 
         return getattr(schedule, name)
+    if name == "TensorIntrin":  # tvm.tir.TensorIntrin, registered in msc/s_tir
+        from ..s_tir import tensor_intrin
+
+        return tensor_intrin.TensorIntrin
     raise AttributeError(f"module 'msc.tir' has no attribute {name!r}")

@@ -59,6 +59,10 @@ class PrimExpr:
         object.__setattr__(self, name, value)
 
     # Arithmetic builds simplified expressions.
+    def astype(self, dtype: str) -> PrimExpr:
+        """``Cast(dtype, self)`` (TVM's ``expr.astype``; the same dtype gives ``self``)."""
+        return self if dtype == self.dtype else Cast(dtype, self)
+
     def __add__(self, o): return add(self, o)
     def __radd__(self, o): return add(o, self)
     def __sub__(self, o): return sub(self, o)

@@ -96,6 +96,13 @@ class ExprParser:
             return var
         raise self.error(node, f"undefined name {node.id!r} in prim func")
 
+    def declare_vars(self, decls: list) -> None:
+        """``n = T.int32()`` in a body (TVM's declared vars, e.g. a match_buffer's
+        ``elem_offset``): a var of that name unless one is in scope already."""
+        for name, dtype in decls:
+            if not any(name in frame for frame in self.frames):
+                self.frames[-1][name] = E.Var(name, dtype)
+
     def buffer(self, node: ast.expr) -> Buffer:
         value = self.lookup(node) if isinstance(node, ast.Name) else None
         if not isinstance(value, Buffer):

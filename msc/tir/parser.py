@@ -262,8 +262,8 @@ class _FuncParser(ExprParser):
         if isinstance(target, ast.Subscript):
             return self._store(target, value)
         name = t_name(value.func) if isinstance(value, ast.Call) else None
-        if sym_var_decls(node, typevar=False):
-            return None  # predeclared symbolic var(s)
+        if decls := sym_var_decls(node, typevar=False):
+            return self.declare_vars(decls)  # predeclared symbolic var(s)
         if name == "match_buffer":
             return self._match_buffer(node, target, value, top)
         if name in _ALLOCS:

@@ -22,6 +22,7 @@ import random
 from ...errors import MSCError, ScheduleError
 from ...tir import expr as E
 from ...tir.function import PrimFunc
+from ..tensor_intrin import TensorIntrin
 from . import axes as AX
 from . import blockize as BZ
 from . import blocks as B
@@ -34,6 +35,7 @@ from . import loops as L
 from . import partition as PT
 from . import reindex as RX
 from . import rfactor as RF
+from . import tensorize as TZ
 from .queries import QueryMixin
 from .rvs import RV, BlockRV, ExprRV, LoopRV, RVNotFoundError, SBlockRV
 from .trace import Instruction, Trace
@@ -365,6 +367,18 @@ class Schedule(QueryMixin):
         rv = self._new(BlockRV, "block", (func_name, name))
         self._record("Blockize", [target], [bool(preserve_unit_iters)], [rv])
         return rv
+
+    def tensorize(self, block_or_loop, tensor_intrin: str,
+                  preserve_unit_iters: bool = True) -> None:
+        """Replace the computation under a loop (blockized first) or in a block by the
+        implementation of the registered ``TensorIntrin`` (``tensorize.py``)."""
+        rv = self._as_block(block_or_loop) if isinstance(block_or_loop, str) else block_or_loop
+        kind, (func_name, ref) = self._lookup(rv)
+        intrin = TensorIntrin.get(str(tensor_intrin))
+        func, _ = self._apply("tensorize", TZ.tensorize, self._funcs[func_name], (kind, ref),
+                              intrin, str(tensor_intrin), bool(preserve_unit_iters))
+        self._funcs[func_name] = func
+        self._record("Tensorize", [rv], [str(tensor_intrin), bool(preserve_unit_iters)], [])
 
     def compute_inline(self, block: BlockRV | str) -> None:
         """Inline a block that computes an intermediate buffer into its consumers."""

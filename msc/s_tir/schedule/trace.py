@@ -65,6 +65,7 @@ INSTRUCTIONS = {
     "GetConsumers": ("get_consumers", []),
     "GetOutputBlocks": ("get_output_blocks", ["scope_block"]),  # attr only for "root"
     "GetChildBlocks": ("get_child_blocks", []),
+    "Tensorize": ("tensorize", ["tensor_intrin", "preserve_unit_iters"]),
     "Annotate": ("annotate", ["ann_key"]),  # inputs: the block or loop, the value
     "AnnotateBufferAccess": ("annotate_buffer_access", ["buffer_index", "buf_type",
                                                         "gen_new_ranges"]),
@@ -332,6 +333,7 @@ _FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline":
           "TransformBlockLayout": "block", "TransformLayout": "block", "Blockize": "target",
           "UnsafeSetDType": "block", "AnnotateBufferAccess": "block",
           "AddUnitLoop": "block_or_loop", "GetChildBlocks": "block_or_loop",
+          "Tensorize": "block_or_loop",
           "GetProducers": "block", "GetConsumers": "block", "GetOutputBlocks": "scope_block",
           "Annotate": "block_or_loop", "Unannotate": "block_or_loop"}
 
