@@ -298,8 +298,7 @@ class ExprParser:
                 isinstance(node.func.value, ast.Name):
             return self._access_ptr(node)
         name = t_name(node.func)
-        if name is None and isinstance(node.func, ast.Name) and \
-                callable(self.py_env.get(node.func.id)) and not node.keywords:
+        if name is None and self._py_callee(node.func) is not None:
             return self._py_call(node)
         if name is None:
             raise self.error(node.func, f"unknown function {ast.unparse(node.func)} in a prim "
@@ -320,17 +319,33 @@ class ExprParser:
                                  f"not dtype={dtype!r}", hint="cast with T.Cast(dtype, x)")
         return value
 
+    def _py_callee(self, func: ast.expr):
+        """The Python function ``func`` names: a callable of the enclosing scope, or one
+        that such a callable returns for constant arguments (``make(32)(x, y)``)."""
+        if isinstance(func, ast.Name):
+            fn = self.py_env.get(func.id)
+            return fn if callable(fn) and not any(func.id in f for f in self.frames) else None
+        if isinstance(func, ast.Call) and not func.keywords and \
+                all(is_literal(a) for a in func.args):
+            maker = self._py_callee(func.func)
+            if maker is not None:
+                made = maker(*[self.constant(a) for a in func.args])
+                return made if callable(made) else None
+        return None
+
     def _py_call(self, node: ast.Call) -> E.PrimExpr:
-        """A Python function of the enclosing scope called on parsed arguments: its result
-        (built with ``T.*`` on PrimExprs) is the value."""
-        fn = self.py_env[node.func.id]
+        """A Python function of the enclosing scope called on parsed arguments (keyword
+        arguments are constants): its result (built on PrimExprs) is the value."""
+        fn = self._py_callee(node.func)
         try:
-            value = fn(*[self.expr(a) for a in node.args])
+            kwargs = {k.arg: self.constant(k.value) for k in node.keywords}
+            args = [self.constant(a) if is_literal(a) else self.expr(a) for a in node.args]
+            value = fn(*args, **kwargs)  # literals as Python values, as TVM's parser passes
             return E.convert(value)
         except ParseError:
             raise
         except Exception as exc:  # the user's function: report it at the call  # noqa: BLE001
-            raise self.error(node, f"calling {node.func.id}(...) failed: "
+            raise self.error(node, f"calling {ast.unparse(node.func)}(...) failed: "
                                    f"{type(exc).__name__}: {exc}") from None
 
     def _access_ptr(self, node: ast.Call) -> E.PrimExpr:

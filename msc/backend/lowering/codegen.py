@@ -438,7 +438,7 @@ def _view(self, s: BufferView) -> None:
 
 _STMTS = {
     BufferView: _view,
-    RegionView: lambda self, s: tensor_calls.emit_region_view(self, s.view, s.base, s.starts),
+    RegionView: lambda self, s: tensor_calls.emit_region_view(self, s.view, s.base, s.region),
     SeqStmt: _FuncEmitter._seq,
     LetStmt: _FuncEmitter._let,
     BufferStore: _FuncEmitter._store,

@@ -72,8 +72,7 @@ def _if(s: IfThenElse) -> Stmt:
 def _block(b: SBlock) -> Stmt:
     stmts = [LetStmt(iv.var, iv.binding) for iv in b.iter_vars]
     stmts += [AllocBuffer(buf) for buf in b.alloc_buffers]
-    stmts += [RegionView(view, region.buffer, tuple(lo for lo, _ in region.region))
-              for view, region in b.match_buffers]
+    stmts += [RegionView(view, region.buffer, region.region) for view, region in b.match_buffers]
     inner = []
     if b.init is not None:
         conds = [E.BinaryOp("EQ", iv.var, iv.min) for iv in b.iter_vars if iv.kind == "reduce"]
@@ -247,12 +246,13 @@ def _stride_cost(access, binds: dict, var: E.Var) -> int:
 
 @dataclass(frozen=True)
 class RegionView(Stmt):
-    """``view`` is the tile of ``base`` starting at ``starts`` (a block's ``T.match_buffer``,
-    as ``tensorize`` writes them), with ``view``'s strides; for the rest of the sequence."""
+    """``view`` is the tile ``region`` of ``base`` (a block's ``T.match_buffer``, as
+    ``tensorize`` writes them), walked with ``base``'s strides; for the rest of the
+    sequence."""
 
     view: Buffer
     base: Buffer
-    starts: tuple
+    region: tuple
 
 
 # ----------------------------------------------------------------------- spatial loop fusion

@@ -30,14 +30,37 @@ def host_vnni() -> bool:
     return t.has("avx512vnni") and t.has("avx512bw")
 
 
-def emit_region_view(em, view, base, starts) -> None:
-    """Bind ``view`` to the tile of ``base`` starting at ``starts`` (``T.match_buffer``)."""
-    ptr = em.address(base, starts)
-    kept = list(view.strides) if view.strides is not None else None
-    if kept is None:
-        raise BuildError(f"match_buffer {view.name!r} has no strides", op=em.func.name)
-    em.bufs[view.name] = (ptr, [em.index(d) for d in view.shape], [em.index(s) for s in kept])
-    em.tile_strides[view.name] = [E.as_int(s) for s in kept]
+def emit_region_view(em, view, base, region) -> None:
+    """Bind ``view`` to the tile ``region`` of ``base`` (``T.match_buffer``): a pointer to
+    its first element; the view's dims other than 1 take, in order, the strides of the
+    region's dims other than 1 (TVM's LowerMatchBuffer binds them so)."""
+    ptr = em.address(base, [lo for lo, _ in region])
+    parent = _strides(base)
+    wide = [parent[k] for k, (lo, hi) in enumerate(region) if not _unit(lo, hi)]
+    if len(wide) != sum(E.as_int(d) != 1 for d in view.shape):
+        raise BuildError(f"match_buffer {view.name!r}: its shape does not fit the region of "
+                         f"{base.name!r}", op=em.func.name)
+    it = iter(wide)
+    strides = [E.IntImm(1, "int64") if E.as_int(d) == 1 else next(it) for d in view.shape]
+    if view.strides is not None:
+        strides = list(view.strides)
+    em.bufs[view.name] = (ptr, [em.index(d) for d in view.shape],
+                          [em.index(s) for s in strides])
+    em.tile_strides[view.name] = [E.as_int(s) for s in strides]
+
+
+def _unit(lo, hi) -> bool:
+    return hi is None or E.as_int(E.canonicalize(E.sub(hi, lo))) == 1
+
+
+def _strides(buf) -> list:
+    if buf.strides is not None:
+        return list(buf.strides)
+    out, step = [], E.IntImm(1, "int64")
+    for d in reversed(buf.shape):
+        out.insert(0, step)
+        step = E.mul(step, d)
+    return out
 
 
 def emit_call(em, call: E.PrimCall) -> bool:

@@ -55,7 +55,7 @@ class Schedule(QueryMixin):
         prims = [n for n, f in self._funcs.items() if isinstance(f, PrimFunc)]
         if not prims:
             raise ScheduleError("a Schedule needs a module with at least one T.prim_func")
-        self.func_working_on = prims[0] if len(prims) == 1 else None
+        self.func_working_on = FuncName(prims[0]) if len(prims) == 1 else None
         self._rng = random.Random(seed)
         self.trace = Trace()
         self._rvs: dict = {}      # key -> (kind, payload)
@@ -90,7 +90,7 @@ class Schedule(QueryMixin):
 
     def work_on(self, func_name: str) -> None:
         self._func(func_name)
-        self.func_working_on = func_name
+        self.func_working_on = FuncName(func_name)
 
     def show(self) -> None:
         print(self.mod.script())
@@ -509,6 +509,16 @@ class Schedule(QueryMixin):
     def _record(self, kind: str, inputs: list, attrs: list, outputs: list,
                 decision=None) -> None:
         self.trace.append(Instruction(kind, inputs, attrs, outputs), decision)
+
+
+class FuncName(str):
+    """The name of the function a schedule works on; equal to its GlobalVar too (TVM's
+    ``sch.func_working_on`` is the GlobalVar)."""
+
+    def __eq__(self, other) -> bool:
+        return str.__eq__(self, getattr(other, "name_hint", other))
+
+    __hash__ = str.__hash__
 
 
 class WorkOnError(ScheduleError, ValueError):

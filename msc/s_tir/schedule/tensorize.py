@@ -249,7 +249,7 @@ def _replace_body(func: PrimFunc, outer: SBlock, intrin, tiles: dict) -> SBlock:
         if not isinstance(dparam, Buffer) or dparam.name not in tiles:
             continue
         _, tbuf, region = tiles[dparam.name]
-        sub = _sub_buffer(iparam, tbuf, region, taken)
+        sub = _sub_buffer(iparam, tbuf, taken)
         buffers[iparam.name] = sub
         names[f"{iparam.name}.data"] = E.Var(f"{sub.name}.data", "handle")
         names[f"{iparam.name}.elem_offset"] = E.Var(f"{sub.name}.elem_offset", "int32")
@@ -263,29 +263,15 @@ def _replace_body(func: PrimFunc, outer: SBlock, intrin, tiles: dict) -> SBlock:
                    annotations=notes)
 
 
-def _sub_buffer(iparam: Buffer, tbuf: Buffer, region: list, taken: set) -> Buffer:
-    strides = _strides(tbuf)
-    kept = [strides[k] for k, (_, ext) in enumerate(region) if ext > 1]
-    dims = [E.as_int(d) for d in iparam.shape]
-    full, it = [], iter(kept)
-    for d in dims:
-        full.append(next(it) if d != 1 else E.IntImm(1, "int32"))
+def _sub_buffer(iparam: Buffer, tbuf: Buffer, taken: set) -> Buffer:
+    """The implementation's buffer as a view of the tile (its strides are the parent's,
+    bound when the block is lowered, as TVM's match_buffer leaves them)."""
     name = f"{tbuf.name}_{iparam.name}"
     k = 1
     while name in taken:
         name, k = f"{tbuf.name}_{iparam.name}_{k}", k + 1
     taken.add(name)
-    return Buffer(name, iparam.shape, iparam.dtype, strides=tuple(full), scope=tbuf.scope)
-
-
-def _strides(buf: Buffer) -> list:
-    if buf.strides is not None:
-        return list(buf.strides)
-    out, step = [], E.IntImm(1, "int32")
-    for d in reversed(buf.shape):
-        out.insert(0, step)
-        step = E.mul(step, d)
-    return out
+    return Buffer(name, iparam.shape, iparam.dtype, scope=tbuf.scope)
 
 
 def _region(region: list) -> tuple:
