@@ -120,3 +120,29 @@ def test_other_targets_intrinsics_are_refused_as_value_errors():
     with pytest.raises(ValueError, match="Arm"):
         TensorIntrin.get(ARM_DOT_4x4_i8_SDOT_INTRIN)
     assert TensorIntrin.get("no_such_intrin", allow_missing=True) is None
+
+
+def test_tile_with_tensor_intrin_puts_the_tile_innermost():
+    from msc.s_tir.schedule.transform import tile_with_tensor_intrin
+
+    sch = s_tir.Schedule(_matmul())
+    block = sch.get_sblock("compute")
+    sch.transform_layout(block, "W", lambda i, j: [i // 16, j // 4, i % 16, j % 4])
+    loop = tile_with_tensor_intrin(sch, block, VNNI_DOT_16x4_INTRIN)
+    assert [sch.get(lp).extent.value for lp in sch.get_loops(block)] == [M, N // 16, K // 4,
+                                                                         16, 4]
+    assert sch.get(loop) is sch.get(sch.get_loops(block)[3])
+    sch.decompose_reduction(block, sch.get_loops(block)[2])
+    sch.tensorize(loop, VNNI_DOT_16x4_INTRIN)
+    x, w, packed = _data()
+    out = np.zeros((M, N), "int32")
+    compile_prim_func(sch.mod["main"])(x, packed, out)
+    np.testing.assert_array_equal(out, x.astype("int32") @ w.astype("int32").T)
+
+
+def test_tile_with_tensor_intrin_without_a_mapping_is_none():
+    from msc.s_tir.schedule.transform import tile_with_tensor_intrin
+
+    func = _matmul("int8")  # no uint8 operand: nothing plays the description's A
+    sch = s_tir.Schedule(func)
+    assert tile_with_tensor_intrin(sch, sch.get_sblock("compute"), VNNI_DOT_16x4_INTRIN) is None
