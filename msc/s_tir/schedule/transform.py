@@ -86,11 +86,16 @@ def _iter_mapping(desc_block: SBlock, target: SBlock) -> dict | None:
         if len(t_idx) < len(d_idx):
             return None
         for d, t in zip(d_idx, t_idx[len(t_idx) - len(d_idx):]):
-            if isinstance(d, E.Var) and d.name in d_kinds and isinstance(t, E.Var) and \
-                    t.name in t_ivs and t_ivs[t.name].kind == d_kinds[d.name]:
-                if found.setdefault(d.name, t_ivs[t.name]) is not t_ivs[t.name]:
-                    return None
+            if _bare_pair(d, t, d_kinds, t_ivs) and \
+                    found.setdefault(d.name, t_ivs[t.name]) is not t_ivs[t.name]:
+                return None
     return found if set(found) == set(d_kinds) else None
+
+
+def _bare_pair(d, t, d_kinds: dict, t_ivs: dict) -> bool:
+    """Both indices a bare iterator of the same kind (spatial / reduce)."""
+    return isinstance(d, E.Var) and d.name in d_kinds and isinstance(t, E.Var) and \
+        t.name in t_ivs and t_ivs[t.name].kind == d_kinds[d.name]
 
 
 def _pairs(desc, target) -> list:
