@@ -90,7 +90,10 @@ class PrimExpr:
     def __neg__(self): return mul(self, -1)
 
     def __eq__(self, other) -> bool:
-        if isinstance(other, (int, float)) and not isinstance(other, bool):
+        if isinstance(other, bool):  # T.bool(True) == True, as in TVM
+            return isinstance(self, IntImm) and self.dtype == "bool" and \
+                bool(self.value) == other
+        if isinstance(other, (int, float)):
             return isinstance(self, (IntImm, FloatImm)) and self.value == other
         return isinstance(other, PrimExpr) and self._key == other._key
 

@@ -34,6 +34,7 @@ from ...tir.function import (
 )
 from . import blockize as BZ
 from .blocks import find_block
+from .region import loads
 from .tree import blocks_in, replace_at, rewrite_stmt, var_names
 
 __all__ = ["tensorize"]
@@ -89,7 +90,12 @@ def _check_loops(desc: list, target: list, name: str) -> None:
 
 
 def _match(d, t, pairs: list, name: str) -> None:
-    """Walk the description and the target in step, collecting buffer access pairs."""
+    """Walk the description and the target in step, collecting buffer access pairs (and
+    integer subexpressions without loads, compared by value: ``vi % 8`` of the description
+    is ``(v_o * 8 + v_i) % 8`` of a blockized block)."""
+    if _index_like(d) and _index_like(t):
+        pairs.append(("value", None, d, None, t))
+        return
     if type(d) is not type(t):
         _mismatch(d, t, name)
     if isinstance(d, (BufferStore, BufferLoad)) and d.buffer.dtype != t.buffer.dtype:
@@ -119,6 +125,11 @@ def _match(d, t, pairs: list, name: str) -> None:
             _match(a, b, pairs, name)
     elif not isinstance(d, E.Var):
         _mismatch(d, t, name)
+
+
+def _index_like(e) -> bool:
+    return isinstance(e, E.PrimExpr) and not isinstance(e, (E.IntImm, BufferLoad)) and \
+        e.dtype.startswith(("int", "uint")) and not loads(e)
 
 
 def _match_operands(d, t, pairs: list, name: str) -> None:
@@ -163,7 +174,10 @@ def _tiles(pairs, desc_loops, desc_block, loops, inner, name: str) -> dict:
     d_bind = {iv.var.name: iv.binding for iv in desc_block.iter_vars}
     t_bind = {iv.var.name: iv.binding for iv in inner.iter_vars}
     tiles: dict = {}
-    for _, dbuf, dind, tbuf, tind in pairs:
+    for kind, dbuf, dind, tbuf, tind in pairs:
+        if kind == "value":
+            _check_value(_subst(dind, d_bind), _subst(tind, t_bind), desc_loops, loops, name)
+            continue
         dind = [_subst(i, d_bind) for i in dind]
         tind = [_subst(i, t_bind) for i in tind]
         region = [_span(i, loops, tbuf.name) for i in tind]
@@ -235,6 +249,24 @@ def _check_tile(dbuf, dind, tbuf, tind, region, desc_loops, loops, name: str) ->
                                     f"order than intrinsic {name!r} reads {dbuf.name}",
                                     key=name, hint="transform the buffer's layout so the "
                                                    "tile is laid out as the intrinsic expects")
+
+
+def _envs(desc_loops: list, loops: list, exprs: list):
+    """(description env, block env) for every inner position at each outer sample."""
+    inner = {lp.var.name for lp in loops}
+    outer = sorted({v.name for e in exprs for v in E.free_vars(e)} - inner)
+    for sample in _SAMPLES:
+        env = dict.fromkeys(outer, sample)
+        for values in itertools.product(*[range(E.as_int(lp.extent)) for lp in loops]):
+            yield ({lp.var.name: E.as_int(lp.min) + v for lp, v in zip(desc_loops, values)},
+                   {**env, **{lp.var.name: E.as_int(lp.min) + v for lp, v in zip(loops, values)}})
+
+
+def _check_value(d, t, desc_loops: list, loops: list, name: str) -> None:
+    for d_env, t_env in _envs(desc_loops, loops, [t]):
+        if int(E.evaluate(d, d_env)) != int(E.evaluate(t, t_env)):
+            raise ScheduleError(f"tensorize: the block computes {_show(t)} where intrinsic "
+                                f"{name!r} computes {_show(d)}", key=name)
 
 
 # ------------------------------------------------------------------------ the new block
