@@ -146,3 +146,50 @@ def test_tile_with_tensor_intrin_without_a_mapping_is_none():
     func = _matmul("int8")  # no uint8 operand: nothing plays the description's A
     sch = s_tir.Schedule(func)
     assert tile_with_tensor_intrin(sch, sch.get_sblock("compute"), VNNI_DOT_16x4_INTRIN) is None
+
+
+def _parity_intrin():
+    from msc.script import tir as T
+
+    @T.prim_func(s_tir=True)
+    def desc(A: T.Buffer((4,), "float32"), C: T.Buffer((4,), "float32")):
+        with T.sblock("root"):
+            for i in range(4):
+                with T.sblock("update"):
+                    vi = T.axis.remap("S", [i])
+                    C[vi] = A[vi] + T.Cast("float32", vi % 2)
+
+    @T.prim_func(s_tir=True)
+    def impl(A: T.Buffer((4,), "float32"), C: T.Buffer((4,), "float32")):
+        with T.sblock("root"):
+            T.evaluate(T.call_extern("int32", "parity_add4", C.data, A.data))
+
+    TensorIntrin.register("test_parity_add4", desc, impl, override=True)
+
+
+def _index_func(modulus):
+    from msc.script import tir as T
+
+    @T.prim_func(s_tir=True)
+    def f(A: T.Buffer((8,), "float32"), C: T.Buffer((8,), "float32")):
+        for i in range(8):
+            with T.sblock("C"):
+                vi = T.axis.remap("S", [i])
+                C[vi] = A[vi] + T.Cast("float32", vi % modulus)
+
+    return f
+
+
+@pytest.mark.parametrize("modulus, fits", [(2, True), (8, False)])
+def test_index_values_are_compared_on_the_tile(modulus, fits):
+    """``vi % 2`` of the intrinsic is ``(v_o * 4 + v_i) % 2`` of the tile; ``% 8`` is not."""
+    _parity_intrin()
+    sch = s_tir.Schedule(_index_func(modulus))
+    (loop,) = sch.get_loops(sch.get_sblock("C"))
+    _, inner = sch.split(loop, [None, 4])
+    if fits:
+        sch.tensorize(inner, "test_parity_add4")
+        assert "parity_add4" in sch.mod["main"].script()
+    else:
+        with pytest.raises(ScheduleError, match="computes"):
+            sch.tensorize(inner, "test_parity_add4")
