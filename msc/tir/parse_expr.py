@@ -96,6 +96,17 @@ class ExprParser:
             return var
         raise self.error(node, f"undefined name {node.id!r} in prim func")
 
+    def thread_launch(self, node: ast.With, call: ast.Call) -> dict:
+        """``with T.launch_thread("threadIdx.x", n) as x:`` (TVM's GPU thread launch) as the
+        loop TVM makes of it, ``for x in T.thread_binding(n, thread="threadIdx.x")``: the
+        parser's loop arguments. (``x = T.launch_thread(tag, n)`` is an opaque call.)"""
+        target = node.items[0].optional_vars
+        if len(call.args) != 2 or not isinstance(target, ast.Name):
+            raise self.error(call, "expected `with T.launch_thread(tag, extent) as name:`")
+        extent = self.expr(call.args[1])
+        return {"name": target.id, "lo": zero_like(extent), "extent": extent,
+                "kind": "thread_binding", "body": node.body, "thread": self.constant(call.args[0])}
+
     def declare_vars(self, decls: list) -> None:
         """``n = T.int32()`` in a body (TVM's declared vars, e.g. a match_buffer's
         ``elem_offset``): a var of that name unless one is in scope already."""
@@ -433,6 +444,11 @@ class ExprParser:
         info = np.finfo(dtype) if is_float(dtype) else np.iinfo(dtype)
         return make_imm(info.max if name == "max_value" else info.min, dtype)
 
+    def _ceildiv(self, name: str, node: ast.Call) -> E.PrimExpr:
+        """``T.ceildiv(a, b)``: ``(a + b - 1) // b``, as TVM's helper builds it."""
+        self._arity(name, node, 2)
+        return E.ceildiv(*self.operands(node.args))
+
     def _binary_func(self, name: str, node: ast.Call) -> E.PrimExpr:
         self._arity(name, node, 2)
         return E.BinaryOp(intrin.BINARY_FUNCS[name], *self.operands(node.args))
@@ -490,6 +506,7 @@ _CALLS = {
     "if_then_else": ExprParser._select,
     "max_value": ExprParser._limit,
     "min_value": ExprParser._limit,
+    "ceildiv": ExprParser._ceildiv,
 }
 _CALL_GROUPS = {
     "dtype": ExprParser._dtype_call,
@@ -503,6 +520,11 @@ _BUFFER_FIELDS = {"data": "handle", "elem_offset": "int32"}
 # math intrinsics TVM's printer repeats the dtype the arguments already give, so it is checked.
 _DTYPE_KWARG = frozenset({"if_then_else", *intrin.OPAQUE_CALLS, *intrin.TYPED_CALLS,
                           *intrin.MATH_UNARY, *intrin.MATH_BINARY})
+
+
+def zero_like(like: E.PrimExpr) -> E.IntImm:
+    """0 in the dtype of ``like`` (a loop's start next to its extent)."""
+    return E.IntImm(0, like.dtype)
 
 
 def sym_var_decls(node: ast.stmt, typevar: bool) -> list:

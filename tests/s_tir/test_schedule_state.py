@@ -152,3 +152,14 @@ def test_replace_is_refused_by_name():
     s = ScheduleState(two_stages)
     with pytest.raises(ScheduleError, match="replace"):
         s.replace(_block(s, "B"), s.mod["main"].body)
+
+
+@pytest.mark.parametrize("level, text", [("detail", "Cannot find a block with the name: X"),
+                                         ("fast", "Cannot find a block with the specified"),
+                                         ("none", "(not rendered)")])
+def test_a_missing_block_is_reported_at_the_render_level(level, text):
+    sch = s_tir.Schedule(two_stages, error_render_level=level)
+    with pytest.raises(ScheduleError) as info:
+        sch.get_sblock("X")
+    assert text in str(info.value)
+    assert ("hint" in str(info.value)) == (level == "detail")  # detail lists the blocks

@@ -56,6 +56,7 @@ class Schedule(QueryMixin):
         if not prims:
             raise ScheduleError("a Schedule needs a module with at least one T.prim_func")
         self.func_working_on = FuncName(prims[0]) if len(prims) == 1 else None
+        self.error_render_level = error_render_level  # how get_block's refusal reads
         self._rng = random.Random(seed)
         self.trace = Trace()
         self._rvs: dict = {}      # key -> (kind, payload)
@@ -109,7 +110,10 @@ class Schedule(QueryMixin):
     # ------------------------------------------------------------------ blocks and loops
     def get_block(self, name: str, func_name: str | None = None) -> BlockRV:
         func_name = func_name or self.func_working_on
-        _block_node(self._func(func_name), name)
+        try:
+            _block_node(self._func(func_name), name)
+        except ScheduleError as exc:
+            raise _block_not_found(name, exc, self.error_render_level) from None
         rv = self._new(BlockRV, "block", (func_name, name))
         self._record("GetSBlock", [], [name, func_name], [rv])
         return rv
@@ -523,6 +527,19 @@ class FuncName(str):
 
 class WorkOnError(ScheduleError, ValueError):
     """No function to work on (TVM raises ValueError)."""
+
+
+def _block_not_found(name: str, exc: ScheduleError, level: str) -> ScheduleError:
+    """TVM's refusal of ``get_sblock`` at its ``error_render_level``: "detail" names the
+    block (and msc's hint lists the blocks), "fast" does not, "none" renders nothing."""
+    if level == "none":
+        return ScheduleError("ScheduleError: (not rendered)")
+    if level == "fast":
+        return ScheduleError("Cannot find a block with the specified name")
+    if "no block" not in str(exc):
+        return exc  # no such function: msc's own error says which
+    return ScheduleError(f"Cannot find a block with the name: {name} ({exc.message})",
+                         key=name, hint=exc.hint)
 
 
 def _block_node(func, name: str):
