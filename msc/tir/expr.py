@@ -149,6 +149,9 @@ class FloatImm(PrimExpr):
     def __float__(self) -> float:
         return self.value
 
+    def __repr__(self) -> str:  # TVM's repr (str stays the bare value, as in expressions)
+        return f"T.{self.dtype}({self.value!r})"
+
 
 class Var(PrimExpr):
     """A named symbolic size (``T.int64()`` in TVMScript). Vars with the same name are equal."""

@@ -120,3 +120,17 @@ def _blocks(sch):
     from msc.s_tir.schedule.state import child_blocks
 
     return child_blocks(sch.mod["main"].body.body)
+
+
+def test_tir_constants_in_attrs_print_as_tvm_prints_them():
+    from msc.tir import expr as E
+
+    v = E.Var("v", "int32")
+    trace = Trace([_inst("SampleCategorical", [],
+                         [[E.IntImm(3, "int32")], [E.FloatImm(1.0, "float32")]], [v])], {})
+    assert str(trace.as_json()) == \
+        "[[['SampleCategorical', [], [[3], [T.float32(1.0)]], ['v0']]], []]"
+    sch = s_tir.Schedule(scale_shift)
+    Trace.apply_json_to_schedule(trace.as_json(), sch)
+    assert sch.trace.as_python() == \
+        ["v0 = sch.sample_categorical(candidates=[3], probs=[1], decision=0)"]
