@@ -5,8 +5,19 @@
 """
 
 from ..errors import ScheduleError
-from .schedule import BlockRV, ExprRV, Instruction, LoopRV, SBlockRV, Schedule, Trace
+from .schedule import (
+    BlockRV,
+    ExprRV,
+    Instruction,
+    InstructionKind,
+    LoopRV,
+    SBlockRV,
+    Schedule,
+    ScheduleState,
+    StmtSRef,
+    Trace,
+)
 from .tensor_intrin import TensorIntrin
 
-__all__ = ["BlockRV", "ExprRV", "Instruction", "LoopRV", "SBlockRV", "Schedule",
-           "ScheduleError", "TensorIntrin", "Trace"]
+__all__ = ["BlockRV", "ExprRV", "Instruction", "InstructionKind", "LoopRV", "SBlockRV",
+           "Schedule", "ScheduleError", "ScheduleState", "StmtSRef", "TensorIntrin", "Trace"]

@@ -56,12 +56,53 @@ from .function import (
 from .printer import prim_func_to_script
 
 __all__ = [
-    "BINARY_KINDS", "AllocBuffer", "BinaryOp", "Block", "Buffer", "BufferLoad", "BufferRegion",
-    "BufferStore", "Cast", "Evaluate", "FloatImm", "For", "IntImm", "IterVar", "Not",
-    "PrimCall", "PrimExpr", "PrimFunc", "SBlock", "Select", "SizeVar", "StringImm", "Var", "add", "as_int", "binary", "canonicalize", "ceildiv", "const", "convert",
-    "evaluate", "floordiv", "floormod", "free_vars", "if_then_else", "max", "min", "mul", "sub",
-    "substitute", "to_str", "truncdiv", "truncmod",
+    "BINARY_KINDS",
+    "AllocBuffer",
+    "BinaryOp",
+    "Block",
+    "Buffer",
+    "BufferLoad",
+    "BufferRegion",
+    "BufferStore",
+    "Cast",
+    "Evaluate",
+    "Expr",
+    "FloatImm",
+    "For",
+    "IntImm",
+    "IterVar",
+    "Not",
+    "PrimCall",
+    "PrimExpr",
+    "PrimFunc",
+    "SBlock",
+    "Select",
+    "SizeVar",
+    "StringImm",
+    "Var",
+    "add",
+    "as_int",
+    "binary",
+    "canonicalize",
+    "ceildiv",
+    "const",
+    "convert",
+    "evaluate",
+    "floordiv",
+    "floormod",
+    "free_vars",
+    "if_then_else",
+    "max",
+    "min",
+    "mul",
+    "sub",
+    "substitute",
+    "to_str",
+    "truncdiv",
+    "truncmod",
 ]
+
+Expr = PrimExpr  # TVM 0.27's tirx.Expr (the annotation of scalar expressions)
 
 # PrimFunc.script() prints through this hook: the printer imports function.py, not the reverse.
 install_printer(prim_func_to_script)
@@ -76,4 +117,8 @@ def __getattr__(name):
         from ..s_tir import schedule
 
         return getattr(schedule, name)
+    if name == "TensorIntrin":  # tvm.tir.TensorIntrin, registered in msc/s_tir
+        from ..s_tir import tensor_intrin
+
+        return tensor_intrin.TensorIntrin
     raise AttributeError(f"module 'msc.tir' has no attribute {name!r}")

@@ -59,6 +59,24 @@ class PrimExpr:
         object.__setattr__(self, name, value)
 
     # Arithmetic builds simplified expressions.
+    @property
+    def ty(self) -> PrimType:
+        """TVM's ``expr.ty`` (its type; ``.dtype`` of it is the expression's dtype)."""
+        return PrimType(self.dtype)
+
+    def __and__(self, o): return _bitwise("bitwise_and", self, o)
+    def __rand__(self, o): return _bitwise("bitwise_and", o, self)
+    def __or__(self, o): return _bitwise("bitwise_or", self, o)
+    def __ror__(self, o): return _bitwise("bitwise_or", o, self)
+    def __lshift__(self, o): return _bitwise("shift_left", self, o)
+    def __rlshift__(self, o): return _bitwise("shift_left", o, self)
+    def __rshift__(self, o): return _bitwise("shift_right", self, o)
+    def __rrshift__(self, o): return _bitwise("shift_right", o, self)
+
+    def astype(self, dtype: str) -> PrimExpr:
+        """``Cast(dtype, self)`` (TVM's ``expr.astype``; the same dtype gives ``self``)."""
+        return self if dtype == self.dtype else Cast(dtype, self)
+
     def __add__(self, o): return add(self, o)
     def __radd__(self, o): return add(o, self)
     def __sub__(self, o): return sub(self, o)
@@ -72,7 +90,10 @@ class PrimExpr:
     def __neg__(self): return mul(self, -1)
 
     def __eq__(self, other) -> bool:
-        if isinstance(other, (int, float)) and not isinstance(other, bool):
+        if isinstance(other, bool):  # T.bool(True) == True, as in TVM
+            return isinstance(self, IntImm) and self.dtype == "bool" and \
+                bool(self.value) == other
+        if isinstance(other, (int, float)):
             return isinstance(self, (IntImm, FloatImm)) and self.value == other
         return isinstance(other, PrimExpr) and self._key == other._key
 
@@ -127,6 +148,9 @@ class FloatImm(PrimExpr):
 
     def __float__(self) -> float:
         return self.value
+
+    def __repr__(self) -> str:  # TVM's repr (str stays the bare value, as in expressions)
+        return f"T.{self.dtype}({self.value!r})"
 
 
 class Var(PrimExpr):
@@ -191,6 +215,29 @@ class Select(PrimExpr):
         object.__setattr__(self, "dtype", true_value.dtype)
         object.__setattr__(self, "_key", ("Select", cond._key, true_value._key,
                                           false_value._key))
+
+
+class PrimType:
+    """The type of a scalar expression (TVM's ``PrimType``): its dtype."""
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, dtype: str):
+        self.dtype = dtype
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, PrimType) and other.dtype == self.dtype
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:
+        return f"T.{self.dtype}"
+
+
+def _bitwise(name: str, a, b) -> PrimExpr:
+    """``a & b``, ``a << b``, ...: TIR's bitwise calls, in the dtype of the left operand."""
+    a, b = convert(a), convert(b)
+    return PrimCall(name, [a, b], a.dtype)
 
 
 class Cast(PrimExpr):

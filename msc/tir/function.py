@@ -162,6 +162,12 @@ class Evaluate(Stmt):
 class SeqStmt(Stmt):
     stmts: tuple
 
+    def __getitem__(self, index):  # TVM's seq[k]
+        return self.stmts[index]
+
+    def __len__(self) -> int:
+        return len(self.stmts)
+
 
 @dataclass(frozen=True)
 class For(Stmt):
@@ -259,6 +265,12 @@ class SBlock(Stmt):
         return self.name
 
     @property
+    def block(self) -> SBlock:
+        """TVM's ``SBlockRealize.block``: msc keeps the realize's bindings and predicate on
+        the block itself, so ``func.body.block`` is the root block (the same node)."""
+        return self
+
+    @property
     def is_implicit_root(self) -> bool:
         """The root block TVM prints as a comment (``# with T.sblock("root"):``)."""
         return (self.name == "root" and not self.iter_vars and self.init is None
@@ -287,6 +299,10 @@ class PrimFunc:
 
     def __hash__(self) -> int:  # attrs is a dict: hash what equal funcs surely share
         return hash((self.name, self.params))
+
+    def same_as(self, other) -> bool:
+        """TVM's reference equality: the same function object."""
+        return self is other
 
     @property
     def buffers(self) -> list[Buffer]:

@@ -58,11 +58,12 @@ OPAQUE_CALLS = {
     "tvm_access_ptr": "handle", "type_annotation": "handle", "address_of": "handle",
     "q_multiply_shift": "int32", "q_multiply_shift_per_axis": "int32", "assume": "bool",
     "vscale": "int32", "tvm_thread_allreduce": "handle", "tvm_storage_sync": "int32",
+    "launch_thread": "int32",  # x = T.launch_thread("blockIdx.x", n): a GPU thread index
 }
 
 # Value-level names with their own syntax in the parser.
 SPECIAL_EXPRS = frozenset(["Cast", "cast", "Select", "if_then_else", "max_value",
-                           "min_value"])
+                           "min_value", "ceildiv"])
 
 LOOP_KINDS = {"serial": "serial", "parallel": "parallel", "vectorized": "vectorized",
               "unroll": "unroll", "thread_binding": "thread_binding"}

@@ -96,6 +96,24 @@ class ExprParser:
             return var
         raise self.error(node, f"undefined name {node.id!r} in prim func")
 
+    def thread_launch(self, node: ast.With, call: ast.Call) -> dict:
+        """``with T.launch_thread("threadIdx.x", n) as x:`` (TVM's GPU thread launch) as the
+        loop TVM makes of it, ``for x in T.thread_binding(n, thread="threadIdx.x")``: the
+        parser's loop arguments. (``x = T.launch_thread(tag, n)`` is an opaque call.)"""
+        target = node.items[0].optional_vars
+        if len(call.args) != 2 or not isinstance(target, ast.Name):
+            raise self.error(call, "expected `with T.launch_thread(tag, extent) as name:`")
+        extent = self.expr(call.args[1])
+        return {"name": target.id, "lo": zero_like(extent), "extent": extent,
+                "kind": "thread_binding", "body": node.body, "thread": self.constant(call.args[0])}
+
+    def declare_vars(self, decls: list) -> None:
+        """``n = T.int32()`` in a body (TVM's declared vars, e.g. a match_buffer's
+        ``elem_offset``): a var of that name unless one is in scope already."""
+        for name, dtype in decls:
+            if not any(name in frame for frame in self.frames):
+                self.frames[-1][name] = E.Var(name, dtype)
+
     def buffer(self, node: ast.expr) -> Buffer:
         value = self.lookup(node) if isinstance(node, ast.Name) else None
         if not isinstance(value, Buffer):
@@ -137,6 +155,9 @@ class ExprParser:
             return self.attr_dict(node)
         if isinstance(node, ast.Constant) or is_literal(node):
             return self.constant(node)
+        if isinstance(node, ast.Name) and isinstance(self.py_env.get(node.id), str) and \
+                not any(node.id in frame for frame in self.frames):
+            return self.py_env[node.id]  # a string held in a Python variable of the scope
         if isinstance(node, ast.Name) and isinstance(self.lookup(node), Buffer):
             return self.lookup(node)
         value = self.expr(node)
@@ -288,8 +309,7 @@ class ExprParser:
                 isinstance(node.func.value, ast.Name):
             return self._access_ptr(node)
         name = t_name(node.func)
-        if name is None and isinstance(node.func, ast.Name) and \
-                callable(self.py_env.get(node.func.id)) and not node.keywords:
+        if name is None and self._py_callee(node.func) is not None:
             return self._py_call(node)
         if name is None:
             raise self.error(node.func, f"unknown function {ast.unparse(node.func)} in a prim "
@@ -310,17 +330,33 @@ class ExprParser:
                                  f"not dtype={dtype!r}", hint="cast with T.Cast(dtype, x)")
         return value
 
+    def _py_callee(self, func: ast.expr):
+        """The Python function ``func`` names: a callable of the enclosing scope, or one
+        that such a callable returns for constant arguments (``make(32)(x, y)``)."""
+        if isinstance(func, ast.Name):
+            fn = self.py_env.get(func.id)
+            return fn if callable(fn) and not any(func.id in f for f in self.frames) else None
+        if isinstance(func, ast.Call) and not func.keywords and \
+                all(is_literal(a) for a in func.args):
+            maker = self._py_callee(func.func)
+            if maker is not None:
+                made = maker(*[self.constant(a) for a in func.args])
+                return made if callable(made) else None
+        return None
+
     def _py_call(self, node: ast.Call) -> E.PrimExpr:
-        """A Python function of the enclosing scope called on parsed arguments: its result
-        (built with ``T.*`` on PrimExprs) is the value."""
-        fn = self.py_env[node.func.id]
+        """A Python function of the enclosing scope called on parsed arguments (keyword
+        arguments are constants): its result (built on PrimExprs) is the value."""
+        fn = self._py_callee(node.func)
         try:
-            value = fn(*[self.expr(a) for a in node.args])
+            kwargs = {k.arg: self.constant(k.value) for k in node.keywords}
+            args = [self.constant(a) if is_literal(a) else self.expr(a) for a in node.args]
+            value = fn(*args, **kwargs)  # literals as Python values, as TVM's parser passes
             return E.convert(value)
         except ParseError:
             raise
         except Exception as exc:  # the user's function: report it at the call  # noqa: BLE001
-            raise self.error(node, f"calling {node.func.id}(...) failed: "
+            raise self.error(node, f"calling {ast.unparse(node.func)}(...) failed: "
                                    f"{type(exc).__name__}: {exc}") from None
 
     def _access_ptr(self, node: ast.Call) -> E.PrimExpr:
@@ -408,6 +444,11 @@ class ExprParser:
         info = np.finfo(dtype) if is_float(dtype) else np.iinfo(dtype)
         return make_imm(info.max if name == "max_value" else info.min, dtype)
 
+    def _ceildiv(self, name: str, node: ast.Call) -> E.PrimExpr:
+        """``T.ceildiv(a, b)``: ``(a + b - 1) // b``, as TVM's helper builds it."""
+        self._arity(name, node, 2)
+        return E.ceildiv(*self.operands(node.args))
+
     def _binary_func(self, name: str, node: ast.Call) -> E.PrimExpr:
         self._arity(name, node, 2)
         return E.BinaryOp(intrin.BINARY_FUNCS[name], *self.operands(node.args))
@@ -465,6 +506,7 @@ _CALLS = {
     "if_then_else": ExprParser._select,
     "max_value": ExprParser._limit,
     "min_value": ExprParser._limit,
+    "ceildiv": ExprParser._ceildiv,
 }
 _CALL_GROUPS = {
     "dtype": ExprParser._dtype_call,
@@ -478,6 +520,11 @@ _BUFFER_FIELDS = {"data": "handle", "elem_offset": "int32"}
 # math intrinsics TVM's printer repeats the dtype the arguments already give, so it is checked.
 _DTYPE_KWARG = frozenset({"if_then_else", *intrin.OPAQUE_CALLS, *intrin.TYPED_CALLS,
                           *intrin.MATH_UNARY, *intrin.MATH_BINARY})
+
+
+def zero_like(like: E.PrimExpr) -> E.IntImm:
+    """0 in the dtype of ``like`` (a loop's start next to its extent)."""
+    return E.IntImm(0, like.dtype)
 
 
 def sym_var_decls(node: ast.stmt, typevar: bool) -> list:

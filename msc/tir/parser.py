@@ -40,7 +40,7 @@ from .function import (
     range_extent,
     seq,
 )
-from .parse_expr import ExprParser, is_literal, sym_var_decls, t_name
+from .parse_expr import ExprParser, is_literal, sym_var_decls, t_name, zero_like
 
 __all__ = ["TIR_NAMES", "parse_prim_func", "parse_tir_text"]
 
@@ -262,8 +262,8 @@ class _FuncParser(ExprParser):
         if isinstance(target, ast.Subscript):
             return self._store(target, value)
         name = t_name(value.func) if isinstance(value, ast.Call) else None
-        if sym_var_decls(node, typevar=False):
-            return None  # predeclared symbolic var(s)
+        if decls := sym_var_decls(node, typevar=False):
+            return self.declare_vars(decls)  # predeclared symbolic var(s)
         if name == "match_buffer":
             return self._match_buffer(node, target, value, top)
         if name in _ALLOCS:
@@ -374,15 +374,15 @@ class _FuncParser(ExprParser):
     def _nest(self, loops: list, body: list) -> For:
         name, extent = loops[0]
         if len(loops) == 1:
-            return self._loop(name, _zero(extent), extent, "serial", body)
+            return self._loop(name, zero_like(extent), extent, "serial", body)
         var = E.Var(name, extent.dtype)
-        self.loops[name] = (_zero(extent), extent)
+        self.loops[name] = (zero_like(extent), extent)
         self.frames.append({name: var})
         try:
             inner = self._nest(loops[1:], body)
         finally:
             self.frames.pop()
-        return For(var, _zero(extent), extent, "serial", inner)
+        return For(var, zero_like(extent), extent, "serial", inner)
 
     def _loop(self, name, lo, extent, kind, body, annotations=None, thread=None) -> For:
         var = E.Var(name, extent.dtype)
@@ -395,7 +395,7 @@ class _FuncParser(ExprParser):
             raise self.error(call, "a loop takes (extent) or (start, stop)")
         args = self.operands(call.args)
         if len(args) == 1:
-            return _zero(args[0]), args[0]
+            return zero_like(args[0]), args[0]
         return args[0], range_extent(args[0], args[1])
 
     def _targets(self, target: ast.expr, count: int) -> list[str]:
@@ -408,6 +408,8 @@ class _FuncParser(ExprParser):
     def _with(self, node: ast.With, top: bool):
         call = node.items[0].context_expr if len(node.items) == 1 else None
         name = t_name(call.func) if isinstance(call, ast.Call) else None
+        if name == "launch_thread":  # `with T.launch_thread(tag, n) as x:`: a thread loop
+            return self._loop(**self.thread_launch(node, call))
         if name not in _BLOCKS:
             if name == "init":
                 raise self.error(call, "T.init() is only allowed directly inside a T.sblock")
@@ -517,7 +519,7 @@ class _BlockParser:
             lo_ext = (lo, range_extent(lo, hi))
         else:
             extent = p.expr(dom)
-            lo_ext = (_zero(extent), extent)
+            lo_ext = (zero_like(extent), extent)
         self._add(target.id, *lo_ext, _AXIS_KINDS[kind], p.expr(binding))
 
     def _remap(self, target: ast.expr, call: ast.Call) -> None:
@@ -548,10 +550,6 @@ def _flatten(args: list) -> list:
     for a in args:
         out.extend(a.elts if isinstance(a, (ast.List, ast.Tuple)) else [a])
     return out
-
-
-def _zero(like: E.PrimExpr) -> E.IntImm:
-    return E.IntImm(0, like.dtype)
 
 
 _STMTS = {

@@ -52,10 +52,11 @@ from ...tir.function import (
 )
 from ..llvm.loops import entry_alloca, imin
 from ..runtime.native_run import STATUS_INDEX, STATUS_WORKSPACE
+from . import tensor_calls
 from .dtypes import AS_LT, Types, is_int_expr
 from .exprs import ExprEmitter
 from .parallel import emit_parallel
-from .schedule import BufferView, lower_blocks
+from .schedule import BufferView, RegionView, lower_blocks
 
 __all__ = ["STATUS_INDEX", "STATUS_WORKSPACE", "KernelABI", "codegen", "ir_text"]
 
@@ -128,6 +129,7 @@ class _FuncEmitter(ExprEmitter):
         self.abi = abi
         self._fail: ir.Block | None = None
         self.in_task = False  # emitting the outlined body of a parallel loop (parallel.py)
+        self.tile_strides: dict = {}  # match_buffer tile -> its constant strides
         self.task_status = None
 
     def run(self) -> None:
@@ -194,6 +196,8 @@ class _FuncEmitter(ExprEmitter):
                      align=self.types.align(buf.dtype))
 
     def _evaluate(self, s: Evaluate) -> None:
+        if isinstance(s.value, E.PrimCall) and tensor_calls.emit_call(self, s.value):
+            return
         if not isinstance(s.value, (E.IntImm, E.FloatImm)):
             raise BuildError(f"the TIR compiler cannot run T.evaluate({E.to_str(s.value)})",
                              op=self.func.name, hint="only pure loop nests compile")
@@ -434,6 +438,7 @@ def _view(self, s: BufferView) -> None:
 
 _STMTS = {
     BufferView: _view,
+    RegionView: lambda self, s: tensor_calls.emit_region_view(self, s.view, s.base, s.region),
     SeqStmt: _FuncEmitter._seq,
     LetStmt: _FuncEmitter._let,
     BufferStore: _FuncEmitter._store,

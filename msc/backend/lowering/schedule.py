@@ -36,7 +36,7 @@ from ...tir.function import (
     seq,
 )
 
-__all__ = ["lower_blocks"]
+__all__ = ["BufferView", "RegionView", "lower_blocks"]
 
 # A reduce loop this short (a pooling window, a 3x3 kernel) is not worth vectorizing.
 _SHORT_REDUCE = 16
@@ -72,6 +72,7 @@ def _if(s: IfThenElse) -> Stmt:
 def _block(b: SBlock) -> Stmt:
     stmts = [LetStmt(iv.var, iv.binding) for iv in b.iter_vars]
     stmts += [AllocBuffer(buf) for buf in b.alloc_buffers]
+    stmts += [RegionView(view, region.buffer, region.region) for view, region in b.match_buffers]
     inner = []
     if b.init is not None:
         conds = [E.BinaryOp("EQ", iv.var, iv.min) for iv in b.iter_vars if iv.kind == "reduce"]
@@ -241,6 +242,17 @@ def _stride_cost(access, binds: dict, var: E.Var) -> int:
         return 4
     step = abs(step.value)
     return 0 if step <= 1 else 1 if step <= 4 else 4
+
+
+@dataclass(frozen=True)
+class RegionView(Stmt):
+    """``view`` is the tile ``region`` of ``base`` (a block's ``T.match_buffer``, as
+    ``tensorize`` writes them), walked with ``base``'s strides; for the rest of the
+    sequence."""
+
+    view: Buffer
+    base: Buffer
+    region: tuple
 
 
 # ----------------------------------------------------------------------- spatial loop fusion

@@ -2,7 +2,9 @@
 
 from ...errors import ScheduleError
 from .schedule import BlockRV, ExprRV, LoopRV, SBlockRV, Schedule
-from .trace import Instruction, Trace
+from .state import CachedFlags, Dependency, DepKind, SBlockScope, ScheduleState, StmtSRef
+from .trace import Instruction, InstructionKind, Trace
 
-__all__ = ["BlockRV", "ExprRV", "Instruction", "LoopRV", "SBlockRV", "Schedule",
-           "ScheduleError", "Trace"]
+__all__ = ["BlockRV", "CachedFlags", "DepKind", "Dependency", "ExprRV", "Instruction",
+           "InstructionKind", "LoopRV", "SBlockRV", "SBlockScope", "Schedule", "ScheduleError",
+           "ScheduleState", "StmtSRef", "Trace"]

@@ -10,29 +10,49 @@ from . import access as AC
 from . import deps as D
 from . import loops as L
 from .blocks import find_block
+from .state import ScheduleState, StmtSRef, child_blocks
 
 __all__ = ["QueryMixin", "StmtSRef"]
-
-
-class StmtSRef:
-    """TVM's reference to a statement of the schedule: ``.stmt`` is the block or loop as it
-    is when the reference is taken (msc statements are immutable, so it is a snapshot)."""
-
-    __slots__ = ("stmt",)
-
-    def __init__(self, stmt):
-        self.stmt = stmt
-
-    def __repr__(self) -> str:
-        return f"StmtSRef({type(self.stmt).__name__})"
 
 
 class QueryMixin:
     """Mixed into Schedule: uses its RV table, ``_apply`` and ``_record``."""
 
+    @property
+    def state(self) -> ScheduleState:
+        """TVM's ``sch.state``: the functions and the stable handles to their blocks and
+        loops (one state per schedule; a copy gets its own)."""
+        state = getattr(self, "_state_cache", None)
+        if state is None or state[0] is not self:
+            state = self._state_cache = (self, ScheduleState(funcs=lambda: self._funcs))
+        return state[1]
+
     def get_sref(self, rv) -> StmtSRef:
-        """The statement a block or loop RV stands for, as TVM's ``StmtSRef`` (``.stmt``)."""
-        return StmtSRef(self.get(self._target_rv(rv)))
+        """The handle (``StmtSRef``) of the block or loop an RV stands for; the same object
+        each time, and ``.stmt`` follows the primitives."""
+        kind, (func_name, ref) = self._lookup(self._target_rv(rv))
+        if kind == "block":
+            return self.state.block_sref(func_name, ref)
+        if kind == "loop":
+            return self.state.loop_sref(func_name, ref)
+        raise ScheduleError(f"get_sref takes a block or a loop, got a {kind}")
+
+    def remove_rv(self, rv) -> None:
+        """Forget ``rv``: later uses raise IndexError (TVM's ``remove_rv``)."""
+        self._lookup(rv)
+        del self._rvs[rv.key]
+
+    def get_child_blocks(self, block_or_loop) -> list:
+        """The blocks right under a block or loop (nested blocks not included), in order."""
+        rv = self._target_rv(block_or_loop)
+        kind, (func_name, _) = self._lookup(rv)
+        if kind not in ("block", "loop"):
+            raise ScheduleError(f"get_child_blocks takes a block or a loop, got a {kind}")
+        node = self.get(rv)
+        blocks = child_blocks(node.body)
+        rvs = [self._new(type(self)._BLOCK_RV, "block", (func_name, b.name)) for b in blocks]
+        self._record("GetChildBlocks", [rv], [], rvs)
+        return rvs
 
     def get_producers(self, block) -> list:
         """The blocks of ``block``'s scope that write, before it, what it reads."""
@@ -97,8 +117,8 @@ class QueryMixin:
     def annotate(self, block_or_loop, ann_key: str, ann_val) -> None:
         """Set annotation ``ann_key`` of a loop or block to ``ann_val``."""
         self._annotate("annotate", block_or_loop, str(ann_key), ann_val, False)
-        self._record("Annotate", [self._target_rv(block_or_loop)], [str(ann_key), ann_val],
-                      [])
+        self._record("Annotate", [self._target_rv(block_or_loop), ann_val], [str(ann_key)],
+                     [])  # TVM's form: the value is an input (it may be a sampled ExprRV)
 
     def unannotate(self, block_or_loop, ann_key: str) -> None:
         """Remove annotation ``ann_key`` of a loop or block."""

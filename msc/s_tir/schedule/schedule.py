@@ -22,6 +22,7 @@ import random
 from ...errors import MSCError, ScheduleError
 from ...tir import expr as E
 from ...tir.function import PrimFunc
+from ..tensor_intrin import TensorIntrin
 from . import axes as AX
 from . import blockize as BZ
 from . import blocks as B
@@ -34,37 +35,13 @@ from . import loops as L
 from . import partition as PT
 from . import reindex as RX
 from . import rfactor as RF
+from . import tensorize as TZ
 from .queries import QueryMixin
+from .rvs import RV, BlockRV, ExprRV, LoopRV, RVNotFoundError, SBlockRV
 from .trace import Instruction, Trace
 from .tree import block_loops
 
-__all__ = ["BlockRV", "ExprRV", "LoopRV", "Schedule"]
-
-
-class _RV:
-    __slots__ = ("key", "sch_id")
-
-    def __init__(self, sch_id: int, key: int):
-        self.sch_id, self.key = sch_id, key
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.key})"
-
-
-class BlockRV(_RV):
-    """A block of the schedule (TVM: SBlockRV)."""
-
-
-class LoopRV(_RV):
-    """A loop of the schedule."""
-
-
-class ExprRV(_RV):
-    """A sampled integer (``sample_perfect_tile``, ``sample_categorical``)."""
-
-
-SBlockRV = BlockRV
-_PREFIX = {BlockRV: "b", LoopRV: "l", ExprRV: "v"}
+__all__ = ["BlockRV", "ExprRV", "LoopRV", "SBlockRV", "Schedule"]
 
 
 class Schedule(QueryMixin):
@@ -78,12 +55,11 @@ class Schedule(QueryMixin):
         prims = [n for n, f in self._funcs.items() if isinstance(f, PrimFunc)]
         if not prims:
             raise ScheduleError("a Schedule needs a module with at least one T.prim_func")
-        self.func_working_on = prims[0] if len(prims) == 1 else None
+        self.func_working_on = FuncName(prims[0]) if len(prims) == 1 else None
+        self.error_render_level = error_render_level  # how get_block's refusal reads
         self._rng = random.Random(seed)
         self.trace = Trace()
         self._rvs: dict = {}      # key -> (kind, payload)
-        self._names: dict = {}    # key -> trace name
-        self._counter = 0
         self._forced: list = []   # decisions for the next sampling calls (force_decisions)
 
     # ------------------------------------------------------------------ state
@@ -95,8 +71,7 @@ class Schedule(QueryMixin):
 
     def copy(self) -> Schedule:
         other = _copy.copy(self)
-        other._funcs, other._rvs, other._names = dict(self._funcs), dict(self._rvs), \
-            dict(self._names)
+        other._funcs, other._rvs = dict(self._funcs), dict(self._rvs)
         other.trace = Trace(list(self.trace.insts), dict(self.trace.decisions))
         other._rng = random.Random(self._rng.random())
         return other
@@ -116,7 +91,7 @@ class Schedule(QueryMixin):
 
     def work_on(self, func_name: str) -> None:
         self._func(func_name)
-        self.func_working_on = func_name
+        self.func_working_on = FuncName(func_name)
 
     def show(self) -> None:
         print(self.mod.script())
@@ -126,7 +101,7 @@ class Schedule(QueryMixin):
         kind, payload = self._lookup(rv)
         if kind == "block":
             func_name, name = payload
-            return B.find_block(self._funcs[func_name], name)[-1]
+            return _block_node(self._funcs[func_name], name)
         if kind == "loop":
             func_name, var = payload
             return L.find_loop(self._funcs[func_name], var)[-1]
@@ -135,7 +110,10 @@ class Schedule(QueryMixin):
     # ------------------------------------------------------------------ blocks and loops
     def get_block(self, name: str, func_name: str | None = None) -> BlockRV:
         func_name = func_name or self.func_working_on
-        B.find_block(self._func(func_name), name)
+        try:
+            _block_node(self._func(func_name), name)
+        except ScheduleError as exc:
+            raise _block_not_found(name, exc, self.error_render_level) from None
         rv = self._new(BlockRV, "block", (func_name, name))
         self._record("GetSBlock", [], [name, func_name], [rv])
         return rv
@@ -394,6 +372,18 @@ class Schedule(QueryMixin):
         self._record("Blockize", [target], [bool(preserve_unit_iters)], [rv])
         return rv
 
+    def tensorize(self, block_or_loop, tensor_intrin: str,
+                  preserve_unit_iters: bool = True) -> None:
+        """Replace the computation under a loop (blockized first) or in a block by the
+        implementation of the registered ``TensorIntrin`` (``tensorize.py``)."""
+        rv = self._as_block(block_or_loop) if isinstance(block_or_loop, str) else block_or_loop
+        kind, (func_name, ref) = self._lookup(rv)
+        intrin = TensorIntrin.get(str(tensor_intrin))
+        func, _ = self._apply("tensorize", TZ.tensorize, self._funcs[func_name], (kind, ref),
+                              intrin, str(tensor_intrin), bool(preserve_unit_iters))
+        self._funcs[func_name] = func
+        self._record("Tensorize", [rv], [str(tensor_intrin), bool(preserve_unit_iters)], [])
+
     def compute_inline(self, block: BlockRV | str) -> None:
         """Inline a block that computes an intermediate buffer into its consumers."""
         self._inline("compute_inline", I.compute_inline, "ComputeInline", block)
@@ -461,23 +451,23 @@ class Schedule(QueryMixin):
     def _func(self, name: str | None) -> PrimFunc:
         prims = [n for n, f in self._funcs.items() if isinstance(f, PrimFunc)]
         if name is None:
-            raise ScheduleError("the module has several prim funcs: pass func_name",
-                                hint=f"prim funcs: {prims}")
+            raise WorkOnError("the schedule does not know which function to be working on: "
+                              "the module has several prim funcs",
+                              hint=f"call sch.work_on(name) or pass func_name; prim funcs: "
+                                   f"{prims}")
         if not isinstance(self._funcs.get(name), PrimFunc):
             raise ScheduleError(f"no prim func {name!r} in the module", key=name,
                                 hint=f"prim funcs: {prims}")
         return self._funcs[name]
 
-    def _new(self, cls, kind: str, payload) -> _RV:
-        rv = cls(id(self), self._counter)
+    def _new(self, cls, kind: str, payload) -> RV:
+        rv = cls(id(self))
         self._rvs[rv.key] = (kind, payload)
-        self._names[rv.key] = f"{_PREFIX[cls]}{self._counter}"
-        self._counter += 1
         return rv
 
     def _lookup(self, rv):
-        if not isinstance(rv, _RV) or rv.key not in self._rvs:
-            raise ScheduleError(f"{rv!r} is not a block, loop or value of this schedule")
+        if not isinstance(rv, RV) or rv.key not in self._rvs:
+            raise RVNotFoundError(f"{rv!r} is not a block, loop or value of this schedule")
         return self._rvs[rv.key]
 
     def _as_block(self, block) -> BlockRV:
@@ -522,9 +512,42 @@ class Schedule(QueryMixin):
 
     def _record(self, kind: str, inputs: list, attrs: list, outputs: list,
                 decision=None) -> None:
-        names = [self._names[x.key] if isinstance(x, _RV) else x for x in inputs]
-        self.trace.append(Instruction(kind, names, attrs, [self._names[o.key] for o in outputs]),
-                          decision)
+        self.trace.append(Instruction(kind, inputs, attrs, outputs), decision)
+
+
+class FuncName(str):
+    """The name of the function a schedule works on; equal to its GlobalVar too (TVM's
+    ``sch.func_working_on`` is the GlobalVar)."""
+
+    def __eq__(self, other) -> bool:
+        return str.__eq__(self, getattr(other, "name_hint", other))
+
+    __hash__ = str.__hash__
+
+
+class WorkOnError(ScheduleError, ValueError):
+    """No function to work on (TVM raises ValueError)."""
+
+
+def _block_not_found(name: str, exc: ScheduleError, level: str) -> ScheduleError:
+    """TVM's refusal of ``get_sblock`` at its ``error_render_level``: "detail" names the
+    block (and msc's hint lists the blocks), "fast" does not, "none" renders nothing."""
+    if level == "none":
+        return ScheduleError("ScheduleError: (not rendered)")
+    if level == "fast":
+        return ScheduleError("Cannot find a block with the specified name")
+    if "no block" not in str(exc):
+        return exc  # no such function: msc's own error says which
+    return ScheduleError(f"Cannot find a block with the name: {name} ({exc.message})",
+                         key=name, hint=exc.hint)
+
+
+def _block_node(func, name: str):
+    """The block ``name`` of ``func``; ``"root"`` is the function's root block (TVM's
+    ``get_sblock("root")``), which the primitives refuse to move."""
+    if name == "root" and getattr(func.body, "name", None) == "root":
+        return func.body
+    return B.find_block(func, name)[-1]
 
 
 def _functions(mod) -> dict:
