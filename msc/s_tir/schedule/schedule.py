@@ -26,6 +26,7 @@ from . import axes as AX
 from . import blockize as BZ
 from . import blocks as B
 from . import buffers as BF
+from . import compute_at as CA
 from . import dtype as DT
 from . import epilogue as EP
 from . import inline as I
@@ -254,12 +255,12 @@ class Schedule(QueryMixin):
 
     def compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False,
                    index: int = -1) -> None:
-        self._at("compute_at", B.compute_at, "ComputeAt", block, loop, preserve_unit_loops,
+        self._at("compute_at", CA.compute_at, "ComputeAt", block, loop, preserve_unit_loops,
                  index)
 
     def reverse_compute_at(self, block: BlockRV, loop: LoopRV,
                            preserve_unit_loops: bool = False, index: int = -1) -> None:
-        self._at("reverse_compute_at", B.reverse_compute_at, "ReverseComputeAt", block, loop,
+        self._at("reverse_compute_at", CA.reverse_compute_at, "ReverseComputeAt", block, loop,
                  preserve_unit_loops, index)
 
     def _at(self, what, fn, kind, block, loop, preserve, index) -> None:
@@ -269,7 +270,7 @@ class Schedule(QueryMixin):
         if loop_func != func_name:
             raise ScheduleError(f"{what}: the block and the loop are in different functions")
         self._funcs[func_name] = self._apply(what, fn, self._funcs[func_name], name, var,
-                                             bool(preserve))
+                                             bool(preserve), int(index))
         self._record(kind, [block, loop], [bool(preserve), int(index)], [])
 
     def set_scope(self, block: BlockRV | str, buffer_index: int | str,

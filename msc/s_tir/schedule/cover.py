@@ -1,0 +1,220 @@
+"""Which instances of a block ``compute_at`` / ``reverse_compute_at`` must run: the domain of
+each block var that covers the region the other blocks under the target loop need.
+
+TVM's ``CalculateBlockVarDomain``: per buffer, the region one instance of the moved block
+provides (its writes for compute_at, its reads for reverse_compute_at, in block vars) is
+matched with the union of the regions required under the loop (relaxed over the loops inside
+it). A provided index that is a block var (``vi``), a var times a factor (``vi * 4``), a
+``//`` of one, or a var plus an offset when every block var is used once, gives the var's
+domain; where the required region may leave the buffer, a ``bound`` is kept, which becomes a
+``T.where`` of the new block::
+
+    doms = block_var_domains(block.iter_vars, provided, required, ranges)
+    # [VarDomain(dom=(i * 8, i * 8 + 9), bound=(0, 127)), ...]
+
+``ranges`` maps every bound loop var to (min, max) and is what the proofs use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...errors import ScheduleError
+from ...tir import expr as E
+from .region import bounds
+
+__all__ = ["VarDomain", "block_var_domains", "prove_eq", "prove_ge", "smax", "smin"]
+
+
+@dataclass
+class VarDomain:
+    """``dom``: (min, max) of the block var's values to run, or None (not constrained);
+    ``bound``: (min, max) the values must stay within, or None."""
+
+    dom: tuple | None = None
+    bound: tuple | None = None
+
+    def union(self, other: VarDomain, ranges: dict) -> None:
+        """TVM's relaxed union: (d0 ^ b0) v (d1 ^ b1) -> (d0 v d1) ^ (b0 v b1)."""
+        self.dom = _hull(self.dom, other.dom, ranges)
+        self.bound = _hull(self.bound, other.bound, ranges)
+
+
+# ----------------------------------------------------------------------------- proofs
+
+def _lower(e, ranges: dict):
+    try:
+        return E.as_int(bounds(e, ranges)[0])
+    except ScheduleError:
+        return None
+
+
+def prove_ge(a, b, ranges: dict) -> bool:
+    """``a >= b`` for every value of the vars in ``ranges``."""
+    low = _lower(E.sub(a, b), ranges)
+    return low is not None and low >= 0
+
+
+def prove_eq(a, b, ranges: dict) -> bool:
+    diff = E.sub(a, b)
+    if E.as_int(diff) == 0:
+        return True
+    try:
+        lo, hi = bounds(diff, ranges)
+    except ScheduleError:
+        return False
+    return E.as_int(lo) == 0 and E.as_int(hi) == 0
+
+
+def smin(a, b, ranges: dict):
+    if prove_ge(b, a, ranges):
+        return a
+    return b if prove_ge(a, b, ranges) else E.min(a, b)
+
+
+def smax(a, b, ranges: dict):
+    if prove_ge(a, b, ranges):
+        return a
+    return b if prove_ge(b, a, ranges) else E.max(a, b)
+
+
+def _hull(a, b, ranges: dict):
+    if a is None or b is None:
+        return a if b is None else b
+    return smin(a[0], b[0], ranges), smax(a[1], b[1], ranges)
+
+
+def region_union(regions: list, ranges: dict) -> list:
+    """Per dim the hull of several regions (lists of (min, max))."""
+    out = list(regions[0])
+    for region in regions[1:]:
+        out = [_hull(x, y, ranges) for x, y in zip(out, region)]
+    return out
+
+
+# ----------------------------------------------------------------------------- solving
+
+def block_var_domains(iter_vars, provided: dict, required: dict, ranges: dict) -> list:
+    """One :class:`VarDomain` per iter var (in order), with ``dom`` always set.
+
+    ``provided`` / ``required``: buffer name -> (Buffer, [region, ...]), a region being a list
+    of (min, max) per dim; ``provided`` in the block's vars, ``required`` in loop vars."""
+    doms = {iv.var.name: VarDomain() for iv in iter_vars}
+    for name, (buf, many) in provided.items():
+        needed = required.get(name, (buf, []))[1]
+        if not needed:
+            continue
+        need = region_union(needed, ranges)
+        have = region_union(many, ranges)
+        if not _solve_affine(buf, iter_vars, have, need, ranges, doms):
+            _solve_dimwise(buf, have, need, ranges, doms)
+    out = []
+    for iv in iter_vars:
+        info = doms[iv.var.name]
+        full = (iv.min, E.sub(E.add(iv.min, iv.extent), 1))
+        info.bound = full if info.bound is None else (smax(info.bound[0], full[0], ranges),
+                                                      smin(info.bound[1], full[1], ranges))
+        _simplify(info, ranges)
+        out.append(info)
+    return out
+
+
+def _simplify(info: VarDomain, ranges: dict) -> None:
+    """TVM's ``BlockVarDomainInfo::Simplify``: drop a bound the domain lies within; take the
+    bound when it lies within the domain; merge a bound that makes the range constant."""
+    if info.dom is None:
+        info.dom, info.bound = info.bound, None
+        return
+    (dlo, dhi), (blo, bhi) = info.dom, info.bound
+    lo, hi = smax(dlo, blo, ranges), smin(dhi, bhi, ranges)
+    if prove_eq(dlo, lo, ranges) and prove_eq(dhi, hi, ranges):
+        info.bound = None
+    elif prove_eq(blo, lo, ranges) and prove_eq(bhi, hi, ranges):
+        info.dom, info.bound = info.bound, None
+    elif E.as_int(lo) is not None and E.as_int(hi) is not None:
+        info.dom, info.bound = (lo, hi), None
+
+
+def _dim_max(buf, k: int):
+    return E.max(E.sub(buf.shape[k], 1), 0)
+
+
+def _solve_affine(buf, iter_vars, have, need, ranges, doms) -> bool:
+    """Single-point provided indices of the form ``v + c``, every block var used exactly once
+    (TVM's bijective iter map in its simplest shape): ``v`` covers ``need - c``."""
+    if any(not prove_eq(lo, hi, ranges) for lo, hi in have):
+        return False
+    names = {iv.var.name for iv in iter_vars}
+    found = {}
+    for k, (lo, _) in enumerate(have):
+        var, offset = _var_plus_const(lo)
+        if var is None:
+            if E.free_vars(lo):
+                return False
+            continue
+        if var not in names or var in found:
+            return False
+        found[var] = k, offset
+    if set(found) != names:
+        return False
+    for var, (k, c) in found.items():
+        dom = (E.sub(need[k][0], c), E.sub(need[k][1], c))
+        zero = E.IntImm(0, getattr(buf.shape[k], "dtype", "int32"))
+        bound = (E.sub(zero, c), E.sub(_dim_max(buf, k), c))
+        doms[var].union(VarDomain(dom, bound), ranges)
+    return True
+
+
+def _var_plus_const(e):
+    if isinstance(e, E.Var):
+        return e.name, 0
+    if isinstance(e, E.BinaryOp) and e.op in ("Add", "Sub"):
+        a, b = (e.a, e.b)
+        if isinstance(a, E.Var) and E.as_int(b) is not None:
+            return a.name, E.as_int(b) * (1 if e.op == "Add" else -1)
+        if e.op == "Add" and isinstance(b, E.Var) and E.as_int(a) is not None:
+            return b.name, E.as_int(a)
+    return None, 0
+
+
+def _solve_dimwise(buf, have, need, ranges, doms) -> None:
+    for k, (plo, phi) in enumerate(have):
+        rlo, rhi = need[k]
+        if prove_eq(plo, phi, ranges) and E.as_int(plo) is not None:
+            continue
+        var, info = _solve_dim(plo, phi, rlo, rhi, _dim_max(buf, k), ranges)
+        if var in doms and info is not None:
+            doms[var].union(info, ranges)
+
+
+def _solve_dim(plo, phi, rlo, rhi, dim_max, ranges):
+    """TVM's ``SolveBlockVarDomain`` on one dim: (var name, VarDomain or None)."""
+    scaled = _var_times(plo)
+    if scaled is not None:
+        var, e = scaled
+        return var, VarDomain((E.floordiv(rlo, e), E.floordiv(rhi, e)),
+                              (E.IntImm(0, e.dtype), E.floordiv(dim_max, e)))
+    if prove_eq(plo, phi, ranges):
+        if isinstance(plo, E.Var):
+            return plo.name, VarDomain((rlo, rhi), (E.IntImm(0, plo.dtype), dim_max))
+        if isinstance(plo, E.BinaryOp) and plo.op == "FloorDiv" and prove_ge(plo.b, 1, ranges):
+            fac = plo.b
+            lo, hi = E.mul(rlo, fac), E.sub(E.add(E.mul(rhi, fac), fac), 1)
+            if isinstance(plo.a, E.Var):
+                return plo.a.name, VarDomain((lo, hi), (E.IntImm(0, fac.dtype), E.sub(
+                    E.add(E.mul(dim_max, fac), fac), 1)))
+            return _solve_dim(plo.a, plo.a, lo, hi, dim_max, ranges)
+        if isinstance(plo, E.BinaryOp) and plo.op == "FloorMod" and isinstance(plo.a, E.Var):
+            return plo.a.name, None
+    raise ScheduleError(f"BufferRegion pattern match failed: {E.to_str(plo)}",
+                        hint="compute_at covers regions indexed by a block var, a var times "
+                             "a factor or a // of one")
+
+
+def _var_times(e):
+    if isinstance(e, E.BinaryOp) and e.op == "Mul":
+        if isinstance(e.a, E.Var) and not isinstance(e.b, E.Var):
+            return e.a.name, e.b
+        if isinstance(e.b, E.Var) and not isinstance(e.a, E.Var):
+            return e.b.name, e.a
+    return None
