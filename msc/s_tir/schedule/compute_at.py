@@ -33,7 +33,7 @@ from ...tir.function import (
 )
 from .arith import fold
 from .blocks import find_block
-from .cover import block_var_domains, prove_ge
+from .cover import block_var_domains, pin_unit, prove_ge, tidy
 from .inline import exprs_of, own_stmts
 from .loops import find_loop, fresh_name
 from .region import accesses, block_reads, block_writes, bounds, loads, loop_ranges, union
@@ -328,7 +328,7 @@ def _new_nest(func: PrimFunc, block: SBlock, doms: list, ranges: dict, preserve:
     loops, values, conds = [], [], []
     for iv, info in zip(block.iter_vars, doms):
         lo, hi = info.dom
-        extent = E.add(E.sub(hi, lo), 1)
+        extent = tidy(E.add(E.sub(hi, lo), 1), ranges)
         if preserve or E.as_int(extent) != 1:
             dtype = getattr(lo, "dtype", iv.var.dtype)
             ax = E.Var(fresh_name(func, f"ax{len(loops)}", taken), dtype)
@@ -340,10 +340,11 @@ def _new_nest(func: PrimFunc, block: SBlock, doms: list, ranges: dict, preserve:
         values.append(value)
         if info.bound is not None:
             blo, bhi = info.bound
+            seen = pin_unit(value, ranges)
             if not prove_ge(value, blo, ranges):
-                conds.append(E.binary("GE", value, blo))
+                conds.append(_compare("LE", blo, seen))
             if not prove_ge(bhi, value, ranges):
-                conds.append(E.binary("LT", value, E.add(bhi, 1)))
+                conds.append(_compare("LT", seen, E.add(bhi, 1)))
     pred = None
     for c in conds:
         pred = c if pred is None else E.binary("And", pred, c)
@@ -352,6 +353,36 @@ def _new_nest(func: PrimFunc, block: SBlock, doms: list, ranges: dict, preserve:
     for ax, extent in reversed(loops):
         stmt = For(ax, E.IntImm(0, ax.dtype), extent, "serial", stmt)
     return stmt
+
+
+def _compare(op: str, a, b):
+    """``a op b`` with the constant terms of the var side moved to the constant side, as
+    TVM's simplifier prints a bound (``1 <= h * 8 + ax0``, not ``0 <= h * 8 - 1 + ax0``)."""
+    var_side, const_side, sign = (b, a, -1) if E.as_int(a) is not None else (a, b, 1)
+    if E.as_int(const_side) is None:
+        return E.BinaryOp(op, a, b)
+    terms, k = _signed_terms(var_side, 1)
+    if not terms:
+        return E.binary(op, a, b)
+    rest = None
+    for t_sign, term in terms:
+        if rest is None:
+            rest = term if t_sign > 0 else E.BinaryOp("Mul", term, E.IntImm(-1, term.dtype))
+        else:
+            rest = E.BinaryOp("Add" if t_sign > 0 else "Sub", rest, term)
+    moved = E.IntImm(E.as_int(const_side) - k, const_side.dtype)
+    return E.BinaryOp(op, moved, rest) if sign < 0 else E.BinaryOp(op, rest, moved)
+
+
+def _signed_terms(e, sign: int) -> tuple[list, int]:
+    """The terms of a sum in order, as (sign, term), and the sum of its constants."""
+    if E.as_int(e) is not None:
+        return [], sign * E.as_int(e)
+    if isinstance(e, E.BinaryOp) and e.op in ("Add", "Sub"):
+        left, ka = _signed_terms(e.a, sign)
+        right, kb = _signed_terms(e.b, sign if e.op == "Add" else -sign)
+        return left + right, ka + kb
+    return [(sign, e)], 0
 
 
 def _rebuild(s, loop: For, new_loop: For, removal: tuple):

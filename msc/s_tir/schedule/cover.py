@@ -18,6 +18,7 @@ domain; where the required region may leave the buffer, a ``bound`` is kept, whi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 
 from ...errors import ScheduleError
 from ...tir import expr as E
@@ -123,8 +124,9 @@ def _simplify(info: VarDomain, ranges: dict) -> None:
     """TVM's ``BlockVarDomainInfo::Simplify``: drop a bound the domain lies within; take the
     bound when it lies within the domain; merge a bound that makes the range constant."""
     if info.dom is None:
-        info.dom, info.bound = info.bound, None
+        info.dom, info.bound = tuple(tidy(x, ranges) for x in info.bound), None
         return
+    info.dom = tuple(tidy(x, ranges) for x in info.dom)
     (dlo, dhi), (blo, bhi) = info.dom, info.bound
     lo, hi = smax(dlo, blo, ranges), smin(dhi, bhi, ranges)
     if prove_eq(dlo, lo, ranges) and prove_eq(dhi, hi, ranges):
@@ -218,3 +220,81 @@ def _var_times(e):
         if isinstance(e.b, E.Var) and not isinstance(e.a, E.Var):
             return e.b.name, e.a
     return None
+
+
+# ----------------------------------------------------------------------------- simplifying
+
+def tidy(e, ranges: dict):
+    """``e`` simplified as TVM's analyzer leaves a bound: ``(c * x + r) // (c * m)`` is
+    ``x // m`` for ``0 <= r < c``, and an expression of one loop var with a few values that
+    are constant or step evenly is that constant or ``v * step + first``."""
+    e = _fold_scaled_div(pin_unit(e, ranges))
+    free = E.free_vars(e)
+    if len(free) != 1 or free[0].name not in ranges or not _is_int(e) or not _has_div(e):
+        return e
+    var = free[0]
+    lo, hi = (E.as_int(x) for x in ranges[var.name])
+    if lo is None or hi is None or not 0 < hi - lo < 64:
+        return e
+    try:
+        values = [E.as_int(E.substitute(e, {var.name: E.IntImm(v, var.dtype)}))
+                  for v in range(lo, hi + 1)]
+    except Exception:  # noqa: BLE001 - an expression the folder cannot evaluate stays as is
+        return e
+    if None in values:
+        return e
+    step = values[1] - values[0]
+    if any(b - a != step for a, b in pairwise(values)):
+        return e
+    first = values[0] - step * lo
+    if step == 0:
+        return E.IntImm(first, e.dtype)
+    from .arith import fold
+
+    return fold("Add", fold("Mul", var, E.IntImm(step, var.dtype)), E.IntImm(first, e.dtype))
+
+
+def pin_unit(e, ranges: dict):
+    """``e`` with the vars whose range is one value replaced by it (a loop of extent 1)."""
+    from .arith import raw_subst
+
+    points = {}
+    for v in E.free_vars(e):
+        lo, hi = ranges.get(v.name, (None, None))
+        if lo is not None and E.as_int(lo) is not None and E.as_int(lo) == E.as_int(hi):
+            points[v.name] = E.IntImm(E.as_int(lo), v.dtype)
+    return raw_subst(e, points) if points else e
+
+
+def _has_div(e) -> bool:
+    if isinstance(e, E.BinaryOp):
+        return e.op in ("FloorDiv", "FloorMod") or _has_div(e.a) or _has_div(e.b)
+    return False
+
+
+def _is_int(e) -> bool:
+    return getattr(e, "dtype", "").startswith(("int", "uint"))
+
+
+def _fold_scaled_div(e):
+    if not isinstance(e, E.BinaryOp):
+        return e
+    a, b = _fold_scaled_div(e.a), _fold_scaled_div(e.b)
+    if e.op == "FloorDiv" and E.as_int(b) is not None and E.as_int(b) > 0:
+        got = _scaled(a, E.as_int(b))
+        if got is not None:
+            return got
+    return e if (a is e.a and b is e.b) else E.binary(e.op, a, b)
+
+
+def _scaled(a, d: int):
+    """``a // d`` as ``x // (d / c)`` when ``a`` is ``x * c (+ r)``, ``c | d``, ``0 <= r < c``."""
+    rest = 0
+    if isinstance(a, E.BinaryOp) and a.op == "Add" and E.as_int(a.b) is not None:
+        a, rest = a.a, E.as_int(a.b)
+    if not (isinstance(a, E.BinaryOp) and a.op == "Mul" and E.as_int(a.b) is not None):
+        return None
+    c = E.as_int(a.b)
+    if c <= 0 or d % c or not 0 <= rest < c:
+        return None
+    return a.a if d == c else E.floordiv(a.a, E.IntImm(d // c, a.dtype))
