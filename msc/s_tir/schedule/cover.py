@@ -228,7 +228,7 @@ def tidy(e, ranges: dict):
     """``e`` simplified as TVM's analyzer leaves a bound: ``(c * x + r) // (c * m)`` is
     ``x // m`` for ``0 <= r < c``, and an expression of one loop var with a few values that
     are constant or step evenly is that constant or ``v * step + first``."""
-    e = _fold_scaled_div(pin_unit(e, ranges))
+    e = tvm_order(_fold_scaled_div(pin_unit(e, ranges)))
     free = E.free_vars(e)
     if len(free) != 1 or free[0].name not in ranges or not _is_int(e) or not _has_div(e):
         return e
@@ -252,6 +252,43 @@ def tidy(e, ranges: dict):
     from .arith import fold
 
     return fold("Add", fold("Mul", var, E.IntImm(step, var.dtype)), E.IntImm(first, e.dtype))
+
+
+def tvm_order(e):
+    """A sum with its terms by falling factor, the constant last, as TVM's canonical
+    simplifier writes it (``by * 64 + vy * 32 + ty * 4 + i``); msc's own canonical form
+    sorts by name."""
+    terms, const = _terms(e, 1)
+    if len(terms) < 2:
+        return e
+    from .arith import fold
+
+    ordered = sorted(terms, key=lambda t: -t[0])
+    out = None
+    for scale, term in ordered:
+        if out is None:
+            out = term if scale > 0 else fold("Mul", term, E.IntImm(-1, term.dtype))
+        else:
+            out = E.BinaryOp("Add" if scale > 0 else "Sub", out, term)
+    if const:
+        out = E.BinaryOp("Add" if const > 0 else "Sub", out, E.IntImm(abs(const), e.dtype))
+    return out
+
+
+def _terms(e, sign: int) -> tuple[list, int]:
+    """[(signed factor, term as written without a negative factor)], constant."""
+    if E.as_int(e) is not None:
+        return [], sign * E.as_int(e)
+    if isinstance(e, E.BinaryOp) and e.op in ("Add", "Sub"):
+        a, ka = _terms(e.a, sign)
+        b, kb = _terms(e.b, sign if e.op == "Add" else -sign)
+        return a + b, ka + kb
+    if isinstance(e, E.BinaryOp) and e.op == "Mul" and E.as_int(e.b) is not None:
+        c = E.as_int(e.b)
+        if c < 0:
+            return [(sign * c, E.BinaryOp("Mul", e.a, E.IntImm(-c, e.dtype)))], 0
+        return [(sign * c, e)], 0
+    return [(sign, e)], 0
 
 
 def pin_unit(e, ranges: dict):
