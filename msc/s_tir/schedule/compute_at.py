@@ -285,28 +285,32 @@ def _required(lpath, wanted: set, names: set, forward: bool) -> dict:
             elif not isinstance(n, SeqStmt):
                 break
         inner = loop_ranges(relax)
-        if forward:
-            inner.update(_thread_ranges(lpath, path, other))
+        threads = _thread_ranges(lpath) if forward else {}
         binds = {iv.var.name: iv.binding for iv in other.iter_vars}
         for name, (buf, regions) in _block_regions(other, "read" if forward else "write").items():
             if name not in names:
                 continue
+            relaxed = {**inner, **threads.get(_rank(buf.scope), {})}
             for region in regions:
                 out.setdefault(name, (buf, []))[1].append(
-                    [(bounds(rewrite_expr(lo, binds), inner)[0],
-                      bounds(rewrite_expr(hi, binds), inner)[1]) for lo, hi in region])
+                    [(bounds(rewrite_expr(lo, binds), relaxed)[0],
+                      bounds(rewrite_expr(hi, binds), relaxed)[1]) for lo, hi in region])
     return out
 
 
-def _thread_ranges(lpath, path, other) -> dict:
-    """Loops bound to threads above the target loop that a shared buffer is relaxed over
-    (TVM relaxes a ``shared`` buffer over ``threadIdx`` / ``vthread`` loops)."""
-    shared = any(r.buffer.scope.startswith("shared") for r in (other.reads or ()))
-    if not shared:
-        return {}
-    loops = [n for n in lpath[:-1] if isinstance(n, For) and n.kind == "thread_binding"
-             and (n.thread or "").startswith(("threadIdx", "vthread"))]
-    return loop_ranges(loops)
+def _rank(scope: str) -> str:
+    return scope.split(".")[0]
+
+
+def _thread_ranges(lpath) -> dict:
+    """Storage rank -> the thread-bound loops above the target loop a buffer of that rank is
+    relaxed over (TVM's ``CanRelaxStorageUnderThread``: ``shared`` over ``threadIdx`` and
+    ``vthread``, ``warp`` over ``threadIdx.x``)."""
+    bound = [n for n in lpath[:-1] if isinstance(n, For) and n.kind == "thread_binding"]
+    shared = [n for n in bound if (n.thread or "").startswith(("threadIdx", "vthread",
+                                                                 "cthread"))]
+    warp = [n for n in bound if n.thread == "threadIdx.x"]
+    return {"shared": loop_ranges(shared), "warp": loop_ranges(warp)}
 
 
 def _block_paths(s, prefix: list) -> list:

@@ -142,41 +142,49 @@ def _dim_max(buf, k: int):
 
 
 def _solve_affine(buf, iter_vars, have, need, ranges, doms) -> bool:
-    """Single-point provided indices of the form ``v + c``, every block var used exactly once
-    (TVM's bijective iter map in its simplest shape): ``v`` covers ``need - c``."""
+    """Single-point provided indices of the form ``c +- v``, every block var used exactly
+    once (TVM's bijective iter map in its simplest shape): ``v`` covers ``+-(need - c)``."""
     if any(not prove_eq(lo, hi, ranges) for lo, hi in have):
         return False
     names = {iv.var.name for iv in iter_vars}
     found = {}
     for k, (lo, _) in enumerate(have):
-        var, offset = _var_plus_const(lo)
-        if var is None:
+        got = _signed_var(lo)
+        if got is None:
             if E.free_vars(lo):
                 return False
             continue
-        if var not in names or var in found:
+        if got[0] not in names or got[0] in found:
             return False
-        found[var] = k, offset
+        found[got[0]] = (k, *got[1:])
     if set(found) != names:
         return False
-    for var, (k, c) in found.items():
-        dom = (E.sub(need[k][0], c), E.sub(need[k][1], c))
+    for var, (k, sign, c) in found.items():
         zero = E.IntImm(0, getattr(buf.shape[k], "dtype", "int32"))
-        bound = (E.sub(zero, c), E.sub(_dim_max(buf, k), c))
+        dom = _inverse_interval(need[k], sign, c)
+        bound = _inverse_interval((zero, _dim_max(buf, k)), sign, c)
         doms[var].union(VarDomain(dom, bound), ranges)
     return True
 
 
-def _var_plus_const(e):
-    if isinstance(e, E.Var):
-        return e.name, 0
-    if isinstance(e, E.BinaryOp) and e.op in ("Add", "Sub"):
-        a, b = (e.a, e.b)
-        if isinstance(a, E.Var) and E.as_int(b) is not None:
-            return a.name, E.as_int(b) * (1 if e.op == "Add" else -1)
-        if e.op == "Add" and isinstance(b, E.Var) and E.as_int(a) is not None:
-            return b.name, E.as_int(a)
-    return None, 0
+def _inverse_interval(interval: tuple, sign: int, c: int) -> tuple:
+    """The values of ``v`` for ``c + sign * v`` in ``interval``."""
+    lo, hi = interval
+    c = E.IntImm(c, getattr(lo, "dtype", "int32"))
+    if sign > 0:
+        return E.sub(lo, c), E.sub(hi, c)
+    return E.sub(c, hi), E.sub(c, lo)
+
+
+def _signed_var(e):
+    """(var name, +-1, constant) of ``c + v`` / ``c - v`` forms, else None."""
+    from .inline import affine_terms
+
+    got = affine_terms(e)
+    if got is None or len(got[0]) != 1:
+        return None
+    (name, coeff), = got[0].items()
+    return (name, coeff, got[1]) if coeff in (1, -1) else None
 
 
 def _solve_dimwise(buf, have, need, ranges, doms) -> None:
