@@ -39,7 +39,8 @@ from .loops import find_loop, fresh_name
 from .region import accesses, block_reads, block_writes, bounds, loads, loop_ranges, union
 from .tree import blocks_in, kids, rebuild, rewrite_expr, var_names
 
-__all__ = ["compute_at", "reverse_compute_at", "scope_blocks"]
+__all__ = ["block_regions", "check_not_output", "compute_at", "dependents",
+           "reverse_compute_at", "scope_blocks"]
 
 _COMPLETE = ("Definition of a complete block:\n1) All block vars are data parallel\n2) Dominant:"
              " the block is the only writer of its output, dominating the reader of its output "
@@ -69,17 +70,17 @@ def _move(func, block_name, var, preserve, index, forward) -> PrimFunc:
     block = bpath[-1]
     scope = next(n for n in reversed(bpath[:-1]) if isinstance(n, SBlock))
     siblings = scope_blocks(scope)
-    producers, consumers = _dependents(siblings, block)
+    producers, consumers = dependents(siblings, block)
     _check_complete_or_reduction(block, siblings, what)
     lpath = find_loop(func, var, what)
     ranges = _check_same_scope(bpath, lpath, scope, block, var, what)
     if forward:
-        _check_not_output(block, scope, what)
+        check_not_output(block, scope, what)
     removal = _removal_plan(bpath, scope, block, what)
     loop = lpath[-1]
     subtrees = list(loop.body.stmts) if isinstance(loop.body, SeqStmt) else [loop.body]
     at = _insertion_point(subtrees, producers, consumers, index, forward, what)
-    provided = _block_regions(block, "write" if forward else "read")
+    provided = block_regions(block, "write" if forward else "read")
     required = _required(lpath, set(consumers if forward else producers), set(provided),
                          forward)
     doms = block_var_domains(block.iter_vars, provided, required, ranges)
@@ -105,7 +106,7 @@ def scope_blocks(scope: SBlock) -> list:
     return out
 
 
-def _dependents(siblings: list, block: SBlock) -> tuple[list, list]:
+def dependents(siblings: list, block: SBlock) -> tuple[list, list]:
     """(producers, consumers) of ``block`` among its scope's blocks, by name."""
     k = next(i for i, b in enumerate(siblings) if b is block)
     reads = {b.name for b in block_reads(block)}
@@ -166,7 +167,7 @@ def _check_same_scope(bpath, lpath, scope, block, var, what) -> dict:
     return loop_ranges(above[k + 1:])
 
 
-def _check_not_output(block: SBlock, scope: SBlock, what: str) -> None:
+def check_not_output(block: SBlock, scope: SBlock, what: str) -> None:
     allocated = {b.name for b in scope.alloc_buffers}
     allocated |= {s.buffer.name for s in _scope_stmts(scope.body) if isinstance(s, AllocBuffer)}
     if any(b.name not in allocated for b in block_writes(block)):
@@ -232,7 +233,7 @@ def _insertion_point(subtrees, producers, consumers, index, forward, what) -> in
 
 # ----------------------------------------------------------------------------- regions
 
-def _block_regions(block: SBlock, kind: str) -> dict:
+def block_regions(block: SBlock, kind: str) -> dict:
     """name -> (Buffer, [region]) a block reads / writes, in its own vars: its stated
     ``T.reads`` / ``T.writes``, else the hull of its accesses (a reduction's reads include
     its output, as TVM infers them)."""
@@ -287,7 +288,7 @@ def _required(lpath, wanted: set, names: set, forward: bool) -> dict:
         inner = loop_ranges(relax)
         threads = _thread_ranges(lpath) if forward else {}
         binds = {iv.var.name: iv.binding for iv in other.iter_vars}
-        for name, (buf, regions) in _block_regions(other, "read" if forward else "write").items():
+        for name, (buf, regions) in block_regions(other, "read" if forward else "write").items():
             if name not in names:
                 continue
             relaxed = {**inner, **threads.get(_rank(buf.scope), {})}

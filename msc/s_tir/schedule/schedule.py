@@ -38,6 +38,7 @@ from . import rfactor as RF
 from .queries import QueryMixin
 from .trace import Instruction, Trace
 from .tree import block_loops
+from .window_prims import WindowMixin
 
 __all__ = ["BlockRV", "ExprRV", "LoopRV", "Schedule"]
 
@@ -68,7 +69,7 @@ SBlockRV = BlockRV
 _PREFIX = {BlockRV: "b", LoopRV: "l", ExprRV: "v"}
 
 
-class Schedule(QueryMixin):
+class Schedule(QueryMixin, WindowMixin):
     """A schedule over the prim funcs of ``mod`` (TVM's ``tir.Schedule`` / ``s_tir``)."""
 
     _BLOCK_RV, _LOOP_RV = BlockRV, LoopRV

@@ -127,10 +127,14 @@ def rewrite_expr(e, names: dict, buffers: dict | None = None):
         return names.get(e.name, e)
     if isinstance(e, BufferLoad):
         buf = buffers.get(e.buffer.name, e.buffer)
-        return BufferLoad(buf, tuple(rewrite_expr(i, names, buffers) for i in e.indices))
+        indices = tuple(rewrite_expr(i, names, buffers) for i in e.indices)
+        if buf is e.buffer and all(a is b for a, b in zip(indices, e.indices)):
+            return e
+        return BufferLoad(buf, indices)
     if isinstance(e, E.BinaryOp):
-        return E.binary(e.op, rewrite_expr(e.a, names, buffers), rewrite_expr(e.b, names,
-                                                                              buffers))
+        a, b = rewrite_expr(e.a, names, buffers), rewrite_expr(e.b, names, buffers)
+        # unchanged operands keep the expression as written (E.binary would sort a sum)
+        return e if a is e.a and b is e.b else E.binary(e.op, a, b)
     if isinstance(e, E.Select):
         return E.Select(*(rewrite_expr(c, names, buffers)
                           for c in (e.cond, e.true_value, e.false_value)))
