@@ -39,8 +39,8 @@ from .loops import find_loop, fresh_name
 from .region import accesses, block_reads, block_writes, bounds, loads, loop_ranges, union
 from .tree import blocks_in, kids, rebuild, rewrite_expr, var_names
 
-__all__ = ["block_regions", "check_not_output", "compute_at", "dependents",
-           "reverse_compute_at", "scope_blocks"]
+__all__ = ["block_regions", "check_not_output", "compare", "complete_code", "compute_at",
+           "dependents", "reverse_compute_at", "scope_blocks"]
 
 _COMPLETE = ("Definition of a complete block:\n1) All block vars are data parallel\n2) Dominant:"
              " the block is the only writer of its output, dominating the reader of its output "
@@ -117,7 +117,7 @@ def dependents(siblings: list, block: SBlock) -> tuple[list, list]:
 
 
 def _check_complete_or_reduction(block: SBlock, siblings: list, what: str) -> None:
-    complete, reduction = _complete_code(block, siblings), _reduction_code(block, siblings)
+    complete, reduction = complete_code(block, siblings), _reduction_code(block, siblings)
     if complete and reduction:
         raise ScheduleError(
             f"{what}: Not a complete or reduction block. The block {block.name!r} is not a "
@@ -132,7 +132,7 @@ def _dominant(block: SBlock, siblings: list) -> bool:
                    if b is not block)
 
 
-def _complete_code(block: SBlock, siblings: list) -> int:
+def complete_code(block: SBlock, siblings: list) -> int:
     if any(iv.kind != "spatial" for iv in block.iter_vars):
         return 1
     if not _dominant(block, siblings):
@@ -347,9 +347,9 @@ def _new_nest(func: PrimFunc, block: SBlock, doms: list, ranges: dict, preserve:
             blo, bhi = info.bound
             seen = pin_unit(value, ranges)
             if not prove_ge(value, blo, ranges):
-                conds.append(_compare("LE", blo, seen))
+                conds.append(compare("LE", blo, seen))
             if not prove_ge(bhi, value, ranges):
-                conds.append(_compare("LT", seen, E.add(bhi, 1)))
+                conds.append(compare("LT", seen, E.add(bhi, 1)))
     pred = None
     for c in conds:
         pred = c if pred is None else E.binary("And", pred, c)
@@ -360,7 +360,7 @@ def _new_nest(func: PrimFunc, block: SBlock, doms: list, ranges: dict, preserve:
     return stmt
 
 
-def _compare(op: str, a, b):
+def compare(op: str, a, b):
     """``a op b`` with the constant terms of the var side moved to the constant side, as
     TVM's simplifier prints a bound (``1 <= h * 8 + ax0``, not ``0 <= h * 8 - 1 + ax0``)."""
     var_side, const_side, sign = (b, a, -1) if E.as_int(a) is not None else (a, b, 1)

@@ -77,6 +77,7 @@ INSTRUCTIONS = {
     "SampleCategorical": ("sample_categorical", ["candidates", "probs"]),
     "EnterPostproc": ("enter_postproc", []),
     "RollingBuffer": ("rolling_buffer", ["write_buffer_index"]),
+    "DecomposePadding": ("decompose_padding", []),
 }
 _ALIASES = {"GetBlock": "GetSBlock"}  # TVM before the s_tir rename
 
