@@ -257,3 +257,40 @@ def test_rolling_buffer_refuses_a_producer_outside_the_tile_loop():
     sch.split(sch.get_loops("C")[0], [None, 4])
     with pytest.raises(ScheduleError, match="lca of the access location"):
         sch.rolling_buffer("B", 0)
+
+
+PAD = '''
+@T.prim_func(s_tir=True)
+def main(x: T.Buffer((10,), "float32"), y: T.Buffer((14,), "float32")):
+    for i in range(14):
+        with T.sblock("pad"):
+            vi = T.axis.spatial(14, i)
+            y[vi] = T.if_then_else(2 <= vi and vi < 12, x[vi - 2], T.float32(-1))
+'''
+
+
+def test_decompose_padding_fills_then_writes_the_in_bound_range():
+    sch = _sch(PAD)
+    fill = sch.decompose_padding("pad", sch.get_loops("pad")[0])
+    assert sch.get(fill).name == "pad_pad_const"
+    text = _round_trip(sch, PAD)
+    assert text.index('T.sblock("pad_pad_const")') < text.index('T.sblock("pad")')
+    assert "for i in range(10):" in text and "y[vi + 2] = x[vi]" in text
+    x = RNG.standard_normal(10).astype("float32")
+    y = np.zeros(14, "float32")
+    run_prim_func(sch.mod["main"], x, y)
+    np.testing.assert_allclose(y, np.pad(x, 2, constant_values=-1))
+
+
+@pytest.mark.parametrize("body, match", [
+    ("y[vi] = x[vi - 2] * T.float32(2)", "constrained by a padding predicate"),
+    ("y[vi] = T.if_then_else(0 <= vi and vi < 14, x[vi % 10], T.float32(-1))",
+     "in-bound predicate is trivial"),
+    ("y[vi] = T.if_then_else(2 <= vi and vi < 12, x[vi - 2], x[0])", "Pad value should be"),
+])
+def test_decompose_padding_refuses_what_is_not_padding(body, match):
+    sch = _sch(PAD.replace(
+        "y[vi] = T.if_then_else(2 <= vi and vi < 12, x[vi - 2], T.float32(-1))", body))
+    with pytest.raises(ScheduleError, match=match):
+        sch.decompose_padding("pad", sch.get_loops("pad")[0])
+    assert not sch.can_decompose_padding("pad", sch.get_loops("pad")[0])
