@@ -294,3 +294,28 @@ def test_decompose_padding_refuses_what_is_not_padding(body, match):
     with pytest.raises(ScheduleError, match=match):
         sch.decompose_padding("pad", sch.get_loops("pad")[0])
     assert not sch.can_decompose_padding("pad", sch.get_loops("pad")[0])
+
+
+def test_reverse_compute_at_inverts_a_fused_layout_read():
+    text = '''
+@T.prim_func(s_tir=True)
+def main(A: T.Buffer((3, 16), "float32"), C: T.Buffer((6, 8), "float32")):
+    B = T.sblock_alloc_buffer((3, 16))
+    for i, j in T.grid(3, 16):
+        with T.sblock("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            B[vi, vj] = A[vi, vj] + T.float32(1)
+    for i, j in T.grid(6, 8):
+        with T.sblock("C"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            C[vi, vj] = B[(vi * 8 + vj) // 16, (vi * 8 + vj) % 16]
+'''
+    sch = _sch(text)
+    sch.reverse_compute_at("C", sch.get_loops("B")[0])
+    script = _round_trip(sch, text)
+    assert "for ax0, ax1 in T.grid(2, 8):" in script       # one row of B is two rows of C
+    assert "vi = T.axis.spatial(6, i * 2 + ax0)" in script
+    a = RNG.standard_normal((3, 16)).astype("float32")
+    out = np.zeros((6, 8), "float32")
+    run_prim_func(sch.mod["main"], a, out)
+    np.testing.assert_allclose(out, (a + 1).reshape(6, 8), rtol=1e-6)

@@ -148,7 +148,10 @@ def _solve_affine(buf, iter_vars, have, need, ranges, doms) -> bool:
         return False
     names = {iv.var.name for iv in iter_vars}
     found = {}
+    fused = _fused_pairs(have, iter_vars)
     for k, (lo, _) in enumerate(have):
+        if k in fused:
+            continue
         got = _signed_var(lo)
         if got is None:
             if E.free_vars(lo):
@@ -157,14 +160,73 @@ def _solve_affine(buf, iter_vars, have, need, ranges, doms) -> bool:
         if got[0] not in names or got[0] in found:
             return False
         found[got[0]] = (k, *got[1:])
-    if set(found) != names:
+    in_fused = {v for group in fused.values() for v in group[2]}
+    if set(found) | in_fused != names or set(found) & in_fused:
         return False
+    _solve_fused(buf, fused, need, ranges, doms)
     for var, (k, sign, c) in found.items():
         zero = E.IntImm(0, getattr(buf.shape[k], "dtype", "int32"))
         dom = _inverse_interval(need[k], sign, c)
         bound = _inverse_interval((zero, _dim_max(buf, k)), sign, c)
         doms[var].union(VarDomain(dom, bound), ranges)
     return True
+
+
+def _fused_pairs(have, iter_vars) -> dict:
+    """Dims indexed ``F // c`` and ``F % c`` of one mixed-radix sum ``F`` of block vars
+    (``(v1 * 8 + v4) // 16``, ``(v1 * 8 + v4) % 16``): {div dim: (mod dim, c, {var: (stride,
+    extent)})}, each pair listed once under its ``//`` dim (its ``%`` dim maps to None)."""
+    from .inline import affine_terms
+
+    extents = {iv.var.name: E.as_int(iv.extent) for iv in iter_vars}
+    divs, mods = {}, {}
+    for k, (lo, _) in enumerate(have):
+        if isinstance(lo, E.BinaryOp) and lo.op in ("FloorDiv", "FloorMod") and \
+                E.as_int(lo.b) is not None:
+            (divs if lo.op == "FloorDiv" else mods)[k] = lo
+    out = {}
+    for k, d in divs.items():
+        m = next((j for j, e in mods.items() if e.a == d.a and E.as_int(e.b) == E.as_int(d.b)),
+                 None)
+        terms = affine_terms(d.a)
+        if m is None or terms is None or terms[1] != 0 or len(terms[0]) < 2:
+            continue
+        radix = sorted(terms[0].items(), key=lambda t: t[1])
+        stride, ok = 1, True
+        for name, coeff in radix:
+            ok = ok and coeff == stride and extents.get(name) is not None
+            stride *= extents.get(name) or 1
+        if ok:
+            out[k] = (m, E.as_int(d.b), {n: (c, extents[n]) for n, c in radix})
+            out[m] = None
+    return {k: v for k, v in out.items() if v is not None} | \
+        {k: (None, 0, {}) for k, v in out.items() if v is None}
+
+
+def _solve_fused(buf, fused: dict, need, ranges, doms) -> None:
+    """Each var of ``F`` from the required ``F`` range, read back as ``F // stride % extent``
+    at the region's first and last point (TVM's inverse of a bijective iter map)."""
+    for k, (m, c, parts) in fused.items():
+        if m is None:
+            continue
+        cc = E.IntImm(c, getattr(buf.shape[k], "dtype", "int32"))
+        f_lo = E.add(E.mul(need[k][0], cc), need[m][0])
+        f_hi = E.add(E.mul(need[k][1], cc), need[m][1])
+        b_hi = E.add(E.mul(_dim_max(buf, k), cc), _dim_max(buf, m))
+        outer = max(parts, key=lambda n: parts[n][0])
+        for name, (stride, extent) in parts.items():
+            keep = None if name == outer else extent
+            lo, hi = (_digit(f, stride, keep, ranges) for f in (f_lo, f_hi))
+            blo, bhi = (_digit(f, stride, keep, ranges) for f in (E.IntImm(0, cc.dtype), b_hi))
+            doms[name].union(VarDomain((smin(lo, hi, ranges), smax(lo, hi, ranges)),
+                                       (smin(blo, bhi, ranges), smax(blo, bhi, ranges))),
+                             ranges)
+
+
+def _digit(f, stride: int, extent, ranges: dict):
+    """``f // stride % extent`` (no ``%`` for the outermost digit), simplified."""
+    e = E.floordiv(f, E.IntImm(stride, f.dtype))
+    return tidy(e if extent is None else E.floormod(e, E.IntImm(extent, f.dtype)), ranges)
 
 
 def _inverse_interval(interval: tuple, sign: int, c: int) -> tuple:
