@@ -33,7 +33,7 @@ from ...tir.function import (
 )
 from .arith import fold
 from .blocks import find_block
-from .cover import block_var_domains, pin_unit, prove_ge, tidy
+from .cover import block_var_domains, pin_unit, prove_ge, signed_terms, tidy
 from .inline import exprs_of, own_stmts
 from .loops import find_loop, fresh_name
 from .region import accesses, block_reads, block_writes, bounds, loads, loop_ranges, union
@@ -366,7 +366,7 @@ def compare(op: str, a, b):
     var_side, const_side, sign = (b, a, -1) if E.as_int(a) is not None else (a, b, 1)
     if E.as_int(const_side) is None:
         return E.BinaryOp(op, a, b)
-    terms, k = _signed_terms(var_side, 1)
+    terms, k = signed_terms(var_side, 1)
     if not terms:
         return E.binary(op, a, b)
     rest = None
@@ -377,17 +377,6 @@ def compare(op: str, a, b):
             rest = E.BinaryOp("Add" if t_sign > 0 else "Sub", rest, term)
     moved = E.IntImm(E.as_int(const_side) - k, const_side.dtype)
     return E.BinaryOp(op, moved, rest) if sign < 0 else E.BinaryOp(op, rest, moved)
-
-
-def _signed_terms(e, sign: int) -> tuple[list, int]:
-    """The terms of a sum in order, as (sign, term), and the sum of its constants."""
-    if E.as_int(e) is not None:
-        return [], sign * E.as_int(e)
-    if isinstance(e, E.BinaryOp) and e.op in ("Add", "Sub"):
-        left, ka = _signed_terms(e.a, sign)
-        right, kb = _signed_terms(e.b, sign if e.op == "Add" else -sign)
-        return left + right, ka + kb
-    return [(sign, e)], 0
 
 
 def _rebuild(s, loop: For, new_loop: For, removal: tuple):

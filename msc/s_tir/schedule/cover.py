@@ -328,7 +328,7 @@ def tvm_order(e):
     """A sum with its terms by falling factor, the constant last, as TVM's canonical
     simplifier writes it (``by * 64 + vy * 32 + ty * 4 + i``); msc's own canonical form
     sorts by name."""
-    terms, const = _terms(e, 1)
+    terms, const = signed_terms(e, 1)
     if len(terms) < 2:
         return e
     from .arith import fold
@@ -345,13 +345,13 @@ def tvm_order(e):
     return out
 
 
-def _terms(e, sign: int) -> tuple[list, int]:
+def signed_terms(e, sign: int) -> tuple[list, int]:
     """[(signed factor, term as written without a negative factor)], constant."""
     if E.as_int(e) is not None:
         return [], sign * E.as_int(e)
     if isinstance(e, E.BinaryOp) and e.op in ("Add", "Sub"):
-        a, ka = _terms(e.a, sign)
-        b, kb = _terms(e.b, sign if e.op == "Add" else -sign)
+        a, ka = signed_terms(e.a, sign)
+        b, kb = signed_terms(e.b, sign if e.op == "Add" else -sign)
         return a + b, ka + kb
     if isinstance(e, E.BinaryOp) and e.op == "Mul" and E.as_int(e.b) is not None:
         c = E.as_int(e.b)

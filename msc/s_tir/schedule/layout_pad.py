@@ -25,7 +25,7 @@ from ...tir.function import BufferStore, For, IterVar, PrimFunc, SBlock, SeqStmt
 from .arith import raw_subst
 from .inline import own_stmts
 from .loops import fresh_name
-from .tree import blocks_in, find_path, kids, rebuild, var_names
+from .tree import blocks_in, find_path, kids, rebuild, swap, var_names
 
 __all__ = ["padded_layout"]
 
@@ -49,7 +49,7 @@ def padded_layout(func: PrimFunc, rewritten: PrimFunc, buf, new_buf, variables: 
     nest = _row_major_nest(path, writer, buf)
     if nest is not None:
         new = _padded_producer(func, writer, nest, buf, new_buf, inverse, pad_of, pad_value)
-        return replace(rewritten, body=_swap(rewritten.body, nest[0], new))
+        return replace(rewritten, body=swap(rewritten.body, nest[0], new))
     top = _top_stmt(path)
     block = _pad_block(func, writer, new_buf, pad_of, pad_value, buf)
     return replace(rewritten, body=_insert_after(rewritten.body, top, block))
@@ -248,14 +248,4 @@ def _insert_after(s, top, new):
     if not children:
         return s
     fresh = [_insert_after(c, top, new) for c in children]
-    return s if all(a is b for a, b in zip(fresh, children)) else rebuild(s, fresh)
-
-
-def _swap(s, old, new):
-    if s is old:
-        return new
-    children = kids(s)
-    if not children:
-        return s
-    fresh = [_swap(c, old, new) for c in children]
     return s if all(a is b for a, b in zip(fresh, children)) else rebuild(s, fresh)

@@ -27,7 +27,7 @@ from .blocks import find_block
 from .compute_at import compare, complete_code, scope_blocks
 from .cover import pin_unit, prove_ge
 from .region import loop_ranges
-from .tree import block_loops, kids, rebuild
+from .tree import block_loops, kids, rebuild, swap
 
 __all__ = ["decompose_padding"]
 
@@ -229,7 +229,7 @@ def _tidy(e):
 def _replace(s, outer: For, inner: For, fill, kept):
     """``outer`` preceded by ``fill``, with ``inner`` replaced by ``kept``."""
     if s is outer:
-        rest = kept if outer is inner else _swap(s, inner, kept)
+        rest = kept if outer is inner else swap(s, inner, kept)
         return SeqStmt((fill, rest))
     children = kids(s)
     if not children:
@@ -240,12 +240,3 @@ def _replace(s, outer: For, inner: For, fill, kept):
     if isinstance(s, SeqStmt):
         return seq([x for n in fresh for x in (n.stmts if isinstance(n, SeqStmt) else [n])])
     return rebuild(s, fresh)
-
-
-def _swap(s, old, new):
-    if s is old:
-        return new
-    children = kids(s)
-    if not children:
-        return s
-    return rebuild(s, [_swap(c, old, new) for c in children])

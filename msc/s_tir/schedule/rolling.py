@@ -34,7 +34,7 @@ from .arith import map_children, raw_subst
 from .blocks import find_block
 from .compute_at import block_regions, check_not_output, dependents, scope_blocks
 from .region import block_reads, block_writes, bounds, loop_ranges
-from .tree import block_loops, find_path, kids, rebuild
+from .tree import block_loops, find_path, kids, rebuild, swap
 
 __all__ = ["rolling_buffer"]
 
@@ -59,7 +59,7 @@ def rolling_buffer(func: PrimFunc, block_name: str, write_index: int) -> PrimFun
                                        for k, d in enumerate(buf.shape)))
     plan = _Plan(buf, new_buf, axis, extent, rolls)
     new_scope = _rewrite_scope(scope, plan)
-    return replace(func, body=_swap(func.body, scope, new_scope))
+    return replace(func, body=swap(func.body, scope, new_scope))
 
 
 class _Plan:
@@ -251,14 +251,3 @@ def _rolled(indices: tuple, plan: _Plan) -> tuple:
 
 def _mod(e, plan: _Plan):
     return E.BinaryOp("FloorMod", e, E.IntImm(E.as_int(plan.extent), e.dtype))
-
-
-def _swap(s, old, new):
-    if s is old:
-        return new
-    children = kids(s)
-    if not children:
-        return s
-    fresh = [_swap(c, old, new) for c in children]
-    return s if all(a is b for a, b in zip(fresh, children)) else rebuild(s, fresh)
-

@@ -31,7 +31,7 @@ from ...tir.function import (
 )
 
 __all__ = ["block_loops", "blocks_in", "find_path", "kids", "rebuild", "replace_at",
-           "rewrite_expr", "rewrite_stmt", "subst_stmt", "var_names"]
+           "rewrite_expr", "rewrite_stmt", "subst_stmt", "swap", "var_names"]
 
 
 def kids(s: Stmt) -> list:
@@ -74,6 +74,12 @@ def replace_at(path: list, new: Stmt | None) -> Stmt:
         items = [k for k in items if k is not None]
         new = rebuild(parent, items) if items else None
     return new
+
+
+def swap(root: Stmt, old: Stmt, new: Stmt) -> Stmt:
+    """``root`` with the statement ``old`` (found by identity) replaced by ``new``."""
+    path = find_path(root, lambda s: s is old)
+    return root if path is None else replace_at(path, new)
 
 
 def blocks_in(s: Stmt, nested: bool = True) -> list:
