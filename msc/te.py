@@ -25,7 +25,7 @@ from .tir.expr import const
 from .tir.function import PrimFunc
 
 __all__ = ["Tensor", "compute", "const", "create_prim_func", "max", "min", "placeholder",
-           "reduce_axis", "sum"]
+           "reduce_axis", "sum", "var"]
 
 _REALIZING: list = []  # (builder, {id(tensor): builder tensor}) while create_prim_func runs
 
@@ -80,6 +80,12 @@ class ReduceAxis:
 
 def _var(value):
     return value.var if isinstance(value, ReduceAxis) else value
+
+
+def var(name: str = "tindex", dtype: str = "int32") -> E.Var:
+    """A symbolic size (``n = te.var("n", dtype="int64")``) for shapes of placeholders and
+    computes; it becomes a var of the function's signature."""
+    return E.Var(name, dtype)
 
 
 def placeholder(shape, dtype: str = "float32", name: str = "placeholder") -> Tensor:

@@ -180,7 +180,7 @@ class _FuncParser(ExprParser):
             offset = None if offset is None else self.expr(offset)
         finally:
             self.implicit_vars = False
-        scope = self.constant(kw.pop("scope")) if "scope" in kw else scope
+        scope = (self.constant(kw.pop("scope")) or "global") if "scope" in kw else scope
         for ignored in ("align", "offset_factor", "buffer_type"):
             kw.pop(ignored, None)
         if kw or len(args) > 2:

@@ -2,6 +2,8 @@
 layout, re-expressed through an index map; values are kept, the trace replays (the map is
 kept as its lambda text), and maps that are not bijective are refused as TVM refuses them."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -109,7 +111,6 @@ def test_transform_layout_of_a_parameter_changes_the_signature():
 
 @pytest.mark.parametrize("kwargs, words", [
     ({"index_map": lambda i, j: (i, j // 5, j % 5)}, "introduces padding"),
-    ({"index_map": lambda i, j: (i, j // 5, j % 5), "pad_value": 0.0}, "not implemented"),
     ({"index_map": lambda i, j: (j, i), "pad_value": 0}, "dtype int32"),
     ({"index_map": lambda i, j: (i + j,)}, "not injective"),
 ])
@@ -117,6 +118,52 @@ def test_transform_layout_refusals(kwargs, words):
     sch = tir.Schedule(two)
     with pytest.raises(ScheduleError, match=words):
         sch.transform_layout("B", "B", **kwargs)
+    testing.assert_structural_equal(sch.mod["main"], two)
+
+
+def test_padded_layout_of_an_output_writes_the_pad_value():
+    sch = tir.Schedule(two)
+    sch.transform_layout("C", "C", lambda i, j: (i, j // 5, j % 5), pad_value=-1.0)
+    text = sch.mod["main"].script()
+    assert "C: T.Buffer((8, 3, 5), \"float32\")" in text
+    assert re.search(r"T.if_then_else\((vj\w*) == 2 and 2 <= (vk\w*), T.float32\(-1.0\), "
+                     r"B\[vi\w*, \1 \* 5 \+ \2\] \+ T.float32\(1.0\)\)", text)
+    a = np.random.default_rng(2).standard_normal((8, 12)).astype("float32")
+    c = np.zeros((8, 3, 5), "float32")
+    run_prim_func(sch.mod["main"], a, c)
+    flat = c.reshape(8, 15)
+    np.testing.assert_allclose(flat[:, :12], 2 * a + 1, rtol=1e-6)
+    assert (flat[:, 12:] == -1).all()
+    testing.verify_trace_roundtrip(sch, two)
+
+
+def test_padded_layout_after_a_block_with_other_stores_gets_a_padding_block():
+    @T.prim_func(s_tir=True)
+    def both(A: T.Buffer((14,), "float32"), C: T.Buffer((14,), "float32"),
+             D: T.Buffer((14,), "float32")):
+        for i in range(14):
+            with T.sblock("B"):
+                vi = T.axis.remap("S", [i])
+                C[vi] = A[vi] + 1.0
+                D[vi] = A[vi] * 2.0
+
+    sch = tir.Schedule(both)
+    sch.transform_layout("B", "C", lambda i: (i // 4, i % 4), pad_value=0.5)
+    text = sch.mod["main"].script()
+    assert 'T.sblock("B_pad_C")' in text
+    assert re.search(r"T.where\((i\w*) == 3 and 2 <= (j\w*)\)", text)
+    a = np.random.default_rng(3).standard_normal(14).astype("float32")
+    c, d = np.zeros((4, 4), "float32"), np.zeros(14, "float32")
+    run_prim_func(sch.mod["main"], a, c, d)
+    np.testing.assert_allclose(c.reshape(16)[:14], a + 1, rtol=1e-6)
+    np.testing.assert_allclose(c.reshape(16)[14:], 0.5)
+    np.testing.assert_allclose(d, 2 * a, rtol=1e-6)
+
+
+def test_padding_an_input_buffer_is_refused_by_name():
+    sch = tir.Schedule(two)
+    with pytest.raises(ScheduleError, match="padding the input buffer 'A'"):
+        sch.transform_layout("B", ("read", 0), lambda i, j: (i, j // 5, j % 5), pad_value=0.0)
     testing.assert_structural_equal(sch.mod["main"], two)
 
 

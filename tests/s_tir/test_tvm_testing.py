@@ -87,9 +87,10 @@ def test_reverse_compute_at_preserve_unit_loops(preserve):
 
 
 @pytest.mark.parametrize("apply, match", [
-    (lambda s: s.compute_at("Y", s.get_loops("Y")[0]), "loop 'i' is an ancestor of block 'Y'"),
-    (lambda s: s.reverse_compute_at("C", s.get_loops("C")[1]), "is an ancestor of block 'C'"),
-    (lambda s: s.compute_at("C", s.get_loops("Y")[0]), "'C' is an output block"),
+    (lambda s: s.compute_at("Y", s.get_loops("Y")[0]),
+     "block 'Y' and loop 'i' to be under the same block scope"),
+    (lambda s: s.reverse_compute_at("C", s.get_loops("C")[1]), "ancestor of block"),
+    (lambda s: s.compute_at("C", s.get_loops("Y")[0]), "block 'C' is an output block"),
 ])
 def test_compute_at_refusals_use_tvm_words(apply, match):
     sch = _sch()

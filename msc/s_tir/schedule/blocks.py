@@ -1,10 +1,10 @@
-"""Block primitives on a PrimFunc: cache_read / cache_write, compute_at /
-reverse_compute_at, decompose_reduction. Blocks are named (names are unique in a function,
-as TVM requires); each primitive returns the new function (and the new block's name).
+"""Block primitives on a PrimFunc: cache_read / cache_write, decompose_reduction
+(compute_at / reverse_compute_at live in ``compute_at.py``). Blocks are named (names are
+unique in a function, as TVM requires); each primitive returns the new function (and the new
+block's name).
 
 The root block's body is a sequence of top-level statements; caches are whole-buffer copy
-nests placed next to the block's statement, and compute_at / reverse_compute_at move such a
-single-block nest under a loop of another statement, shrunk to the region used there."""
+nests placed next to the block's statement."""
 
 from __future__ import annotations
 
@@ -25,13 +25,11 @@ from ...tir.function import (
     walk_stmts,
 )
 from .loops import find_loop, fresh_name
-from .region import accesses, block_reads, block_writes, bounds, loads, loop_ranges, union
+from .region import accesses, block_reads, block_writes
 from .storage import check_scope
 from .tree import block_loops, blocks_in, find_path, kids, replace_at, subst_stmt, var_names
 
-__all__ = ["buffer_name", "cache_read", "cache_write", "compute_at", "decompose_reduction",
-           "find_block",
-           "reverse_compute_at"]
+__all__ = ["buffer_name", "cache_read", "cache_write", "decompose_reduction", "find_block"]
 
 
 def find_block(func: PrimFunc, name: str, what: str = "get_block") -> list:
@@ -171,172 +169,6 @@ def _rename_buffer(block: SBlock, old: Buffer, new: Buffer) -> SBlock:
     from .tree import rewrite_stmt
 
     return rewrite_stmt(block, {}, {old.name: new})
-
-
-# ----------------------------------------------------------------------- compute at
-
-def _single_nest(func: PrimFunc, block_name: str, what: str):
-    """(top index, block) of a block that is alone in its top-level loop nest, with spatial
-    axes only, and that stores to one buffer at exactly its axes."""
-    path = find_block(func, block_name, what)
-    block = path[-1]
-    top = _top(func, block)
-    if len(blocks_in(_items(func)[top])) != 1 or len(path) < 2:
-        raise ScheduleError(f"{what}: block {block_name!r} must be alone in its loop nest",
-                            key=block_name)
-    if any(iv.kind != "spatial" for iv in block.iter_vars) or block.init is not None:
-        raise ScheduleError(f"{what}: block {block_name!r} has reduce axes", key=block_name,
-                            hint="only spatial blocks (copies, elementwise) move here")
-    stores = [s for s in walk_stmts(block.body) if isinstance(s, BufferStore)]
-    axes = tuple(iv.var.name for iv in block.iter_vars)
-    if not stores or any(tuple(getattr(i, "name", None) for i in s.indices) != axes
-                         or s.buffer.name != stores[0].buffer.name for s in stores):
-        raise ScheduleError(f"{what}: block {block_name!r} must store one buffer at exactly "
-                            "its axes", key=block_name)
-    return top, block, stores[0].buffer
-
-
-def _check_target(func: PrimFunc, block_name: str, var: E.Var, what: str) -> None:
-    """TVM's first two refusals: the loop encloses the block already, or (compute_at) the
-    block writes a function output, which no consumer inside the function reads whole."""
-    path = find_block(func, block_name, what)
-    if any(isinstance(s, For) and s.var is var for s in path):
-        raise ScheduleError(f"{what}: loop {var.name!r} is an ancestor of block "
-                            f"{block_name!r}", key=block_name,
-                            hint="pick a loop of another block's nest")
-    params = {b.name for b in func.buffers}
-    written = {b.name for b in block_writes(path[-1])} & params
-    if what == "compute_at" and written:
-        raise ScheduleError(f"compute_at: block {block_name!r} is an output block (it writes "
-                            f"the function's buffer {min(written)!r})", key=block_name,
-                            hint="move its consumers with reverse_compute_at instead")
-
-
-def _raw_loads(stmt, name: str) -> list:
-    """Loads of buffer ``name`` in ``stmt`` as written (indices in the block's axes)."""
-    found = [ld for s in walk_stmts(stmt)
-             for e in (getattr(s, "value", None), *getattr(s, "indices", ()))
-             if isinstance(e, E.PrimExpr) for ld in loads(e)]
-    return [ld for ld in found if ld.buffer.name == name]
-
-
-def _inner_ranges(loop: For) -> dict:
-    return loop_ranges([s for s in walk_stmts(loop.body) if isinstance(s, For)])
-
-
-def _moved_nest(func: PrimFunc, block: SBlock, region: list, outer: list,
-                preserve_unit_loops: bool = False) -> object:
-    """The block over ``region`` ((lo, hi) per axis): fresh loops, bindings lo + ax, and a
-    ``T.where`` for dims not provably inside the buffer; loops of extent 1 are kept only with
-    ``preserve_unit_loops``."""
-    taken = var_names(func.body)
-    ranges, conds, loops, ivs = loop_ranges(outer), [], [], []
-    for iv, (lo, hi) in zip(block.iter_vars, region):
-        extent = E.sub(E.add(hi, 1), lo)
-        ax = E.Var(fresh_name(func, f"ax{len(loops)}", taken), iv.var.dtype)
-        loops.append((ax, extent))
-        # TVM's order: lo + ax (E.add would sort the terms)
-        binding = ax if E.as_int(lo) == 0 else E.BinaryOp("Add", lo, ax)
-        ivs.append(replace(iv, binding=binding))
-        glo, ghi = bounds(binding, {**ranges, ax.name: (E.IntImm(0, ax.dtype),
-                                                         E.sub(extent, 1))})
-        if not (E.as_int(glo) is not None and E.as_int(glo) >= E.as_int(iv.min) and
-                E.as_int(ghi) is not None and E.as_int(ghi) < E.as_int(E.add(iv.min,
-                                                                             iv.extent))):
-            conds.append(E.binary("LT", binding, E.add(iv.min, iv.extent)))
-    pred = block.predicate
-    for c in conds:
-        pred = c if pred is None else E.binary("And", pred, c)
-    stmt = replace(block, iter_vars=tuple(ivs), predicate=pred)
-    for ax, extent in reversed(loops):
-        if E.as_int(extent) == 1 and not preserve_unit_loops:
-            stmt = subst_stmt(stmt, {ax.name: E.IntImm(0, ax.dtype)})
-        else:
-            stmt = For(ax, E.IntImm(0, ax.dtype), extent, "serial", stmt)
-    return stmt
-
-
-def _region(loop: For, kind: str, buf: Buffer, what: str) -> list:
-    found = accesses(loop.body, kind, buf.name)
-    if not found:
-        raise ScheduleError(f"{what}: nothing under loop {loop.var.name!r} "
-                            f"{'reads' if kind == 'read' else 'writes'} {buf.name!r}",
-                            key=loop.var.name)
-    inner = _inner_ranges(loop)
-    return union([[bounds(i, inner) for i in idx] for _, _, idx in found])
-
-
-def _check_between(func, lo: int, hi: int, names: set, what: str) -> None:
-    for item in _items(func)[lo:hi]:
-        touched = {a[1].name for a in accesses(item)} & names
-        if touched:
-            raise ScheduleError(f"{what}: buffer(s) {sorted(touched)} are used between the "
-                                "two loop nests", hint="move the statements apart first")
-
-
-def compute_at(func: PrimFunc, block_name: str, var: E.Var,
-               preserve_unit_loops: bool = False) -> PrimFunc:
-    """Move a producer block under ``loop`` of its consumer, computing only the region the
-    loop's body reads."""
-    _check_target(func, block_name, var, "compute_at")
-    top, block, out = _single_nest(func, block_name, "compute_at")
-    lpath = find_loop(func, var, "compute_at")
-    loop, at = lpath[-1], _top(func, lpath[-1])
-    if at <= top:
-        raise ScheduleError(f"compute_at: loop {var.name!r} is not after block "
-                            f"{block_name!r}", key=block_name)
-    readers = [k for k, item in enumerate(_items(func)) if k != top
-               and accesses(item, "read", out.name)]
-    inside = len(accesses(loop.body, "read", out.name))
-    if readers != [at] or inside != len(accesses(_items(func)[at], "read", out.name)):
-        raise ScheduleError(f"compute_at requires all the consumer blocks of {block_name!r} "
-                            f"to be under loop {var.name!r}: {out.name!r} is read outside it",
-                            key=block_name, hint="pick a loop that encloses every reader")
-    reads = {a[1].name for a in accesses(block, "read")}
-    _check_between(func, top + 1, at, reads | {out.name}, "compute_at")
-    if {a[1].name for a in accesses(_items(func)[at], "write")} & reads:
-        raise ScheduleError(f"compute_at: the consumer writes what {block_name!r} reads")
-    nest = _moved_nest(func, block, _region(loop, "read", out, "compute_at"),
-                       [s for s in lpath if isinstance(s, For)], preserve_unit_loops)
-    func = replace(func, body=replace_at(lpath, replace(loop, body=seq([nest, loop.body]))))
-    items = _items(func)
-    del items[top]
-    return _with_items(func, items)
-
-
-def reverse_compute_at(func: PrimFunc, block_name: str, var: E.Var,
-                       preserve_unit_loops: bool = False) -> PrimFunc:
-    """Move a consumer block under ``loop`` of its producer, right after the loop's body,
-    computing the region the body writes."""
-    _check_target(func, block_name, var, "reverse_compute_at")
-    top, block, _ = _single_nest(func, block_name, "reverse_compute_at")
-    lpath = find_loop(func, var, "reverse_compute_at")
-    loop, at = lpath[-1], _top(func, lpath[-1])
-    if at >= top:
-        raise ScheduleError(f"reverse_compute_at: loop {var.name!r} is not before block "
-                            f"{block_name!r}", key=block_name)
-    written = {a[1].name for a in accesses(loop.body, "write")}
-    src = [b for b in block_reads(block) if b.name in written]
-    if not src:
-        raise ScheduleError(f"reverse_compute_at: block {block_name!r} reads nothing written "
-                            f"under loop {var.name!r}", key=block_name)
-    src = src[0]
-    if len(accesses(_items(func)[at], "write", src.name)) != len(accesses(loop.body, "write",
-                                                                           src.name)):
-        raise ScheduleError(f"reverse_compute_at: {src.name!r} is also written outside loop "
-                            f"{var.name!r}", key=block_name)
-    axes = tuple(iv.var.name for iv in block.iter_vars)
-    if any(tuple(getattr(i, "name", None) for i in ld.indices) != axes
-           for ld in _raw_loads(block.body, src.name)):
-        raise ScheduleError(f"reverse_compute_at: block {block_name!r} must read "
-                            f"{src.name!r} at exactly its axes", key=block_name)
-    _check_between(func, at + 1, top, {a[1].name for a in accesses(block)}, "reverse_compute_at")
-    nest = _moved_nest(func, block, _region(loop, "write", src, "reverse_compute_at"),
-                       [s for s in lpath if isinstance(s, For)], preserve_unit_loops)
-    func = replace(func, body=replace_at(lpath, replace(loop, body=seq([loop.body, nest]))))
-    items = _items(func)
-    del items[top]
-    return _with_items(func, items)
 
 
 # ----------------------------------------------------------------------- decompose reduction

@@ -12,7 +12,7 @@ TVM's ``IndexMap.from_func`` does) or its text (``"lambda i, j: (j, i)"``, what 
 keeps). msc inverts maps whose outputs are mixed-radix sums of distinct inputs (``i * 128 +
 j``, ``rh * 21 + rw * 3 + rc``, permutations), which is what TVM's tests use; a map that is
 not such a bijection is refused as TVM refuses it. Padded layouts (a map whose image is
-larger than the buffer, TVM's ``pad_value``) are not implemented and are refused by name.
+larger than the buffer, TVM's ``pad_value``) are written by ``layout_pad.py``.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from ...tir.function import (
 )
 from .arith import map_children, raw_subst, simplify_in
 from .blocks import find_block
+from .layout_pad import padded_layout
 from .loops import fresh_name
 from .region import block_reads, block_writes, bounds, loads
 from .tree import block_loops, kids, rebuild, replace_at, var_names
@@ -379,15 +380,12 @@ def transform_layout(func: PrimFunc, block_name: str, kind: str, index: int, ind
         raise ScheduleError(f"{what}: the index map {text} sends the {old_size} elements of "
                             f"{buf.name!r} to {new_size} places, so it is not injective",
                             key=block_name, hint="a layout must keep every element apart")
-    if old_size is not None and new_size is not None and new_size > old_size and \
-            not assume_injective_transform:
-        if pad_value is None:
-            raise ScheduleError(f"{what}: the index map {text} introduces padding on "
-                                f"{buf.name!r} ({old_size} elements into {new_size})",
-                                key=block_name, hint="pass pad_value=..., or "
-                                "assume_injective_transform=True to leave the pad unwritten")
-        raise ScheduleError(f"{what}: padded layouts (pad_value) are not implemented in msc",
-                            key=block_name, hint="pick a map that divides the shape evenly")
+    padded = old_size is not None and new_size is not None and new_size > old_size
+    if padded and not assume_injective_transform and pad_value is None:
+        raise ScheduleError(f"{what}: the index map {text} introduces padding on "
+                            f"{buf.name!r} ({old_size} elements into {new_size})",
+                            key=block_name, hint="pass pad_value=..., or "
+                            "assume_injective_transform=True to leave the pad unwritten")
     new_buf = replace(buf, shape=shape)
 
     def index_of(indices):
@@ -397,7 +395,10 @@ def transform_layout(func: PrimFunc, block_name: str, kind: str, index: int, ind
     body = _rewrite_buffer(func.body, buf.name, new_buf, index_of)
     params = tuple(new_buf if isinstance(p, Buffer) and p.name == buf.name else p
                    for p in func.params)
-    return replace(func, params=params, body=body), text
+    out = replace(func, params=params, body=body)
+    if padded and pad_value is not None:
+        out = padded_layout(func, out, buf, new_buf, variables, outputs, pad_value, what)
+    return out, text
 
 
 def _size(shape) -> int | None:

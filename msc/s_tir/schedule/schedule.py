@@ -27,6 +27,7 @@ from . import axes as AX
 from . import blockize as BZ
 from . import blocks as B
 from . import buffers as BF
+from . import compute_at as CA
 from . import dtype as DT
 from . import epilogue as EP
 from . import inline as I
@@ -40,11 +41,12 @@ from .queries import QueryMixin
 from .rvs import RV, BlockRV, ExprRV, LoopRV, RVNotFoundError, SBlockRV
 from .trace import Instruction, Trace
 from .tree import block_loops
+from .window_prims import WindowMixin
 
 __all__ = ["BlockRV", "ExprRV", "LoopRV", "SBlockRV", "Schedule"]
 
 
-class Schedule(QueryMixin):
+class Schedule(QueryMixin, WindowMixin):
     """A schedule over the prim funcs of ``mod`` (TVM's ``tir.Schedule`` / ``s_tir``)."""
 
     _BLOCK_RV, _LOOP_RV = BlockRV, LoopRV
@@ -232,12 +234,12 @@ class Schedule(QueryMixin):
 
     def compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False,
                    index: int = -1) -> None:
-        self._at("compute_at", B.compute_at, "ComputeAt", block, loop, preserve_unit_loops,
+        self._at("compute_at", CA.compute_at, "ComputeAt", block, loop, preserve_unit_loops,
                  index)
 
     def reverse_compute_at(self, block: BlockRV, loop: LoopRV,
                            preserve_unit_loops: bool = False, index: int = -1) -> None:
-        self._at("reverse_compute_at", B.reverse_compute_at, "ReverseComputeAt", block, loop,
+        self._at("reverse_compute_at", CA.reverse_compute_at, "ReverseComputeAt", block, loop,
                  preserve_unit_loops, index)
 
     def _at(self, what, fn, kind, block, loop, preserve, index) -> None:
@@ -247,7 +249,7 @@ class Schedule(QueryMixin):
         if loop_func != func_name:
             raise ScheduleError(f"{what}: the block and the loop are in different functions")
         self._funcs[func_name] = self._apply(what, fn, self._funcs[func_name], name, var,
-                                             bool(preserve))
+                                             bool(preserve), int(index))
         self._record(kind, [block, loop], [bool(preserve), int(index)], [])
 
     def set_scope(self, block: BlockRV | str, buffer_index: int | str,

@@ -75,6 +75,8 @@ INSTRUCTIONS = {
     "SamplePerfectTile": ("sample_perfect_tile", ["n", "max_innermost_factor"]),
     "SampleCategorical": ("sample_categorical", ["candidates", "probs"]),
     "EnterPostproc": ("enter_postproc", []),
+    "RollingBuffer": ("rolling_buffer", ["write_buffer_index"]),
+    "DecomposePadding": ("decompose_padding", []),
 }
 _ALIASES = {"GetBlock": "GetSBlock"}  # TVM before the s_tir rename
 

@@ -31,7 +31,7 @@ from ...tir.function import (
 )
 
 __all__ = ["block_loops", "blocks_in", "find_path", "kids", "rebuild", "replace_at",
-           "rewrite_expr", "rewrite_stmt", "subst_stmt", "var_names"]
+           "rewrite_expr", "rewrite_stmt", "subst_stmt", "swap", "var_names"]
 
 
 def kids(s: Stmt) -> list:
@@ -74,6 +74,12 @@ def replace_at(path: list, new: Stmt | None) -> Stmt:
         items = [k for k in items if k is not None]
         new = rebuild(parent, items) if items else None
     return new
+
+
+def swap(root: Stmt, old: Stmt, new: Stmt) -> Stmt:
+    """``root`` with the statement ``old`` (found by identity) replaced by ``new``."""
+    path = find_path(root, lambda s: s is old)
+    return root if path is None else replace_at(path, new)
 
 
 def blocks_in(s: Stmt, nested: bool = True) -> list:
@@ -127,10 +133,14 @@ def rewrite_expr(e, names: dict, buffers: dict | None = None):
         return names.get(e.name, e)
     if isinstance(e, BufferLoad):
         buf = buffers.get(e.buffer.name, e.buffer)
-        return BufferLoad(buf, tuple(rewrite_expr(i, names, buffers) for i in e.indices))
+        indices = tuple(rewrite_expr(i, names, buffers) for i in e.indices)
+        if buf is e.buffer and all(a is b for a, b in zip(indices, e.indices)):
+            return e
+        return BufferLoad(buf, indices)
     if isinstance(e, E.BinaryOp):
-        return E.binary(e.op, rewrite_expr(e.a, names, buffers), rewrite_expr(e.b, names,
-                                                                              buffers))
+        a, b = rewrite_expr(e.a, names, buffers), rewrite_expr(e.b, names, buffers)
+        # unchanged operands keep the expression as written (E.binary would sort a sum)
+        return e if a is e.a and b is e.b else E.binary(e.op, a, b)
     if isinstance(e, E.Select):
         return E.Select(*(rewrite_expr(c, names, buffers)
                           for c in (e.cond, e.true_value, e.false_value)))
