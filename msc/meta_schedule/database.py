@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from ..errors import MSCError
 from ..s_tir.schedule import Schedule, Trace
+from .target import same_target
 
 __all__ = ["FAILED", "JSONDatabase", "TuningRecord", "workload_key"]
 
@@ -133,7 +134,7 @@ class JSONDatabase:
         key = workload_key(func)
         index = next((i for i, (k, _) in enumerate(self.workloads) if k == key), None)
         records = self.records.get(index, []) if index is not None else []
-        return [r for r in records if target is None or _same_target(r.target, target)]
+        return [r for r in records if target is None or same_target(r.target, target)]
 
     def get_top_k(self, func, k: int, target: str | None = None) -> list:
         valid = [r for r in self.records_of(func, target) if r.valid]
@@ -163,7 +164,3 @@ class JSONDatabase:
             except MSCError as exc:  # a record of an older msc: try the next best
                 LOG.warning("%s: a record does not replay (%s)", workload_name, exc)
         return None
-
-
-def _same_target(a: str, b) -> bool:
-    return str(a).split()[0] == str(b).split()[0]
