@@ -139,7 +139,7 @@ def _decisions_of(trace) -> list:
 class _Search:
     def __init__(self, func, db: JSONDatabase, target: str, cost_model, seed: int,
                  min_repeat_ms: float, name: str, runner: str = "local",
-                 timeout: float = 60.0, space=None):
+                 timeout: float = 60.0, space=None, analytic_starts: bool = True):
         self.func, self.db, self.target, self.model = func, db, target, cost_model
         self.space = space
         self.rng = random.Random(seed)
@@ -150,6 +150,7 @@ class _Search:
             if runner == "popen" else None
         self.workload = db.commit_workload(func)
         self.specs, self.starts = sketch_specs(func, space, self.threads)
+        self.starts = self.starts if analytic_starts else []
         self.measured: dict = {}   # key -> (decisions, mean secs)
         self.wkey = workload_key(func)
         self.training = TrainingSet(os.path.dirname(db.path_tuning_record))
@@ -181,7 +182,7 @@ class _Search:
         return self.rows[key]
 
     def _train(self, decisions: list, secs: float, sch: Schedule | None = None) -> None:
-        if isinstance(self.model, RandomModel) or self.training.has(self._tag(decisions)):
+        if self.training.has(self._tag(decisions)):
             return
         rows = self._rows_of(decisions, sch)
         if rows is not None:
@@ -265,14 +266,16 @@ class _Search:
 def search(func, db: JSONDatabase, target: str, budget: int, per_iter: int, cost_model,
            seed: int = 0, min_repeat_ms: float = 40.0, name: str = "main",
            time_budget_s: float | None = None, runner: str = "local",
-           timeout: float = 60.0, space=None) -> SearchResult:
+           timeout: float = 60.0, space=None, analytic_starts: bool = True) -> SearchResult:
     """Measure up to ``budget`` new candidates of ``func``; the database keeps them all.
     ``runner="popen"`` measures them in a worker process (a crash or a hang of more than
     ``timeout`` seconds costs one candidate). ``space``: a function of a Schedule whose
-    sampling instructions define the candidates (default: msc's sketch, ``apply_sketch``)."""
+    sampling instructions define the candidates (default: msc's sketch, ``apply_sketch``).
+    ``analytic_starts=False`` leaves out the analytic starting points (to compare search
+    strategies from random samples alone)."""
     start = time.perf_counter()
     s = _Search(func, db, target, cost_model, seed, min_repeat_ms, name, runner, timeout,
-                space)
+                space, analytic_starts)
     try:
         with num_threads(s.threads):  # candidates run as they will: on the target's threads
             return _loop(s, budget, per_iter, start, time_budget_s, func, min_repeat_ms)

@@ -5,8 +5,9 @@ instructions, so a candidate *is* its trace and a new candidate is new decisions
 
 - a reduction block (spatial and reduce axes, ``T.init``): multi-level tiling "SSRSRS" --
   each spatial loop split in 4 (S0 S1 S2 S3), each reduce loop in 2 (R0 R1), ordered
-  S0 S1 R0 S2 R1 S3; the init split off before R0 (``decompose_reduction``); the innermost
-  spatial tile vectorized; a sampled choice unrolls the S2 tiles (register rows) or not;
+  S0 S1 R0 S2 R1 S3; the innermost spatial tile vectorized; a sampled choice unrolls the S2
+  tiles (register rows) or not; then the init split off before R0
+  (``decompose_reduction``, its loops keep their kinds);
 - a spatial block (elementwise, copies): its loops fused and split in 2, the inner part
   vectorized.
 
@@ -143,9 +144,11 @@ def _tile_reduction(sch: Schedule, block, analytic: str | None = None, threads: 
         r1.append(inner)
     s0, s1, s2, s3 = levels
     sch.reorder(*s0, *s1, *r0, *s2, *r1, *s3)
-    sch.decompose_reduction(block, r0[0])
     _annotate(sch, s0, s2, s3[-1], analytic)
     _parallelize(sch, s0, s0 + s1, analytic, threads)
+    # Last, as TVM's RewriteReductionBlock postprocessor: TVM vectorizes a loop over a
+    # reduction block only while the block keeps its init, so the trace replays in TVM.
+    sch.decompose_reduction(block, r0[0])
 
 
 def _annotate(sch: Schedule, outer: list, rows: list, vector, analytic: bool) -> None:

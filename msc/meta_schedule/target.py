@@ -12,7 +12,8 @@ import re
 
 from ..errors import ValidationError
 
-__all__ = ["declared_threads", "same_target", "target_threads"]
+__all__ = ["declared_threads", "same_target", "target_config", "target_text",
+           "target_threads"]
 
 _CORES = re.compile(r"-num-cores[= ](\S+)")
 
@@ -49,3 +50,23 @@ def same_target(recorded: str, wanted) -> bool:
         return False
     a, b = declared_threads(recorded), declared_threads(wanted)
     return a is None or b is None or a == b
+
+
+def target_text(target) -> str:
+    """A target as msc keeps it: ``"llvm --num-cores=2"``, from that text or from TVM's JSON
+    config (``{"kind": "llvm", "num-cores": 2, ...}``, what TVM 0.27 writes in records)."""
+    if isinstance(target, dict):
+        cores = target.get("num-cores")
+        kind = str(target.get("kind", "llvm"))
+        return f"{kind} --num-cores={int(cores)}" if cores is not None else kind
+    return str(target)
+
+
+def target_config(target) -> dict:
+    """TVM's JSON config of a target (``Target.export()``), as its records hold it."""
+    text = target_text(target)
+    config = {"kind": text.split()[0] if text.split() else "llvm", "tag": "", "keys": ["cpu"]}
+    cores = declared_threads(text)
+    if cores is not None:
+        config["num-cores"] = cores
+    return config
