@@ -186,7 +186,8 @@ class _Search:
             return
         rows = self._rows_of(decisions, sch)
         if rows is not None:
-            self.training.add(self.wkey, rows, secs, self._tag(decisions))
+            # times on different thread counts are different workloads to the model
+            self.training.add(f"{self.wkey}|{self.threads}", rows, secs, self._tag(decisions))
 
     def record_baseline(self, secs: list) -> None:
         """The untuned function as an empty trace: the database's best is never slower."""
