@@ -102,12 +102,14 @@ print(json.dumps({"tuned": timed(sch.mod), "tune_s": tune_s}), flush=True)
 """
 
 
-def conv_func():
+def conv_func(channels: int = 64, size: int = 56):
+    """The legalized 3x3 conv (pad 1) of ``channels`` in and out on ``size`` x ``size``, and its
+    Relax module (default: resnet50's res2 conv)."""
     from msc import relax
     from msc.relax import op as R
 
-    x = relax.Var("x", relax.TensorStructInfo((1, 64, 56, 56), "float32"))
-    w = relax.Var("w", relax.TensorStructInfo((64, 64, 3, 3), "float32"))
+    x = relax.Var("x", relax.TensorStructInfo((1, channels, size, size), "float32"))
+    w = relax.Var("w", relax.TensorStructInfo((channels, channels, 3, 3), "float32"))
     bb = relax.BlockBuilder()
     with bb.function("main", [x, w]):
         with bb.dataflow():

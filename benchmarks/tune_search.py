@@ -72,17 +72,9 @@ def matmul256():
 def conv_small():
     """A 3x3 conv of 32 channels on 28x28 (pad 1): the resnet conv's loop structure at 1/16
     of its work, for runs on a loaded machine."""
-    from msc import relax
-    from msc.relax import op as R
+    from tune import conv_func
 
-    x = relax.Var("x", relax.TensorStructInfo((1, 32, 28, 28), "float32"))
-    w = relax.Var("w", relax.TensorStructInfo((32, 32, 3, 3), "float32"))
-    bb = relax.BlockBuilder()
-    with bb.function("main", [x, w]):
-        with bb.dataflow():
-            gv = bb.emit_output(R.nn.conv2d(x, w, padding=(1, 1)))
-        bb.emit_func_output(gv)
-    return relax.transform.LegalizeOps()(bb.get())["conv2d"]
+    return conv_func(32, 28)[0]
 
 
 SMALL = {"softmax": softmax_func, "matmul256": matmul256, "conv3x3_small": conv_small}
