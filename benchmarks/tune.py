@@ -102,12 +102,14 @@ print(json.dumps({"tuned": timed(sch.mod), "tune_s": tune_s}), flush=True)
 """
 
 
-def conv_func():
+def conv_func(channels: int = 64, size: int = 56):
+    """The legalized 3x3 conv (pad 1) of ``channels`` in and out on ``size`` x ``size``, and its
+    Relax module (default: resnet50's res2 conv)."""
     from msc import relax
     from msc.relax import op as R
 
-    x = relax.Var("x", relax.TensorStructInfo((1, 64, 56, 56), "float32"))
-    w = relax.Var("w", relax.TensorStructInfo((64, 64, 3, 3), "float32"))
+    x = relax.Var("x", relax.TensorStructInfo((1, channels, size, size), "float32"))
+    w = relax.Var("w", relax.TensorStructInfo((channels, channels, 3, 3), "float32"))
     bb = relax.BlockBuilder()
     with bb.function("main", [x, w]):
         with bb.dataflow():
@@ -196,20 +198,34 @@ def run_tvm(func, args: list, trials: int, timeout: float) -> dict:
 
 def model_check(db, func) -> float | None:
     """Rank correlation between the GBT cost model's predictions and the measured times of
-    held-out candidates (trained on the first 2/3 of the records, tested on the rest)."""
+    held-out candidates (trained on the first 2/3 of the records, tested on the rest), on the
+    per-store features of each candidate's scheduled code."""
     from msc import meta_schedule as ms
-    from msc.meta_schedule.search import _decisions_of, features, sketch_specs
+    from msc.meta_schedule.features import per_store_features
 
-    specs = sketch_specs(func)[0]
-    rows = [(features(specs, _decisions_of(r.trace)), -np.log(r.mean_secs))
+    rows = [(per_store_features(_replayed(func, r.trace)), -np.log(r.mean_secs))
             for r in db.records_of(func) if r.valid and r.trace.insts]
     if len(rows) < 9:
         return None
     cut = len(rows) * 2 // 3
-    x, y = np.array([f for f, _ in rows]), np.array([t for _, t in rows])
-    pred = ms.GBTModel().fit(x[:cut], y[:cut]).predict(x[cut:])
-    ranks = [np.argsort(np.argsort(v)) for v in (pred, y[cut:])]
+
+    def stack(part):
+        return (np.concatenate([f for f, _ in part]),
+                np.concatenate([np.full(len(f), k) for k, (f, _) in enumerate(part)]))
+
+    x, groups = stack(rows[:cut])
+    model = ms.GBTModel().fit(x, np.array([t for _, t in rows[:cut]]), groups)
+    pred = model.predict(*stack(rows[cut:]))
+    ranks = [np.argsort(np.argsort(v)) for v in (pred, [t for _, t in rows[cut:]])]
     return float(np.corrcoef(*ranks)[0, 1])
+
+
+def _replayed(func, trace):
+    from msc.s_tir import Schedule
+
+    sch = Schedule(func)
+    trace.apply_to_schedule(sch)
+    return sch.mod["main"]
 
 
 def main() -> None:

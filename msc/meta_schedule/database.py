@@ -2,8 +2,11 @@
 
 - ``database_workload.json``: one line per function, ``[workload hash, TVMScript text]``;
 - ``database_tuning_record.json``: one line per measured candidate, ``[workload index,
-  [trace, run_secs, target, args_info]]``; a candidate that failed to build, run or match
-  the reference has ``run_secs`` ``[1e10]`` and never wins.
+  [trace, run_secs, target, args_info]]``, the target as TVM's JSON config
+  (``{"kind": "llvm", "tag": "", "keys": ["cpu"], "num-cores": 1}``; a target string of an
+  older msc file is read too); a candidate that failed to build, run or match the reference
+  has ``run_secs`` ``[1e10]`` and never wins. A record line loads in TVM 0.27
+  (``TuningRecord.from_json``) and TVM's load here (``TuningRecord.from_json``).
 
 Lines are appended and flushed as they are measured, so an interrupted run keeps what it
 measured and a later run with the same ``work_dir`` starts from it. A line that does not
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 
 from ..errors import MSCError
 from ..s_tir.schedule import Schedule, Trace
+from .target import same_target, target_config, target_text
 
 __all__ = ["FAILED", "JSONDatabase", "TuningRecord", "workload_key"]
 
@@ -53,7 +57,17 @@ class TuningRecord:
 
     def as_json(self) -> list:
         extra = [self.error] if self.error else []
-        return [self.trace.as_json(), list(self.run_secs), self.target, self.args_info, *extra]
+        return [self.trace.as_json(), list(self.run_secs), target_config(self.target),
+                self.args_info, *extra]
+
+    @staticmethod
+    def from_json(entry) -> TuningRecord:
+        """A record from its JSON (``[trace, run_secs, target, args_info]``, as msc or TVM
+        writes it; ValueError / TypeError / MSCError on a malformed one)."""
+        trace, run_secs, target, args_info, *rest = entry
+        return TuningRecord(Trace.from_json(trace), [float(s) for s in run_secs or []],
+                            target_text(target), args_info or [],
+                            str(rest[0]) if rest else "")
 
 
 class JSONDatabase:
@@ -95,9 +109,8 @@ class JSONDatabase:
                 self._skip(self.path_workload, len(self.workloads) + 1, "not [key, text]")
         for entry in self._lines(self.path_tuning_record):
             try:
-                index, (trace, run_secs, target, args_info, *rest) = entry
-                record = TuningRecord(Trace.from_json(trace), [float(s) for s in run_secs],
-                                      str(target), args_info, str(rest[0]) if rest else "")
+                index, body = entry
+                record = TuningRecord.from_json(body)
                 if not 0 <= int(index) < len(self.workloads):
                     raise ValueError(f"workload index {index} out of range")
             except (ValueError, TypeError, IndexError, MSCError) as exc:  # skip, keep the rest
@@ -133,7 +146,7 @@ class JSONDatabase:
         key = workload_key(func)
         index = next((i for i, (k, _) in enumerate(self.workloads) if k == key), None)
         records = self.records.get(index, []) if index is not None else []
-        return [r for r in records if target is None or _same_target(r.target, target)]
+        return [r for r in records if target is None or same_target(r.target, target)]
 
     def get_top_k(self, func, k: int, target: str | None = None) -> list:
         valid = [r for r in self.records_of(func, target) if r.valid]
@@ -163,7 +176,3 @@ class JSONDatabase:
             except MSCError as exc:  # a record of an older msc: try the next best
                 LOG.warning("%s: a record does not replay (%s)", workload_name, exc)
         return None
-
-
-def _same_target(a: str, b) -> bool:
-    return str(a).split()[0] == str(b).split()[0]

@@ -58,8 +58,10 @@ for line in sys.stdin:
 class PopenRunner:
     """A worker process measuring candidates of one workload."""
 
-    def __init__(self, task: Workload, timeout: float = 60.0, min_repeat_ms: float = 40.0):
+    def __init__(self, task: Workload, timeout: float = 60.0, min_repeat_ms: float = 40.0,
+                 threads: int = 1):
         self.task, self.timeout, self.min_repeat_ms = task, timeout, min_repeat_ms
+        self.threads = threads
         self._dir = tempfile.TemporaryDirectory(prefix="msc_tune_")
         self._data = os.path.join(self._dir.name, "task.npz")
         arrays = {f"a{k:03d}": a for k, a in enumerate(task.args)}
@@ -70,7 +72,8 @@ class PopenRunner:
         self.restarts = 0
 
     def _start(self) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+               "MSC_NUM_THREADS": str(self.threads)}
         self.proc = subprocess.Popen([sys.executable, "-c", WORKER, self._data], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True)

@@ -5,11 +5,19 @@ instructions, so a candidate *is* its trace and a new candidate is new decisions
 
 - a reduction block (spatial and reduce axes, ``T.init``): multi-level tiling "SSRSRS" --
   each spatial loop split in 4 (S0 S1 S2 S3), each reduce loop in 2 (R0 R1), ordered
-  S0 S1 R0 S2 R1 S3; the init split off before R0 (``decompose_reduction``); the innermost
-  spatial tile vectorized; a sampled choice unrolls the S2 tiles (register rows) or not, and
-  another marks the fused S0 loops parallel;
+  S0 S1 R0 S2 R1 S3; the innermost spatial tile vectorized; a sampled choice unrolls the S2
+  tiles (register rows) or not; then the init split off before R0
+  (``decompose_reduction``, its loops keep their kinds);
 - a spatial block (elementwise, copies): its loops fused and split in 2, the inner part
-  vectorized, the outer one parallel.
+  vectorized.
+
+Parallel loops follow the thread count (``threads``). With more than one thread the
+outermost spatial loops are always fused into one parallel loop, as MetaSchedule's
+ParallelizeVectorizeUnroll rule and its postprocessor do: loops are taken from the outside
+in (S0, then S1) until their product exceeds ``threads * _JOBS_PER_THREAD`` (chunks enough
+to balance the threads), so a tile choice can never leave the kernel serial. With one thread
+a sampled choice still marks the fused S0 loops (or a spatial block's outer loop) parallel,
+which keeps the one-thread space as it was and its records valid.
 
 Blocks whose loops have symbolic extents keep their loops (``sample_perfect_tile`` needs a
 constant), as do blocks nested in other blocks.
@@ -30,6 +38,9 @@ _MAX_INNER = 16
 _UNROLL_MAX = 16  # S2 tiles up to this size may be unrolled (register rows)
 # An inner reduce tile is a contiguous loop LLVM vectorizes (reassociating): it may be long.
 _MAX_REDUCE = 1024
+# TVM's max_jobs_per_core: the parallel loop gets at least this many iterations per thread
+# when the tiles allow, so uneven chunks cost little.
+_JOBS_PER_THREAD = 16
 
 
 def tunable_blocks(func) -> list:
@@ -49,8 +60,8 @@ def tunable_blocks(func) -> list:
 ANALYTIC = ("vector", "reduce")
 
 
-def apply_sketch(sch: Schedule, func_name: str | None = None, analytic: str | None = None
-                 ) -> None:
+def apply_sketch(sch: Schedule, func_name: str | None = None, analytic: str | None = None,
+                 threads: int = 1) -> None:
     """Apply the sketch of every tunable block of ``sch``'s function, sampling each choice.
     ``analytic`` takes a starting point analysis suggests instead of sampling: "vector" (a
     register tile of up to 4 unrolled rows by a 64-wide vector of the last spatial loop,
@@ -62,9 +73,9 @@ def apply_sketch(sch: Schedule, func_name: str | None = None, analytic: str | No
         if not _constant_loops(sch, block):
             continue
         if kind == "reduce":
-            _tile_reduction(sch, block, analytic)
+            _tile_reduction(sch, block, analytic, threads)
         else:
-            _tile_spatial(sch, block, analytic)
+            _tile_spatial(sch, block, analytic, threads)
 
 
 def _constant_loops(sch: Schedule, block) -> bool:
@@ -105,7 +116,8 @@ def _roles(sch: Schedule, spatial: list, analytic: str | None) -> dict:
             for lp in spatial}
 
 
-def _tile_reduction(sch: Schedule, block, analytic: str | None = None) -> None:
+def _tile_reduction(sch: Schedule, block, analytic: str | None = None, threads: int = 1
+                    ) -> None:
     loops = sch.get_loops(block)
     reduce_names = _reduce_loop_names(sch.get(block))
     spatial = [lp for lp in loops if sch.get(lp).var.name not in reduce_names]
@@ -132,8 +144,11 @@ def _tile_reduction(sch: Schedule, block, analytic: str | None = None) -> None:
         r1.append(inner)
     s0, s1, s2, s3 = levels
     sch.reorder(*s0, *s1, *r0, *s2, *r1, *s3)
-    sch.decompose_reduction(block, r0[0])
     _annotate(sch, s0, s2, s3[-1], analytic)
+    _parallelize(sch, s0, s0 + s1, analytic, threads)
+    # Last, as TVM's RewriteReductionBlock postprocessor: TVM vectorizes a loop over a
+    # reduction block only while the block keeps its init, so the trace replays in TVM.
+    sch.decompose_reduction(block, r0[0])
 
 
 def _annotate(sch: Schedule, outer: list, rows: list, vector, analytic: bool) -> None:
@@ -144,12 +159,38 @@ def _annotate(sch: Schedule, outer: list, rows: list, vector, analytic: bool) ->
         for lp in rows:
             if 1 < sch.get(lp).extent.value <= _UNROLL_MAX:
                 sch.unroll(lp)
-    if sch.get(sch.sample_categorical([0, 1], [0.5, 0.5], decision=0 if analytic else None)):
-        fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
-        sch.parallel(fused)
 
 
-def _tile_spatial(sch: Schedule, block, analytic: str | None = None) -> None:
+def _parallelize(sch: Schedule, sampled: list, spatial: list, analytic, threads: int) -> None:
+    """Make a parallel loop of the outermost spatial loops: for ``threads`` > 1 always, of
+    the leading ``spatial`` loops whose product first exceeds ``threads * _JOBS_PER_THREAD``
+    (all of them if it never does); for one thread when a sampled choice says so, of the
+    ``sampled`` loops."""
+    if threads > 1:
+        loops = _parallel_prefix(sch, spatial, threads * _JOBS_PER_THREAD)
+    elif sch.get(sch.sample_categorical([0, 1], [0.5, 0.5],
+                                        decision=0 if analytic else None)):
+        loops = sampled
+    else:
+        return
+    if loops:
+        sch.parallel(sch.fuse(*loops) if len(loops) > 1 else loops[0])
+
+
+def _parallel_prefix(sch: Schedule, loops: list, enough: int) -> list:
+    """The leading ``loops`` up to the first whose running extent product exceeds
+    ``enough``; empty when their product is 1 (nothing to split among threads)."""
+    taken, product = [], 1
+    for lp in loops:
+        taken.append(lp)
+        product *= sch.get(lp).extent.value
+        if product > enough:
+            break
+    return taken if product > 1 else []
+
+
+def _tile_spatial(sch: Schedule, block, analytic: str | None = None, threads: int = 1
+                  ) -> None:
     loops = sch.get_loops(block)
     fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
     extent = sch.get(fused).extent.value
@@ -161,5 +202,4 @@ def _tile_spatial(sch: Schedule, block, analytic: str | None = None) -> None:
     outer, inner = sch.split(fused, tiles)
     if sch.get(inner).extent.value > 1:
         sch.vectorize(inner)
-    if sch.get(sch.sample_categorical([0, 1], [0.5, 0.5], decision=0 if analytic else None)):
-        sch.parallel(outer)
+    _parallelize(sch, [outer], [outer], analytic, threads)

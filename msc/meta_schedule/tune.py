@@ -57,7 +57,7 @@ def tune_tir(mod, target, work_dir: str = "tune", max_trials_global: int | None 
              max_trials_per_task: int | None = None, num_trials_per_iter: int = 64,
              cost_model="xgb", seed: int | None = None, min_repeat_ms: float = 40.0,
              time_budget_s: float | None = None, runner: str = "local",
-             timeout: float = 60.0, **ignored):
+             timeout: float = 60.0, analytic_starts: bool = True, **ignored):
     """Tune every prim func of ``mod`` (an IRModule or a PrimFunc) by measured search on the
     llvmlite backend; returns the database (``work_dir``'s JSON-lines files).
 
@@ -68,7 +68,9 @@ def tune_tir(mod, target, work_dir: str = "tune", max_trials_global: int | None 
     seconds is one failed record, not the end of the run ("local", the default, measures in
     this process: Python-level failures are caught there too). TVM's other options (builder,
     strategy, ...) are accepted and ignored. ``db.results`` lists each task's trials,
-    failures and best/untuned seconds.
+    failures and best/untuned seconds. ``cost_model``: "xgb" (gradient-boosted trees over
+    per-store features, trained on everything measured in ``work_dir``, other workloads
+    included) or "random". ``analytic_starts=False`` skips the analytic starting points.
 
     The older form ``tune_tir(mod=..., target=..., config=ms.TuneConfig(...), work_dir=...,
     task_name="main")`` takes its budget from ``config`` and returns the best Schedule.
@@ -96,20 +98,21 @@ def tune_tir(mod, target, work_dir: str = "tune", max_trials_global: int | None 
         db.results.append(_tune_one(name, func, db, target, budget, num_trials_per_iter,
                                     cost_model, seed, min_repeat_ms, time_budget_s,
                                     (runner if runner in ("local", "popen") else "local",
-                                     timeout), space))
+                                     timeout), space, analytic_starts))
     if config is None:
         return db
     return compile_tir(db, mod, target, func_name=task_name if task_name in funcs else None)
 
 
 def _tune_one(name, func, db, target, budget, per_iter, cost_model, seed, min_repeat_ms,
-              time_budget_s, runner: tuple, space=None) -> SearchResult | None:
+              time_budget_s, runner: tuple, space=None, analytic_starts: bool = True
+              ) -> SearchResult | None:
     if budget < 1:
         return None
     try:
         return search(func, db, target, budget, int(per_iter),
                       make_cost_model(cost_model, seed or 0), seed or 0, min_repeat_ms, name,
-                      time_budget_s, *runner, space)
+                      time_budget_s, *runner, space, analytic_starts)
     except MSCError as exc:  # e.g. symbolic shapes: this task stays untuned, the rest go on
         LOG.warning("tune %s: skipped (%s)", name, exc)
         return None

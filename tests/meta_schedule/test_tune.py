@@ -8,8 +8,8 @@ import logging
 import numpy as np
 import pytest
 
+from msc import errors, relax
 from msc import meta_schedule as ms
-from msc import relax
 from msc.backend.lowering.compile import compile_prim_func
 from msc.meta_schedule import search as search_mod
 from msc.meta_schedule.runner import CandidateError
@@ -50,7 +50,8 @@ def test_tune_tir_records_and_compile_tir_replays_the_best_record(mm, tmp_path):
     assert len(workloads) == 1 and len(records) == 5
     assert records[0][1][0] == [[], []]   # the untuned function: an empty trace
     index, (trace, run_secs, target, args_info) = records[1]
-    assert index == 0 and target == "llvm --num-cores=1" and run_secs[0] < 1e10
+    assert index == 0 and run_secs[0] < 1e10
+    assert target == {"kind": "llvm", "tag": "", "keys": ["cpu"], "num-cores": 1}  # TVM's
     assert trace[0][0] == ["GetSBlock", [], ["C", "main"], ["b0"]]
     assert args_info[0] == ["TENSOR", "float32", [32, 48]]
     sch = ms.tir_integration.compile_tir(db, mm, "llvm --num-cores=1")
@@ -181,3 +182,61 @@ def test_popen_runner_survives_a_dying_worker(mm, tmp_path, monkeypatch, caplog)
     failed = [r for r in db.get_all_tuning_records() if not r.valid]
     assert len(failed) == 1 and failed[0].error.startswith("crash: the measuring process died")
     assert sum(r.valid for r in db.get_all_tuning_records()) == 3   # untuned + 2 candidates
+
+
+CONV = '''
+@T.prim_func
+def main(X: T.Buffer((1, 8, 10, 10), "float32"), W: T.Buffer((16, 8, 3, 3), "float32"),
+         Y: T.Buffer((1, 16, 8, 8), "float32")):
+    for n, f, y, x, rc, rh, rw in T.grid(1, 16, 8, 8, 8, 3, 3):
+        with T.block("Y"):
+            vn, vf, vy, vx, vc, vh, vw = T.axis.remap("SSSSRRR", [n, f, y, x, rc, rh, rw])
+            with T.init():
+                Y[vn, vf, vy, vx] = T.float32(0)
+            Y[vn, vf, vy, vx] = Y[vn, vf, vy, vx] + X[vn, vc, vy + vh, vx + vw] * W[vf, vc, vh, vw]
+'''
+
+
+def _parallel_loops(func) -> list:
+    from msc.tir.function import For, walk_stmts
+
+    return [s for s in walk_stmts(func.body) if isinstance(s, For) and s.kind == "parallel"]
+
+
+@pytest.mark.parametrize("text", [MM, CONV], ids=["matmul", "conv"])
+def test_every_candidate_has_a_parallel_outer_loop_when_tuning_for_two_threads(text):
+    """MetaSchedule's ParallelizeVectorizeUnroll: with 2 threads no tile choice leaves the
+    kernel serial; the parallel loop is the outermost one and splits into enough chunks."""
+    func = parse_tir_text(text)["main"]
+    specs, starts = search_mod.sketch_specs(func, threads=2)
+    assert all(s.kind == "tile" or s.n == 2 for s in specs)   # no parallel coin left
+    rng = __import__("random").Random(0)
+    for decisions in starts + [search_mod._sample(rng, specs) for _ in range(12)]:
+        tuned = search_mod.apply_candidate(func, decisions, threads=2).mod["main"]
+        loops = _parallel_loops(tuned)
+        assert len(loops) == 1 and loops[0] is tuned.body.body   # the root block's loop
+        spatial = np.prod([d[0] * d[1] for s, d in zip(specs, decisions)
+                           if s.kind == "tile" and s.n == 4])
+        assert loops[0].extent.value >= min(spatial, 33)
+
+
+def test_one_thread_keeps_the_sampled_parallel_choice(mm):
+    specs, _ = search_mod.sketch_specs(mm, threads=1)
+    serial = [0 if s.kind == "choice" else [s.extent, 1, 1, 1][:s.n] for s in specs]
+    assert not _parallel_loops(search_mod.apply_candidate(mm, serial).mod["main"])
+    parallel = serial[:-1] + [1]
+    assert len(_parallel_loops(search_mod.apply_candidate(mm, parallel).mod["main"])) == 1
+
+
+def test_the_target_thread_count_picks_the_space_and_the_records(mm, tmp_path):
+    from msc.meta_schedule.target import same_target, target_threads
+
+    assert target_threads("llvm --num-cores=2") == 2
+    assert same_target("llvm --num-cores=2", "llvm") and not same_target(
+        "llvm --num-cores=1", "llvm --num-cores=2")
+    db = ms.tune_tir(mm, "llvm --num-cores=2", str(tmp_path), max_trials_global=2, **FAST)
+    assert db.results[0].failures == 0
+    best = ms.tir_integration.compile_tir(db, mm, "llvm --num-cores=2").mod["main"]
+    assert len(_parallel_loops(best)) == 1 or not db.best(mm).trace.insts
+    with pytest.raises(errors.ValidationError, match="num-cores"):
+        target_threads("llvm --num-cores=zero")

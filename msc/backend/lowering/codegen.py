@@ -268,12 +268,24 @@ class _FuncEmitter(ExprEmitter):
             raise BuildError("thread-bound loops are for GPUs; the CPU compiler cannot run them",
                              op=self.func.name, key=s.var.name)
         lo = self.coerce(self.expr(s.min, index=True), s.min.dtype, s.var.dtype)
+        if E.as_int(s.extent) == 1:
+            self._unit_loop(s, lo)
+            return
         ext = self.coerce(self.expr(s.extent, index=True), s.extent.dtype, s.var.dtype)
         stop = self.b.add(lo, ext, flags=("nsw",))
         if s.kind == "parallel" and not self.in_task:
             emit_parallel(self, s, lo, stop)
             return
         self.stmt_loop(s, lo, stop)
+
+    def _unit_loop(self, s: For, lo) -> None:
+        """A loop of one iteration (a batch of 1, a tile of 1) is its body with the var bound
+        to ``lo``: a constant stays a constant, so an outlined parallel body nested in it
+        does not receive the var as a run-time value, and no loop is left for LLVM."""
+        saved = self.save_scope()
+        self.bind_var(s.var, lo, s.min)
+        self.stmt(s.body)
+        self.restore_scope(saved)
 
     def stmt_loop(self, s: For, lo, stop) -> None:
         """The loop ``s`` over ``[lo, stop)`` on this thread."""

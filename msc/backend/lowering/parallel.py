@@ -20,6 +20,7 @@ import logging
 
 from llvmlite import ir
 
+from ...tir import expr as E
 from ..llvm.loops import entry_alloca
 
 __all__ = ["PARALLEL_SYMBOL", "STATS", "emit_parallel", "parallel_address"]
@@ -77,6 +78,7 @@ def emit_parallel(em, s, lo: ir.Value, stop: ir.Value) -> None:
     task.var_exprs, task.known, task.in_task = dict(em.var_exprs), set(em.known), True
     extras = _Slots(task.b, body.args[2], first=len(scope))
     task.fail = lambda status: _task_fail(em, task, extras, status)
+    _assume_chunk(task.b, body.args[0], body.args[1], s)
     task.stmt_loop(s, task.coerce(body.args[0], "int64", s.var.dtype),
                    task.coerce(body.args[1], "int64", s.var.dtype))
     if task.oob is not None:  # this task saw a bad data index: flag the caller
@@ -87,6 +89,22 @@ def emit_parallel(em, s, lo: ir.Value, stop: ir.Value) -> None:
     task.b.ret_void()
     wrapper = _wrapper(module, f"{em.fn.name}.par{count}", body, scope)
     _call_pool(em, wrapper, scope + extras.values, lo, stop)
+
+
+def _assume_chunk(b: ir.IRBuilder, chunk_lo: ir.Value, chunk_hi: ir.Value, s) -> None:
+    """Tell LLVM that a chunk ``[chunk_lo, chunk_hi)`` is a non-empty part of the loop's
+    range when that range is constant: the body then optimizes for the loop's known trip
+    bounds (index arithmetic without overflow cases), as the serial loop does."""
+    lo, extent = E.as_int(s.min), E.as_int(s.extent)
+    if lo is None or extent is None:
+        return
+    module = b.module
+    assume = module.globals.get("llvm.assume") or ir.Function(
+        module, ir.FunctionType(ir.VoidType(), [ir.IntType(1)]), "llvm.assume")
+    low, high = ir.Constant(I64, lo), ir.Constant(I64, lo + extent)
+    b.call(assume, [b.icmp_signed(">=", chunk_lo, low)])
+    b.call(assume, [b.icmp_signed("<", chunk_lo, chunk_hi)])
+    b.call(assume, [b.icmp_signed("<=", chunk_hi, high)])
 
 
 def _scope_values(em) -> list:
