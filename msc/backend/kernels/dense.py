@@ -165,8 +165,9 @@ class _DenseKernel(Kernel):
         return out
 
     def native_signature(self, buffers: list) -> tuple | None:
-        """(entry, dims) for the VM's native chains (runtime/native_run.KernelStep): a
-        constant weight, these fixed float32 buffers and a GEMM too small to split."""
+        """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/native_run.
+        KernelStep): a constant weight and these fixed float32 buffers; ``splits``: a GEMM
+        big enough to split across threads (the chain calls it on one thread only)."""
         runner = self.runner
         if runner is None or len(buffers) != 2 or not (runner.k and runner.n):
             return None
@@ -176,13 +177,13 @@ class _DenseKernel(Kernel):
                 or os_ != xs[:-1] + (runner.n,)):
             return None
         m, n, k = math.prod(xs[:-1]), runner.n, runner.k
-        if not m or gemm_splits(m, n, k, runner.nr):
+        if not m:
             return None
         found = self._chain.get(m)
         if found is None:
             found = self._chain[m] = ChainEntry(runner.driver, (
                 Buffer(0), *runner.ptrs, Buffer(1), m, n, k, k, n, runner.relu))
-        return found.signature
+        return (*found.signature, 0, gemm_splits(m, n, k, runner.nr))
 
     def _pack(self, w) -> GemmRunner:
         w = as_f32(w, "weight", self.op)

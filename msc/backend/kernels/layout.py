@@ -349,6 +349,17 @@ def scratch_addresses(*sizes: int) -> list[int]:
     return out
 
 
+def scratch_offsets(*sizes: int) -> tuple[list[int], int]:
+    """(byte offset of each part, total bytes) of float32 parts of these element counts laid
+    out as :func:`scratch_addresses` lays them (64-byte aligned each): the same parts in the
+    scratch a VM register file gives a chain step (runtime/native_run.KernelStep)."""
+    offsets, at = [], 0
+    for size in sizes:
+        offsets.append(at)
+        at += 4 * (-(-size // 16) * 16)
+    return offsets, at
+
+
 # ---------------------------------------------------------------------------------------------
 # permute_dims: a native copy into the planned buffer.
 

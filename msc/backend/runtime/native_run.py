@@ -129,9 +129,14 @@ def status_error(status: int, op: str, where: str | None = None, func=None,
 class KernelStep:
     """A hand-written kernel (kernels/) called natively for fixed buffers, as a chain step:
     the kernel's ``native_signature`` gives its entry's address and the i64 arguments that
-    follow the buffer pointers (a void function: no status). Chain functions call it (a
-    chain of one step when a plan has chains off), with no Python between kernels. Only
-    kernels that run on the calling thread (no ``parallel_for`` split) may offer one."""
+    follow the buffer pointers (a void function: no status), and optionally the bytes of
+    scratch it needs (the plan then passes one more buffer after the outputs, a scratch of
+    the register file: concurrent calls never share one, and steps, which run one after
+    another, share it) and whether the kernel splits across threads at this size. Chain
+    functions call it (a chain of one step when a plan has chains off), with no Python
+    between kernels, on the calling thread: a step that ``splits`` is a chain of its own,
+    which calls the kernel object instead (its ``parallel_for`` / native pool split) while
+    more than one thread is allowed (plan_code.py)."""
 
     status = False
 
@@ -140,6 +145,8 @@ class KernelStep:
         self.op = getattr(kernel, "op", type(kernel).__name__)
         self.specs = specs
         self.address, self.dims = int(signature[0]), tuple(int(d) for d in signature[1])
+        self.scratch = int(signature[2]) if len(signature) > 2 else 0  # bytes
+        self.splits = bool(signature[3]) if len(signature) > 3 else False
         self.single = single
         self.where = where
 

@@ -31,6 +31,7 @@ import numpy as np
 from ...errors import MSCError, RuntimeCallError
 from .index_report import arrays_at
 from .native_run import Chain, compile_chains, guard, status_error
+from .threads import task_threads
 
 # Native calls per chain function at most: LLVM's time on one function grows faster than its
 # length (building a 20,000-op chain model took 77 s with one chain, 33 s with chains of 256);
@@ -70,7 +71,8 @@ class Pooled:
 class Runner:
     """``fn(regs)`` runs the plan; ``table`` is the template of the address table:
     ``slots`` entries, ``fixed`` (slot -> int), ``from_regs`` (slot -> pooled register whose
-    address it holds, filled per register file)."""
+    address it holds, filled per register file), ``scratch``: the slot holding the address
+    of the register file's kernel scratch and its bytes (native_run.KernelStep)."""
 
     fn: Callable
     slots: int
@@ -80,6 +82,7 @@ class Runner:
     native_steps: int
     source: str
     timers: list | None = None  # profiling plans: seconds spent in each instruction so far
+    scratch: tuple = (None, 0)  # (slot, bytes) of the kernels' scratch, one per register file
 
 
 def compile_run(instructions: list, fixed_regs: dict, params: dict, table: int,
@@ -111,6 +114,8 @@ class _Writer:
         self.chains: list[Chain] = []
         self.native_steps = 0
         self.profile = False
+        self.scratch_slot: int | None = None  # slot of the register file's kernel scratch
+        self.scratch_bytes = 0
 
     def _name(self, prefix: str, value) -> str:
         name = f"{prefix}{len(self.names)}"
@@ -134,6 +139,11 @@ class _Writer:
             return self._write_profiled(instructions)
         run: list = []
         for instr in instructions:
+            if _splits(instr):  # a chain of its own: see _chain
+                self._chain(run)
+                self._chain([instr], split=True)
+                run = []
+                continue
             if isinstance(instr[4], NativeCall):
                 run.append(instr)
                 if self.use_chains and len(run) < MAX_CHAIN:
@@ -149,7 +159,7 @@ class _Writer:
         for k, instr in enumerate(instructions):
             self._emit("_t = CLOCK()")
             if isinstance(instr[4], NativeCall):
-                self._chain([instr])
+                self._chain([instr], split=_splits(instr))
             else:
                 self._python(instr)
             self._emit(f"PT[{k}] += CLOCK() - _t")
@@ -165,7 +175,10 @@ class _Writer:
         if ins[:1] == (0,):  # an If runs instructions on the registers: forget what we knew
             self.known = {r: k for r, k in self.known.items() if r in self.params}
 
-    def _chain(self, instrs: list) -> None:
+    def _chain(self, instrs: list, split: bool = False) -> None:
+        """One chain function for ``instrs``. ``split``: one kernel step that splits across
+        threads at its size: while more than one thread is allowed the kernel object runs it
+        instead (its own split); the chain calls it on this thread."""
         if not instrs:
             return
         chain = Chain([], [], [])
@@ -183,6 +196,8 @@ class _Writer:
                 slot, ref = self._output_slot(buf, fresh)
                 slots.append(slot)
                 outs.append((ref, slot, spec))
+            if getattr(step, "scratch", 0):  # the register file's scratch, after the outputs
+                slots.append(self._scratch_slot(step.scratch))
             chain.steps.append(step)
             chain.fn_slots.append(self._fixed(step.address))
             chain.arg_slots.append(slots)
@@ -194,8 +209,17 @@ class _Writer:
             else:
                 results.append((call.out, "(" + "".join(o[0] + ", " for o in outs) + ")"))
                 self.known.pop(call.out, None)
-        self._emit(f"s = C{index}(TA)")
-        self._emit(f"if s: FAIL({index}, s, T)")
+        pad = ""
+        if split:
+            instr = instrs[0]
+            values = [f"regs[{r}]" if i is None else f"regs[{r}][{i}]"
+                      for r, i in instr[4].sources] + [ref for ref, _, _ in outs]
+            self._emit("if SPLIT():")
+            self._emit(f"    {self._name('F', instr[4].step)}({', '.join(values)})", instr[3])
+            self._emit("else:")
+            pad = "    "
+        self._emit(f"{pad}s = C{index}(TA)")
+        self._emit(f"{pad}if s: FAIL({index}, s, T)")
         for out, result in results:
             self._emit(f"regs[{out}] = {result}")
 
@@ -203,6 +227,12 @@ class _Writer:
         slot = self._slot()
         self.fixed_slots[slot] = int(value)
         return slot
+
+    def _scratch_slot(self, nbytes: int) -> int:
+        if self.scratch_slot is None:
+            self.scratch_slot = self._slot()
+        self.scratch_bytes = max(self.scratch_bytes, nbytes)
+        return self.scratch_slot
 
     def _input_slot(self, src: tuple, spec, step, where: str) -> int:
         reg, index = src
@@ -248,7 +278,7 @@ class _Writer:
 
     # -- the function -----------------------------------------------------------------------
     def _finish(self, timers: list | None = None) -> Runner:
-        head = ["def run_plan(regs):", f"    T, TA = regs[{self.table}]", "    K = []"]
+        head = ["def run_plan(regs):", f"    T, TA, _ = regs[{self.table}]", "    K = []"]
         head += [f"    T[{slot}] = regs[{reg}].ctypes.data"
                  for reg, slot in self.param_slots.items()]
         head.append("    try:")
@@ -263,12 +293,22 @@ class _Writer:
         cfuncs = compile_chains(self.chains)
         chains = self.chains
         scope = dict(self.names, P=_pointer, K=None, EMPTY=np.empty, WHERE=where,
+                     SPLIT=_split_allowed,
                      RAISE=_reraise, FAIL=lambda index, s, table: _fail(chains[index], s, table))
         scope.update({f"C{i}": f for i, f in enumerate(cfuncs)}, PT=timers, CLOCK=perf_counter)
         exec(compile(source, filename, "exec"), scope)  # noqa: S102 - our own generated code
         return Runner(scope["run_plan"], self.slots, self.fixed_slots,
                       {slot: reg for reg, slot in self.reg_slots.items()}, len(self.chains),
-                      self.native_steps, source, timers)
+                      self.native_steps, source, timers,
+                      (self.scratch_slot, self.scratch_bytes))
+
+
+def _splits(instr) -> bool:
+    return isinstance(instr[4], NativeCall) and getattr(instr[4].step, "splits", False)
+
+
+def _split_allowed() -> bool:
+    return task_threads() > 1
 
 
 def _fits(value, spec) -> bool:

@@ -1,0 +1,211 @@
+"""Convs, depthwise convs and pools join the plan's native chains (runtime/native_run.py
+KernelStep with a scratch of the register file): their outputs match torch's, and errors still
+reach the caller as they did when the kernels were called from Python."""
+
+import re
+
+import numpy as np
+import pytest
+
+from msc import relax
+from msc.backend.runtime import plan as plan_mod
+from msc.backend.runtime.threads import num_threads
+from msc.errors import RuntimeCallError, ShapeError
+from msc.relax import op as R
+from tests.helpers.relax_modules import one_function_module as _module
+from tests.helpers.relax_modules import tensor as _tensor
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Plans for one thread: every kernel of these sizes is then a chain step."""
+    with num_threads(1):
+        yield
+F = torch.nn.functional
+RNG = np.random.default_rng(11)
+TOL = {"rtol": 1e-4, "atol": 1e-4}  # float32 sums of up to 576 products in another order
+
+
+def _weight(*shape):
+    return (RNG.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))).astype("float32")
+
+
+# (name, input shape, conv2d kwargs, weight shape): the kernel each lands on with the
+# build's choices (direct conv, pixel tiles, window kernels)
+CONVS = {
+    "direct_3x3": ((1, 8, 16, 16), {"padding": [1, 1, 1, 1]}, (16, 8, 3, 3)),
+    "direct_1x1": ((1, 16, 16, 16), {}, (8, 16, 1, 1)),
+    "direct_stride2": ((2, 8, 32, 32), {"strides": [2, 2], "padding": [1, 1, 1, 1]},
+                       (16, 8, 3, 3)),
+    "pixel_stride2": ((2, 8, 16, 16), {"strides": [2, 2], "padding": [1, 1, 1, 1]},
+                      (16, 8, 3, 3)),
+    "pixel_3x3": ((1, 64, 8, 8), {"padding": [1, 1, 1, 1]}, (64, 64, 3, 3)),
+    "depthwise_3x3": ((1, 16, 12, 12), {"padding": [1, 1, 1, 1], "groups": 16},
+                      (16, 1, 3, 3)),
+    "depthwise_5x5_s2": ((1, 16, 12, 12), {"padding": [2, 2, 2, 2], "strides": [2, 2],
+                                          "groups": 16}, (16, 1, 5, 5)),
+    "depthwise_7x7": ((1, 8, 10, 10), {"padding": [3, 3, 3, 3], "groups": 8}, (8, 1, 7, 7)),
+}
+
+
+def _torch_conv(x, w, kw):
+    return F.conv2d(torch.from_numpy(x), torch.from_numpy(w),
+                    stride=kw.get("strides", [1, 1]), padding=kw.get("padding", [0] * 4)[:2],
+                    groups=kw.get("groups", 1)).numpy()
+
+
+def _python_calls(plan) -> int:
+    """Instructions the plan's run function hands to Python (not counting the kernel object
+    a split-size step falls back to while several threads are allowed)."""
+    return len(re.findall(r"regs\[\d+\] = F\d+\(", plan.runner.source))
+
+
+def _run_both(mod, x):
+    """(chained result, the plan, result with every kernel called from Python)."""
+    ex = relax.build(mod)
+    f = relax.VirtualMachine(ex)["main"]
+    got = f(x).numpy()
+    plan = plan_mod.make_plan(ex.programs["main"], {}, native=False)
+    regs = plan.new_registers()
+    regs[plan_mod.REGS], regs[plan_mod.ENV] = regs, {}
+    regs[plan.params[0]] = x
+    plan.runner.fn(regs)
+    return got, f.entry({}).plan, regs[plan.result]
+
+
+@pytest.mark.parametrize("name", sorted(CONVS))
+def test_conv_relu_conv_runs_as_one_chain(name):
+    shape, kw, wshape = CONVS[name]
+    w1, w2 = _weight(*wshape), _weight(wshape[0], wshape[0], 1, 1)
+    b = RNG.standard_normal(wshape[0]).astype("float32")
+    x = relax.Var("x", _tensor(shape))
+
+    def body(bb, x):
+        h = bb.emit(R.nn.conv2d(x, relax.const(w1), **kw), "conv")
+        h = bb.emit(R.nn.relu(bb.emit(R.add(h, relax.const(b.reshape(1, -1, 1, 1))))), "act")
+        return bb.emit(R.nn.conv2d(h, relax.const(w2)), "mix")
+
+    xv = RNG.standard_normal(shape).astype("float32")
+    got, plan, python = _run_both(_module([x], body), xv)
+    h = np.maximum(_torch_conv(xv, w1, kw) + b.reshape(1, -1, 1, 1), 0)
+    np.testing.assert_allclose(got, _torch_conv(h, w2, {}), **TOL)
+    np.testing.assert_allclose(got, python, **TOL)
+    assert plan.stats["chains"] <= 2 and plan.stats["native_steps"] == 2
+    assert _python_calls(plan) == 0  # no kernel object called from Python
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_nhwc_conv_on_the_gemm_path_joins_the_chain(batch):
+    """NHWC data: patches and one packed GEMM (the path small NCHW planes take on hosts
+    without pixel tiles), then a pool of the NCHW transpose."""
+    w1, w2 = _weight(16, 8, 3, 3), _weight(8, 16, 1, 1)
+    hwio1, hwio2 = (np.ascontiguousarray(w.transpose(2, 3, 1, 0)) for w in (w1, w2))
+    x = relax.Var("x", _tensor((batch, 6, 6, 8)))
+    nhwc = {"data_layout": "NHWC", "kernel_layout": "HWIO"}
+
+    def body(bb, x):
+        h = bb.emit(R.nn.relu(bb.emit(R.nn.conv2d(x, relax.const(hwio1), padding=[1] * 4,
+                                                  **nhwc))))
+        return bb.emit(R.nn.conv2d(h, relax.const(hwio2), **nhwc), "mix")
+
+    xv = RNG.standard_normal((batch, 6, 6, 8)).astype("float32")
+    got, plan, python = _run_both(_module([x], body), xv)
+    t = torch.relu(F.conv2d(torch.from_numpy(xv.transpose(0, 3, 1, 2).copy()),
+                            torch.from_numpy(w1), padding=1))
+    want = F.conv2d(t, torch.from_numpy(w2)).permute(0, 2, 3, 1)
+    np.testing.assert_allclose(got, want.numpy(), **TOL)
+    np.testing.assert_allclose(got, python, **TOL)
+    assert plan.stats["chains"] <= 2 and plan.stats["native_steps"] == 2
+    kinds = {type(i[4].step.kernel).__name__ for i in plan.instructions
+             if hasattr(i[4], "step")}
+    assert kinds == {"_Conv2dNHWC"}
+
+
+def test_residual_conv_and_pools_join_the_chain():
+    """A ResNet shortcut fused into a 1x1 conv's store, then max and average pools."""
+    w1, w2 = _weight(16, 8, 3, 3), _weight(16, 16, 1, 1)
+    x = relax.Var("x", _tensor((1, 8, 16, 16)))
+
+    def body(bb, x):
+        h = bb.emit(R.nn.relu(bb.emit(R.nn.conv2d(x, relax.const(w1), padding=[1] * 4))))
+        r = bb.emit(R.nn.relu(bb.emit(R.add(bb.emit(R.nn.conv2d(h, relax.const(w2))), h))))
+        m = bb.emit(R.nn.max_pool2d(r, pool_size=[3, 3], strides=[2, 2], padding=[1] * 4))
+        return bb.emit(R.nn.avg_pool2d(m, pool_size=[2, 2], strides=[2, 2]), "pooled")
+
+    xv = RNG.standard_normal((1, 8, 16, 16)).astype("float32")
+    got, plan, python = _run_both(_module([x], body), xv)
+    t = torch.relu(F.conv2d(torch.from_numpy(xv), torch.from_numpy(w1), padding=1))
+    t = torch.relu(F.conv2d(t, torch.from_numpy(w2)) + t)
+    want = F.avg_pool2d(F.max_pool2d(t, 3, 2, 1), 2, 2).numpy()
+    np.testing.assert_allclose(got, want, **TOL)
+    np.testing.assert_allclose(got, python, **TOL)
+    assert plan.stats["chains"] == 1 and plan.stats["native_steps"] >= 4
+    assert _python_calls(plan) == 0
+
+
+def test_register_files_have_their_own_scratch():
+    """Two register files of one plan (two concurrent callers) never share a scratch."""
+    x = relax.Var("x", _tensor((1, 8, 16, 16)))
+    w = _weight(16, 8, 3, 3)
+    mod = _module([x], lambda bb, x: bb.emit(R.nn.conv2d(x, relax.const(w), padding=[1] * 4)))
+    plan = plan_mod.make_plan(relax.build(mod).programs["main"], {})
+    slot, nbytes = plan.runner.scratch
+    assert slot is not None and nbytes > 0
+    a, b = plan.new_registers(), plan.new_registers()
+    ta, tb = a[plan_mod.TABLE][0], b[plan_mod.TABLE][0]
+    assert ta[slot] != tb[slot] and ta[slot] % 64 == 0 and tb[slot] % 64 == 0
+
+
+def test_bad_shape_still_names_the_parameter():
+    x = relax.Var("x", _tensor((1, 8, 16, 16)))
+    w = _weight(16, 8, 3, 3)
+    mod = _module([x], lambda bb, x: bb.emit(R.nn.conv2d(x, relax.const(w), padding=[1] * 4)))
+    f = relax.VirtualMachine(relax.build(mod))["main"]
+    with pytest.raises(ShapeError, match="'x'"):
+        f(RNG.standard_normal((1, 4, 16, 16)).astype("float32"))
+
+
+def test_failing_step_in_a_conv_chain_reaches_the_caller():
+    """An out-of-range index in a compiled kernel after a conv of the same chain: the
+    chain's status names the failing op, as for chains of compiled kernels alone."""
+    w = _weight(4, 4, 3, 3)
+    x = relax.Var("x", _tensor((1, 4, 6, 6)))
+    idx = relax.Var("idx", _tensor((2,), "int64"))
+
+    def body(bb, x, idx):
+        h = bb.emit(R.nn.relu(bb.emit(R.nn.conv2d(x, relax.const(w), padding=[1] * 4))))
+        return bb.emit(R.take(h, idx, axis=1), "picked")
+
+    ex = relax.build(_module([x, idx], body))
+    f = relax.VirtualMachine(ex)["main"]
+    xv = RNG.standard_normal((1, 4, 6, 6)).astype("float32")
+    got = f(xv, np.array([0, 3], np.int64)).numpy()
+    want = torch.relu(F.conv2d(torch.from_numpy(xv), torch.from_numpy(w), padding=1))
+    np.testing.assert_allclose(got, want[:, [0, 3]].numpy(), **TOL)
+    with pytest.raises(RuntimeCallError, match="take|out of range"):
+        f(xv, np.array([0, 9], np.int64))
+
+
+def test_a_conv_big_enough_to_split_runs_split_on_two_threads(monkeypatch):
+    """One plan serves both thread counts: on one thread the chain runs the big conv, on two
+    the conv object runs it (its split across threads), with the same numbers."""
+    from msc.backend.kernels import direct_conv
+
+    w = _weight(32, 32, 3, 3)
+    x = relax.Var("x", _tensor((1, 32, 32, 32)))
+    mod = _module([x], lambda bb, x: bb.emit(R.nn.relu(bb.emit(
+        R.nn.conv2d(x, relax.const(w), padding=[1] * 4)))))
+    f = relax.VirtualMachine(relax.build(mod))["main"]
+    xv = RNG.standard_normal((1, 32, 32, 32)).astype("float32")
+    want = torch.relu(F.conv2d(torch.from_numpy(xv), torch.from_numpy(w), padding=1)).numpy()
+    calls = []
+    entry = direct_conv.DirectConv2d.__call__
+    monkeypatch.setattr(direct_conv.DirectConv2d, "__call__",
+                        lambda self, *a: calls.append(1) or entry(self, *a))
+    np.testing.assert_allclose(f(xv).numpy(), want, **TOL)  # one thread: the chain
+    assert calls == [] and "SPLIT()" in f.entry({}).plan.runner.source
+    with num_threads(2):
+        np.testing.assert_allclose(f(xv).numpy(), want, **TOL)
+    assert calls == [1]
