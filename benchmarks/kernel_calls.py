@@ -93,8 +93,8 @@ def measure(label: str, nodes: int, rounds: int) -> dict:
     if float(np.abs(got - want).max()) > 1e-3 * scale:
         raise SystemExit(f"{label}: msc and onnxruntime differ")
     chained = f.entry({}).plan.stats
-    fns = {"chain": lambda: f(x), "python": lambda run=python_entries(ex): run(x),
-           "ort": lambda: ort(x)}
+    run = python_entries(ex)
+    fns = {"chain": lambda: f(x), "python": lambda: run(x), "ort": lambda: ort(x)}
     best = best_interleaved(fns, rounds, lambda fn: min(call_times(fn, 0.05)))
     return {"label": label, "steps": chained["native_steps"], "chains": chained["chains"],
             **{who: 1e6 * s / nodes for who, s in best.items()}}
