@@ -179,9 +179,8 @@ class _BinaryKernel(Kernel):
         shape = buffers[-1][0]
         if len(buffers) != 3 or any(s != shape or d != F32_DTYPE for s, d in buffers):
             return None
-        if math.prod(shape) >= _PARALLEL_ELEMENTS:  # big enough to split across threads
-            return None
-        return _address(self.run), (math.prod(shape), self.relu)
+        splits = math.prod(shape) >= _PARALLEL_ELEMENTS  # the chain runs it on one thread
+        return _address(self.run), (math.prod(shape), self.relu), 0, splits
 
 
 def _flat(run, a: int, b: int, out: int, n: int, relu: int) -> None:
@@ -252,13 +251,11 @@ class _AffineKernel(Kernel):
         """As _BinaryKernel's: the per-channel vectors' addresses are arguments too."""
         if len(buffers) != 2 or any(s != buffers[1][0] or d != F32_DTYPE for s, d in buffers):
             return None
-        if math.prod(buffers[1][0]) >= _PARALLEL_ELEMENTS:  # big enough to split
-            return None
         try:
             run, args, _split = self._call_for(buffers[1][0])
         except ShapeError:
             return None
-        return _address(run), args
+        return _address(run), args, 0, math.prod(buffers[1][0]) >= _PARALLEL_ELEMENTS
 
     def _call_for(self, shape: tuple) -> tuple:
         """(native entry, its arguments after the two arrays) for one shape, made once: numpy
