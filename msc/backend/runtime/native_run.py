@@ -25,6 +25,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...errors import MSCError, RuntimeCallError, ShapeError
+from .arrays import data_address
 
 __all__ = ["STATUS_INDEX", "STATUS_WORKSPACE", "Chain", "KernelStep", "NativeStep",
            "compile_chains", "guard", "kernel_step", "native_step", "status_error"]
@@ -97,7 +98,7 @@ class NativeStep:
         arrays = [guard(v, s.shape, s.dtype, self.op, s.name) for v, s in zip(flat, self.specs)]
         if any(a is not v for a, v in zip(arrays[len(arrays) - len(outs):], outs)):
             raise ShapeError("an output buffer must be C-contiguous and aligned", op=self.op)
-        status = self.cfunc(*[a.ctypes.data for a in arrays], *self.dims)
+        status = self.cfunc(*[data_address(a) for a in arrays], *self.dims)
         if status:
             raise status_error(status, self.op, self.where, self.kernel.func, arrays)
         return outs[0] if self.single else tuple(outs)

@@ -29,6 +29,7 @@ from time import perf_counter
 import numpy as np
 
 from ...errors import MSCError, RuntimeCallError
+from .arrays import data_address
 from .index_report import arrays_at
 from .native_run import Chain, compile_chains, guard, status_error
 from .threads import task_threads
@@ -273,13 +274,13 @@ class _Writer:
         slot = self._slot()
         local = f"B{slot}"
         self._emit(f"{local} = EMPTY({buf[1]!r}, {self._name('D', buf[2])})")
-        self._emit(f"T[{slot}] = {local}.ctypes.data")
+        self._emit(f"T[{slot}] = ADDR({local})")
         return slot, local
 
     # -- the function -----------------------------------------------------------------------
     def _finish(self, timers: list | None = None) -> Runner:
         head = ["def run_plan(regs):", f"    T, TA, _ = regs[{self.table}]", "    K = []"]
-        head += [f"    T[{slot}] = regs[{reg}].ctypes.data"
+        head += [f"    T[{slot}] = ADDR(regs[{reg}])"
                  for reg, slot in self.param_slots.items()]
         head.append("    try:")
         offset = len(head)
@@ -293,7 +294,7 @@ class _Writer:
         cfuncs = compile_chains(self.chains)
         chains = self.chains
         scope = dict(self.names, P=_pointer, K=None, EMPTY=np.empty, WHERE=where,
-                     SPLIT=_split_allowed,
+                     SPLIT=_split_allowed, ADDR=data_address,
                      RAISE=_reraise, FAIL=lambda index, s, table: _fail(chains[index], s, table))
         scope.update({f"C{i}": f for i, f in enumerate(cfuncs)}, PT=timers, CLOCK=perf_counter)
         exec(compile(source, filename, "exec"), scope)  # noqa: S102 - our own generated code
@@ -321,7 +322,7 @@ def _pointer(value, check: tuple, keep: list) -> int:
     array = guard(value, *check)
     if array is not value:
         keep.append(array)
-    return array.ctypes.data
+    return data_address(array)
 
 
 def _fail(chain: Chain, status: int, table):
