@@ -209,3 +209,25 @@ def test_a_conv_big_enough_to_split_runs_split_on_two_threads(monkeypatch):
     with num_threads(2):
         np.testing.assert_allclose(f(xv).numpy(), want, **TOL)
     assert calls == [1]
+
+
+def test_hard_swish_expression_and_global_mean_join_the_chain():
+    """MobileNetV3's blocks: a conv, hard-swish spelled out (one expression kernel), the
+    squeeze-excite's global mean: all chain steps, numbers as torch's."""
+    w = _weight(16, 8, 3, 3)
+    x = relax.Var("x", _tensor((1, 8, 16, 16)))
+
+    def body(bb, x):
+        h = bb.emit(R.nn.conv2d(x, relax.const(w), padding=[1] * 4))
+        gate = bb.emit(R.clip(bb.emit(R.add(h, relax.const(np.float32(3)))), 0.0, 6.0))
+        act = bb.emit(R.multiply(h, bb.emit(R.divide(gate, relax.const(np.float32(6))))))
+        return bb.emit(R.mean(act, axis=[2, 3], keepdims=True), "pooled")
+
+    xv = RNG.standard_normal((1, 8, 16, 16)).astype("float32")
+    got, plan, python = _run_both(_module([x], body), xv)
+    t = F.hardswish(F.conv2d(torch.from_numpy(xv), torch.from_numpy(w), padding=1))
+    np.testing.assert_allclose(got, t.mean(dim=(2, 3), keepdim=True).numpy(), **TOL)
+    np.testing.assert_allclose(got, python, **TOL)
+    kinds = [type(i[4].step.kernel).__name__ for i in plan.instructions if hasattr(i[4], "step")]
+    assert kinds == ["DirectConv2d", "ExprKernel", "MeanKernel"] and plan.stats["chains"] == 1
+    assert _python_calls(plan) == 0
