@@ -23,6 +23,7 @@ from ...relax.op.registry import attach
 from ...relax.struct_info import TensorStructInfo
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32, F32_PTR, I64, for_range
+from ..runtime.task_wrap import Buffer, ChainEntry
 from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
 from .base import Kernel, KernelFact, Site
 from .dense import F32 as F32_DTYPE
@@ -439,6 +440,7 @@ class _ReluKernel(Kernel):
         self.run = _kernels()["maximum"]
         self.zeros = np.zeros(0, np.float32)
         self.addr = (Address(), Address())
+        self._chain: dict = {}  # elements -> task_wrap.ChainEntry (native chain steps)
 
     def __call__(self, x, out):
         if type(x) is not np.ndarray or x.dtype != F32_DTYPE or x.shape != out.shape:
@@ -448,6 +450,17 @@ class _ReluKernel(Kernel):
         # relu(x) = max(x, x) with the relu flag: one read stream, NaN kept
         _flat(self.run, xp, xp, self.addr[1](out), out.size, 1)
         return out
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains: max(x, x) with
+        the relu flag on two same-shape float32 buffers (an adapter passes x twice)."""
+        if len(buffers) != 2 or any(s != buffers[1][0] or np.dtype(d) != F32_DTYPE
+                                    for s, d in buffers):
+            return None
+        n = math.prod(buffers[1][0])
+        if n not in self._chain:
+            self._chain[n] = ChainEntry(self.run, (Buffer(0), Buffer(0), Buffer(1), n, 1))
+        return (*self._chain[n].signature, 0, n >= _PARALLEL_ELEMENTS)
 
 
 class ReluFact(KernelFact):

@@ -145,6 +145,9 @@ class _Writer:
                 self._chain([instr], split=True)
                 run = []
                 continue
+            if run and self.use_chains and self._rides_along(instr, run):
+                run.append(instr)  # a free view between chain steps: see _view_result
+                continue
             if isinstance(instr[4], NativeCall):
                 run.append(instr)
                 if self.use_chains and len(run) < MAX_CHAIN:
@@ -165,6 +168,34 @@ class _Writer:
                 self._python(instr)
             self._emit(f"PT[{k}] += CLOCK() - _t")
         return self._finish([0.0] * len(instructions))
+
+    def _rides_along(self, instr, run: list) -> bool:
+        """Whether a Python instruction can join the pending chain ``run``: a free view
+        (a static reshape, dispatch/resolve.static_view) of a buffer with a table slot, a
+        chain step's result or one known before the chain. Its address is its input's, so
+        the steps after it read that slot, and its Python line runs after the chain, in
+        order with the steps' results (the planner keeps a view's buffer alive as long as the
+        view: it aliases)."""
+        shape = getattr(instr[0], "free_view", None)
+        if shape is None or not instr[1]:
+            return False
+        src = instr[1][0]
+        made = {i[2] for i in run  # tensors the pending instructions define
+                if not isinstance(i[4], NativeCall) or i[4].step.single}
+        known = self.known.get(src)
+        return src in made or (known is not None and src not in self.fixed_regs and (
+            isinstance(known[0], int) or (known[0] is None and src in self.params)))
+
+    def _view_result(self, instr) -> tuple:
+        """(register, Python expression) of a free view riding along a chain; what later
+        steps know of it: its input's slot, its own shape."""
+        fn, ins, out, where, _ = instr
+        slot, _, dtype = self.known[ins[0]]
+        if slot is None:  # a parameter: its address is taken once per call
+            slot = self.param_slots[ins[0]] = self._slot()
+            self.known[ins[0]] = (slot, *self.known[ins[0]][1:])
+        self.known[out] = (slot, fn.free_view, dtype)
+        return out, f"{self._name('F', fn)}({', '.join(f'regs[{i}]' for i in ins)})", where
 
     def _python(self, instr) -> None:
         fn, ins, out, where, _ = instr
@@ -188,6 +219,9 @@ class _Writer:
         fresh: list[str] = []
         results: list[tuple] = []
         for instr in instrs:
+            if not isinstance(instr[4], NativeCall):
+                results.append(self._view_result(instr))
+                continue
             call: NativeCall = instr[4]
             step = call.step
             slots = [self._input_slot(src, spec, step, instr[3])
@@ -205,10 +239,10 @@ class _Writer:
             chain.dim_slots.append([self._fixed(d) for d in step.dims])
             self.native_steps += 1
             if step.single:  # later steps of the chain read it from its slot
-                results.append((call.out, outs[0][0]))
+                results.append((call.out, outs[0][0], ""))
                 self.known[call.out] = (outs[0][1], outs[0][2].shape, outs[0][2].dtype)
             else:
-                results.append((call.out, "(" + "".join(o[0] + ", " for o in outs) + ")"))
+                results.append((call.out, "(" + "".join(o[0] + ", " for o in outs) + ")", ""))
                 self.known.pop(call.out, None)
         pad = ""
         if split:
@@ -221,8 +255,8 @@ class _Writer:
             pad = "    "
         self._emit(f"{pad}s = C{index}(TA)")
         self._emit(f"{pad}if s: FAIL({index}, s, T)")
-        for out, result in results:
-            self._emit(f"regs[{out}] = {result}")
+        for out, result, where in results:
+            self._emit(f"regs[{out}] = {result}", where)
 
     def _fixed(self, value: int) -> int:
         slot = self._slot()

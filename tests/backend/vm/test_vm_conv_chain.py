@@ -231,3 +231,50 @@ def test_hard_swish_expression_and_global_mean_join_the_chain():
     kinds = [type(i[4].step.kernel).__name__ for i in plan.instructions if hasattr(i[4], "step")]
     assert kinds == ["DirectConv2d", "ExprKernel", "MeanKernel"] and plan.stats["chains"] == 1
     assert _python_calls(plan) == 0
+
+
+@pytest.mark.parametrize("return_view", [False, True])
+def test_free_views_ride_along_the_chain(return_view):
+    """conv -> reshape -> dense -> reshape of the parameter's view: the reshapes (free views,
+    their address their input's) no longer cut the chain, and their values are still right
+    where Python reads them after it (a numpy op, the results)."""
+    w = _weight(4, 3, 3, 3)
+    fc = _weight(8, 4 * 6 * 6)
+    x = relax.Var("x", _tensor((1, 3, 6, 6)))
+
+    def body(bb, x):
+        flat_x = bb.emit(R.reshape(x, (1, 108)), "flat_x")  # a view of the parameter
+        h = bb.emit(R.nn.relu(bb.emit(R.nn.conv2d(x, relax.const(w), padding=[1] * 4))))
+        flat = bb.emit(R.reshape(h, (1, 144)), "flat")
+        y = bb.emit(R.matmul(flat, relax.const(fc.T.copy())), "fc")
+        side = bb.emit(R.cumsum(flat_x, axis=1), "side")  # numpy reads the view afterwards
+        return bb.emit(relax.Tuple([y, flat, side] if return_view else [y, side]))
+
+    ex = relax.build(_module([x], body))
+    f = relax.VirtualMachine(ex)["main"]
+    xv = RNG.standard_normal((1, 3, 6, 6)).astype("float32")
+    got = [g.numpy() for g in f(xv)]
+    h = torch.relu(F.conv2d(torch.from_numpy(xv), torch.from_numpy(w), padding=1)).numpy()
+    flat = h.reshape(1, 144)
+    want = [flat @ fc.T, flat] if return_view else [flat @ fc.T]
+    want.append(np.cumsum(xv.reshape(1, 108), axis=1))
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(g, e, **TOL)
+    plan = f.entry({}).plan
+    assert plan.stats["chains"] == 1 and plan.stats["native_steps"] >= 2
+    got2 = [g.numpy() for g in f(xv * 2)]  # a second call: register files reused
+    np.testing.assert_allclose(got2[0], (np.maximum(2 * h, 0).reshape(1, 144)) @ fc.T, **TOL)
+
+
+def test_a_lone_relu_joins_the_chain():
+    """A relu no producer can fuse (here on the parameter) is a chain step too."""
+    w = _weight(8, 4, 1, 1)
+    x = relax.Var("x", _tensor((1, 4, 8, 8)))
+    mod = _module([x], lambda bb, x: bb.emit(R.nn.conv2d(bb.emit(R.nn.relu(x)),
+                                                         relax.const(w))))
+    xv = RNG.standard_normal((1, 4, 8, 8)).astype("float32")
+    got, plan, python = _run_both(mod, xv)
+    want = F.conv2d(torch.relu(torch.from_numpy(xv)), torch.from_numpy(w)).numpy()
+    np.testing.assert_allclose(got, want, **TOL)
+    np.testing.assert_allclose(got, python, **TOL)
+    assert plan.stats["chains"] == 1 and _python_calls(plan) == 0
