@@ -278,3 +278,32 @@ def test_a_lone_relu_joins_the_chain():
     np.testing.assert_allclose(got, want, **TOL)
     np.testing.assert_allclose(got, python, **TOL)
     assert plan.stats["chains"] == 1 and _python_calls(plan) == 0
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_attention_after_a_conv_shares_the_scratch(heads):
+    """The fused attention kernel is a chain step too; its scratch is the register file's,
+    which the conv before it fills with its padded input: the part the kernel reads as zeros
+    is cleared by the step, so the numbers stay torch's on every call."""
+    w = _weight(8, 8, 3, 3)
+    x = relax.Var("x", _tensor((1, 8, 16, 16)))
+    qkv = [relax.Var(n, _tensor((1, 12, heads, 16))) for n in "qkv"]
+
+    def body(bb, x, q, k, v):
+        c = bb.emit(R.nn.conv2d(x, relax.const(w), padding=[1] * 4), "conv")
+        return bb.emit(relax.Tuple([c, bb.emit(R.nn.attention(q, k, v, scale=0.25))]))
+
+    f = relax.VirtualMachine(relax.build(_module([x, *qkv], body)))["main"]
+    for seed in range(2):
+        rng = np.random.default_rng(seed)
+        xv = rng.standard_normal((1, 8, 16, 16)).astype("float32") * 100
+        q, k, v = (rng.standard_normal((1, 12, heads, 16)).astype("float32") for _ in "qkv")
+        conv, att = (r.numpy() for r in f(xv, q, k, v))
+        t = [torch.from_numpy(a).transpose(1, 2) for a in (q, k, v)]
+        want = F.scaled_dot_product_attention(*t, scale=0.25).transpose(1, 2).numpy()
+        np.testing.assert_allclose(att, want, **TOL)
+        np.testing.assert_allclose(conv, _torch_conv(xv, w, {"padding": [1] * 4}),
+                                   rtol=1e-4, atol=1e-2)  # inputs scaled by 100
+    plan = f.entry({}).plan
+    kinds = [type(i[4].step.kernel).__name__ for i in plan.instructions if hasattr(i[4], "step")]
+    assert kinds == ["DirectConv2d", "AttentionKernel"]  # both native steps of the plan
