@@ -227,6 +227,7 @@ def static_view(site: Site) -> Callable | None:
 
     def view(x, *_):
         return reshape(x, shape)
+    view.free_view = shape  # plans let it ride along a native chain (runtime/plan_code.py)
     return view
 
 

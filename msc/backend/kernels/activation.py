@@ -28,7 +28,7 @@ from ..llvm.jit import get_jit
 from ..llvm.loops import F32_PTR, I64, for_range
 from ..lowering import math as fm
 from ..runtime.task_wrap import wrapped_tasks
-from ..runtime.threads import BASES, task_threads
+from ..runtime.threads import BASES, native_address, task_threads
 from .base import Kernel, KernelFact, Site, f32_address
 
 __all__ = ["ACTIVATION_EXPRS", "EXPR_OPS", "UNARY_EXPR", "ExprKernel", "UnaryExprFact",
@@ -221,6 +221,17 @@ class ExprKernel(Kernel):
                 (0,) * len(ptrs) + (bounds[i], bounds[i + 1]) for i in range(parts)])
         tasks.launch(1, tuple(ptrs), threads)
         return out
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/
+        native_run.KernelStep): the flat loop over buffers of exactly this float32 shape;
+        ``splits``: big enough to split across threads (the chain runs it on one thread)."""
+        want = (self.shape, np.dtype(np.float32))
+        if len(buffers) != len(self.inputs) + 1 or any(
+                (tuple(s), np.dtype(d)) != want for s, d in buffers) or not self.size:
+            return None
+        return (native_address(self.run), (0, self.size), 0,
+                self.size >= PARALLEL_ELEMENTS and len(buffers) <= BASES)
 
 
 UNARY_EXPR = {op: (op, ("in", 0)) for op, (arity, _) in EXPR_OPS.items() if arity == 1}

@@ -38,7 +38,7 @@ from ...relax.op.registry import attach
 from ..llvm.jit import generated_entry, vector_lanes
 from ..llvm.loops import F32, F32_PTR, I32, I64, ceil_div, const64, for_range, imin
 from ..lowering.math import exp_f32
-from ..runtime.task_wrap import wrapped_tasks
+from ..runtime.task_wrap import At, Buffer, ChainEntry, wrapped_tasks
 from ..runtime.threads import task_threads
 from .base import Kernel, KernelFact, Site, view_address
 from .dense import gemm_driver
@@ -313,6 +313,7 @@ class AttentionKernel(Kernel):
         self.inputs = (0, 1, 2, 3) if bias is not None and bias_const is None else (0, 1, 2)
         self._local = threading.local()
         self._splits: dict = {}  # parts -> _Split
+        self._chain = None  # (task_wrap.ChainEntry, its parameter row), made once
 
     def _scratch(self) -> np.ndarray:
         """This thread's scratch (packed K, packed V, scores, zeros), 64-byte aligned."""
@@ -359,6 +360,34 @@ class AttentionKernel(Kernel):
         finally:
             split.lock.release()
         return out
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/
+        native_run.KernelStep): q, k, v (a bias when the call takes one) and out of exactly
+        the layout's float32 shapes; every head group in one call, the packed K / V and
+        scores in the register file's scratch. ``splits``: several head groups (more than
+        one thread splits them; the chain runs them on one)."""
+        L = self.layout
+        operands = [L.q, L.k, L.v] + ([L.bias] if len(self.inputs) == 4 else []) + [L.out]
+        if len(buffers) != len(operands) or any(
+                tuple(s) != o.shape or np.dtype(d) != np.float32
+                for (s, d), o in zip(buffers, operands)):
+            return None
+        if self._chain is None:
+            params = self.params.copy()
+            params[_P.index("g0")], params[_P.index("g1")] = 0, L.g
+            bias = (Buffer(3) if len(self.inputs) == 4 else self.bias_const.ctypes.data
+                    if self.bias_const is not None else Buffer(0))  # Buffer(0): never read
+            scratch, zeros = len(buffers), int(params[_P.index("z_at")])
+            # the scratch's last part is read as zeros (the thread-local one is made zeroed);
+            # the register file's scratch is shared with other steps: cleared every call
+            entry = ChainEntry.sequence([
+                (ctypes.memset, (At(scratch, 4 * zeros), 0, 4 * (self.scratch_floats - zeros))),
+                (self.fn, (Buffer(0), Buffer(1), Buffer(2), bias, Buffer(len(buffers) - 1),
+                           self.offsets.ctypes.data, params.ctypes.data, self.scale.value,
+                           At(scratch, 0), self.gemm))])
+            self._chain = (entry, params)  # the row points into params: kept alive
+        return (*self._chain[0].signature, 4 * self.scratch_floats, L.g > 1)
 
     def _run(self, ptrs: list, g0: int, g1: int) -> None:
         params = self.params.copy()

@@ -32,13 +32,14 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...relax.op.registry import attach
+from ..runtime.task_wrap import At, ChainEntry
 from ..runtime.threads import parallel_for, task_threads
 from . import gemm as gemm_kernel
 from .base import Kernel, KernelFact, Site
 from .dense import F32, Address, GemmRunner, as_f32, fold_epilogue
 from .direct_conv import RELU6, DirectConv2d, residual_fits
 from .epilogues import upper_bound
-from .layout import im2col_fn, scratch_addresses, transpose_fn
+from .layout import im2col_fn, scratch_addresses, scratch_offsets, transpose_fn
 from .pixel_conv import PixelConv2d, pixel_conv_available
 from .pool import NO_BOUND, pad4, pair, pick_window, sane_window
 
@@ -145,14 +146,35 @@ class _DepthwiseNCHW(_ConvKernel):
         self.window = pick_window("dwconv", (self.kh, self.kw), self.strides, self.dilation)
         self.ptrs, self.addr = (self.w.ctypes.data, self.bias.ctypes.data), (Address(), Address())
 
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/
+        native_run.KernelStep): float32 NCHW buffers of the shapes ``__call__`` takes; one
+        window call, as ``_run`` makes on one thread; ``splits``: enough work to split."""
+        if len(buffers) != 2 or any(np.dtype(d) != F32 for _, d in buffers):
+            return None
+        (shape, _), (out_shape, _) = buffers
+        if len(shape) != 4 or shape[1] != self.c:
+            return None
+        n, _, h, w = shape
+        oh, ow = conv_geometry(h, w, self.kh, self.kw, self.strides, self.padding,
+                               self.dilation)
+        if tuple(out_shape) != (n, self.o, oh, ow) or min(n, oh, ow) <= 0:
+            return None
+        splits = n * self.o * oh * ow * self.kh * self.kw >= _DEPTHWISE_PARALLEL
+        return (*self.window.chain_signature((n * self.o, self.c, *self._geometry(h, w, oh, ow)),
+                                             0, *self.ptrs, len(buffers)), splits)
+
+    def _geometry(self, h, w, oh, ow) -> tuple:
+        return (self.o // self.c, h, w, self.kh, self.kw, *self.strides, *self.padding[:2],
+                *self.dilation, oh, ow, self.relu, self.hi)
+
     def _run(self, x, out, n, h, w, oh, ow) -> None:
         mult, taps, planes_in, planes_out = self.o // self.c, self.kh * self.kw, h * w, oh * ow
         threads = task_threads() if n * self.o * planes_out * taps >= _DEPTHWISE_PARALLEL else 1
         # Tasks are input-channel ranges of one image: their output planes are contiguous.
         parts = min(self.c, -(-2 * threads // n))
         xp, op, (wp, bp) = self.addr[0](x), self.addr[1](out), self.ptrs
-        geometry = (mult, h, w, self.kh, self.kw, *self.strides, *self.padding[:2],
-                    *self.dilation, oh, ow, self.relu, self.hi)
+        geometry = self._geometry(h, w, oh, ow)
 
         if threads == 1:
             self.window(xp, op, 0, wp, bp, n * self.o, self.c, *geometry)
@@ -179,6 +201,7 @@ class _Conv2dNHWC(_ConvKernel):
             self.padding)
         self.im2col, self.transpose = im2col_fn(), transpose_fn()
         self.addr = (Address(), Address())
+        self._chains: dict = {}  # (input shape, images a call) -> (ChainEntry, scratch bytes)
 
     def _run(self, x, out, n, h, w, oh, ow) -> None:
         threads = task_threads() if n > 1 else 1
@@ -193,6 +216,65 @@ class _Conv2dNHWC(_ConvKernel):
         step = max(1, _BATCH_SCRATCH // per_image)
         for i in range(0, n, step):
             self._images(x, out, i, min(step, n - i), h, w, oh, ow)
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/
+        native_run.KernelStep): the transposes, patches and GEMM of ``_run`` on one thread as
+        one step, their buffers in the register file's scratch; ``splits``: images or the GEMM
+        split across threads. None where ``__call__`` decides."""
+        if len(buffers) != 2 or any(np.dtype(d) != F32 for _, d in buffers) or not self.gemm.k:
+            return None
+        (shape, _), (out_shape, _) = buffers
+        if len(shape) != 4:
+            return None
+        n, c, h, w = shape if self.nchw_in else (shape[0], shape[3], *shape[1:3])
+        oh, ow = conv_geometry(h, w, self.kh, self.kw, self.strides, self.padding,
+                               self.dilation)
+        want = (n, self.o, oh, ow) if self.nchw_out else (n, oh, ow, self.o)
+        if c != self.c or tuple(out_shape) != want or min(n, oh, ow) <= 0:
+            return None
+        per_image = 4 * (h * w * c + oh * ow * (self.gemm.k + self.o))
+        step = max(1, _BATCH_SCRATCH // per_image)
+        splits = n > 1 or gemm_kernel.gemm_splits(min(step, n) * oh * ow, self.o, self.gemm.k,
+                                                  self.gemm.nr)
+        key = (tuple(shape), step)
+        if key not in self._chains:
+            calls, nbytes = [], 0
+            for i in range(0, n, step):
+                more, size = self._image_calls(i, min(step, n - i), h, w, oh, ow, len(buffers))
+                calls += more
+                nbytes = max(nbytes, size)
+            self._chains[key] = (ChainEntry.sequence(calls), nbytes)
+        entry, nbytes = self._chains[key]
+        return (*entry.signature, nbytes, splits)
+
+    def _image_calls(self, i, m, h, w, oh, ow, scratch: int) -> tuple:
+        """(the native calls of ``_images`` on the step's buffers, scratch bytes)."""
+        c, o, p, hw = self.c, self.o, oh * ow, h * w
+        k = self.kh * self.kw * c
+        nchw_in, nchw_out = self.nchw_in and hw > 1, self.nchw_out and p > 1
+        (t, a, cbuf), nbytes = scratch_offsets(m * hw * c if nchw_in else 0,
+                                               0 if self.pointwise else m * p * k,
+                                               m * p * o if nchw_out else 0)
+        t, a, cbuf = (At(scratch, off) for off in (t, a, cbuf))
+        src, dst = At(0, i * hw * c * 4), At(1, i * p * o * 4)
+        calls = []
+        if nchw_in:
+            calls.append((self.transpose, (src, t, m, c, hw)))
+            src = t
+        if not self.pointwise:
+            for j in range(m):
+                calls.append((self.im2col, (At(src.index, src.offset + j * hw * c * 4),
+                                            At(scratch, a.offset + j * p * k * 4), h, w, c, 0,
+                                            c, self.kh, self.kw, *self.strides,
+                                            *self.padding[:2], *self.dilation, oh, ow)))
+            src = a
+        gemm = self.gemm
+        calls.append((gemm.driver, (src, *gemm.ptrs, cbuf if nchw_out else dst, m * p, gemm.n,
+                                    gemm.k, gemm.k, gemm.n, gemm.relu)))
+        if nchw_out:
+            calls.append((self.transpose, (cbuf, dst, m, p, o)))
+        return calls, nbytes
 
     def _images(self, x, out, i, m, h, w, oh, ow) -> None:
         """Images ``i .. i + m``: NHWC pixels of consecutive images are consecutive GEMM rows."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ctypes
 import math
-import weakref
 from functools import cache
 
 import numpy as np
@@ -24,6 +23,7 @@ import numpy as np
 from ...errors import ShapeError
 from ...relax.op.registry import attach
 from ..llvm.jit import get_jit, vector_lanes
+from ..runtime.arrays import data_address
 from ..runtime.task_wrap import Buffer, ChainEntry
 from .base import Kernel, KernelFact, Site
 from .gemm import (
@@ -109,26 +109,13 @@ def _f32_or_none(v):
 
 
 class Address:
-    """``arr.ctypes.data`` (about 1 us) remembered for the last array seen, by identity.
+    """``arr.ctypes.data`` of a checked array (kernels keep one per operand; the read is
+    runtime/arrays.py ``data_address``: ~0.3 us, ``.ctypes.data`` is 1-3 us)."""
 
-    Only arrays that do not own their memory are remembered (views, such as the VM's pooled
-    buffers): an owning array could be resized in place, which moves its data. The (array,
-    address) pair is one attribute, so a thread never pairs one array with another's address.
-    """
-
-    __slots__ = ("entry",)
-
-    def __init__(self):
-        self.entry = (lambda: None, 0)
+    __slots__ = ()
 
     def __call__(self, arr: np.ndarray) -> int:
-        ref, ptr = self.entry
-        if ref() is arr:
-            return ptr
-        ptr = arr.ctypes.data
-        if arr.base is not None:
-            self.entry = (weakref.ref(arr), ptr)
-        return ptr
+        return data_address(arr)
 
 
 def as_f32(x, param: str, op: str) -> np.ndarray:
@@ -165,8 +152,9 @@ class _DenseKernel(Kernel):
         return out
 
     def native_signature(self, buffers: list) -> tuple | None:
-        """(entry, dims) for the VM's native chains (runtime/native_run.KernelStep): a
-        constant weight, these fixed float32 buffers and a GEMM too small to split."""
+        """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/native_run.
+        KernelStep): a constant weight and these fixed float32 buffers; ``splits``: a GEMM
+        big enough to split across threads (the chain calls it on one thread only)."""
         runner = self.runner
         if runner is None or len(buffers) != 2 or not (runner.k and runner.n):
             return None
@@ -176,13 +164,13 @@ class _DenseKernel(Kernel):
                 or os_ != xs[:-1] + (runner.n,)):
             return None
         m, n, k = math.prod(xs[:-1]), runner.n, runner.k
-        if not m or gemm_splits(m, n, k, runner.nr):
+        if not m:
             return None
         found = self._chain.get(m)
         if found is None:
             found = self._chain[m] = ChainEntry(runner.driver, (
                 Buffer(0), *runner.ptrs, Buffer(1), m, n, k, k, n, runner.relu))
-        return found.signature
+        return (*found.signature, 0, gemm_splits(m, n, k, runner.nr))
 
     def _pack(self, w) -> GemmRunner:
         w = as_f32(w, "weight", self.op)

@@ -90,8 +90,10 @@ class DenseActKernel(Kernel):
         self._chain: dict = {}  # rows -> task_wrap.ChainEntry (native chain steps)
 
     def native_signature(self, buffers: list) -> tuple | None:
-        """(entry, dims) for the VM's native chains (runtime/native_run.KernelStep): fixed
-        float32 buffers of a GEMM too small to split; None where ``__call__`` decides."""
+        """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/
+        native_run.KernelStep): fixed float32 buffers; ``splits``: a GEMM big enough to split
+        across threads (the chain runs it on one thread only). None where ``__call__``
+        decides."""
         k, n = self.runner.k, self.runner.n
         if len(buffers) != 2 or not (k and n):
             return None
@@ -99,8 +101,7 @@ class DenseActKernel(Kernel):
         xs, os_ = tuple(xs), tuple(os_)
         m = math.prod(xs[:-1]) if xs else 0
         if (np.dtype(xd) != F32 or np.dtype(od) != F32 or not xs or xs[-1] != k or not m
-                or not os_ or os_[-1] != n or math.prod(os_) != m * n
-                or _splits(m, n, k)):
+                or not os_ or os_[-1] != n or math.prod(os_) != m * n):
             return None
         found = self._chain.get(m)
         if found is None:
@@ -108,7 +109,7 @@ class DenseActKernel(Kernel):
             found = self._chain[m] = ChainEntry(self.run, (
                 Buffer(0), packed, bias, Buffer(1), m, n, k, k, n, 0, n, CHUNK, self.gemm,
                 self.act))
-        return found.signature
+        return (*found.signature, 0, _splits(m, n, k))
 
     def __call__(self, x, out):
         if type(x) is not np.ndarray or x.dtype != F32 or not x.flags.c_contiguous:

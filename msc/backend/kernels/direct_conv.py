@@ -38,15 +38,16 @@ from llvmlite import ir
 from ...errors import ShapeError
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32_PTR, I64, const64, entry_alloca, for_range, imin
+from ..runtime.task_wrap import At, Buffer, ChainEntry
 from ..runtime.threads import NativeTasks, cache_bytes, native_address, split_range, task_threads
 from .base import Kernel, f32_address
 from .dense import F32 as F32_DTYPE
 from .dense import Address, as_f32
 from .direct_conv_prep import Vec, build_compact, build_pad, build_split
 from .direct_conv_prep import gep as _gep
-from .layout import scratch_addresses
+from .layout import scratch_addresses, scratch_offsets
 
-__all__ = ["DirectConv2d", "direct_conv_fits", "residual_fits", "tile_shape"]
+__all__ = ["DirectConv2d", "chain_plan", "direct_conv_fits", "residual_fits", "tile_shape"]
 
 I64_PTR = I64.as_pointer()
 _L2_BYTES = cache_bytes(2) // 2  # input bytes of one chunk of positions: half a core's L2
@@ -395,6 +396,7 @@ class DirectConv2d(Kernel):
         self.address = native_address(self.run)
         self.w_ptr, self.bias_ptr = self.w.ctypes.data, self.bias.ctypes.data
         self._plans: dict = {}
+        self._chains: dict = {}  # input shape -> (ChainEntry, scratch bytes)
         self.addr = (Address(), Address())
 
     def out_dims(self, h: int, w: int) -> tuple:
@@ -424,6 +426,28 @@ class DirectConv2d(Kernel):
                     if stage is not None:  # one native task list (threads.NativeTasks)
                         stage.launch(1, pointers, threads)
         return out
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/
+        native_run.KernelStep): float32 buffers of a shape this conv takes; one driver call
+        per image, the padded input and the wide output in the register file's scratch.
+        ``splits``: big enough to split across threads (the chain calls it on one thread
+        only). None where ``__call__`` decides (and reports)."""
+        found = chain_plan(self, buffers)
+        if found is None:
+            return None
+        shape, plan = found
+        if shape not in self._chains:
+            (padded, wide), nbytes = scratch_offsets(*(plan.scratch or (0, 0)))
+            # no scratch (a 1x1 conv reading its input as is): no scratch buffer either
+            parts = (At(len(buffers), padded), At(len(buffers), wide)) if nbytes else (0, 0)
+            res = Buffer(1) if len(self.inputs) == 2 else 0
+            pointers = (Buffer(0), *parts, res, Buffer(len(buffers) - 1), plan.offsets_ptr,
+                        plan.args_ptr)
+            entry = ChainEntry.sequence((self.run, (*pointers, part)) for part in plan.whole)
+            self._chains[shape] = (entry, nbytes)
+        entry, nbytes = self._chains[shape]
+        return (*entry.signature, nbytes, plan.macs >= _PARALLEL_MACS)
 
     def _plan(self, shape: tuple) -> _Plan:
         """The checked geometry of one input shape, as the driver's int64 plan (cached)."""
@@ -538,6 +562,23 @@ class _Plan:
                  for i in range(n)],
                 [[self._part(i, r0, r1, CONV | COMPACT, u0, u1, 0, 0)
                   for r0, r1, u0, u1 in shapes] for i in range(n)])
+
+
+def chain_plan(kernel, buffers: list) -> tuple | None:
+    """(input shape, plan) of a direct or pixel-tile conv on fixed buffers (inputs, then the
+    output; every one float32), when they are the shapes its ``__call__`` takes and the
+    output is not empty; else None (the checked Python entry then runs, and reports)."""
+    if len(buffers) != len(kernel.inputs) + 1 or any(np.dtype(d) != F32_DTYPE
+                                                      for _, d in buffers):
+        return None
+    shape = tuple(buffers[0][0])
+    try:
+        plan = kernel._plans.get(shape) or kernel._plan(shape)
+    except ShapeError:
+        return None
+    if any(tuple(s) != plan.out_shape for s, _ in buffers[1:]) or not np.prod(plan.out_shape):
+        return None
+    return shape, plan
 
 
 def checked_plan(kernel, x, out) -> tuple:

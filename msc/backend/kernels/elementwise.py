@@ -23,6 +23,7 @@ from ...relax.op.registry import attach
 from ...relax.struct_info import TensorStructInfo
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32, F32_PTR, I64, for_range
+from ..runtime.task_wrap import Buffer, ChainEntry
 from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
 from .base import Kernel, KernelFact, Site
 from .dense import F32 as F32_DTYPE
@@ -179,9 +180,8 @@ class _BinaryKernel(Kernel):
         shape = buffers[-1][0]
         if len(buffers) != 3 or any(s != shape or d != F32_DTYPE for s, d in buffers):
             return None
-        if math.prod(shape) >= _PARALLEL_ELEMENTS:  # big enough to split across threads
-            return None
-        return _address(self.run), (math.prod(shape), self.relu)
+        splits = math.prod(shape) >= _PARALLEL_ELEMENTS  # the chain runs it on one thread
+        return _address(self.run), (math.prod(shape), self.relu), 0, splits
 
 
 def _flat(run, a: int, b: int, out: int, n: int, relu: int) -> None:
@@ -252,13 +252,11 @@ class _AffineKernel(Kernel):
         """As _BinaryKernel's: the per-channel vectors' addresses are arguments too."""
         if len(buffers) != 2 or any(s != buffers[1][0] or d != F32_DTYPE for s, d in buffers):
             return None
-        if math.prod(buffers[1][0]) >= _PARALLEL_ELEMENTS:  # big enough to split
-            return None
         try:
             run, args, _split = self._call_for(buffers[1][0])
         except ShapeError:
             return None
-        return _address(run), args
+        return _address(run), args, 0, math.prod(buffers[1][0]) >= _PARALLEL_ELEMENTS
 
     def _call_for(self, shape: tuple) -> tuple:
         """(native entry, its arguments after the two arrays) for one shape, made once: numpy
@@ -442,6 +440,7 @@ class _ReluKernel(Kernel):
         self.run = _kernels()["maximum"]
         self.zeros = np.zeros(0, np.float32)
         self.addr = (Address(), Address())
+        self._chain: dict = {}  # elements -> task_wrap.ChainEntry (native chain steps)
 
     def __call__(self, x, out):
         if type(x) is not np.ndarray or x.dtype != F32_DTYPE or x.shape != out.shape:
@@ -451,6 +450,17 @@ class _ReluKernel(Kernel):
         # relu(x) = max(x, x) with the relu flag: one read stream, NaN kept
         _flat(self.run, xp, xp, self.addr[1](out), out.size, 1)
         return out
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains: max(x, x) with
+        the relu flag on two same-shape float32 buffers (an adapter passes x twice)."""
+        if len(buffers) != 2 or any(s != buffers[1][0] or np.dtype(d) != F32_DTYPE
+                                    for s, d in buffers):
+            return None
+        n = math.prod(buffers[1][0])
+        if n not in self._chain:
+            self._chain[n] = ChainEntry(self.run, (Buffer(0), Buffer(0), Buffer(1), n, 1))
+        return (*self._chain[n].signature, 0, n >= _PARALLEL_ELEMENTS)
 
 
 class ReluFact(KernelFact):

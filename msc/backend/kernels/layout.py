@@ -349,6 +349,17 @@ def scratch_addresses(*sizes: int) -> list[int]:
     return out
 
 
+def scratch_offsets(*sizes: int) -> tuple[list[int], int]:
+    """(byte offset of each part, total bytes) of float32 parts of these element counts laid
+    out as :func:`scratch_addresses` lays them (64-byte aligned each): the same parts in the
+    scratch a VM register file gives a chain step (runtime/native_run.KernelStep)."""
+    offsets, at = [], 0
+    for size in sizes:
+        offsets.append(at)
+        at += 4 * (-(-size // 16) * 16)
+    return offsets, at
+
+
 # ---------------------------------------------------------------------------------------------
 # permute_dims: a native copy into the planned buffer.
 
@@ -442,10 +453,10 @@ class PermuteKernel(Kernel):
         shape, out = buffers[0][0], buffers[1][0]
         if len(self.axes) != len(shape) or out != tuple(shape[a] for a in self.axes):
             return None
-        if math.prod(out) >= _PARALLEL_ELEMENTS:  # big enough to split across threads
-            return None
         plan = self.plan_of(tuple(shape), self.axes) if math.prod(out) else None
-        return None if plan is None else (ctypes.cast(self.run, ctypes.c_void_p).value, plan)
+        splits = math.prod(out) >= _PARALLEL_ELEMENTS  # the chain runs it on one thread
+        return None if plan is None else (ctypes.cast(self.run, ctypes.c_void_p).value, plan,
+                                          0, splits)
 
     @staticmethod
     def plan_of(shape: tuple, axes: tuple) -> tuple | None:

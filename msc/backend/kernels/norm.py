@@ -111,11 +111,11 @@ class LayerNormKernel(Kernel):
         return out
 
     def native_signature(self, buffers: list) -> tuple | None:
-        """(entry, dims) for the VM's native chains (runtime/native_run.KernelStep): these
-        fixed buffers, one thread (too small to split); None where ``__call__`` decides."""
+        """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/
+        native_run.KernelStep): these fixed buffers; ``splits``: big enough to split across
+        threads (the chain runs it on one thread only). None where ``__call__`` decides."""
         want = [(self.shape, np.dtype(np.float32))] * (3 if self.residual else 2)
-        if [(tuple(s), np.dtype(d)) for s, d in buffers] != want or (
-                self.rows * self.n >= PARALLEL_ELEMENTS):
+        if [(tuple(s), np.dtype(d)) for s, d in buffers] != want:
             return None
         x, out = Buffer(0), Buffer(len(buffers) - 1)
         if self._chain is None:
@@ -123,7 +123,7 @@ class LayerNormKernel(Kernel):
                 x, Buffer(1) if self.residual else x, self.gamma.ctypes.data,
                 self.beta.ctypes.data, out, 0, self.rows, self.n, self.eps.value,
                 int(self.residual)))
-        return self._chain.signature
+        return (*self._chain.signature, 0, self.rows * self.n >= PARALLEL_ELEMENTS)
 
     def _tasks(self, threads: int):
         """Two row ranges per thread as a native task list (task_wrap: the entry takes a

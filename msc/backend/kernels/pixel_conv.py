@@ -25,14 +25,15 @@ from llvmlite import ir
 
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32_PTR, I64, const64, entry_alloca, for_range, imin, switch_cases
+from ..runtime.task_wrap import At, Buffer, ChainEntry
 from ..runtime.threads import NativeTasks, cache_bytes, native_address, split_range, task_threads
 from .base import Kernel
 from .dense import Address
-from .direct_conv import PLAN_FIELDS, PREP, RELU6, DirectConv2d, checked_plan
+from .direct_conv import PLAN_FIELDS, PREP, RELU6, DirectConv2d, chain_plan, checked_plan
 from .direct_conv_prep import Vec
 from .direct_conv_prep import gep as _gep
 from .gemm import aligned_empty
-from .layout import scratch_addresses, transpose_fn
+from .layout import scratch_addresses, scratch_offsets, transpose_fn
 
 __all__ = ["PixelConv2d", "pixel_conv_available"]
 
@@ -174,6 +175,7 @@ class PixelConv2d(Kernel):
         self.ptrs = (self.w.ctypes.data, self.bias.ctypes.data)
         self.address = native_address(self.run)
         self._plans: dict = {}
+        self._chains: dict = {}  # input shape -> (ChainEntry, scratch bytes)
         self.addr = (Address(), Address())
 
     def __call__(self, x, out):
@@ -200,6 +202,40 @@ class PixelConv2d(Kernel):
             else:
                 plan.tasks(threads, self.address).launch(1, pointers, threads)
             self.transpose(po, op + i * o * pixels * 4, m, pixels, o)
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/
+        native_run.KernelStep): the calls of ``_run`` on one thread (pad pass, tiles,
+        transpose per group of images) as one step, the padded input and the ``[P][O]``
+        tiles in the register file's scratch; ``splits`` as the direct conv's. None where
+        ``__call__`` decides (and reports)."""
+        found = chain_plan(self, buffers)
+        if found is None:
+            return None
+        shape, plan = found
+        if shape not in self._chains:
+            self._chains[shape] = self._chain_entry(plan, len(buffers))
+        entry, nbytes = self._chains[shape]
+        return (*entry.signature, nbytes, plan.macs >= _PARALLEL_MACS)
+
+    def _chain_entry(self, plan, scratch: int) -> tuple:
+        n, o, oh, ow = plan.out_shape
+        pixels, prep, m = oh * ow, plan.prep, plan.images
+        (padded, tiles), nbytes = scratch_offsets(prep.scratch[0] if prep.scratch else 0,
+                                                  m * pixels * o)
+        padded, tiles = At(scratch, padded), At(scratch, tiles)
+        calls = []
+        for i in range(0, n, m):
+            if prep.scratch:
+                calls.append((self.prep.run, (Buffer(0), padded, 0, 0, 0, prep.offsets_ptr,
+                                              prep.args_ptr, plan.prep_parts[i])))
+                base, pix = padded, plan.pix_ptr
+            else:
+                base, pix = Buffer(0), plan.pix_ptr + i * pixels * 8
+            calls.append((self.run, (base, *self.ptrs, tiles, prep.offsets_ptr, pix,
+                                     plan.whole_ptr)))
+            calls.append((self.transpose, (tiles, At(1, i * o * pixels * 4), m, pixels, o)))
+        return ChainEntry.sequence(calls), nbytes
 
     def _plan(self, shape: tuple) -> _Plan:
         prep = self.prep._plan(shape)

@@ -28,11 +28,12 @@ from ...relax.op.infer import pool_out_dim
 from ...relax.op.registry import attach
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32, F32_PTR, I64, const64, entry_alloca, for_range
+from ..runtime.task_wrap import At, Buffer, ChainEntry
 from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
 from .base import Kernel, KernelFact, Site
 from .dense import F32 as F32_DTYPE
 from .dense import Address, as_f32
-from .layout import VecOps, nan_max, scratch_addresses
+from .layout import VecOps, nan_max, scratch_addresses, scratch_offsets
 from .window3 import takes_window, window_raw
 
 __all__ = ["Pool2dFact", "fast_window", "window_kernels"]
@@ -347,12 +348,27 @@ class _Window:
         self.raw, self.address = raw, native_address(raw)
         self._args: dict = {}
         self._splits: dict = {}
+        self._chains: dict = {}  # chain_signature's key -> (ChainEntry, scratch bytes)
 
     def __call__(self, x, out, aux, w, bias, *ints):
         _, tmp_size, args_ptr = self._lookup(ints)
         # two padded planes; a 16-lane tail may reach 15 floats past a row (masked: in bounds)
         tmp = scratch_addresses(tmp_size)[0] if tmp_size else 0
         self.raw(x, out, aux, w, bias, tmp, args_ptr)
+
+    def chain_signature(self, ints: tuple, aux: int, w: int, bias: int, scratch: int) -> tuple:
+        """(entry, dims, scratch bytes) of one call on the step's buffers 0 (x) and 1 (out)
+        with these window ints, for the VM's native chains (runtime/native_run.KernelStep);
+        the padded planes go to the register file's scratch, buffer ``scratch``."""
+        key = (ints, aux, w, bias, scratch)
+        found = self._chains.get(key)
+        if found is None:
+            _, tmp_size, args_ptr = self._lookup(ints)
+            nbytes = scratch_offsets(tmp_size)[1] if tmp_size else 0
+            tmp = At(scratch, 0) if tmp_size else 0
+            entry = ChainEntry(self.raw, (Buffer(0), Buffer(1), aux, w, bias, tmp, args_ptr))
+            found = self._chains[key] = (entry, nbytes)
+        return (*found[0].signature, found[1])
 
     def _lookup(self, ints: tuple) -> tuple:
         found = self._args.get(ints)
@@ -463,6 +479,23 @@ class _Pool2dKernel(Kernel):
             else:  # planes are independent: any split computes each as one call does
                 self.run.parallel(self._parts(x.shape, threads), xp, op, aux, 0, 0, ints[2:])
         return out
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains: float32 NCHW
+        buffers of the shapes ``__call__`` takes; ``splits``: enough reads to split across
+        threads (the chain calls it on one thread only)."""
+        if len(buffers) != 2 or any(np.dtype(d) != F32_DTYPE for _, d in buffers):
+            return None
+        shape = tuple(buffers[0][0])
+        try:
+            found = self._shapes.get(shape) or self._shape(shape)
+        except ShapeError:
+            return None
+        want, aux, ints, reads = found
+        if tuple(buffers[1][0]) != want or not np.prod(want):
+            return None
+        return (*self.run.chain_signature(ints, aux, 0, 0, len(buffers)),
+                reads >= _PARALLEL_READS)
 
     def _shape(self, shape: tuple) -> tuple:
         """(output shape, aux address, the window ints, window reads) of one input shape."""

@@ -20,6 +20,7 @@ from llvmlite import ir
 from ...relax.op.registry import attach
 from ..llvm.jit import generated_entry, vector_lanes
 from ..llvm.loops import F32, F32_PTR, I64, for_range
+from ..runtime.task_wrap import Buffer, ChainEntry
 from .base import Kernel, KernelFact, Site, f32_address
 from .rowmath import Vec, row_reduce
 
@@ -66,6 +67,7 @@ class MeanKernel(Kernel):
         self.rows = math.prod(shape) // n if n else 0
         self.scale = ctypes.c_float(1.0 / n) if n else ctypes.c_float(float("nan"))
         self.run = _native(vector_lanes())
+        self._chain = None  # task_wrap.ChainEntry, made on the first native_signature
 
     def __call__(self, x, out):
         px = f32_address(x, self.shape, self.op, "data")
@@ -75,6 +77,18 @@ class MeanKernel(Kernel):
         elif self.rows:
             self.run(px, po, self.rows, self.n, self.scale)
         return out
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims) for the VM's native chains (runtime/native_run.KernelStep): these
+        fixed float32 buffers (a float argument: task_wrap.ChainEntry's row); one thread,
+        as ``__call__``."""
+        want = [(self.shape, np.dtype(np.float32)), (self.out_shape, np.dtype(np.float32))]
+        if [(tuple(s), np.dtype(d)) for s, d in buffers] != want or not (self.n and self.rows):
+            return None
+        if self._chain is None:
+            self._chain = ChainEntry(self.run, (Buffer(0), Buffer(1), self.rows, self.n,
+                                                self.scale.value))
+        return self._chain.signature
 
 
 def _trailing_row(site: Site) -> int | None:

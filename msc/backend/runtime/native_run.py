@@ -25,6 +25,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...errors import MSCError, RuntimeCallError, ShapeError
+from .arrays import data_address
 
 __all__ = ["STATUS_INDEX", "STATUS_WORKSPACE", "Chain", "KernelStep", "NativeStep",
            "compile_chains", "guard", "kernel_step", "native_step", "status_error"]
@@ -97,7 +98,7 @@ class NativeStep:
         arrays = [guard(v, s.shape, s.dtype, self.op, s.name) for v, s in zip(flat, self.specs)]
         if any(a is not v for a, v in zip(arrays[len(arrays) - len(outs):], outs)):
             raise ShapeError("an output buffer must be C-contiguous and aligned", op=self.op)
-        status = self.cfunc(*[a.ctypes.data for a in arrays], *self.dims)
+        status = self.cfunc(*[data_address(a) for a in arrays], *self.dims)
         if status:
             raise status_error(status, self.op, self.where, self.kernel.func, arrays)
         return outs[0] if self.single else tuple(outs)
@@ -129,9 +130,14 @@ def status_error(status: int, op: str, where: str | None = None, func=None,
 class KernelStep:
     """A hand-written kernel (kernels/) called natively for fixed buffers, as a chain step:
     the kernel's ``native_signature`` gives its entry's address and the i64 arguments that
-    follow the buffer pointers (a void function: no status). Chain functions call it (a
-    chain of one step when a plan has chains off), with no Python between kernels. Only
-    kernels that run on the calling thread (no ``parallel_for`` split) may offer one."""
+    follow the buffer pointers (a void function: no status), and optionally the bytes of
+    scratch it needs (the plan then passes one more buffer after the outputs, a scratch of
+    the register file: concurrent calls never share one, and steps, which run one after
+    another, share it) and whether the kernel splits across threads at this size. Chain
+    functions call it (a chain of one step when a plan has chains off), with no Python
+    between kernels, on the calling thread: a step that ``splits`` is a chain of its own,
+    which calls the kernel object instead (its ``parallel_for`` / native pool split) while
+    more than one thread is allowed (plan_code.py)."""
 
     status = False
 
@@ -140,6 +146,8 @@ class KernelStep:
         self.op = getattr(kernel, "op", type(kernel).__name__)
         self.specs = specs
         self.address, self.dims = int(signature[0]), tuple(int(d) for d in signature[1])
+        self.scratch = int(signature[2]) if len(signature) > 2 else 0  # bytes
+        self.splits = bool(signature[3]) if len(signature) > 3 else False
         self.single = single
         self.where = where
 

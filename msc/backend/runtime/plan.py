@@ -111,12 +111,17 @@ class Plan:
             regs[reg] = raw[storage][at: at + _nbytes(shape, dtype)].view(dtype).reshape(shape)
         runner = self.runner
         table = (ctypes.c_int64 * max(runner.slots if runner else 0, 1))()
+        scratch = None
         if runner is not None:
             for slot, value in runner.fixed.items():
                 table[slot] = value
             for slot, reg in runner.from_regs.items():
                 table[slot] = regs[reg].ctypes.data
-        regs[TABLE] = (table, ctypes.addressof(table))
+            slot, nbytes = runner.scratch
+            if slot is not None:  # the chain kernels' scratch: this register file's own
+                scratch = _aligned_bytes(nbytes)
+                table[slot] = scratch.ctypes.data
+        regs[TABLE] = (table, ctypes.addressof(table), scratch)
         return regs
 
 

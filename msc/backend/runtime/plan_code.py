@@ -29,8 +29,10 @@ from time import perf_counter
 import numpy as np
 
 from ...errors import MSCError, RuntimeCallError
+from .arrays import data_address
 from .index_report import arrays_at
 from .native_run import Chain, compile_chains, guard, status_error
+from .threads import task_threads
 
 # Native calls per chain function at most: LLVM's time on one function grows faster than its
 # length (building a 20,000-op chain model took 77 s with one chain, 33 s with chains of 256);
@@ -70,7 +72,8 @@ class Pooled:
 class Runner:
     """``fn(regs)`` runs the plan; ``table`` is the template of the address table:
     ``slots`` entries, ``fixed`` (slot -> int), ``from_regs`` (slot -> pooled register whose
-    address it holds, filled per register file)."""
+    address it holds, filled per register file), ``scratch``: the slot holding the address
+    of the register file's kernel scratch and its bytes (native_run.KernelStep)."""
 
     fn: Callable
     slots: int
@@ -80,6 +83,7 @@ class Runner:
     native_steps: int
     source: str
     timers: list | None = None  # profiling plans: seconds spent in each instruction so far
+    scratch: tuple = (None, 0)  # (slot, bytes) of the kernels' scratch, one per register file
 
 
 def compile_run(instructions: list, fixed_regs: dict, params: dict, table: int,
@@ -111,6 +115,8 @@ class _Writer:
         self.chains: list[Chain] = []
         self.native_steps = 0
         self.profile = False
+        self.scratch_slot: int | None = None  # slot of the register file's kernel scratch
+        self.scratch_bytes = 0
 
     def _name(self, prefix: str, value) -> str:
         name = f"{prefix}{len(self.names)}"
@@ -134,6 +140,14 @@ class _Writer:
             return self._write_profiled(instructions)
         run: list = []
         for instr in instructions:
+            if _splits(instr):  # a chain of its own: see _chain
+                self._chain(run)
+                self._chain([instr], split=True)
+                run = []
+                continue
+            if run and self.use_chains and self._rides_along(instr, run):
+                run.append(instr)  # a free view between chain steps: see _view_result
+                continue
             if isinstance(instr[4], NativeCall):
                 run.append(instr)
                 if self.use_chains and len(run) < MAX_CHAIN:
@@ -149,11 +163,39 @@ class _Writer:
         for k, instr in enumerate(instructions):
             self._emit("_t = CLOCK()")
             if isinstance(instr[4], NativeCall):
-                self._chain([instr])
+                self._chain([instr], split=_splits(instr))
             else:
                 self._python(instr)
             self._emit(f"PT[{k}] += CLOCK() - _t")
         return self._finish([0.0] * len(instructions))
+
+    def _rides_along(self, instr, run: list) -> bool:
+        """Whether a Python instruction can join the pending chain ``run``: a free view
+        (a static reshape, dispatch/resolve.static_view) of a buffer with a table slot, a
+        chain step's result or one known before the chain. Its address is its input's, so
+        the steps after it read that slot, and its Python line runs after the chain, in
+        order with the steps' results (the planner keeps a view's buffer alive as long as the
+        view: it aliases)."""
+        shape = getattr(instr[0], "free_view", None)
+        if shape is None or not instr[1]:
+            return False
+        src = instr[1][0]
+        made = {i[2] for i in run  # tensors the pending instructions define
+                if not isinstance(i[4], NativeCall) or i[4].step.single}
+        known = self.known.get(src)
+        return src in made or (known is not None and src not in self.fixed_regs and (
+            isinstance(known[0], int) or (known[0] is None and src in self.params)))
+
+    def _view_result(self, instr) -> tuple:
+        """(register, Python expression) of a free view riding along a chain; what later
+        steps know of it: its input's slot, its own shape."""
+        fn, ins, out, where, _ = instr
+        slot, _, dtype = self.known[ins[0]]
+        if slot is None:  # a parameter: its address is taken once per call
+            slot = self.param_slots[ins[0]] = self._slot()
+            self.known[ins[0]] = (slot, *self.known[ins[0]][1:])
+        self.known[out] = (slot, fn.free_view, dtype)
+        return out, f"{self._name('F', fn)}({', '.join(f'regs[{i}]' for i in ins)})", where
 
     def _python(self, instr) -> None:
         fn, ins, out, where, _ = instr
@@ -165,7 +207,10 @@ class _Writer:
         if ins[:1] == (0,):  # an If runs instructions on the registers: forget what we knew
             self.known = {r: k for r, k in self.known.items() if r in self.params}
 
-    def _chain(self, instrs: list) -> None:
+    def _chain(self, instrs: list, split: bool = False) -> None:
+        """One chain function for ``instrs``. ``split``: one kernel step that splits across
+        threads at its size: while more than one thread is allowed the kernel object runs it
+        instead (its own split); the chain calls it on this thread."""
         if not instrs:
             return
         chain = Chain([], [], [])
@@ -174,6 +219,9 @@ class _Writer:
         fresh: list[str] = []
         results: list[tuple] = []
         for instr in instrs:
+            if not isinstance(instr[4], NativeCall):
+                results.append(self._view_result(instr))
+                continue
             call: NativeCall = instr[4]
             step = call.step
             slots = [self._input_slot(src, spec, step, instr[3])
@@ -183,26 +231,43 @@ class _Writer:
                 slot, ref = self._output_slot(buf, fresh)
                 slots.append(slot)
                 outs.append((ref, slot, spec))
+            if getattr(step, "scratch", 0):  # the register file's scratch, after the outputs
+                slots.append(self._scratch_slot(step.scratch))
             chain.steps.append(step)
             chain.fn_slots.append(self._fixed(step.address))
             chain.arg_slots.append(slots)
             chain.dim_slots.append([self._fixed(d) for d in step.dims])
             self.native_steps += 1
             if step.single:  # later steps of the chain read it from its slot
-                results.append((call.out, outs[0][0]))
+                results.append((call.out, outs[0][0], ""))
                 self.known[call.out] = (outs[0][1], outs[0][2].shape, outs[0][2].dtype)
             else:
-                results.append((call.out, "(" + "".join(o[0] + ", " for o in outs) + ")"))
+                results.append((call.out, "(" + "".join(o[0] + ", " for o in outs) + ")", ""))
                 self.known.pop(call.out, None)
-        self._emit(f"s = C{index}(TA)")
-        self._emit(f"if s: FAIL({index}, s, T)")
-        for out, result in results:
-            self._emit(f"regs[{out}] = {result}")
+        pad = ""
+        if split:
+            instr = instrs[0]
+            values = [f"regs[{r}]" if i is None else f"regs[{r}][{i}]"
+                      for r, i in instr[4].sources] + [ref for ref, _, _ in outs]
+            self._emit("if SPLIT():")
+            self._emit(f"    {self._name('F', instr[4].step)}({', '.join(values)})", instr[3])
+            self._emit("else:")
+            pad = "    "
+        self._emit(f"{pad}s = C{index}(TA)")
+        self._emit(f"{pad}if s: FAIL({index}, s, T)")
+        for out, result, where in results:
+            self._emit(f"regs[{out}] = {result}", where)
 
     def _fixed(self, value: int) -> int:
         slot = self._slot()
         self.fixed_slots[slot] = int(value)
         return slot
+
+    def _scratch_slot(self, nbytes: int) -> int:
+        if self.scratch_slot is None:
+            self.scratch_slot = self._slot()
+        self.scratch_bytes = max(self.scratch_bytes, nbytes)
+        return self.scratch_slot
 
     def _input_slot(self, src: tuple, spec, step, where: str) -> int:
         reg, index = src
@@ -243,13 +308,13 @@ class _Writer:
         slot = self._slot()
         local = f"B{slot}"
         self._emit(f"{local} = EMPTY({buf[1]!r}, {self._name('D', buf[2])})")
-        self._emit(f"T[{slot}] = {local}.ctypes.data")
+        self._emit(f"T[{slot}] = ADDR({local})")
         return slot, local
 
     # -- the function -----------------------------------------------------------------------
     def _finish(self, timers: list | None = None) -> Runner:
-        head = ["def run_plan(regs):", f"    T, TA = regs[{self.table}]", "    K = []"]
-        head += [f"    T[{slot}] = regs[{reg}].ctypes.data"
+        head = ["def run_plan(regs):", f"    T, TA, _ = regs[{self.table}]", "    K = []"]
+        head += [f"    T[{slot}] = ADDR(regs[{reg}])"
                  for reg, slot in self.param_slots.items()]
         head.append("    try:")
         offset = len(head)
@@ -263,12 +328,22 @@ class _Writer:
         cfuncs = compile_chains(self.chains)
         chains = self.chains
         scope = dict(self.names, P=_pointer, K=None, EMPTY=np.empty, WHERE=where,
+                     SPLIT=_split_allowed, ADDR=data_address,
                      RAISE=_reraise, FAIL=lambda index, s, table: _fail(chains[index], s, table))
         scope.update({f"C{i}": f for i, f in enumerate(cfuncs)}, PT=timers, CLOCK=perf_counter)
         exec(compile(source, filename, "exec"), scope)  # noqa: S102 - our own generated code
         return Runner(scope["run_plan"], self.slots, self.fixed_slots,
                       {slot: reg for reg, slot in self.reg_slots.items()}, len(self.chains),
-                      self.native_steps, source, timers)
+                      self.native_steps, source, timers,
+                      (self.scratch_slot, self.scratch_bytes))
+
+
+def _splits(instr) -> bool:
+    return isinstance(instr[4], NativeCall) and getattr(instr[4].step, "splits", False)
+
+
+def _split_allowed() -> bool:
+    return task_threads() > 1
 
 
 def _fits(value, spec) -> bool:
@@ -281,7 +356,7 @@ def _pointer(value, check: tuple, keep: list) -> int:
     array = guard(value, *check)
     if array is not value:
         keep.append(array)
-    return array.ctypes.data
+    return data_address(array)
 
 
 def _fail(chain: Chain, status: int, table):

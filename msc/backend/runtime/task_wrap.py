@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import hashlib
 import struct
 
 import numpy as np
@@ -24,7 +25,7 @@ from ...errors import BuildError
 from .native_pool_ir import NATIVE_ARGS
 from .threads import NativeTasks, native_address
 
-__all__ = ["DIRECT", "Buffer", "ChainEntry", "wrapped_tasks"]
+__all__ = ["DIRECT", "At", "Buffer", "ChainEntry", "wrapped_tasks"]
 
 DIRECT = NATIVE_ARGS - 1  # arguments a wrapped record passes in its own columns
 # ctypes type -> (IR type, how an i64 becomes it, how a Python value becomes the i64)
@@ -138,33 +139,62 @@ def adapter_ir(sig: tuple, layout: tuple, buffers: int | None = None,
     signature ``sig``, whose argument k is parameter i (``layout[k] = ("buf", i)``) or row
     slot j >= 1 (``("row", j)``); ``buffers`` parameters before the row (default: as many as
     the layout reads)."""
-    if buffers is None:
-        buffers = 1 + max((i for kind, i in layout if kind == "buf"), default=-1)
-    code = "".join(f"{_CODES[ty]}{kind[0]}{i}" for (ty, _), (kind, i) in zip(sig, layout))
+    return sequence_ir(((sig, layout, 0),), buffers, prefix)
+
+
+def sequence_ir(calls: tuple, buffers: int | None = None,
+                prefix: str = "msc_chain_adapt_") -> tuple[str, str]:
+    """(IR, symbol) of ``void adapt(i64 b0.., i64 row)`` making the calls ``(sig, layout,
+    fn slot)`` in order: each calls the entry whose address is ``row[fn slot]``; its argument
+    k is parameter i (``("buf", i)``), parameter i plus the byte offset ``row[j]`` (``("at", i,
+    j)``: a part of a buffer) or ``row[j]`` (``("row", j)``). The code depends only on this
+    structure, never on the row's values, so kernels of many shapes share one adapter."""
+    reads = [entry[1] for _, layout, _ in calls for entry in layout if entry[0] != "row"]
+    buffers = 1 + max(reads, default=-1) if buffers is None else buffers
+    code = "_".join(f"f{slot}" + "".join(f"{_CODES[ty]}{kind[0]}{'.'.join(map(str, at))}"
+                                         for (ty, _), (kind, *at) in zip(sig, layout))
+                    for sig, layout, slot in calls)
+    if len(code) > 96:  # a kernel's whole sequence (one call per image): a digest names it
+        code = "h" + hashlib.sha256(code.encode()).hexdigest()[:24]
     name = f"{prefix}{code}"
     params = ", ".join([f"i64 %b{i}" for i in range(buffers)] + ["i64 %row"])
-    lines = [f"define void @{name}({params}) {{", "entry:",
-             "  %rp = inttoptr i64 %row to i64*", "  %fa = load i64, i64* %rp",
-             f"  %fn = inttoptr i64 %fa to void ({', '.join(ty for ty, _ in sig)})*"]
-    args = []
-    for k, ((ty, how), (kind, i)) in enumerate(zip(sig, layout)):
-        src = f"%b{i}"
-        if kind == "row":
-            lines += [f"  %p{k} = getelementptr inbounds i64, i64* %rp, i64 {i}",
-                      f"  %v{k} = load i64, i64* %p{k}"]
-            src = f"%v{k}"
-        more, value = _arg(k, ty, how, src)
-        lines += more
-        args.append(f"{ty} {value}")
-    lines += [f"  call void %fn({', '.join(args)})", "  ret void", "}"]
+    lines = [f"define void @{name}({params}) {{", "entry:", "  %rp = inttoptr i64 %row to i64*"]
+    for c, (sig, layout, slot) in enumerate(calls):
+        lines += _row_load(f"fa{c}", slot)
+        lines.append(f"  %fn{c} = inttoptr i64 %fa{c} to void "
+                     f"({', '.join(ty for ty, _ in sig)})*")
+        args = []
+        for k, ((ty, how), (kind, *at)) in enumerate(zip(sig, layout)):
+            tag = f"{c}_{k}"
+            if kind == "buf":
+                src = f"%b{at[0]}"
+            elif kind == "row":
+                lines += _row_load(f"v{tag}", at[0])
+                src = f"%v{tag}"
+            else:  # a buffer plus a byte offset from the row
+                lines += _row_load(f"o{tag}", at[1])
+                lines.append(f"  %v{tag} = add i64 %b{at[0]}, %o{tag}")
+                src = f"%v{tag}"
+            more, value = _arg(tag, ty, how, src)
+            lines += more
+            args.append(f"{ty} {value}")
+        lines.append(f"  call void %fn{c}({', '.join(args)})")
+    lines += ["  ret void", "}"]
     return "\n".join(lines) + "\n", name
 
 
+def _row_load(name: str, slot: int) -> list:
+    if slot == 0:
+        return [f"  %{name} = load i64, i64* %rp"]
+    return [f"  %p{name} = getelementptr inbounds i64, i64* %rp, i64 {slot}",
+            f"  %{name} = load i64, i64* %p{name}"]
+
+
 @functools.cache
-def _adapter(sig: tuple, layout: tuple) -> int:
+def _adapter(calls: tuple) -> int:
     from ..llvm.jit import get_jit
 
-    text, name = adapter_ir(sig, layout)
+    text, name = sequence_ir(calls)
     library = get_jit().compile(text, [name], name="msc_chain_adapt")
     _KEEP.append(library)
     return library.address(name)
@@ -173,24 +203,43 @@ def _adapter(sig: tuple, layout: tuple) -> int:
 class ChainEntry:
     """A kernel entry as a native chain step (runtime/native_run.KernelStep): ``args`` are
     the entry's arguments in order, each ``Buffer(i)`` (the step's i-th buffer: inputs,
-    then outputs) or a constant (int, pointer as int, float). :attr:`signature` is the
-    (address, dims) pair a kernel's ``native_signature`` returns; the object keeps the
-    constants' row alive, so the kernel must keep it."""
+    then outputs, then its scratch), ``At(i, byte offset)`` (a part of one) or a constant
+    (int, pointer as int, float). :attr:`signature` is the (address, dims) pair a kernel's
+    ``native_signature`` returns; the object keeps the constants' row alive, so the kernel
+    must keep it. :meth:`sequence` makes one step of several entry calls (a conv's pad pass,
+    its tiles and its transpose; one call per image)."""
 
     def __init__(self, cfunc, args):
-        sig = _signature(cfunc)
-        if len(args) != len(sig):
-            raise BuildError(f"a chain step passes {len(args)} arguments, the entry takes "
-                             f"{len(sig)}", op="native_chain")
-        layout, row = [], [native_address(cfunc)]
-        for value, (_, how) in zip(args, sig):
-            if isinstance(value, Buffer):
-                layout.append(("buf", value.index))
-            else:
-                layout.append(("row", len(row)))
-                row.append(_bits(value, how))
+        self._build(((cfunc, args),))
+
+    @classmethod
+    def sequence(cls, calls) -> ChainEntry:
+        """One chain step calling each ``(cfunc, args)`` of ``calls`` in order."""
+        entry = cls.__new__(cls)
+        entry._build(tuple(calls))
+        return entry
+
+    def _build(self, calls: tuple) -> None:
+        row, shapes = [], []
+        for cfunc, args in calls:
+            sig = _signature(cfunc)
+            if len(args) != len(sig):
+                raise BuildError(f"a chain step passes {len(args)} arguments, the entry "
+                                 f"takes {len(sig)}", op="native_chain")
+            fn_slot, layout = len(row), []
+            row.append(native_address(cfunc))
+            for value, (_, how) in zip(args, sig):
+                if isinstance(value, At):
+                    layout.append(("at", value.index, len(row)))
+                    row.append(value.offset)
+                elif isinstance(value, Buffer):
+                    layout.append(("buf", value.index))
+                else:
+                    layout.append(("row", len(row)))
+                    row.append(_bits(value, how))
+            shapes.append((sig, tuple(layout), fn_slot))
         self.row = np.array(row, np.int64)
-        self.signature = (_adapter(sig, tuple(layout)), (self.row.ctypes.data,))
+        self.signature = (_adapter(tuple(shapes)), (self.row.ctypes.data,))
 
 
 class Buffer(int):
@@ -199,3 +248,13 @@ class Buffer(int):
     @property
     def index(self) -> int:
         return int(self)
+
+
+class At:
+    """An argument of :class:`ChainEntry`: the step's buffer ``index`` plus ``offset``
+    bytes (one image of a batch, one part of the scratch)."""
+
+    __slots__ = ("index", "offset")
+
+    def __init__(self, index: int, offset: int):
+        self.index, self.offset = int(index), int(offset)

@@ -244,3 +244,18 @@ def test_num_threads_is_set_for_each_call(packed_funcs):
     for bad in (0, -1, 2.5, "2"):
         with pytest.raises(ValidationError, match="num_threads"):
             relax.VirtualMachine(ex, num_threads=bad)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: np.arange(24, dtype=np.float32),
+    lambda: np.arange(24, dtype=np.float32).reshape(4, 6)[1:, 2:],  # a view at an offset
+    lambda: np.empty((0, 3), np.float64),
+    lambda: np.zeros((2, 3), np.int8).T,
+    lambda: np.lib.stride_tricks.as_strided(np.ones(4), (2, 2), (8, 8)),
+])
+def test_data_address_reads_what_ctypes_reads(make):
+    """The VM's fast address read (runtime/arrays.py) is ``.ctypes.data``, for any array."""
+    from msc.backend.runtime.arrays import data_address
+
+    a = make()
+    assert data_address(a) == a.ctypes.data
