@@ -43,7 +43,7 @@ from ..runtime.threads import task_threads
 from .base import Kernel, KernelFact, Site, view_address
 from .dense import gemm_driver
 from .gemm import GemmConfig
-from .rowmath import Vec, row_map, row_reduce
+from .rowmath import Vec, row_apply, row_map, splat_f32
 
 __all__ = ["AttentionFact", "AttentionKernel", "AttentionLayout", "Operand"]
 
@@ -161,14 +161,14 @@ class _Builder:
         n = b.select(causal, imin(b, b.select(b.icmp_signed("<", limit, const64(0)),
                                                const64(0), limit), p["t"]), p["t"])
         with_bias = b.icmp_signed("!=", p["has_bias"], const64(0))
+        # without a bias the row adds the scratch's zeros (at least T floats): no branch
+        brow = b.select(with_bias, brow, self.zeros)
+        vec, scale = self.vec, splat_f32(b, self.vec, self.scale)
 
-        def scaled(j):
-            x = b.fmul(b.load(b.gep(row, [j])), self.scale)
-            x = b.select(with_bias, b.fadd(x, b.load(b.gep(brow, [j]))), x)
-            b.store(x, b.gep(row, [j]))
+        def scaled(x, j, mask):
+            return b.fadd(b.fmul(x, scale), vec.load(b, b.gep(brow, [j]), mask, 0.0))
 
-        row_map(b, n, scaled)
-        m = row_reduce(b, self.vec, row, n, "max")
+        m = row_apply(b, vec, row, n, scaled, "max")
         dead = b.fcmp_unordered("==", m, ir.Constant(F32, -math.inf))
         with b.if_else(dead) as (masked, live):
             with masked:
@@ -179,16 +179,11 @@ class _Builder:
                 self._normalize(row, n, m, keys)
 
     def _normalize(self, row, n, m, keys) -> None:
-        b = self.b
-
-        def exp_of(j):
-            ptr = b.gep(row, [j])
-            b.store(exp_f32(b, b.fsub(b.load(ptr), m)), ptr)
-
-        row_map(b, n, exp_of)
-        inv = b.fdiv(ir.Constant(F32, 1.0), row_reduce(b, self.vec, row, n, "add"))
-        row_map(b, n, lambda j: b.store(b.fmul(b.load(b.gep(row, [j])), inv),
-                                        b.gep(row, [j])))
+        b, vec = self.b, self.vec
+        top = splat_f32(b, vec, m)
+        total = row_apply(b, vec, row, n, lambda x, j, mask: exp_f32(b, b.fsub(x, top)), "add")
+        inv = splat_f32(b, vec, b.fdiv(ir.Constant(F32, 1.0), total))
+        row_apply(b, vec, row, n, lambda x, j, mask: b.fmul(x, inv))
         with for_range(b, keys, start=n, name="zt") as j:
             b.store(ir.Constant(F32, 0.0), b.gep(row, [j]))
 
