@@ -138,19 +138,21 @@ class _Builder:
                         b.gep(self.kp, [b.add(base, b.mul(h, nr))]))
 
     def pack_v(self, v: ir.Value) -> None:
-        """vp[(c / NR * T + t) * NR + c % NR] = V[t, c]; zero columns up to whole panels."""
+        """vp[(c / NR * T + t) * NR + c % NR] = V[t, c]; zero columns up to whole panels.
+        A panel row is a copy of its columns and a zero fill, two loops LLVM vectorizes
+        (a head of 8 values in a 64-wide panel: one select per column cost 11% of the
+        kernel)."""
         b, p, nr = self.b, self.p, const64(self.nr)
         panels = ceil_div(b, p["hv"], self.nr)
         with for_range(b, panels, name="vp") as pn, for_range(b, p["t"], name="vt") as t:
             dst = b.gep(self.vp, [b.mul(b.add(b.mul(pn, p["t"]), t), nr)])
-            row = b.gep(v, [b.mul(t, p["vts"])])
             c0 = b.mul(pn, nr)
-            with for_range(b, nr, name="vc") as c:
-                col = b.add(c0, c)
-                inside = b.icmp_signed("<", col, p["hv"])
-                safe = imin(b, col, b.sub(p["hv"], const64(1)))
-                x = b.load(b.gep(row, [b.mul(safe, p["vhs"])]))
-                b.store(b.select(inside, x, ir.Constant(F32, 0.0)), b.gep(dst, [c]))
+            row = b.gep(v, [b.add(b.mul(t, p["vts"]), b.mul(c0, p["vhs"]))])
+            width = imin(b, b.sub(p["hv"], c0), nr)
+            with for_range(b, width, name="vc") as c:
+                b.store(b.load(b.gep(row, [b.mul(c, p["vhs"])])), b.gep(dst, [c]))
+            with for_range(b, nr, start=width, name="vz") as c:
+                b.store(ir.Constant(F32, 0.0), b.gep(dst, [c]))
 
     def softmax(self, row: ir.Value, brow: ir.Value, i: ir.Value, keys: ir.Value) -> None:
         """row[j] = softmax(row * scale + bias)[j] over the keys query ``i`` may see; zeros
