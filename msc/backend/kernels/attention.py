@@ -125,17 +125,19 @@ class _Builder:
         self.b.call(self.gemm, [a, bp, self.zeros, c, m, n, k, lda, ldc, I32(0)])
 
     def pack_k(self, k: ir.Value) -> None:
-        """kp[(t / NR * H + h) * NR + t % NR] = K[t, h]; zero columns up to whole panels."""
+        """kp[(t / NR * H + h) * NR + t % NR] = K[t, h]; zero columns up to whole panels.
+        Per panel and h: a copy of the panel's keys and a zero fill, contiguous stores."""
         b, p, nr = self.b, self.p, const64(self.nr)
-        tpad = b.mul(ceil_div(b, p["t"], self.nr), nr)
-        with for_range(b, tpad, name="kt") as t:
-            base = b.add(b.mul(b.mul(b.sdiv(t, nr), p["h"]), nr), b.srem(t, nr))
-            inside = b.icmp_signed("<", t, p["t"])
-            row = b.gep(k, [b.mul(imin(b, t, b.sub(p["t"], const64(1))), p["kts"])])
+        with for_range(b, ceil_div(b, p["t"], self.nr), name="kp") as pn:
+            t0 = b.mul(pn, nr)
+            width = imin(b, b.sub(p["t"], t0), nr)
             with for_range(b, p["h"], name="kh") as h:
-                x = b.load(b.gep(row, [b.mul(h, p["khs"])]))
-                b.store(b.select(inside, x, ir.Constant(F32, 0.0)),
-                        b.gep(self.kp, [b.add(base, b.mul(h, nr))]))
+                dst = b.gep(self.kp, [b.mul(b.add(b.mul(pn, p["h"]), h), nr)])
+                col = b.gep(k, [b.add(b.mul(t0, p["kts"]), b.mul(h, p["khs"]))])
+                with for_range(b, width, name="kt") as t:
+                    b.store(b.load(b.gep(col, [b.mul(t, p["kts"])])), b.gep(dst, [t]))
+                with for_range(b, nr, start=width, name="kz") as t:
+                    b.store(ir.Constant(F32, 0.0), b.gep(dst, [t]))
 
     def pack_v(self, v: ir.Value) -> None:
         """vp[(c / NR * T + t) * NR + c % NR] = V[t, c]; zero columns up to whole panels.
