@@ -4,7 +4,8 @@ A call to ``expf`` in a loop stops the loop vectorizer (there is no vector libm 
 exp2, log, tanh, erf and sigmoid are emitted as polynomial code on the spot: range reduction,
 a Horner polynomial (``contract`` lets LLVM use FMAs) and exponent bit tricks. Accuracy against
 float64, tested: exp/exp2/log/tanh ~1 ulp, erf <= 1.2 ulp; inf, NaN, zeros and denormals as
-in libm. Every function takes and returns a scalar ``float`` value::
+in libm. Every function takes and returns a scalar ``float`` value (exp / exp2 a vector of
+floats too: a kernel's explicit vector loop, with its masked tail)::
 
     y = exp_f32(builder, x)
 
@@ -55,10 +56,26 @@ def fconst(value: float) -> ir.Constant:
     return ir.Constant(F32, value)
 
 
+def like(x: ir.Value, value, scalar=F32) -> ir.Constant:
+    """``value`` as a constant of ``scalar`` type, or its splat when ``x`` is a vector (exp
+    and its helpers take a float or a vector of floats)."""
+    if isinstance(x.type, ir.VectorType):
+        return ir.Constant(ir.VectorType(scalar, x.type.count), [value] * x.type.count)
+    return ir.Constant(scalar, value)
+
+
+def _int_type(x: ir.Value) -> ir.Type:
+    return ir.VectorType(I32, x.type.count) if isinstance(x.type, ir.VectorType) else I32
+
+
 def declare(b: ir.IRBuilder, name: str, args) -> ir.Function:
     """An overloaded LLVM intrinsic on the type of ``args[0]`` taking ``len(args)`` args."""
     ty = args[0].type
-    return b.module.declare_intrinsic(name, [ty], ir.FunctionType(ty, [a.type for a in args]))
+    fnty = ir.FunctionType(ty, [a.type for a in args])
+    if not isinstance(ty, ir.VectorType):
+        return b.module.declare_intrinsic(name, [ty], fnty)
+    full = f"{name}.v{ty.count}{ty.element.intrinsic_name}"  # llvmlite names scalars only
+    return b.module.globals.get(full) or ir.Function(b.module, fnty, name=full)
 
 
 def _intrinsic(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
@@ -79,22 +96,23 @@ def _fsub(b, x, y):
 
 def horner(b: ir.IRBuilder, x: ir.Value, coeffs) -> ir.Value:
     """coeffs[0] + coeffs[1] x + ... evaluated from the highest term."""
-    acc = fconst(coeffs[-1])
+    acc = like(x, coeffs[-1])
     for c in reversed(coeffs[:-1]):
-        acc = _fadd(b, _fmul(b, acc, x), fconst(c))
+        acc = _fadd(b, _fmul(b, acc, x), like(x, c))
     return acc
 
 
 def _pow2(b: ir.IRBuilder, n: ir.Value) -> ir.Value:
     """2**n for an i32 n in the normal exponent range."""
-    bits = b.shl(b.add(n, ir.Constant(I32, 127)), ir.Constant(I32, 23))
-    return b.bitcast(bits, F32)
+    bits = b.shl(b.add(n, like(n, 127, I32)), like(n, 23, I32))
+    return b.bitcast(bits, ir.VectorType(F32, n.type.count)
+                     if isinstance(n.type, ir.VectorType) else F32)
 
 
 def _scale(b: ir.IRBuilder, y: ir.Value, n_float: ir.Value) -> ir.Value:
     """y * 2**n in two halves, so results in the denormal and top range stay exact."""
-    n = b.fptosi(n_float, I32)
-    n1 = b.ashr(n, ir.Constant(I32, 1))
+    n = b.fptosi(n_float, _int_type(n_float))
+    n1 = b.ashr(n, like(n, 1, I32))
     n2 = b.sub(n, n1)
     return _fmul(b, _fmul(b, y, _pow2(b, n1)), _pow2(b, n2))
 
@@ -103,12 +121,12 @@ def _exp_poly(b: ir.IRBuilder, r: ir.Value) -> ir.Value:
     """e**r for |r| <= ln2/2."""
     r2 = _fmul(b, r, r)
     p = horner(b, r, _EXP_P)
-    return _fadd(b, _fadd(b, _fmul(b, p, r2), r), fconst(1.0))
+    return _fadd(b, _fadd(b, _fmul(b, p, r2), r), like(r, 1.0))
 
 
 def _clamp(b: ir.IRBuilder, x: ir.Value, lo: float, hi: float) -> ir.Value:
-    x = b.select(b.fcmp_ordered("<", x, fconst(lo)), fconst(lo), x)
-    return b.select(b.fcmp_ordered(">", x, fconst(hi)), fconst(hi), x)
+    x = b.select(b.fcmp_ordered("<", x, like(x, lo)), like(x, lo), x)
+    return b.select(b.fcmp_ordered(">", x, like(x, hi)), like(x, hi), x)
 
 
 def _keep_nan(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
@@ -119,8 +137,8 @@ def exp_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """e**x: n = round(x / ln2), r = x - n ln2 (two-part ln2), e**r by polynomial, times 2**n.
     x is clamped to [-104, 89]: beyond it the result is 0 or overflows to inf anyway."""
     xc = _clamp(b, x, -104.0, 89.0)
-    n = _intrinsic(b, "llvm.roundeven", _fmul(b, xc, fconst(1 / math.log(2))))
-    r = _fsub(b, _fsub(b, xc, _fmul(b, n, fconst(_LN2_HI))), _fmul(b, n, fconst(_LN2_LO)))
+    n = _intrinsic(b, "llvm.roundeven", _fmul(b, xc, like(x, 1 / math.log(2))))
+    r = _fsub(b, _fsub(b, xc, _fmul(b, n, like(x, _LN2_HI))), _fmul(b, n, like(x, _LN2_LO)))
     return _keep_nan(b, x, _scale(b, _exp_poly(b, r), n))
 
 

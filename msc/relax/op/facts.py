@@ -24,8 +24,8 @@ __all__ = ["FACT_SOURCES", "load_all_facts", "load_facts"]
 FACT_SOURCES: dict[str, tuple[str, ...]] = {
     "numpy": ("msc.relax.op.numpy_ref",),
     "kernel": tuple(f"msc.backend.kernels.{m}" for m in (
-        "activation", "attention", "conv", "dense", "elementwise", "layout", "nbits", "nonzero", "norm",
-        "pool", "reduce_rows", "unique")),
+        "activation", "attention", "conv", "conv1d", "dense", "elementwise", "layout", "nbits",
+        "nonzero", "norm", "pool", "reduce_rows", "unique")),
     "legalize": ("msc.backend.legalize",),
     "int8": ("msc.backend.fuse.qdq.fold",),
     "torch": ("msc.codegen.torch.table",),

@@ -51,6 +51,9 @@ ATTENTION_CASES = {  # (b, s, t, heads, kv heads, h, hv, bias shape, causal)
     "full_bias_top_left": (1, 20, 20, 2, 2, 16, 16, (1, 1, 20, 20), "TopLeft"),
     "wide_values_bottom_right": (1, 5, 9, 3, 3, 70, 70, None, "BottomRight"),
     "long_causal_blocks": (1, 80, 80, 2, 2, 8, 8, None, "TopLeft"),
+    # rows of 39 / 33 keys: the softmax's vector passes end in a masked tail
+    "wav2vec2_rows_key_bias": (1, 39, 39, 4, 4, 8, 8, (1, 1, 1, 39), None),
+    "one_key_tail": (1, 3, 33, 2, 2, 8, 8, None, "BottomRight"),
 }
 
 
@@ -155,3 +158,19 @@ def test_one_and_two_threads_bitwise_equal(case):
     with num_threads(2):
         two = kernel(*args, np.full(shape, np.nan, np.float32))
     np.testing.assert_array_equal(one, two)
+
+
+def test_attention_and_layer_norm_on_the_avx2_path(tmp_path):
+    """8-lane vectors (``MSC_CPU_ISA=avx2``, a fresh kernel cache): the softmax's masked
+    vector passes and tree reductions match numpy as the 16-lane ones do."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, MSC_CPU_ISA="avx2", MSC_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-p",
+                          "no:cacheprovider", __file__, "-k",
+                          "(attention or layer_norm) and not avx2"],
+                         check=False, env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-3000:]
+    assert " passed" in out.stdout and "failed" not in out.stdout
