@@ -8,7 +8,8 @@
 The tasks are what ``relax.build`` compiles from TIR: the ``call_tir`` prim funcs of the
 module, and the legalized PrimFunc of every op call left without a native kernel after
 fusion (a LayerNorm variant, softmax, a conv1d, an einsum, ...), one task per distinct
-workload (``extract_tasks``; its ``weight`` counts the calls). ``compile_relax`` builds with
+workload (``extract_tasks``; its ``weight`` counts the calls); the trials go to the tasks in
+proportion to the time the model spends in each. ``compile_relax`` builds with
 the database's best schedule of each; a workload the database does not know, or whose best
 record does not replay, gets the default lowering (``ex.stats["tuned"]`` counts the calls
 that run a tuned schedule).
@@ -19,9 +20,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..errors import MSCError, ValidationError
 from ..relax.module import IRModule
 from ..tir.function import PrimFunc
 from .database import JSONDatabase, workload_key
+from .runner import CandidateError, Workload, measure
 from .tune import compile_tir, prim_funcs, tune_tir
 
 __all__ = ["ExtractedTask", "compile_relax", "extract_tasks", "schedule_lookup", "tune_relax"]
@@ -81,18 +84,46 @@ def _bound(mod, params: dict | None):
 
 
 def tune_relax(mod, params: dict | None = None, target="llvm", work_dir: str = "tune",
-               max_trials_global: int = 64, **kwargs) -> JSONDatabase:
-    """Tune every task of ``extract_tasks(mod)`` in ``work_dir``, the trial budget shared
-    equally among them; the other keywords are ``tune_tir``'s. ``db.results`` lists each
+               max_trials_global: int = 64, *, share: str = "time",
+               **kwargs) -> JSONDatabase:
+    """Tune every task of ``extract_tasks(mod)`` in ``work_dir``; the other keywords are
+    ``tune_tir``'s. ``share="time"`` gives each task trials in proportion to the time the
+    model spends in it untuned (its weight times one measured call: a kernel of 2% of the
+    time gets few or none), ``"equal"`` the same number each. ``db.results`` lists each
     task's trials and best / untuned seconds (None for a task the budget did not reach or
     that cannot be tuned, e.g. symbolic shapes: it keeps its default lowering)."""
+    if share not in SHARES:
+        raise ValidationError(f"share={share!r}", key="share", hint=f"one of {SHARES}")
     tasks = extract_tasks(mod, target, params)
     if not tasks:
         db = JSONDatabase(work_dir)
         db.results = []
         return db
     tasks_mod = IRModule({t.task_name: t.mod["main"] for t in tasks})
-    return tune_tir(tasks_mod, target, work_dir, max_trials_global, **kwargs)
+    weights = untuned_seconds(tasks, target) if share == "time" else None
+    return tune_tir(tasks_mod, target, work_dir, max_trials_global, task_weights=weights,
+                    **kwargs)
+
+
+SHARES = ("time", "equal")
+
+
+def untuned_seconds(tasks: list, target, min_repeat_ms: float = 2.0) -> list:
+    """Seconds the model spends in each task with the default lowering (a call's time times
+    its weight, on the target's threads); 0 for one that cannot run alone (symbolic)."""
+    from ..backend.runtime.threads import num_threads
+    from .target import target_threads
+
+    out = []
+    with num_threads(target_threads(target)):
+        for task in tasks:
+            func = task.mod["main"]
+            try:
+                secs = min(measure(Workload(func), func, min_repeat_ms))
+            except (MSCError, CandidateError):
+                secs = 0.0
+            out.append(secs * task.weight)
+    return out
 
 
 def _apply_to_prim_funcs(database: JSONDatabase, mod, target):

@@ -38,9 +38,17 @@ def prim_funcs(mod) -> dict:
     return {name: f for name, f in funcs.items() if isinstance(f, PrimFunc)}
 
 
-def _shares(total: int, count: int) -> list:
-    base, extra = divmod(total, count)
-    return [base + (k < extra) for k in range(count)]
+def shares(total: int, count: int, weights: list | None = None) -> list:
+    """``total`` trials split among ``count`` tasks: equally, or in proportion to
+    ``weights`` (largest remainders first; a task of weight 0 gets none)."""
+    if weights is None or not sum(weights) > 0:
+        base, extra = divmod(total, count)
+        return [base + (k < extra) for k in range(count)]
+    exact = [total * w / sum(weights) for w in weights]
+    out = [int(e) for e in exact]
+    for k in sorted(range(count), key=lambda k: out[k] - exact[k])[:total - sum(out)]:
+        out[k] += 1
+    return out
 
 
 @dataclass
@@ -59,7 +67,8 @@ def tune_tir(mod, target, work_dir: str = "tune", max_trials_global: int | None 
              max_trials_per_task: int | None = None, num_trials_per_iter: int = 64,
              cost_model="xgb", seed: int | None = None, min_repeat_ms: float = 40.0,
              time_budget_s: float | None = None, runner: str = "local",
-             timeout: float = 60.0, analytic_starts: bool = True, **ignored):
+             timeout: float = 60.0, analytic_starts: bool = True,
+             task_weights: list | None = None, **ignored):
     """Tune every prim func of ``mod`` (an IRModule or a PrimFunc) by measured search on the
     llvmlite backend; returns the database (``work_dir``'s JSON-lines files).
 
@@ -73,6 +82,7 @@ def tune_tir(mod, target, work_dir: str = "tune", max_trials_global: int | None 
     failures and best/untuned seconds. ``cost_model``: "xgb" (gradient-boosted trees over
     per-store features, trained on everything measured in ``work_dir``, other workloads
     included) or "random". ``analytic_starts=False`` skips the analytic starting points.
+    ``task_weights`` (one per prim func) share the budget in proportion, else equally.
 
     The older form ``tune_tir(mod=..., target=..., config=ms.TuneConfig(...), work_dir=...,
     task_name="main")`` takes its budget from ``config`` and returns the best Schedule.
@@ -93,8 +103,8 @@ def tune_tir(mod, target, work_dir: str = "tune", max_trials_global: int | None 
     db = JSONDatabase(work_dir)
     db.results = []
     target = str(target)
-    for (name, func), budget in zip(funcs.items(), _shares(int(max_trials_global),
-                                                           len(funcs))):
+    for (name, func), budget in zip(funcs.items(), shares(int(max_trials_global), len(funcs),
+                                                          task_weights)):
         if max_trials_per_task is not None:
             budget = min(budget, int(max_trials_per_task))
         db.results.append(_tune_one(name, func, db, target, budget, num_trials_per_iter,

@@ -5,9 +5,10 @@ the database does not know keeps the default lowering, and the outputs stay nump
 import numpy as np
 import pytest
 
+from msc import errors, relax
 from msc import meta_schedule as ms
-from msc import relax
 from msc.meta_schedule.space import apply_sketch
+from msc.meta_schedule.tune import shares
 from msc.relax import op as R
 from msc.s_tir.schedule import Schedule
 
@@ -81,7 +82,7 @@ def test_a_winning_untuned_record_keeps_the_default_lowering(tmp_path):
 
 def test_tune_relax_tunes_the_legalized_kernels_of_a_model(tmp_path, data):
     mod = conv1d_model()
-    db = ms.relax_integration.tune_relax(mod, target="llvm --num-cores=1",
+    db = ms.relax_integration.tune_relax(mod, target="llvm --num-cores=1", share="equal",
                                          work_dir=str(tmp_path), max_trials_global=4, **FAST)
     assert [(r.name, r.trials) for r in db.results] == [("nn_conv1d", 2), ("permute_dims", 2)]
     ex = ms.relax_integration.compile_relax(db, mod, "llvm --num-cores=1")
@@ -93,6 +94,22 @@ def test_tune_relax_tunes_the_legalized_kernels_of_a_model(tmp_path, data):
         assert node.tir.func.script("main") == want.script("main")
     got = relax.VirtualMachine(ex, relax.cpu())["main"](*data).numpy()
     np.testing.assert_allclose(got, conv1d_reference(*data), rtol=1e-4, atol=1e-5)
+
+
+def test_trials_go_where_the_time_is():
+    tasks = ms.relax_integration.extract_tasks(conv1d_model(), "llvm --num-cores=1")
+    conv, transpose = ms.relax_integration.untuned_seconds(tasks, "llvm --num-cores=1")
+    assert conv > transpose > 0  # 1152 multiply-adds per output row against one copy
+    assert shares(10, 2, [conv, transpose])[0] > 5
+    assert shares(10, 3, [0.6, 0.3, 0.1]) == [6, 3, 1]
+    assert shares(7, 3, [0.5, 0.25, 0.25]) == [3, 2, 2]  # largest remainders
+    assert shares(7, 3, [0.0, 1.0, 0.0]) == [0, 7, 0]
+    assert shares(7, 3) == [3, 2, 2]
+
+
+def test_an_unknown_share_is_refused(tmp_path):
+    with pytest.raises(errors.ValidationError, match="share"):
+        ms.relax_integration.tune_relax(conv1d_model(), work_dir=str(tmp_path), share="fair")
 
 
 def test_a_model_without_legalized_kernels_has_no_tasks(tmp_path):
