@@ -51,22 +51,25 @@ def relax_module(model):
         return to_relax(graph, weights, build_folder=folder)
 
 
-def tir_share(ex, inputs: list, runs: int = 5) -> float:
-    """Share of a profiled call's instruction time spent in compiled TIR kernels."""
+def tir_share(ex, inputs: list, runs: int = 9) -> float:
+    """Share of a profiled call's instruction time spent in compiled TIR kernels: the median
+    over ``runs`` calls (a call another process interrupted does not decide it)."""
     from msc import relax
 
     fn = relax.VirtualMachine(ex, relax.cpu(), num_threads=1)["main"]
     values, env = fn.check_args(tuple(inputs))
     entry = fn.profiled_entry(env)
     fn.run_checked(values, env, entry)
-    timers, spent = entry.plan.runner.timers, Counter()
+    timers, found = entry.plan.runner.timers, []
     for _ in range(runs):
         timers[:] = [0.0] * len(timers)
         fn.run_checked(values, env, entry)
+        spent = Counter()
         for k, node in enumerate(entry.plan.nodes):
             spent[node.path == "tir"] += timers[k]
-    total = sum(spent.values())
-    return spent[True] / total if total else 0.0
+        total = sum(spent.values())
+        found.append(spent[True] / total if total else 0.0)
+    return float(np.median(found))
 
 
 def first(value) -> np.ndarray:
