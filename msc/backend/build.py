@@ -72,7 +72,7 @@ _PATHS = {"native", "numpy", "packed", "tir"}
 
 
 def build(mod, target="llvm", params: dict | None = None, *, fuse: bool = True,
-          legalize: str = "prefer") -> Executable:
+          legalize: str = "prefer", tir_schedules=None) -> Executable:
     """Compile ``mod`` (an IRModule or a single Relax Function) for the host CPU.
 
     ``params`` binds constants to parameters of ``main`` by name before building (numpy
@@ -81,7 +81,10 @@ def build(mod, target="llvm", params: dict | None = None, *, fuse: bool = True,
     its numpy fact: "prefer" (the default: TIR first, except free views such as reshape and
     the ops listed in ``resolve.NUMPY_FIRST``), "fallback" (only for ops without a numpy
     fact), or "never". Plans call compiled TIR kernels natively, a run of consecutive ones
-    in one call (runtime/plan.py, runtime/native_run.py).
+    in one call (runtime/plan.py, runtime/native_run.py). ``tir_schedules``: a function
+    from a legalized PrimFunc to its tuned form, or None for the default lowering (what
+    ``meta_schedule.compile_relax`` passes from a tuning database); ``stats["tuned"]``
+    counts the calls that run a tuned form.
     """
     if legalize not in LEGALIZE_MODES:
         raise BuildError(f"legalize={legalize!r}", hint=f"one of {LEGALIZE_MODES}")
@@ -92,7 +95,7 @@ def build(mod, target="llvm", params: dict | None = None, *, fuse: bool = True,
 
         mod = BindParams("main", params)(mod)
     load_facts()
-    lowerer = _Lowerer(mod, fuse, legalize)
+    lowerer = _Lowerer(mod, fuse, legalize, tir_schedules)
     programs = {name: lowerer.lower_function(name, func)
                 for name, func in _relax_functions(mod)}
     if lowerer.missing:
@@ -183,10 +186,12 @@ def _static_signature(program: Program) -> bool:
 
 
 class _Lowerer:
-    def __init__(self, mod: IRModule, fuse: bool, legalize: str):
+    def __init__(self, mod: IRModule, fuse: bool, legalize: str, schedules=None):
         self.mod = mod
         self.fuse = fuse
         self.legalize = legalize
+        self.schedules = schedules
+        self.tuned = 0
         self.missing: Counter = Counter()
         self.paths: dict = {}
         self.fused: Counter = Counter()
@@ -453,7 +458,7 @@ class _Lowerer:
         for node in progress(list(program.walk()), desc="relax.build", unit="op", delay=1.0):
             if node.site is None or node.fn is not None:
                 continue
-            impl = resolve(node.site, legalize=self.legalize)
+            impl = resolve(node.site, legalize=self.legalize, schedules=self.schedules)
             if impl is None:
                 self.missing[node.op] += 1
                 continue
@@ -461,6 +466,7 @@ class _Lowerer:
             node.path, node.aliases = impl.path, impl.aliases
             node.tir = impl.extra.get("tir")
             node.wants_env = bool(impl.extra.get("env"))
+            self.tuned += bool(impl.extra.get("tuned"))
 
     def _count(self, program: Program) -> None:
         for node in program.walk():
@@ -474,7 +480,7 @@ class _Lowerer:
         paths = ("native", "numpy", "packed", "tir", *sorted(set(kernels) - _PATHS))
         return {"kernels": {k: kernels.get(k, 0) for k in paths},
                 "ops": {op: dict(c) for op, c in sorted(self.paths.items())},
-                "fused": dict(self.fused), "memory": {}, "plans": 0}
+                "fused": dict(self.fused), "tuned": self.tuned, "memory": {}, "plans": 0}
 
 
 _CONST_OF = {

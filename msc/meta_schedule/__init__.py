@@ -9,8 +9,9 @@ API: ``tune_tir``, ``tir_integration.compile_tir``, ``relax_integration.tune_rel
 from . import relax_integration, space_generator, tir_integration
 from .cost_model import GBTModel, RandomModel
 from .database import JSONDatabase, TuningRecord
+from .relax_integration import compile_relax, extract_tasks, tune_relax
 from .space import apply_sketch, tunable_blocks
-from .tune import TuneConfig, compile_relax, compile_tir, tune_relax, tune_tir
+from .tune import TuneConfig, compile_tir, tune_tir
 
 database = JSONDatabase  # TVM: ms.database.JSONDatabase
 
@@ -24,6 +25,7 @@ __all__ = [
            "compile_relax",
            "compile_tir",
            "database",
+           "extract_tasks",
            "relax_integration",
            "space_generator",
            "tir_integration",

@@ -1,4 +1,5 @@
-"""``tune_tir`` / ``tune_relax`` and getting the best schedules back (MetaSchedule's API).
+"""``tune_tir`` and getting the best schedules back (MetaSchedule's API; ``tune_relax`` is
+relax_integration.py's).
 
     from msc import meta_schedule as ms
     db = ms.tune_tir(mod, target="llvm --num-cores=1", work_dir="out/tune",
@@ -24,21 +25,30 @@ from .cost_model import make_cost_model
 from .database import JSONDatabase
 from .search import SearchResult, search
 
-__all__ = ["TuneConfig", "compile_relax", "compile_tir", "tune_relax", "tune_tir"]
+__all__ = ["TuneConfig", "compile_tir", "prim_funcs", "tune_tir"]
 
 LOG = logging.getLogger("msc.meta_schedule")
 
 
-def _prim_funcs(mod) -> dict:
+def prim_funcs(mod) -> dict:
+    """name -> PrimFunc of ``mod`` (a PrimFunc alone is ``main``)."""
     if isinstance(mod, PrimFunc):
         return {"main": mod}
     funcs = {gv.name_hint: mod[gv] for gv in mod.get_global_vars()}
     return {name: f for name, f in funcs.items() if isinstance(f, PrimFunc)}
 
 
-def _shares(total: int, count: int) -> list:
-    base, extra = divmod(total, count)
-    return [base + (k < extra) for k in range(count)]
+def shares(total: int, count: int, weights: list | None = None) -> list:
+    """``total`` trials split among ``count`` tasks: equally, or in proportion to
+    ``weights`` (largest remainders first; a task of weight 0 gets none)."""
+    if weights is None or not sum(weights) > 0:
+        base, extra = divmod(total, count)
+        return [base + (k < extra) for k in range(count)]
+    exact = [total * w / sum(weights) for w in weights]
+    out = [int(e) for e in exact]
+    for k in sorted(range(count), key=lambda k: out[k] - exact[k])[:total - sum(out)]:
+        out[k] += 1
+    return out
 
 
 @dataclass
@@ -57,7 +67,8 @@ def tune_tir(mod, target, work_dir: str = "tune", max_trials_global: int | None 
              max_trials_per_task: int | None = None, num_trials_per_iter: int = 64,
              cost_model="xgb", seed: int | None = None, min_repeat_ms: float = 40.0,
              time_budget_s: float | None = None, runner: str = "local",
-             timeout: float = 60.0, analytic_starts: bool = True, **ignored):
+             timeout: float = 60.0, analytic_starts: bool = True,
+             task_weights: list | None = None, **ignored):
     """Tune every prim func of ``mod`` (an IRModule or a PrimFunc) by measured search on the
     llvmlite backend; returns the database (``work_dir``'s JSON-lines files).
 
@@ -71,6 +82,7 @@ def tune_tir(mod, target, work_dir: str = "tune", max_trials_global: int | None 
     failures and best/untuned seconds. ``cost_model``: "xgb" (gradient-boosted trees over
     per-store features, trained on everything measured in ``work_dir``, other workloads
     included) or "random". ``analytic_starts=False`` skips the analytic starting points.
+    ``task_weights`` (one per prim func) share the budget in proportion, else equally.
 
     The older form ``tune_tir(mod=..., target=..., config=ms.TuneConfig(...), work_dir=...,
     task_name="main")`` takes its budget from ``config`` and returns the best Schedule.
@@ -82,7 +94,7 @@ def tune_tir(mod, target, work_dir: str = "tune", max_trials_global: int | None 
     if max_trials_global is None:
         raise ValidationError("tune_tir needs max_trials_global (or config=TuneConfig(...))",
                               key="max_trials_global")
-    funcs = _prim_funcs(mod)
+    funcs = prim_funcs(mod)
     if not funcs:
         raise ValidationError("tune_tir needs a module with at least one T.prim_func")
     if int(max_trials_global) < 1 or int(num_trials_per_iter) < 1:
@@ -91,8 +103,8 @@ def tune_tir(mod, target, work_dir: str = "tune", max_trials_global: int | None 
     db = JSONDatabase(work_dir)
     db.results = []
     target = str(target)
-    for (name, func), budget in zip(funcs.items(), _shares(int(max_trials_global),
-                                                           len(funcs))):
+    for (name, func), budget in zip(funcs.items(), shares(int(max_trials_global), len(funcs),
+                                                          task_weights)):
         if max_trials_per_task is not None:
             budget = min(budget, int(max_trials_per_task))
         db.results.append(_tune_one(name, func, db, target, budget, num_trials_per_iter,
@@ -123,7 +135,7 @@ def compile_tir(database: JSONDatabase, mod, target=None, *, func_name: str | No
     """A Schedule of ``mod`` with the best recorded trace of its prim func replayed
     (``func_name`` when the module has several). Without a valid record (or when the replay
     fails) the untuned Schedule when ``fallback``, else None."""
-    funcs = _prim_funcs(mod)
+    funcs = prim_funcs(mod)
     name = func_name or ("main" if "main" in funcs else next(iter(funcs), None))
     if name not in funcs:
         raise ValidationError(f"no prim func {name!r} in the module", key=name,
@@ -134,30 +146,3 @@ def compile_tir(database: JSONDatabase, mod, target=None, *, func_name: str | No
     sch = Schedule(mod)
     sch.work_on(name)
     return sch
-
-
-def tune_relax(mod, params=None, target="llvm", work_dir: str = "tune",
-               max_trials_global: int = 64, **kwargs) -> JSONDatabase:
-    """Tune every prim func a Relax module calls (``call_tir`` kernels), sharing the budget
-    (TVM: ``relax_integration.tune_relax``). ``params`` are accepted for TVM's signature."""
-    return tune_tir(mod, target, work_dir, max_trials_global, **kwargs)
-
-
-def apply_database(database: JSONDatabase, mod, target=None):
-    """``mod`` with each prim func replaced by its best recorded schedule."""
-    from ..relax.module import IRModule
-
-    out = IRModule({gv.name_hint: mod[gv] for gv in mod.get_global_vars()}, mod.attrs)
-    for name, func in _prim_funcs(mod).items():
-        sch = compile_tir(database, IRModule({name: func}), target, func_name=name)
-        out[out.get_global_var(name)] = sch.mod[name]
-    return out
-
-
-def compile_relax(database: JSONDatabase, mod, target="llvm", params=None):
-    """``relax.build`` of ``mod`` with its prim funcs replaced by their best schedules."""
-    from .. import relax
-
-    if params:
-        mod = relax.transform.BindParams("main", params)(mod)
-    return relax.build(apply_database(database, mod, target), target=target)

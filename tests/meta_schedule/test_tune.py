@@ -137,7 +137,7 @@ class Module:
 '''
     mod = relax.from_script(text)
     db = ms.relax_integration.tune_relax(mod, target="llvm", work_dir=str(tmp_path),
-                                         max_trials_global=4, **FAST)
+                                         max_trials_global=4, share="equal", **FAST)
     assert [r.name for r in db.results] == ["mm", "relu"]
     assert [r.trials for r in db.results] == [2, 2]
     ex = ms.relax_integration.compile_relax(db, mod, target="llvm")

@@ -83,12 +83,14 @@ def _numpy_first(site: Site) -> bool:
     return when is not None and when(site)
 
 
-def resolve(site: Site, *, native: bool = True, legalize: str = "prefer") -> Impl | None:
+def resolve(site: Site, *, native: bool = True, legalize: str = "prefer",
+            schedules: Callable | None = None) -> Impl | None:
     """The implementation of an op call: native kernel, else numpy, else None (missing).
 
     ``legalize`` places the op's "legalize" fact (a TIR PrimFunc compiled to native code by
     msc/backend/lowering/compile.py) in that order: "prefer" before numpy (except the ops of
     :data:`NUMPY_FIRST`), "fallback" only for ops without a numpy fact, "never" not at all.
+    ``schedules``: see :func:`legalized`.
     """
     fact = kernel_fact(site.op) if native else None
     if fact is not None and fact.match(site):
@@ -98,12 +100,12 @@ def resolve(site: Site, *, native: bool = True, legalize: str = "prefer") -> Imp
     if site.epilogue:
         return None
     if legalize == "prefer" and not _numpy_first(site) and (
-            impl := legalized(site)) is not None:
+            impl := legalized(site, schedules)) is not None:
         return impl
     op_def = OPS.get(site.op)
     fn = op_def.facts.get("numpy") if op_def is not None else None
     if fn is None:
-        return legalized(site) if legalize != "never" else None
+        return legalized(site, schedules) if legalize != "never" else None
     if (view := static_view(site) or static_slice(site)) is not None:
         return Impl(view, [v.id for v in site.args], (), "numpy", aliases=True)
     fresh = not op_def.may_alias  # its numpy fact computes a new array
@@ -145,18 +147,25 @@ def _positional(call: Call) -> tuple[Call, dict]:
     return renamed, names
 
 
-def legalized(site: Site) -> Impl | None:
+def legalized(site: Site, schedules: Callable | None = None) -> Impl | None:
     """The op's TIR legalization compiled to native code, or None when there is no rule,
-    the call cannot be legalized, or the PrimFunc does not compile."""
+    the call cannot be legalized, or the PrimFunc does not compile.
+
+    ``schedules(func)`` (a tuning database's lookup, ``meta_schedule.compile_relax``) gives
+    the tuned form of the legalized PrimFunc, or None for a workload it does not know: that
+    one, and a tuned form that does not compile, get the default lowering of ``func``. The
+    Impl's ``extra["tuned"]`` says which one runs."""
     from ..legalize import legalize_call  # importing attaches the rules: on first use
 
     try:
         call, names = _positional(site.call) if site.call is not None else (None, {})
         func = legalize_call(call) if call is not None else None
-        kernel = compile_prim_func(func) if func is not None else None
         outs = tensor_fields(site.out, site.op)
     except MSCError:
         return None
+    if func is None:
+        return None
+    kernel, tuned = _compiled(func, schedules)
     if kernel is None:
         return None
     # the args as the legalization saw them (a program value's sinfo may be unknown: an If)
@@ -186,7 +195,19 @@ def legalized(site: Site) -> Impl | None:
         return args[n_in] if single else tuple(args[n_in:])
 
     return Impl(run, [site.args[i].id for i in tensors], outs, "tir",
-                extra={"tir": kernel, "env": True})
+                extra={"tir": kernel, "env": True, "tuned": tuned})
+
+
+def _compiled(func, schedules: Callable | None) -> tuple:
+    """(the native kernel of ``func``'s tuned form, True), else (its default lowering's,
+    False), else (None, False) when ``func`` does not compile."""
+    tuned = schedules(func) if schedules is not None else None
+    for candidate in (tuned, func) if tuned is not None else (func,):
+        try:
+            return compile_prim_func(candidate), candidate is tuned
+        except MSCError:
+            continue
+    return None, False
 
 
 def _dim_vars(sinfo) -> set:
