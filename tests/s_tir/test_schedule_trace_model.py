@@ -117,7 +117,7 @@ def test_annotation_value_is_an_input():
 
 
 def _blocks(sch):
-    from msc.s_tir.schedule.state import child_blocks
+    from msc.s_tir.schedule.tree import child_blocks
 
     return child_blocks(sch.mod["main"].body.body)
 

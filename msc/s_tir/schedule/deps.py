@@ -18,7 +18,7 @@ from ...tir.function import PrimFunc, SBlock
 from .blocks import find_block
 from .loops import find_loop
 from .region import block_reads, block_writes
-from .tree import blocks_in, kids, replace_at
+from .tree import blocks_in, child_blocks, replace_at
 
 __all__ = ["annotate", "consumers", "output_blocks", "producers"]
 
@@ -27,17 +27,7 @@ def _scope_blocks(func: PrimFunc, name: str, what: str) -> tuple[SBlock, list]:
     """(the block, the blocks of its scope in program order)."""
     path = find_block(func, name, what)
     scope = next(n for n in reversed(path[:-1]) if isinstance(n, SBlock))
-    return path[-1], _children(scope.body)
-
-
-def _children(s) -> list:
-    """Blocks under ``s`` whose nearest enclosing block is above ``s``."""
-    if isinstance(s, SBlock):
-        return [s]
-    out = []
-    for c in kids(s):
-        out += _children(c)
-    return out
+    return path[-1], child_blocks(scope.body)
 
 
 def producers(func: PrimFunc, name: str) -> list[str]:

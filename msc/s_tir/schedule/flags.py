@@ -18,7 +18,7 @@ from ...errors import MSCError
 from ...tir import expr as E
 from ...tir.function import For, PrimFunc, SBlock
 from .region import accesses, block_reads, block_writes, bounds
-from .tree import find_path, kids, rewrite_expr
+from .tree import child_blocks, find_path, rewrite_expr
 
 __all__ = ["cached_flags", "scope_deps"]
 
@@ -56,16 +56,10 @@ def cached_flags(func: PrimFunc, name: str) -> tuple:
     cover = True
     if scope_at is not None:
         cover = _covers(func, path[scope_at], block)
-    children = _children(block.body)
+    children = child_blocks(block.body)
     pipeline = all(kind != "WAR" for _, _, kind in scope_deps(children)) and all(
         _covers(func, block, child) for child in children)
     return affine, cover, pipeline
-
-
-def _children(s) -> list:
-    if isinstance(s, SBlock):
-        return [s]
-    return [b for c in kids(s) for b in _children(c)]
 
 
 # ------------------------------------------------------------------------ affine bindings
@@ -94,7 +88,7 @@ def _const_in(e, loops: set) -> bool:
 # ------------------------------------------------------------------------ region cover
 
 def _covers(func: PrimFunc, scope: SBlock, consumer: SBlock) -> bool:
-    producers = [src for src, dst, kind in scope_deps(_children(scope.body))
+    producers = [src for src, dst, kind in scope_deps(child_blocks(scope.body))
                  if dst is consumer and kind == "RAW"]
     if not producers:
         return True

@@ -10,7 +10,8 @@ from . import access as AC
 from . import deps as D
 from . import loops as L
 from .blocks import find_block
-from .state import ScheduleState, StmtSRef, child_blocks
+from .state import ScheduleState, StmtSRef
+from .tree import child_blocks
 
 __all__ = ["QueryMixin", "StmtSRef"]
 

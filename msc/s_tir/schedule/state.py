@@ -28,10 +28,10 @@ from ...errors import ScheduleError
 from ...tir.function import For, PrimFunc, SBlock
 from .flags import cached_flags, scope_deps
 from .region import block_reads, block_writes
-from .tree import kids
+from .tree import child_blocks, kids
 
 __all__ = ["CachedFlags", "DepKind", "Dependency", "SBlockScope", "ScheduleState", "StmtSRef",
-           "child_blocks", "tree_index"]
+           "tree_index"]
 
 
 class CachedFlags(NamedTuple):
@@ -196,16 +196,6 @@ def tree_index(func: PrimFunc, func_name: str) -> dict:
             walk(child, parent)
 
     walk(func.body, None)
-    return out
-
-
-def child_blocks(s) -> list:
-    """The blocks under ``s`` whose nearest enclosing block is above ``s``, in order."""
-    if isinstance(s, SBlock):
-        return [s]
-    out = []
-    for child in kids(s):
-        out += child_blocks(child)
     return out
 
 

@@ -30,7 +30,7 @@ from ...tir.function import (
     seq,
 )
 
-__all__ = ["block_loops", "blocks_in", "find_path", "kids", "rebuild", "replace_at",
+__all__ = ["block_loops", "blocks_in", "child_blocks", "find_path", "kids", "rebuild", "replace_at",
            "rewrite_expr", "rewrite_stmt", "subst_stmt", "swap", "var_names"]
 
 
@@ -43,6 +43,13 @@ def kids(s: Stmt) -> list:
     if isinstance(s, IfThenElse):
         return [s.then_case] + ([s.else_case] if s.else_case is not None else [])
     return []
+
+
+def child_blocks(s: Stmt) -> list:
+    """The blocks under ``s`` whose nearest enclosing block is above ``s``, in order."""
+    if isinstance(s, SBlock):
+        return [s]
+    return [b for child in kids(s) for b in child_blocks(child)]
 
 
 def rebuild(s: Stmt, new: list) -> Stmt:
