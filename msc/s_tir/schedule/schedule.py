@@ -37,6 +37,7 @@ from . import partition as PT
 from . import reindex as RX
 from . import rfactor as RF
 from . import tensorize as TZ
+from .cache_prims import CacheMixin
 from .queries import QueryMixin
 from .rvs import RV, BlockRV, ExprRV, LoopRV, RVNotFoundError, SBlockRV
 from .trace import Instruction, Trace
@@ -46,7 +47,7 @@ from .window_prims import WindowMixin
 __all__ = ["BlockRV", "ExprRV", "LoopRV", "SBlockRV", "Schedule"]
 
 
-class Schedule(QueryMixin, WindowMixin):
+class Schedule(QueryMixin, WindowMixin, CacheMixin):
     """A schedule over the prim funcs of ``mod`` (TVM's ``tir.Schedule`` / ``s_tir``)."""
 
     _BLOCK_RV, _LOOP_RV = BlockRV, LoopRV

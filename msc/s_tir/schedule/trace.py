@@ -77,6 +77,10 @@ INSTRUCTIONS = {
     "EnterPostproc": ("enter_postproc", []),
     "RollingBuffer": ("rolling_buffer", ["write_buffer_index"]),
     "DecomposePadding": ("decompose_padding", []),
+    "ReindexCacheRead": ("reindex_cache_read", ["read_buffer_index", "storage_scope",
+                                                "index_map"]),
+    "ReindexCacheWrite": ("reindex_cache_write", ["write_buffer_index", "storage_scope",
+                                                  "index_map"]),
 }
 _ALIASES = {"GetBlock": "GetSBlock"}  # TVM before the s_tir rename
 
@@ -337,7 +341,8 @@ _FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline":
           "AddUnitLoop": "block_or_loop", "GetChildBlocks": "block_or_loop",
           "Tensorize": "block_or_loop",
           "GetProducers": "block", "GetConsumers": "block", "GetOutputBlocks": "scope_block",
-          "Annotate": "block_or_loop", "Unannotate": "block_or_loop"}
+          "Annotate": "block_or_loop", "Unannotate": "block_or_loop",
+          "ReindexCacheRead": "block", "ReindexCacheWrite": "block"}
 
 
 def _args(inst: Instruction, name_of) -> list:

@@ -1,0 +1,40 @@
+"""Schedule methods of the cache primitives that lay the cache out anew (a mixin of
+:class:`Schedule`, kept apart so schedule.py stays a readable size):
+``reindex_cache_read``, ``reindex_cache_write``."""
+
+from __future__ import annotations
+
+from . import reindex_cache as RC
+
+__all__ = ["CacheMixin"]
+
+
+class CacheMixin:
+    """Mixed into Schedule: uses its RV table, ``_apply`` and ``_record``."""
+
+    def reindex_cache_read(self, block, read_buffer_index: int, storage_scope: str,
+                           index_map):
+        """Read buffer ``read_buffer_index`` of ``block`` (accessed at one point) through a
+        cache in ``storage_scope`` laid out by ``index_map`` of the block's iter vars; returns
+        the copy block. See :mod:`msc.s_tir.schedule.reindex_cache`."""
+        return self._reindex_cache("reindex_cache_read", RC.reindex_cache_read,
+                                   "ReindexCacheRead", block, read_buffer_index,
+                                   storage_scope, index_map)
+
+    def reindex_cache_write(self, block, write_buffer_index: int, storage_scope: str,
+                            index_map):
+        """Write buffer ``write_buffer_index`` of ``block`` into a cache laid out by
+        ``index_map``, copied back at the cache location; returns the copy block."""
+        return self._reindex_cache("reindex_cache_write", RC.reindex_cache_write,
+                                   "ReindexCacheWrite", block, write_buffer_index,
+                                   storage_scope, index_map)
+
+    def _reindex_cache(self, what, fn, kind, block, index, scope, index_map):
+        block = self._as_block(block)
+        func_name, name = self._block(block)
+        func, new, text = self._apply(what, fn, self._funcs[func_name], name, int(index),
+                                      str(scope), index_map)
+        self._funcs[func_name] = func
+        rv = self._new(type(self)._BLOCK_RV, "block", (func_name, new))
+        self._record(kind, [block], [int(index), str(scope), text], [rv])
+        return rv
