@@ -116,8 +116,8 @@ def _reason(message: str) -> str:
 REASON_CLASSES = (
     (r"StructuralEqual check failed", "text differs"),
     (r"DID NOT RAISE", "refusal missing"),
-    (r"unexpected keyword argument 'name_hint'|unhashable type|has no attribute 'ty'|"
-     r"is_buffer_var|StructuralHash|OpaquePyObject|'ForKind'", "object model"),
+    ((r"unexpected keyword argument 'name_hint'|unhashable type|has no attribute 'ty'|"
+      r"is_buffer_var|StructuralHash|OpaquePyObject|'ForKind'"), "object model"),
     (r"TensorIntrinNotFound", "other target"),
     (r"has no attribute|has no counterpart|cannot import name", "not implemented"),
     (r"ScheduleError", "msc refuses"),

@@ -146,8 +146,8 @@ def test_bind_to_a_thread_axis_counts_as_gpu_and_failures_table(tmp_path):
     assert suite.main(["--tvm-src", str(tmp_path), "--failures", str(table),
                        "--timeout", "120"]) == 0
     rows = [ln for ln in table.read_text().splitlines() if ln.startswith("| for_kind")]
-    assert rows == ["| for_kind | `test_parallel_then_fails` | AssertionError: a CPU case that "
-                    "fails is counted | other |"]
+    assert rows == [("| for_kind | `test_parallel_then_fails` | AssertionError: a CPU case "
+                     "that fails is counted | other |")]
 
 
 def test_reason_classes_name_why_a_case_fails():

@@ -99,14 +99,27 @@ def test_reorder_of_a_strided_binding_is_refused_and_affine_ones_reorder():
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
 
 
+@T.prim_func(s_tir=True)
+def first_fifty(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32")):
+    for i, j in T.grid(8, 8):
+        with T.sblock("B"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            T.where(i * 8 + j < 50)
+            B[vi, vj] = A[vi, vj] * 2.0
+
+
 def test_reorder_under_a_predicate_that_fuses_loops_no_binding_fuses_is_refused():
-    sch = tir.Schedule(matmul)
-    i, j, k = sch.get_loops("C")
-    _, ji = sch.split(j, [None, 3])      # vj = j0 * 3 + j1 under T.where(j0 * 3 + j1 < 8)
-    sch.reorder(ji, i)                    # the binding fuses the predicate's loops: fine
+    sch = tir.Schedule(first_fifty)
+    i, j = sch.get_loops("B")
+    with pytest.raises(NotAffineBindingError):
+        sch.reorder(j, i)
+    ok = tir.Schedule(matmul)
+    i, j, _ = ok.get_loops("C")
+    _, ji = ok.split(j, [None, 3])       # vj = j0 * 3 + j1 under T.where(j0 * 3 + j1 < 8)
+    ok.reorder(ji, i)                     # the binding fuses the predicate's loops: allowed
     a, b = np.random.rand(8, 8).astype("float32"), np.random.rand(8, 8).astype("float32")
     c = np.zeros((8, 8), "float32")
-    run_prim_func(sch.mod["main"], a, b, c)
+    run_prim_func(ok.mod["main"], a, b, c)
     np.testing.assert_allclose(c, a @ b, rtol=1e-5)
 
 

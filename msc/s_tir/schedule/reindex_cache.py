@@ -45,7 +45,8 @@ from .storage import check_scope
 from .tree import blocks_in, child_blocks, kids, rebuild
 
 __all__ = ["NotSinglePointAccess", "NotSingleWriteBlock", "ReindexCacheReadWriteNotMatchError",
-           "cache_location", "insert_stage", "reindex_cache_read", "reindex_cache_write"]
+           "cache_location", "insert_stage", "only_writer", "rebuild_with_stage",
+           "reindex_cache_read", "reindex_cache_write"]
 
 
 class NotSinglePointAccess(ScheduleError):
@@ -104,7 +105,8 @@ def _reindex_cache(func, block_name, index, scope, index_map, is_read):
     stage = _stage(func, path, loc, used, (buf, old), (cache, new), is_read,
                    f"{buf.name}_{scope}")
     new_block = _rewrite_block(block, buf, cache, new)
-    body = _rebuild(func.body, {id(block): new_block}, loc, pos, stage, scope_block, cache)
+    body = rebuild_with_stage(func.body, {id(block): new_block}, loc, pos, stage, scope_block,
+                              cache)
     text = index_map_text(variables, [raw_subst(e, {iv.var.name: v for v, iv in
                                                     zip(variables, block.iter_vars)})
                                       for e in new])
@@ -250,13 +252,13 @@ def insert_stage(body, pos: int, stage):
     return SeqStmt(tuple(items))
 
 
-def _rebuild(s, swaps: dict, loc, pos: int, stage, scope_block, alloc):
+def rebuild_with_stage(s, swaps: dict, loc, pos: int, stage, scope_block, alloc):
     """``s`` with blocks swapped (by id), ``stage`` inserted in ``loc``'s body and ``alloc``
     allocated in ``scope_block``."""
     if id(s) in swaps:
         return swaps[id(s)]
     children = kids(s)
-    node = rebuild(s, [_rebuild(c, swaps, loc, pos, stage, scope_block, alloc)
+    node = rebuild(s, [rebuild_with_stage(c, swaps, loc, pos, stage, scope_block, alloc)
                        for c in children]) if children else s
     if s is loc:
         node = replace(node, body=insert_stage(node.body, pos, stage))
@@ -270,7 +272,6 @@ def _rebuild(s, swaps: dict, loc, pos: int, stage, scope_block, alloc):
 def _stage(func, path, loc, used: list, old_access, new_access, is_read, name):
     """The copy block over the ``used`` iter vars, under fresh copies of the loops between
     the block and ``loc`` that their bindings use."""
-    block = path[-1]
     at = next(k for k, s in enumerate(path) if s is loc)
     needed = {v.name for iv in used for v in E.free_vars(iv.binding)}
     loops = [s for s in path[at + 1:-1] if isinstance(s, For) and s.var.name in needed]

@@ -296,6 +296,8 @@ def _call(sch, method: str, kind: str, args: list, kwargs: dict):
         return sch.sample_categorical(**kwargs)
     if kind == "Annotate":
         return sch.annotate(args[0], kwargs["ann_key"], args[1])
+    if kind in ("CacheRead", "CacheWrite"):  # inputs: the block, then the consumer blocks
+        return getattr(sch, method)(args[0], consumer_blocks=args[1:] or None, **kwargs)
     return getattr(sch, method)(*args, **kwargs)
 
 

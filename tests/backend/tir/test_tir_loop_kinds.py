@@ -45,7 +45,7 @@ def _tiled(n: int = 64, parallel: bool = False, vectorize: bool = False):
 
 @pytest.mark.parametrize("count", [1, 2])
 def test_parallel_matmul_matches_numpy_and_runs_in_chunks(count):
-    sch, i0, _ = _tiled(parallel=True)
+    sch, _, _ = _tiled(parallel=True)
     kernel = tvm.build(sch.mod)["main"]
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((64, 64), "float32"), rng.standard_normal((64, 64), "float32")
@@ -59,7 +59,7 @@ def test_parallel_matmul_matches_numpy_and_runs_in_chunks(count):
 
 
 def test_parallel_body_is_outlined_into_a_task():
-    sch, i0, _ = _tiled(parallel=True)
+    sch, _, _ = _tiled(parallel=True)
     text = ir_text(codegen(sch.mod["main"], "k")[0])
     assert 'define internal void @"k.par0"(i64' in text
     assert 'declare void @"msc_tir_parallel"(i64' in text
@@ -107,7 +107,7 @@ def test_a_bad_data_index_inside_a_parallel_loop_is_an_error():
 
 
 def test_vectorize_forces_the_loop_vectorizer_at_the_loop_width():
-    sch, _, j1 = _tiled(vectorize=True)
+    sch, _, _ = _tiled(vectorize=True)
     text = ir_text(codegen(sch.mod["main"], "k")[0])
     assert '!"llvm.loop.vectorize.enable", i1 true' in text
     assert '!"llvm.loop.vectorize.width", i32 16' in text
