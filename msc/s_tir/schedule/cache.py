@@ -44,12 +44,20 @@ from .reindex_cache import cache_location, only_writer, rebuild_with_stage
 from .storage import check_scope
 from .tree import blocks_in, child_blocks, find_path, kids, rebuild, rewrite_expr, var_names
 
-__all__ = ["cache_read", "cache_write", "resolve_index"]
+__all__ = ["accessed", "cache_read", "cache_write", "resolve_index"]
+
+
+def accessed(block: SBlock, kind: str) -> list:
+    """The block's reads (writes), without the buffers it allocates itself (TVM infers a
+    block's regions so)."""
+    own = {b.name for b in block.alloc_buffers}
+    return [b for b in (block_reads if kind == "read" else block_writes)(block)
+            if b.name not in own]
 
 
 def resolve_index(block: SBlock, index, kind: str, what: str) -> int:
     """A buffer index of the block's reads (writes), given as a position or a name."""
-    buffers = (block_reads if kind == "read" else block_writes)(block)
+    buffers = accessed(block, kind)
     if isinstance(index, str) or hasattr(index, "shape"):
         name = getattr(index, "name", index)
         found = [k for k, b in enumerate(buffers) if b.name == name]
@@ -72,7 +80,7 @@ def cache_read(func: PrimFunc, block_name: str, index: int, scope: str,
     what = "cache_read"
     scope = check_scope(scope, what)
     path = find_block(func, block_name, what)
-    buf = block_reads(path[-1])[resolve_index(path[-1], index, "read", what)]
+    buf = accessed(path[-1], "read")[resolve_index(path[-1], index, "read", what)]
     scope_block = next(s for s in reversed(path[:-1]) if isinstance(s, SBlock))
     chosen = _with_children(func, consumers)
     writer = only_writer(scope_block, buf, block_name)
@@ -96,7 +104,7 @@ def cache_write(func: PrimFunc, block_name: str, index: int, scope: str,
     scope = check_scope(scope, what)
     path = find_block(func, block_name, what)
     block = path[-1]
-    buf = block_writes(block)[resolve_index(block, index, "write", what)]
+    buf = accessed(block, "write")[resolve_index(block, index, "write", what)]
     scope_block = next(s for s in reversed(path[:-1]) if isinstance(s, SBlock))
     chosen = _with_children(func, consumers)
     if only_writer(scope_block, buf, block_name) is not block:
@@ -264,10 +272,11 @@ def _plus(lo, x):
 def _read_swaps(scope_block, buf, cache, shift, chosen) -> dict:
     """New versions of the blocks that read the cache instead of ``buf`` (TVM's
     ``CacheReadRewriter``: not the writers of ``buf``, only ``chosen`` ones if any)."""
-    swaps = {}
+    swaps, skip = {}, set()
     for b in blocks_in(scope_block)[1:]:
-        writes_buf = buf.name in {w.name for w in block_writes(b)}
-        if writes_buf or (chosen and id(b) not in chosen):
+        if buf.name in {w.name for w in block_writes(b)}:
+            skip.update(id(x) for x in blocks_in(b))  # a writer is kept whole, as in TVM
+        if id(b) in skip or (chosen and id(b) not in chosen):
             continue
         if not any(a[1].name == buf.name for a in _own_accesses(b)):
             continue
@@ -308,7 +317,7 @@ def _retarget(block: SBlock, buf: Buffer, cache: Buffer, shift, loads: bool, sto
     its stated regions too."""
     def index(idx):
         return tuple(idx) if shift is None else tuple(
-            fold("Sub", i, lo) for i, lo in zip(idx, shift))
+            i if E.as_int(lo) == 0 else E.sub(i, lo) for i, lo in zip(idx, shift))
 
     def expr(e):
         if loads and isinstance(e, BufferLoad) and e.buffer.name == buf.name:
@@ -346,5 +355,5 @@ def _shifted(region: tuple, shift) -> tuple:
         if E.as_int(s) == 0:
             out.append((lo, hi))
         else:
-            out.append((fold("Sub", lo, s), None if hi is None else fold("Sub", hi, s)))
+            out.append((E.sub(lo, s), None if hi is None else E.sub(hi, s)))
     return tuple(out)
