@@ -1,9 +1,10 @@
-"""Schedule methods of the cache primitives that lay the cache out anew (a mixin of
-:class:`Schedule`, kept apart so schedule.py stays a readable size):
-``reindex_cache_read``, ``reindex_cache_write``."""
+"""Schedule methods of the primitives that give a block's buffers a new layout or size (a
+mixin of :class:`Schedule`, kept apart so schedule.py stays a readable size):
+``reindex_cache_read``, ``reindex_cache_write``, ``pad_einsum``."""
 
 from __future__ import annotations
 
+from . import pad_einsum as PE
 from . import reindex_cache as RC
 
 __all__ = ["CacheMixin"]
@@ -38,3 +39,14 @@ class CacheMixin:
         rv = self._new(type(self)._BLOCK_RV, "block", (func_name, new))
         self._record(kind, [block], [int(index), str(scope), text], [rv])
         return rv
+
+    def pad_einsum(self, block, padding: list) -> None:
+        """Round the block's iteration domain up to multiples of ``padding`` (one int per iter
+        var) over zero-padded copies of the buffers those iter vars index; see
+        :mod:`msc.s_tir.schedule.pad_einsum`."""
+        block = self._as_block(block)
+        func_name, name = self._block(block)
+        values = [int(p) for p in padding]
+        self._funcs[func_name] = self._apply("pad_einsum", PE.pad_einsum,
+                                             self._funcs[func_name], name, values)
+        self._record("PadEinsum", [block], [values], [])

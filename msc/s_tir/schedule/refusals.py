@@ -23,9 +23,9 @@ from dataclasses import replace
 from ...errors import ScheduleError
 from ...tir import expr as E
 from ...tir.function import For, PrimFunc, SBlock
-from .flags import cached_flags
+from .flags import cached_flags, scope_deps
 from .region import accesses, block_reads, block_writes
-from .tree import blocks_in, child_blocks, find_path
+from .tree import blocks_in, child_blocks, find_path, kids
 
 __all__ = ["NotAffineBindingError", "NotCompactDataFlowError", "NotStagePipelineError",
            "check_compact_dataflow", "check_reorder_bindings", "check_stage_pipeline",
@@ -212,7 +212,21 @@ def check_stage_pipeline(func: PrimFunc, block_path: list, what: str) -> None:
     """Refuse when the scope of the block at the end of ``block_path`` is not a stage
     pipeline (TVM's ``GetScopeRoot(..., require_stage_pipeline=true)``)."""
     scope = next((s for s in reversed(block_path[:-1]) if isinstance(s, SBlock)), None)
-    if scope is None or cached_flags(func, scope.name)[2]:
+    if scope is None:
         return
+    war = any(kind == "WAR" for _, _, kind in scope_deps(child_blocks(scope.body)))
+    if not war and (_symbolic(scope) or cached_flags(func, scope.name)[2]):
+        return  # msc proves region cover over constant extents; symbolic ones are assumed
     raise NotStagePipelineError(f"{what}: The scope {scope.name!r} is not a stage pipeline.\n"
                                 f"{_STAGE_PIPELINE}", key=scope.name)
+
+
+def _symbolic(scope: SBlock) -> bool:
+    """Whether a loop of the scope has a symbolic extent (``for i in range(n)``)."""
+    stack = [scope.body]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, For) and E.as_int(s.extent) is None:
+            return True
+        stack.extend(kids(s))
+    return False

@@ -81,6 +81,7 @@ INSTRUCTIONS = {
                                                 "index_map"]),
     "ReindexCacheWrite": ("reindex_cache_write", ["write_buffer_index", "storage_scope",
                                                   "index_map"]),
+    "PadEinsum": ("pad_einsum", ["padding"]),
 }
 _ALIASES = {"GetBlock": "GetSBlock"}  # TVM before the s_tir rename
 
@@ -344,7 +345,7 @@ _FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline":
           "Tensorize": "block_or_loop",
           "GetProducers": "block", "GetConsumers": "block", "GetOutputBlocks": "scope_block",
           "Annotate": "block_or_loop", "Unannotate": "block_or_loop",
-          "ReindexCacheRead": "block", "ReindexCacheWrite": "block"}
+          "ReindexCacheRead": "block", "ReindexCacheWrite": "block", "PadEinsum": "block"}
 
 
 def _args(inst: Instruction, name_of) -> list:
