@@ -120,7 +120,7 @@ REASON_CLASSES = (
       r"is_buffer_var|StructuralHash|OpaquePyObject|'ForKind'"), "object model"),
     (r"TensorIntrinNotFound", "other target"),
     (r"has no attribute|has no counterpart|cannot import name", "not implemented"),
-    (r"ScheduleError|^msc\.[\w.]+Error:", "msc refuses"),
+    (r"ScheduleError|^msc\.s_tir\.[\w.]+Error:", "msc refuses"),
 )
 
 

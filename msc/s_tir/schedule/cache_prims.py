@@ -1,9 +1,10 @@
 """Schedule methods of the primitives that give a block's buffers a new layout or size (a
 mixin of :class:`Schedule`, kept apart so schedule.py stays a readable size):
-``reindex_cache_read``, ``reindex_cache_write``, ``pad_einsum``."""
+``reindex_cache_read``, ``reindex_cache_write``, ``pad_einsum``, ``cache_index``."""
 
 from __future__ import annotations
 
+from . import cache_index as CI
 from . import pad_einsum as PE
 from . import reindex_cache as RC
 
@@ -50,3 +51,15 @@ class CacheMixin:
         self._funcs[func_name] = self._apply("pad_einsum", PE.pad_einsum,
                                              self._funcs[func_name], name, values)
         self._record("PadEinsum", [block], [values], [])
+
+    def cache_index(self, block, storage_scope: str, cse_thresh: int = 0) -> list:
+        """Precompute the block's index arithmetic into int buffers (one ``index_<k>`` block
+        each, before it); returns those blocks. See :mod:`msc.s_tir.schedule.cache_index`."""
+        block = self._as_block(block)
+        func_name, name = self._block(block)
+        func, names = self._apply("cache_index", CI.cache_index, self._funcs[func_name], name,
+                                  str(storage_scope), int(cse_thresh))
+        self._funcs[func_name] = func
+        rvs = [self._new(type(self)._BLOCK_RV, "block", (func_name, n)) for n in names]
+        self._record("CacheIndex", [block], [str(storage_scope), int(cse_thresh)], rvs)
+        return rvs

@@ -82,6 +82,7 @@ INSTRUCTIONS = {
     "ReindexCacheWrite": ("reindex_cache_write", ["write_buffer_index", "storage_scope",
                                                   "index_map"]),
     "PadEinsum": ("pad_einsum", ["padding"]),
+    "CacheIndex": ("cache_index", ["storage_scope", "cse_thresh"]),
 }
 _ALIASES = {"GetBlock": "GetSBlock"}  # TVM before the s_tir rename
 
@@ -345,7 +346,8 @@ _FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline":
           "Tensorize": "block_or_loop",
           "GetProducers": "block", "GetConsumers": "block", "GetOutputBlocks": "scope_block",
           "Annotate": "block_or_loop", "Unannotate": "block_or_loop",
-          "ReindexCacheRead": "block", "ReindexCacheWrite": "block", "PadEinsum": "block"}
+          "ReindexCacheRead": "block", "ReindexCacheWrite": "block", "PadEinsum": "block",
+          "CacheIndex": "block"}
 
 
 def _args(inst: Instruction, name_of) -> list:
