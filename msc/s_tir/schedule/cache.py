@@ -93,6 +93,8 @@ def cache_read(func: PrimFunc, block_name: str, index: int, scope: str,
     else:
         loc, pos = scope_block, 0
         region = _scope_region(func, scope_block, buf)
+        if _nested_limits(path[-1], buf, "read"):
+            region = _relaxed(func, path[-1], buf, "read", loc, nested=True)
     return _apply(func, buf, scope, scope_block, loc, pos, region, chosen, True, path[-1])
 
 
@@ -113,7 +115,7 @@ def cache_write(func: PrimFunc, block_name: str, index: int, scope: str,
     related = [dst for src, dst, kind in scope_deps(child_blocks(scope_block.body))
                if src is block and kind == "RAW" and id(dst) not in chosen]
     loc, pos = cache_location(scope_block, block, related)
-    region = _relaxed(func, block, buf, "write", loc)
+    region = _relaxed(func, block, buf, "write", loc, nested=True)
     return _apply(func, buf, scope, scope_block, loc, pos, region, chosen, False, block)
 
 
@@ -128,14 +130,18 @@ def _with_children(func: PrimFunc, names: tuple) -> set:
 
 # ----------------------------------------------------------------------------- regions
 
-def _relaxed(func: PrimFunc, block: SBlock, buf: Buffer, kind: str, loc) -> list:
+def _relaxed(func: PrimFunc, block: SBlock, buf: Buffer, kind: str, loc,
+             nested: bool = False) -> list:
     """Per dim (lo, hi) of what ``block`` accesses of ``buf``, relaxed over the loops inside
     the block and the loops between it and ``loc`` (TVM's ``RelaxBufferRegion``)."""
     path = find_path(func.body, lambda s: s is block)
     at = next(k for k, s in enumerate(path) if s is loc)
     between = _ranges([s for s in path[at + 1:-1] if isinstance(s, For)])
     binds = {iv.var.name: iv.binding for iv in block.iter_vars}
-    limits = _predicate_limits(block.predicate)
+    limits = _predicate_limits(rewrite_expr(block.predicate, binds)
+                               if block.predicate is not None else None)
+    if nested:
+        limits.update(_rebound(_nested_limits(block, buf, kind), binds))
     regions = []
     for lo_hi in _own_region(block, buf, kind):
         dims = []
@@ -150,6 +156,25 @@ def _relaxed(func: PrimFunc, block: SBlock, buf: Buffer, kind: str, loc) -> list
     if not regions:
         return [(E.IntImm(0, _dtype(d)), E.sub(d, 1)) for d in buf.shape]
     return union(regions)
+
+
+def _nested_limits(block: SBlock, buf: Buffer, kind: str) -> dict:
+    """The limits the ``T.where`` of the blocks nested in ``block`` that access ``buf`` put on
+    its indices (TVM's ``CollectNestedBlockPredicates``: OR-ed, so a bound holds where every
+    such block states one, at the largest)."""
+    found = [b for b in blocks_in(block)[1:] if accesses(b, kind, buf.name)]
+    if not found or any(b.predicate is None for b in found):
+        return {}
+    tables = [_predicate_limits(rewrite_expr(b.predicate, {iv.var.name: iv.binding
+                                                           for iv in b.iter_vars}))
+              for b in found]
+    return {k: max(t[k] for t in tables) for k in tables[0] if all(k in t for t in tables)}
+
+
+def _rebound(limits: dict, binds: dict) -> dict:
+    """Limits stated over the block's own vars, restated over what they are bound to."""
+    return {E.to_str(binds[text]) if text in binds else text: limit
+            for text, limit in limits.items()}
 
 
 def _predicate_limits(pred) -> dict:
