@@ -303,7 +303,8 @@ def _read_swaps(scope_block, buf, cache, shift, chosen) -> dict:
             skip.update(id(x) for x in blocks_in(b))  # a writer is kept whole, as in TVM
         if id(b) in skip or (chosen and id(b) not in chosen):
             continue
-        if not any(a[1].name == buf.name for a in _own_accesses(b)):
+        if buf.name not in {r.name for r in block_reads(b)} and not any(
+                a[1].name == buf.name for a in _own_accesses(b)):
             continue
         swaps[id(b)] = _retarget(b, buf, cache, shift, loads=True, stores=False)
     return _outermost(scope_block, swaps)
@@ -347,6 +348,8 @@ def _retarget(block: SBlock, buf: Buffer, cache: Buffer, shift, loads: bool, sto
     def expr(e):
         if loads and isinstance(e, BufferLoad) and e.buffer.name == buf.name:
             return BufferLoad(cache, index(tuple(expr(i) for i in e.indices)))
+        if isinstance(e, E.Var) and e.name == f"{buf.name}.data":  # B.data in an intrinsic
+            return E.Var(f"{cache.name}.data", e.dtype)
         return map_children(e, expr)
 
     def stmt(s):
@@ -357,7 +360,10 @@ def _retarget(block: SBlock, buf: Buffer, cache: Buffer, shift, loads: bool, sto
                                tuple(expr(i) for i in s.indices))
         if isinstance(s, SBlock):
             s = replace(s, reads=regions(s.reads, loads), writes=regions(s.writes, stores),
-                        init=stmt(s.init) if s.init is not None else None)
+                        init=stmt(s.init) if s.init is not None else None,
+                        match_buffers=tuple(
+                            (inner, regions((src,), True)[0]) for inner, src in
+                            s.match_buffers))
         for field in ("value", "cond", "min", "extent"):
             if isinstance(getattr(s, field, None), E.PrimExpr):
                 s = replace(s, **{field: expr(getattr(s, field))})
