@@ -86,3 +86,24 @@ def test_a_block_holding_every_reader_gets_a_compact_cache():
     run_prim_func(sch.mod["main"], a, b)
     np.testing.assert_allclose(b, (a + 1) * 2, rtol=1e-6)
     testing.verify_trace_roundtrip(sch, scoped)
+
+
+@T.prim_func(s_tir=True)
+def tiled_copy(A: T.Buffer((8, 8), "float32"), B: T.Buffer((8, 8), "float32")):
+    for i, j in T.grid(2, 2):
+        with T.sblock("tile"):
+            vi, vj = T.axis.remap("SS", [i, j])
+            T.reads(A[vi * 4:vi * 4 + 4, vj * 4:vj * 4 + 4])
+            T.writes(B[vi * 4:vi * 4 + 4, vj * 4:vj * 4 + 4])
+            A0 = T.match_buffer(A[vi * 4:vi * 4 + 4, vj * 4:vj * 4 + 4], (4, 4))
+            for x, y in T.grid(4, 4):
+                B[vi * 4 + x, vj * 4 + y] = A0[x, y] + 1.0
+
+
+def test_a_block_reading_through_match_buffer_reads_the_cache():
+    sch = tir.Schedule(tiled_copy)
+    sch.cache_read("tile", 0, "global")
+    text = sch.mod["main"].script()
+    assert "T.match_buffer(A_global[vi * 4:vi * 4 + 4, vj * 4:vj * 4 + 4], (4, 4))" in text
+    assert "T.reads(A_global[vi * 4:vi * 4 + 4, vj * 4:vj * 4 + 4])" in text
+    testing.verify_trace_roundtrip(sch, tiled_copy)  # (the interpreter runs no match_buffer)
