@@ -31,9 +31,9 @@ def hand_matmul(func):
     i0, i1 = sch.split(i, factors=[None, 4])
     j0, j1 = sch.split(j, factors=[None, 16])
     sch.reorder(i0, j0, k, i1, j1)
-    sch.decompose_reduction(block, k)
     sch.parallel(i0)
     sch.vectorize(j1)
+    sch.decompose_reduction(block, k)  # last: TVM refuses loop kinds over the update block
     return sch.mod["main"]
 
 
@@ -46,8 +46,8 @@ def hand_conv(func):
     n, f, y, x, rc, rh, rw = sch.get_loops(block)
     f0, f1 = sch.split(f, factors=[None, 4])
     sch.reorder(n, f0, y, rc, rh, rw, f1, x)
-    sch.decompose_reduction(block, rc)
     sch.parallel(f0)
+    sch.decompose_reduction(block, rc)
     return sch.mod["main"]
 
 

@@ -28,8 +28,11 @@ ALIASES = {
     "tvm.testing": "msc.testing",
     "tvm.s_tir.schedule.testing": "msc.testing",
 }
+# A GPU target or GPU-only intrinsic named in a test's body, or a loop bound to a GPU thread
+# axis (`sch.bind(i, "threadIdx.x")`): msc compiles for the CPU and refuses `bind` by design.
 GPU_WORDS = re.compile(r"\b(cuda|rocm|nvptx|metal|vulkan|opencl|mma|mfma|ldmatrix|wmma)\b|"
-                       r"requires_gpu|run_with_gpu_lock|sm_\d+")
+                       r"requires_gpu|run_with_gpu_lock|sm_\d+|"
+                       r"\.bind\([^)]*[\"'](blockIdx|threadIdx|vthread)")
 # A file named for a GPU intrinsic (test_..._ldmatrix_mma_numeric.py) is GPU-only as a whole.
 GPU_FILE = re.compile(r"(?<![a-z])(cuda|rocm|mma|mfma|gpu)(?![a-z])")
 

@@ -2,7 +2,8 @@
 primitive.
 
     python benchmarks/tvm_schedule_suite.py --tvm-src ~/tvm [--json out.json]
-                                            [--timeout 300] [--filter REGEX] [--failures]
+                                            [--timeout 300] [--filter REGEX]
+                                            [--failures [TABLE.md]]
 
 ``--tvm-src`` is a TVM source checkout (the directory holding ``tests/python/s_tir/schedule``,
 or that folder itself); the tests are read from there, never copied into msc. Each file runs
@@ -111,6 +112,48 @@ def _reason(message: str) -> str:
     return re.sub(r"\d+", "N", message)[:160]
 
 
+# Why a case fails, from its first error line: the first pattern that matches names the class.
+REASON_CLASSES = (
+    (r"StructuralEqual check failed", "text differs"),
+    (r"DID NOT RAISE", "refusal missing"),
+    ((r"unexpected keyword argument 'name_hint'|unhashable type|has no attribute 'ty'|"
+      r"is_buffer_var|StructuralHash|OpaquePyObject|'ForKind'"), "object model"),
+    (r"TensorIntrinNotFound", "other target"),
+    (r"has no attribute|has no counterpart|cannot import name", "not implemented"),
+    (r"ScheduleError|^msc\.s_tir\.[\w.]+Error:", "msc refuses"),
+)
+
+
+def reason_class(message: str) -> str:
+    """The class of a failure's first error line (``REASON_CLASSES``), else "other"."""
+    return next((name for pattern, name in REASON_CLASSES if re.search(pattern, message)),
+                "other")
+
+
+def failure_rows(report: dict) -> list:
+    """(file, case, first error line, reason class) of every failing or erroring case."""
+    return [(f["file"], nodeid.split("::")[-1], t["message"], reason_class(t["message"]))
+            for f in report["files"] for nodeid, t in f["tests"].items()
+            if t["outcome"] in ("fail", "error")]
+
+
+def failure_table(report: dict) -> str:
+    """The failing cases as a markdown table, one row each, then the count per class."""
+    rows = failure_rows(report)
+    lines = ["| file | case | first error line | reason class |", "|---|---|---|---|"]
+    lines += [f"| {file.removeprefix('test_tir_schedule_').removesuffix('.py')} | `{case}` | "
+              f"{_cell(message)} | {cls} |" for file, case, message, cls in rows]
+    counts = Counter(cls for *_, cls in rows)
+    lines += ["", "| reason class | cases |", "|---|---|"]
+    lines += [f"| {cls} | {n} |" for cls, n in counts.most_common()]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(message: str) -> str:
+    text = message.replace("|", "\\|").replace("`", "'")
+    return text[:140] + ("..." if len(text) > 140 else "")
+
+
 def print_table(report: dict, failures: bool) -> None:
     print(f"{'primitive':38s} " + " ".join(f"{k:>5s}" for k in OUTCOMES) + "   secs")
     for f in report["files"]:
@@ -120,7 +163,8 @@ def print_table(report: dict, failures: bool) -> None:
         if failures:
             for nodeid, t in f["tests"].items():
                 if t["outcome"] in ("fail", "error"):
-                    print(f"    {t['outcome']:5s} {nodeid.split('::')[-1]}: {t['message']}")
+                    print(f"    {t['outcome']:5s} {nodeid.split('::')[-1]}: {t['message']} "
+                          f"[{reason_class(t['message'])}]")
     total = report["total"]
     counted = sum(total[k] for k in ("pass", "fail", "error"))
     print(f"{'TOTAL':38s} " + " ".join(f"{total[k]:5d}" for k in OUTCOMES))
@@ -137,14 +181,17 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, help="write the full report here")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per file")
     parser.add_argument("--filter", help="only files whose name matches this regex")
-    parser.add_argument("--failures", action="store_true",
-                        help="list each failing test with its first error line")
+    parser.add_argument("--failures", nargs="?", const="", metavar="TABLE.md",
+                        help="list each failing test with its first error line and reason "
+                             "class; with a path, also write them there as a markdown table")
     args = parser.parse_args(argv)
     paths = sorted(test_dir(args.tvm_src).glob("test_*.py"))
     if args.filter:
         paths = [p for p in paths if re.search(args.filter, p.name)]
     report = summarize([run_file(p, args.timeout) for p in paths])
-    print_table(report, args.failures)
+    print_table(report, args.failures is not None)
+    if args.failures:
+        Path(args.failures).write_text(failure_table(report), encoding="utf-8")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1, default=dict) + "\n")
     return 0

@@ -108,3 +108,54 @@ def test_uncollectable_file_counts_each_test_as_error(tmp_path):
     (folder / "test_x_mma_numeric.py").write_text((folder / "test_x.py").read_text())
     result = suite.run_file(folder / "test_x_mma_numeric.py", timeout=120)
     assert {t["outcome"] for t in result["tests"].values()} == {"gpu"}
+
+
+BIND = '''
+import tvm
+from tvm import s_tir
+from tvm.script import tirx as T
+
+
+@T.prim_func(s_tir=True)
+def before(A: T.Buffer((16,), "float32"), B: T.Buffer((16,), "float32")):
+    for i in range(16):
+        with T.sblock("B"):
+            vi = T.axis.S(16, i)
+            B[vi] = A[vi] * 2.0
+
+
+def test_binds_a_thread_axis():
+    sch = s_tir.Schedule(before)
+    (i,) = sch.get_loops(sch.get_sblock("B"))
+    sch.bind(i, "threadIdx.x")
+
+
+def test_parallel_then_fails():
+    sch = s_tir.Schedule(before)
+    (i,) = sch.get_loops(sch.get_sblock("B"))
+    sch.parallel(i)
+    raise AssertionError("a CPU case that fails is counted")
+'''
+
+
+def test_bind_to_a_thread_axis_counts_as_gpu_and_failures_table(tmp_path):
+    folder = tmp_path / "tests" / "python" / "s_tir" / "schedule"
+    folder.mkdir(parents=True)
+    (folder / "test_tir_schedule_for_kind.py").write_text(textwrap.dedent(BIND))
+    table = tmp_path / "failures.md"
+    assert suite.main(["--tvm-src", str(tmp_path), "--failures", str(table),
+                       "--timeout", "120"]) == 0
+    rows = [ln for ln in table.read_text().splitlines() if ln.startswith("| for_kind")]
+    assert rows == [("| for_kind | `test_parallel_then_fails` | AssertionError: a CPU case "
+                     "that fails is counted | other |")]
+
+
+def test_reason_classes_name_why_a_case_fails():
+    assert suite.reason_class("ValueError: StructuralEqual check failed: ...") == "text differs"
+    assert suite.reason_class("Failed: DID NOT RAISE ScheduleError") == "refusal missing"
+    assert suite.reason_class("AttributeError: 'Schedule' object has no attribute 'read_at'"
+                              ) == "not implemented"
+    assert suite.reason_class("msc.errors.ScheduleError: key 'B': rfactor: ...") == \
+        "msc refuses"
+    assert suite.reason_class("TypeError: SBlock.__init__() got an unexpected keyword "
+                              "argument 'name_hint'") == "object model"

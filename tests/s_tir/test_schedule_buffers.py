@@ -67,7 +67,7 @@ def test_cache_refusals_as_tvm():
                               '            B[vi, vj] = T.float32(1)\n'
                               '            C[vi, vj] = B[vi, vj] + T.float32(1)')
     sch = tir.Schedule(parse_tir_text(two_writers)["two"])
-    with pytest.raises(ScheduleError, match="several producers"):
+    with pytest.raises(ScheduleError, match="expected to be written by single block"):
         sch.cache_write("B", 0, "global")
 
 

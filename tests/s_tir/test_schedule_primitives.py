@@ -137,7 +137,7 @@ def test_trace_json_replay_gives_the_same_function():
      "is an output block"),
     (lambda s: s.reverse_compute_at(s.get_block("C"), s.get_loops(s.get_block("C"))[0]),
      "ancestor of block"),
-    (lambda s: s.cache_read(s.get_block("Y"), 5, "local"), "no buffer 5"),
+    (lambda s: s.cache_read(s.get_block("Y"), 5, "local"), "no read buffer 5"),
 ])
 def test_invalid_primitives_raise_schedule_errors_and_change_nothing(apply, match):
     sch = _sch()

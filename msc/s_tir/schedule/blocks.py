@@ -1,10 +1,7 @@
-"""Block primitives on a PrimFunc: cache_read / cache_write, decompose_reduction
-(compute_at / reverse_compute_at live in ``compute_at.py``). Blocks are named (names are
-unique in a function, as TVM requires); each primitive returns the new function (and the new
-block's name).
-
-The root block's body is a sequence of top-level statements; caches are whole-buffer copy
-nests placed next to the block's statement."""
+"""Block primitives on a PrimFunc: decompose_reduction, and finding blocks by name
+(cache_read / cache_write live in ``cache.py``, compute_at / reverse_compute_at in
+``compute_at.py``). Blocks are named (names are unique in a function, as TVM requires); each
+primitive returns the new function (and the new block's name)."""
 
 from __future__ import annotations
 
@@ -13,23 +10,16 @@ from dataclasses import replace
 from ...errors import ScheduleError
 from ...tir import expr as E
 from ...tir.function import (
-    Buffer,
-    BufferLoad,
-    BufferStore,
     For,
-    IterVar,
     PrimFunc,
     SBlock,
     SeqStmt,
-    seq,
     walk_stmts,
 )
 from .loops import find_loop, fresh_name
-from .region import accesses, block_reads, block_writes
-from .storage import check_scope
 from .tree import block_loops, blocks_in, find_path, kids, replace_at, subst_stmt, var_names
 
-__all__ = ["buffer_name", "cache_read", "cache_write", "decompose_reduction", "find_block"]
+__all__ = ["buffer_name", "decompose_reduction", "find_block"]
 
 
 def find_block(func: PrimFunc, name: str, what: str = "get_block") -> list:
@@ -41,33 +31,7 @@ def find_block(func: PrimFunc, name: str, what: str = "get_block") -> list:
     return path
 
 
-# ----------------------------------------------------------------------- root statements
-
-def _root(func: PrimFunc) -> SBlock:
-    if not isinstance(func.body, SBlock):
-        raise ScheduleError(f"function {func.name!r} has no blocks to schedule",
-                            hint="write its loops with `with T.block(...)`")
-    return func.body
-
-
-def _items(func: PrimFunc) -> list:
-    body = _root(func).body
-    return list(body.stmts) if isinstance(body, SeqStmt) else [body]
-
-
-def _with_items(func: PrimFunc, items: list, allocs: tuple = ()) -> PrimFunc:
-    root = _root(func)
-    return replace(func, body=replace(root, body=seq(items),
-                                      alloc_buffers=root.alloc_buffers + tuple(allocs)))
-
-
-def _top(func: PrimFunc, node) -> int:
-    for k, item in enumerate(_items(func)):
-        if find_path(item, lambda s: s is node) is not None:
-            return k
-    raise ScheduleError("the block is not under the root block", hint="nested blocks are "
-                        "not supported by this primitive")
-
+# ----------------------------------------------------------------------- names
 
 def buffer_name(func: PrimFunc, base: str) -> str:
     taken = {b.name for b in func.buffers}
@@ -79,96 +43,6 @@ def buffer_name(func: PrimFunc, base: str) -> str:
 
 def _block_name(func: PrimFunc, base: str) -> str:
     return fresh_name(func, base, {b.name for b in blocks_in(func.body)})
-
-
-def _copy_nest(func: PrimFunc, name: str, dst: Buffer, src: Buffer) -> For:
-    """``for ax..: with T.block(name): dst[v..] = src[v..]`` over the whole buffer."""
-    taken = var_names(func.body)
-    loops = [E.Var(fresh_name(func, f"ax{k}", taken), "int64" if _i64(d) else "int32")
-             for k, d in enumerate(dst.shape)]
-    ivs = [IterVar(E.Var(fresh_name(func, f"v{k}", taken), v.dtype), E.IntImm(0, v.dtype), d,
-                   "spatial", v) for k, (v, d) in enumerate(zip(loops, dst.shape))]
-    index = tuple(iv.var for iv in ivs)
-    stmt = SBlock(name, BufferStore(dst, BufferLoad(src, index), index), tuple(ivs))
-    for v, d in reversed(list(zip(loops, dst.shape))):
-        stmt = For(v, E.IntImm(0, v.dtype), d, "serial", stmt)
-    return stmt
-
-
-def _i64(dim) -> bool:
-    return getattr(dim, "dtype", "int32") == "int64"
-
-
-def _pick(buffers: list, index: int, block: SBlock, what: str) -> Buffer:
-    if not 0 <= index < len(buffers):
-        raise ScheduleError(f"{what}: block {block.name!r} has no buffer {index}",
-                            key=block.name, hint=f"its buffers: {[b.name for b in buffers]}")
-    return buffers[index]
-
-
-def cache_read(func: PrimFunc, block_name: str, index: int, scope: str):
-    """The block reads buffer ``index`` of its reads from a copy made just before its
-    top-level statement; returns (func, copy block name)."""
-    path = find_block(func, block_name, "cache_read")
-    block = path[-1]
-    buf = _pick(block_reads(block), index, block, "cache_read")
-    scope = check_scope(scope, "cache_read")
-    _single_writer(func, buf, "cache_read", block_name)
-    if buf.name in {b.name for b in block_writes(block)}:
-        raise ScheduleError(f"cache_read: block {block_name!r} also writes {buf.name!r}",
-                            key=block_name, hint="use cache_write for that buffer")
-    top = _top(func, block)
-    if accesses(_items(func)[top], "write", buf.name):
-        raise ScheduleError(f"cache_read: {buf.name!r} is written next to block "
-                            f"{block_name!r}", key=block_name)
-    cache = Buffer(buffer_name(func, f"{buf.name}_{scope}"), buf.shape, buf.dtype,
-                   scope=scope)
-    name = _block_name(func, f"{buf.name}_{scope}")
-    nest = _copy_nest(func, name, cache, buf)
-    new_block = _rename_buffer(block, buf, cache)
-    func = replace(func, body=replace_at(path, new_block))
-    items = _items(func)
-    items.insert(top, nest)
-    return _with_items(func, items, (cache,)), name
-
-
-def cache_write(func: PrimFunc, block_name: str, index: int, scope: str):
-    """The block writes buffer ``index`` of its writes into a cache, copied back right
-    after its top-level statement; returns (func, copy block name)."""
-    path = find_block(func, block_name, "cache_write")
-    block = path[-1]
-    buf = _pick(block_writes(block), index, block, "cache_write")
-    scope = check_scope(scope, "cache_write")
-    _single_writer(func, buf, "cache_write", block_name)
-    top = _top(func, block)
-    others = [b for b in blocks_in(_items(func)[top]) if b is not block and accesses(
-        b, None, buf.name) and not blocks_in(b.body)[1:]]
-    if others:
-        raise ScheduleError(f"cache_write: block {others[0].name!r} also uses {buf.name!r} "
-                            f"next to block {block_name!r}", key=block_name)
-    cache = Buffer(buffer_name(func, f"{buf.name}_{scope}"), buf.shape, buf.dtype,
-                   scope=scope)
-    name = _block_name(func, f"{buf.name}_{scope}")
-    func = replace(func, body=replace_at(path, _rename_buffer(block, buf, cache)))
-    items = _items(func)
-    items.insert(top + 1, _copy_nest(func, name, buf, cache))
-    return _with_items(func, items, (cache,)), name
-
-
-def _single_writer(func: PrimFunc, buf: Buffer, what: str, block_name: str) -> None:
-    """TVM caches a buffer that one block produces (none, for an input)."""
-    writers = [b.name for b in blocks_in(func.body)[1:]
-               if any(isinstance(s, BufferStore) and s.buffer.name == buf.name
-                      for s in walk_stmts(b.body)) and not blocks_in(b.body)[1:]]
-    if len(writers) > 1:
-        raise ScheduleError(f"{what}: {buf.name!r} has several producers {writers}",
-                            key=block_name, hint="cache a buffer one block writes")
-
-
-def _rename_buffer(block: SBlock, old: Buffer, new: Buffer) -> SBlock:
-    from .tree import rewrite_stmt
-
-    return rewrite_stmt(block, {}, {old.name: new})
 
 
 # ----------------------------------------------------------------------- decompose reduction

@@ -23,7 +23,7 @@ __all__ = ["LIST_RESULTS", "Instruction", "InstructionKind", "is_rv", "py_value"
 # Kinds whose result is a list: printed ``l1, = sch.get_loops(...)`` even for one output.
 LIST_RESULTS = frozenset({"GetLoops", "GetChildBlocks", "Split", "LoopPartition",
                           "SamplePerfectTile", "GetProducers", "GetConsumers",
-                          "GetOutputBlocks"})
+                          "GetOutputBlocks", "CacheIndex"})
 # TVM's kIsPure: no effect on the function, so a trace may drop one whose outputs are unused.
 _PURE = frozenset({"GetSBlock", "GetLoops", "GetChildBlocks", "GetProducers", "GetConsumers",
                    "GetOutputBlocks", "SamplePerfectTile", "SampleCategorical",

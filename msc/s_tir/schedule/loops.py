@@ -11,6 +11,7 @@ from itertools import pairwise
 from ...errors import ScheduleError
 from ...tir import expr as E
 from ...tir.function import For, PrimFunc, SBlock, SeqStmt, seq
+from .refusals import check_compact_dataflow, check_reorder_bindings
 from .tree import blocks_in, find_path, kids, replace_at, subst_stmt, var_names
 
 __all__ = ["add_unit_loop", "find_loop", "fresh_name", "fuse", "merge", "reorder", "set_kind",
@@ -163,11 +164,7 @@ def reorder(func: PrimFunc, variables: list) -> PrimFunc:
     for slot, v in zip(slots, variables):
         order[slot] = chain[position[id(v)]]
     _check_ranges(order)
-    for block in blocks_in(chain[-1].body):
-        odd = [iv.var.name for iv in block.iter_vars if iv.kind not in ("spatial", "reduce")]
-        if odd:
-            raise ScheduleError(f"reorder: block {block.name!r} has axes {odd} that are "
-                                "neither spatial nor reduce", key=block.name)
+    check_reorder_bindings(top, chain[-1])
     body = chain[-1].body
     for lp in reversed(order):
         body = replace(lp, body=body)
@@ -194,6 +191,7 @@ def set_kind(func: PrimFunc, var: E.Var, what: str) -> PrimFunc:
     path = find_loop(func, var, what)
     loop = path[-1]
     if what in ("parallel", "vectorize"):
+        check_compact_dataflow(func, path, what)
         for block in blocks_in(loop.body):
             for iv in block.iter_vars:
                 if iv.kind != "spatial" and var.name in {v.name for v in

@@ -36,6 +36,7 @@ from ...tir.function import (
 )
 from .blocks import buffer_name
 from .loops import find_loop, fresh_name
+from .refusals import check_stage_pipeline
 from .region import loads
 from .tree import block_loops, blocks_in, find_path, kids, replace_at, rewrite_expr, var_names
 
@@ -140,6 +141,7 @@ def rfactor(func: PrimFunc, var: E.Var, factor_axis: int) -> tuple[PrimFunc, str
         raise _fail(f"loop {var.name!r} is {loop.kind}: only a plain serial loop factors",
                     var.name)
     path = find_path(func.body, lambda s: s is block)
+    check_stage_pipeline(func, path, "rfactor")
     loops = block_loops(path)
     store, op, rhs = _reducer(block)
     if block.predicate is not None:

@@ -27,6 +27,7 @@ from . import axes as AX
 from . import blockize as BZ
 from . import blocks as B
 from . import buffers as BF
+from . import cache as CH
 from . import compute_at as CA
 from . import dtype as DT
 from . import epilogue as EP
@@ -37,6 +38,7 @@ from . import partition as PT
 from . import reindex as RX
 from . import rfactor as RF
 from . import tensorize as TZ
+from .cache_prims import CacheMixin
 from .queries import QueryMixin
 from .rvs import RV, BlockRV, ExprRV, LoopRV, RVNotFoundError, SBlockRV
 from .trace import Instruction, Trace
@@ -46,7 +48,7 @@ from .window_prims import WindowMixin
 __all__ = ["BlockRV", "ExprRV", "LoopRV", "SBlockRV", "Schedule"]
 
 
-class Schedule(QueryMixin, WindowMixin):
+class Schedule(QueryMixin, WindowMixin, CacheMixin):
     """A schedule over the prim funcs of ``mod`` (TVM's ``tir.Schedule`` / ``s_tir``)."""
 
     _BLOCK_RV, _LOOP_RV = BlockRV, LoopRV
@@ -210,26 +212,33 @@ class Schedule(QueryMixin, WindowMixin):
         self._record(kind, [loop], [], [])
 
     # ------------------------------------------------------------------ block primitives
-    def cache_read(self, block: BlockRV, read_buffer_index: int, storage_scope: str,
+    def cache_read(self, block: BlockRV, read_buffer_index, storage_scope: str,
                    consumer_blocks=None) -> BlockRV:
-        """A whole-buffer copy of read ``read_buffer_index`` that ``block`` reads instead
-        (``consumer_blocks`` is accepted for TVM's signature: the cache serves ``block``)."""
-        return self._cache("cache_read", B.cache_read, "CacheRead", block, read_buffer_index,
-                           storage_scope)
+        """A copy of read ``read_buffer_index`` (a position or a name) that the readers (or
+        ``consumer_blocks``) read instead, placed as TVM places it (``cache.py``)."""
+        return self._cache("cache_read", CH.cache_read, "CacheRead", block, read_buffer_index,
+                           storage_scope, consumer_blocks)
 
-    def cache_write(self, block: BlockRV, write_buffer_index: int, storage_scope: str,
+    def cache_write(self, block: BlockRV, write_buffer_index, storage_scope: str,
                     consumer_blocks=None) -> BlockRV:
-        """``block`` writes into a cache copied back to the buffer right after its nest."""
-        return self._cache("cache_write", B.cache_write, "CacheWrite", block,
-                           write_buffer_index, storage_scope)
+        """``block`` writes into a cache, copied back to the buffer before its readers (or
+        after ``consumer_blocks``, which read the cache)."""
+        return self._cache("cache_write", CH.cache_write, "CacheWrite", block,
+                           write_buffer_index, storage_scope, consumer_blocks)
 
-    def _cache(self, what, fn, kind, block, index, scope) -> BlockRV:
+    def _cache(self, what, fn, kind, block, index, scope, consumers) -> BlockRV:
         block = self._as_block(block)
         func_name, name = self._block(block)
-        func, new = self._apply(what, fn, self._funcs[func_name], name, int(index), str(scope))
+        node = B.find_block(self._funcs[func_name], name, what)[-1]
+        index = self._apply(what, CH.resolve_index, node, index,
+                            "read" if kind == "CacheRead" else "write", what)
+        rvs = [self._as_block(c) for c in consumers or ()]
+        names = tuple(self._block(c)[1] for c in rvs)
+        func, new = self._apply(what, fn, self._funcs[func_name], name, index, str(scope),
+                                names)
         self._funcs[func_name] = func
         rv = self._new(BlockRV, "block", (func_name, new))
-        self._record(kind, [block], [int(index), str(scope)], [rv])
+        self._record(kind, [block, *rvs], [index, str(scope)], [rv])
         return rv
 
     def compute_at(self, block: BlockRV, loop: LoopRV, preserve_unit_loops: bool = False,

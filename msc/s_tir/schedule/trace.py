@@ -77,6 +77,12 @@ INSTRUCTIONS = {
     "EnterPostproc": ("enter_postproc", []),
     "RollingBuffer": ("rolling_buffer", ["write_buffer_index"]),
     "DecomposePadding": ("decompose_padding", []),
+    "ReindexCacheRead": ("reindex_cache_read", ["read_buffer_index", "storage_scope",
+                                                "index_map"]),
+    "ReindexCacheWrite": ("reindex_cache_write", ["write_buffer_index", "storage_scope",
+                                                  "index_map"]),
+    "PadEinsum": ("pad_einsum", ["padding"]),
+    "CacheIndex": ("cache_index", ["storage_scope", "cse_thresh"]),
 }
 _ALIASES = {"GetBlock": "GetSBlock"}  # TVM before the s_tir rename
 
@@ -292,6 +298,8 @@ def _call(sch, method: str, kind: str, args: list, kwargs: dict):
         return sch.sample_categorical(**kwargs)
     if kind == "Annotate":
         return sch.annotate(args[0], kwargs["ann_key"], args[1])
+    if kind in ("CacheRead", "CacheWrite"):  # inputs: the block, then the consumer blocks
+        return getattr(sch, method)(args[0], consumer_blocks=args[1:] or None, **kwargs)
     return getattr(sch, method)(*args, **kwargs)
 
 
@@ -337,7 +345,9 @@ _FIRST = {"GetLoops": "block", "ComputeInline": "block", "ReverseComputeInline":
           "AddUnitLoop": "block_or_loop", "GetChildBlocks": "block_or_loop",
           "Tensorize": "block_or_loop",
           "GetProducers": "block", "GetConsumers": "block", "GetOutputBlocks": "scope_block",
-          "Annotate": "block_or_loop", "Unannotate": "block_or_loop"}
+          "Annotate": "block_or_loop", "Unannotate": "block_or_loop",
+          "ReindexCacheRead": "block", "ReindexCacheWrite": "block", "PadEinsum": "block",
+          "CacheIndex": "block"}
 
 
 def _args(inst: Instruction, name_of) -> list:

@@ -25,22 +25,27 @@ def _matmul(n: int = 64):
     return te.create_prim_func([a, b, c])
 
 
-def _tiled(n: int = 64):
-    """The MLC lesson's kind of schedule: tiles, the reduction decomposed, i0 parallel."""
+def _tiled(n: int = 64, parallel: bool = False, vectorize: bool = False):
+    """The MLC lesson's kind of schedule: tiles, i0 parallel / j1 vectorized, the reduction
+    decomposed last (as TVM requires: a loop over the update block, which has a reduce axis
+    and no init, is not compact dataflow and cannot be parallelized or vectorized)."""
     sch = tir.Schedule(_matmul(n))
     block = sch.get_block("C")
     i, j, k = sch.get_loops(block)
     i0, i1 = sch.split(i, factors=[None, 4])
     j0, j1 = sch.split(j, factors=[None, 16])
     sch.reorder(i0, j0, k, i1, j1)
+    if parallel:
+        sch.parallel(i0)
+    if vectorize:
+        sch.vectorize(j1)
     sch.decompose_reduction(block, k)
     return sch, i0, j1
 
 
 @pytest.mark.parametrize("count", [1, 2])
 def test_parallel_matmul_matches_numpy_and_runs_in_chunks(count):
-    sch, i0, _ = _tiled()
-    sch.parallel(i0)
+    sch, _, _ = _tiled(parallel=True)
     kernel = tvm.build(sch.mod)["main"]
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((64, 64), "float32"), rng.standard_normal((64, 64), "float32")
@@ -54,8 +59,7 @@ def test_parallel_matmul_matches_numpy_and_runs_in_chunks(count):
 
 
 def test_parallel_body_is_outlined_into_a_task():
-    sch, i0, _ = _tiled()
-    sch.parallel(i0)
+    sch, _, _ = _tiled(parallel=True)
     text = ir_text(codegen(sch.mod["main"], "k")[0])
     assert 'define internal void @"k.par0"(i64' in text
     assert 'declare void @"msc_tir_parallel"(i64' in text
@@ -103,8 +107,7 @@ def test_a_bad_data_index_inside_a_parallel_loop_is_an_error():
 
 
 def test_vectorize_forces_the_loop_vectorizer_at_the_loop_width():
-    sch, _, j1 = _tiled()
-    sch.vectorize(j1)
+    sch, _, _ = _tiled(vectorize=True)
     text = ir_text(codegen(sch.mod["main"], "k")[0])
     assert '!"llvm.loop.vectorize.enable", i1 true' in text
     assert '!"llvm.loop.vectorize.width", i32 16' in text
