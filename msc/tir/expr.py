@@ -360,9 +360,10 @@ def _poly_mul(pa: dict, pb: dict) -> dict:
 
 
 def _from_poly(poly: dict, atoms: dict, dtype: str) -> PrimExpr:
-    """Rebuild an expression in TVM's printed order: variable terms first, constant last,
-    positive terms added and negative ones subtracted (so ``n - 1`` stays a Sub)."""
-    terms = sorted((m for m in poly if m), key=lambda m: (poly[m] < 0, len(m), repr(m)))
+    """Rebuild an expression in the order of TVM's canonical simplifier: terms by descending
+    scale (positive ones added, then negative ones subtracted), ties in their order of first
+    appearance, the constant last (so ``n - 1`` stays a Sub and ``oh + kh`` is kept)."""
+    terms = sorted((m for m in poly if m), key=lambda m: -poly[m])
     const = poly.get((), 0)
     result: PrimExpr | None = None
     if terms and poly[terms[0]] < 0 and const > 0:  # 4 - n rather than n * -1 + 4
@@ -382,8 +383,11 @@ def _from_poly(poly: dict, atoms: dict, dtype: str) -> PrimExpr:
 
 
 def _monomial(m: tuple, atoms: dict, coeff: int, dtype: str) -> PrimExpr:
-    expr: PrimExpr = atoms[m[0]]
-    for key in m[1:]:
+    """A product of atoms in their order of first appearance, the coefficient last."""
+    order = {key: k for k, key in enumerate(atoms)}
+    keys = sorted(m, key=order.__getitem__)
+    expr: PrimExpr = atoms[keys[0]]
+    for key in keys[1:]:
         expr = BinaryOp("Mul", expr, atoms[key])
     if coeff != 1:
         expr = BinaryOp("Mul", expr, IntImm(coeff, dtype))

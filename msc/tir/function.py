@@ -79,6 +79,9 @@ class Buffer:
         object.__setattr__(self, "shape", tuple(self.shape))
         if self.strides is not None:
             object.__setattr__(self, "strides", tuple(self.strides))
+        if isinstance(self.elem_offset, IntImm) and self.elem_offset.value == 0:
+            # TVM's default offset is 0: a stated ``elem_offset=0`` is the same buffer
+            object.__setattr__(self, "elem_offset", None)
 
     @property
     def ndim(self) -> int:
