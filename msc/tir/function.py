@@ -336,11 +336,13 @@ class PrimFunc:
 
 
 def range_extent(lo: PrimExpr, stop: PrimExpr) -> PrimExpr:
-    """Extent of ``range(lo, stop)`` as TVM stores it: constants fold, ``lo + e`` gives back
+    """Extent of ``range(lo, stop)`` as TVM stores it: constants and ``- 0`` fold, ``lo + e`` gives back
     ``e``, anything else stays ``stop - lo`` unsimplified (like TVM, ``range(1, n)`` then prints
     as ``range(1, 1 + (n - 1))``)."""
     if isinstance(lo, IntImm) and isinstance(stop, IntImm):
         return IntImm(stop.value - lo.value, lo.dtype)
+    if isinstance(lo, IntImm) and lo.value == 0:  # TVM's ``stop - 0`` folds
+        return stop
     if isinstance(stop, BinaryOp) and stop.op == "Add" and stop.a == lo:
         return stop.b
     return BinaryOp("Sub", stop, lo)
