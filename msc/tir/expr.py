@@ -328,8 +328,8 @@ def _is_np_float(value) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# Canonical integer polynomials: {monomial: coeff}, monomial = sorted tuple of atom keys.
-# Atoms are vars and any non-polynomial node (floordiv, min, ...), kept as PrimExprs.
+# Integer polynomials {monomial (sorted atom keys): coeff}; atoms (vars, floordivs, ...) in
+# ``atoms`` as they first appear.
 
 def _poly(e: PrimExpr, atoms: dict) -> dict:
     if isinstance(e, IntImm):
@@ -360,12 +360,10 @@ def _poly_mul(pa: dict, pb: dict) -> dict:
 
 
 def _from_poly(poly: dict, atoms: dict, dtype: str) -> PrimExpr:
-    """Rebuild an expression in the order of TVM's canonical simplifier: terms by descending
-    scale (positive ones added, then negative ones subtracted), ties in their order of first
-    appearance, the constant last (so ``n - 1`` stays a Sub and ``oh + kh`` is kept)."""
+    """In TVM's canonical order: terms by descending scale, ties as they first appear, the
+    constant last (``oh + kh`` is kept, ``n - 1`` stays a Sub)."""
     terms = sorted((m for m in poly if m), key=lambda m: -poly[m])
-    const = poly.get((), 0)
-    result: PrimExpr | None = None
+    const, result = poly.get((), 0), None
     if terms and poly[terms[0]] < 0 and const > 0:  # 4 - n rather than n * -1 + 4
         result, const = IntImm(const, dtype), 0
     for m in terms:
@@ -383,8 +381,7 @@ def _from_poly(poly: dict, atoms: dict, dtype: str) -> PrimExpr:
 
 
 def _monomial(m: tuple, atoms: dict, coeff: int, dtype: str) -> PrimExpr:
-    """A product of atoms in their order of first appearance, the coefficient last."""
-    order = {key: k for k, key in enumerate(atoms)}
+    order = {key: k for k, key in enumerate(atoms)}  # atoms as they first appear
     keys = sorted(m, key=order.__getitem__)
     expr: PrimExpr = atoms[keys[0]]
     for key in keys[1:]:
