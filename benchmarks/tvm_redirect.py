@@ -24,9 +24,11 @@ ALIASES = {
     "tvm.script.tirx": "msc.script.tir",
     "tvm.script.tir": "msc.script.tir",
     "tvm.tirx": "msc.tir",
+    "tvm.tirx.function": "msc.tir",  # its TensorIntrin is msc.tir's (the package's door)
     "tvm.tir": "msc.tir",
     "tvm.testing": "msc.testing",
     "tvm.s_tir.schedule.testing": "msc.testing",
+    "tvm.s_tir.meta_schedule": "msc.meta_schedule",  # TVM 0.27 moved it under s_tir
     "tvm_ffi": "msc.ir",  # TVM's FFI package: the tests call its structural_equal / _hash
 }
 GPU_WORDS = re.compile(r"\b(cuda|rocm|nvptx|metal|vulkan|opencl|mma|mfma|ldmatrix|wmma)\b|"

@@ -55,6 +55,7 @@ from .function import (
     StringImm,
     install_printer,
 )
+from .index_map import IndexMap
 from .printer import prim_func_to_script
 
 __all__ = [
@@ -72,6 +73,7 @@ __all__ = [
     "FloatImm",
     "For",
     "ForKind",
+    "IndexMap",
     "IntImm",
     "IterVar",
     "Not",
@@ -91,6 +93,7 @@ __all__ = [
     "ceildiv",
     "const",
     "convert",
+    "decl_buffer",
     "evaluate",
     "floordiv",
     "floormod",
@@ -107,6 +110,13 @@ __all__ = [
 ]
 
 Expr = PrimExpr  # TVM 0.27's tirx.Expr (the annotation of scalar expressions)
+
+
+def decl_buffer(shape, dtype: str = "float32", name: str = "buffer", strides=None,
+                elem_offset=None, scope: str = "global") -> Buffer:
+    """TVM's ``tirx.decl_buffer``: a Buffer (int dims become int32 IntImms, as TVM's)."""
+    dims = [IntImm(d, "int32") if isinstance(d, int) else d for d in shape]
+    return Buffer(name, tuple(dims), dtype, strides, elem_offset, scope)
 
 # PrimFunc.script() prints through this hook: the printer imports function.py, not the reverse.
 install_printer(prim_func_to_script)

@@ -159,11 +159,11 @@ class Var(PrimExpr):
     __slots__ = ("name",)
     kind = "Var"
 
-    def __init__(self, name: str, dtype: str = "int64"):
+    def __init__(self, name: str, dtype: str = "int64", ty=None):  # ty: TVM's keyword
         if not isinstance(name, str) or not name:
             raise ValidationError(f"a symbolic var needs a non-empty name, got {name!r}")
         object.__setattr__(self, "name", name)
-        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "dtype", getattr(ty, "dtype", ty) or dtype)
         object.__setattr__(self, "_key", ("Var", name))
 
     @property

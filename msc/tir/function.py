@@ -474,3 +474,4 @@ def _identity_hash(node) -> int:
 for _node in (BufferStore, Evaluate, SeqStmt, For, While, IfThenElse, LetStmt, AllocBuffer,
               AttrStmt, SBlock):
     _node.__hash__ = _identity_hash
+
