@@ -147,3 +147,28 @@ def test_an_offset_factor_gives_the_buffer_an_offset_var():
     assert isinstance(buf.elem_offset, tir.Var) and buf.elem_offset.name == "A_elem_offset"
     assert "elem_offset=A_elem_offset" in tile_view.script()
     assert "T.evaluate(A_elem_offset)" in tile_view.script()
+
+
+@T.prim_func(s_tir=True)
+def overcomputed(A: T.Buffer((128, 128), "float32"), C: T.Buffer((127, 127), "float32")):
+    B = T.sblock_alloc_buffer((128, 128))
+    for i in range(16384):
+        with T.sblock("B"):
+            vi = T.axis.spatial(128, i // 128)
+            vj = T.axis.spatial(128, i % 128)
+            B[vi, vj] = A[vi, vj] * 2.0
+    for i, j in T.grid(127, 127):
+        with T.sblock("C"):
+            cvi, cvj = T.axis.remap("SS", [i, j])
+            C[cvi, cvj] = B[cvi, cvj] + 1.0
+
+
+def test_an_inlined_predicate_is_tightened_as_tvm_simplifies_it():
+    sch = s_tir.Schedule(overcomputed)
+    sch.reverse_compute_inline(sch.get_sblock("C"))
+    # i // 128 < 127 is i < 16256; with i % 128 < 127 the last point is 16254
+    assert "T.where(i < 16255 and i % 128 < 127)" in sch.mod["main"].script()
+    a = np.arange(128 * 128, dtype="float32").reshape(128, 128)
+    out = np.zeros((127, 127), "float32")
+    run_prim_func(sch.mod["main"], a, out)
+    np.testing.assert_allclose(out, a[:127, :127] * 2.0 + 1.0, rtol=0, atol=0)
