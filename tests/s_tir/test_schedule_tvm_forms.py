@@ -172,3 +172,25 @@ def test_an_inlined_predicate_is_tightened_as_tvm_simplifies_it():
     out = np.zeros((127, 127), "float32")
     run_prim_func(sch.mod["main"], a, out)
     np.testing.assert_allclose(out, a[:127, :127] * 2.0 + 1.0, rtol=0, atol=0)
+
+
+@T.prim_func(s_tir=True)
+def resize2(x: T.Buffer((16,), "float32"), y: T.Buffer((8,), "float32")):
+    for i in range(8):
+        with T.sblock("y"):
+            vi = T.axis.S(8, i)
+            y[vi] = x[T.Cast("int32", T.floor(vi * 2 + 0.5))]
+
+
+def test_compute_at_relaxes_a_float_round_trip_index_to_the_whole_dim():
+    sch = s_tir.Schedule(resize2)
+    cache = sch.cache_read(sch.get_sblock("y"), 0, "global")
+    (i,) = sch.get_loops("y")
+    io, _ = sch.split(i, [2, 4])
+    sch.compute_at(cache, io)
+    # TVM's relaxation of T.Cast("int32", T.floor(...)) over the loop is the buffer's extent
+    assert "v0 = T.axis.spatial(16, ax0_1)" in sch.mod["main"].script()
+    x = np.arange(16, dtype="float32") * 3
+    out = np.zeros(8, "float32")
+    run_prim_func(sch.mod["main"], x, out)
+    np.testing.assert_allclose(out, x[np.floor(np.arange(8) * 2 + 0.5).astype(int)], rtol=0)
