@@ -24,9 +24,12 @@ ALIASES = {
     "tvm.script.tirx": "msc.script.tir",
     "tvm.script.tir": "msc.script.tir",
     "tvm.tirx": "msc.tir",
+    "tvm.tirx.function": "msc.tir",  # its TensorIntrin is msc.tir's (the package's door)
     "tvm.tir": "msc.tir",
     "tvm.testing": "msc.testing",
     "tvm.s_tir.schedule.testing": "msc.testing",
+    "tvm.s_tir.meta_schedule": "msc.meta_schedule",  # TVM 0.27 moved it under s_tir
+    "tvm_ffi": "msc.ir",  # TVM's FFI package: the tests call its structural_equal / _hash
 }
 # A GPU target or GPU-only intrinsic named in a test's body, or a loop bound to a GPU thread
 # axis (`sch.bind(i, "threadIdx.x")`): msc compiles for the CPU and refuses `bind` by design.

@@ -8,7 +8,8 @@
 from ..relax.module import IRModule
 from . import module
 
-__all__ = ["IRModule", "assert_structural_equal", "module", "structural_equal"]
+__all__ = ["IRModule", "assert_structural_equal", "module", "structural_equal",
+           "structural_hash"]
 
 
 def assert_structural_equal(lhs, rhs, map_free_vars: bool = False) -> None:
@@ -24,3 +25,10 @@ def structural_equal(lhs, rhs, map_free_vars: bool = False) -> bool:
     from ..testing import structural_text
 
     return structural_text(lhs) == structural_text(rhs)
+
+
+def structural_hash(node, map_free_vars: bool = False) -> int:
+    """TVM's ``structural_hash``: equal for structurally equal functions or modules."""
+    from ..testing import structural_text
+
+    return hash(structural_text(node))

@@ -47,12 +47,15 @@ from .function import (
     BufferStore,
     Evaluate,
     For,
+    ForKind,
     IterVar,
     PrimFunc,
     SBlock,
+    SBlockRealize,
     StringImm,
     install_printer,
 )
+from .index_map import IndexMap
 from .printer import prim_func_to_script
 
 __all__ = [
@@ -69,6 +72,8 @@ __all__ = [
     "Expr",
     "FloatImm",
     "For",
+    "ForKind",
+    "IndexMap",
     "IntImm",
     "IterVar",
     "Not",
@@ -76,6 +81,7 @@ __all__ = [
     "PrimExpr",
     "PrimFunc",
     "SBlock",
+    "SBlockRealize",
     "Select",
     "SizeVar",
     "StringImm",
@@ -87,6 +93,7 @@ __all__ = [
     "ceildiv",
     "const",
     "convert",
+    "decl_buffer",
     "evaluate",
     "floordiv",
     "floormod",
@@ -103,6 +110,13 @@ __all__ = [
 ]
 
 Expr = PrimExpr  # TVM 0.27's tirx.Expr (the annotation of scalar expressions)
+
+
+def decl_buffer(shape, dtype: str = "float32", name: str = "buffer", strides=None,
+                elem_offset=None, scope: str = "global") -> Buffer:
+    """TVM's ``tirx.decl_buffer``: a Buffer (int dims become int32 IntImms, as TVM's)."""
+    dims = [IntImm(d, "int32") if isinstance(d, int) else d for d in shape]
+    return Buffer(name, tuple(dims), dtype, strides, elem_offset, scope)
 
 # PrimFunc.script() prints through this hook: the printer imports function.py, not the reverse.
 install_printer(prim_func_to_script)

@@ -159,11 +159,11 @@ class Var(PrimExpr):
     __slots__ = ("name",)
     kind = "Var"
 
-    def __init__(self, name: str, dtype: str = "int64"):
+    def __init__(self, name: str, dtype: str = "int64", ty=None):  # ty: TVM's keyword
         if not isinstance(name, str) or not name:
             raise ValidationError(f"a symbolic var needs a non-empty name, got {name!r}")
         object.__setattr__(self, "name", name)
-        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "dtype", getattr(ty, "dtype", ty) or dtype)
         object.__setattr__(self, "_key", ("Var", name))
 
     @property
@@ -328,8 +328,8 @@ def _is_np_float(value) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# Canonical integer polynomials: {monomial: coeff}, monomial = sorted tuple of atom keys.
-# Atoms are vars and any non-polynomial node (floordiv, min, ...), kept as PrimExprs.
+# Integer polynomials {monomial (sorted atom keys): coeff}; atoms (vars, floordivs, ...) in
+# ``atoms`` as they first appear.
 
 def _poly(e: PrimExpr, atoms: dict) -> dict:
     if isinstance(e, IntImm):
@@ -360,11 +360,10 @@ def _poly_mul(pa: dict, pb: dict) -> dict:
 
 
 def _from_poly(poly: dict, atoms: dict, dtype: str) -> PrimExpr:
-    """Rebuild an expression in TVM's printed order: variable terms first, constant last,
-    positive terms added and negative ones subtracted (so ``n - 1`` stays a Sub)."""
-    terms = sorted((m for m in poly if m), key=lambda m: (poly[m] < 0, len(m), repr(m)))
-    const = poly.get((), 0)
-    result: PrimExpr | None = None
+    """In TVM's canonical order: terms by descending scale, ties as they first appear, the
+    constant last (``oh + kh`` is kept, ``n - 1`` stays a Sub)."""
+    terms = sorted((m for m in poly if m), key=lambda m: -poly[m])
+    const, result = poly.get((), 0), None
     if terms and poly[terms[0]] < 0 and const > 0:  # 4 - n rather than n * -1 + 4
         result, const = IntImm(const, dtype), 0
     for m in terms:
@@ -382,8 +381,10 @@ def _from_poly(poly: dict, atoms: dict, dtype: str) -> PrimExpr:
 
 
 def _monomial(m: tuple, atoms: dict, coeff: int, dtype: str) -> PrimExpr:
-    expr: PrimExpr = atoms[m[0]]
-    for key in m[1:]:
+    order = {key: k for k, key in enumerate(atoms)}  # atoms as they first appear
+    keys = sorted(m, key=order.__getitem__)
+    expr: PrimExpr = atoms[keys[0]]
+    for key in keys[1:]:
         expr = BinaryOp("Mul", expr, atoms[key])
     if coeff != 1:
         expr = BinaryOp("Mul", expr, IntImm(coeff, dtype))

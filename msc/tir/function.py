@@ -32,11 +32,13 @@ __all__ = [
     "BufferStore",
     "Evaluate",
     "For",
+    "ForKind",
     "IfThenElse",
     "IterVar",
     "LetStmt",
     "PrimFunc",
     "SBlock",
+    "SBlockRealize",
     "SeqStmt",
     "Stmt",
     "StringImm",
@@ -79,6 +81,9 @@ class Buffer:
         object.__setattr__(self, "shape", tuple(self.shape))
         if self.strides is not None:
             object.__setattr__(self, "strides", tuple(self.strides))
+        if isinstance(self.elem_offset, IntImm) and self.elem_offset.value == 0:
+            # TVM's default offset is 0: a stated ``elem_offset=0`` is the same buffer
+            object.__setattr__(self, "elem_offset", None)
 
     @property
     def ndim(self) -> int:
@@ -143,6 +148,24 @@ class Stmt:
         twice gives the same object while the function does not change)."""
         return self is other
 
+    def __setstate__(self, state: dict) -> None:
+        """TVM's deep copy (``s.__setstate__(s.__getstate__())``): this statement takes fresh
+        copies of the statements it holds, so it shares no node with where they came from."""
+        for key, value in state.items():
+            object.__setattr__(self, key, _fresh(value))
+
+
+def _fresh(value):
+    """``value`` with every statement in it rebuilt as a new object (expressions are shared:
+    they are values)."""
+    if isinstance(value, Stmt):
+        copy = object.__new__(type(value))
+        copy.__setstate__(dict(vars(value)))
+        return copy
+    if isinstance(value, tuple):
+        return tuple(_fresh(v) for v in value)
+    return value
+
 
 @dataclass(frozen=True)
 class BufferStore(Stmt):
@@ -157,6 +180,10 @@ class Evaluate(Stmt):
 
     value: PrimExpr
 
+    def __post_init__(self):
+        if isinstance(self.value, int):  # TVM's Evaluate(0)
+            object.__setattr__(self, "value", IntImm(int(self.value), "int32"))
+
 
 @dataclass(frozen=True)
 class SeqStmt(Stmt):
@@ -169,9 +196,21 @@ class SeqStmt(Stmt):
         return len(self.stmts)
 
 
-@dataclass(frozen=True)
+class ForKind:
+    """TVM's ``tirx.ForKind``: the loop kinds, spelled as msc stores them."""
+
+    SERIAL = "serial"
+    PARALLEL = "parallel"
+    VECTORIZED = "vectorized"
+    UNROLLED = "unroll"
+    THREAD_BINDING = "thread_binding"
+
+
+@dataclass(frozen=True, init=False)
 class For(Stmt):
-    """``for var in range(min, min + extent)`` of a kind in FOR_KINDS."""
+    """``for var in range(min, min + extent)`` of a kind in FOR_KINDS. Also built with TVM's
+    keywords: ``For(loop_var=i, min=0, extent=16, kind=ForKind.SERIAL, body=...,
+    thread_binding=None, annotations=None)`` (int bounds take the loop var's dtype)."""
 
     var: Var
     min: PrimExpr
@@ -181,7 +220,14 @@ class For(Stmt):
     annotations: dict = field(default_factory=dict)
     thread: str | None = None
 
-    def __post_init__(self):
+    def __init__(self, var=None, min=None, extent=None, kind="serial", body=None,
+                 annotations=None, thread=None, *, loop_var=None, thread_binding=None):
+        var = var if var is not None else loop_var
+        fields = {"var": var, "min": _index(min, var), "extent": _index(extent, var),
+                  "kind": kind, "body": body, "annotations": dict(annotations or {}),
+                  "thread": thread if thread is not None else thread_binding}
+        for key, value in fields.items():
+            object.__setattr__(self, key, value)
         if self.kind not in FOR_KINDS:
             raise ValidationError(f"unknown loop kind {self.kind!r}",
                                   hint=f"use one of {', '.join(FOR_KINDS)}")
@@ -242,10 +288,13 @@ class IterVar:
     binding: PrimExpr
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class SBlock(Stmt):
     """``with T.sblock(name):`` (``T.block`` before TVM 0.27). ``reads``/``writes`` are None
-    when the source did not state them; ``init`` runs when every reduce axis is at its min."""
+    when the source did not state them; ``init`` runs when every reduce axis is at its min.
+    TVM's keywords build one too: ``SBlock(iter_vars=[], reads=[], writes=[],
+    name_hint="b", body=..., init=None, alloc_buffers=None, match_buffers=None,
+    annotations=None)``."""
 
     name: str
     body: Stmt
@@ -258,6 +307,19 @@ class SBlock(Stmt):
     predicate: PrimExpr | None = None
     # ``X = T.match_buffer(B[vi, 0:4], (4,))`` inside the block: (X, the BufferRegion of B)
     match_buffers: tuple = ()
+
+    def __init__(self, name=None, body=None, iter_vars=(), reads=None, writes=None, init=None,
+                 alloc_buffers=(), annotations=None, predicate=None, match_buffers=(), *,
+                 name_hint=None):
+        fields = {"name": name if name is not None else name_hint, "body": body,
+                  "iter_vars": tuple(iter_vars or ()),
+                  "reads": None if reads is None else tuple(reads),
+                  "writes": None if writes is None else tuple(writes), "init": init,
+                  "alloc_buffers": tuple(alloc_buffers or ()),
+                  "annotations": dict(annotations or {}), "predicate": predicate,
+                  "match_buffers": tuple(match_buffers or ())}
+        for key, value in fields.items():
+            object.__setattr__(self, key, value)
 
     @property
     def name_hint(self) -> str:
@@ -281,6 +343,26 @@ class SBlock(Stmt):
 Block = SBlock
 
 
+def SBlockRealize(iter_values=(), predicate=True, block=None) -> SBlock:  # noqa: N802
+    """TVM's ``SBlockRealize(iter_values, predicate, block)``. msc keeps a realize's bindings
+    and predicate on the block itself, so this is ``block`` with them set."""
+    values = tuple(iter_values or ())
+    if len(values) != len(block.iter_vars):
+        raise ValidationError(f"block {block.name!r} has {len(block.iter_vars)} iter vars, "
+                              f"realized with {len(values)} values")
+    ivs = tuple(replace(iv, binding=v) for iv, v in zip(block.iter_vars, values))
+    pred = None if predicate is True or (isinstance(predicate, IntImm) and predicate.value) \
+        else predicate
+    return replace(block, iter_vars=ivs, predicate=pred)
+
+
+def _index(value, var):
+    """A loop bound given as a Python int takes the loop var's dtype (TVM's ``For``)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return IntImm(value, var.dtype if var is not None else "int32")
+    return value
+
+
 @dataclass(frozen=True, eq=True)
 class PrimFunc:
     """A TIR function: ``params`` are Buffers (tensors) or Vars (scalars, handles)."""
@@ -297,12 +379,16 @@ class PrimFunc:
         object.__setattr__(self, "params", tuple(self.params))
         object.__setattr__(self, "sym_vars", tuple(self.sym_vars))
 
-    def __hash__(self) -> int:  # attrs is a dict: hash what equal funcs surely share
-        return hash((self.name, self.params))
-
     def same_as(self, other) -> bool:
         """TVM's reference equality: the same function object."""
         return self is other
+
+    def __hash__(self) -> int:
+        cached = self.__dict__.get("_text_hash")
+        if cached is None:
+            cached = hash((self.name, self.script()))
+            object.__setattr__(self, "_text_hash", cached)
+        return cached
 
     @property
     def buffers(self) -> list[Buffer]:
@@ -333,11 +419,13 @@ class PrimFunc:
 
 
 def range_extent(lo: PrimExpr, stop: PrimExpr) -> PrimExpr:
-    """Extent of ``range(lo, stop)`` as TVM stores it: constants fold, ``lo + e`` gives back
+    """Extent of ``range(lo, stop)`` as TVM stores it: constants and ``- 0`` fold, ``lo + e`` gives back
     ``e``, anything else stays ``stop - lo`` unsimplified (like TVM, ``range(1, n)`` then prints
     as ``range(1, 1 + (n - 1))``)."""
     if isinstance(lo, IntImm) and isinstance(stop, IntImm):
         return IntImm(stop.value - lo.value, lo.dtype)
+    if isinstance(lo, IntImm) and lo.value == 0:  # TVM's ``stop - 0`` folds
+        return stop
     if isinstance(stop, BinaryOp) and stop.op == "Add" and stop.a == lo:
         return stop.b
     return BinaryOp("Sub", stop, lo)
@@ -373,3 +461,17 @@ def walk_stmts(s: Stmt):
     yield s
     for child in stmt_children(s):
         yield from walk_stmts(child)
+
+
+def _identity_hash(node) -> int:
+    return object.__hash__(node)
+
+
+# TVM hashes IR nodes by address, and its tests read copy-on-write from the hashes (a statement
+# rebuilt by a schedule hashes differently from the one a caller still holds); ``==`` stays
+# value equality. A PrimFunc hashes by its text (equal functions hash equal, and a rebuilt one
+# that differs hashes differently).
+for _node in (BufferStore, Evaluate, SeqStmt, For, While, IfThenElse, LetStmt, AllocBuffer,
+              AttrStmt, SBlock):
+    _node.__hash__ = _identity_hash
+

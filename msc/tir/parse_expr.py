@@ -185,7 +185,8 @@ class ExprParser:
         typed = next((e for n, e in zip(nodes, exprs) if not is_literal(n)), None)
         if typed is None:
             return exprs
-        return [self.adopt(e, typed.dtype) if is_literal(n) else e for n, e in zip(nodes, exprs)]
+        exprs = [self.adopt(e, typed.dtype) if is_literal(n) else e for n, e in zip(nodes, exprs)]
+        return _match_int_float(exprs)
 
     # ---------------------------------------------------------------- expressions
     def expr(self, node: ast.expr) -> E.PrimExpr:
@@ -515,6 +516,16 @@ _CALL_GROUPS = {
     "typed": ExprParser._typed_call,
     "opaque": ExprParser._opaque,
 }
+def _match_int_float(exprs: list) -> list:
+    """TVM's ``BinaryOpMatchTypes`` for an int and a float operand: the int one is cast to
+    the float's dtype (``v * 2 + 0.5`` is ``T.Cast("float32", v * 2) + T.float32(0.5)``)."""
+    floats = [e.dtype for e in exprs if is_float(e.dtype)]
+    if not floats or len(exprs) != 2:
+        return exprs
+    return [E.Cast(floats[0], e) if is_int(e.dtype) and e.dtype != "bool" else e
+            for e in exprs]
+
+
 _BUFFER_FIELDS = {"data": "handle", "elem_offset": "int32"}
 # Calls that take TVM's `dtype=` keyword: the builtins' result dtype; for if_then_else and the
 # math intrinsics TVM's printer repeats the dtype the arguments already give, so it is checked.

@@ -168,21 +168,22 @@ class _FuncParser(ExprParser):
     def _make_buffer(self, node, name, args, keywords, signature=False, scope="global"):
         if not args:
             raise self.error(node, f"buffer {name!r} needs a shape")
-        kw = {k.arg: k.value for k in keywords}
-        self.implicit_vars = signature
+        kw, self.implicit_vars = {k.arg: k.value for k in keywords}, signature
         try:
             shape = self._sizes(args[0])
             dtype_node = args[1] if len(args) > 1 else kw.pop("dtype", None)
             dtype = "float32" if dtype_node is None else self.dtype_arg(dtype_node)
-            strides = kw.pop("strides", None)
-            strides = None if strides is None else self._shape(strides)
+            strides = self._shape(kw.pop("strides")) if "strides" in kw else None
             offset = kw.pop("elem_offset", None)
+            if isinstance(offset, ast.Name):  # TVM prints elem_offset=A_elem_offset: a var
+                self.declare_vars([(offset.id, "int32")])
             offset = None if offset is None else self.expr(offset)
         finally:
             self.implicit_vars = False
         scope = (self.constant(kw.pop("scope")) or "global") if "scope" in kw else scope
-        for ignored in ("align", "offset_factor", "buffer_type"):
-            kw.pop(ignored, None)
+        if self.constant(kw.pop("offset_factor", ast.Constant(0))) and offset is None:
+            offset = E.Var(f"{name}_elem_offset", "int32")  # TVM: an offset factor, a var
+        kw.pop("align", None), kw.pop("buffer_type", None)
         if kw or len(args) > 2:
             bad = next(iter(kw.values())) if kw else args[2]
             raise self.error(bad, f"unsupported argument for buffer {name!r}",
@@ -502,7 +503,8 @@ class _BlockParser:
         if node.step is not None:
             raise self.p.error(node, "a region slice takes no step")
         lo = E.IntImm(0, dim.dtype) if node.lower is None else self.p.expr(node.lower)
-        return (lo, dim if node.upper is None else self.p.expr(node.upper))
+        hi = dim if node.upper is None else self.p.expr(node.upper)  # v:v + 1 is a point
+        return (lo, None) if E.sub(hi, lo) == E.IntImm(1) else (lo, hi)
 
     def _axes(self, target: ast.expr, call: ast.Call, kind: str) -> None:
         if kind == "remap":

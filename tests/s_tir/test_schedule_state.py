@@ -2,10 +2,12 @@
 flags (affine_binding, region_cover, stage_pipeline) recomputed from the current function,
 block-scope dependencies, and the schedule's RV bookkeeping (remove_rv, copies, work_on)."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
-from msc import s_tir
+from msc import s_tir, tir
 from msc.errors import ScheduleError
 from msc.s_tir.schedule import CachedFlags, DepKind, ScheduleState
 from msc.script import tir as T
@@ -148,10 +150,37 @@ def test_work_on_is_needed_with_several_functions():
     assert sch.get(sch.get_sblock("C")).name == "C"
 
 
-def test_replace_is_refused_by_name():
+def test_replace_rebuilds_the_function_and_leaves_a_held_one_alone():
     s = ScheduleState(two_stages)
-    with pytest.raises(ScheduleError, match="replace"):
-        s.replace(_block(s, "B"), s.mod["main"].body)
+    held = s.mod["main"]
+    loop_b = held.body.body[0]
+    # the second nest, renumbered: C[vi] = B[vi] * 3 over the loop of the first nest
+    target = tir.SBlock(iter_vars=[], reads=[], writes=[], name_hint="target",
+                        body=held.body.body[1], init=None, alloc_buffers=None,
+                        match_buffers=None, annotations=None)
+    sref = s.get_sref(loop_b)
+    s.replace(sref, tir.SBlockRealize(iter_values=[], predicate=True, block=target))
+    assert s.mod["main"] is not held and s.mod["main"].body.body[0] == target
+    assert held.body.body[0] is loop_b  # the caller's function is unchanged
+    assert sref.stmt is None  # the replaced loop is gone
+    assert s.mod is s.mod and hash(s.mod["main"]) != hash(held)
+
+
+def test_replace_moves_a_reused_block_sref():
+    s = ScheduleState(two_stages)
+    sref = _block(s, "B")
+    renamed = replace(sref.stmt, name="B2")
+    s.replace(sref, renamed, {sref.stmt: renamed})
+    assert sref.stmt is renamed and s.get_sref(renamed) is sref
+    out = np.zeros(16, "float32")
+    run_prim_func(s.mod["main"], np.arange(16, dtype="float32"), out)
+    np.testing.assert_allclose(out, (np.arange(16) + 1.0) * 3.0, rtol=0, atol=0)
+
+
+def test_replace_refuses_a_statement_that_is_not_a_block_or_loop():
+    s = ScheduleState(two_stages)
+    with pytest.raises(ScheduleError, match="replace: the target is a SeqStmt"):
+        s.replace(_block(s, "B"), s.mod["main"].body.body)
 
 
 @pytest.mark.parametrize("level, text", [("detail", "Cannot find a block with the name: X"),

@@ -22,7 +22,7 @@ n, m = tir.Var("n"), tir.Var("m")
         (tir.max(n + 1, n), "n + 1"),
         (tir.min(n + 1, n), "n"),
         ((n + m) * (n - m), "n * n - m * m"),
-        (n * m + n * 3 - 5, "n * 3 + m * n - 5"),
+        (n * m + n * 3 - 5, "n * 3 + n * m - 5"),
         (tir.floordiv(n + 3, 4), "(n + 3) // 4"),
         (tir.IntImm(3) + 4, "7"),
     ],

@@ -130,6 +130,7 @@ class _FuncEmitter(ExprEmitter):
         self._fail: ir.Block | None = None
         self.in_task = False  # emitting the outlined body of a parallel loop (parallel.py)
         self.tile_strides: dict = {}  # match_buffer tile -> its constant strides
+        self.tile_offsets: dict = {}  # match_buffer tile -> its elem_offset (a var or None)
         self.task_status = None
 
     def run(self) -> None:

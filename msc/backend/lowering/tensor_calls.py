@@ -47,6 +47,7 @@ def emit_region_view(em, view, base, region) -> None:
     em.bufs[view.name] = (ptr, [em.index(d) for d in view.shape],
                           [em.index(s) for s in strides])
     em.tile_strides[view.name] = [E.as_int(s) for s in strides]
+    em.tile_offsets[view.name] = view.elem_offset  # the pointer already starts there
 
 
 def _unit(lo, hi) -> bool:
@@ -77,8 +78,9 @@ def emit_call(em, call: E.PrimCall) -> bool:
 def _tile(em, data, offset, want: list, what: str) -> ir.Value:
     """The pointer of the tile named by ``X.data`` (its offset is the view's start)."""
     name = data.name.removesuffix(".data") if isinstance(data, E.Var) else None
-    if name not in em.bufs or not (isinstance(offset, E.Var)
-                                   and offset.name == f"{name}.elem_offset"):
+    own = em.tile_offsets.get(name)
+    if name not in em.bufs or not (isinstance(offset, E.Var) and (
+            offset.name == f"{name}.elem_offset" or own is not None and offset == own)):
         raise BuildError(f"{what}: expects a tile's .data and .elem_offset", op=em.func.name)
     strides = em.tile_strides.get(name)
     if strides != want:

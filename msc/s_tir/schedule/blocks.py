@@ -99,9 +99,10 @@ def _init_nest(func: PrimFunc, block: SBlock, loops: list, reduce_vars: set):
     keep = [lp for lp in loops if lp.var.name in used]
     names = {lp.var.name: E.Var(fresh_name(func, f"{lp.var.name}_init", taken), lp.var.dtype)
              for lp in keep}
+    # TVM's init block keeps the block's annotations, its loops their kind and thread tag
     init = SBlock(_block_name(func, f"{block.name}_init"), block.init, tuple(spatial),
-                  predicate=block.predicate)
+                  predicate=block.predicate, annotations=dict(block.annotations))
     stmt = subst_stmt(init, names)
     for lp in reversed(keep):
-        stmt = For(names[lp.var.name], lp.min, lp.extent, lp.kind, stmt)
+        stmt = replace(lp, var=names[lp.var.name], body=stmt)
     return stmt

@@ -294,9 +294,21 @@ def _required(lpath, wanted: set, names: set, forward: bool) -> dict:
             relaxed = {**inner, **threads.get(_rank(buf.scope), {})}
             for region in regions:
                 out.setdefault(name, (buf, []))[1].append(
-                    [(bounds(rewrite_expr(lo, binds), relaxed)[0],
-                      bounds(rewrite_expr(hi, binds), relaxed)[1]) for lo, hi in region])
+                    [_relaxed(rewrite_expr(lo, binds), rewrite_expr(hi, binds), relaxed, dim)
+                     for (lo, hi), dim in zip(region, buf.shape)])
     return out
+
+
+def _relaxed(lo, hi, ranges: dict, dim) -> tuple:
+    """(lo, hi) of an access over ``ranges``; the whole dim where the index is beyond msc's
+    bounds (a float round trip such as ``T.Cast("int32", T.floor(...))``), as TVM's
+    relaxation gives the buffer's extent there."""
+    try:
+        return bounds(lo, ranges)[0], bounds(hi, ranges)[1]
+    except ScheduleError:
+        if not any(v.name in ranges for v in E.free_vars(lo) + E.free_vars(hi)):
+            raise
+        return E.IntImm(0, dim.dtype), E.sub(dim, 1)
 
 
 def _rank(scope: str) -> str:

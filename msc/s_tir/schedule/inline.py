@@ -274,7 +274,7 @@ def reverse_compute_inline(func: PrimFunc, name: str) -> PrimFunc:
     indices = tuple(_substitute_loads(rewrite_expr(i, mapping), buf.name, pstore.value)
                     for i in store.indices)
     new_producer = replace(producer, body=BufferStore(store.buffer, value, indices),
-                           predicate=_and(producer.predicate, *conds))
+                           predicate=_and(producer.predicate, *_tighten(conds)))
     new_producer = _retarget_regions(new_producer, buf.name, store.buffer, indices, consumer)
     body = _remove(func.body, path)
     ppath = find_path(body, lambda s: isinstance(s, SBlock) and s.name == producer.name)
@@ -420,6 +420,25 @@ def _and(first, *conds):
             continue
         result = cond if result is None else E.BinaryOp("And", result, cond)
     return result
+
+
+def _tighten(conds: list) -> list:
+    """TVM's rewrite of ``x < c1 and x % c2 < c3``: the bound drops to the last point with
+    ``x % c2 < c3`` (``c1 - c2 + c3`` when ``c2`` divides ``c1``), as its analyzer simplifies
+    an inlined block's predicate."""
+    mods = {(c.a.a._key, c.a.b.value): c.b.value for c in conds
+            if c.op == "LT" and isinstance(c.a, E.BinaryOp) and c.a.op == "FloorMod"
+            and isinstance(c.a.b, E.IntImm) and isinstance(c.b, E.IntImm)}
+    out = []
+    for c in conds:
+        bound = c.b.value if c.op == "LT" and isinstance(c.b, E.IntImm) else None
+        for (key, c2), c3 in mods.items():
+            if bound is not None and key == c.a._key and c2 > 0 and \
+                    (bound % c2 == 0 or bound % c2 > c3):
+                bound = bound - (bound % c2 or c2) + c3
+                c = E.BinaryOp("LT", c.a, E.IntImm(bound, c.b.dtype))
+        out.append(c)
+    return out
 
 
 def _conjuncts(e) -> list:

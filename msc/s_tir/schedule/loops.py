@@ -11,6 +11,7 @@ from itertools import pairwise
 from ...errors import ScheduleError
 from ...tir import expr as E
 from ...tir.function import For, PrimFunc, SBlock, SeqStmt, seq
+from .arith import fold
 from .refusals import check_compact_dataflow, check_reorder_bindings
 from .tree import blocks_in, find_path, kids, replace_at, subst_stmt, var_names
 
@@ -53,16 +54,19 @@ def split(func: PrimFunc, var: E.Var, factors: list,
     taken = var_names(func.body)
     new_vars = [E.Var(fresh_name(func, f"{var.name}_{k}", taken), var.dtype)
                 for k in range(len(factors))]
-    fused = E.IntImm(0, var.dtype)
+    fused = raw = E.IntImm(0, var.dtype)
     for v, f in zip(new_vars, factors):
         fused = E.add(E.mul(fused, f), v)
+        raw = fold("Add", fold("Mul", raw, f), v)  # as TVM builds it, for the guard
     fused = E.add(fused, loop.min)
     body = subst_stmt(loop.body, {var.name: fused})
     total = E.IntImm(1, var.dtype)
     for f in factors:
         total = E.mul(total, f)
     if predicate and E.sub(total, loop.extent) != E.IntImm(0, var.dtype):
-        body = _guard(body, E.binary("LT", fused, E.add(loop.min, loop.extent)))
+        # TVM guards with the substitute as built, ``(i0 * 2 + i1) * 3 + i2 < n``, unsimplified
+        guard = E.BinaryOp("LT", fold("Add", raw, loop.min), fold("Add", loop.min, loop.extent))
+        body = _guard(body, guard)
     for v, f in reversed(list(zip(new_vars, factors))):
         body = For(v, E.IntImm(0, var.dtype), f, "serial", body)
     return replace(func, body=replace_at(path, body)), new_vars
@@ -143,7 +147,10 @@ def fuse(func: PrimFunc, variables: list) -> tuple[PrimFunc, E.Var]:
         mapping[lp.var.name] = E.floordiv(value, stride) if _const(stride) != 1 else value
         stride = E.mul(stride, lp.extent)
     body = subst_stmt(chain[-1].body, mapping)
-    new = For(fused, E.IntImm(0, dtype), stride, "serial", body)
+    extent = E.IntImm(1, dtype)
+    for lp in chain:  # TVM multiplies the extents outer to inner
+        extent = E.mul(extent, lp.extent)
+    new = For(fused, E.IntImm(0, dtype), extent, "serial", body)
     return replace(func, body=replace_at(path, new)), fused
 
 

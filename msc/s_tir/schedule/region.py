@@ -109,10 +109,14 @@ def loop_ranges(loops: list) -> dict:
 def bounds(e, inner: dict) -> tuple:
     """(lo, hi) of integer expression ``e`` when the vars of ``inner`` range over their
     (min, max); other vars stay as they are. ScheduleError on what it cannot bound."""
-    if isinstance(e, E.IntImm):
+    if isinstance(e, (E.IntImm, E.FloatImm)):
         return e, e
     if isinstance(e, E.Var):
         return inner.get(e.name, (e, e))
+    if isinstance(e, (E.Cast, E.PrimCall)):
+        result = _monotone(e, inner)
+        if result is not None:
+            return result
     if isinstance(e, E.BinaryOp):
         handler = _BOUNDS.get(e.op)
         if handler is not None:
@@ -165,6 +169,25 @@ def _minmax(pick):
         (al, ah), (bl, bh) = bounds(e.a, inner), bounds(e.b, inner)
         return pick(al, bl), pick(ah, bh)
     return bound
+
+
+def _monotone(e, inner):
+    """Bounds through a cast or ``floor`` / ``ceil`` (non-decreasing functions), as in
+    ``T.Cast("int32", T.floor(T.Cast("float32", v * 2) + 0.5))``; None when not constant."""
+    import math
+
+    arg = e.value if isinstance(e, E.Cast) else (e.args[0] if len(e.args) == 1 else None)
+    fn = {"Cast": float, "floor": math.floor, "ceil": math.ceil}.get(
+        "Cast" if isinstance(e, E.Cast) else getattr(e, "name", None))
+    if arg is None or fn is None:
+        return None
+    ends = bounds(arg, inner)
+    if not all(x.is_const for x in ends):
+        return None
+    values = [fn(x.value) for x in ends]
+    if E.is_float(e.dtype):
+        return tuple(E.FloatImm(float(v), e.dtype) for v in values)
+    return tuple(E.IntImm(int(v), e.dtype) for v in values)
 
 
 _BOUNDS = {"Add": _add, "Sub": _sub, "Mul": _mul, "FloorDiv": _floordiv,

@@ -41,6 +41,7 @@ from . import tensorize as TZ
 from .cache_prims import CacheMixin
 from .queries import QueryMixin
 from .rvs import RV, BlockRV, ExprRV, LoopRV, RVNotFoundError, SBlockRV
+from .state import StmtSRef
 from .trace import Instruction, Trace
 from .tree import block_loops
 from .window_prims import WindowMixin
@@ -101,7 +102,9 @@ class Schedule(QueryMixin, WindowMixin, CacheMixin):
         print(self.mod.script())
 
     def get(self, rv):
-        """The SBlock, For, or int an RV stands for."""
+        """The SBlock, For, or int an RV (or a StmtSRef) stands for."""
+        if isinstance(rv, StmtSRef):
+            return rv.stmt
         kind, payload = self._lookup(rv)
         if kind == "block":
             func_name, name = payload

@@ -22,13 +22,14 @@ computes, per block, TVM's three cached flags from the current function::
 from __future__ import annotations
 
 import enum
+from dataclasses import replace
 from typing import NamedTuple
 
 from ...errors import ScheduleError
 from ...tir.function import For, PrimFunc, SBlock
 from .flags import cached_flags, scope_deps
 from .region import block_reads, block_writes
-from .tree import child_blocks, kids
+from .tree import child_blocks, find_path, kids, replace_at
 
 __all__ = ["CachedFlags", "DepKind", "Dependency", "SBlockScope", "ScheduleState", "StmtSRef",
            "tree_index"]
@@ -110,13 +111,20 @@ class ScheduleState:
         self._funcs = funcs
         self._srefs: dict = {}
         self._indexes: dict = {}  # func name -> (func, {key: (stmt, parent key)})
+        self._mod = None  # ([(name, id(func))], the IRModule of those functions)
         self.debug_mask, self.enable_check = debug_mask, enable_check
 
     @property
     def mod(self):
+        """The functions as an IRModule: the same object while no function changes (TVM's
+        state holds one module; its tests compare its hash before and after a replace)."""
         from ...relax.module import IRModule
 
-        return IRModule(dict(self._funcs()))
+        funcs = dict(self._funcs())
+        cached = self._mod
+        if cached is None or cached[0] != [(k, id(f)) for k, f in funcs.items()]:
+            cached = self._mod = ([(k, id(f)) for k, f in funcs.items()], IRModule(funcs))
+        return cached[1]
 
     # ------------------------------------------------------------------ handles
     def get_sref(self, stmt) -> StmtSRef | None:
@@ -166,10 +174,32 @@ class ScheduleState:
         func = self._funcs()[block._key[1]]
         return CachedFlags(*cached_flags(func, block._key[2]))
 
-    def replace(self, src_sref, tgt_stmt, block_sref_reuse=None) -> None:
-        raise ScheduleError("ScheduleState.replace is not supported: msc's statements are "
-                            "immutable and its primitives rebuild the function",
-                            hint="apply a Schedule primitive instead")
+    def replace(self, src_sref: StmtSRef, tgt_stmt, block_sref_reuse=None) -> None:
+        """TVM's ``ScheduleState.replace``: the block or loop of ``src_sref`` becomes
+        ``tgt_stmt``. msc's statements are immutable, so the function is always rebuilt along
+        the path (TVM writes in place what nobody else holds): a caller's old function stays
+        as it was. ``block_sref_reuse`` ({old block: new block}) moves the old block's sref to
+        the new block; a loop keeps its sref while its loop var stays."""
+        old = src_sref.stmt if isinstance(src_sref, StmtSRef) else None
+        if old is None:
+            raise ScheduleError(f"replace: {src_sref!r} is not a block or loop of the schedule "
+                                "(any more)", hint="take the sref from state.get_sref(stmt)")
+        if not isinstance(tgt_stmt, (SBlock, For)):
+            raise ScheduleError(f"replace: the target is a {type(tgt_stmt).__name__}; a block "
+                                "or loop replaces a block or loop")
+        name = src_sref._key[1]
+        funcs = self._funcs()
+        func = funcs[name]
+        path = find_path(func.body, lambda node: node is old)
+        funcs[name] = replace(func, body=replace_at(path, tgt_stmt))
+        for before, after in (block_sref_reuse or {}).items():
+            self._move_block_sref(name, before, after)
+
+    def _move_block_sref(self, func_name: str, before: SBlock, after: SBlock) -> None:
+        sref = self._srefs.pop(("block", func_name, before.name), None)
+        if sref is not None:
+            sref._key = ("block", func_name, after.name)
+            self._srefs[sref._key] = sref
 
 
 def _block_of(sref: StmtSRef) -> SBlock:

@@ -28,11 +28,14 @@ from ...tir.function import (
     BufferLoad,
     BufferRegion,
     BufferStore,
+    Evaluate,
     For,
     PrimFunc,
     SBlock,
+    SeqStmt,
 )
 from . import blockize as BZ
+from .arith import map_children
 from .blocks import find_block
 from .region import loads
 from .tree import blocks_in, replace_at, rewrite_stmt, var_names
@@ -277,16 +280,21 @@ def _replace_body(func: PrimFunc, outer: SBlock, intrin, tiles: dict) -> SBlock:
     taken = var_names(func.body) | {b.name for b in func.buffers} | {
         a.name for blk in blocks_in(func.body) for a in blk.alloc_buffers}
     names, buffers, matches = {}, {}, []
+    wide = any(lo.dtype == "int64" for _, _, region in tiles.values() for lo, _ in region)
     for dparam, iparam in zip(intrin.desc.params, intrin.impl.params):
         if not isinstance(dparam, Buffer) or dparam.name not in tiles:
             continue
         _, tbuf, region = tiles[dparam.name]
-        sub = _sub_buffer(iparam, tbuf, taken)
+        sub = _sub_buffer(_widened(iparam) if wide else iparam, tbuf, taken)
         buffers[iparam.name] = sub
         names[f"{iparam.name}.data"] = E.Var(f"{sub.name}.data", "handle")
         names[f"{iparam.name}.elem_offset"] = E.Var(f"{sub.name}.elem_offset", "int32")
+        if isinstance(iparam.elem_offset, E.Var):  # TVM's match_buffer keeps the offset var
+            names[iparam.elem_offset.name] = sub.elem_offset
         matches.append((sub, BufferRegion(tbuf, _region(region))))
     body = rewrite_stmt(impl_body, names, buffers)
+    if wide:  # TVM normalizes the implementation's index dtype to the tiles' (int64)
+        body = _widen_stmt(body)
     reads = _stated(tiles, "read", intrin.desc)
     writes = _stated(tiles, "write", intrin.desc)
     notes = {**outer.annotations, **(impl_root.annotations if isinstance(impl_root, SBlock)
@@ -303,7 +311,37 @@ def _sub_buffer(iparam: Buffer, tbuf: Buffer, taken: set) -> Buffer:
     while name in taken:
         name, k = f"{tbuf.name}_{iparam.name}_{k}", k + 1
     taken.add(name)
-    return Buffer(name, iparam.shape, iparam.dtype, scope=tbuf.scope)
+    offset = E.Var(f"{name}_elem_offset", iparam.elem_offset.dtype) if \
+        isinstance(iparam.elem_offset, E.Var) else None
+    return Buffer(name, iparam.shape, iparam.dtype, elem_offset=offset, scope=tbuf.scope)
+
+
+def _widened(buf: Buffer) -> Buffer:
+    """``buf`` with int64 dims and offset var (TVM's IndexDataTypeNormalizer)."""
+    shape = tuple(E.IntImm(d.value, "int64") if isinstance(d, E.IntImm) else d
+                  for d in buf.shape)
+    offset = buf.elem_offset
+    if isinstance(offset, E.Var):
+        offset = E.Var(offset.name, "int64")
+    return replace(buf, shape=shape, elem_offset=offset)
+
+
+def _widen_stmt(s):
+    """The int32 constants that meet int64 operands in ``s``'s expressions made int64."""
+    if isinstance(s, SeqStmt):
+        return SeqStmt(tuple(_widen_stmt(c) for c in s.stmts))
+    if isinstance(s, Evaluate):
+        return Evaluate(_widen(s.value))
+    return s
+
+
+def _widen(e):
+    if isinstance(e, E.BinaryOp):
+        a, b = _widen(e.a), _widen(e.b)
+        if a.dtype == "int64" and isinstance(b, E.IntImm) and b.dtype == "int32":
+            b = E.IntImm(b.value, "int64")
+        return E.BinaryOp(e.op, a, b)
+    return map_children(e, _widen) if isinstance(e, (E.PrimCall, E.Cast)) else e
 
 
 def _region(region: list) -> tuple:
