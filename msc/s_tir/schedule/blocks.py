@@ -10,7 +10,6 @@ from dataclasses import replace
 from ...errors import ScheduleError
 from ...tir import expr as E
 from ...tir.function import (
-    For,
     PrimFunc,
     SBlock,
     SeqStmt,

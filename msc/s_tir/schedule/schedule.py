@@ -8,10 +8,8 @@
     sch.decompose_reduction(block, k)
     print(sch.mod.script())                        # the scheduled module as TVMScript
     print(sch.trace)                               # b0 = sch.get_sblock(name="Y", ...)
-
-Every primitive either applies whole or raises :class:`msc.errors.ScheduleError` naming the
-block or loop and leaves the schedule as it was; nothing else escapes (an unexpected failure
-inside a primitive is reported as a ScheduleError too).
+Every primitive applies whole or raises :class:`msc.errors.ScheduleError` naming the block or
+loop, leaving the schedule as it was (an unexpected failure inside one is a ScheduleError too).
 """
 
 from __future__ import annotations
@@ -287,8 +285,7 @@ class Schedule(QueryMixin, WindowMixin, CacheMixin):
         return rv
 
     def unsafe_set_dtype(self, block: BlockRV | str, buffer_index: int, dtype: str) -> None:
-        """Store the intermediate buffer ``block`` writes as ``dtype`` (casts at every
-        access: values are rounded to the new type)."""
+        """Store the buffer ``block`` writes as ``dtype`` (casts at every access round)."""
         block = self._as_block(block)
         func_name, name = self._block(block)
         self._funcs[func_name] = self._apply("unsafe_set_dtype", DT.unsafe_set_dtype,
