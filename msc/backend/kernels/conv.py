@@ -38,6 +38,7 @@ from . import gemm as gemm_kernel
 from .base import Kernel, KernelFact, Site
 from .dense import F32, Address, GemmRunner, as_f32, fold_epilogue
 from .direct_conv import RELU6, DirectConv2d, residual_fits
+from .dw_lanes import LANES_SIZES, LanesDepthwise, lanes_wins
 from .epilogues import upper_bound
 from .layout import im2col_fn, scratch_addresses, scratch_offsets, transpose_fn
 from .pixel_conv import PixelConv2d, pixel_conv_available
@@ -145,6 +146,17 @@ class _DepthwiseNCHW(_ConvKernel):
         # 3x3 windows of stride 1 / 2 read the planes in place (window3.py), others pad
         self.window = pick_window("dwconv", (self.kh, self.kw), self.strides, self.dilation)
         self.ptrs, self.addr = (self.w.ctypes.data, self.bias.ctypes.data), (Address(), Address())
+        # small planes and 7x7 windows: the channels in the vector lanes (dw_lanes.py)
+        self.lanes = LanesDepthwise(self.w, self.bias, self.kh, self.strides[0],
+                                    self.padding[:2], self.relu, self.hi) \
+            if self._lanes_fit() else None
+
+    def _lanes_fit(self) -> bool:
+        return self.o == self.c and self.kh == self.kw and self.kh in LANES_SIZES and \
+            self.strides[0] == self.strides[1] and tuple(self.dilation) == (1, 1)
+
+    def _takes_lanes(self, oh: int, ow: int) -> bool:
+        return self.lanes is not None and lanes_wins(self.kh, oh, ow)
 
     def native_signature(self, buffers: list) -> tuple | None:
         """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/
@@ -161,6 +173,8 @@ class _DepthwiseNCHW(_ConvKernel):
         if tuple(out_shape) != (n, self.o, oh, ow) or min(n, oh, ow) <= 0:
             return None
         splits = n * self.o * oh * ow * self.kh * self.kw >= _DEPTHWISE_PARALLEL
+        if self._takes_lanes(oh, ow):
+            return (*self.lanes.chain_signature(n, h, w, oh, ow, len(buffers)), splits and n > 1)
         return (*self.window.chain_signature((n * self.o, self.c, *self._geometry(h, w, oh, ow)),
                                              0, *self.ptrs, len(buffers)), splits)
 
@@ -175,7 +189,10 @@ class _DepthwiseNCHW(_ConvKernel):
         parts = min(self.c, -(-2 * threads // n))
         xp, op, (wp, bp) = self.addr[0](x), self.addr[1](out), self.ptrs
         geometry = self._geometry(h, w, oh, ow)
-
+        if self._takes_lanes(oh, ow):  # tasks of one image each
+            run = self.lanes.parallel if threads > 1 and n > 1 else self.lanes
+            run(xp, op, n, h, w, oh, ow)
+            return
         if threads == 1:
             self.window(xp, op, 0, wp, bp, n * self.o, self.c, *geometry)
             return
