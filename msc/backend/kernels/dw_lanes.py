@@ -6,9 +6,11 @@ row or a whole plane with most lanes idle, and each plane pays its own set-up (w
 MobileNetV2's 3x3 convs on 2x2 / 1x1 planes ran 2.7-5x onnxruntime's time, and 7x7 windows
 (ConvNeXt) took pool.py's padded-copy kernel at 7x. Here a block of ``lanes`` channels (the
 host's vector width: 16 with AVX-512, 8 with AVX2) is copied into a zero-bordered tile of
-[Hp][Wp][lanes] floats (one strided gather per pixel), every output pixel is k * k FMAs of
-whole vectors with the channels' weights (packed [tap][channel] once), and the result goes
-back to NCHW by one strided scatter per pixel. A channel count that is not a multiple of the
+[Hp][Wp][lanes] floats (``lanes`` pixels of ``lanes`` planes loaded as rows and transposed in
+registers; planes of fewer pixels than half a vector: a strided gather per pixel), every
+output pixel is k * k FMAs of whole vectors with the channels' weights
+(packed [tap][channel] once), and the results go back to NCHW the same way (a transpose,
+one masked store per channel). A channel count that is not a multiple of the
 lanes masks the last block's lanes; padding of any size is the tile's zero border::
 
     conv = LanesDepthwise(weight_c_kk, bias_c, k=7, stride=1, padding=(3, 3), relu=0, hi=bits)
@@ -34,11 +36,12 @@ __all__ = ["LANES_SIZES", "LanesDepthwise", "lanes_wins"]
 LANES_SIZES = (3, 5, 7)  # square windows built (unrolled taps)
 _ARGS = ("images", "C", "H", "W", "s", "ph", "pw", "OH", "OW", "relu", "hi", "Hp", "Wp")
 # Output pixels per plane up to which the lanes kernel beats the plane kernels (window3.py;
-# pool.py's padded copy for 7x7): its tile copies cost a gather and a scatter per pixel,
-# which a 3x3 window's 9 FMAs repay only on small planes. One thread, batch 16, lanes / plane
-# kernel: 3x3 0.16-0.75 up to 8x8 outputs, 1.48 at 14x14; 5x5 0.49-0.54 at 7x7 / 8x8, 0.96
-# at 14x14, 1.28 at 16x16; 7x7 0.37 at 8x8, 0.89 at 16x16, 1.02 at 32x32 (Xeon with
-# AVX-512, docs/perf/corpus-speed.md, 2026-12-02 "channels in the lanes").
+# pool.py's padded copy for 7x7): moving a block in and out of the tile costs about as much
+# as a 3x3 window's 9 FMAs a pixel, which the plane kernels' row vectors repay on larger
+# planes. One thread, batch 16, CPU time, lanes / plane kernel: 3x3 0.22-0.58 up to 8x8
+# outputs (0.90 at 4x4), 1.30 at 14x14; 5x5 0.51 at 7x7, 0.78-0.98 at 14x14, 1.17 at 16x16;
+# 7x7 0.22-0.39 up to 8x8, 0.83 at 16x16, 0.97 at 32x32 (Xeon with AVX-512, 2026-12-02,
+# docs/perf/corpus-speed.md "channels in the lanes").
 _PLANE_LIMIT = {3: 64, 5: 196, 7: 256}
 
 
@@ -52,7 +55,7 @@ def _symbol(k: int, lanes: int) -> str:
 
 
 class _Vector:
-    """Vectors of ``lanes`` floats for one module: gathers, scatters, loads, FMAs."""
+    """Vectors of ``lanes`` floats for one module: loads, stores (masked or not), FMAs."""
 
     def __init__(self, b: ir.IRBuilder, lanes: int):
         self.b, self.lanes = b, lanes
@@ -61,11 +64,16 @@ class _Vector:
         self.ptrs_ty = ir.VectorType(F32_PTR, lanes)
         self.index_ty = ir.VectorType(I64, lanes)
         sfx = f"v{lanes}f32"
+        self._fma = self._declare(f"llvm.fma.{sfx}", self.ty, [self.ty] * 3)
         self._gather = self._declare(f"llvm.masked.gather.{sfx}.v{lanes}p0", self.ty,
                                      [self.ptrs_ty, I32, self.mask_ty, self.ty])
         self._scatter = self._declare(f"llvm.masked.scatter.{sfx}.v{lanes}p0", ir.VoidType(),
                                       [self.ty, self.ptrs_ty, I32, self.mask_ty])
-        self._fma = self._declare(f"llvm.fma.{sfx}", self.ty, [self.ty] * 3)
+        ptr = self.ty.as_pointer()
+        self._load = self._declare(f"llvm.masked.load.{sfx}.p0", self.ty,
+                                   [ptr, I32, self.mask_ty, self.ty])
+        self._store = self._declare(f"llvm.masked.store.{sfx}.p0", ir.VoidType(),
+                                    [self.ty, ptr, I32, self.mask_ty])
         self.zero = ir.Constant(self.ty, None)
         self.iota = ir.Constant(self.index_ty, list(range(lanes)))
 
@@ -96,6 +104,13 @@ class _Vector:
     def load(self, ptr):
         return self.b.load(self.b.bitcast(ptr, self.ty.as_pointer()), align=4)
 
+    def masked_load(self, ptr, mask):
+        return self.b.call(self._load, [self.b.bitcast(ptr, self.ty.as_pointer()), I32(4), mask,
+                                        self.zero])
+
+    def masked_store(self, value, ptr, mask) -> None:
+        self.b.call(self._store, [value, self.b.bitcast(ptr, self.ty.as_pointer()), I32(4), mask])
+
     def store(self, value, ptr) -> None:
         self.b.store(value, self.b.bitcast(ptr, self.ty.as_pointer()), align=4)
 
@@ -104,44 +119,143 @@ class _Vector:
 
 
 def _build(module: ir.Module, k: int, lanes: int) -> None:
-    """void (x, out, w [k*k][Cp], bias [Cp], tile, int64 [*_ARGS]); Cp: C rounded up to the
-    lanes (zero weights past C), tile: Hp * Wp * lanes floats of scratch."""
+    """void (x, out, w [k*k][Cp], bias [Cp], scratch, int64 [*_ARGS]); Cp: C rounded up to the
+    lanes (zero weights past C); scratch: see :func:`scratch_floats`."""
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [F32_PTR] * 5 + [I64.as_pointer()]),
                      name=_symbol(k, lanes))
     for arg in fn.args[:5]:
         arg.add_attribute("noalias")
-    x, out, w, bias, tile = fn.args[:5]
+    x, out, w, bias, scratch = fn.args[:5]
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     g = {name: b.load(b.gep(fn.args[5], [const64(i)])) for i, name in enumerate(_ARGS)}
     vec = _Vector(b, lanes)
-    c_pad = b.mul(b.sdiv(b.add(g["C"], const64(lanes - 1)), const64(lanes)), const64(lanes))
-    with for_range(b, b.mul(g["Hp"], g["Wp"]), name="z") as t:  # the zero border, once
-        vec.store(vec.zero, b.gep(tile, [b.mul(t, const64(lanes))]))
+    c_pad = _round_up(b, g["C"], lanes)
     plane_in, plane_out = b.mul(g["H"], g["W"]), b.mul(g["OH"], g["OW"])
+    slots = b.add(b.mul(g["Hp"], g["Wp"]), const64(1))  # the last: where tail pixels go
+    tile = scratch
+    outs = b.gep(scratch, [b.mul(slots, const64(lanes))])
+    where = b.bitcast(b.gep(outs, [b.mul(_round_up(b, plane_out, lanes), const64(lanes))]),
+                      I64.as_pointer())
+    with for_range(b, slots, name="z") as t:  # the zero border, once
+        vec.store(vec.zero, b.gep(tile, [b.mul(t, const64(lanes))]))
+    _pixel_slots(b, g, where, plane_in, slots, lanes)
     with for_range(b, g["images"], name="img") as img, \
             for_range(b, g["C"], step=lanes, name="c0") as c0:
-        mask = b.icmp_signed("<", vec.iota, vec.splat(b.sub(g["C"], c0)))
+        channels = b.sub(g["C"], c0)
         first = b.add(b.mul(img, g["C"]), c0)
-        _pack(b, vec, g, b.gep(x, [b.mul(first, plane_in)]), plane_in, tile, mask)
+        _pack(b, vec, (b.gep(x, [b.mul(first, plane_in)]), plane_in, channels), tile, where)
         taps = [vec.load(b.gep(w, [b.add(b.mul(const64(t), c_pad), c0)])) for t in range(k * k)]
         start = vec.load(b.gep(bias, [c0]))
-        dst = b.gep(out, [b.mul(first, plane_out)])
-        _outputs(b, vec, g, k, (tile, taps, start), dst, plane_out, mask)
+        _outputs(b, vec, g, k, (tile, taps, start), outs)
+        _unpack(b, vec, outs, (b.gep(out, [b.mul(first, plane_out)]), plane_out, channels))
     b.ret_void()
 
 
-def _pack(b, vec, g, src, plane_in, tile, mask) -> None:
-    """tile[(ih + ph) * Wp + iw + pw] = the block's channels at input pixel (ih, iw)."""
+def _round_up(b, value, lanes: int):
+    return b.mul(b.sdiv(b.add(value, const64(lanes - 1)), const64(lanes)), const64(lanes))
+
+
+def _pixel_slots(b, g, where, plane_in, slots, lanes: int) -> None:
+    """where[ih * W + iw] = the tile slot of input pixel (ih, iw); up to the next multiple
+    of the lanes, the spare slot (the transposed tail pixels land there, read by nothing)."""
+    with for_range(b, g["H"], name="sh") as ih, for_range(b, g["W"], name="sw") as iw:
+        slot = b.add(b.mul(b.add(ih, g["ph"]), g["Wp"]), b.add(iw, g["pw"]))
+        b.store(slot, b.gep(where, [b.add(b.mul(ih, g["W"]), iw)]))
+    with for_range(b, _round_up(b, plane_in, lanes), start=plane_in, name="st") as p:
+        b.store(b.sub(slots, const64(1)), b.gep(where, [p]))
+
+
+def transpose(b, rows: list) -> list:
+    """The square matrix of ``len(rows)`` vectors of as many lanes, transposed: at each scale
+    k (lanes / 2, ..., 1) the off-diagonal k x k blocks swap (lanes * log2(lanes) two-input
+    shuffles; a strided gather or scatter costs a load or store per lane)."""
+    lanes = len(rows)
+    i32 = ir.IntType(32)
+    k = lanes // 2
+    while k:
+        low = ir.Constant(ir.VectorType(i32, lanes),
+                          [m if not m & k else lanes + m - k for m in range(lanes)])
+        high = ir.Constant(ir.VectorType(i32, lanes),
+                           [m + k if not m & k else lanes + m for m in range(lanes)])
+        for i in range(lanes):
+            if not i & k:
+                a, c = rows[i], rows[i + k]
+                rows[i], rows[i + k] = b.shuffle_vector(a, c, low), b.shuffle_vector(a, c, high)
+        k //= 2
+    return rows
+
+
+def _channel_masks(b, vec, pixels_left, channels) -> list:
+    """Per channel row c of a block: lanes j < pixels_left, all off when c >= channels."""
+    pixels = b.icmp_signed("<", vec.iota, vec.splat(pixels_left))
+    none = ir.Constant(vec.mask_ty, None)
+    return [b.select(b.icmp_signed("<", const64(c), channels), pixels, none)
+            for c in range(vec.lanes)]
+
+
+def _small(b, vec, pixels):
+    """Planes of fewer pixels than half a vector: a strided gather (scatter) per pixel costs
+    less than transposing a block of ``lanes`` pixels most of which do not exist."""
+    return b.icmp_signed("<", pixels, const64(vec.lanes // 2))
+
+
+def _pack(b, vec, plane, tile, where) -> None:
+    """The block's channels of each input pixel into its tile slot: ``lanes`` pixels of
+    ``lanes`` channel planes loaded as rows, transposed, stored a pixel a vector (small
+    planes: a gather per pixel)."""
+    src, plane_in, channels = plane
     lanes = vec.lanes
-    with for_range(b, g["H"], name="ih") as ih, for_range(b, g["W"], name="iw") as iw:
-        pixel = b.add(b.mul(ih, g["W"]), iw)
-        value = vec.gather(vec.lane_ptrs(b.gep(src, [pixel]), plane_in), mask)
-        at = b.add(b.mul(b.add(ih, g["ph"]), g["Wp"]), b.add(iw, g["pw"]))
-        vec.store(value, b.gep(tile, [b.mul(at, const64(lanes))]))
+    with b.if_else(_small(b, vec, plane_in)) as (small, large):
+        with small, for_range(b, plane_in, name="pg") as p:
+            mask = b.icmp_signed("<", vec.iota, vec.splat(channels))
+            value = vec.gather(vec.lane_ptrs(b.gep(src, [p]), plane_in), mask)
+            vec.store(value, b.gep(tile, [b.mul(b.load(b.gep(where, [p])), const64(lanes))]))
+        with large:
+            _pack_rows(b, vec, plane, tile, where)
 
 
-def _outputs(b, vec, g, k, taps_of, dst, plane_out, mask) -> None:
-    """Every output pixel of the block: k window rows' FMA chains, merged, clamped, scattered."""
+def _pack_rows(b, vec, plane, tile, where) -> None:
+    src, plane_in, channels = plane
+    lanes = vec.lanes
+    with for_range(b, plane_in, step=lanes, name="p0") as p0:
+        masks = _channel_masks(b, vec, b.sub(plane_in, p0), channels)
+        rows = [vec.masked_load(b.gep(src, [b.add(b.mul(const64(c), plane_in), p0)]), masks[c])
+                for c in range(lanes)]
+        for j, pixel in enumerate(transpose(b, rows)):
+            slot = b.load(b.gep(where, [b.add(p0, const64(j))]))
+            vec.store(pixel, b.gep(tile, [b.mul(slot, const64(lanes))]))
+
+
+def _unpack(b, vec, outs, plane) -> None:
+    """The output slots (a pixel a vector) back to the block's NCHW planes, ``lanes``
+    pixels at a time: transposed, one masked store per channel (small planes: a scatter per
+    pixel)."""
+    dst, plane_out, channels = plane
+    lanes = vec.lanes
+    with b.if_else(_small(b, vec, plane_out)) as (small, large):
+        with small, for_range(b, plane_out, name="qs") as q:
+            mask = b.icmp_signed("<", vec.iota, vec.splat(channels))
+            value = vec.load(b.gep(outs, [b.mul(q, const64(lanes))]))
+            vec.scatter(value, vec.lane_ptrs(b.gep(dst, [q]), plane_out), mask)
+        with large:
+            _unpack_rows(b, vec, outs, plane)
+
+
+def _unpack_rows(b, vec, outs, plane) -> None:
+    dst, plane_out, channels = plane
+    lanes = vec.lanes
+    with for_range(b, plane_out, step=lanes, name="q0") as q0:
+        masks = _channel_masks(b, vec, b.sub(plane_out, q0), channels)
+        rows = [vec.load(b.gep(outs, [b.mul(b.add(q0, const64(j)), const64(lanes))]))
+                for j in range(lanes)]
+        for c, values in enumerate(transpose(b, rows)):
+            vec.masked_store(values, b.gep(dst, [b.add(b.mul(const64(c), plane_out), q0)]),
+                             masks[c])
+
+
+def _outputs(b, vec, g, k, taps_of, outs) -> None:
+    """Every output pixel of the block: k window rows' FMA chains, merged, clamped, into its
+    output slot."""
     tile, taps, start = taps_of
     lanes = vec.lanes
     relu = vec.splat(b.icmp_signed("!=", g["relu"], const64(0)))
@@ -163,7 +277,15 @@ def _outputs(b, vec, g, k, taps_of, dst, plane_out, mask) -> None:
         acc = b.select(b.and_(relu, b.fcmp_ordered("<", acc, vec.zero)), vec.zero, acc)
         acc = b.select(b.fcmp_ordered(">", acc, hi), hi, acc)
         pixel = b.add(b.mul(oh, g["OW"]), ow)
-        vec.scatter(acc, vec.lane_ptrs(b.gep(dst, [pixel]), plane_out), mask)
+        vec.store(acc, b.gep(outs, [b.mul(pixel, const64(lanes))]))
+
+
+def scratch_floats(h: int, w: int, hp: int, wp: int, oh: int, ow: int, lanes: int) -> int:
+    """Floats of a call's scratch: the tile ((Hp * Wp + 1) slots of ``lanes`` floats), the
+    output slots (OH * OW rounded up to the lanes) and the input pixels' tile slots (int64)."""
+    def up(n):
+        return -(-n // lanes) * lanes
+    return (hp * wp + 1) * lanes + up(oh * ow) * lanes + 2 * up(h * w)
 
 
 @cache
@@ -208,7 +330,8 @@ class LanesDepthwise:
             wp = max(w + pw, (ow - 1) * s + self.k)
             args = np.array((images, self.c, h, w, s, ph, pw, oh, ow, self.relu, self.hi,
                              hp, wp), np.int64)
-            found = self._args[key] = (args, args.ctypes.data, hp * wp * self.lanes)
+            floats = scratch_floats(h, w, hp, wp, oh, ow, self.lanes)
+            found = self._args[key] = (args, args.ctypes.data, floats)
         return found
 
     def __call__(self, x: int, out: int, n: int, h: int, w: int, oh: int, ow: int) -> None:
