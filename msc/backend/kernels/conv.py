@@ -52,6 +52,13 @@ _DEPTHWISE_PARALLEL = 1.5e5  # multiply-adds (~20-40 us); shufflenet's are 0.2-1
 _GEMM_PLANE = 64  # output pixels per image up to which any dense NCHW conv takes the GEMM path
 _GEMM_PLANE_WINDOW = 196  # the same for windows larger than 1x1 (padded wide rows cost more)
 _BATCH_SCRATCH = 2 << 20  # bytes of scratch per call of the GEMM path's batched images
+# Short sums (K = C * KH * KW) on small planes take the direct conv: the pixel tiles and the
+# GEMM path pad and pack more than such sums repay. (window taken, plane pixels in (lo, hi],
+# K below). One thread, batch 16, CPU time, pixel / direct: 3x3 16 -> 16 and 24 -> 24 on 8x8
+# and 4x4 planes 1.28-1.41 (the GEMM path: 2.3x the direct conv at 24 -> 24 on 8x8), 3x3 over
+# 32 channels (K 288) 0.95-1.06; 1x1 on 8x8 K 16 / 32 1.11 / 1.12, K 64 0.87; 1x1 on 4x4
+# 0.57-0.82 (pixel ahead) (2026-12-02, docs/perf/corpus-speed.md "channels in the lanes").
+_SHORT_SUMS = ((True, 0, 64, 288), (False, 16, 64, 64))
 # (most output pixels, fewest K) pairs where pixel_conv.py beats the direct conv and the GEMM
 # path: 14x14 / 7x7 3x3 1.1-1.3x, 28x28 3x3 of stride 2 1.08x; shorter sums (squeezenet's
 # 13x13 3x3 with K = 432) measured faster alone but 1.5% slower in the model; 1x1 convs read
@@ -78,11 +85,21 @@ def _plane(site: Site) -> int:
     return int(out.values[2]) * int(out.values[3])
 
 
+def _short_sum(plane: int, weight_oihw: np.ndarray) -> bool:
+    """Whether a dense conv's sum is too short for the pixel tiles or the GEMM path on its
+    plane (see _SHORT_SUMS): it takes the direct conv."""
+    window, k = weight_oihw.shape[2:] != (1, 1), int(np.prod(weight_oihw.shape[1:]))
+    return any(window is w and lo < plane <= hi and k < most
+               for w, lo, hi, most in _SHORT_SUMS)
+
+
 def _pixel_wins(site: Site, weight_oihw: np.ndarray) -> bool:
     """Whether pixel_conv.py takes an ungrouped NCHW conv (measured, 1 thread): its tiles waste
     no multiplies on small planes, but its [P][O] scratch is transposed into NCHW, which the
     direct conv's stores avoid, so larger planes need longer sums (K = C * window) to win."""
     plane, k = _plane(site), int(np.prod(weight_oihw.shape[1:]))
+    if _short_sum(plane, weight_oihw):
+        return False
     limits = _PIXEL_LIMITS_1X1 if weight_oihw.shape[2:] == (1, 1) else _PIXEL_LIMITS
     return plane > 0 and any(plane <= most and k >= least for most, least in limits)
 
@@ -94,6 +111,8 @@ def _gemm_wins(site: Site, weight_oihw: np.ndarray, groups: int) -> bool:
     if groups != 1 or not getattr(out, "is_static", False) or getattr(out, "ndim", 0) != 4:
         return False
     plane = int(out.values[2]) * int(out.values[3])
+    if _short_sum(plane, weight_oihw):
+        return False
     limit = _GEMM_PLANE if weight_oihw.shape[2:] == (1, 1) else _GEMM_PLANE_WINDOW
     return 0 < plane <= limit
 

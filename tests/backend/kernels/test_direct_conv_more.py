@@ -35,8 +35,21 @@ def _site(out_shape) -> Site:
     ((1, 64, 0, 7), 1, 1, False),        # empty planes
 ])
 def test_small_planes_take_the_gemm(out_shape, window, groups, gemm):
-    weight = np.zeros((out_shape[1], 8, window, window), np.float32)
+    weight = np.zeros((out_shape[1], 64, window, window), np.float32)
     assert conv_kernels._gemm_wins(_site(out_shape), weight, groups) == gemm
+
+
+@pytest.mark.parametrize("out_shape, cin, window", [
+    ((16, 24, 8, 8), 24, 3),             # RepVGG's 3x3, K = 216
+    ((1, 32, 4, 4), 16, 3),              # PoolFormer's patch embedding, K = 144
+    ((16, 64, 8, 8), 16, 1),             # PoolFormer's MLP 1x1, K = 16
+    ((1, 128, 8, 8), 32, 1),
+])
+def test_short_sums_on_small_planes_take_the_direct_conv(out_shape, cin, window):
+    weight = np.zeros((out_shape[1], cin, window, window), np.float32)
+    site = _site(out_shape)
+    assert not conv_kernels._gemm_wins(site, weight, 1)
+    assert not conv_kernels._pixel_wins(site, weight)
 
 
 @pytest.mark.parametrize("out_shape, cin, window, pixel", [
@@ -45,7 +58,8 @@ def test_small_planes_take_the_gemm(out_shape, window, groups, gemm):
     ((1, 128, 28, 28), 128, 3, True),    # K = 1152 up to 32x32
     ((1, 64, 13, 13), 512, 1, False),    # 1x1 with < 1024 channels: direct
     ((1, 256, 14, 14), 1024, 1, True),
-    ((1, 2048, 7, 7), 16, 1, True),      # where the GEMM path was
+    ((1, 2048, 7, 7), 64, 1, True),      # where the GEMM path was
+    ((16, 128, 4, 4), 32, 1, True),      # 1x1 on a 4x4 plane: any sum
 ])
 def test_pixel_tiles_take_small_planes_with_long_sums(out_shape, cin, window, pixel):
     weight = np.zeros((out_shape[1], cin, window, window), np.float32)
@@ -67,7 +81,7 @@ CASES = [  # x NCHW, weight OIHW, strides, padding, small-plane (pixel / GEMM) i
     ((2, 64, 14, 14), (70, 64, 1, 1), 2, 0, 4),     # strided 1x1: im2col subsamples
     ((1, 48, 7, 7), (40, 48, 3, 3), 1, 1, 2),
     ((2, 32, 14, 14), (33, 32, 3, 3), 1, 1, 4),
-    ((1, 24, 13, 13), (16, 24, 3, 3), 2, 1, 2),     # 7x7 out of an odd plane
+    ((1, 24, 13, 13), (16, 24, 3, 3), 2, 1, 0),     # 7x7 out of an odd plane, K = 216: direct
     ((1, 64, 12, 12), (20, 64, 3, 3), 1, 1, 2),     # 12x12, K = 576: pixel tiles (else GEMM)
     ((1, 16, 30, 30), (20, 16, 3, 3), 1, 1, 0),     # large plane: direct
     ((2, 16, 34, 33), (24, 16, 1, 1), 2, 0, 0),     # direct, strided 1x1: no compaction
