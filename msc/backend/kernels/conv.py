@@ -52,13 +52,13 @@ _DEPTHWISE_PARALLEL = 1.5e5  # multiply-adds (~20-40 us); shufflenet's are 0.2-1
 _GEMM_PLANE = 64  # output pixels per image up to which any dense NCHW conv takes the GEMM path
 _GEMM_PLANE_WINDOW = 196  # the same for windows larger than 1x1 (padded wide rows cost more)
 _BATCH_SCRATCH = 2 << 20  # bytes of scratch per call of the GEMM path's batched images
-# Short sums (K = C * KH * KW) on small planes take the direct conv: the pixel tiles and the
-# GEMM path pad and pack more than such sums repay. (window taken, plane pixels in (lo, hi],
-# K below). One thread, batch 16, CPU time, pixel / direct: 3x3 16 -> 16 and 24 -> 24 on 8x8
-# and 4x4 planes 1.28-1.41 (the GEMM path: 2.3x the direct conv at 24 -> 24 on 8x8), 3x3 over
-# 32 channels (K 288) 0.95-1.06; 1x1 on 8x8 K 16 / 32 1.11 / 1.12, K 64 0.87; 1x1 on 4x4
-# 0.57-0.82 (pixel ahead) (2026-12-02, docs/perf/corpus-speed.md "channels in the lanes").
-_SHORT_SUMS = ((True, 0, 64, 288), (False, 16, 64, 64))
+# 1x1 convs with short sums (K = C) on small planes take the direct conv: the pixel tiles and
+# the GEMM path pack and transpose more than such sums repay. (window, plane pixels in
+# (lo, hi], K below). Whole models, one thread, CPU time, with / without: PoolFormer (16 -> 64
+# and 64 -> 16 on 8x8) 460 -> 416 us at batch 16, RepVGG 640 -> 611 us; the same rule for 3x3
+# windows (K < 288) measured faster alone but made PoolFormer, ConvNeXt and RepVGG 4-20%
+# slower (2026-12-02, docs/perf/corpus-speed.md "channels in the lanes").
+_SHORT_SUMS = ((False, 16, 64, 64),)
 # (most output pixels, fewest K) pairs where pixel_conv.py beats the direct conv and the GEMM
 # path: 14x14 / 7x7 3x3 1.1-1.3x, 28x28 3x3 of stride 2 1.08x; shorter sums (squeezenet's
 # 13x13 3x3 with K = 432) measured faster alone but 1.5% slower in the model; 1x1 convs read

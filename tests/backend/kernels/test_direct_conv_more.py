@@ -39,17 +39,18 @@ def test_small_planes_take_the_gemm(out_shape, window, groups, gemm):
     assert conv_kernels._gemm_wins(_site(out_shape), weight, groups) == gemm
 
 
-@pytest.mark.parametrize("out_shape, cin, window", [
-    ((16, 24, 8, 8), 24, 3),             # RepVGG's 3x3, K = 216
-    ((1, 32, 4, 4), 16, 3),              # PoolFormer's patch embedding, K = 144
-    ((16, 64, 8, 8), 16, 1),             # PoolFormer's MLP 1x1, K = 16
-    ((1, 128, 8, 8), 32, 1),
+@pytest.mark.parametrize("out_shape, cin, window, direct", [
+    ((16, 64, 8, 8), 16, 1, True),       # PoolFormer's MLP 1x1, K = 16
+    ((1, 128, 7, 7), 32, 1, True),
+    ((16, 16, 8, 8), 64, 1, False),      # K = 64: the pixel tiles
+    ((16, 128, 4, 4), 32, 1, False),     # a 4x4 plane: the pixel tiles
+    ((16, 24, 8, 8), 24, 3, False),      # RepVGG's 3x3, K = 216: windows keep their paths
 ])
-def test_short_sums_on_small_planes_take_the_direct_conv(out_shape, cin, window):
+def test_short_1x1_sums_on_small_planes_take_the_direct_conv(out_shape, cin, window, direct):
     weight = np.zeros((out_shape[1], cin, window, window), np.float32)
     site = _site(out_shape)
-    assert not conv_kernels._gemm_wins(site, weight, 1)
-    assert not conv_kernels._pixel_wins(site, weight)
+    other = conv_kernels._gemm_wins(site, weight, 1) or conv_kernels._pixel_wins(site, weight)
+    assert other is not direct
 
 
 @pytest.mark.parametrize("out_shape, cin, window, pixel", [
@@ -81,7 +82,7 @@ CASES = [  # x NCHW, weight OIHW, strides, padding, small-plane (pixel / GEMM) i
     ((2, 64, 14, 14), (70, 64, 1, 1), 2, 0, 4),     # strided 1x1: im2col subsamples
     ((1, 48, 7, 7), (40, 48, 3, 3), 1, 1, 2),
     ((2, 32, 14, 14), (33, 32, 3, 3), 1, 1, 4),
-    ((1, 24, 13, 13), (16, 24, 3, 3), 2, 1, 0),     # 7x7 out of an odd plane, K = 216: direct
+    ((1, 24, 13, 13), (16, 24, 3, 3), 2, 1, 2),     # 7x7 out of an odd plane
     ((1, 64, 12, 12), (20, 64, 3, 3), 1, 1, 2),     # 12x12, K = 576: pixel tiles (else GEMM)
     ((1, 16, 30, 30), (20, 16, 3, 3), 1, 1, 0),     # large plane: direct
     ((2, 16, 34, 33), (24, 16, 1, 1), 2, 0, 0),     # direct, strided 1x1: no compaction
