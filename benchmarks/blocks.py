@@ -5,7 +5,9 @@
 
 Blocks (random weights, batch 1, MobileNetV2/V3, EfficientNet-B0, ShuffleNetV2, RegNet and
 SqueezeNet channel counts and resolutions): depthwise 3x3 / 5x5 convs at stride 1 and 2 (with
-the folded batch norm's bias and ReLU6 / hard-swish after them, as the models run them),
+the folded batch norm's bias and ReLU6 / hard-swish after them, as the models run them; also
+on the 2x2-4x4 planes of small inputs, and ConvNeXt's 7x7), dense convs with short sums on
+small planes (RepVGG's, PoolFormer's),
 squeeze-excite (global average pool -> 1x1 -> ReLU -> 1x1 -> hard-sigmoid / sigmoid ->
 multiply), hard-swish, channel shuffle (reshape -> transpose -> reshape), grouped 3x3 convs
 (group width 8-64), the inverted-residual block (1x1 expand + dw + 1x1 project + residual) and
@@ -104,6 +106,11 @@ def depthwise(c: int, hw: int, k: int, stride: int, act: str):
     return g.model([1, c, hw, hw], g.act(g.conv("x", c, c, k, stride, groups=c), act))
 
 
+def dense(c: int, hw: int, out: int, k: int, act: str | None, stride: int = 1):
+    g = _Graph()
+    return g.model([1, c, hw, hw], g.act(g.conv("x", c, out, k, stride), act))
+
+
 def squeeze_excite(c: int, hw: int, gate: str):
     g = _Graph()
     pooled = g.op("GlobalAveragePool", ["x"])
@@ -170,6 +177,11 @@ BLOCKS = [
     ("dw", "dw5x5 s2 144@56 swish (effb0)", partial(depthwise, 144, 56, 5, 2, "swish")),
     ("dw", "dw5x5 s2 672@14 swish (effb0)", partial(depthwise, 672, 14, 5, 2, "swish")),
     ("dw", "dw5x5 s2 72@56 relu (mbv3)", partial(depthwise, 72, 56, 5, 2, "relu")),
+    ("dw", "dw3x3 s1 960@2 relu6 (mbv2 at 64 px)", partial(depthwise, 960, 2, 3, 1, "relu6")),
+    ("dw", "dw3x3 s2 576@4 relu6 (mbv2 at 64 px)", partial(depthwise, 576, 4, 3, 2, "relu6")),
+    ("dw", "dw5x5 s1 672@4 swish (effb0 at 128 px)", partial(depthwise, 672, 4, 5, 1, "swish")),
+    ("dw", "dw7x7 s1 96@14 (convnext)", partial(depthwise, 96, 14, 7, 1, None)),
+    ("dw", "dw7x7 s1 768@7 (convnext)", partial(depthwise, 768, 7, 7, 1, None)),
     ("se", "SE 72@28 hsig (mbv3)", partial(squeeze_excite, 72, 28, "hsig")),
     ("se", "SE 480@14 hsig (mbv3)", partial(squeeze_excite, 480, 14, "hsig")),
     ("se", "SE 960@7 hsig (mbv3)", partial(squeeze_excite, 960, 7, "hsig")),
@@ -186,6 +198,9 @@ BLOCKS = [
     ("grouped", "grouped 3x3 384@14 gw32", partial(grouped, 384, 14, 32)),
     ("grouped", "grouped 3x3 576@14 gw64 (regnety)", partial(grouped, 576, 14, 64)),
     ("grouped", "grouped 3x3 s2 128@56 gw16", partial(grouped, 128, 56, 16, 2)),
+    ("dense", "conv3x3 24->24@8 relu (repvgg)", partial(dense, 24, 8, 24, 3, "relu")),
+    ("dense", "conv1x1 16->64@8 (poolformer mlp)", partial(dense, 16, 8, 64, 1, None)),
+    ("dense", "conv3x3 s2 16->32@8 (poolformer embed)", partial(dense, 16, 8, 32, 3, None, 2)),
     ("block", "inv-res 24@56 x6 dw3 relu6 (mbv2)", partial(inverted_residual, 24, 56, 6, 3,
                                                            "relu6")),
     ("block", "inv-res 96@14 x6 dw3 relu6 (mbv2)", partial(inverted_residual, 96, 14, 6, 3,
@@ -247,7 +262,8 @@ def run_models(paths: list[str], rounds: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--only", nargs="+", help="families: dw se act shuffle grouped block")
+    parser.add_argument("--only", nargs="+",
+                        help="families: dw se act shuffle grouped dense block")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--models", nargs="+", help="ONNX files: whole models, 1 thread")
     args = parser.parse_args()

@@ -24,30 +24,32 @@ from llvmlite import ir
 
 from ...errors import BuildError
 from ...relax.op.registry import attach, ops_with
-from ..llvm.jit import get_jit
-from ..llvm.loops import F32_PTR, I64, for_range
+from ..llvm.jit import get_jit, vector_lanes
+from ..llvm.loops import F32_PTR, I64, const64, for_range
 from ..lowering import math as fm
 from ..runtime.task_wrap import wrapped_tasks
 from ..runtime.threads import BASES, native_address, task_threads
 from .base import Kernel, KernelFact, Site, f32_address
+from .rowmath import Vec
 
 __all__ = ["ACTIVATION_EXPRS", "EXPR_OPS", "UNARY_EXPR", "ExprKernel", "UnaryExprFact",
            "evaluate", "inplace_2d_address"]
 
+_UNROLL = 4  # vectors an iteration of the expression loop: cheap expressions stream memory
 PARALLEL_ELEMENTS = 1 << 18  # below this a split costs more (waking a worker) than it saves
 _SQRT1_2 = 1 / math.sqrt(2)
 _GELU_TANH_C = math.sqrt(2 / math.pi)
 
 
 def _gelu(b, x):
-    erf = fm.erf_f32(b, b.fmul(x, fm.fconst(_SQRT1_2)))
-    return b.fmul(b.fmul(x, fm.fconst(0.5)), b.fadd(erf, fm.fconst(1.0)))
+    erf = fm.erf_f32(b, b.fmul(x, fm.like(x, _SQRT1_2)))
+    return b.fmul(b.fmul(x, fm.like(x, 0.5)), b.fadd(erf, fm.like(x, 1.0)))
 
 
 def _gelu_tanh(b, x):
     cube = b.fmul(b.fmul(x, x), x)
-    inner = b.fmul(b.fadd(x, b.fmul(cube, fm.fconst(0.044715))), fm.fconst(_GELU_TANH_C))
-    return b.fmul(b.fmul(x, fm.fconst(0.5)), b.fadd(fm.tanh_f32(b, inner), fm.fconst(1.0)))
+    inner = b.fmul(b.fadd(x, b.fmul(cube, fm.like(x, 0.044715))), fm.like(x, _GELU_TANH_C))
+    return b.fmul(b.fmul(x, fm.like(x, 0.5)), b.fadd(fm.tanh_f32(b, inner), fm.like(x, 1.0)))
 
 
 def _pow(b, x, y):
@@ -98,12 +100,14 @@ def evaluate(expr: tuple, inputs: list) -> np.ndarray:
 
 
 def _emit(b: ir.IRBuilder, expr: tuple, loaded: list, memo: dict) -> ir.Value:
+    """The expression on ``loaded`` (floats, or vectors of floats: constants are splat)."""
     key = repr(expr)
     if key not in memo:
         if expr[0] == "in":
             memo[key] = loaded[expr[1]]
         elif expr[0] == "const":
-            memo[key] = fm.fconst(float(expr[1]))
+            memo[key] = fm.like(loaded[0], float(expr[1])) if loaded else \
+                fm.fconst(float(expr[1]))
         else:
             memo[key] = EXPR_OPS[expr[0]][1](b, *(_emit(b, e, loaded, memo) for e in expr[1:]))
     return memo[key]
@@ -116,7 +120,52 @@ def _arity(expr: tuple) -> int:
 
 
 def _symbol(expr: tuple) -> str:
-    return "msc_expr_f32_" + hashlib.sha256(repr(expr).encode()).hexdigest()[:16]
+    key = f"{expr!r}/{_vector_lanes(expr)}"  # the vector and the scalar loop differ
+    return "msc_expr_f32_" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+# Instructions of one element's scalar code above which the expression loop is written as
+# explicit vectors (_vector_loop): exp / erf / tanh based expressions (30-60 instructions) ran
+# 25-30% faster so (CPU time, 65536 floats: sigmoid 42 -> 32 us, gelu 66 -> 47 us); cheap ones
+# (adds, clips: hard-swish ~6) stream memory as fast or faster in LLVM's vectorized loop.
+_VECTOR_WORK = 16
+
+
+def _vector_lanes(expr: tuple) -> int:
+    """The host's vector width when the expression is worth explicit vectors (see
+    _VECTOR_WORK) and every op of it takes vectors (power's constant exponent is read as a
+    scalar: such expressions keep the scalar loop), else 0."""
+    def ready(e):
+        return e[0] in ("in", "const") or (e[0] != "power" and all(ready(a) for a in e[1:]))
+    return vector_lanes() if ready(expr) and _work(expr) > _VECTOR_WORK else 0
+
+
+@cache
+def _work(expr: tuple) -> int:
+    """Instructions LLVM IR spends on one element of the expression (before optimization)."""
+    module = ir.Module(name="msc_expr_work")
+    arity = max(_arity(expr), 1)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.FloatType()] * arity), "w")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    _emit(b, expr, list(fn.args), {})
+    return sum(len(block.instructions) for block in fn.blocks)
+
+
+def _vector_loop(b: ir.IRBuilder, vec: Vec, start, stop, body) -> None:
+    """``body(i, mask)`` over [start, stop) in vectors: whole vectors unmasked (mask None),
+    _UNROLL a step, then one at a time, then one masked tail. LLVM's vectorizer folded the
+    tail into every iteration (a lane mask made per vector: 4 of the ~40 instructions of a
+    sigmoid vector), and the exp / erf polynomials ran 25-30% slower that way."""
+    def floor(step: int):
+        return b.add(start, b.mul(b.sdiv(b.sub(stop, start), const64(step)), const64(step)))
+    wide, whole = floor(vec.lanes * _UNROLL), floor(vec.lanes)
+    with for_range(b, wide, start=start, step=vec.lanes * _UNROLL, name="v4") as i:
+        for u in range(_UNROLL):
+            body(b.add(i, const64(u * vec.lanes)), None)
+    with for_range(b, whole, start=wide, step=vec.lanes, name="v") as i:
+        body(i, None)
+    with b.if_then(b.icmp_signed("<", whole, stop)):
+        body(whole, vec.tail_mask(b, whole, stop))
 
 
 def _build_module(expr: tuple) -> ir.Module:
@@ -132,11 +181,33 @@ def _build_module(expr: tuple) -> ir.Module:
     for arg in (*ins, out):
         arg.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    with for_range(b, stop, start=start, name="i") as i:
-        loaded = [b.load(b.gep(x, [i])) for x in ins]
-        b.store(_emit(b, expr, loaded, {}), b.gep(out, [i]))
+    lanes = _vector_lanes(expr)
+    if lanes:
+        vec = Vec(module, lanes)
+
+        def body(i, mask):
+            loaded = [_load(b, vec, b.gep(x, [i]), mask) for x in ins]
+            _store(b, vec, _emit(b, expr, loaded, {}), b.gep(out, [i]), mask)
+        _vector_loop(b, vec, start, stop, body)
+    else:
+        with for_range(b, stop, start=start, name="i") as i:
+            loaded = [b.load(b.gep(x, [i])) for x in ins]
+            b.store(_emit(b, expr, loaded, {}), b.gep(out, [i]))
     b.ret_void()
     return module
+
+
+def _load(b, vec, ptr, mask):
+    if mask is None:
+        return b.load(b.bitcast(ptr, vec.ty.as_pointer()), align=4)
+    return vec.load(b, ptr, mask, 0.0)
+
+
+def _store(b, vec, value, ptr, mask) -> None:
+    if mask is None:
+        b.store(value, b.bitcast(ptr, vec.ty.as_pointer()), align=4)
+    else:
+        vec.store(b, value, ptr, mask)
 
 
 def _build_inplace_2d(module: ir.Module, expr: tuple) -> None:
@@ -144,11 +215,20 @@ def _build_inplace_2d(module: ir.Module, expr: tuple) -> None:
                      name=_symbol(expr) + "_2d")
     c, rows, cols, ld = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
+    lanes = _vector_lanes(expr)
     with for_range(b, rows, name="r") as r:
         row = b.gep(c, [b.mul(r, ld)])
-        with for_range(b, cols, name="j") as j:
-            ptr = b.gep(row, [j])
-            b.store(_emit(b, expr, [b.load(ptr)], {}), ptr)
+        if lanes:
+            vec = Vec(module, lanes)
+
+            def body(j, mask, row=row):
+                ptr = b.gep(row, [j])
+                _store(b, vec, _emit(b, expr, [_load(b, vec, ptr, mask)], {}), ptr, mask)
+            _vector_loop(b, vec, const64(0), cols, body)
+        else:
+            with for_range(b, cols, name="j") as j:
+                ptr = b.gep(row, [j])
+                b.store(_emit(b, expr, [b.load(ptr)], {}), ptr)
     b.ret_void()
 
 
@@ -157,7 +237,8 @@ def _library(expr: tuple):
     symbols = [_symbol(expr)] + ([_symbol(expr) + "_2d"] if _arity(expr) == 1 else [])
     return get_jit().compile_generated(
         lambda: _build_module(expr), symbols,
-        (__name__, "msc.backend.lowering.math", "msc.backend.llvm.loops"), (repr(expr),))
+        (__name__, "msc.backend.lowering.math", "msc.backend.llvm.loops",
+         "msc.backend.kernels.rowmath"), (repr(expr), _vector_lanes(expr)))
 
 
 def _native(expr: tuple):

@@ -38,6 +38,7 @@ from . import gemm as gemm_kernel
 from .base import Kernel, KernelFact, Site
 from .dense import F32, Address, GemmRunner, as_f32, fold_epilogue
 from .direct_conv import RELU6, DirectConv2d, residual_fits
+from .dw_lanes import LANES_SIZES, LanesDepthwise, lanes_wins
 from .epilogues import upper_bound
 from .layout import im2col_fn, scratch_addresses, scratch_offsets, transpose_fn
 from .pixel_conv import PixelConv2d, pixel_conv_available
@@ -51,6 +52,13 @@ _DEPTHWISE_PARALLEL = 1.5e5  # multiply-adds (~20-40 us); shufflenet's are 0.2-1
 _GEMM_PLANE = 64  # output pixels per image up to which any dense NCHW conv takes the GEMM path
 _GEMM_PLANE_WINDOW = 196  # the same for windows larger than 1x1 (padded wide rows cost more)
 _BATCH_SCRATCH = 2 << 20  # bytes of scratch per call of the GEMM path's batched images
+# 1x1 convs with short sums (K = C) on small planes take the direct conv: the pixel tiles and
+# the GEMM path pack and transpose more than such sums repay. (window, plane pixels in
+# (lo, hi], K below). Whole models, one thread, CPU time, with / without: PoolFormer (16 -> 64
+# and 64 -> 16 on 8x8) 460 -> 416 us at batch 16, RepVGG 640 -> 611 us; the same rule for 3x3
+# windows (K < 288) measured faster alone but made PoolFormer, ConvNeXt and RepVGG 4-20%
+# slower (2026-12-02, docs/perf/corpus-speed.md "channels in the lanes").
+_SHORT_SUMS = ((False, 16, 64, 64),)
 # (most output pixels, fewest K) pairs where pixel_conv.py beats the direct conv and the GEMM
 # path: 14x14 / 7x7 3x3 1.1-1.3x, 28x28 3x3 of stride 2 1.08x; shorter sums (squeezenet's
 # 13x13 3x3 with K = 432) measured faster alone but 1.5% slower in the model; 1x1 convs read
@@ -77,11 +85,21 @@ def _plane(site: Site) -> int:
     return int(out.values[2]) * int(out.values[3])
 
 
+def _short_sum(plane: int, weight_oihw: np.ndarray) -> bool:
+    """Whether a dense conv's sum is too short for the pixel tiles or the GEMM path on its
+    plane (see _SHORT_SUMS): it takes the direct conv."""
+    window, k = weight_oihw.shape[2:] != (1, 1), int(np.prod(weight_oihw.shape[1:]))
+    return any(window is w and lo < plane <= hi and k < most
+               for w, lo, hi, most in _SHORT_SUMS)
+
+
 def _pixel_wins(site: Site, weight_oihw: np.ndarray) -> bool:
     """Whether pixel_conv.py takes an ungrouped NCHW conv (measured, 1 thread): its tiles waste
     no multiplies on small planes, but its [P][O] scratch is transposed into NCHW, which the
     direct conv's stores avoid, so larger planes need longer sums (K = C * window) to win."""
     plane, k = _plane(site), int(np.prod(weight_oihw.shape[1:]))
+    if _short_sum(plane, weight_oihw):
+        return False
     limits = _PIXEL_LIMITS_1X1 if weight_oihw.shape[2:] == (1, 1) else _PIXEL_LIMITS
     return plane > 0 and any(plane <= most and k >= least for most, least in limits)
 
@@ -93,6 +111,8 @@ def _gemm_wins(site: Site, weight_oihw: np.ndarray, groups: int) -> bool:
     if groups != 1 or not getattr(out, "is_static", False) or getattr(out, "ndim", 0) != 4:
         return False
     plane = int(out.values[2]) * int(out.values[3])
+    if _short_sum(plane, weight_oihw):
+        return False
     limit = _GEMM_PLANE if weight_oihw.shape[2:] == (1, 1) else _GEMM_PLANE_WINDOW
     return 0 < plane <= limit
 
@@ -145,6 +165,17 @@ class _DepthwiseNCHW(_ConvKernel):
         # 3x3 windows of stride 1 / 2 read the planes in place (window3.py), others pad
         self.window = pick_window("dwconv", (self.kh, self.kw), self.strides, self.dilation)
         self.ptrs, self.addr = (self.w.ctypes.data, self.bias.ctypes.data), (Address(), Address())
+        # small planes and 7x7 windows: the channels in the vector lanes (dw_lanes.py)
+        self.lanes = LanesDepthwise(self.w, self.bias, self.kh, self.strides[0],
+                                    self.padding[:2], self.relu, self.hi) \
+            if self._lanes_fit() else None
+
+    def _lanes_fit(self) -> bool:
+        return self.o == self.c and self.kh == self.kw and self.kh in LANES_SIZES and \
+            self.strides[0] == self.strides[1] and tuple(self.dilation) == (1, 1)
+
+    def _takes_lanes(self, oh: int, ow: int) -> bool:
+        return self.lanes is not None and lanes_wins(self.kh, oh, ow)
 
     def native_signature(self, buffers: list) -> tuple | None:
         """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/
@@ -161,6 +192,8 @@ class _DepthwiseNCHW(_ConvKernel):
         if tuple(out_shape) != (n, self.o, oh, ow) or min(n, oh, ow) <= 0:
             return None
         splits = n * self.o * oh * ow * self.kh * self.kw >= _DEPTHWISE_PARALLEL
+        if self._takes_lanes(oh, ow):
+            return (*self.lanes.chain_signature(n, h, w, oh, ow, len(buffers)), splits and n > 1)
         return (*self.window.chain_signature((n * self.o, self.c, *self._geometry(h, w, oh, ow)),
                                              0, *self.ptrs, len(buffers)), splits)
 
@@ -175,7 +208,10 @@ class _DepthwiseNCHW(_ConvKernel):
         parts = min(self.c, -(-2 * threads // n))
         xp, op, (wp, bp) = self.addr[0](x), self.addr[1](out), self.ptrs
         geometry = self._geometry(h, w, oh, ow)
-
+        if self._takes_lanes(oh, ow):  # tasks of one image each
+            run = self.lanes.parallel if threads > 1 and n > 1 else self.lanes
+            run(xp, op, n, h, w, oh, ow)
+            return
         if threads == 1:
             self.window(xp, op, 0, wp, bp, n * self.o, self.c, *geometry)
             return

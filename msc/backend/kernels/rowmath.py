@@ -71,6 +71,17 @@ class Vec:
     def store(self, b: ir.IRBuilder, value: ir.Value, ptr: ir.Value, mask: ir.Value) -> None:
         b.call(self.masked_store, [value, b.bitcast(ptr, self.ty.as_pointer()), I32(4), mask])
 
+    def gather(self, b: ir.IRBuilder, base: ir.Value, stride: ir.Value, mask: ir.Value,
+               fill: float) -> ir.Value:
+        """base[lane * stride] for the lanes of ``mask`` (others: ``fill``; nothing read)."""
+        ptrs_ty = ir.VectorType(base.type, self.lanes)
+        name = f"llvm.masked.gather.v{self.lanes}f32.v{self.lanes}p0"
+        gather = self._declare(name, self.ty, [ptrs_ty, I32, self.mask_ty, self.ty])
+        start = splat_i64(b, self, b.ptrtoint(base, I64))
+        step = b.mul(self.iota, splat_i64(b, self, b.mul(stride, ir.Constant(I64, 4))))
+        ptrs = b.inttoptr(b.add(start, step), ptrs_ty)
+        return b.call(gather, [ptrs, I32(4), mask, self.splat(fill)])
+
 
 def row_reduce(b: ir.IRBuilder, vec: Vec, ptr: ir.Value, n: ir.Value, kind: str,
                fn=None) -> ir.Value:
@@ -138,6 +149,13 @@ def row_map(b: ir.IRBuilder, n: ir.Value, element) -> None:
     """``element(j)`` for j < n: a plain loop for LLVM's vectorizer (no loop-carried value)."""
     with for_range(b, n, name="m") as j:
         element(j)
+
+
+def splat_i64(b: ir.IRBuilder, vec: Vec, x: ir.Value) -> ir.Value:
+    """A vector of ``lanes`` copies of the i64 ``x``."""
+    v = b.insert_element(ir.Constant(vec.index_ty, None), x, I32(0))
+    return b.shuffle_vector(v, ir.Constant(vec.index_ty, None),
+                            ir.Constant(ir.VectorType(I32, vec.lanes), [0] * vec.lanes))
 
 
 def splat_f32(b: ir.IRBuilder, vec: Vec, x: ir.Value) -> ir.Value:

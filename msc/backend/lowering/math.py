@@ -184,29 +184,29 @@ def copysign(b: ir.IRBuilder, mag: ir.Value, sign: ir.Value) -> ir.Value:
 def tanh_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """Odd polynomial for |x| < 0.625, else 1 - 2 / (e**2|x| + 1) with x's sign."""
     ax = fabs(b, x)
-    e = exp_f32(b, _fmul(b, ax, fconst(2.0)))
-    big = _fsub(b, fconst(1.0), b.fdiv(fconst(2.0), _fadd(b, e, fconst(1.0)), flags=_FM))
+    e = exp_f32(b, _fmul(b, ax, like(x, 2.0)))
+    big = _fsub(b, like(x, 1.0), b.fdiv(like(x, 2.0), _fadd(b, e, like(x, 1.0)), flags=_FM))
     z = _fmul(b, x, x)
     small = _fadd(b, _fmul(b, _fmul(b, x, z), horner(b, z, _TANH_P)), x)
-    return b.select(b.fcmp_ordered("<", ax, fconst(0.625)), small, copysign(b, big, x))
+    return b.select(b.fcmp_ordered("<", ax, like(x, 0.625)), small, copysign(b, big, x))
 
 
 def erf_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     ax = fabs(b, x)
     z = _fmul(b, x, x)
     small = _fadd(b, _fmul(b, x, horner(b, z, _ERF_SMALL)), x)
-    q = horner(b, b.fdiv(fconst(1.0), ax, flags=_FM), _ERFC_Q)
-    tail = _fsub(b, fconst(1.0), _fmul(b, exp_f32(b, _fsub(b, fconst(0.0), z)), q))
-    tail = b.select(b.fcmp_ordered(">=", ax, fconst(_ERF_ONE)), fconst(1.0), tail)
-    return b.select(b.fcmp_ordered("<=", ax, fconst(1.0)), small, copysign(b, tail, x))
+    q = horner(b, b.fdiv(like(x, 1.0), ax, flags=_FM), _ERFC_Q)
+    tail = _fsub(b, like(x, 1.0), _fmul(b, exp_f32(b, _fsub(b, like(x, 0.0), z)), q))
+    tail = b.select(b.fcmp_ordered(">=", ax, like(x, _ERF_ONE)), like(x, 1.0), tail)
+    return b.select(b.fcmp_ordered("<=", ax, like(x, 1.0)), small, copysign(b, tail, x))
 
 
 def sigmoid_f32(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """1 / (1 + e**-x) for x >= 0, e**x / (1 + e**x) below: no overflow, and the tail keeps
     its relative accuracy (down to denormals)."""
-    e = exp_f32(b, _fsub(b, fconst(0.0), fabs(b, x)))
-    num = b.select(b.fcmp_ordered("<", x, fconst(0.0)), e, fconst(1.0))
-    return b.fdiv(num, _fadd(b, fconst(1.0), e), flags=_FM)
+    e = exp_f32(b, _fsub(b, like(x, 0.0), fabs(b, x)))
+    num = b.select(b.fcmp_ordered("<", x, like(x, 0.0)), e, like(x, 1.0))
+    return b.fdiv(num, _fadd(b, like(x, 1.0), e), flags=_FM)
 
 
 # -------------------------------------------------------------------------------- pow

@@ -35,8 +35,22 @@ def _site(out_shape) -> Site:
     ((1, 64, 0, 7), 1, 1, False),        # empty planes
 ])
 def test_small_planes_take_the_gemm(out_shape, window, groups, gemm):
-    weight = np.zeros((out_shape[1], 8, window, window), np.float32)
+    weight = np.zeros((out_shape[1], 64, window, window), np.float32)
     assert conv_kernels._gemm_wins(_site(out_shape), weight, groups) == gemm
+
+
+@pytest.mark.parametrize("out_shape, cin, window, direct", [
+    ((16, 64, 8, 8), 16, 1, True),       # PoolFormer's MLP 1x1, K = 16
+    ((1, 128, 7, 7), 32, 1, True),
+    ((16, 16, 8, 8), 64, 1, False),      # K = 64: the pixel tiles
+    ((16, 128, 4, 4), 32, 1, False),     # a 4x4 plane: the pixel tiles
+    ((16, 24, 8, 8), 24, 3, False),      # RepVGG's 3x3, K = 216: windows keep their paths
+])
+def test_short_1x1_sums_on_small_planes_take_the_direct_conv(out_shape, cin, window, direct):
+    weight = np.zeros((out_shape[1], cin, window, window), np.float32)
+    site = _site(out_shape)
+    other = conv_kernels._gemm_wins(site, weight, 1) or conv_kernels._pixel_wins(site, weight)
+    assert other is not direct
 
 
 @pytest.mark.parametrize("out_shape, cin, window, pixel", [
@@ -45,7 +59,8 @@ def test_small_planes_take_the_gemm(out_shape, window, groups, gemm):
     ((1, 128, 28, 28), 128, 3, True),    # K = 1152 up to 32x32
     ((1, 64, 13, 13), 512, 1, False),    # 1x1 with < 1024 channels: direct
     ((1, 256, 14, 14), 1024, 1, True),
-    ((1, 2048, 7, 7), 16, 1, True),      # where the GEMM path was
+    ((1, 2048, 7, 7), 64, 1, True),      # where the GEMM path was
+    ((16, 128, 4, 4), 32, 1, True),      # 1x1 on a 4x4 plane: any sum
 ])
 def test_pixel_tiles_take_small_planes_with_long_sums(out_shape, cin, window, pixel):
     weight = np.zeros((out_shape[1], cin, window, window), np.float32)

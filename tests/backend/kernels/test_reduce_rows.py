@@ -1,6 +1,6 @@
 """mean over trailing axes on the native row kernel (kernels/reduce_rows.py) against numpy:
 a CNN's global average pool, keepdims or not, odd row lengths, one axis or two; other axes
-keep the compiled TIR path."""
+keep the compiled TIR path. Rows shorter than a vector take the strided-gather path."""
 
 import numpy as np
 import pytest
@@ -13,6 +13,9 @@ CASES = [  # shape, axis, keepdims
     ((2, 7, 5, 3), [-2, -1], False),
     ((3, 37), [1], True),                 # a row shorter than 3 vectors, with a tail
     ((4, 2, 17), -1, False),
+    ((16, 1280, 1, 1), [2, 3], True),     # MobileNetV2 at 32x32: rows of one float
+    ((3, 37, 2, 2), [2, 3], False),       # rows shorter than a vector, a tail of rows
+    ((5, 3, 3), [1, 2], True),            # 5 rows of 9: one gather block, masked
 ]
 
 
@@ -49,3 +52,37 @@ def test_mean_keeps_nan_and_inf():
     x[0, 1, 2], x[1, 0, 0] = np.nan, np.inf
     out = f(x).numpy()
     assert np.isnan(out[0, 1]) and out[1, 0] == np.inf and out[0, 0] == 1.0
+
+
+_CHILD = """
+import json, sys
+import numpy as np
+sys.path.insert(0, {root!r})
+from msc.backend.kernels.reduce_rows import MeanKernel
+from msc.backend.llvm.jit import vector_lanes
+errors = []
+for shape, n in [((3, 37, 1, 1), 1), ((2, 11, 2, 2), 4), ((2, 5, 3, 3), 9), ((2, 3, 5, 5), 25)]:
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    out = np.full(x.size // n, np.nan, np.float32)
+    MeanKernel(shape, n, out.shape)(x, out)
+    errors.append(float(np.abs(out - x.reshape(-1, n).astype(np.float64).mean(1)).max()))
+print(json.dumps({{"lanes": vector_lanes(), "errors": errors}}))
+"""
+
+
+def test_forced_avx2_short_and_long_rows_match_numpy(tmp_path):
+    """$MSC_CPU_ISA=avx2 in a child process (the host target is read once a process): 8-lane
+    gathers for rows shorter than 8 floats, the row path from 8 on."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))))
+    env = dict(os.environ, MSC_CPU_ISA="avx2", MSC_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", _CHILD.format(root=root)], check=False, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["lanes"] == 8 and max(report["errors"]) < 1e-6, report

@@ -130,6 +130,19 @@ def test_expressions_match_numpy(expr, ref):
         np.testing.assert_allclose(out, evaluate(expr, args), **TOL)
 
 
+@pytest.mark.parametrize("shape", [(5,), (64,), (3, 67), (2, 16, 16)])
+def test_expression_sizes_whole_unrolled_and_tail_vectors(shape):
+    """The vector loop's parts: fewer floats than a vector (the masked tail alone), whole
+    unrolled steps only, and every part; silu and a clip (hard-swish) expression."""
+    x = _randn(*shape, scale=4.0)
+    for expr, ref in ((("nn.silu", ("in", 0)), ACTIVATIONS["nn.silu"]),
+                      (("multiply", ("in", 0), ("clip", ("add", ("in", 0), ("const", 3.0)),
+                                                ("const", 0.0), ("const", 6.0))),
+                       lambda v: v * np.clip(v + 3, 0, 6))):
+        out = ExprKernel(expr, shape)(x, np.full(shape, np.nan, np.float32))
+        np.testing.assert_allclose(out, ref(x.astype(np.float64)), **TOL)
+
+
 def test_dense_act_matches_numpy():
     x, w, b = _randn(2, 9, 48), _randn(48, 300, scale=0.2), _randn(300)
     kernel = DenseActKernel(GemmRunner(w, b, relu=False), ("nn.gelu", ("in", 0)))
@@ -162,7 +175,8 @@ def test_one_and_two_threads_bitwise_equal(case):
 
 def test_attention_and_layer_norm_on_the_avx2_path(tmp_path):
     """8-lane vectors (``MSC_CPU_ISA=avx2``, a fresh kernel cache): the softmax's masked
-    vector passes and tree reductions match numpy as the 16-lane ones do."""
+    vector passes and tree reductions, the expression loops' whole and tail vectors, match
+    numpy as the 16-lane ones do."""
     import os
     import subprocess
     import sys
@@ -170,7 +184,7 @@ def test_attention_and_layer_norm_on_the_avx2_path(tmp_path):
     env = dict(os.environ, MSC_CPU_ISA="avx2", MSC_CACHE_DIR=str(tmp_path))
     out = subprocess.run([sys.executable, "-m", "pytest", "-o", "addopts=", "-q", "-p",
                           "no:cacheprovider", __file__, "-k",
-                          "(attention or layer_norm) and not avx2"],
+                          "(attention or layer_norm or expression or dense_act) and not avx2"],
                          check=False, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-3000:]
     assert " passed" in out.stdout and "failed" not in out.stdout
