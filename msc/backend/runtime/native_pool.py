@@ -131,6 +131,23 @@ class NativePool:
         return bool(self._run(self._ptr, records, n, threads - 1, first, *bases,
                               *_NO_BASES[len(bases):]))
 
+    @property
+    def control(self) -> int:
+        """The control block's address: what ``msc_pool_run`` takes first."""
+        return self._ptr
+
+    @property
+    def run_entry(self):
+        """``msc_pool_run(control, records, n, want, first, b0, .., b7)`` as a ctypes
+        function: what a native chain calls to hand a task list to the workers
+        (chain_split.py), with no Python in between."""
+        return self._run
+
+    def ensure_workers(self, count: int) -> None:
+        """Start workers until ``count`` exist (a chain's dispatch cannot start them)."""
+        if len(self.workers) < count:
+            self._grow(count)
+
     def _grow(self, count: int) -> None:
         with self._lock:
             while len(self.workers) < min(count, MAX_WORKERS) and not self.stopped:
