@@ -15,9 +15,11 @@ who ran which. The step's buffers reach the tasks as the job's base pointers; ``
 helpers to wake, threads - 1) is a table slot the plan writes once per call. One pool round
 trip per kernel, no Python between kernels: the chain stays whole at two threads.
 
-A kernel offers this through ``native_parts(buffers)`` -> :class:`Parts` (or None). Whether a
-step splits at all is the kernel's ``splits`` flag and, for these steps, :mod:`.split_cost`'s
-measured break-even of this host.
+A kernel offers this through ``native_parts(buffers)`` -> :class:`Parts` (or None), or, when
+it already keeps a task list of its split whose columns take the step's buffers as bases
+(the flat elementwise passes), ``native_tasks(buffers, parts)`` -> (task list, the step's
+buffer index of each base, one-thread seconds). Whether a step splits is :mod:`.split_cost`'s
+measured break-even of this host (the kernel's ``splits`` flag where it gives no time).
 """
 
 from __future__ import annotations
@@ -64,26 +66,35 @@ class ParallelEntry:
 
     status = False
 
-    def __init__(self, parts: Parts, n_buffers: int, count: int):
+    def __init__(self, tasks: NativeTasks, n_buffers: int, bases: tuple, scratch: int,
+                 keep=None):
+        """``tasks``: the parts' task list, whose columns 1.. take the job's ``bases`` (the
+        step's buffer indices, ``n_buffers`` being its scratch) added; ``scratch``: bytes."""
         pool = get_pool()
-        scratch, want = n_buffers, n_buffers + 1  # the step's buffer indices
-        ranges = split_range(parts.units, count)
-        step = max(parts.scratch(hi - lo) for lo, hi in ranges)
-        self.entries = [ChainEntry.sequence(parts.calls(lo, hi, scratch, k * step),
-                                            buffers=n_buffers + 1)
-                        for k, (lo, hi) in enumerate(ranges)]
-        self.tasks = NativeTasks(len(ranges))
-        for k, entry in enumerate(self.entries):
-            adapter, (row,) = entry.signature
-            # columns 1..: the step's buffers and its scratch (the job's bases), then the row
-            self.tasks.records[k, 0], self.tasks.records[k, n_buffers + 2] = adapter, row
-        bases = [Buffer(i) for i in range(n_buffers + 1)] + [0] * (BASES - n_buffers - 1)
-        self.dispatch = ChainEntry(pool.run_entry, (pool.control, self.tasks.records.ctypes.data,
-                                                    len(ranges), Buffer(want), 1, *bases))
-        self.pool, self.parts = pool, len(ranges)
+        vector = [Buffer(i) for i in bases] + [0] * (BASES - len(bases))
+        self.dispatch = ChainEntry(pool.run_entry, (pool.control, tasks.records.ctypes.data,
+                                                    tasks.n, Buffer(n_buffers + 1), 1, *vector))
+        self.pool, self.tasks, self.keep, self.parts = pool, tasks, keep, tasks.n
         self.address, self.dims = int(self.dispatch.signature[0]), tuple(
             int(d) for d in self.dispatch.signature[1])
-        self.scratch = len(ranges) * step
+        self.scratch = scratch
+
+    @classmethod
+    def of_parts(cls, parts: Parts, n_buffers: int, count: int) -> ParallelEntry:
+        """``count`` ranges of the units of ``parts``, each a ChainEntry sequence of its
+        calls (its own part of the scratch), as one task list."""
+        scratch = n_buffers  # the step's buffer index of its scratch
+        ranges = split_range(parts.units, count)
+        step = max(parts.scratch(hi - lo) for lo, hi in ranges)
+        entries = [ChainEntry.sequence(parts.calls(lo, hi, scratch, k * step),
+                                       buffers=n_buffers + 1)
+                   for k, (lo, hi) in enumerate(ranges)]
+        tasks = NativeTasks(len(ranges))
+        for k, entry in enumerate(entries):
+            adapter, (row,) = entry.signature
+            # columns 1..: the step's buffers and its scratch (the job's bases), then the row
+            tasks.records[k, 0], tasks.records[k, n_buffers + 2] = adapter, row
+        return cls(tasks, n_buffers, tuple(range(n_buffers + 1)), len(ranges) * step, entries)
 
     def __repr__(self) -> str:
         return f"ParallelEntry(parts={self.parts}, scratch={self.scratch})"
@@ -96,24 +107,35 @@ def split_step(kernel, buffers: list, splits: bool) -> ParallelEntry | bool | No
     pay), or None (the kernel has no parts for these buffers: the kernel object splits when
     ``splits``, as before). ``splits`` is the kernel's own guess, used when it gives no time
     estimate."""
+    if get_pool() is None or len(buffers) + 1 > min(BASES, NATIVE_ARGS - 1):
+        return None
+    # at least two parts, so that a forced split on a one-CPU host still runs the tasks
+    count = PARTS_PER_THREAD * max(cpu_threads(), 2)
+    tasks_of = getattr(kernel, "native_tasks", None)
+    if tasks_of is not None:
+        found = tasks_of(buffers, count)
+        if found is None:
+            return None
+        tasks, bases, seconds = found
+        if not _wanted(seconds, tasks.n, splits):
+            return False
+        return ParallelEntry(tasks, len(buffers), bases, 0)
     parts_of = getattr(kernel, "native_parts", None)
-    if parts_of is None or get_pool() is None:
-        return None
-    if len(buffers) + 1 > min(BASES, NATIVE_ARGS - 1):
-        return None
-    parts = parts_of(buffers)
+    parts = parts_of(buffers) if parts_of is not None else None
     if parts is None or parts.units < 2:
         return None
-    threads = min(parts.units, cpu_threads())
+    seconds = None if parts.seconds is None else parts.seconds * parts.units
+    if not _wanted(seconds, parts.units, splits):
+        return False
+    return ParallelEntry.of_parts(parts, len(buffers), min(parts.units, count))
+
+
+def _wanted(seconds: float | None, units: int, splits: bool) -> bool:
+    """Whether a step of ``seconds`` on one thread (None: unknown, then the kernel's own
+    ``splits``) in ``units`` independent units splits; ``$MSC_SPLIT`` overrides."""
     mode = split_mode()
     if mode != "measured":
-        wanted = mode == "always"
-    elif parts.seconds is not None:
-        wanted = worth_splitting(parts.seconds * parts.units, threads)
-    else:
-        wanted = splits
-    if not wanted:
-        return False
-    # at least two parts, so that a forced split on a one-CPU host still runs the tasks
-    return ParallelEntry(parts, len(buffers),
-                         min(parts.units, PARTS_PER_THREAD * max(threads, 2)))
+        return mode == "always"
+    if seconds is None:
+        return splits
+    return worth_splitting(seconds, min(units, cpu_threads()))
