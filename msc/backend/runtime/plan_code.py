@@ -21,6 +21,8 @@ binding that failed, exactly as the interpreter's do.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import linecache
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -393,8 +395,22 @@ def _parallel(table, slot: int) -> bool:
     if threads < 2:
         return False
     table[slot] = threads - 1
-    get_pool().ensure_workers(threads - 1)
+    pool = get_pool()
+    pool.ensure_workers(threads - 1)
+    cpu = _getcpu()
+    if cpu in pool.pinned.values():
+        pool.keep_off(cpu)
     return True
+
+
+@functools.cache
+def _cpu_reader():
+    return ctypes.CFUNCTYPE(ctypes.c_int)(get_pool().caller_cpu)
+
+
+def _getcpu() -> int:
+    """The CPU this thread runs on now (libc's sched_getcpu, ~0.1 us)."""
+    return _cpu_reader()()
 
 
 def _fits(value, spec) -> bool:
