@@ -21,8 +21,12 @@ re-checks the word.
 
 On a loaded machine the kernel may run a worker on the caller's CPU (no CPU is idle), where
 the two can only take turns: a waiter stops polling (and sleeps) as soon as it shares a CPU
-with the thread it waits for. (Moving such a worker off with sched_setaffinity was tried: the
-migrations cost more than they won, 11-18 ms against 6.6 ms for shufflenet at load 5.) x86-64 Linux only (libc's ``syscall`` and ``sched_getcpu`` are passed in
+with the thread it waits for. (Moving such a worker off with sched_setaffinity on every job
+was tried: the migrations cost more than they won, 11-18 ms against 6.6 ms for shufflenet at
+load 5.) So each worker is pinned once, to a CPU of its own, and moved only when the caller
+turns up on that CPU (:meth:`NativePool.keep_off`, checked once per model call): left free,
+the kernel puts a worker the caller wakes on the caller's CPU whenever no CPU is idle, and
+the two take turns there. x86-64 Linux only (libc's ``syscall`` and ``sched_getcpu`` are passed in
 by address); elsewhere :func:`get_pool` returns None and threads.py falls back to its Python
 pool.
 """
