@@ -15,7 +15,8 @@ Rows (microseconds, fastest and median of the calls):
   futex: the first kernel of a model call after a pause);
 - ``python``: the warm round trip entered as kernels enter it (``NativeTasks.launch``).
 
-Then per model: msc's pool dispatches per call at 2 threads (``NativePool.run`` calls,
+Then per model: msc's pool dispatches per call at 2 threads (the plan's parallel steps, one
+native dispatch each from inside the chains, plus ``NativePool.run`` calls from Python,
 counted), msc's and onnxruntime's whole-model times at 1 and 2 threads (interleaved, fastest
 call of ``--rounds`` rounds), and dispatches x warm round trip as a share of onnxruntime's
 2-thread time: what the hand-offs alone cost against the whole model of the competitor. The
@@ -111,8 +112,9 @@ def model_row(name: str, batch: int, rounds: int, folder: Path) -> dict:
     for count in (1, 2):
         fns = {"msc": msc_call(ex, inputs, count), "ort": ort_runner(model, inputs, count)}
         fns["msc"]()
-        if count == 2:
-            row["dispatches"] = count_dispatches(fns["msc"])
+        if count == 2:  # in-chain dispatches (one per parallel step) + those from Python
+            row["dispatches"] = count_dispatches(fns["msc"]) + ex.plan(
+                "main", (), {}).stats.get("parallel_steps", 0)
         seen = interleaved(fns, rounds, lambda fn: min(call_times(fn, 0.05)), pause=0.05)
         for who, values in seen.items():
             row[f"{who} {count}T"] = min(values)
