@@ -11,6 +11,7 @@ from benchmarks.blocks import _Graph
 from benchmarks.common import msc_executable, msc_runner, ort_session
 from msc.backend.kernels import conv as conv_kernels
 from msc.backend.kernels import pixel_conv
+from msc.backend.runtime import native_run
 
 pytest.importorskip("onnxruntime")
 TOL = {"rtol": 1e-4, "atol": 1e-4}
@@ -47,6 +48,7 @@ def test_pixel_conv_takes_several_images_a_call():
 
 def test_gemm_path_takes_several_images_a_call(monkeypatch):
     monkeypatch.setattr(conv_kernels, "pixel_conv_available", lambda: False)
+    monkeypatch.setattr(native_run, "split_step", lambda *args: None)  # 2 threads: _images
     calls = []
     images = conv_kernels._Conv2dNHWC._images
     monkeypatch.setattr(conv_kernels._Conv2dNHWC, "_images",

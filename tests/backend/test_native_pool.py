@@ -17,11 +17,11 @@ import numpy as np
 import pytest
 
 from msc import relax
-from msc.backend.kernels import direct_conv
+from msc.backend.kernels import direct_conv, direct_conv_plan
 from msc.backend.kernels import elementwise as ew_kernels
 from msc.backend.kernels import pool as pool_kernels
 from msc.backend.llvm.jit import get_jit
-from msc.backend.runtime import native_pool
+from msc.backend.runtime import native_pool, native_run
 from msc.backend.runtime.native_pool_ir import WORKERS
 from msc.backend.runtime.threads import NativeTasks, num_threads
 from msc.relax import op as R
@@ -172,11 +172,13 @@ def test_shutdown_then_a_new_pool():
 
 @pytest.fixture
 def split_everything(monkeypatch):
-    """Size thresholds off: small shapes take the split paths."""
+    """Size thresholds off: small shapes take the kernel objects' split paths (the chains'
+    own parallel steps off: tests/backend/vm/test_chain_split.py runs those)."""
+    monkeypatch.setattr(native_run, "split_step", lambda *args: None)
     monkeypatch.setattr(ew_kernels, "_PARALLEL_ELEMENTS", 1)
     monkeypatch.setattr(pool_kernels, "_PARALLEL_READS", 0)
     monkeypatch.setattr(direct_conv, "_PARALLEL_MACS", 0)
-    monkeypatch.setattr(direct_conv, "_PARALLEL_PREP", 0)
+    monkeypatch.setattr(direct_conv_plan, "_PARALLEL_PREP", 0)
 
 
 def test_small_conv_model_two_threads_equal_one(split_everything, monkeypatch):

@@ -11,11 +11,11 @@ import pytest
 
 from msc import relax
 from msc.backend.kernels import conv as conv_kernels
-from msc.backend.kernels import direct_conv
+from msc.backend.kernels import direct_conv, direct_conv_plan
 from msc.backend.kernels import elementwise as ew_kernels
 from msc.backend.kernels import pool as pool_kernels
 from msc.backend.kernels.direct_conv import DirectConv2d
-from msc.backend.runtime import threads
+from msc.backend.runtime import native_run, threads
 from msc.backend.runtime.threads import NativeTasks, num_threads, parallel_calls, split_range
 from msc.relax import op as R
 from tests.helpers.concurrency import run_on_threads
@@ -47,11 +47,12 @@ def tasks_run(monkeypatch):
         return launch(self, first, bases, count)
 
     monkeypatch.setattr(NativeTasks, "launch", recording)
+    monkeypatch.setattr(native_run, "split_step", lambda *args: None)  # kernel objects split
     monkeypatch.setattr(ew_kernels, "_PARALLEL_ELEMENTS", 1)
     monkeypatch.setattr(pool_kernels, "_PARALLEL_READS", 0)
     monkeypatch.setattr(conv_kernels, "_DEPTHWISE_PARALLEL", 0)
     monkeypatch.setattr(direct_conv, "_PARALLEL_MACS", 0)
-    monkeypatch.setattr(direct_conv, "_PARALLEL_PREP", 0)
+    monkeypatch.setattr(direct_conv_plan, "_PARALLEL_PREP", 0)
     return counts
 
 

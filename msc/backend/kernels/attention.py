@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import math
 import threading
+import time
 from dataclasses import dataclass
 from functools import cache
 
@@ -38,6 +39,8 @@ from ...relax.op.registry import attach
 from ..llvm.jit import generated_entry, vector_lanes
 from ..llvm.loops import F32, F32_PTR, I32, I64, ceil_div, const64, for_range, imin
 from ..lowering.math import exp_f32
+from ..runtime.chain_split import Parts
+from ..runtime.split_cost import unit_seconds
 from ..runtime.task_wrap import At, Buffer, ChainEntry, wrapped_tasks
 from ..runtime.threads import task_threads
 from .base import Kernel, KernelFact, Site, view_address
@@ -313,6 +316,7 @@ class AttentionKernel(Kernel):
         self._local = threading.local()
         self._splits: dict = {}  # parts -> _Split
         self._chain = None  # (task_wrap.ChainEntry, its parameter row), made once
+        self._part_rows: list = []  # the parameter rows of native_parts' tasks
 
     def _scratch(self) -> np.ndarray:
         """This thread's scratch (packed K, packed V, scores, zeros), 64-byte aligned."""
@@ -387,6 +391,50 @@ class AttentionKernel(Kernel):
                            At(scratch, 0), self.gemm))])
             self._chain = (entry, params)  # the row points into params: kept alive
         return (*self._chain[0].signature, 4 * self.scratch_floats, L.g > 1)
+
+    def native_parts(self, buffers: list) -> Parts | None:
+        """Head groups as the units of a chain's parallel step (runtime/chain_split.py): a
+        part runs groups ``lo..hi`` with its own parameter row and its own scratch (its
+        zeros cleared first, as the one-thread step clears them)."""
+        if self.native_signature(buffers) is None:
+            return None
+        L = self.layout
+        bias = (Buffer(3) if len(self.inputs) == 4 else self.bias_const.ctypes.data
+                if self.bias_const is not None else Buffer(0))
+        zeros = int(self.params[_P.index("z_at")])
+
+        def calls(lo: int, hi: int, scratch: int, at: int) -> list:
+            params = self.params.copy()
+            params[_P.index("g0")], params[_P.index("g1")] = lo, hi
+            self._part_rows.append(params)  # the task's row points into it: kept alive
+            return [(ctypes.memset, (At(scratch, at + 4 * zeros), 0,
+                                     4 * (self.scratch_floats - zeros))),
+                    (self.fn, (Buffer(0), Buffer(1), Buffer(2), bias, Buffer(len(buffers) - 1),
+                               self.offsets.ctypes.data, params.ctypes.data, self.scale.value,
+                               At(scratch, at), self.gemm))]
+
+        macs = L.s * L.t * (L.h + L.hv)  # of one head: scores, then the weighted values
+        return Parts(L.g, calls, 4 * self.scratch_floats,
+                     unit_seconds("attention_mac", macs, self._probe))
+
+    def _probe(self) -> tuple:
+        """(seconds, multiply-adds) of this kernel's head groups but one on zeros: the
+        fastest call of all groups less the fastest of one (the call's fixed cost, which a
+        part pays anyway), on this thread; the host's attention rate (runtime/split_cost)."""
+        L = self.layout
+        arrays = [np.zeros(o.shape, np.float32) for o in (L.q, L.k, L.v, L.out)]
+        ptrs = [a.ctypes.data for a in arrays]
+        bias = np.zeros(L.bias.shape, np.float32) if L.bias is not None else None
+        ptrs.insert(3, bias.ctypes.data if bias is not None else self.bias_const.ctypes.data
+                    if self.bias_const is not None else ptrs[0])
+        best = {}
+        for groups in (1, L.g) * 5:
+            start = time.perf_counter()
+            self._run(ptrs, 0, groups)
+            best[groups] = min(best.get(groups, math.inf), time.perf_counter() - start)
+        heads = max(L.g - 1, 1)
+        seconds = best[L.g] - best[1] if L.g > 1 else best[1]
+        return max(seconds, 1e-9), heads * L.s * L.t * (L.h + L.hv)
 
     def _run(self, ptrs: list, g0: int, g1: int) -> None:
         params = self.params.copy()

@@ -32,17 +32,20 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...relax.op.registry import attach
+from ..runtime.chain_split import Parts
 from ..runtime.task_wrap import At, ChainEntry
-from ..runtime.threads import parallel_for, task_threads
+from ..runtime.threads import parallel_for, split_range, task_threads
 from . import gemm as gemm_kernel
 from .base import Kernel, KernelFact, Site
 from .dense import F32, Address, GemmRunner, as_f32, fold_epilogue
 from .direct_conv import RELU6, DirectConv2d, residual_fits
+from .direct_conv_plan import conv_seconds
 from .dw_lanes import LANES_SIZES, LanesDepthwise, lanes_wins
 from .epilogues import upper_bound
 from .layout import im2col_fn, scratch_addresses, scratch_offsets, transpose_fn
 from .pixel_conv import PixelConv2d, pixel_conv_available
 from .pool import NO_BOUND, pad4, pair, pick_window, sane_window
+from .window_parts import UNITS, window_parts, window_seconds
 
 __all__ = ["Conv2dFact", "conv_geometry"]
 
@@ -197,6 +200,24 @@ class _DepthwiseNCHW(_ConvKernel):
         return (*self.window.chain_signature((n * self.o, self.c, *self._geometry(h, w, oh, ow)),
                                              0, *self.ptrs, len(buffers)), splits)
 
+    def native_parts(self, buffers: list) -> Parts | None:
+        """Images (one image: input-channel ranges) as the units of a chain's parallel step
+        (runtime/chain_split.py), each range one window call as ``_run`` splits them."""
+        if self.native_signature(buffers) is None:
+            return None
+        (n, _, h, w), _ = buffers[0]
+        (_, _, oh, ow), _ = buffers[1]
+        mult, taps, planes_in, planes_out = self.o // self.c, self.kh * self.kw, h * w, oh * ow
+        geometry = self._geometry(h, w, oh, ow)
+        per_image = 1 if n > 1 else min(self.c, UNITS)
+        ranges = [((i * self.c + c0) * planes_in * 4, (i * self.o + c0 * mult) * planes_out * 4,
+                   c0 * mult * taps * 4, c0 * mult * 4, (c1 - c0) * mult, c1 - c0)
+                  for i in range(n) for c0, c1 in split_range(self.c, per_image)]
+        seconds = window_seconds(n * self.o * planes_out * taps, self.window,
+                                 (n * self.o, self.c, *geometry), (buffers[0][0], buffers[1][0]),
+                                 0, *self.ptrs)
+        return window_parts(self.window, ranges, geometry, 0, *self.ptrs, seconds)
+
     def _geometry(self, h, w, oh, ow) -> tuple:
         return (self.o // self.c, h, w, self.kh, self.kw, *self.strides, *self.padding[:2],
                 *self.dilation, oh, ow, self.relu, self.hi)
@@ -284,15 +305,38 @@ class _Conv2dNHWC(_ConvKernel):
         entry, nbytes = self._chains[key]
         return (*entry.signature, nbytes, splits)
 
-    def _image_calls(self, i, m, h, w, oh, ow, scratch: int) -> tuple:
-        """(the native calls of ``_images`` on the step's buffers, scratch bytes)."""
+    def native_parts(self, buffers: list) -> Parts | None:
+        """Images as the units of a chain's parallel step (runtime/chain_split.py): a part
+        makes ``_images``' calls for its images, up to the one-thread step's count a call,
+        in its own part of the scratch."""
+        if self.native_signature(buffers) is None:
+            return None
+        (shape, _), (out_shape, _) = buffers
+        n, c, h, w = shape if self.nchw_in else (shape[0], shape[3], *shape[1:3])
+        oh, ow = (out_shape[2:] if self.nchw_out else out_shape[1:3])
+        per_image = 4 * (h * w * c + oh * ow * (self.gemm.k + self.o))
+        step = max(1, _BATCH_SCRATCH // per_image)
+
+        def calls(lo: int, hi: int, scratch: int, at: int) -> list:
+            return [call for i in range(lo, hi, step) for call in self._image_calls(
+                i, min(step, hi - i), h, w, oh, ow, scratch, at)[0]]
+
+        def nbytes(units: int) -> int:
+            return self._image_calls(0, min(step, units), h, w, oh, ow, 2)[1]
+
+        macs = oh * ow * self.gemm.k * self.o
+        return Parts(n, calls, nbytes, conv_seconds(macs, DirectConv2d))
+
+    def _image_calls(self, i, m, h, w, oh, ow, scratch: int, at: int = 0) -> tuple:
+        """(the native calls of ``_images`` on the step's buffers, scratch bytes), their
+        scratch from byte ``at`` of buffer ``scratch``."""
         c, o, p, hw = self.c, self.o, oh * ow, h * w
         k = self.kh * self.kw * c
         nchw_in, nchw_out = self.nchw_in and hw > 1, self.nchw_out and p > 1
         (t, a, cbuf), nbytes = scratch_offsets(m * hw * c if nchw_in else 0,
                                                0 if self.pointwise else m * p * k,
                                                m * p * o if nchw_out else 0)
-        t, a, cbuf = (At(scratch, off) for off in (t, a, cbuf))
+        t, a, cbuf = (At(scratch, at + off) for off in (t, a, cbuf))
         src, dst = At(0, i * hw * c * 4), At(1, i * p * o * 4)
         calls = []
         if nchw_in:

@@ -38,11 +38,12 @@ from llvmlite import ir
 from ...errors import ShapeError
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32_PTR, I64, const64, entry_alloca, for_range, imin
+from ..runtime.chain_split import Parts
 from ..runtime.task_wrap import At, Buffer, ChainEntry
-from ..runtime.threads import NativeTasks, cache_bytes, native_address, split_range, task_threads
+from ..runtime.threads import cache_bytes, native_address, task_threads
 from .base import Kernel, f32_address
-from .dense import F32 as F32_DTYPE
-from .dense import Address, as_f32
+from .dense import Address
+from .direct_conv_plan import COMPACT, CONV, PREP, ConvPlan, chain_plan, checked_plan, conv_seconds
 from .direct_conv_prep import Vec, build_compact, build_pad, build_split
 from .direct_conv_prep import gep as _gep
 from .layout import scratch_addresses, scratch_offsets
@@ -52,9 +53,6 @@ __all__ = ["DirectConv2d", "chain_plan", "direct_conv_fits", "residual_fits", "t
 I64_PTR = I64.as_pointer()
 _L2_BYTES = cache_bytes(2) // 2  # input bytes of one chunk of positions: half a core's L2
 _PARALLEL_MACS = 1e6  # below this (~20 us) a conv runs on one thread (a split costs ~7 us)
-_PARALLEL_PREP = 1 << 16  # input floats from which the pad / phase split pass is split too
-SPLITS_PER_THREAD = 2  # parts per thread, so a thread slowed by other load takes fewer
-_BAND_POSITIONS = 256  # fewest output positions of a row band (a tile covers 48 with AVX-512)
 RELU6 = 2  # the "relu" argument's value for min(max(x, 0), 6) (MobileNetV2's relu6)
 _CONV_ARGS = ("G", "S", "ld_group", "OB", "og", "ld_out", "Q", "chunk", "relu", "Wq", "OW")
 
@@ -230,7 +228,6 @@ PLAN_FIELDS = ("n", "G", "S", "ld_group", "OB", "og", "Q", "chunk", "relu", "mod
          "Wq", "Hq", "top", "left", "sh", "sw", "ld", "n_phase", "C_all", "O_all", "OH", "OW",
          "fuse", "w", "bias")
 PLAIN, PADDED, SPLIT = 0, 1, 2  # how the input reaches the kernel: as is, padded, phases
-PREP, CONV, COMPACT = 1, 2, 4  # the stages of one image a driver call runs
 
 
 def _build_driver(module: ir.Module, lanes: int) -> None:
@@ -449,7 +446,28 @@ class DirectConv2d(Kernel):
         entry, nbytes = self._chains[shape]
         return (*entry.signature, nbytes, plan.macs >= _PARALLEL_MACS)
 
-    def _plan(self, shape: tuple) -> _Plan:
+    def native_parts(self, buffers: list) -> Parts | None:
+        """The images of a batch as independent units for a chain's parallel step
+        (runtime/chain_split.py): a part makes the one-thread step's calls for its images,
+        with its own padded input and wide output in the scratch."""
+        found = chain_plan(self, buffers)
+        if found is None:
+            return None
+        _, plan = found
+        _, nbytes = scratch_offsets(*(plan.scratch or (0, 0)))
+        res = Buffer(1) if len(self.inputs) == 2 else 0
+        out = Buffer(len(buffers) - 1)
+
+        def calls(lo: int, hi: int, scratch: int, at: int) -> list:
+            (padded, wide), _ = scratch_offsets(*(plan.scratch or (0, 0)))
+            parts = (At(scratch, at + padded), At(scratch, at + wide)) if nbytes else (0, 0)
+            return [(self.run, (Buffer(0), *parts, res, out, plan.offsets_ptr, plan.args_ptr,
+                                plan.whole[i])) for i in range(lo, hi)]
+
+        n = plan.out_shape[0]
+        return Parts(n, calls, nbytes, conv_seconds(plan.macs / n, DirectConv2d))
+
+    def _plan(self, shape: tuple) -> ConvPlan:
         """The checked geometry of one input shape, as the driver's int64 plan (cached)."""
         if len(shape) != 4 or shape[1] != self.c:
             raise ShapeError(f"expects NCHW data with {self.c} channels, got {shape}",
@@ -489,7 +507,7 @@ class DirectConv2d(Kernel):
         # per image, the bytes a thread reads of weights and of input when all threads split
         # output units (each reads the whole input) instead of rows (each reads all weights)
         traffic = (self.w.size, self.c * h * w)
-        plan = self._plans[shape] = _Plan((n, self.o, oh, ow), np.array(args, np.int64),
+        plan = self._plans[shape] = ConvPlan((n, self.o, oh, ow), np.array(args, np.int64),
                                           np.array(offsets, np.int64), sizes, macs,
                                           (units, self.c, mode != PLAIN, traffic, grouped))
         return plan
@@ -508,90 +526,3 @@ class DirectConv2d(Kernel):
         step = self.lanes * tile_shape(self.lanes)[1]
         fit = _L2_BYTES // (4 * cg)
         return max(step, fit // step * step)
-
-
-class _Plan:
-    """One input shape's driver arguments (the arrays stay alive with the plan) and its splits
-    across threads. ``shape_facts``: (output units, input channels, whether PREP pads or
-    splits the input, (weight floats, input floats per image), whether units are groups)."""
-
-    def __init__(self, out_shape, args: np.ndarray, offsets: np.ndarray, scratch_sizes,
-                 macs: int, shape_facts: tuple):
-        self.out_shape, self.args, self.offsets = out_shape, args, offsets
-        self.args_ptr, self.offsets_ptr = args.ctypes.data, offsets.ctypes.data
-        self.scratch, self.macs = scratch_sizes, macs
-        self.units, self.channels, self.prep, self.traffic, self.grouped = shape_facts
-        self._parts, self._splits = {}, {}
-        self.whole = [self._part(i, 0, out_shape[2], PREP | CONV | COMPACT, 0, self.units, 0,
-                                 self.channels) for i in range(out_shape[0])]
-
-    def _part(self, *values) -> int:  # one array per part: task lists hold its address
-        arr = self._parts.setdefault(values, np.array(values, np.int64))
-        return arr.ctypes.data
-
-    def split(self, threads: int, address: int) -> list:
-        """Task lists (driver ``address``, part) to run in order: per image, its prep (None
-        when the input is read as is) and its conv parts, for ``threads`` threads."""
-        if threads not in self._splits:
-            self._splits[threads] = []
-            for parts in zip(*self._parts_of(threads)):
-                for stage in parts:
-                    tasks = NativeTasks(len(stage)) if stage else None
-                    if tasks:
-                        tasks.records[:, 0], tasks.records[:, 8] = address, stage
-                    self._splits[threads].append(tasks)
-        return self._splits[threads]
-
-    def _parts_of(self, threads: int) -> tuple:
-        n, _, oh, _ = self.out_shape
-        count = SPLITS_PER_THREAD * threads
-        weights, inputs = self.traffic
-        # Output units (groups when each thread gets one: a group reads only its own input)
-        # when there are enough and the weights are the larger read (each thread then reads its
-        # share), or the plane has too few rows for even bands or for whole register tiles.
-        few = oh < 2 * count or oh * self.out_shape[3] < _BAND_POSITIONS * count
-        if (self.grouped and self.units >= threads) or (
-                self.units >= count and (weights >= inputs or few)):
-            shapes = [(0, oh, lo, hi) for lo, hi in split_range(self.units, count)]
-        else:
-            shapes = [(lo, hi, 0, self.units) for lo, hi in split_range(oh, count)]
-        # The pad / split pass is memory-bound: it splits only when it has enough to copy.
-        prep_ranges = (split_range(self.channels, threads) if inputs >= _PARALLEL_PREP
-                       else [(0, self.channels)]) if self.prep else []
-        return ([[self._part(i, 0, 0, PREP, 0, 0, c0, c1) for c0, c1 in prep_ranges]
-                 for i in range(n)],
-                [[self._part(i, r0, r1, CONV | COMPACT, u0, u1, 0, 0)
-                  for r0, r1, u0, u1 in shapes] for i in range(n)])
-
-
-def chain_plan(kernel, buffers: list) -> tuple | None:
-    """(input shape, plan) of a direct or pixel-tile conv on fixed buffers (inputs, then the
-    output; every one float32), when they are the shapes its ``__call__`` takes and the
-    output is not empty; else None (the checked Python entry then runs, and reports)."""
-    if len(buffers) != len(kernel.inputs) + 1 or any(np.dtype(d) != F32_DTYPE
-                                                      for _, d in buffers):
-        return None
-    shape = tuple(buffers[0][0])
-    try:
-        plan = kernel._plans.get(shape) or kernel._plan(shape)
-    except ShapeError:
-        return None
-    if any(tuple(s) != plan.out_shape for s, _ in buffers[1:]) or not np.prod(plan.out_shape):
-        return None
-    return shape, plan
-
-
-def checked_plan(kernel, x, out) -> tuple:
-    """(x as a C-contiguous float32 array, the kernel's plan for its shape) once ``out`` is
-    checked to be the plan's writable float32 output buffer (direct and pixel-tile convs)."""
-    if type(x) is not np.ndarray or x.dtype != F32_DTYPE or not x.flags.c_contiguous:
-        x = as_f32(x, "data", kernel.op)
-    plan = kernel._plans.get(x.shape)
-    if plan is None:
-        plan = kernel._plan(x.shape)
-    if (type(out) is not np.ndarray or out.shape != plan.out_shape
-            or out.dtype != F32_DTYPE or not out.flags.c_contiguous
-            or not out.flags.writeable):
-        raise ShapeError(f"output buffer {getattr(out, 'shape', out)}, expected float32 "
-                         f"{plan.out_shape}", op=kernel.op, param="out")
-    return x, plan

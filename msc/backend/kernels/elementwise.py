@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import time
 from functools import cache
 
 import numpy as np
@@ -23,6 +24,7 @@ from ...relax.op.registry import attach
 from ...relax.struct_info import TensorStructInfo
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32, F32_PTR, I64, for_range
+from ..runtime.split_cost import unit_seconds
 from ..runtime.task_wrap import Buffer, ChainEntry
 from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
 from .base import Kernel, KernelFact, Site
@@ -183,6 +185,14 @@ class _BinaryKernel(Kernel):
         splits = math.prod(shape) >= _PARALLEL_ELEMENTS  # the chain runs it on one thread
         return _address(self.run), (math.prod(shape), self.relu), 0, splits
 
+    def native_tasks(self, buffers: list, parts: int) -> tuple | None:
+        """(element ranges as a task list, its bases a, b, out, one-thread seconds) for a
+        chain's parallel step (runtime/chain_split.py)."""
+        if self.native_signature(buffers) is None:
+            return None
+        n = math.prod(buffers[-1][0])
+        return _flat_tasks(self.run, n, self.relu, parts), (0, 1, 2), flat_seconds(n)
+
 
 def _flat(run, a: int, b: int, out: int, n: int, relu: int) -> None:
     """``run(a, b, out, n, relu)`` of a flat pass, split into element ranges across threads
@@ -191,18 +201,40 @@ def _flat(run, a: int, b: int, out: int, n: int, relu: int) -> None:
     if threads == 1:
         run(a, b, out, n, relu)
         return
-    key = (id(run), n, relu, threads)
+    _flat_tasks(run, n, relu, threads).launch(1, (a, b, out), threads)
+
+
+def _flat_tasks(run, n: int, relu: int, parts: int) -> NativeTasks:
+    """``run`` over ``parts`` element ranges of ``n``: byte offsets of a, b and out in
+    columns 1..3 (the arrays' addresses are the bases), cached per size."""
+    key = (id(run), n, relu, parts)
     found = _FLAT.get(key)
     if found is None:
         if len(_FLAT) > 4096:  # sizes of many models in one process: start over
             _FLAT.clear()
-        ranges = split_range(n, threads, _LINE)
+        ranges = split_range(n, parts, _LINE)
         found = _FLAT[key] = _tasks(run, [(hi - lo, relu) for lo, hi in ranges], 4,
                                     [(4 * lo,) * 3 for lo, _ in ranges])
-    found.launch(1, (a, b, out), threads)
+    return found
 
 
-_FLAT: dict = {}  # (entry, size, relu, threads) -> task list (byte offsets of a, b, out)
+_FLAT: dict = {}  # (entry, size, relu, parts) -> task list (byte offsets of a, b, out)
+
+
+def flat_seconds(elements: int) -> float:
+    """One-thread seconds of a flat pass over ``elements`` floats at this host's measured
+    rate (runtime/split_cost.py; measured once, on an add of 256 Ki floats)."""
+    def probe() -> tuple:
+        n = 1 << 18
+        a, out = np.ones(n, np.float32), np.empty(n, np.float32)
+        run, best = _kernels()["add"], float("inf")
+        for _ in range(7):
+            start = time.perf_counter()
+            run(a.ctypes.data, a.ctypes.data, out.ctypes.data, n, 0)
+            best = min(best, time.perf_counter() - start)
+        return best, n
+
+    return unit_seconds("flat_element", elements, probe)
 
 
 def _tasks(run, tails: list, first: int, offsets: list) -> NativeTasks:
@@ -257,6 +289,15 @@ class _AffineKernel(Kernel):
         except ShapeError:
             return None
         return _address(run), args, 0, math.prod(buffers[1][0]) >= _PARALLEL_ELEMENTS
+
+    def native_tasks(self, buffers: list, parts: int) -> tuple | None:
+        """(row / plane ranges as a task list, its bases x and out, one-thread seconds) for
+        a chain's parallel step (runtime/chain_split.py)."""
+        if self.native_signature(buffers) is None:
+            return None
+        split = self._call_for(buffers[1][0])[2]
+        n = math.prod(buffers[1][0])
+        return split(max(parts // 2, 1)), (0, 1), flat_seconds(n)
 
     def _call_for(self, shape: tuple) -> tuple:
         """(native entry, its arguments after the two arrays) for one shape, made once: numpy
@@ -461,6 +502,14 @@ class _ReluKernel(Kernel):
         if n not in self._chain:
             self._chain[n] = ChainEntry(self.run, (Buffer(0), Buffer(0), Buffer(1), n, 1))
         return (*self._chain[n].signature, 0, n >= _PARALLEL_ELEMENTS)
+
+    def native_tasks(self, buffers: list, parts: int) -> tuple | None:
+        """(element ranges of max(x, x) as a task list, its bases x, x, out, one-thread
+        seconds) for a chain's parallel step (runtime/chain_split.py)."""
+        if self.native_signature(buffers) is None:
+            return None
+        n = math.prod(buffers[1][0])
+        return _flat_tasks(self.run, n, 1, parts), (0, 0, 1), flat_seconds(n)
 
 
 class ReluFact(KernelFact):

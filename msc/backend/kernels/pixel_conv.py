@@ -25,11 +25,13 @@ from llvmlite import ir
 
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32_PTR, I64, const64, entry_alloca, for_range, imin, switch_cases
+from ..runtime.chain_split import Parts
 from ..runtime.task_wrap import At, Buffer, ChainEntry
 from ..runtime.threads import NativeTasks, cache_bytes, native_address, split_range, task_threads
 from .base import Kernel
 from .dense import Address
-from .direct_conv import PLAN_FIELDS, PREP, RELU6, DirectConv2d, chain_plan, checked_plan
+from .direct_conv import PLAN_FIELDS, RELU6, DirectConv2d
+from .direct_conv_plan import PREP, chain_plan, checked_plan, conv_seconds
 from .direct_conv_prep import Vec
 from .direct_conv_prep import gep as _gep
 from .gemm import aligned_empty
@@ -237,6 +239,41 @@ class PixelConv2d(Kernel):
             calls.append((self.transpose, (tiles, At(1, i * o * pixels * 4), m, pixels, o)))
         return ChainEntry.sequence(calls), nbytes
 
+    def native_parts(self, buffers: list) -> Parts | None:
+        """The images of a batch as independent units for a chain's parallel step
+        (runtime/chain_split.py): a part makes the one-thread step's calls for its images
+        (groups of up to ``plan.images`` a call), its padded input and tiles in its own
+        part of the scratch."""
+        found = chain_plan(self, buffers)
+        if found is None:
+            return None
+        plan = found[1]
+        n, o, oh, ow = plan.out_shape
+        pixels, prep = oh * ow, plan.prep
+
+        def layout(units: int) -> tuple:
+            return scratch_offsets(prep.scratch[0] if prep.scratch else 0,
+                                   min(units, plan.images) * pixels * o)
+
+        def calls(lo: int, hi: int, scratch: int, at: int) -> list:
+            (padded, tiles), _ = layout(hi - lo)
+            padded, tiles, out = At(scratch, at + padded), At(scratch, at + tiles), []
+            for i in range(lo, hi, plan.images):
+                m = min(plan.images, hi - i)
+                if prep.scratch:
+                    out.append((self.prep.run, (Buffer(0), padded, 0, 0, 0, prep.offsets_ptr,
+                                                prep.args_ptr, plan.prep_parts[i])))
+                    base, pix = padded, plan.pix_ptr
+                else:
+                    base, pix = Buffer(0), plan.pix_ptr + i * pixels * 8
+                whole = plan.whole_ptr if m == plan.images else plan.pixel_args(m * pixels)
+                out.append((self.run, (base, *self.ptrs, tiles, prep.offsets_ptr, pix, whole)))
+                out.append((self.transpose, (tiles, At(1, i * o * pixels * 4), m, pixels, o)))
+            return out
+
+        return Parts(n, calls, lambda units: layout(units)[1],
+                     conv_seconds(plan.macs / n, DirectConv2d))
+
     def _plan(self, shape: tuple) -> _Plan:
         prep = self.prep._plan(shape)
         n, (sh, sw) = shape[0], self.strides
@@ -283,6 +320,11 @@ class _Plan:
         self.prep_parts = [prep._part(i, 0, 0, PREP, 0, 0, 0, prep.channels)
                            for i in range(out_shape[0])]
         self._splits: dict = {}
+
+    def pixel_args(self, pixels: int) -> int:
+        """The args of one call over ``pixels`` pixels and every panel (a part's last
+        group of images, when fewer than ``images``)."""
+        return self._args(0, pixels, 0, self.panels)
 
     def _args(self, p0, p1, j0, j1) -> int:
         arr = np.array((*self.fixed, p0, p1, j0, j1), np.int64)

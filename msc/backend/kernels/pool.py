@@ -28,6 +28,7 @@ from ...relax.op.infer import pool_out_dim
 from ...relax.op.registry import attach
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32, F32_PTR, I64, const64, entry_alloca, for_range
+from ..runtime.chain_split import Parts
 from ..runtime.task_wrap import At, Buffer, ChainEntry
 from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
 from .base import Kernel, KernelFact, Site
@@ -35,6 +36,7 @@ from .dense import F32 as F32_DTYPE
 from .dense import Address, as_f32
 from .layout import VecOps, nan_max, scratch_addresses, scratch_offsets
 from .window3 import takes_window, window_raw
+from .window_parts import UNITS, window_parts, window_seconds
 
 __all__ = ["Pool2dFact", "fast_window", "window_kernels"]
 
@@ -370,6 +372,10 @@ class _Window:
             found = self._chains[key] = (entry, nbytes)
         return (*found[0].signature, found[1])
 
+    def lookup(self, ints: tuple) -> tuple:
+        """(int64 args array, padded-plane floats, its address) of these window ints."""
+        return self._lookup(ints)
+
     def _lookup(self, ints: tuple) -> tuple:
         found = self._args.get(ints)
         if found is None:
@@ -496,6 +502,18 @@ class _Pool2dKernel(Kernel):
             return None
         return (*self.run.chain_signature(ints, aux, 0, 0, len(buffers)),
                 reads >= _PARALLEL_READS)
+
+    def native_parts(self, buffers: list) -> Parts | None:
+        """Plane ranges as the units of a chain's parallel step (runtime/chain_split.py)."""
+        if self.native_signature(buffers) is None:
+            return None
+        shape = (n, c, h, w) = tuple(buffers[0][0])
+        want, aux, ints, reads = self._shapes.get(shape) or self._shape(shape)
+        oh, ow = want[2:]
+        ranges = [(p0 * h * w * 4, p0 * oh * ow * 4, 0, 0, p1 - p0, c)
+                  for p0, p1 in split_range(n * c, UNITS)]
+        seconds = window_seconds(reads, self.run, ints, ((n, c, h, w), want), aux)
+        return window_parts(self.run, ranges, ints[2:], aux, 0, 0, seconds)
 
     def _shape(self, shape: tuple) -> tuple:
         """(output shape, aux address, the window ints, window reads) of one input shape."""

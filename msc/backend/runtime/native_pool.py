@@ -21,8 +21,12 @@ re-checks the word.
 
 On a loaded machine the kernel may run a worker on the caller's CPU (no CPU is idle), where
 the two can only take turns: a waiter stops polling (and sleeps) as soon as it shares a CPU
-with the thread it waits for. (Moving such a worker off with sched_setaffinity was tried: the
-migrations cost more than they won, 11-18 ms against 6.6 ms for shufflenet at load 5.) x86-64 Linux only (libc's ``syscall`` and ``sched_getcpu`` are passed in
+with the thread it waits for. (Moving such a worker off with sched_setaffinity on every job
+was tried: the migrations cost more than they won, 11-18 ms against 6.6 ms for shufflenet at
+load 5.) So each worker is pinned once, to a CPU of its own, and moved only when the caller
+turns up on that CPU (:meth:`NativePool.keep_off`, checked once per model call): left free,
+the kernel puts a worker the caller wakes on the caller's CPU whenever no CPU is idle, and
+the two take turns there. x86-64 Linux only (libc's ``syscall`` and ``sched_getcpu`` are passed in
 by address); elsewhere :func:`get_pool` returns None and threads.py falls back to its Python
 pool.
 """
@@ -117,6 +121,8 @@ class NativePool:
             self.ctrl[SLOT_OF[slot]] = value
         self._ptr = self.ctrl.ctypes.data
         self.workers: list[threading.Thread] = []
+        self.pinned: dict[int, int | None] = {}  # worker index -> the CPU it is pinned to
+        self.caller_cpu = getcpu  # libc's sched_getcpu (its address)
         self._lock = threading.Lock()
         self.stopped = False
 
@@ -131,13 +137,62 @@ class NativePool:
         return bool(self._run(self._ptr, records, n, threads - 1, first, *bases,
                               *_NO_BASES[len(bases):]))
 
+    @property
+    def control(self) -> int:
+        """The control block's address: what ``msc_pool_run`` takes first."""
+        return self._ptr
+
+    @property
+    def run_entry(self):
+        """``msc_pool_run(control, records, n, want, first, b0, .., b7)`` as a ctypes
+        function: what a native chain calls to hand a task list to the workers
+        (chain_split.py), with no Python in between."""
+        return self._run
+
+    def ensure_workers(self, count: int) -> None:
+        """Start workers until ``count`` exist (a chain's dispatch cannot start them)."""
+        if len(self.workers) < count:
+            self._grow(count)
+
     def _grow(self, count: int) -> None:
         with self._lock:
             while len(self.workers) < min(count, MAX_WORKERS) and not self.stopped:
-                worker = threading.Thread(target=self._work, args=(self._ptr, len(self.workers)),
+                worker = threading.Thread(target=self._pinned_work, args=(len(self.workers),),
                                           daemon=True, name=f"{WORKER_NAME}{len(self.workers)}")
                 worker.start()
                 self.workers.append(worker)
+
+    def _pinned_work(self, index: int) -> None:
+        """The worker loop, on one CPU of the process's set: worker i on the (i + 1)-th.
+        Left free, the kernel's wake-up placement puts a worker woken by the caller on the
+        caller's CPU whenever no CPU is idle (other processes' work), and the balancer does
+        not move a thread that ran a moment ago: the two then take turns on one core (a
+        batch-16 conv split in 4 parts measured 514 us on two threads, 510 us on one,
+        269 us with the worker pinned away, at load 10). The caller is left free: the
+        balancer moves it off a CPU that has two runnable threads."""
+        try:
+            cpus = sorted(os.sched_getaffinity(0))
+            if len(cpus) > 1:
+                os.sched_setaffinity(0, {cpus[(index + 1) % len(cpus)]})
+                self.pinned[index] = cpus[(index + 1) % len(cpus)]
+        except (AttributeError, OSError):  # not Linux, or not allowed: stay free
+            pass
+        self._work(self._ptr, index)
+
+    def keep_off(self, cpu: int) -> None:
+        """Move a worker pinned to ``cpu`` (the caller's now: the balancer moved the caller
+        there) to a CPU no worker holds, or let it run anywhere when none is left; a
+        worker sharing the caller's CPU only takes turns with it."""
+        for index, pinned in list(self.pinned.items()):
+            if pinned != cpu or index >= len(self.workers):
+                continue
+            try:
+                allowed = sorted(os.sched_getaffinity(0))
+                free = [c for c in allowed if c != cpu and c not in self.pinned.values()]
+                os.sched_setaffinity(self.workers[index].native_id, free[:1] or allowed)
+                self.pinned[index] = free[0] if free else None
+            except (AttributeError, OSError):
+                self.pinned[index] = None
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop the workers (each finishes the task it runs) and join them."""

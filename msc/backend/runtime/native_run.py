@@ -26,6 +26,7 @@ from llvmlite import ir
 
 from ...errors import MSCError, RuntimeCallError, ShapeError
 from .arrays import data_address
+from .chain_split import split_step
 
 __all__ = ["STATUS_INDEX", "STATUS_WORKSPACE", "Chain", "KernelStep", "NativeStep",
            "compile_chains", "guard", "kernel_step", "native_step", "status_error"]
@@ -137,7 +138,9 @@ class KernelStep:
     functions call it (a chain of one step when a plan has chains off), with no Python
     between kernels, on the calling thread: a step that ``splits`` is a chain of its own,
     which calls the kernel object instead (its ``parallel_for`` / native pool split) while
-    more than one thread is allowed (plan_code.py)."""
+    more than one thread is allowed (plan_code.py), unless it has a ``parallel`` entry
+    (chain_split.py): the chains run at more than one thread then call that entry, which
+    hands the kernel's parts to the native pool from inside the chain."""
 
     status = False
 
@@ -148,6 +151,7 @@ class KernelStep:
         self.address, self.dims = int(signature[0]), tuple(int(d) for d in signature[1])
         self.scratch = int(signature[2]) if len(signature) > 2 else 0  # bytes
         self.splits = bool(signature[3]) if len(signature) > 3 else False
+        self.parallel = None  # chain_split.ParallelEntry: how a chain splits it
         self.single = single
         self.where = where
 
@@ -163,8 +167,15 @@ def kernel_step(kernel, specs: list, single: bool, where: str) -> KernelStep | N
     """The chain step of a kernel object on buffers of these specs, or None when it has no
     native signature for them (its Python ``__call__`` then runs, and checks them)."""
     signature_of = getattr(kernel, "native_signature", None)
-    signature = signature_of([(s.shape, s.dtype) for s in specs]) if signature_of else None
-    return None if signature is None else KernelStep(kernel, specs, signature, single, where)
+    buffers = [(s.shape, s.dtype) for s in specs]
+    signature = signature_of(buffers) if signature_of else None
+    if signature is None:
+        return None
+    step = KernelStep(kernel, specs, signature, single, where)
+    found = split_step(kernel, buffers, step.splits)
+    if found is not None:  # the chain splits it (a ParallelEntry) or never does (False)
+        step.parallel, step.splits = found or None, bool(found)
+    return step
 
 
 def native_step(kernel, specs: list, n_in: int, single: bool, where: str,

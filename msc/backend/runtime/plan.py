@@ -207,7 +207,8 @@ class _Planner:
         params = {reg: spec for vid, reg in zip(self.program.params, param_regs)
                   if (spec := self._static_tensor(self.program.values[vid].sinfo))}
         runner = compile_run(instrs, self.fixed, params, TABLE, chains, profile)
-        stats = dict(self._stats(), native_steps=runner.native_steps, chains=runner.chains)
+        stats = dict(self._stats(), native_steps=runner.native_steps, chains=runner.chains,
+                     parallel_steps=runner.parallel_steps)
         return Plan(instrs, self.next_reg, self.fixed, self.storages, self.views, param_regs,
                     result, self.env, stats, runner, nodes)
 

@@ -21,6 +21,8 @@ binding that failed, exactly as the interpreter's do.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import linecache
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +32,9 @@ import numpy as np
 
 from ...errors import MSCError, RuntimeCallError
 from .arrays import data_address
+from .chain_split import ParallelEntry
 from .index_report import arrays_at
+from .native_pool import get_pool
 from .native_run import Chain, compile_chains, guard, status_error
 from .threads import task_threads
 
@@ -84,6 +88,7 @@ class Runner:
     source: str
     timers: list | None = None  # profiling plans: seconds spent in each instruction so far
     scratch: tuple = (None, 0)  # (slot, bytes) of the kernels' scratch, one per register file
+    parallel_steps: int = 0  # steps the chains split from inside (chain_split.py) at > 1 thread
 
 
 def compile_run(instructions: list, fixed_regs: dict, params: dict, table: int,
@@ -117,6 +122,9 @@ class _Writer:
         self.profile = False
         self.scratch_slot: int | None = None  # slot of the register file's kernel scratch
         self.scratch_bytes = 0
+        self.parallel_chains: dict[int, Chain] = {}  # chain index -> its parallel form
+        self.want_slot: int | None = None  # helpers a parallel step wakes (threads - 1)
+        self.parallel_steps = 0
 
     def _name(self, prefix: str, value) -> str:
         name = f"{prefix}{len(self.names)}"
@@ -214,6 +222,7 @@ class _Writer:
         if not instrs:
             return
         chain = Chain([], [], [])
+        parallel = Chain([], [], [])  # the same steps, each with a parallel entry calling it
         index = len(self.chains)
         self.chains.append(chain)
         fresh: list[str] = []
@@ -231,12 +240,14 @@ class _Writer:
                 slot, ref = self._output_slot(buf, fresh)
                 slots.append(slot)
                 outs.append((ref, slot, spec))
+            buffers = list(slots)
             if getattr(step, "scratch", 0):  # the register file's scratch, after the outputs
                 slots.append(self._scratch_slot(step.scratch))
             chain.steps.append(step)
             chain.fn_slots.append(self._fixed(step.address))
             chain.arg_slots.append(slots)
             chain.dim_slots.append([self._fixed(d) for d in step.dims])
+            self._parallel_step(parallel, chain, step, buffers)
             self.native_steps += 1
             if step.single:  # later steps of the chain read it from its slot
                 results.append((call.out, outs[0][0], ""))
@@ -253,10 +264,34 @@ class _Writer:
             self._emit(f"    {self._name('F', instr[4].step)}({', '.join(values)})", instr[3])
             self._emit("else:")
             pad = "    "
-        self._emit(f"{pad}s = C{index}(TA)")
+        if any(isinstance(st, ParallelEntry) for st in parallel.steps):
+            self.parallel_chains[index] = parallel
+            self._emit(f"{pad}s = (CP{index} if PAR else C{index})(TA)")
+        else:
+            self._emit(f"{pad}s = C{index}(TA)")
         self._emit(f"{pad}if s: FAIL({index}, s, T)")
         for out, result, where in results:
             self._emit(f"regs[{out}] = {result}", where)
+
+    def _parallel_step(self, parallel: Chain, chain: Chain, step, buffers: list) -> None:
+        """Step ``step`` of the chain run at more than one thread: its parallel entry
+        (chain_split.py: its buffers, the scratch of its parts, the helpers to wake), or the
+        serial chain's step itself."""
+        entry = getattr(step, "parallel", None)
+        if entry is None:
+            parallel.steps.append(step)
+            for mine, theirs in ((parallel.fn_slots, chain.fn_slots),
+                                 (parallel.arg_slots, chain.arg_slots),
+                                 (parallel.dim_slots, chain.dim_slots)):
+                mine.append(theirs[-1])
+            return
+        if self.want_slot is None:
+            self.want_slot = self._slot()
+        parallel.steps.append(entry)
+        self.parallel_steps += 1
+        parallel.fn_slots.append(self._fixed(entry.address))
+        parallel.arg_slots.append(buffers + [self._scratch_slot(entry.scratch), self.want_slot])
+        parallel.dim_slots.append([self._fixed(d) for d in entry.dims])
 
     def _fixed(self, value: int) -> int:
         slot = self._slot()
@@ -316,6 +351,8 @@ class _Writer:
         head = ["def run_plan(regs):", f"    T, TA, _ = regs[{self.table}]", "    K = []"]
         head += [f"    T[{slot}] = ADDR(regs[{reg}])"
                  for reg, slot in self.param_slots.items()]
+        if self.parallel_chains:
+            head.append(f"    PAR = PARALLEL(T, {self.want_slot})")
         head.append("    try:")
         offset = len(head)
         body = ["        " + line for line in self.lines] or ["        pass"]
@@ -331,19 +368,49 @@ class _Writer:
                      SPLIT=_split_allowed, ADDR=data_address,
                      RAISE=_reraise, FAIL=lambda index, s, table: _fail(chains[index], s, table))
         scope.update({f"C{i}": f for i, f in enumerate(cfuncs)}, PT=timers, CLOCK=perf_counter)
+        indices = sorted(self.parallel_chains)
+        pfuncs = compile_chains([self.parallel_chains[i] for i in indices])
+        scope.update({f"CP{i}": f for i, f in zip(indices, pfuncs)}, PARALLEL=_parallel)
         exec(compile(source, filename, "exec"), scope)  # noqa: S102 - our own generated code
         return Runner(scope["run_plan"], self.slots, self.fixed_slots,
                       {slot: reg for reg, slot in self.reg_slots.items()}, len(self.chains),
                       self.native_steps, source, timers,
-                      (self.scratch_slot, self.scratch_bytes))
+                      (self.scratch_slot, self.scratch_bytes), self.parallel_steps)
 
 
 def _splits(instr) -> bool:
-    return isinstance(instr[4], NativeCall) and getattr(instr[4].step, "splits", False)
+    """A step the kernel object splits (a chain of its own); one with a parallel entry stays
+    in its chain."""
+    step = instr[4].step if isinstance(instr[4], NativeCall) else None
+    return getattr(step, "splits", False) and getattr(step, "parallel", None) is None
 
 
 def _split_allowed() -> bool:
     return task_threads() > 1
+
+
+def _parallel(table, slot: int) -> bool:
+    """Whether this call runs the chains' parallel forms; if so, the helpers they wake."""
+    threads = task_threads()
+    if threads < 2:
+        return False
+    table[slot] = threads - 1
+    pool = get_pool()
+    pool.ensure_workers(threads - 1)
+    cpu = _getcpu()
+    if cpu in pool.pinned.values():
+        pool.keep_off(cpu)
+    return True
+
+
+@functools.cache
+def _cpu_reader():
+    return ctypes.CFUNCTYPE(ctypes.c_int)(get_pool().caller_cpu)
+
+
+def _getcpu() -> int:
+    """The CPU this thread runs on now (libc's sched_getcpu, ~0.1 us)."""
+    return _cpu_reader()()
 
 
 def _fits(value, spec) -> bool:

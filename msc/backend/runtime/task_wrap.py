@@ -150,8 +150,10 @@ def sequence_ir(calls: tuple, buffers: int | None = None,
     j)``: a part of a buffer) or ``row[j]`` (``("row", j)``). The code depends only on this
     structure, never on the row's values, so kernels of many shapes share one adapter."""
     reads = [entry[1] for _, layout, _ in calls for entry in layout if entry[0] != "row"]
-    buffers = 1 + max(reads, default=-1) if buffers is None else buffers
-    code = "_".join(f"f{slot}" + "".join(f"{_CODES[ty]}{kind[0]}{'.'.join(map(str, at))}"
+    least = 1 + max(reads, default=-1)
+    buffers = least if buffers is None else max(buffers, least)
+    code = "" if buffers == least else f"n{buffers}_"  # the symbol says what it takes
+    code += "_".join(f"f{slot}" + "".join(f"{_CODES[ty]}{kind[0]}{'.'.join(map(str, at))}"
                                          for (ty, _), (kind, *at) in zip(sig, layout))
                     for sig, layout, slot in calls)
     if len(code) > 96:  # a kernel's whole sequence (one call per image): a digest names it
@@ -191,10 +193,10 @@ def _row_load(name: str, slot: int) -> list:
 
 
 @functools.cache
-def _adapter(calls: tuple) -> int:
+def _adapter(calls: tuple, buffers: int | None = None) -> int:
     from ..llvm.jit import get_jit
 
-    text, name = sequence_ir(calls)
+    text, name = sequence_ir(calls, buffers)
     library = get_jit().compile(text, [name], name="msc_chain_adapt")
     _KEEP.append(library)
     return library.address(name)
@@ -213,13 +215,15 @@ class ChainEntry:
         self._build(((cfunc, args),))
 
     @classmethod
-    def sequence(cls, calls) -> ChainEntry:
-        """One chain step calling each ``(cfunc, args)`` of ``calls`` in order."""
+    def sequence(cls, calls, buffers: int | None = None) -> ChainEntry:
+        """One chain step calling each ``(cfunc, args)`` of ``calls`` in order. ``buffers``:
+        the buffer parameters the entry takes (default: as many as the calls read), so that
+        entries reading fewer share one task record layout (runtime/chain_split.py)."""
         entry = cls.__new__(cls)
-        entry._build(tuple(calls))
+        entry._build(tuple(calls), buffers)
         return entry
 
-    def _build(self, calls: tuple) -> None:
+    def _build(self, calls: tuple, buffers: int | None = None) -> None:
         row, shapes = [], []
         for cfunc, args in calls:
             sig = _signature(cfunc)
@@ -239,7 +243,7 @@ class ChainEntry:
                     row.append(_bits(value, how))
             shapes.append((sig, tuple(layout), fn_slot))
         self.row = np.array(row, np.int64)
-        self.signature = (_adapter(tuple(shapes)), (self.row.ctypes.data,))
+        self.signature = (_adapter(tuple(shapes), buffers), (self.row.ctypes.data,))
 
 
 class Buffer(int):

@@ -6,7 +6,7 @@ shapes take them too, and check one real stem at its own size."""
 import numpy as np
 import pytest
 
-from msc.backend.kernels import direct_conv
+from msc.backend.kernels import direct_conv, direct_conv_plan
 from msc.backend.kernels.direct_conv import DirectConv2d
 from msc.backend.runtime.threads import num_threads
 
@@ -54,7 +54,7 @@ def test_fused_compaction_matches_torch(monkeypatch, n, c, h, w, o, k, stride, p
                                         groups, threads):
     monkeypatch.setattr(direct_conv, "_L2_BYTES", 256)  # every wide output "outgrows L2"
     monkeypatch.setattr(direct_conv, "_PARALLEL_MACS", 0)  # 2 threads split rows or units
-    monkeypatch.setattr(direct_conv, "_PARALLEL_PREP", 0)
+    monkeypatch.setattr(direct_conv_plan, "_PARALLEL_PREP", 0)
     kernel, out, ref = _run(n, c, h, w, o, k, stride, pad, dilation, groups, threads=threads)
     plan = next(iter(kernel._plans.values()))
     wq, ow = plan.args[direct_conv.PLAN_FIELDS.index("Wq")], ref.shape[3]

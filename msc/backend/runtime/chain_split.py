@@ -1,0 +1,141 @@
+"""Kernel steps that split across threads from inside a native chain.
+
+A kernel step big enough to split used to leave its chain at more than one thread: the plan's
+Python line called the kernel object, which launched its task lists on the native pool (for a
+direct conv at batch 16, two launches per image: 32 pool round trips and a Python call per
+conv). Here a kernel that can describe its work as independent *units* (the images of a batch,
+the planes of a pool) gets a second entry for the chains run at more than one thread:
+
+    dispatch(buffers..., scratch, want)   # one native call: msc_pool_run on a task list
+
+The task list holds ``parts`` ranges of units, each a :class:`~.task_wrap.ChainEntry` sequence
+of the kernel's own calls (exactly the calls its one-thread step makes for those units) with
+its own part of the scratch, so any thread may run any part and the results do not depend on
+who ran which. The step's buffers reach the tasks as the job's base pointers; ``want`` (the
+helpers to wake, threads - 1) is a table slot the plan writes once per call. One pool round
+trip per kernel, no Python between kernels: the chain stays whole at two threads.
+
+A kernel offers this through ``native_parts(buffers)`` -> :class:`Parts` (or None), or, when
+it already keeps a task list of its split whose columns take the step's buffers as bases
+(the flat elementwise passes), ``native_tasks(buffers, parts)`` -> (task list, the step's
+buffer index of each base, one-thread seconds). Whether a step splits is :mod:`.split_cost`'s
+measured break-even of this host (the kernel's ``splits`` flag where it gives no time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .native_pool import get_pool
+from .native_pool_ir import BASES, NATIVE_ARGS
+from .split_cost import split_mode, worth_splitting
+from .task_wrap import Buffer, ChainEntry
+from .threads import NativeTasks, cpu_threads, split_range
+
+__all__ = ["ParallelEntry", "Parts", "split_step"]
+
+PARTS_PER_THREAD = 2  # parts a thread may take: one slowed by other load takes fewer
+
+
+@dataclass(frozen=True)
+class Parts:
+    """A kernel's work on fixed buffers as ``units`` independent units. ``calls(lo, hi,
+    scratch, offset)``: the ``(cfunc, args)`` calls computing units ``lo..hi`` (args as for
+    ChainEntry: ``Buffer(i)``, ``At(i, bytes)``, constants), their scratch at byte ``offset``
+    of buffer ``scratch``; ``part_bytes``: the scratch bytes of a part of so many units (an
+    int: the same for any part); ``seconds``: the one-thread time of one unit, as
+    :mod:`.split_cost` estimates it (None: unknown, then the kernel's ``splits`` flag alone
+    decides)."""
+
+    units: int
+    calls: Callable
+    part_bytes: Callable | int
+    seconds: float | None = None
+
+    def scratch(self, units: int) -> int:
+        """Scratch bytes of a part of ``units`` units, a whole number of cache lines."""
+        found = self.part_bytes(units) if callable(self.part_bytes) else self.part_bytes
+        return -(-int(found) // 64) * 64
+
+
+class ParallelEntry:
+    """The dispatch step of one kernel on fixed buffers (see the module docstring):
+    ``address``, ``dims`` (its adapter and row), ``scratch`` bytes, ``status`` False (a task
+    cannot fail), ``parts``. It keeps the pool, the task list and the entries alive."""
+
+    status = False
+
+    def __init__(self, tasks: NativeTasks, n_buffers: int, bases: tuple, scratch: int,
+                 keep=None):
+        """``tasks``: the parts' task list, whose columns 1.. take the job's ``bases`` (the
+        step's buffer indices, ``n_buffers`` being its scratch) added; ``scratch``: bytes."""
+        pool = get_pool()
+        vector = [Buffer(i) for i in bases] + [0] * (BASES - len(bases))
+        self.dispatch = ChainEntry(pool.run_entry, (pool.control, tasks.records.ctypes.data,
+                                                    tasks.n, Buffer(n_buffers + 1), 1, *vector))
+        self.pool, self.tasks, self.keep, self.parts = pool, tasks, keep, tasks.n
+        self.address, self.dims = int(self.dispatch.signature[0]), tuple(
+            int(d) for d in self.dispatch.signature[1])
+        self.scratch = scratch
+
+    @classmethod
+    def of_parts(cls, parts: Parts, n_buffers: int, count: int) -> ParallelEntry:
+        """``count`` ranges of the units of ``parts``, each a ChainEntry sequence of its
+        calls (its own part of the scratch), as one task list."""
+        scratch = n_buffers  # the step's buffer index of its scratch
+        ranges = split_range(parts.units, count)
+        step = max(parts.scratch(hi - lo) for lo, hi in ranges)
+        entries = [ChainEntry.sequence(parts.calls(lo, hi, scratch, k * step),
+                                       buffers=n_buffers + 1)
+                   for k, (lo, hi) in enumerate(ranges)]
+        tasks = NativeTasks(len(ranges))
+        for k, entry in enumerate(entries):
+            adapter, (row,) = entry.signature
+            # columns 1..: the step's buffers and its scratch (the job's bases), then the row
+            tasks.records[k, 0], tasks.records[k, n_buffers + 2] = adapter, row
+        return cls(tasks, n_buffers, tuple(range(n_buffers + 1)), len(ranges) * step, entries)
+
+    def __repr__(self) -> str:
+        return f"ParallelEntry(parts={self.parts}, scratch={self.scratch})"
+
+
+def split_step(kernel, buffers: list, splits: bool) -> ParallelEntry | bool | None:
+    """How a chain step of ``kernel`` on ``buffers`` ((shape, dtype) of its inputs, then
+    outputs) runs at more than one thread: a :class:`ParallelEntry` (split from inside the
+    chain), False (on one thread, inside the chain: the measured cost says a split does not
+    pay), or None (the kernel has no parts for these buffers: the kernel object splits when
+    ``splits``, as before). ``splits`` is the kernel's own guess, used when it gives no time
+    estimate."""
+    if get_pool() is None or len(buffers) + 1 > min(BASES, NATIVE_ARGS - 1):
+        return None
+    # at least two parts, so that a forced split on a one-CPU host still runs the tasks
+    count = PARTS_PER_THREAD * max(cpu_threads(), 2)
+    tasks_of = getattr(kernel, "native_tasks", None)
+    if tasks_of is not None:
+        found = tasks_of(buffers, count)
+        if found is None:
+            return None
+        tasks, bases, seconds = found
+        if not _wanted(seconds, tasks.n, splits):
+            return False
+        return ParallelEntry(tasks, len(buffers), bases, 0)
+    parts_of = getattr(kernel, "native_parts", None)
+    parts = parts_of(buffers) if parts_of is not None else None
+    if parts is None or parts.units < 2:
+        return None
+    seconds = None if parts.seconds is None else parts.seconds * parts.units
+    if not _wanted(seconds, parts.units, splits):
+        return False
+    return ParallelEntry.of_parts(parts, len(buffers), min(parts.units, count))
+
+
+def _wanted(seconds: float | None, units: int, splits: bool) -> bool:
+    """Whether a step of ``seconds`` on one thread (None: unknown, then the kernel's own
+    ``splits``) in ``units`` independent units splits; ``$MSC_SPLIT`` overrides."""
+    mode = split_mode()
+    if mode != "measured":
+        return mode == "always"
+    if seconds is None:
+        return splits
+    return worth_splitting(seconds, min(units, cpu_threads()))
