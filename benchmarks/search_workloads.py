@@ -111,5 +111,5 @@ def load_workloads(names: list) -> list:
     benchmarks/tune.py (``matmul512``, ``conv3x3``, ``linear0``)."""
     from tune import workloads
 
-    out = dict((n, f) for n, f, _ in workloads([n for n in names if n not in BUILDERS]))
+    out = {n: f for n, f, _ in workloads([n for n in names if n not in BUILDERS])}
     return [(n, out[n] if n in out else BUILDERS[n]()) for n in names]

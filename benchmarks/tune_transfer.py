@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "meta_schedule" / "data"
-MODELS = {"regression": dict(objective="regression", reg=0.0), "rank": dict(objective="rank")}
+MODELS = {"regression": {"objective": "regression", "reg": 0.0}, "rank": {"objective": "rank"}}
 
 
 def recorded_matmul():

@@ -112,9 +112,10 @@ class _Bins:
         valid = (count >= min_leaf) & (m - count >= min_leaf) & np.isfinite(self.thresholds)
         if not valid.any():
             return None
-        gain = cwr ** 2 / (cw + reg) + (total - cwr) ** 2 / np.maximum(weight - cw + reg, 1e-12) \
-            - total ** 2 / (weight + reg)
-        gain = np.where(valid, gain, -np.inf)
+        with np.errstate(divide="ignore", invalid="ignore"):  # empty sides: not valid
+            gain = cwr ** 2 / (cw + reg) + (total - cwr) ** 2 / (weight - cw + reg) \
+                - total ** 2 / (weight + reg)
+        gain = np.where(valid & np.isfinite(gain), gain, -np.inf)
         feat, b = np.unravel_index(int(np.argmax(gain)), gain.shape)
         if not gain[feat, b] > 1e-12:
             return None
