@@ -184,10 +184,10 @@ def main() -> None:
                 for search in args.searches.split(","):
                     for name in names:
                         run_to(args.work_dir, name, funcs[name], search, count, names, args)
-    print_table(names, funcs, args.work_dir)
+    print_table(names, funcs, args.work_dir, pool_dirs(args.train_from))
 
 
-def print_table(names, funcs, root) -> None:
+def print_table(names, funcs, root, pool: list) -> None:
     head = ["workload", "trials", "reference best ms", "search", "trials to 90%", "best ms",
             "tuning s", "rank corr (same workload)", "rank corr (other workloads only)"]
     print("| " + " | ".join(head) + " |")
@@ -199,7 +199,7 @@ def print_table(names, funcs, root) -> None:
             continue
         ref = min(min(t[:count]) for t in runs.values())
         same = held_out_corr([f"{root}/model_{name}"], f"{root}/random_{name}")
-        other = held_out_corr([f"{root}/random_{n}" for n in names if n != name],
+        other = held_out_corr([f"{root}/random_{n}" for n in names if n != name] + pool,
                               f"{root}/random_{name}")
         for search, times in runs.items():
             hit = trials_to(times[:count], ref / 0.9)
