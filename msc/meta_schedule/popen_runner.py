@@ -46,7 +46,8 @@ for line in sys.stdin:
     request = json.loads(line)
     try:
         func = next(iter(parse_tir_text(request["script"]).values()))
-        reply = {"secs": measure(task, func, request["min_repeat_ms"])}
+        reply = {"secs": measure(task, func, request["min_repeat_ms"],
+                                 cutoff=request.get("cutoff"))}
     except CandidateError as exc:
         reply = {"stage": exc.stage, "error": str(exc)}
     except Exception as exc:
@@ -72,8 +73,10 @@ class PopenRunner:
         self.restarts = 0
 
     def _start(self) -> None:
+        # The worker is the isolation: LLVM runs in it, not in a child it forks (a child
+        # would outlive the worker killed on a timeout, compiling on for nothing).
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-               "MSC_NUM_THREADS": str(self.threads)}
+               "MSC_NUM_THREADS": str(self.threads), "MSC_TIR_ISOLATE": "0"}
         self.proc = subprocess.Popen([sys.executable, "-c", WORKER, self._data], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, text=True)
@@ -85,10 +88,12 @@ class PopenRunner:
         line = self.proc.stdout.readline() if ready else None
         return json.loads(line) if line else None
 
-    def __call__(self, func) -> list:
+    def __call__(self, func, cutoff: float | None = None) -> list:
+        """Seconds per call of ``func`` (``runner.measure``, with its ``cutoff``)."""
         if self.proc is None or self.proc.poll() is not None:
             self._start()
-        request = {"script": func.script("main"), "min_repeat_ms": self.min_repeat_ms}
+        request = {"script": func.script("main"), "min_repeat_ms": self.min_repeat_ms,
+                   "cutoff": cutoff}
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         reply = self._read(self.timeout)

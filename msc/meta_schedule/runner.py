@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..backend.runtime.threads import get_num_threads
 from ..errors import MSCError
 from ..tir import expr as E
 from ..tir.function import BufferStore, PrimFunc, walk_stmts
@@ -90,13 +91,20 @@ def measure(task: Workload, func: PrimFunc, min_repeat_ms: float = 40.0,
     """Seconds per call of ``func`` (each repeat lasts ``min_repeat_ms`` at least), after
     checking its outputs against the untuned function's. A candidate whose checked run
     already took more than ``cutoff`` seconds is not timed further (its one run is the
-    measurement): a slow candidate costs one call, not ``repeat`` long ones."""
+    measurement): a slow candidate costs one call, not ``repeat`` long ones.
+
+    On one thread the clock is the thread's CPU time, not the wall clock: a kernel on one
+    thread computes all the time it runs, so the two agree on a quiet machine, and on a
+    shared one the time the thread waited for a core (2-10x the kernel's own on a loaded
+    2-core machine, varying from one candidate to the next) does not become the
+    candidate's."""
+    clock = time.thread_time if get_num_threads() == 1 else time.perf_counter
     kernel = _compile(func, "build")
     args = task.fresh_args()
     try:
-        start = time.perf_counter()
+        start = clock()
         kernel(*args)
-        first = time.perf_counter() - start
+        first = clock() - start
     except Exception as exc:
         raise CandidateError("run", f"{type(exc).__name__}: {exc}") from exc
     for k, ref in zip(task.outputs, task.reference):
@@ -105,7 +113,7 @@ def measure(task: Workload, func: PrimFunc, min_repeat_ms: float = 40.0,
                                           "untuned function's")
     if cutoff is not None and first > cutoff:
         return [first]
-    return [_timed(kernel, args, min_repeat_ms) for _ in range(max(repeat, 1))]
+    return [_timed(kernel, args, min_repeat_ms, clock) for _ in range(max(repeat, 1))]
 
 
 def _close(got: np.ndarray, ref: np.ndarray) -> bool:
@@ -115,13 +123,13 @@ def _close(got: np.ndarray, ref: np.ndarray) -> bool:
     return bool(np.allclose(got, ref, rtol=1e-3, atol=1e-4 * max(scale, 1.0)))
 
 
-def _timed(kernel, args: list, min_repeat_ms: float) -> float:
+def _timed(kernel, args: list, min_repeat_ms: float, clock=time.perf_counter) -> float:
     number = 1
     while True:
-        start = time.perf_counter()
+        start = clock()
         for _ in range(number):
             kernel(*args)
-        elapsed = time.perf_counter() - start
+        elapsed = clock() - start
         if elapsed * 1e3 >= min_repeat_ms or number >= 1 << 20:
             return elapsed / number
         number *= max(2, min(int(min_repeat_ms / max(elapsed * 1e3, 1e-3)) + 1, 64))

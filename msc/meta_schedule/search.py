@@ -234,7 +234,7 @@ class _Search:
     def _predicted_order(self, pool: list) -> list:
         """``pool`` best predicted first, by the model fit on the training set; candidates
         that do not schedule are dropped."""
-        self.model.fit(*self.training.arrays())
+        self.training.fit(self.model)
         scored = [(d, r) for d in pool if (r := self._rows_of(d)) is not None]
         if not scored:
             return []
@@ -248,8 +248,9 @@ class _Search:
         try:
             sch = apply_candidate(self.func, decisions, self.space, self.threads)
             trace = sch.trace
-            secs = self.popen(sch.mod["main"]) if self.popen is not None else \
-                measure(self.task, sch.mod["main"], self.min_repeat_ms, cutoff=self._cutoff())
+            secs = self.popen(sch.mod["main"], self._cutoff()) if self.popen is not None \
+                else measure(self.task, sch.mod["main"], self.min_repeat_ms,
+                             cutoff=self._cutoff())
         except (CandidateError, MSCError) as exc:
             error = str(exc) if isinstance(exc, CandidateError) else f"schedule: {exc}"
             self.failures += 1

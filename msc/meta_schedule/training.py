@@ -10,19 +10,23 @@ candidate that failed), so workloads of any size train one model::
     data = TrainingSet("out/tune")
     data.add(workload_key, rows, secs, tag)    # rows: per_store_features of the candidate
     x, y, groups = data.arrays()               # for GBTModel.fit(x, y, groups)
+    data.fit(model)                            # the same, with each candidate's workload
     data.save()
 
-The file holds plain arrays (``allow_pickle=False``); one written by another feature layout
-is set aside with a warning, never fatal.
+The file holds plain arrays, read with ``allow_pickle=False``, and is checked before it is
+trusted: one written by another feature layout, damaged, or whose arrays do not fit together
+(shapes, non-finite features, non-positive times) is set aside with a warning, never fatal.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import zipfile
 
 import numpy as np
 
+from .cost_model import GBTModel
 from .database import FAILED
 from .features import FEATURE_NAMES
 
@@ -60,6 +64,11 @@ class TrainingSet:
         self.tags.add(tag)
         self._tags.append(tag)
 
+    def extend(self, other: TrainingSet) -> None:
+        """Add every candidate of ``other`` that this set does not hold yet."""
+        for k in range(len(other)):
+            self.add(other.workloads[k], other.rows[k], other.secs[k], other._tags[k])
+
     def valid_count(self) -> int:
         return sum(s < FAILED for s in self.secs)
 
@@ -77,6 +86,19 @@ class TrainingSet:
         x = np.concatenate(self.rows) if self.rows else np.zeros((0, len(FEATURE_NAMES)))
         return x, y, groups.astype(int)
 
+    def workload_ids(self) -> np.ndarray:
+        """An integer per candidate naming its workload (for the rank objective's pairs)."""
+        index: dict = {}
+        return np.array([index.setdefault(w, len(index)) for w in self.workloads], int)
+
+    def fit(self, model):
+        """``model`` fit on every candidate held; the workloads go to a model that takes
+        them (``GBTModel``), so it ranks each workload's candidates among themselves."""
+        x, y, groups = self.arrays()
+        if isinstance(model, GBTModel):
+            return model.fit(x, y, groups, self.workload_ids())
+        return model.fit(x, y, groups)
+
     def save(self) -> None:
         """Write the file atomically (a temp file, then rename)."""
         if not self.path or not self.rows:
@@ -92,14 +114,33 @@ class TrainingSet:
     def _load(self) -> None:
         try:
             with np.load(self.path, allow_pickle=False) as data:
-                if list(data["names"]) != list(FEATURE_NAMES):
-                    raise ValueError("written with another feature layout")
-                x, groups = data["x"], data["groups"]
-                secs, workloads, tags = data["secs"], data["workloads"], data["tags"]
-                if not len(secs) == len(workloads) == len(tags) or len(x) != len(groups):
-                    raise ValueError("arrays of different lengths")
-        except (OSError, ValueError, KeyError) as exc:
+                arrays = {k: data[k] for k in ("names", "x", "groups", "secs", "workloads",
+                                               "tags")}
+            _check(arrays)
+        except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile) as exc:
             LOG.warning("%s: not used (%s); the cost model starts afresh", self.path, exc)
             return
-        for k in range(len(secs)):
-            self.add(str(workloads[k]), x[groups == k], float(secs[k]), str(tags[k]))
+        x, groups = arrays["x"], arrays["groups"]
+        for k in range(len(arrays["secs"])):
+            self.add(str(arrays["workloads"][k]), x[groups == k], float(arrays["secs"][k]),
+                     str(arrays["tags"][k]))
+
+
+def _check(a: dict) -> None:
+    """Raise ValueError unless the arrays read are a training set of this feature layout:
+    the names, the shapes, finite features, positive times, each row's candidate in range."""
+    if a["names"].dtype.kind != "U" or list(a["names"]) != list(FEATURE_NAMES):
+        raise ValueError(f"written with another feature layout ({len(a['names'])} features, "
+                         f"this msc has {len(FEATURE_NAMES)})")
+    x, groups, secs = a["x"], a["groups"], a["secs"]
+    if x.ndim != 2 or x.shape[1] != len(FEATURE_NAMES) or x.dtype.kind != "f":
+        raise ValueError(f"features of shape {x.shape} ({x.dtype}), not (rows, "
+                         f"{len(FEATURE_NAMES)}) floats")
+    if groups.ndim != 1 or len(groups) != len(x) or groups.dtype.kind not in "iu":
+        raise ValueError("one integer candidate index per feature row is needed")
+    if not len(secs) == len(a["workloads"]) == len(a["tags"]) or secs.dtype.kind != "f":
+        raise ValueError("times, workloads and tags of different lengths")
+    if len(x) and (groups.min() < 0 or groups.max() >= len(secs)):
+        raise ValueError("a feature row names a candidate that is not there")
+    if not np.isfinite(x).all() or not (secs > 0).all():
+        raise ValueError("features that are not finite, or times that are not positive")
