@@ -24,11 +24,22 @@ from llvmlite import ir
 
 from ....errors import ShapeError
 from ...llvm.jit import get_jit
+from ...runtime.task_wrap import Buffer, ChainEntry
 from ...runtime.threads import task_threads
 from ..base import Kernel
 from ..layout import scratch, scratch_addresses
-from .conv_tasks import PACK, build_pack, conv_plan
-from .gemm import QGemmConfig, aligned_bytes, host_vnni, pack_vnni, qgemm_driver, run_qgemm
+from .conv_tasks import PACK, PARALLEL_MACS, build_pack, conv_plan
+from .gemm import PARALLEL_MACS as GEMM_PARALLEL_MACS
+from .gemm import (
+    QGemmConfig,
+    aligned_bytes,
+    gemm_blocks,
+    host_vnni,
+    pack_vnni,
+    qgemm_driver,
+    run_qgemm,
+)
+from .tasks import ChainSteps
 
 __all__ = ["QConv2d", "QDense", "pack_fn"]
 
@@ -100,12 +111,33 @@ def conv_dims(k, x, channels: int) -> tuple:
     if x.ndim != 4 or x.shape[1] != channels:
         raise ShapeError(f"expects [N, {channels}, H, W], got {x.shape}", op=k.op,
                          param="data")
-    n, _, h, w = x.shape
+    return x, _out_dims(k, x.shape)
+
+
+def _out_dims(k, shape: tuple) -> tuple:
+    n, _, h, w = shape
     (sh, sw), (dh, dw) = k.strides, k.dilation
     pt, pl, pb, pr = k.padding
     oh = max((h + pt + pb - dh * (k.kh - 1) - 1) // sh + 1, 0)
     ow = max((w + pl + pr - dw * (k.kw - 1) - 1) // sw + 1, 0)
-    return x, (n, h, w, oh, ow)
+    return n, h, w, oh, ow
+
+
+def static_conv_dims(k, buffers: list, channels: int, out_channels: int) -> tuple | None:
+    """(N, H, W, OH, OW) when ``buffers`` ((shape, dtype) of the input and the output) are
+    exactly what conv kernel ``k``'s ``__call__`` takes, with work to do; else None. What a
+    native chain step checks once, when the plan is made (runtime/native_run.KernelStep)."""
+    if len(buffers) != 2:
+        return None
+    (shape, dtype), (out_shape, out_dtype) = buffers
+    if np.dtype(dtype) != k.x_np or len(shape) != 4 or shape[1] != channels:
+        return None
+    dims = _out_dims(k, tuple(shape))
+    n, _, _, oh, ow = dims
+    if tuple(out_shape) != (n, out_channels, oh, ow) or np.dtype(out_dtype) != k.epi.dtype or (
+            min(n, oh, ow) <= 0):
+        return None
+    return dims
 
 
 def check_out(out, shape: tuple, dtype, op: str) -> None:
@@ -145,6 +177,23 @@ class QConv2d(Kernel):
             self.padding) and self.c % 4 == 0
         self.w_ptr = self.w.ctypes.data
         self._plans: dict = {}  # (n, h, w, threads) -> int8_conv_tasks.ConvPlan
+        self._steps = ChainSteps()
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/
+        native_run.KernelStep): the one-thread task list of ``__call__`` on the step's
+        buffers, its arena in the register file's scratch; ``splits``: work enough to split
+        across threads (the kernel object runs it then)."""
+        dims = static_conv_dims(self, buffers, self.c * self.groups, self.o)
+        if dims is None:
+            return None
+        n, h, w, oh, ow = dims
+
+        def build():
+            plan = conv_plan(self, n, (h, w, oh, ow), 1)
+            splits = n * self.o * self.k4 * oh * ow >= PARALLEL_MACS
+            return [(plan.blocks, (Buffer(0), Buffer(2), Buffer(1)))], plan.arena, splits
+        return self._steps.signature(dims, build)
 
     def __call__(self, x, out):
         x, (n, h, w, oh, ow) = conv_dims(self, x, self.c * self.groups)
@@ -181,6 +230,30 @@ class QDense(Kernel):
         self.cfg = QGemmConfig("col", self.epi.kind, host_vnni() if vnni is None else vnni,
                                self.epi.mid)
         self.driver = qgemm_driver(self.cfg)
+        self._steps = ChainSteps()
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains: the GEMM driver
+        on the step's buffers (uint8 rows whose K is a multiple of 4, read in place; other
+        inputs are copied by ``__call__``, which then runs); ``splits``: as ``run_qgemm``."""
+        if len(buffers) != 2 or self.flip or self.k != self.k4 or not self.n:
+            return None
+        (shape, dtype), (out_shape, out_dtype) = buffers
+        if (np.dtype(dtype) != self.x_np or not shape or shape[-1] != self.k
+                or tuple(out_shape) != tuple(shape[:-1]) + (self.n,)
+                or np.dtype(out_dtype) != self.epi.dtype):
+            return None
+        m = int(np.prod(shape[:-1], dtype=np.int64))
+        if not m:
+            return None
+
+        def build():
+            entry = ChainEntry(self.driver, [Buffer(0), self.packed.ctypes.data, Buffer(1), m,
+                                             self.n, self.k4 // 4, self.k4, self.n,
+                                             *self.epi.args])
+            macs = m * self.n * self.k4
+            return entry, 0, macs >= GEMM_PARALLEL_MACS and len(gemm_blocks(m, self.n, 2)) > 1
+        return self._steps.signature((m,), build)
 
     def __call__(self, x, out):
         x = check_operand(x, self.x_np, "data", self.op)

@@ -40,7 +40,8 @@ from ...llvm.loops import F32, I1, I32, I64, const64, entry_alloca, for_range, i
 from ...runtime.task_wrap import wrapped_tasks
 from ...runtime.threads import task_threads
 
-__all__ = ["LANES", "NR", "QGemmConfig", "host_vnni", "pack_vnni", "qgemm_driver", "run_qgemm"]
+__all__ = ["LANES", "NR", "QGemmConfig", "gemm_blocks", "host_vnni", "pack_vnni", "qgemm_driver",
+           "run_qgemm"]
 
 LANES = 16  # int32 lanes per vector (one zmm)
 VECS = 4  # vectors per tile row: NR = 64 columns
@@ -365,7 +366,7 @@ def _split(driver, cfg, m, n, groups, lda, ldc, epi, threads):
     key = (id(driver), cfg, m, n, groups, lda, ldc, epi, threads)
     found = _SPLITS.get(key, False)
     if found is False:
-        parts = _blocks(m, n, threads)
+        parts = gemm_blocks(m, n, threads)
         found = None if len(parts) < 2 else wrapped_tasks(driver, _rows(cfg, parts, groups,
                                                                          lda, ldc, epi))
         if len(_SPLITS) > 4096:  # shapes of many models in one process: start over
@@ -386,7 +387,9 @@ def _rows(cfg, parts, groups, lda, ldc, epi) -> list[tuple]:
     return rows
 
 
-def _blocks(m: int, n: int, threads: int) -> list[tuple[int, int, int, int]]:
+def gemm_blocks(m: int, n: int, threads: int) -> list[tuple[int, int, int, int]]:
+    """(r0, r1, j0, j1) blocks of an M x N GEMM on ``threads``: column panels, else row
+    tiles; one block when neither splits."""
     panels, tiles = -(-n // NR), -(-m // MR)
     if threads > 1 and panels >= tiles and panels > 1:
         parts = min(2 * threads, panels)

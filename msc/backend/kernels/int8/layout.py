@@ -16,12 +16,16 @@ from __future__ import annotations
 import numpy as np
 
 from ....errors import ShapeError
+from ...runtime.task_wrap import At, ChainEntry
 from ..base import Kernel
 from ..layout import PermuteKernel
+from .lut import byte_run_calls
+from .tasks import ChainSteps
 
 __all__ = ["QPermute", "QSlice", "word_permutable"]
 
 _WORD = np.dtype(np.uint32)
+_MAX_RUNS = 256  # copies of one slice chain step at most (else it runs from Python)
 
 
 def word_permutable(shape: tuple, axes: tuple) -> bool:
@@ -74,7 +78,32 @@ class QSlice(Kernel):
     def __init__(self, axis: int, start: int, stop: int, table: np.ndarray | None = None,
                  op: str = "int8.split"):
         self.axis, self.start, self.stop, self.op = axis, start, stop, op
-        self.table = table
+        self.table = None if table is None else np.ascontiguousarray(table).reshape(-1)
+        self._steps = ChainSteps()
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains: one copy (or
+        table lookup) per run of bytes the slice takes (one per index before ``axis``, at
+        most ``_MAX_RUNS``); never split."""
+        if len(buffers) != 2:
+            return None
+        (shape, dtype), (out_shape, out_dtype) = ((tuple(s), np.dtype(d)) for s, d in buffers)
+        axis = self.axis
+        if (dtype.itemsize != 1 or not 0 <= axis < len(shape) or out_dtype.itemsize != 1
+                or (self.table is None and out_dtype != dtype)
+                or (self.table is not None and out_dtype != self.table.dtype)
+                or not 0 <= self.start < self.stop <= shape[axis]
+                or out_shape != shape[:axis] + (self.stop - self.start,) + shape[axis + 1:]):
+            return None
+        outer = int(np.prod(shape[:axis], dtype=np.int64))
+        inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+        if outer > _MAX_RUNS or not outer * inner:
+            return None
+        width, part = shape[axis] * inner, (self.stop - self.start) * inner
+        runs = [(At(0, i * width + self.start * inner), At(1, i * part), part, self.table)
+                for i in range(outer)]
+        return self._steps.signature((outer, inner, shape[axis]), lambda: (
+            ChainEntry.sequence(byte_run_calls(runs)), 0, False))
 
     def __call__(self, x, out):
         index = (slice(None),) * self.axis + (slice(self.start, self.stop),)
