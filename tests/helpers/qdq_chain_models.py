@@ -15,10 +15,11 @@ __all__ = ["block_model", "cnn_float_onnx", "compare", "python_calls", "quantize
 
 
 def cnn_float_onnx(batch: int = 1):
-    """conv 3x3 -> relu -> depthwise 3x3 -> sigmoid -> conv 1x1 + residual -> max pool,
-    concat with a 1x1 conv of it -> global average pool -> flatten -> gemm; input ``x``
-    [batch, 8, 12, 12], opset 13, random weights. Quantized, it runs on QConv2d, QDepthwise,
-    QLut, QAdd, QMaxPool, QConcat, QAvgPool and QDense."""
+    """conv 3x3 -> relu -> pad -> depthwise 3x3 -> sigmoid -> conv 1x1 + residual -> max
+    pool, concat with a 1x1 conv of it (6 x 6 planes) -> global average pool -> 1x1 conv of
+    1 x 1 planes -> flatten -> gemm; input ``x`` [batch, 8, 12, 12], opset 13, random weights.
+    Quantized, it runs on QConv2d, QDepthwise, QLut, QAdd, QMaxPool, QConcat, QAvgPool and
+    QDense, the pad taken into the depthwise conv's padding."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(5)
@@ -30,15 +31,19 @@ def cnn_float_onnx(batch: int = 1):
              init("wd", (16, 1, 3, 3), 0.4), init("bd", (16,), 0.1),
              init("w2", (16, 16, 1, 1), 0.3), init("b2", (16,), 0.1),
              init("w3", (8, 16, 1, 1), 0.3), init("b3", (8,), 0.1),
-             init("wf", (10, 24), 0.3), init("bf", (10,), 0.1)]
+             init("w4", (16, 24, 1, 1), 0.3), init("b4", (16,), 0.1),
+             init("wf", (10, 16), 0.3), init("bf", (10,), 0.1),
+             numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")]
     n = helper.make_node
     nodes = [n("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]), n("Relu", ["c1"], ["r1"]),
-             n("Conv", ["r1", "wd", "bd"], ["d"], pads=[1, 1, 1, 1], group=16),
+             n("Pad", ["r1", "pads"], ["r1p"]),
+             n("Conv", ["r1p", "wd", "bd"], ["d"], group=16),
              n("Sigmoid", ["d"], ["g"]), n("Conv", ["g", "w2", "b2"], ["c2"]),
              n("Add", ["c2", "r1"], ["s"]),
              n("MaxPool", ["s"], ["m"], kernel_shape=[2, 2], strides=[2, 2]),
              n("Conv", ["m", "w3", "b3"], ["c3"]), n("Concat", ["m", "c3"], ["cat"], axis=1),
-             n("GlobalAveragePool", ["cat"], ["p"]), n("Flatten", ["p"], ["f"]),
+             n("GlobalAveragePool", ["cat"], ["p"]), n("Conv", ["p", "w4", "b4"], ["c4"]),
+             n("Relu", ["c4"], ["r4"]), n("Flatten", ["r4"], ["f"]),
              n("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
     graph = helper.make_graph(
         nodes, "int8_kinds",
@@ -114,4 +119,4 @@ def compare(qdq, x: np.ndarray, threads: int = 1) -> dict:
                     and type(i[4].step.kernel).__module__.startswith(
                         "msc.backend.kernels.int8")})
     return {"chain": chain, "python": unchained, "ort": want, "kinds": kinds,
-            "python_calls": python_calls(plan), "scale": scale}
+            "python_calls": python_calls(plan), "scale": scale, "fused": ex.stats["fused"]}

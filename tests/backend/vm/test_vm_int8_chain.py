@@ -1,7 +1,8 @@
 """The int8 kernels of folded QDQ programs are native chain steps (kernels/int8/tasks.py's
 ChainSteps): a QDQ model's plan calls no kernel from Python, its outputs are bit for bit the
 outputs of the same plan with every kernel called from Python, and within one quantization
-step of onnxruntime's on the same QDQ file; on the host's ISA, on AVX-512 without AMX and on
+step of onnxruntime's on the same QDQ file (small-plane 1x1 convs at batch > 1 as one GEMM of
+pixel rows, an explicit zero pad taken into the next conv's padding); on the host's ISA, on AVX-512 without AMX and on
 AVX2 (``$MSC_CPU_ISA``, in child processes). Shapes are checked once, when the plan is made;
 errors still reach the caller as before."""
 
@@ -51,6 +52,8 @@ def test_int8_kernels_run_in_the_chain_as_from_python(qdq_models, name, threads)
     got = compare(qdq, calib[0], threads)
     assert got["kinds"] == kinds  # every kind a chain step of the plan
     assert got["python_calls"] == 0
+    if name.startswith("cnn"):  # the explicit pad went into the depthwise conv's padding
+        assert got["fused"]["qdq:nn.pad into a conv"] == 1
     np.testing.assert_array_equal(got["chain"], got["python"])
     np.testing.assert_allclose(got["chain"], got["ort"], rtol=0, atol=STEPS * got["scale"])
 

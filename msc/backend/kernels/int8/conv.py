@@ -24,13 +24,13 @@ from llvmlite import ir
 
 from ....errors import ShapeError
 from ...llvm.jit import get_jit
-from ...runtime.task_wrap import Buffer, ChainEntry
+from ...runtime.task_wrap import At, Buffer, ChainEntry
 from ...runtime.threads import task_threads
 from ..base import Kernel
-from ..layout import scratch, scratch_addresses
+from ..layout import scratch, scratch_addresses, scratch_offsets
 from .conv_tasks import PACK, PARALLEL_MACS, build_pack, conv_plan
-from .gemm import PARALLEL_MACS as GEMM_PARALLEL_MACS
 from .gemm import (
+    NR,
     QGemmConfig,
     aligned_bytes,
     gemm_blocks,
@@ -39,6 +39,8 @@ from .gemm import (
     qgemm_driver,
     run_qgemm,
 )
+from .gemm import PARALLEL_MACS as GEMM_PARALLEL_MACS
+from .layout import transpose_fn
 from .tasks import ChainSteps
 
 __all__ = ["QConv2d", "QDense", "pack_fn"]
@@ -178,6 +180,12 @@ class QConv2d(Kernel):
         self.w_ptr = self.w.ctypes.data
         self._plans: dict = {}  # (n, h, w, threads) -> int8_conv_tasks.ConvPlan
         self._steps = ChainSteps()
+        # a 1x1 conv of 1x1 planes is x [N, C] @ W^T: the "col" GEMM with the images as its
+        # rows (this conv's "row" GEMM would run one 64-column panel per image for 1 column)
+        self.dense = QDense(np.ascontiguousarray(w_q.reshape(self.o, self.c).T), x_dtype,
+                            x_zero, scale, bias, out, relu, op, vnni, post) if (
+            (self.kh, self.kw) == (1, 1) and self.groups == 1 and self.strides == (1, 1)
+            and not any(self.padding)) else None
 
     def native_signature(self, buffers: list) -> tuple | None:
         """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/
@@ -188,6 +196,8 @@ class QConv2d(Kernel):
         if dims is None:
             return None
         n, h, w, oh, ow = dims
+        if self._as_rows(n, h * w):
+            return self._rows_signature(buffers, n, h * w)
 
         def build():
             plan = conv_plan(self, n, (h, w, oh, ow), 1)
@@ -195,10 +205,43 @@ class QConv2d(Kernel):
             return [(plan.blocks, (Buffer(0), Buffer(2), Buffer(1)))], plan.arena, splits
         return self._steps.signature(dims, build)
 
+    def _as_rows(self, n: int, p: int) -> bool:
+        """Whether the images' pixels run as the rows of one "col" GEMM (``self.dense``): a
+        1x1 conv of 1x1 planes, or of planes under one 64-column panel at batch > 1 (its
+        "row" GEMM would run one mostly empty panel per image: MobileNets' last stages)."""
+        return self.dense is not None and (p == 1 or (n > 1 and p < NR))
+
+    def _rows_signature(self, buffers: list, n: int, p: int) -> tuple | None:
+        """The chain step of the pixel-row GEMM: 1x1 planes are already rows; others go
+        through two transposes in the register file's scratch."""
+        if p == 1:
+            return self.dense.native_signature([((n, self.c), buffers[0][1]),
+                                                ((n, self.o), buffers[1][1])])
+        if self.dense.flip or n * p * self.o * self.dense.k4 >= GEMM_PARALLEL_MACS:
+            return None  # __call__ decides (flips, splits)
+        size = self.epi.dtype.itemsize
+        (rows, done), nbytes = scratch_offsets(-(-n * p * self.c // 4),
+                                               -(-n * p * self.o * size // 4))
+
+        def build():
+            rows_at, done_at = At(2, rows), At(2, done)
+            calls = [(transpose_fn(1), [Buffer(0), rows_at, n, self.c, p]),
+                     self.dense.driver_call(rows_at, done_at, n * p),
+                     (transpose_fn(size), [done_at, Buffer(1), n, p, self.o])]
+            return ChainEntry.sequence(calls), nbytes, False
+        return self._steps.signature(("rows", n, p), build)
+
     def __call__(self, x, out):
         x, (n, h, w, oh, ow) = conv_dims(self, x, self.c * self.groups)
         check_out(out, (n, self.o, oh, ow), self.epi.dtype, self.op)
         if not out.size:
+            return out
+        p = h * w
+        if self._as_rows(n, p):  # NCHW -> pixel rows -> one GEMM -> NCHW
+            rows = np.ascontiguousarray(x.reshape(n, self.c, p).transpose(0, 2, 1))
+            done = np.empty((n, p, self.o), out.dtype)
+            self.dense(rows.reshape(n * p, self.c), done.reshape(n * p, self.o))
+            out.reshape(n, self.o, p)[...] = done.transpose(0, 2, 1)
             return out
         threads = task_threads()
         key = (n, h, w, threads)
@@ -248,12 +291,16 @@ class QDense(Kernel):
             return None
 
         def build():
-            entry = ChainEntry(self.driver, [Buffer(0), self.packed.ctypes.data, Buffer(1), m,
-                                             self.n, self.k4 // 4, self.k4, self.n,
-                                             *self.epi.args])
+            entry = ChainEntry.sequence([self.driver_call(Buffer(0), Buffer(1), m)])
             macs = m * self.n * self.k4
             return entry, 0, macs >= GEMM_PARALLEL_MACS and len(gemm_blocks(m, self.n, 2)) > 1
         return self._steps.signature((m,), build)
+
+    def driver_call(self, a, c, m: int) -> tuple:
+        """(driver, arguments) of ``m`` uint8 rows at ``a`` (K a multiple of 4, unflipped)
+        into ``c``: a ChainEntry call (``a`` / ``c``: Buffer / At of the step)."""
+        return self.driver, [a, self.packed.ctypes.data, c, m, self.n, self.k4 // 4, self.k4,
+                             self.n, *self.epi.args]
 
     def __call__(self, x, out):
         x = check_operand(x, self.x_np, "data", self.op)
