@@ -140,23 +140,32 @@ def _unfold_cols(b, v, xp, cols, q, nq) -> None:
     taps = b.mul(v["kh"], v["kw"])
     k, q_end = b.mul(v["c"], taps), b.add(q, nq)
     zero = const64(0)
-    whole = b.and_(b.and_(b.icmp_signed("==", b.srem(q, v["ow"]), zero),
-                          b.icmp_signed("==", b.srem(nq, v["ow"]), zero)),
-                   b.and_(b.icmp_signed("==", v["sw"], const64(1)),
-                          b.icmp_signed("<=", v["ow"], const64(64))))
-    with b.if_else(whole) as (rows, general):
+    whole = b.and_(b.icmp_signed("==", b.srem(q, v["ow"]), zero),
+                   b.icmp_signed("==", b.srem(nq, v["ow"]), zero))
+    unit = b.and_(whole, b.and_(b.icmp_signed("==", v["sw"], const64(1)),
+                                b.icmp_signed("<=", v["ow"], const64(64))))
+    two = b.and_(whole, b.and_(b.icmp_signed("==", v["sw"], const64(2)),
+                               b.icmp_signed("<=", v["ow"], const64(32))))
+    with b.if_else(unit) as (rows, other):
         with rows:
-            _unfold_rows(b, v, xp, cols, q, nq, k, taps)
-        with general:
-            _unfold_runs(b, v, xp, cols, q, nq, q_end, k, taps)
+            _unfold_rows(b, v, xp, cols, q, nq, k, taps, 1)
+        with other, b.if_else(two) as (rows2, general):
+            with rows2:
+                _unfold_rows(b, v, xp, cols, q, nq, k, taps, 2)
+            with general:
+                _unfold_runs(b, v, xp, cols, q, nq, q_end, k, taps)
     _fill(b, cols, b.mul(k, nq), b.mul(v["k4"], nq), b.trunc(v["fill"], I8))
 
 
-def _unfold_rows(b, v, xp, cols, q, nq, k, taps) -> None:
-    """The unfold of whole output rows of at most 64 pixels at stride 1 (every conv of a
-    small plane whose block holds whole rows): per patch row, one 64-byte vector per output
-    row, no bounds to work out (a row's tail is overwritten by the next, in address order)."""
+def _unfold_rows(b, v, xp, cols, q, nq, k, taps, stride: int) -> None:
+    """The unfold of whole output rows of at most 64 / ``stride`` pixels at column stride 1
+    or 2 (every conv of a small plane whose block holds whole rows): per patch row, one
+    64-byte load per output row (its even bytes at stride 2) and one store, no bounds to work
+    out (a row's tail is overwritten by the next, in address order)."""
     v64 = ir.VectorType(I8, 64).as_pointer()
+    width = 64 // stride
+    out_ty = ir.VectorType(I8, width).as_pointer()
+    picks = ir.Constant(ir.VectorType(I32, width), [stride * t for t in range(width)])
     padded, oh0, count = b.mul(v["wh"], v["wp"]), b.sdiv(q, v["ow"]), b.sdiv(nq, v["ow"])
     with for_range(b, k, name="k") as kk:
         c, tap = b.sdiv(kk, taps), b.srem(kk, taps)
@@ -166,7 +175,9 @@ def _unfold_rows(b, v, xp, cols, q, nq, k, taps) -> None:
         with for_range(b, count, name="r") as r:
             ih = b.sub(b.add(b.mul(b.add(oh0, r), v["sh"]), b.mul(i, v["dh"])), v["y0"])
             value = b.load(b.bitcast(b.gep(src, [b.mul(ih, v["wp"])]), v64), align=1)
-            b.store(value, b.bitcast(b.gep(row, [b.mul(r, v["ow"])]), v64), align=1)
+            if stride > 1:
+                value = b.shuffle_vector(value, ir.Constant(value.type, ir.Undefined), picks)
+            b.store(value, b.bitcast(b.gep(row, [b.mul(r, v["ow"])]), out_ty), align=1)
 
 
 def _unfold_runs(b, v, xp, cols, q, nq, q_end, k, taps) -> None:
