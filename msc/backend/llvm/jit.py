@@ -43,7 +43,10 @@ _VECTOR_LANES = (("avx512f", 16), ("avx2", 8), ("avx", 8))
 _EXPORTED = {"external"}
 # $MSC_CPU_ISA caps the host's instruction set: (LLVM's generic CPU, feature prefixes removed)
 ISA_ENV = "MSC_CPU_ISA"
-_ISA_CAPS = {"avx2": ("x86-64-v3", ("avx512", "avx10", "amx", "evex512"))}
+_ISA_CAPS = {"avx2": ("x86-64-v3", ("avx512", "avx10", "amx", "evex512")),
+             # AVX-512 (VNNI included where the host has it) without AMX: an AMD Zen 4 / 5
+             # or an Ice Lake on a Sapphire Rapids host
+             "avx512": ("x86-64-v4", ("amx", "avx10"))}
 
 
 @dataclass(frozen=True)
@@ -76,7 +79,7 @@ def host_target() -> HostTarget:
 
 def capped_target(target: HostTarget, isa: str) -> HostTarget:
     """``target`` without the features newer than ``isa`` ("avx2": no AVX-512, AVX10 or AMX;
-    "" or "native": unchanged), so that an AVX-512 machine compiles and picks kernels exactly
+    "avx512": no AMX or AVX10; "" or "native": unchanged), so that an AVX-512 machine compiles and picks kernels exactly
     as an AVX2-only one would (the tests run the AVX2 path this way). The CPU name becomes
     LLVM's generic level for ``isa``: a named CPU would bring its own features back."""
     if isa in ("", "native"):

@@ -77,6 +77,11 @@ CONVS = [  # (n, c, h, w, o, k, strides, pads, dilation, activation dtype)
     (1, 5, 11, 10, 9, 3, (2, 2), (1, 0, 2, 1), (1, 1), "int8"),
     (1, 4, 13, 70, 7, 3, (1, 2), (2, 2, 2, 2), (2, 2), "uint8"),
     (1, 16, 8, 8, 130, 1, (2, 2), (0, 0, 0, 0), (1, 1), "int8"),
+    # rows of more than 64 pixels (the unfold's general runs); rows of at most 32 at
+    # stride 2 and at most 64 at stride 1 (one vector per row); blocks cutting rows
+    (2, 4, 6, 80, 8, 3, (1, 1), (1, 1, 1, 1), (1, 1), "uint8"),
+    (3, 6, 17, 30, 12, 3, (2, 2), (1, 1, 1, 1), (1, 1), "uint8"),
+    (1, 8, 60, 60, 40, 3, (1, 1), (1, 1, 1, 1), (1, 1), "uint8"),
 ]
 
 

@@ -27,6 +27,7 @@ linear ``[out, in]``). Everything else (adds, pools, attention matmuls) runs as 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 
@@ -140,12 +141,42 @@ class _Folder:
             if other is not None:
                 self._fold_batch_matmul(node, quantized, other)
                 return
-        made = _MATCH[node.op](node.site) if quantized else None
+        site = node.site
+        if quantized is not None and node.op in _CONVS:
+            quantized, site = self._through_pad(quantized, site)
+        made = _MATCH[node.op](site) if quantized else None
         if made is None:
             return
         w_q, w_scale, axis, bias, make = made
         self._emit(node, quantized, (quantized[0],), w_scale, axis, bias,
                    lambda *args: make(w_q, *args))
+
+    def _through_pad(self, quantized: tuple, site: Site) -> tuple:
+        """(input, site) of a conv reading ``quantize(pad(dequantize(x0)))`` with one
+        quantization throughout and a zero pad of H / W only (TF-style "same" padding as an
+        op of its own: HF MobileNetV2): the conv reads x0, the pad added to its own padding
+        (its zero point fills the border, as the quantized zero did). Other readers of the
+        padded bytes keep them; else the pad chain is dropped as dead."""
+        q = self.rw.producer(quantized[0])
+        pad = self.rw.producer(q.ins[0]) if (
+            q is not None and q.op == "quantize" and q.site is not None and len(q.ins) == 3
+        ) else None
+        if pad is None or pad.op != "nn.pad" or pad.site is None:
+            return quantized, site
+        inner = self._dequantized_input(pad)
+        s, z = (_scalar(self.values[i]) for i in q.ins[1:])
+        widths = tuple(pad.site.attr("pad_width") or ())
+        if (inner is None or inner[1:] != quantized[1:] or s is None or z is None
+                or (float(np.float32(s)), int(z)) != quantized[2:]
+                or pad.site.attr("pad_mode", "constant") != "constant"
+                or float(pad.site.attr("pad_value", 0.0)) != 0.0
+                or len(widths) != 8 or any(widths[:4]) or min(widths) < 0):
+            return quantized, site
+        top, bottom, left, right = (int(w) for w in widths[4:])
+        pt, pl, pb, pr = pad4(site.attr("padding", 0))
+        attrs = dict(site.attrs, padding=(pt + top, pl + left, pb + bottom, pr + right))
+        self.counts["qdq:nn.pad into a conv"] += 1
+        return inner, replace(site, attrs=attrs)
 
     def _fold_batch_matmul(self, node: Node, a: tuple, b: tuple) -> None:
         """dequantize @ dequantize (attention's QK^T, PV): int8/bmm.py, when both are
@@ -411,6 +442,7 @@ _POOLS = {"nn.avg_pool2d": _avg_pool, "mean": _global_mean}
 _VIEWS = ops_with("movement") | {"nn.max_pool2d"}
 
 _BATCH_MATMULS = ("matmul", "msc.matmul")  # may read two activations
+_CONVS = ("nn.conv2d", "msc.conv2d_bias")  # may absorb a zero pad before them
 
 # The op fact "int8": the kernels a QDQ chain around the op folds into, computing it on the
 # quantized values (compression.quantize quantizes these by default: ops_having("int8")).

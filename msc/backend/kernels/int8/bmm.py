@@ -30,11 +30,13 @@ from llvmlite import ir
 from ....errors import ShapeError
 from ...llvm.jit import get_jit
 from ...llvm.loops import I32, I64, for_range
-from ...runtime.task_wrap import wrapped_tasks
+from ...runtime.task_wrap import At, ChainEntry, wrapped_tasks
 from ...runtime.threads import task_threads
 from ..base import Kernel
+from ..layout import scratch_offsets
 from .conv import ACT_DTYPES, Epilogue, check_operand, check_out, pack_fn
 from .gemm import NR, OUTS, QGemmConfig, host_vnni, qgemm_driver
+from .tasks import ChainSteps
 
 __all__ = ["QBatchMatmul"]
 
@@ -140,6 +142,43 @@ class QBatchMatmul(Kernel):
                                rowterm=True)
         self.driver = qgemm_driver(self.cfg)
         self.pack, self.sums = pack_fn(), _sums()
+        self._steps = ChainSteps()
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains: per head, the
+        zero-point sums, the pack of B and the GEMM of ``__call__`` on one thread, their work
+        arrays in the register file's scratch (reused head after head); ``splits``: as
+        ``__call__``. An int8 A (flipped by ``__call__`` first) has no step."""
+        if len(buffers) != 3 or self.a_flip:
+            return None
+        (a, a_dtype), (b, b_dtype), (out, out_dtype) = ((tuple(s), np.dtype(d))
+                                                        for s, d in buffers)
+        if (a_dtype != self.a_np or b_dtype != self.b_np or len(a) < 2 or len(b) != len(a)
+                or b[:-2] != a[:-2] or a[-1] != b[-2] or a[-1] % 4):
+            return None
+        (m, k), n = a[-2:], b[-1]
+        if out != a[:-1] + (n,) or out_dtype != self._epilogue(n).dtype or not m * n * k:
+            return None
+        batch = int(np.prod(a[:-2], dtype=np.int64))
+        return self._steps.signature((batch, m, k, n), lambda: self._chain(batch, m, k, n))
+
+    def _chain(self, batch: int, m: int, k: int, n: int) -> tuple:
+        groups = k // 4
+        span = -(-n // NR) * groups * NR * 4
+        (rc, cc, pk), nbytes = scratch_offsets(m, n, span // 4)
+        rc, cc, pk = (At(3, off) for off in (rc, cc, pk))
+        size, bsize = OUTS[self.cfg.out], np.dtype(self.b_np).itemsize
+        zz = (self.zb - self.off, -k * self.za * self.zb)
+        epi = self._epilogue(n).args[1:]
+        calls = []
+        for h in range(batch):
+            a, b = At(0, h * m * k), At(1, h * k * n * bsize)
+            calls += [(self.sums, [a, b, rc, cc, m, k, n, int(self.off == 0), self.za, *zz]),
+                      (self.pack, [b, n, pk, groups, n, self.pack_flip]),
+                      (self.driver, [a, pk, At(2, h * m * n * size), m, n, groups, k, n, cc,
+                                     *epi, rc])]
+        splits = batch * m * n * k >= _PARALLEL_MACS
+        return ChainEntry.sequence(calls), nbytes, splits
 
     def _epilogue(self, n: int) -> Epilogue:
         """Scale / bias / output arrays for N columns (made once per N)."""

@@ -24,11 +24,24 @@ from llvmlite import ir
 
 from ....errors import ShapeError
 from ...llvm.jit import get_jit
+from ...runtime.task_wrap import At, Buffer, ChainEntry
 from ...runtime.threads import task_threads
 from ..base import Kernel
-from ..layout import scratch, scratch_addresses
-from .conv_tasks import PACK, build_pack, conv_plan
-from .gemm import QGemmConfig, aligned_bytes, host_vnni, pack_vnni, qgemm_driver, run_qgemm
+from ..layout import scratch, scratch_addresses, scratch_offsets
+from .conv_tasks import PACK, PARALLEL_MACS, build_pack, conv_plan
+from .gemm import (
+    NR,
+    QGemmConfig,
+    aligned_bytes,
+    gemm_blocks,
+    host_vnni,
+    pack_vnni,
+    qgemm_driver,
+    run_qgemm,
+)
+from .gemm import PARALLEL_MACS as GEMM_PARALLEL_MACS
+from .layout import transpose_fn
+from .tasks import ChainSteps
 
 __all__ = ["QConv2d", "QDense", "pack_fn"]
 
@@ -100,12 +113,33 @@ def conv_dims(k, x, channels: int) -> tuple:
     if x.ndim != 4 or x.shape[1] != channels:
         raise ShapeError(f"expects [N, {channels}, H, W], got {x.shape}", op=k.op,
                          param="data")
-    n, _, h, w = x.shape
+    return x, _out_dims(k, x.shape)
+
+
+def _out_dims(k, shape: tuple) -> tuple:
+    n, _, h, w = shape
     (sh, sw), (dh, dw) = k.strides, k.dilation
     pt, pl, pb, pr = k.padding
     oh = max((h + pt + pb - dh * (k.kh - 1) - 1) // sh + 1, 0)
     ow = max((w + pl + pr - dw * (k.kw - 1) - 1) // sw + 1, 0)
-    return x, (n, h, w, oh, ow)
+    return n, h, w, oh, ow
+
+
+def static_conv_dims(k, buffers: list, channels: int, out_channels: int) -> tuple | None:
+    """(N, H, W, OH, OW) when ``buffers`` ((shape, dtype) of the input and the output) are
+    exactly what conv kernel ``k``'s ``__call__`` takes, with work to do; else None. What a
+    native chain step checks once, when the plan is made (runtime/native_run.KernelStep)."""
+    if len(buffers) != 2:
+        return None
+    (shape, dtype), (out_shape, out_dtype) = buffers
+    if np.dtype(dtype) != k.x_np or len(shape) != 4 or shape[1] != channels:
+        return None
+    dims = _out_dims(k, tuple(shape))
+    n, _, _, oh, ow = dims
+    if tuple(out_shape) != (n, out_channels, oh, ow) or np.dtype(out_dtype) != k.epi.dtype or (
+            min(n, oh, ow) <= 0):
+        return None
+    return dims
 
 
 def check_out(out, shape: tuple, dtype, op: str) -> None:
@@ -145,11 +179,69 @@ class QConv2d(Kernel):
             self.padding) and self.c % 4 == 0
         self.w_ptr = self.w.ctypes.data
         self._plans: dict = {}  # (n, h, w, threads) -> int8_conv_tasks.ConvPlan
+        self._steps = ChainSteps()
+        # a 1x1 conv of 1x1 planes is x [N, C] @ W^T: the "col" GEMM with the images as its
+        # rows (this conv's "row" GEMM would run one 64-column panel per image for 1 column)
+        self.dense = QDense(np.ascontiguousarray(w_q.reshape(self.o, self.c).T), x_dtype,
+                            x_zero, scale, bias, out, relu, op, vnni, post) if (
+            (self.kh, self.kw) == (1, 1) and self.groups == 1 and self.strides == (1, 1)
+            and not any(self.padding)) else None
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/
+        native_run.KernelStep): the one-thread task list of ``__call__`` on the step's
+        buffers, its arena in the register file's scratch; ``splits``: work enough to split
+        across threads (the kernel object runs it then)."""
+        dims = static_conv_dims(self, buffers, self.c * self.groups, self.o)
+        if dims is None:
+            return None
+        n, h, w, oh, ow = dims
+        if self._as_rows(n, h * w):
+            return self._rows_signature(buffers, n, h * w)
+
+        def build():
+            plan = conv_plan(self, n, (h, w, oh, ow), 1)
+            splits = n * self.o * self.k4 * oh * ow >= PARALLEL_MACS
+            return [(plan.blocks, (Buffer(0), Buffer(2), Buffer(1)))], plan.arena, splits
+        return self._steps.signature(dims, build)
+
+    def _as_rows(self, n: int, p: int) -> bool:
+        """Whether the images' pixels run as the rows of one "col" GEMM (``self.dense``): a
+        1x1 conv of 1x1 planes, or of planes under one 64-column panel at batch > 1 (its
+        "row" GEMM would run one mostly empty panel per image: MobileNets' last stages)."""
+        return self.dense is not None and (p == 1 or (n > 1 and p < NR))
+
+    def _rows_signature(self, buffers: list, n: int, p: int) -> tuple | None:
+        """The chain step of the pixel-row GEMM: 1x1 planes are already rows; others go
+        through two transposes in the register file's scratch."""
+        if p == 1:
+            return self.dense.native_signature([((n, self.c), buffers[0][1]),
+                                                ((n, self.o), buffers[1][1])])
+        if self.dense.flip or n * p * self.o * self.dense.k4 >= GEMM_PARALLEL_MACS:
+            return None  # __call__ decides (flips, splits)
+        size = self.epi.dtype.itemsize
+        (rows, done), nbytes = scratch_offsets(-(-n * p * self.c // 4),
+                                               -(-n * p * self.o * size // 4))
+
+        def build():
+            rows_at, done_at = At(2, rows), At(2, done)
+            calls = [(transpose_fn(1), [Buffer(0), rows_at, n, self.c, p]),
+                     self.dense.driver_call(rows_at, done_at, n * p),
+                     (transpose_fn(size), [done_at, Buffer(1), n, p, self.o])]
+            return ChainEntry.sequence(calls), nbytes, False
+        return self._steps.signature(("rows", n, p), build)
 
     def __call__(self, x, out):
         x, (n, h, w, oh, ow) = conv_dims(self, x, self.c * self.groups)
         check_out(out, (n, self.o, oh, ow), self.epi.dtype, self.op)
         if not out.size:
+            return out
+        p = h * w
+        if self._as_rows(n, p):  # NCHW -> pixel rows -> one GEMM -> NCHW
+            rows = np.ascontiguousarray(x.reshape(n, self.c, p).transpose(0, 2, 1))
+            done = np.empty((n, p, self.o), out.dtype)
+            self.dense(rows.reshape(n * p, self.c), done.reshape(n * p, self.o))
+            out.reshape(n, self.o, p)[...] = done.transpose(0, 2, 1)
             return out
         threads = task_threads()
         key = (n, h, w, threads)
@@ -181,6 +273,34 @@ class QDense(Kernel):
         self.cfg = QGemmConfig("col", self.epi.kind, host_vnni() if vnni is None else vnni,
                                self.epi.mid)
         self.driver = qgemm_driver(self.cfg)
+        self._steps = ChainSteps()
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains: the GEMM driver
+        on the step's buffers (uint8 rows whose K is a multiple of 4, read in place; other
+        inputs are copied by ``__call__``, which then runs); ``splits``: as ``run_qgemm``."""
+        if len(buffers) != 2 or self.flip or self.k != self.k4 or not self.n:
+            return None
+        (shape, dtype), (out_shape, out_dtype) = buffers
+        if (np.dtype(dtype) != self.x_np or not shape or shape[-1] != self.k
+                or tuple(out_shape) != tuple(shape[:-1]) + (self.n,)
+                or np.dtype(out_dtype) != self.epi.dtype):
+            return None
+        m = int(np.prod(shape[:-1], dtype=np.int64))
+        if not m:
+            return None
+
+        def build():
+            entry = ChainEntry.sequence([self.driver_call(Buffer(0), Buffer(1), m)])
+            macs = m * self.n * self.k4
+            return entry, 0, macs >= GEMM_PARALLEL_MACS and len(gemm_blocks(m, self.n, 2)) > 1
+        return self._steps.signature((m,), build)
+
+    def driver_call(self, a, c, m: int) -> tuple:
+        """(driver, arguments) of ``m`` uint8 rows at ``a`` (K a multiple of 4, unflipped)
+        into ``c``: a ChainEntry call (``a`` / ``c``: Buffer / At of the step)."""
+        return self.driver, [a, self.packed.ctypes.data, c, m, self.n, self.k4 // 4, self.k4,
+                             self.n, *self.epi.args]
 
     def __call__(self, x, out):
         x = check_operand(x, self.x_np, "data", self.op)

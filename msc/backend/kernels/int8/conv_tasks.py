@@ -138,7 +138,51 @@ def _unfold_cols(b, v, xp, cols, q, nq) -> None:
     """cols[k, t] = xp[c, ih - y0, iw] for the pixels q..q+nq (k = (c*KH + i)*KW + j), whole
     rows of ``fill`` from C*KH*KW to K4; rows are written in address order (see _copy64)."""
     taps = b.mul(v["kh"], v["kw"])
-    k, padded, q_end = b.mul(v["c"], taps), b.mul(v["wh"], v["wp"]), b.add(q, nq)
+    k, q_end = b.mul(v["c"], taps), b.add(q, nq)
+    zero = const64(0)
+    whole = b.and_(b.icmp_signed("==", b.srem(q, v["ow"]), zero),
+                   b.icmp_signed("==", b.srem(nq, v["ow"]), zero))
+    unit = b.and_(whole, b.and_(b.icmp_signed("==", v["sw"], const64(1)),
+                                b.icmp_signed("<=", v["ow"], const64(64))))
+    two = b.and_(whole, b.and_(b.icmp_signed("==", v["sw"], const64(2)),
+                               b.icmp_signed("<=", v["ow"], const64(32))))
+    with b.if_else(unit) as (rows, other):
+        with rows:
+            _unfold_rows(b, v, xp, cols, q, nq, k, taps, 1)
+        with other, b.if_else(two) as (rows2, general):
+            with rows2:
+                _unfold_rows(b, v, xp, cols, q, nq, k, taps, 2)
+            with general:
+                _unfold_runs(b, v, xp, cols, q, nq, q_end, k, taps)
+    _fill(b, cols, b.mul(k, nq), b.mul(v["k4"], nq), b.trunc(v["fill"], I8))
+
+
+def _unfold_rows(b, v, xp, cols, q, nq, k, taps, stride: int) -> None:
+    """The unfold of whole output rows of at most 64 / ``stride`` pixels at column stride 1
+    or 2 (every conv of a small plane whose block holds whole rows): per patch row, one
+    64-byte load per output row (its even bytes at stride 2) and one store, no bounds to work
+    out (a row's tail is overwritten by the next, in address order)."""
+    v64 = ir.VectorType(I8, 64).as_pointer()
+    width = 64 // stride
+    out_ty = ir.VectorType(I8, width).as_pointer()
+    picks = ir.Constant(ir.VectorType(I32, width), [stride * t for t in range(width)])
+    padded, oh0, count = b.mul(v["wh"], v["wp"]), b.sdiv(q, v["ow"]), b.sdiv(nq, v["ow"])
+    with for_range(b, k, name="k") as kk:
+        c, tap = b.sdiv(kk, taps), b.srem(kk, taps)
+        i, j = b.sdiv(tap, v["kw"]), b.srem(tap, v["kw"])
+        src = b.gep(xp, [b.add(b.mul(c, padded), b.mul(j, v["dw"]))])
+        row = b.gep(cols, [b.mul(kk, nq)])
+        with for_range(b, count, name="r") as r:
+            ih = b.sub(b.add(b.mul(b.add(oh0, r), v["sh"]), b.mul(i, v["dh"])), v["y0"])
+            value = b.load(b.bitcast(b.gep(src, [b.mul(ih, v["wp"])]), v64), align=1)
+            if stride > 1:
+                value = b.shuffle_vector(value, ir.Constant(value.type, ir.Undefined), picks)
+            b.store(value, b.bitcast(b.gep(row, [b.mul(r, v["ow"])]), out_ty), align=1)
+
+
+def _unfold_runs(b, v, xp, cols, q, nq, q_end, k, taps) -> None:
+    """The unfold of any block: per patch row and output row, the run of its pixels."""
+    padded = b.mul(v["wh"], v["wp"])
     oh0 = b.sdiv(q, v["ow"])
     oh1 = b.add(b.sdiv(b.sub(q_end, const64(1)), v["ow"]), const64(1))
     unit = b.icmp_signed("==", v["sw"], const64(1))
@@ -159,7 +203,6 @@ def _unfold_cols(b, v, xp, cols, q, nq) -> None:
                     _copy64(b, line, out, count)
                 with strided:
                     _strided_copy(b, line, out, count, v["sw"])
-    _fill(b, cols, b.mul(k, nq), b.mul(v["k4"], nq), b.trunc(v["fill"], I8))
 
 
 def _build_block(module: ir.Module, pack: ir.Function) -> None:

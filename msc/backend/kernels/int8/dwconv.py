@@ -23,11 +23,11 @@ from llvmlite import ir
 
 from ...llvm.jit import get_jit
 from ...llvm.loops import I32, I64, const64, entry_alloca, for_range
-from ...runtime.task_wrap import wrapped_tasks
+from ...runtime.task_wrap import Buffer, wrapped_tasks
 from ...runtime.threads import split_range, task_threads
 from ..base import Kernel
 from ..layout import scratch_addresses
-from .conv import ACT_DTYPES, Epilogue, check_out, conv_dims
+from .conv import ACT_DTYPES, Epilogue, check_out, conv_dims, static_conv_dims
 from .conv_tasks import SLACK, pad_planes
 from .gemm import (
     DRIVER_CTYPES,
@@ -41,7 +41,7 @@ from .gemm import (
     emit_epilogue,
     splat,
 )
-from .tasks import Plans
+from .tasks import ChainSteps, Plans
 
 __all__ = ["QDepthwise"]
 
@@ -173,6 +173,22 @@ class QDepthwise(Kernel):
         self.conv, self.pad = _functions(cfg, self.strides[1], bool(flip), (self.kh, self.kw))
         self.size = OUTS[cfg.out]
         self._plans = Plans()
+        self._steps = ChainSteps()
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains: the one-thread
+        pad and window passes of ``__call__``, the padded planes in the register file's
+        scratch; ``splits``: as ``__call__``."""
+        dims = static_conv_dims(self, buffers, self.c, self.c)
+        if dims is None:
+            return None
+        n, h, w, oh, ow = dims
+
+        def build():
+            pad, conv, xp_bytes = self._plan(n, (h, w, oh, ow), 1)
+            return ([(pad, (Buffer(0), Buffer(2))), (conv, (Buffer(1), Buffer(2)))], xp_bytes,
+                    self.c * oh * ow >= _PARALLEL)
+        return self._steps.signature(dims, build)
 
     def __call__(self, x, out):
         x, (n, h, w, oh, ow) = conv_dims(self, x, self.c)

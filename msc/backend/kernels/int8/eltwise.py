@@ -23,9 +23,10 @@ from llvmlite import ir
 from ....errors import ShapeError
 from ...llvm.jit import get_jit
 from ...llvm.loops import F32, I32, I64, for_range
+from ...runtime.task_wrap import Buffer
 from ...runtime.threads import task_threads
 from ..base import Kernel
-from .tasks import Plans, range_tasks
+from .tasks import ChainSteps, Plans, range_tasks
 
 __all__ = ["QAdd"]
 
@@ -98,6 +99,27 @@ class QAdd(Kernel):
         self.fn = _kernel(a_dtype, b_dtype, kind)
         self.args = (qa[0], qa[1], qb[0], qb[1], sy, zy, int(bool(relu)))
         self._plans = Plans()
+        self._steps = ChainSteps()
+
+    def _tasks(self, n: int, threads: int):
+        size = self.out_dtype.itemsize
+        return self._plans.get((n, threads), lambda: range_tasks(
+            self.fn, n, 2 * threads if threads > 1 else 1,
+            lambda lo, hi: (lo, lo, lo * size, hi - lo, *self.args), 64))
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains: the one-thread
+        pass of ``__call__`` on the step's buffers (equal shapes, the dtypes it was made
+        for); ``splits``: elements enough to split across threads."""
+        if len(buffers) != 3 or len({tuple(s) for s, _ in buffers}) != 1:
+            return None
+        if tuple(np.dtype(d) for _, d in buffers) != (*self.dtypes, self.out_dtype):
+            return None
+        n = int(np.prod(buffers[0][0], dtype=np.int64))
+        if not n:
+            return None
+        return self._steps.signature(n, lambda: (
+            [(self._tasks(n, 1), (Buffer(0), Buffer(1), Buffer(2)))], 0, n >= _PARALLEL))
 
     def __call__(self, a, b, out):
         for x, dtype, name in ((a, self.dtypes[0], "lhs"), (b, self.dtypes[1], "rhs")):
@@ -112,9 +134,6 @@ class QAdd(Kernel):
                              f"{self.out_dtype}", op=self.op, param="out")
         n = a.size
         threads = task_threads() if n >= _PARALLEL else 1
-        size = self.out_dtype.itemsize
-        tasks = self._plans.get((n, threads), lambda: range_tasks(
-            self.fn, n, 2 * threads if threads > 1 else 1,
-            lambda lo, hi: (lo, lo, lo * size, hi - lo, *self.args), 64))
+        tasks = self._tasks(n, threads)
         tasks.launch(1, (a.ctypes.data, b.ctypes.data, out.ctypes.data), threads)
         return out

@@ -40,7 +40,8 @@ from ...llvm.loops import F32, I1, I32, I64, const64, entry_alloca, for_range, i
 from ...runtime.task_wrap import wrapped_tasks
 from ...runtime.threads import task_threads
 
-__all__ = ["LANES", "NR", "QGemmConfig", "host_vnni", "pack_vnni", "qgemm_driver", "run_qgemm"]
+__all__ = ["LANES", "NR", "QGemmConfig", "gemm_blocks", "host_vnni", "pack_vnni", "qgemm_driver",
+           "run_qgemm"]
 
 LANES = 16  # int32 lanes per vector (one zmm)
 VECS = 4  # vectors per tile row: NR = 64 columns
@@ -133,6 +134,7 @@ class IRTypes:
         self.dpbusd = declare("llvm.x86.avx512.vpdpbusd.512", self.i32v, [self.i32v] * 3) \
             if cfg.vnni else None
         self.rint = declare("llvm.rint.v16f32", self.f32v, [self.f32v])
+        self.fabs = declare("llvm.fabs.v16f32", self.f32v, [self.f32v])
         self.loads = {ty: declare(f"llvm.masked.load.v16{n}.p0", ty,
                                   [ty.as_pointer(), I32, self.mask, ty])
                       for ty, n in ((self.i32v, "i32"), (self.f32v, "f32"))}
@@ -257,10 +259,36 @@ def _chain(b, t: IRTypes, args, y, r, v, mask):
     return b.select(b.and_(b.fcmp_ordered("<", y, zero), splat(b, args["relu2"])), zero, y)
 
 
+# |y * (1 / s) - fl(y / s)| < 2^-12 while |y / s| < 1024 (two roundings of 2^-24 each, and
+# the division's own); from 1024 on the clamp decides, whatever the rounding
+_NEAR_HALF = 2.0 ** -11
+
+
+def _quotient(b, t: IRTypes, y, scale):
+    """Lanes whose rint is rint(y / scale), QuantizeLinear's division: the product
+    y * (1 / scale), unless a lane lies within _NEAR_HALF of a half-integer (where the two
+    could round apart) or 1 / scale is not finite; then the division itself. The branch is
+    almost never taken: a 16-lane division costs as much as the dot products of a small-K
+    tile (a 1x1 conv of 16 channels), the multiply a cycle."""
+    inv = b.fdiv(ir.Constant(F32, 1.0), scale)
+    fast = b.fmul(y, splat(b, inv))
+    frac = b.call(t.fabs, [b.fsub(fast, b.call(t.rint, [fast]))])
+    near = b.fcmp_ordered("<", b.fsub(splat(b, ir.Constant(F32, 0.5)), frac),
+                          splat(b, ir.Constant(F32, _NEAR_HALF)))
+    finite = b.fcmp_ordered("==", b.fsub(inv, inv), ir.Constant(F32, 0.0))
+    tie = b.icmp_unsigned("!=", b.bitcast(near, ir.IntType(LANES)),
+                          ir.Constant(ir.IntType(LANES), 0))
+    slot = entry_alloca(b, t.f32v, "quotient")
+    b.store(fast, slot)
+    with b.if_then(b.or_(tie, b.not_(finite)), likely=False):
+        b.store(b.fdiv(y, splat(b, scale)), slot)
+    return b.load(slot)
+
+
 def _quantized(b, t: IRTypes, scale, zero_point, y, kind: str):
     """clamp(rint(y / scale) + zero_point) as float lanes (exact small integers)."""
     lo, hi = _RANGES[kind]
-    q = b.fadd(b.call(t.rint, [b.fdiv(y, splat(b, scale))]),
+    q = b.fadd(b.call(t.rint, [_quotient(b, t, y, scale)]),
                b.sitofp(splat(b, zero_point), t.f32v))
     low, high = (splat(b, ir.Constant(F32, float(x))) for x in (lo, hi))
     q = b.select(b.fcmp_ordered("<", q, low), low, q)
@@ -365,7 +393,7 @@ def _split(driver, cfg, m, n, groups, lda, ldc, epi, threads):
     key = (id(driver), cfg, m, n, groups, lda, ldc, epi, threads)
     found = _SPLITS.get(key, False)
     if found is False:
-        parts = _blocks(m, n, threads)
+        parts = gemm_blocks(m, n, threads)
         found = None if len(parts) < 2 else wrapped_tasks(driver, _rows(cfg, parts, groups,
                                                                          lda, ldc, epi))
         if len(_SPLITS) > 4096:  # shapes of many models in one process: start over
@@ -386,7 +414,9 @@ def _rows(cfg, parts, groups, lda, ldc, epi) -> list[tuple]:
     return rows
 
 
-def _blocks(m: int, n: int, threads: int) -> list[tuple[int, int, int, int]]:
+def gemm_blocks(m: int, n: int, threads: int) -> list[tuple[int, int, int, int]]:
+    """(r0, r1, j0, j1) blocks of an M x N GEMM on ``threads``: column panels, else row
+    tiles; one block when neither splits."""
     panels, tiles = -(-n // NR), -(-m // MR)
     if threads > 1 and panels >= tiles and panels > 1:
         parts = min(2 * threads, panels)

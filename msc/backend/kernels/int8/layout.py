@@ -1,7 +1,9 @@
 """Data movement on bytes between int8 kernels: slices of a split, and permutations.
 
 ``QSlice`` is one output of ``dequantize -> split -> quantize`` (GPT-2's fused q / k / v
-projection), copied or mapped through a requantization table. ``QPermute`` is a
+projection), copied or mapped through a requantization table. :func:`transpose_fn` swaps
+the two inner axes of ``[N, A, B]`` (1- or 4-byte elements): NCHW planes to pixel rows and
+back around a small-plane 1x1 conv run as one GEMM for all images (int8/conv.py). ``QPermute`` is a
 ``permute_dims`` of a uint8 / int8 tensor (attention's head transposes, moved onto the bytes
 by fuse/qdq/fold.py) that keeps the last axis whole in 4-byte words: the same permutation of the
 tensor viewed as 32-bit words, on layout.py's native run copy (split across threads when
@@ -13,15 +15,60 @@ large; as a native chain step when small), not the byte-at-a-time TIR loop::
 
 from __future__ import annotations
 
+import ctypes
+from functools import cache
+
 import numpy as np
+from llvmlite import ir
 
 from ....errors import ShapeError
+from ...llvm.jit import get_jit
+from ...llvm.loops import I64, for_range
+from ...runtime.task_wrap import At, ChainEntry
 from ..base import Kernel
 from ..layout import PermuteKernel
+from .lut import byte_run_calls
+from .tasks import ChainSteps
 
-__all__ = ["QPermute", "QSlice", "word_permutable"]
+__all__ = ["QPermute", "QSlice", "transpose_fn", "word_permutable"]
 
 _WORD = np.dtype(np.uint32)
+_MAX_RUNS = 256  # copies of one slice chain step at most (else it runs from Python)
+
+
+def _transpose_symbol(size: int) -> str:
+    return f"msc_qtranspose_{size}"
+
+
+def _build_transpose(size: int) -> ir.Module:
+    """void (src, dst, n, a, b): dst[i, c, r] = src[i, r, c] for [n, a, b] elements of
+    ``size`` bytes (small planes: a plain loop, the stores in order)."""
+    module = ir.Module(name=_transpose_symbol(size))
+    ty = ir.IntType(8 * size)
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ty.as_pointer()] * 2 + [I64] * 3),
+                     name=_transpose_symbol(size))
+    src, dst, n, a, b_ = fn.args
+    for ptr in (src, dst):
+        ptr.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    plane = b.mul(a, b_)
+    with for_range(b, n, name="i") as i, for_range(b, b_, name="c") as c, \
+            for_range(b, a, name="r") as r:
+        base = b.mul(i, plane)
+        value = b.load(b.gep(src, [b.add(base, b.add(b.mul(r, b_), c))]))
+        b.store(value, b.gep(dst, [b.add(base, b.add(b.mul(c, a), r))]))
+    b.ret_void()
+    return module
+
+
+@cache
+def transpose_fn(size: int):
+    """``transpose(src, dst, n, a, b)``: ``[n, a, b] -> [n, b, a]`` of ``size``-byte
+    elements (1 or 4), pointers as ints."""
+    symbol = _transpose_symbol(size)
+    library = get_jit().compile_generated(lambda: _build_transpose(size), [symbol],
+                                          (__name__, "msc.backend.llvm.loops"))
+    return library.cfunc(symbol, None, ctypes.c_void_p, ctypes.c_void_p, *[ctypes.c_int64] * 3)
 
 
 def word_permutable(shape: tuple, axes: tuple) -> bool:
@@ -74,7 +121,32 @@ class QSlice(Kernel):
     def __init__(self, axis: int, start: int, stop: int, table: np.ndarray | None = None,
                  op: str = "int8.split"):
         self.axis, self.start, self.stop, self.op = axis, start, stop, op
-        self.table = table
+        self.table = None if table is None else np.ascontiguousarray(table).reshape(-1)
+        self._steps = ChainSteps()
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains: one copy (or
+        table lookup) per run of bytes the slice takes (one per index before ``axis``, at
+        most ``_MAX_RUNS``); never split."""
+        if len(buffers) != 2:
+            return None
+        (shape, dtype), (out_shape, out_dtype) = ((tuple(s), np.dtype(d)) for s, d in buffers)
+        axis = self.axis
+        if (dtype.itemsize != 1 or not 0 <= axis < len(shape) or out_dtype.itemsize != 1
+                or (self.table is None and out_dtype != dtype)
+                or (self.table is not None and out_dtype != self.table.dtype)
+                or not 0 <= self.start < self.stop <= shape[axis]
+                or out_shape != shape[:axis] + (self.stop - self.start,) + shape[axis + 1:]):
+            return None
+        outer = int(np.prod(shape[:axis], dtype=np.int64))
+        inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+        if outer > _MAX_RUNS or not outer * inner:
+            return None
+        width, part = shape[axis] * inner, (self.stop - self.start) * inner
+        runs = [(At(0, i * width + self.start * inner), At(1, i * part), part, self.table)
+                for i in range(outer)]
+        return self._steps.signature((outer, inner, shape[axis]), lambda: (
+            ChainEntry.sequence(byte_run_calls(runs)), 0, False))
 
     def __call__(self, x, out):
         index = (slice(None),) * self.axis + (slice(self.start, self.stop),)

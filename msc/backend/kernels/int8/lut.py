@@ -25,13 +25,15 @@ from llvmlite import ir
 from ....errors import ShapeError
 from ...llvm.jit import get_jit, host_target
 from ...llvm.loops import I32, I64, for_range
+from ...runtime.task_wrap import At, Buffer, ChainEntry
 from ...runtime.threads import task_threads
 from ..base import Kernel
-from .tasks import GatherPlan, Plans, range_tasks
+from .tasks import ChainSteps, GatherPlan, Plans, range_tasks
 
-__all__ = ["QConcat", "QLut"]
+__all__ = ["QConcat", "QLut", "byte_run_calls"]
 
 _PARALLEL = 1 << 16  # elements (~10 us); below this one thread runs the lookup
+_MAX_RUNS = 256  # native calls of one concat chain step at most (else it runs from Python)
 _BYTES = {1: ir.IntType(8), 4: ir.IntType(32)}
 
 
@@ -124,6 +126,19 @@ def _kernel(size: int, vbmi: bool | None = None):
     return lib.cfunc(symbol, None, *[ctypes.c_void_p] * 3, *[ctypes.c_int64] * 4)
 
 
+def byte_run_calls(runs) -> list:
+    """ChainEntry calls for ``runs`` of ``(src, dst, bytes, table or None)`` (``At`` /
+    ``Buffer`` arguments of a chain step): a copy (libc's memmove), or a lookup of each byte
+    in a 256-entry byte table (the table must outlive the step)."""
+    calls = []
+    for src, dst, size, table in runs:
+        if table is None:
+            calls.append((ctypes.memmove, [dst, src, size]))
+        else:
+            calls.append((_kernel(1), [src, table.ctypes.data, dst, 0, 1, 1, size]))
+    return calls
+
+
 def _check_in(x, op: str, param: str) -> np.ndarray:
     if type(x) is not np.ndarray or x.dtype not in (np.uint8, np.int8):
         raise ShapeError(f"expected a uint8 / int8 array, got "
@@ -143,6 +158,31 @@ class QLut(Kernel):
         self.table = np.ascontiguousarray(table.reshape(-1, 256))
         self.fn = _kernel(self.table.itemsize, vbmi)
         self._plans = Plans()
+        self._steps = ChainSteps()
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains: the one-thread
+        lookup of ``__call__`` on the step's buffers; ``splits``: as ``__call__``."""
+        if len(buffers) != 2:
+            return None
+        (shape, dtype), (out_shape, out_dtype) = buffers
+        shape = tuple(shape)
+        if (np.dtype(dtype) not in (np.uint8, np.int8) or tuple(out_shape) != shape
+                or np.dtype(out_dtype) != self.table.dtype):
+            return None
+        size = int(np.prod(shape, dtype=np.int64))
+        if self.axis is None:
+            chans, inner = 1, size
+        elif self.axis < len(shape):
+            chans, inner = shape[self.axis], int(np.prod(shape[self.axis + 1:], dtype=np.int64))
+        else:
+            return None
+        if chans != self.table.shape[0] or not size:
+            return None
+        rows = size // max(inner, 1)
+        return self._steps.signature((rows, chans, inner), lambda: (
+            [(self._tasks(rows, chans, inner, 1), (Buffer(0), 0, Buffer(1)))], 0,
+            size + 64 * rows >= _PARALLEL))
 
     def __call__(self, x, out):
         x = _check_in(x, self.op, "data")
@@ -188,6 +228,48 @@ class QConcat(Kernel):
         self.inputs = tuple(range(len(tables)))
         self.fn = _kernel(1)
         self._plans = Plans()
+        self._steps = ChainSteps()
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains: per run of
+        bytes that an input fills in the output (one per input at batch 1, one per input and
+        leading index otherwise, at most ``_MAX_RUNS``), a copy (libc's memmove) or a table
+        lookup; ``splits``: as ``__call__``."""
+        *ins, (out_shape, out_dtype) = buffers
+        out_shape = tuple(out_shape)
+        if len(ins) != len(self.tables) or np.dtype(out_dtype) != self.dtype or not (
+                0 <= self.axis < len(out_shape)):
+            return None
+        rest = out_shape[:self.axis], out_shape[self.axis + 1:]
+        widths = []
+        for shape, dtype in ins:
+            shape = tuple(shape)
+            if (np.dtype(dtype) not in (np.uint8, np.int8) or len(shape) != len(out_shape)
+                    or (shape[:self.axis], shape[self.axis + 1:]) != rest):
+                return None
+            widths.append(shape[self.axis])
+        if sum(widths) != out_shape[self.axis]:
+            return None
+        outer = int(np.prod(rest[0], dtype=np.int64))
+        inner = int(np.prod(rest[1], dtype=np.int64))
+        if outer * len(ins) > _MAX_RUNS or not outer * inner:
+            return None
+        key = (outer, inner, tuple(widths))
+        return self._steps.signature(key, lambda: (
+            ChainEntry.sequence(self._runs(outer, inner, widths)), 0,
+            outer * inner * sum(widths) >= _PARALLEL))
+
+    def _runs(self, outer: int, inner: int, widths: list) -> list:
+        """The (cfunc, args) calls copying each input's runs into the output's."""
+        runs, row = [], inner * sum(widths)
+        out = len(widths)
+        for i in range(outer):
+            at = i * row
+            for k, (width, table) in enumerate(zip(widths, self.tables)):
+                size = width * inner
+                runs.append((At(k, i * size), At(out, at), size, table))
+                at += size
+        return byte_run_calls(runs)
 
     def __call__(self, *arrays):
         *xs, out = arrays

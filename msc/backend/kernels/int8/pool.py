@@ -22,12 +22,13 @@ from llvmlite import ir
 from ....errors import ShapeError
 from ...llvm.jit import get_jit
 from ...llvm.loops import F32, I32, I64, for_range, imin
+from ...runtime.task_wrap import Buffer
 from ...runtime.threads import task_threads
 from ..base import Kernel
 from ..layout import scratch_addresses
 from .conv import ACT_DTYPES, NP_OUT, check_operand, check_out
 from .dwconv import build_pad
-from .tasks import Plans, range_tasks
+from .tasks import ChainSteps, Plans, range_tasks
 
 __all__ = ["QAvgPool", "QMaxPool"]
 
@@ -180,24 +181,48 @@ class QAvgPool(Kernel):
         self.fn = _kernel(bool(flip), kind)
         self.q = (float(qx[0]), float(qx[1]), float(sy), float(zy))
         self._plans = Plans()
+        self._steps = ChainSteps()
+
+    def _geometry(self, shape: tuple) -> tuple:
+        """(planes, the entry's dims, output shape of a 4-D out) of an input ``shape``."""
+        n, c, h, w = shape
+        kh, kw = self.window or (h, w)
+        (sh, sw), (pt, pl, pb, pr) = self.strides, self.padding
+        oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
+        dims = (h, w, oh, ow, kh, kw, sh, sw, pt, pl, h + pb, w + pr, self.include_pad)
+        return n * c, dims, (n, c, oh, ow)
+
+    def _tasks(self, planes: int, dims: tuple, threads: int):
+        return self._plans.get((planes, dims, threads), lambda: range_tasks(
+            self.fn, planes, 2 * threads if threads > 1 else 1,
+            lambda p0, p1: (0, 0, p0, p1, *dims, *self.q)))  # the entry indexes the planes
+
+    def _splits(self, planes: int, out_size: int, dims: tuple) -> bool:
+        return out_size * dims[4] * dims[5] >= _PARALLEL and planes > 1
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains: the one-thread
+        pass of ``__call__`` on the step's buffers; ``splits``: as ``__call__``."""
+        if len(buffers) != 2:
+            return None
+        (shape, dtype), (out_shape, out_dtype) = buffers
+        if np.dtype(dtype) != self.x_np or len(shape) != 4 or np.dtype(out_dtype) != self.dtype:
+            return None
+        planes, dims, full = self._geometry(tuple(shape))
+        if tuple(out_shape) not in (full, full[:2]) or min(full) <= 0:
+            return None
+        return self._steps.signature((planes, dims), lambda: (
+            [(self._tasks(planes, dims, 1), (Buffer(0), Buffer(1)))], 0,
+            self._splits(planes, int(np.prod(out_shape)), dims)))
 
     def __call__(self, x, out):
         x = check_operand(x, self.x_np, "data", self.op)
         if x.ndim != 4:
             raise ShapeError(f"expects [N, C, H, W], got {x.shape}", op=self.op, param="data")
-        n, c, h, w = x.shape
-        kh, kw = self.window or (h, w)
-        (sh, sw), (pt, pl, pb, pr) = self.strides, self.padding
-        oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
-        shape = (n, c, oh, ow) if out.ndim == 4 else (n, c)
-        check_out(out, shape, self.dtype, self.op)
-        planes = n * c
-        dims = (h, w, oh, ow, kh, kw, sh, sw, pt, pl, h + pb, w + pr, self.include_pad)
-        threads = task_threads() if out.size * kh * kw >= _PARALLEL and planes > 1 else 1
-        tasks = self._plans.get((planes, dims, threads), lambda: range_tasks(
-            self.fn, planes, 2 * threads if threads > 1 else 1,
-            lambda p0, p1: (0, 0, p0, p1, *dims, *self.q)))  # the entry indexes the planes
-        tasks.launch(1, (x.ctypes.data, out.ctypes.data), threads)
+        planes, dims, full = self._geometry(x.shape)
+        check_out(out, full if out.ndim == 4 else full[:2], self.dtype, self.op)
+        threads = task_threads() if self._splits(planes, out.size, dims) else 1
+        self._tasks(planes, dims, threads).launch(1, (x.ctypes.data, out.ctypes.data), threads)
         return out
 
 
@@ -215,38 +240,70 @@ class QMaxPool(Kernel):
         self.lowest = -128 if flip else 0
         self.fn, self.pad = _max_kernel(bool(flip), self.strides[1], self.window)
         self._plans = Plans()
+        self._steps = ChainSteps()
 
     @staticmethod
     def supports(window, strides) -> bool:
         return tuple(strides) in ((1, 1), (2, 2)) and window[0] * window[1] <= 64
+
+    def _padded(self, h: int, w: int, oh: int, ow: int) -> tuple[int, int]:
+        """(HP, WP) of the padded planes: the output size is the op's (ceil mode included),
+        the padded planes reach it, and a row has room for whole 16-lane reads."""
+        (sh, sw), (pt, pl, pb, pr) = self.strides, self.padding
+        hp = max(h + pt + pb, (oh - 1) * sh + self.window[0])
+        wp = max(w + pl + pr, (ow + 15) * sw + self.window[1]) + 16 * sw
+        return hp, wp
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains: the one-thread
+        pad and pool passes of ``__call__``, the padded planes in the register file's
+        scratch; ``splits``: as ``__call__``."""
+        if len(buffers) != 2:
+            return None
+        (shape, dtype), (out_shape, out_dtype) = buffers
+        if (np.dtype(dtype) != self.x_np or np.dtype(out_dtype) != self.x_np or len(shape) != 4
+                or len(out_shape) != 4 or tuple(out_shape[:2]) != tuple(shape[:2])
+                or not int(np.prod(out_shape))):
+            return None
+        n, c, h, w = shape
+        oh, ow = out_shape[2:]
+        hp, wp = self._padded(h, w, oh, ow)
+        planes = n * c
+
+        def build():
+            pad, pool, _ = self._plan(planes, (h, w, hp, wp, oh, ow), 1)
+            return ([(pad, (Buffer(0), Buffer(2))), (pool, (Buffer(2), Buffer(1)))],
+                    planes * hp * wp + 64, self._threads(planes, oh, ow, 2) > 1)
+        return self._steps.signature((planes, h, w, oh, ow), build)
 
     def __call__(self, x, out):
         x = check_operand(x, self.x_np, "data", self.op)
         if x.ndim != 4:
             raise ShapeError(f"expects [N, C, H, W], got {x.shape}", op=self.op, param="data")
         n, c, h, w = x.shape
-        pt, pl, pb, pr = self.padding
         # the output size is the op's (ceil mode included): the padded planes reach it
         oh, ow = out.shape[2:] if getattr(out, "ndim", 0) == 4 else (0, 0)
         check_out(out, (n, c, oh, ow), x.dtype, self.op)
         if not out.size:
             return out
-        sh, sw = self.strides
-        hp = max(h + pt + pb, (oh - 1) * sh + self.window[0])
-        wp = max(w + pl + pr, (ow + 15) * sw + self.window[1]) + 16 * sw
+        hp, wp = self._padded(h, w, oh, ow)
         planes = n * c
-        plan = self._plans.get((planes, h, w, oh, ow, task_threads()),
-                               lambda: self._plan(planes, (h, w, hp, wp, oh, ow)))
+        threads = self._threads(planes, oh, ow, task_threads())
+        plan = self._plans.get((planes, h, w, oh, ow, threads),
+                               lambda: self._plan(planes, (h, w, hp, wp, oh, ow), threads))
         (xp,) = scratch_addresses(-(-(planes * hp * wp + 64) // 4))
         plan[0].launch(1, (x.ctypes.data, xp), plan[2])
         plan[1].launch(1, (xp, out.ctypes.data), plan[2])
         return out
 
-    def _plan(self, planes: int, dims: tuple) -> tuple:
+    @staticmethod
+    def _threads(planes: int, oh: int, ow: int, threads: int) -> int:
+        return threads if planes * oh * ow * 9 >= _PARALLEL and planes > 1 else 1
+
+    def _plan(self, planes: int, dims: tuple, threads: int) -> tuple:
         """(pad tasks, pool tasks, threads): both over plane ranges."""
         h, w, hp, wp, oh, ow = dims
         pt, pl, _, _ = self.padding
-        threads = task_threads() if planes * oh * ow * 9 >= _PARALLEL and planes > 1 else 1
         parts = 2 * threads if threads > 1 else 1
         pad = range_tasks(self.pad, planes, parts, lambda p0, p1: (
             p0 * h * w, p0 * hp * wp, p1 - p0, h, w, hp, wp, pt, pl, self.lowest))

@@ -34,9 +34,11 @@ from ....errors import ShapeError
 from ...llvm.jit import generated_entry, vector_lanes
 from ...llvm.loops import F32, I32, I64, const64, entry_alloca, for_range
 from ...lowering.math import exp_f32
+from ...runtime.task_wrap import Buffer
 from ...runtime.threads import NativeTasks, native_address, task_threads
 from ..base import Kernel
 from ..rowmath import Vec, mean_rstd, row_map
+from .tasks import ChainSteps
 
 __all__ = ["PARAMS", "QLayerNorm", "QSoftmax", "quant_params"]
 
@@ -54,6 +56,7 @@ _MASK, _MID = 1, 2  # softmax flags
 # so a row's result does not depend on the thread it runs on)
 _RED = ("nnan", "nsz", "reassoc")
 _RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
+_BASES = 3  # a launch's bases: x, the mask / residual (or 0), out
 
 
 def quant_params(**values) -> np.ndarray:
@@ -292,9 +295,33 @@ class _RowKernel(Kernel):
         self.tail_mode = "" if not self.has_tail else "r" if _requantizes(
             self.params, self.tail) else "t"
         self.tasks: dict = {}  # threads -> NativeTasks
+        self._steps = ChainSteps()
 
     def _row_args(self) -> tuple:
         raise NotImplementedError
+
+    def _chain_bases(self, buffers: list) -> tuple | None:
+        """The launch's bases as the step's buffers, or None (no step for these buffers)."""
+        raise NotImplementedError
+
+    def native_signature(self, buffers: list) -> tuple | None:
+        """(entry, dims, scratch bytes, splits) for the VM's native chains: the one-thread
+        rows of ``__call__`` on the step's buffers (the shapes and dtypes it was made for);
+        ``splits``: as ``__call__``."""
+        *ins, (out_shape, out_dtype) = buffers
+        if (not ins or tuple(ins[0][0]) != self.shape or np.dtype(ins[0][1]) != self.in_dtype
+                or tuple(out_shape) != self.shape or np.dtype(out_dtype) != self.out_dtype
+                or not self.rows):
+            return None
+        bases = self._chain_bases(buffers)
+        if bases is None:
+            return None
+        return self._steps.signature(bases, lambda: (
+            [(self._tasks(1), bases)], 0, self._threads(2) > 1))
+
+    def _threads(self, threads: int) -> int:
+        threads = threads if self.rows * self.n >= PARALLEL_ELEMENTS else 1
+        return max(1, min(threads, self.rows))
 
     def _check(self, x, name: str, dtype) -> int:
         if (type(x) is not np.ndarray or x.dtype != dtype or x.shape != self.shape
@@ -305,13 +332,15 @@ class _RowKernel(Kernel):
         return x.ctypes.data
 
     def _launch(self, bases: tuple) -> None:
-        threads = task_threads() if self.rows * self.n >= PARALLEL_ELEMENTS else 1
-        threads = max(1, min(threads, self.rows))
+        threads = self._threads(task_threads())
+        self._tasks(threads).launch(1, bases, threads)
+
+    def _tasks(self, threads: int) -> NativeTasks:
         tasks = self.tasks.get(threads)
         if tasks is None:
             # four row ranges per thread, taken in turn: a thread slowed by another process
             # leaves its share to the others (a task costs an atomic add)
-            parts, cols = min(self.rows, 4 * threads if threads > 1 else 1), len(bases)
+            parts, cols = min(self.rows, 4 * threads if threads > 1 else 1), _BASES
             tasks = NativeTasks(parts)
             tasks.records[:, 0] = native_address(self.fn)
             for k in range(parts):
@@ -319,7 +348,7 @@ class _RowKernel(Kernel):
                 row = [0] * cols + list(self._row_args(lo, hi))
                 tasks.records[k, 1:1 + len(row)] = row
             self.tasks[threads] = tasks
-        tasks.launch(1, bases, threads)
+        return tasks
 
 
 class QSoftmax(_RowKernel):
@@ -346,6 +375,14 @@ class QSoftmax(_RowKernel):
     def _row_args(self, lo: int, hi: int) -> tuple:
         return (self.moffs.ctypes.data, self.params.ctypes.data, self.tail.ctypes.data,
                 lo, hi, self.n, self.flags)
+
+    def _chain_bases(self, buffers: list) -> tuple | None:
+        if self.mask_shape is None:
+            return (Buffer(0), 0, Buffer(1)) if len(buffers) == 2 else None
+        if len(buffers) != 3 or tuple(buffers[1][0]) != self.mask_shape or (
+                np.dtype(buffers[1][1]) != np.float32):
+            return None
+        return Buffer(0), Buffer(1), Buffer(2)
 
     def __call__(self, x, *rest):
         *mask, out = rest
@@ -384,6 +421,14 @@ class QLayerNorm(_RowKernel):
     def _row_args(self, lo: int, hi: int) -> tuple:
         return (self.gamma.ctypes.data, self.beta.ctypes.data, self.params.ctypes.data,
                 self.tail.ctypes.data, lo, hi, self.n)
+
+    def _chain_bases(self, buffers: list) -> tuple | None:
+        if not self.residual:
+            return (Buffer(0), Buffer(0), Buffer(1)) if len(buffers) == 2 else None
+        if len(buffers) != 3 or tuple(buffers[1][0]) != self.shape or (
+                np.dtype(buffers[1][1]) != self.in_dtype):
+            return None
+        return Buffer(0), Buffer(1), Buffer(2)
 
     def __call__(self, x, *rest):
         *other, out = rest

@@ -4,6 +4,16 @@ Each kernel keeps its task lists per shape and thread count (:class:`Plans`): th
 hold byte offsets and range bounds, and a call passes the tensors' addresses as the launch's
 bases (threads.NativeTasks.launch), so a split op costs one ctypes call and no Python per
 task. Entries taking floats or more than ten arguments go through task_wrap.wrapped_tasks.
+
+The same one-thread task lists are the kernels' native chain steps (runtime/native_run
+.KernelStep): :class:`ChainSteps` turns ``[(tasks, bases)]`` into one chain entry that runs
+each list on the calling thread, its bases the step's buffers (``Buffer(i)``, ``At(i, byte
+offset)``: the inputs, the outputs, then the register file's scratch). A kernel's
+``native_signature`` checks the buffers' shapes and dtypes as its ``__call__`` does, once,
+when the plan is made, and returns None for anything its ``__call__`` would refuse::
+
+    steps = ChainSteps()
+    steps.signature(key, lambda: ([(tasks, (Buffer(0), Buffer(1)))], scratch_bytes, splits))
 """
 
 from __future__ import annotations
@@ -14,11 +24,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...runtime.native_pool_ir import RECORD
-from ...runtime.task_wrap import wrapped_tasks
+from ...runtime.native_pool import serial_runner
+from ...runtime.native_pool_ir import BASES, RECORD
+from ...runtime.task_wrap import ChainEntry, wrapped_tasks
 from ...runtime.threads import NativeTasks, native_address, split_range
 
-__all__ = ["GatherPlan", "Plans", "range_tasks"]
+__all__ = ["ChainSteps", "GatherPlan", "Plans", "range_tasks", "serial_entry"]
 
 
 class Plans:
@@ -37,6 +48,46 @@ class Plans:
                 self._found.clear()
             found = self._found[key] = build()
         return found
+
+
+def serial_entry(launches) -> ChainEntry:
+    """One chain entry running each ``(tasks, bases)`` of ``launches`` in order on the calling
+    thread, as ``tasks.launch(1, bases, 1)`` does (the bases added to record columns 1..); a
+    base is a ``Buffer`` / ``At`` of the step or an int. The entry keeps the lists alive."""
+    runner = serial_runner()
+    calls = []
+    for tasks, bases in launches:
+        if len(bases) > BASES:
+            raise ValueError(f"at most {BASES} bases, got {len(bases)}")
+        calls.append((runner, [tasks.records.ctypes.data, tasks.n, 1, *bases,
+                               *(0,) * (BASES - len(bases))]))
+    entry = ChainEntry.sequence(calls)
+    entry.keep = [tasks for tasks, _ in launches]
+    return entry
+
+
+class ChainSteps:
+    """A kernel's chain steps, one per buffer specs, kept as long as the kernel (a plan's
+    chain reads the entry's row and the task lists' records on every call; :class:`Plans`
+    may drop its lists, these stay)."""
+
+    __slots__ = ("_found",)
+
+    def __init__(self):
+        self._found: dict = {}
+
+    def signature(self, key, build: Callable[[], tuple | None]) -> tuple | None:
+        """(entry address, dims, scratch bytes, splits) for ``key``; ``build()`` gives
+        ``(launches or a ChainEntry, scratch bytes, splits)``, or None: no step."""
+        if key not in self._found:
+            made = build()
+            if made is not None:
+                launches, scratch, splits = made
+                entry = launches if isinstance(launches, ChainEntry) else serial_entry(launches)
+                made = (entry, int(scratch), bool(splits))
+            self._found[key] = made
+        made = self._found[key]
+        return None if made is None else (*made[0].signature, made[1], made[2])
 
 
 def range_tasks(cfunc, total: int, parts: int, row: Callable[[int, int], tuple],
