@@ -343,7 +343,7 @@ class SBlock(Stmt):
 Block = SBlock
 
 
-def SBlockRealize(iter_values=(), predicate=True, block=None) -> SBlock:  # noqa: N802
+def SBlockRealize(iter_values=(), predicate=True, block=None) -> SBlock:
     """TVM's ``SBlockRealize(iter_values, predicate, block)``. msc keeps a realize's bindings
     and predicate on the block itself, so this is ``block`` with them set."""
     values = tuple(iter_values or ())
