@@ -25,21 +25,16 @@ _ARITH = {
     "Mul": ("*", lambda a, b: a * b),
     "FloorDiv": ("//", lambda a, b: a // b),
     "FloorMod": ("%", lambda a, b: a % b),
-    "Div": ("T.Div", lambda a, b: a / b if isinstance(a, float) or isinstance(b, float)
-            else int(a / b)),
+    "Div": ("T.Div", lambda a, b: a / b if isinstance(a + b, float) else int(a / b)),
     "Mod": ("T.truncmod", lambda a, b: int(math.fmod(a, b))),
     "Min": ("T.min", min),
     "Max": ("T.max", max),
 }
 _COMPARE = {
-    "EQ": ("==", lambda a, b: a == b),
-    "NE": ("!=", lambda a, b: a != b),
-    "LT": ("<", lambda a, b: a < b),
-    "LE": ("<=", lambda a, b: a <= b),
-    "GT": (">", lambda a, b: a > b),
-    "GE": (">=", lambda a, b: a >= b),
-    "And": ("and", lambda a, b: a and b),
-    "Or": ("or", lambda a, b: a or b),
+    "EQ": ("==", lambda a, b: a == b), "NE": ("!=", lambda a, b: a != b),
+    "LT": ("<", lambda a, b: a < b), "LE": ("<=", lambda a, b: a <= b),
+    "GT": (">", lambda a, b: a > b), "GE": (">=", lambda a, b: a >= b),
+    "And": ("and", lambda a, b: a and b), "Or": ("or", lambda a, b: a or b),
 }
 BINARY_KINDS = {**_ARITH, **_COMPARE}
 # Printing precedence for infix operators (higher binds tighter).
@@ -381,8 +376,7 @@ def _from_poly(poly: dict, atoms: dict, dtype: str) -> PrimExpr:
 
 
 def _monomial(m: tuple, atoms: dict, coeff: int, dtype: str) -> PrimExpr:
-    order = {key: k for k, key in enumerate(atoms)}  # atoms as they first appear
-    keys = sorted(m, key=order.__getitem__)
+    keys = sorted(m, key=list(atoms).index)  # atoms as they first appear
     expr: PrimExpr = atoms[keys[0]]
     for key in keys[1:]:
         expr = BinaryOp("Mul", expr, atoms[key])
@@ -415,6 +409,9 @@ def _const_fold(op: str, a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
 
 def _binary(op: str, a, b) -> PrimExpr:
     a, b = convert(a), convert(b)
+    if is_float(a.dtype) != is_float(b.dtype) and "bool" not in (a.dtype, b.dtype):
+        # TVM's BinaryOpMatchTypes: the int operand is cast to the float's dtype
+        a, b = (a, Cast(a.dtype, b)) if is_float(a.dtype) else (Cast(b.dtype, a), b)
     folded = _const_fold(op, a, b)
     if folded is not None:
         return folded
@@ -431,7 +428,7 @@ def _simplify_floordiv(a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
         return a
     if isinstance(b, IntImm) and _is_int_expr(a):
         poly = _poly(a, atoms := {})
-        if poly and all(c % b.value == 0 for c in poly.values()):
+        if poly and all(c % b.value == 0 for m, c in poly.items() if m):  # (x*c + r) // c
             return _from_poly({m: c // b.value for m, c in poly.items()}, atoms, a.dtype)
     return None
 
@@ -441,15 +438,17 @@ def _simplify_floormod(a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
         return IntImm(0, a.dtype)
     if isinstance(b, IntImm) and _is_int_expr(a):
         poly = _poly(a, {})
-        if all(c % b.value == 0 for c in poly.values()):
-            return IntImm(0, a.dtype)
+        if all(c % b.value == 0 for m, c in poly.items() if m):  # (x * c + r) % c is r % c
+            return IntImm(poly.get((), 0) % b.value, a.dtype)
     return None
 
 
-def _simplify_minmax(pick):
+def _simplify_minmax(pick, dual: str):
     def simplify(a: PrimExpr, b: PrimExpr) -> PrimExpr | None:
-        if a == b:
-            return a
+        if a == b or isinstance(b, BinaryOp) and b.op == dual and a in (b.a, b.b):
+            return a  # min(a, max(a, c)) is a (absorption; max(a, min(a, c)) too)
+        if isinstance(a, BinaryOp) and a.op == dual and b in (a.a, a.b):
+            return b
         diff = canonicalize(BinaryOp("Sub", a, b)) if _is_int_expr(a) else None
         if diff is not None and diff.is_const:
             return pick(a, b, diff.value)
@@ -460,8 +459,8 @@ def _simplify_minmax(pick):
 _SIMPLIFY = {
     "FloorDiv": _simplify_floordiv,
     "FloorMod": _simplify_floormod,
-    "Min": _simplify_minmax(lambda a, b, d: a if d <= 0 else b),
-    "Max": _simplify_minmax(lambda a, b, d: a if d >= 0 else b),
+    "Min": _simplify_minmax(lambda a, b, d: a if d <= 0 else b, "Max"),
+    "Max": _simplify_minmax(lambda a, b, d: a if d >= 0 else b, "Min"),
 }
 
 

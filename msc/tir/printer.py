@@ -369,8 +369,9 @@ class _Printer:
 
 
 def _region(r) -> str:
-    parts = [_expr(lo)[0] if hi is None else f"{_expr(lo)[0]}:{_expr(hi)[0]}"
-             for lo, hi in r.region]
+    # TVM prints a range of extent 1 as its point, and its parser reads ``v:v + 1`` so
+    parts = [_expr(lo)[0] if hi is None or E.sub(hi, lo) == E.IntImm(1)
+             else f"{_expr(lo)[0]}:{_expr(hi)[0]}" for lo, hi in r.region]
     return f"{r.buffer.name}[{', '.join(parts)}]"
 
 

@@ -75,7 +75,7 @@ def test_symbolic_split_binding_and_fused_extent_follow_tvm():
     i, _ = sch.get_loops("B")
     sch.split(i, [10, None])
     testing.assert_structural_equal_ignore_global_symbol(sch.mod["main"], symbolic_split)
-    _outer, inner, j = sch.get_loops("B")
+    _, inner, j = sch.get_loops("B")
     sch.fuse(inner, j)
     assert "T.grid(10, (n + 9) // 10 * 64)" in sch.mod["main"].script()
     sch2 = s_tir.Schedule(symbolic)

@@ -23,7 +23,7 @@ CASES = [
     Case("arange_step", lambda R, x: R.arange(0, 10, 2), [t("n", 4)], "(5,) int64"),
     Case("arange_symbolic", lambda R, x: R.arange(1, R.n, 2), [t("n", 4)], "(n // 2,) int64"),
     Case("arange_symbolic_step", lambda R, x: R.arange(1, R.n, R.m), [t("n", 4)],
-         "((m + n - 2) // m,) int64"),
+         "((n + m - 2) // m,) int64"),
     Case("arange_float", lambda R, x: R.arange(1.0, 3.0, 0.5), [t("n", 4)], "(4,) float32"),
     Case("arange_dtype", lambda R, x: R.arange(0, 5, dtype="float32"), [t("n", 4)],
          "(5,) float32"),

@@ -63,7 +63,7 @@ CASES = [
     Case("concat", lambda R, x, y: R.concat([x, y], axis=1), [t("n", 4), t("n", 2)],
          "(n, 6) float32"),
     Case("concat_symbolic_axis", lambda R, x, y: R.concat([x, y]), [t("n", 4), t("m", 4)],
-         "(m + n, 4) float32"),
+         "(n + m, 4) float32"),
     # n and m may differ in the kept dims: unknown dims, known rank (as TVM).
     Case("concat_undecidable", lambda R, x, y: R.concat([x, y], axis=1), [t("n", 4), t("m", 4)],
          "ndim=2 float32"),
