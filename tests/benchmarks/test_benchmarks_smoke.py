@@ -114,7 +114,8 @@ def test_tvm_child_protocol_answers_each_timing_request(tmp_path):
 
 
 # modules the scripts import (no command line of their own)
-MODULES = {"common.py", "tvm_child.py", "scaling_models.py", "scaling_memory.py"}
+MODULES = {"common.py", "tvm_child.py", "scaling_models.py", "scaling_memory.py",
+           "search_workloads.py"}
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in (ROOT / "benchmarks").glob("*.py")
