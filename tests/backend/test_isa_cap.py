@@ -3,16 +3,13 @@
 (512-bit VNNI, VBMI lookups, the 32-register pixel tile, 16-lane GEMM panels) while every
 result still matches onnxruntime."""
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
 from msc.backend.llvm.jit import HostTarget, capped_target, vector_lanes
 from msc.errors import BuildError
+from tests.helpers.isa_child import ROOT, capped_report
 
 ZEN4 = HostTarget("x86_64-unknown-linux-gnu", "znver4",
                   "+avx,+avx2,+fma,+avx512f,+avx512bw,+avx512vl,+avx512vnni,+avx512vbmi,"
@@ -87,12 +84,7 @@ _CHILD = textwrap.dedent("""
 
 def test_avx2_only_host_picks_no_avx512_kernel_and_matches_onnxruntime(tmp_path):
     pytest.importorskip("onnxruntime")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, MSC_CPU_ISA="avx2", MSC_CACHE_DIR=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", _CHILD.format(root=root)], check=False, env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads(out.stdout.strip().splitlines()[-1])
+    report = capped_report(_CHILD.format(root=ROOT), "avx2", tmp_path)
     assert report["cpu"] == "x86-64-v3" and "+avx512" not in report["features"]
     assert report["lanes"] == 8
     assert not report["vnni"] and not report["vbmi"] and not report["pixel"]

@@ -2,10 +2,6 @@
 and wav2vec2's front-end convs, grouped and depthwise ones, NWC data; each matches torch's
 conv1d at 1 and 2 threads, with a fused bias and relu, also on the AVX2-only path."""
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -17,6 +13,7 @@ from msc.backend.kernels.conv1d import as_conv2d
 from msc.backend.runtime.program import Value
 from msc.backend.runtime.threads import num_threads
 from msc.relax import op as R
+from tests.helpers.isa_child import ROOT, capped_report
 
 torch = pytest.importorskip("torch")
 
@@ -144,13 +141,7 @@ _CHILD = textwrap.dedent("""
 
 
 def test_avx2_only_host_matches_torch(tmp_path):
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))))
-    env = dict(os.environ, MSC_CPU_ISA="avx2", MSC_CACHE_DIR=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", _CHILD.format(root=root)], check=False, env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads(out.stdout.strip().splitlines()[-1])
+    report = capped_report(_CHILD.format(root=ROOT), "avx2", tmp_path)
     assert report["lanes"] == 8
     assert len(report["errors"]) == len(CASES)
     assert all(err < 1e-5 for err in report["errors"].values()), report["errors"]

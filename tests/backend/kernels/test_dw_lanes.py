@@ -4,10 +4,6 @@ not a multiple of the lanes, padding larger than the plane, relu / relu6, batche
 image; the conv kernel's choice between it and the plane kernels; the VM's chain step; the
 forced AVX2 path in a child process. Tolerance: float32 sums of <= 49 products, 1e-5."""
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -18,6 +14,7 @@ from msc.backend.kernels.dw_lanes import LanesDepthwise, lanes_wins
 from msc.backend.kernels.pool import NO_BOUND
 from msc.backend.llvm.jit import vector_lanes
 from msc.errors import ShapeError
+from tests.helpers.isa_child import ROOT, capped_report
 
 torch = pytest.importorskip("torch")
 TOL = {"rtol": 1e-5, "atol": 1e-5}
@@ -157,13 +154,7 @@ _CHILD = textwrap.dedent("""
 
 
 def test_forced_avx2_builds_eight_lanes_and_matches_torch(tmp_path):
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))))
-    env = dict(os.environ, MSC_CPU_ISA="avx2", MSC_CACHE_DIR=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", _CHILD.format(root=root)], check=False, env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads(out.stdout.strip().splitlines()[-1])
+    report = capped_report(_CHILD.format(root=ROOT), "avx2", tmp_path)
     assert report["lanes"] == 8
     assert max(report["errors"]) < 1e-5, report
 

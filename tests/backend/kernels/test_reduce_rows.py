@@ -7,6 +7,7 @@ import pytest
 
 from msc import relax
 from msc.relax import op as R
+from tests.helpers.isa_child import ROOT, capped_report
 
 CASES = [  # shape, axis, keepdims
     ((1, 1000, 13, 13), [2, 3], True),    # SqueezeNet's global average pool
@@ -73,16 +74,5 @@ print(json.dumps({{"lanes": vector_lanes(), "errors": errors}}))
 def test_forced_avx2_short_and_long_rows_match_numpy(tmp_path):
     """$MSC_CPU_ISA=avx2 in a child process (the host target is read once a process): 8-lane
     gathers for rows shorter than 8 floats, the row path from 8 on."""
-    import json
-    import os
-    import subprocess
-    import sys
-
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))))
-    env = dict(os.environ, MSC_CPU_ISA="avx2", MSC_CACHE_DIR=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", _CHILD.format(root=root)], check=False, env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads(out.stdout.strip().splitlines()[-1])
+    report = capped_report(_CHILD.format(root=ROOT), "avx2", tmp_path)
     assert report["lanes"] == 8 and max(report["errors"]) < 1e-6, report

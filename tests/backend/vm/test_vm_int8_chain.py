@@ -6,10 +6,7 @@ pixel rows, an explicit zero pad taken into the next conv's padding); on the hos
 AVX2 (``$MSC_CPU_ISA``, in child processes). Shapes are checked once, when the plan is made;
 errors still reach the caller as before."""
 
-import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -19,6 +16,7 @@ from msc import relax
 from msc.backend.llvm.jit import HostTarget, capped_target
 from msc.backend.runtime.threads import num_threads
 from msc.errors import RuntimeCallError, ShapeError
+from tests.helpers.isa_child import capped_report
 from tests.helpers.qdq_chain_models import block_model, cnn_float_onnx, compare, quantized
 
 pytest.importorskip("onnxruntime")
@@ -98,11 +96,7 @@ def test_int8_chains_on_a_capped_isa(tmp_path, isa):
 
     if isa == "avx512" and not host_target().has("avx512f"):
         pytest.skip("the host has no AVX-512 to keep")
-    env = dict(os.environ, MSC_CPU_ISA=isa, MSC_CACHE_DIR=str(tmp_path))
-    out = subprocess.run([sys.executable, "-c", _CHILD.format(root=ROOT)], check=False,
-                         env=env, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
-    report = json.loads(out.stdout.strip().splitlines()[-1])
+    report = capped_report(_CHILD.format(root=ROOT), isa, tmp_path, timeout=900)
     assert "+amx" not in report["features"]
     assert report["vnni"] == (isa == "avx512" and "+avx512vnni" in host_target().features)
     for key, run in report["runs"].items():
