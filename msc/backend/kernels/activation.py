@@ -6,7 +6,10 @@ the inline float math of tir/math.py (exp, erf, tanh as polynomials, so LLVM vec
 loop), and writes the output once: ``nn.gelu`` is ``("gelu", ("in", 0))``, and the build's
 pattern pass (msc/backend/fuse/patterns/) folds a chain such as GPT-2's decomposed tanh-gelu
 (power, multiply, add, tanh, ...) into one expression. Compiled code is cached per expression.
-Large tensors are split across threads (every element is computed the same way)::
+Tensors split across threads (element ranges: every element is computed the same way) when
+the expression's estimated time pays for it: elements x its instructions (:func:`expr_seconds`,
+at this host's measured rate), so a gelu of 64 Ki floats splits where an add of as many does
+not; chains split them from inside (``native_tasks``, runtime/chain_split.py)::
 
     kernel = ExprKernel(("mul", ("in", 0), ("sigmoid", ("in", 0))), shape)   # silu
     kernel(x, out)
@@ -17,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import math
+import time
 from functools import cache
 
 import numpy as np
@@ -27,16 +31,18 @@ from ...relax.op.registry import attach, ops_with
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32_PTR, I64, const64, for_range
 from ..lowering import math as fm
+from ..runtime.split_cost import unit_seconds, worth_splitting
 from ..runtime.task_wrap import wrapped_tasks
-from ..runtime.threads import BASES, native_address, task_threads
+from ..runtime.threads import BASES, NativeTasks, native_address, num_threads, task_threads
 from .base import Kernel, KernelFact, Site, f32_address
+from .elementwise import flat_seconds
 from .rowmath import Vec
 
 __all__ = ["ACTIVATION_EXPRS", "EXPR_OPS", "UNARY_EXPR", "ExprKernel", "UnaryExprFact",
-           "evaluate", "inplace_2d_address"]
+           "evaluate", "expr_seconds", "inplace_2d_address"]
 
 _UNROLL = 4  # vectors an iteration of the expression loop: cheap expressions stream memory
-PARALLEL_ELEMENTS = 1 << 18  # below this a split costs more (waking a worker) than it saves
+_PROBE_EXPR = ("nn.gelu", ("in", 0))  # the rate's probe: the corpus's most common activation
 _SQRT1_2 = 1 / math.sqrt(2)
 _GELU_TANH_C = math.sqrt(2 / math.pi)
 
@@ -149,6 +155,28 @@ def _work(expr: tuple) -> int:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     _emit(b, expr, list(fn.args), {})
     return sum(len(block.instructions) for block in fn.blocks)
+
+
+def expr_seconds(expr: tuple, elements: int) -> float:
+    """One-thread seconds of ``expr`` over ``elements`` floats: its instructions per element
+    (_work) at this host's measured seconds per element-instruction (runtime/split_cost.py;
+    measured once, on a gelu of 64 Ki floats), at least a flat pass's time (cheap expressions
+    stream memory). The estimate decides whether the loop splits across threads: a split
+    pays from ~3 pool round trips of work, which a gelu reaches at ~10x fewer elements than
+    an add."""
+    def probe() -> tuple:
+        n = 1 << 16
+        run, best = _native(_PROBE_EXPR), float("inf")
+        x, out = np.ones(n, np.float32), np.empty(n, np.float32)
+        with num_threads(1):
+            for _ in range(7):
+                start = time.perf_counter()
+                run(x.ctypes.data, out.ctypes.data, 0, n)
+                best = min(best, time.perf_counter() - start)
+        return best, n * _work(_PROBE_EXPR)
+
+    return max(unit_seconds("expr_instruction", elements * _work(expr), probe),
+               flat_seconds(elements))
 
 
 def _vector_loop(b: ir.IRBuilder, vec: Vec, start, stop, body) -> None:
@@ -288,31 +316,49 @@ class ExprKernel(Kernel):
         ptrs = [self._ptr(f"x{i}", x) for i, x in enumerate(arrays[:-1])]
         out = arrays[-1]
         ptrs.append(self._ptr("out", out))
-        n = self.size
-        threads = task_threads() if n >= PARALLEL_ELEMENTS else 1
-        if threads <= 1 or len(ptrs) > BASES:
-            self.run(*ptrs, 0, n)
+        threads = task_threads()
+        if threads <= 1 or len(ptrs) > BASES or not self._splits(threads):
+            self.run(*ptrs, 0, self.size)
             return out
-        tasks = self.tasks.get(threads)
-        if tasks is None:  # two ranges per thread as a native task list, kept per count
-            # split at multiples of 64 elements: each part starts on a cache line
-            parts = 2 * threads
-            bounds = [min(n, n * i // parts // 64 * 64) for i in range(parts)] + [n]
-            tasks = self.tasks[threads] = wrapped_tasks(self.run, [
-                (0,) * len(ptrs) + (bounds[i], bounds[i + 1]) for i in range(parts)])
-        tasks.launch(1, tuple(ptrs), threads)
+        self._tasks(threads).launch(1, tuple(ptrs), threads)
         return out
+
+    def _splits(self, threads: int) -> bool:
+        """Whether the loop pays for a split over ``threads`` (see :func:`expr_seconds`)."""
+        return bool(self.size) and worth_splitting(expr_seconds(self.expr, self.size), threads)
+
+    def _tasks(self, parts: int) -> NativeTasks:
+        """The loop over ``parts`` element ranges as a native task list whose pointer columns
+        are 0 (the arrays' addresses are the bases), cached per count; ranges start at
+        multiples of 64 elements, so each part starts on a cache line."""
+        tasks = self.tasks.get(parts)
+        if tasks is None:
+            n = self.size
+            bounds = [min(n, n * i // parts // 64 * 64) for i in range(parts)] + [n]
+            tasks = self.tasks[parts] = wrapped_tasks(self.run, [
+                (0,) * (len(self.inputs) + 1) + (bounds[i], bounds[i + 1])
+                for i in range(parts)])
+        return tasks
 
     def native_signature(self, buffers: list) -> tuple | None:
         """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/
         native_run.KernelStep): the flat loop over buffers of exactly this float32 shape;
-        ``splits``: big enough to split across threads (the chain runs it on one thread)."""
+        ``splits``: worth splitting across the host's threads (the chain runs it on one
+        thread)."""
         want = (self.shape, np.dtype(np.float32))
         if len(buffers) != len(self.inputs) + 1 or any(
                 (tuple(s), np.dtype(d)) != want for s, d in buffers) or not self.size:
             return None
         return (native_address(self.run), (0, self.size), 0,
-                self.size >= PARALLEL_ELEMENTS and len(buffers) <= BASES)
+                len(buffers) <= BASES and self._splits(max(task_threads(), 2)))
+
+    def native_tasks(self, buffers: list, parts: int) -> tuple | None:
+        """(element ranges as a task list, its bases: the step's buffers in order, one-thread
+        seconds) for a chain's parallel step (runtime/chain_split.py)."""
+        if self.native_signature(buffers) is None or len(buffers) > BASES:
+            return None
+        return (self._tasks(parts), tuple(range(len(buffers))),
+                expr_seconds(self.expr, self.size))
 
 
 UNARY_EXPR = {op: (op, ("in", 0)) for op, (arity, _) in EXPR_OPS.items() if arity == 1}
