@@ -126,6 +126,18 @@ def hard_swish(c: int, hw: int):
     return g.model([1, c, hw, hw], g.op("HardSwish", ["x"]))
 
 
+def unary(c: int, hw: int, kind: str):
+    """One activation pass: an ONNX unary op, swish (x * sigmoid(x)) or erf-gelu written out
+    (0.5 x (1 + erf(x / sqrt 2)), as exporters at opset 17 write it; msc fuses it)."""
+    g = _Graph()
+    if kind == "gelu":
+        erf = g.op("Erf", [g.op("Mul", ["x", g.const(np.float32(2 ** -0.5))])])
+        half = g.op("Mul", ["x", g.const(np.float32(0.5))])
+        return g.model([1, c, hw, hw], g.op("Mul", [half, g.op("Add", [erf, g.const(
+            np.float32(1))])]))
+    return g.model([1, c, hw, hw], g.act("x", kind) if kind == "swish" else g.op(kind, ["x"]))
+
+
 def channel_shuffle(c: int, hw: int, groups: int = 2):
     g = _Graph()
     r = g.op("Reshape", ["x", g.const(np.array([1, groups, c // groups, hw, hw], np.int64))])
@@ -190,6 +202,12 @@ BLOCKS = [
     ("act", "hard-swish 16@112", partial(hard_swish, 16, 112)),
     ("act", "hard-swish 240@28", partial(hard_swish, 240, 28)),
     ("act", "hard-swish 960@7", partial(hard_swish, 960, 7)),
+    ("act", "swish 240@28 (effb0)", partial(unary, 240, 28, "swish")),
+    ("act", "swish 16@64 (nfnet's at batch 16)", partial(unary, 16, 64, "swish")),
+    ("act", "gelu 16@64 (nfnet's at batch 16)", partial(unary, 16, 64, "gelu")),
+    ("act", "sigmoid 240@28", partial(unary, 240, 28, "Sigmoid")),
+    ("act", "tanh 240@28", partial(unary, 240, 28, "Tanh")),
+    ("act", "exp 240@28", partial(unary, 240, 28, "Exp")),
     ("shuffle", "shuffle 116@28 g2 (shufflenetv2)", partial(channel_shuffle, 116, 28)),
     ("shuffle", "shuffle 232@14 g2 (shufflenetv2)", partial(channel_shuffle, 232, 14)),
     ("grouped", "grouped 3x3 64@56 gw8 (regnetx)", partial(grouped, 64, 56, 8)),

@@ -27,7 +27,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...errors import BuildError
-from ...relax.op.registry import attach, ops_with
+from ...relax.op.registry import attach, ops_in, ops_with
 from ..llvm.jit import get_jit, vector_lanes
 from ..llvm.loops import F32_PTR, I64, const64, for_range
 from ..lowering import math as fm
@@ -38,8 +38,8 @@ from .base import Kernel, KernelFact, Site, f32_address
 from .elementwise import flat_seconds
 from .rowmath import Vec
 
-__all__ = ["ACTIVATION_EXPRS", "EXPR_OPS", "UNARY_EXPR", "ExprKernel", "UnaryExprFact",
-           "evaluate", "expr_seconds", "inplace_2d_address"]
+__all__ = ["ACTIVATION_EXPRS", "EXPR_OPS", "UNARY_EXPR", "VECTOR_UNARY", "ExprKernel",
+           "UnaryExprFact", "evaluate", "expr_seconds", "inplace_2d_address"]
 
 _UNROLL = 4  # vectors an iteration of the expression loop: cheap expressions stream memory
 _PROBE_EXPR = ("nn.gelu", ("in", 0))  # the rate's probe: the corpus's most common activation
@@ -381,7 +381,11 @@ class UnaryExprFact(KernelFact):
         return ExprKernel(self.expr, shape, op=site.op)
 
 
-# The activations computed as one expression (tanh, exp... have kernels in elementwise.py).
+# The activations computed as one expression, and the unary ops long enough for the explicit
+# vector loop (exp, sigmoid, tanh, erf: their legalized loops, vectorized by LLVM, ran 1.3-2x
+# slower alone; tests/backend/kernels/test_exp_scale.py, docs/perf/blocks.md).
 ACTIVATION_EXPRS = ops_with("activation") & UNARY_EXPR.keys()
-for _op in sorted(ACTIVATION_EXPRS):
+VECTOR_UNARY = frozenset(op for op in ops_in("unary") & ops_with("float_only") & UNARY_EXPR.keys()
+                         if _work(UNARY_EXPR[op]) > _VECTOR_WORK)
+for _op in sorted(ACTIVATION_EXPRS | VECTOR_UNARY):
     attach(_op, "kernel", UnaryExprFact(_op))
