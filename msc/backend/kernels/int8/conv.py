@@ -41,12 +41,17 @@ from .gemm import (
 )
 from .gemm import PARALLEL_MACS as GEMM_PARALLEL_MACS
 from .layout import transpose_fn
+from .pixel_rows import unfold_fn
 from .tasks import ChainSteps
 
 __all__ = ["QConv2d", "QDense", "pack_fn"]
 
 NP_OUT = {"s32": np.int32, "f32": np.float32, "u8": np.uint8, "s8": np.int8}
 ACT_DTYPES = {"uint8": (np.uint8, 0), "int8": (np.int8, 0x80)}  # dtype -> (numpy, xor to u8)
+# Output pixels per image under which a batch's patch embedding takes the pixel rows: every
+# plane measured (4x4 to 16x16 outputs, 8x8 and 16x16 patches, one thread, batch 16) ran in
+# 0.39-0.50 of the per-image row path's time.
+PIXEL_ROWS_PLANE = 1 << 16
 
 
 @cache
@@ -186,6 +191,12 @@ class QConv2d(Kernel):
                             x_zero, scale, bias, out, relu, op, vnni, post) if (
             (self.kh, self.kw) == (1, 1) and self.groups == 1 and self.strides == (1, 1)
             and not any(self.padding)) else None
+        # any other window at batch > 1: every image's pixel rows through one "col" GEMM
+        # (int8/pixel_rows.py), made on first use
+        self._dense_args = (np.ascontiguousarray(w_q.reshape(self.o, -1).T), x_dtype, x_zero,
+                            scale, bias, out, relu, op, vnni, post)
+        self._pixel_dense: QDense | None = None
+        self._unfold_rows: dict = {}  # (n, h, w) -> the unfold's argument row
 
     def native_signature(self, buffers: list) -> tuple | None:
         """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/
@@ -198,6 +209,8 @@ class QConv2d(Kernel):
         n, h, w, oh, ow = dims
         if self._as_rows(n, h * w):
             return self._rows_signature(buffers, n, h * w)
+        if self._as_pixel_rows(n, oh * ow):
+            return self._pixel_signature(buffers, dims)
 
         def build():
             plan = conv_plan(self, n, (h, w, oh, ow), 1)
@@ -210,6 +223,59 @@ class QConv2d(Kernel):
         1x1 conv of 1x1 planes, or of planes under one 64-column panel at batch > 1 (its
         "row" GEMM would run one mostly empty panel per image: MobileNets' last stages)."""
         return self.dense is not None and (p == 1 or (n > 1 and p < NR))
+
+    def _as_pixel_rows(self, n: int, p: int) -> bool:
+        """Whether the images' output pixels run as the rows of one "col" GEMM: patch
+        embeddings (window = stride, no padding, 4x4 and up: ViT's 8x8, ConvNeXt's 4x4 stem)
+        at batch > 1 (0.4-0.5 of the row path's time; 3x3 windows unfold 9 bytes a channel in
+        three runs: 1.5x slower, and 2x2 windows 1.1x: both keep the row path)."""
+        return (n > 1 and p < PIXEL_ROWS_PLANE and self.groups == 1 and self.dense is None
+                and tuple(self.strides) == (self.kh, self.kw) and self.kh * self.kw >= 16
+                and not any(self.padding) and tuple(self.dilation) == (1, 1))
+
+    def _pixel_parts(self, dims: tuple) -> tuple:
+        """(dense, unfold, its argument row's address, scratch byte offsets (rows, done),
+        scratch bytes) of the pixel-row path for (N, H, W, OH, OW)."""
+        n, h, w, oh, ow = dims
+        if self._pixel_dense is None:
+            self._pixel_dense = QDense(*self._dense_args)
+        dense = self._pixel_dense
+        key = (n, h, w)
+        if key not in self._unfold_rows:
+            if len(self._unfold_rows) > 64:
+                self._unfold_rows.clear()
+            self._unfold_rows[key] = np.array((n, self.c, h, w, *self.strides, oh, ow, self.k,
+                                               dense.k4, self.flip), np.int64)
+        m = n * oh * ow
+        (rows, done), nbytes = scratch_offsets(-(-m * dense.k4 // 4),
+                                               -(-m * self.o * self.epi.dtype.itemsize // 4))
+        return (dense, unfold_fn((self.kh, self.kw)), self._unfold_rows[key].ctypes.data,
+                (rows, done), nbytes)
+
+    def _pixel_signature(self, buffers: list, dims: tuple) -> tuple | None:
+        """The chain step of the pixel-row path: unfold, GEMM, transpose to NCHW; split
+        (its GEMM over the threads, by ``__call__``) at run_qgemm's size."""
+        n, _, _, oh, ow = dims
+        m, p = n * oh * ow, oh * ow
+        size = self.epi.dtype.itemsize
+
+        def build():
+            dense, unfold, row, (rows, done), nbytes = self._pixel_parts(dims)
+            calls = [(unfold, [Buffer(0), At(2, rows), row]),
+                     dense.driver_call(At(2, rows), At(2, done), m),
+                     (transpose_fn(size), [At(2, done), Buffer(1), n, p, self.o])]
+            return ChainEntry.sequence(calls), nbytes, m * self.o * self.k4 >= GEMM_PARALLEL_MACS
+        return self._steps.signature(("pixels", *dims), build)
+
+    def _run_pixel_rows(self, x, out, dims: tuple) -> None:
+        n, _, _, oh, ow = dims
+        dense, unfold, row, (rows, done), nbytes = self._pixel_parts(dims)
+        (base,) = scratch_addresses(-(-nbytes // 4))
+        m = n * oh * ow
+        unfold(x.ctypes.data, base + rows, row)
+        run_qgemm(dense.driver, dense.cfg, base + rows, dense.packed.ctypes.data, base + done,
+                  m, self.o, dense.k4 // 4, dense.k4, self.o, dense.epi.args)
+        transpose_fn(self.epi.dtype.itemsize)(base + done, out.ctypes.data, n, oh * ow, self.o)
 
     def _rows_signature(self, buffers: list, n: int, p: int) -> tuple | None:
         """The chain step of the pixel-row GEMM: 1x1 planes are already rows; others go
@@ -242,6 +308,9 @@ class QConv2d(Kernel):
             done = np.empty((n, p, self.o), out.dtype)
             self.dense(rows.reshape(n * p, self.c), done.reshape(n * p, self.o))
             out.reshape(n, self.o, p)[...] = done.transpose(0, 2, 1)
+            return out
+        if self._as_pixel_rows(n, oh * ow):
+            self._run_pixel_rows(x, out, (n, h, w, oh, ow))
             return out
         threads = task_threads()
         key = (n, h, w, threads)
