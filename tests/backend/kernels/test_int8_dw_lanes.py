@@ -79,7 +79,7 @@ def test_small_planes_pick_the_lanes_kernel():
         kernel = QDepthwise(np.zeros((shape[1], 1, 3, 3), np.int8), attrs, "uint8", 3, 1.0,
                             None, "s32")
         kernel(np.zeros(shape, np.uint8), np.empty(shape, np.int32))
-        return kernel._lanes is not None
+        return kernel.lanes_form is not None
     assert chosen((2, 24, 2, 2)) and chosen((2, 24, 8, 8))  # rows under 16 pixels: lanes
     assert not chosen((2, 24, 16, 16))  # 16 x 16 planes fill the row kernel's vectors
 

@@ -57,7 +57,7 @@ def both_paths(case, dtype, out, monkeypatch) -> tuple:
     x, wq, zero, conv = _conv(case, dtype, out)
     sums = _reference(x, wq, zero)
     got = _run(conv, x, sums.shape).copy()
-    assert conv._pixel_dense is not None  # the pixel rows ran
+    assert conv.pixel_dense is not None  # the pixel rows ran
     monkeypatch.setattr(int8_conv, "PIXEL_ROWS_PLANE", 0)
     x, _, _, rows = _conv(case, dtype, out)
     return got, _run(rows, x, sums.shape), sums
@@ -77,13 +77,13 @@ def test_pixel_rows_give_the_row_paths_bytes(case, dtype, monkeypatch):
 def test_only_patch_embeddings_at_batch_take_the_pixel_rows():
     x, _, _, conv = _conv(CASES[0], "uint8", "s32")
     _run(conv, x[:1], (1, 32, 4, 4))
-    assert conv._pixel_dense is None  # batch 1: one image fills no GEMM better
+    assert conv.pixel_dense is None  # batch 1: one image fills no GEMM better
     rng = np.random.default_rng(1)
     three = QConv2d(rng.integers(-127, 128, (8, 4, 3, 3), np.int8),
                     {"strides": (1, 1), "padding": (1,) * 4, "dilation": (1, 1)}, "uint8", 3,
                     1.0, None, "s32")
     _run(three, np.zeros((4, 4, 6, 6), np.uint8), (4, 8, 6, 6))
-    assert three._pixel_dense is None  # 3x3 windows: the per-image row path
+    assert three.pixel_dense is None  # 3x3 windows: the per-image row path
 
 
 def test_two_threads_give_one_threads_bytes():
@@ -140,7 +140,7 @@ _CHILD = textwrap.dedent("""
             x, wq, zero, conv = _conv(case, dtype, "s32")
             sums = _reference(x, wq, zero)
             report["sums"] &= bool(np.array_equal(_run(conv, x, sums.shape), sums))
-            report["sums"] &= conv._pixel_dense is not None
+            report["sums"] &= conv.pixel_dense is not None
     qdq, calib = patch_qdq(16)
     got = compare(qdq, calib[0])
     report["chain"] = bool(np.array_equal(got["chain"], got["python"]))

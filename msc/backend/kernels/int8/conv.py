@@ -195,7 +195,7 @@ class QConv2d(Kernel):
         # (int8/pixel_rows.py), made on first use
         self._dense_args = (np.ascontiguousarray(w_q.reshape(self.o, -1).T), x_dtype, x_zero,
                             scale, bias, out, relu, op, vnni, post)
-        self._pixel_dense: QDense | None = None
+        self.pixel_dense: QDense | None = None
         self._unfold_rows: dict = {}  # (n, h, w) -> the unfold's argument row
 
     def native_signature(self, buffers: list) -> tuple | None:
@@ -237,9 +237,9 @@ class QConv2d(Kernel):
         """(dense, unfold, its argument row's address, scratch byte offsets (rows, done),
         scratch bytes) of the pixel-row path for (N, H, W, OH, OW)."""
         n, h, w, oh, ow = dims
-        if self._pixel_dense is None:
-            self._pixel_dense = QDense(*self._dense_args)
-        dense = self._pixel_dense
+        if self.pixel_dense is None:
+            self.pixel_dense = QDense(*self._dense_args)
+        dense = self.pixel_dense
         key = (n, h, w)
         if key not in self._unfold_rows:
             if len(self._unfold_rows) > 64:

@@ -36,7 +36,7 @@ __all__ = ["LanesDepthwise", "lanes_wins"]
 
 FIELDS = ("images", "c", "h", "w", "sh", "sw", "dh", "dw", "pt", "pl", "oh", "ow", "hp", "wp",
           "zero", "wt", "comp", "scale", "bias", "oscale", "ozp", "relu", "pscale", "pbias",
-          "s2", "z2", "relu2", "tile_bytes")
+          "s2", "z2", "relu2", "tile_bytes", "where")
 _SMALL = 8  # planes of fewer pixels: a gather / scatter per pixel, not a 16 x 16 transpose
 # Output pixels per plane up to which the lanes beat dwconv.py's row kernel (16 pixels of a
 # row in the lanes): it idles lanes on rows under 16 pixels, so the lanes win there; from
@@ -60,6 +60,7 @@ class _Block:
     def __init__(self, b, t: IRTypes, v: dict, size: int, signed: bool):
         self.b, self.t, self.v, self.size, self.signed = b, t, v, size, signed
         self.iota = ir.Constant(ir.VectorType(I32, LANES), list(range(LANES)))
+        self.where = None  # the input pixels' tile slots (int64), set by _build
         elem = I8 if size == 1 else (F32 if t.cfg.out == "f32" else I32)
         self.out_ty = ir.VectorType(elem, LANES)
 
@@ -121,11 +122,17 @@ def _slot(blk: _Block, tile, index):
                      ir.VectorType(I32, LANES).as_pointer())
 
 
-def _input_slot(blk: _Block, p):
-    """The tile slot of input pixel p (row-major in the H x W plane)."""
+def _pixel_slots(blk: _Block, where) -> None:
+    """where[p] = the tile slot of input pixel p (row-major in the H x W plane), once per
+    call: a division per pixel and block cost as much as the block's copies."""
     b, v = blk.b, blk.v
-    ih, iw = b.sdiv(p, v["w"]), b.srem(p, v["w"])
-    return b.add(b.mul(b.add(ih, v["pt"]), v["wp"]), b.add(iw, v["pl"]))
+    with for_range(b, v["h"], name="sh") as ih, for_range(b, v["w"], name="sw") as iw:
+        slot = b.add(b.mul(b.add(ih, v["pt"]), v["wp"]), b.add(iw, v["pl"]))
+        b.store(slot, b.gep(where, [b.add(b.mul(ih, v["w"]), iw)]))
+
+
+def _input_slot(blk: _Block, p):
+    return blk.b.load(blk.b.gep(blk.where, [p]))
 
 
 def _pack(blk: _Block, src, tile, channels) -> None:
@@ -262,6 +269,8 @@ def _build(cfg: QGemmConfig, signed: bool, window: tuple) -> ir.Module:
     wt = b.inttoptr(v["wt"], I32.as_pointer())
     taps = window[0] * window[1]
     _fill_border(blk, tile)
+    blk.where = b.bitcast(b.gep(tile, [v["where"]]), I64.as_pointer())
+    _pixel_slots(blk, blk.where)
     plane_in, plane_out = b.mul(v["h"], v["w"]), b.mul(v["oh"], v["ow"])
     with for_range(b, v["images"], name="img") as img, \
             for_range(b, v["c"], step=LANES, name="c0") as c0:
@@ -319,9 +328,10 @@ class LanesDepthwise:
         comp, scale, bias, oscale, ozp, relu, pscale, pbias, s2, z2, relu2 = k.epi.args
         row = np.array([images, k.c, h, w, sh, sw, dh, dw, pt, pl, oh, ow, hp, wp, k.zero,
                         self.wt.ctypes.data, comp, scale, bias, _f32_bits(oscale), ozp, relu,
-                        pscale, pbias, _f32_bits(s2), z2, relu2, tile_bytes], np.int64)
+                        pscale, pbias, _f32_bits(s2), z2, relu2, tile_bytes, 0], np.int64)
         outs = -(-oh * ow // LANES) * LANES * LANES * self.size
-        return row, -(-(tile_bytes + outs + 64) // 64) * 64
+        row[-1] = tile_bytes + outs  # the slots of the input pixels, int64 each
+        return row, -(-(tile_bytes + outs + 8 * h * w + 64) // 64) * 64
 
     def tasks(self, n: int, dims: tuple, parts: int) -> tuple[NativeTasks, int]:
         """(task list over ``parts`` ranges of images launched with bases (x, out,

@@ -176,7 +176,7 @@ class QDepthwise(Kernel):
         self.size = OUTS[cfg.out]
         self._plans = Plans()
         self._steps = ChainSteps()
-        self._lanes = None  # int8/dw_lanes.LanesDepthwise, made on first use
+        self.lanes_form = None  # int8/dw_lanes.LanesDepthwise, made on first use
 
     def native_signature(self, buffers: list) -> tuple | None:
         """(entry, dims, scratch bytes, splits) for the VM's native chains: the one-thread
@@ -214,9 +214,9 @@ class QDepthwise(Kernel):
         parts = 2 * threads if threads > 1 else 1
         _, _, oh, ow = dims
         if lanes_wins(oh, ow) if self.lanes is None else self.lanes:
-            if self._lanes is None:
-                self._lanes = LanesDepthwise(self)
-            tasks, nbytes = self._lanes.tasks(n, dims, parts)
+            if self.lanes_form is None:
+                self.lanes_form = LanesDepthwise(self)
+            tasks, nbytes = self.lanes_form.tasks(n, dims, parts)
             return [(tasks, (0, 1, 2))], nbytes
         pad, conv, nbytes = self._rows_plan(n, dims, parts)
         return [(pad, (0, 2)), (conv, (1, 2))], nbytes
