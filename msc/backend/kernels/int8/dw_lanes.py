@@ -4,14 +4,15 @@ dwconv.py runs a depthwise conv plane by plane, 16 output pixels of a row in the
 the small planes of a network's last stages at batch 16 (MobileNetV2's 3x3 convs on 1x1 to
 4x4 planes, ConvNeXt's 7x7 on 4x4 and 8x8) a row holds 1-8 pixels, so most lanes idle, and
 each plane pays its own padding copy and epilogue set-up: 16 x 240 planes of 1x1 took 90 us.
-Here, per image, a block of 16 channels is widened into a tile of int32 vectors
+Here, per image, a block of 16 channels is widened into a tile of float32 vectors
 ``[Hp][Wp][16]`` whose border holds the zero point (written once per call; the interior is
-overwritten by every block), each output pixel is k * k multiply-adds of whole vectors
-(weights packed ``[tap][channel]`` as int32 once), the int8 GEMM's "col" epilogue
+overwritten by every block), each output pixel is k * k FMAs of whole vectors (weights
+packed ``[tap][channel]`` once; every partial sum is an integer under 2^24, so the float
+sums are the int32 sums exactly), the int8 GEMM's "col" epilogue
 (int8/gemm.py: per-channel comp, scale, bias in the lanes) requantizes the 16 channels, and
 the bytes go back to NCHW. Both copies move 16 pixels of 16 channels with in-register
 transposes (kernels/dw_lanes.py's ``transpose``); planes of fewer than 8 pixels use a gather
-(scatter) per pixel. Exact: int32 sums of u8 x s8 products and the epilogue arithmetic of
+(scatter) per pixel. Exact: the int32 sums of u8 x s8 products and the epilogue arithmetic of
 QConv2d / QDepthwise, so the bytes equal the plane kernel's.
 
     kernel = LanesDepthwise(qdw)                   # a QDepthwise: weights, epilogue, attrs
@@ -75,8 +76,11 @@ class _Block:
         return b.icmp_signed("<", self.iota, splat)
 
     def widen(self, bytes_vec):
-        wide = ir.VectorType(I32, LANES)
-        return self.b.sext(bytes_vec, wide) if self.signed else self.b.zext(bytes_vec, wide)
+        """Bytes as float32 lanes: every product (|x * w| <= 255 * 128) and every partial
+        sum of a window of up to 514 taps is an integer under 2^24, so float FMAs (two a
+        cycle, one instruction) give the int32 sums exactly."""
+        wide = ir.VectorType(F32, LANES)
+        return self.b.sitofp(bytes_vec, wide) if self.signed else self.b.uitofp(bytes_vec, wide)
 
 
 def _declare(module, name, ret, args):
@@ -116,10 +120,10 @@ def _lane_ptrs(blk: _Block, base, stride, elem):
 
 
 def _slot(blk: _Block, tile, index):
-    """The tile's int32 vector ``index`` (a pixel's 16 channels)."""
+    """The tile's float32 vector ``index`` (a pixel's 16 channels)."""
     b = blk.b
     return b.bitcast(b.gep(tile, [b.mul(index, const64(4 * LANES))]),
-                     ir.VectorType(I32, LANES).as_pointer())
+                     ir.VectorType(F32, LANES).as_pointer())
 
 
 def _pixel_slots(blk: _Block, where) -> None:
@@ -136,7 +140,7 @@ def _input_slot(blk: _Block, p):
 
 
 def _pack(blk: _Block, src, tile, channels) -> None:
-    """The block's channels of every input pixel into its tile slot, widened to int32."""
+    """The block's channels of every input pixel into its tile slot, as float32."""
     b, v = blk.b, blk.v
     module = b.module
     bytes_ty = ir.VectorType(I8, LANES)
@@ -166,10 +170,12 @@ def _pack(blk: _Block, src, tile, channels) -> None:
 
 
 def _accumulate(blk: _Block, tile, wt, oh, ow, window: tuple):
-    """The int32 sums of one output pixel: k window rows' chains, merged pairwise."""
+    """The int32 sums of one output pixel: k window rows' FMA chains, merged pairwise
+    (exact: see _Block.widen)."""
     b, v = blk.b, blk.v
     kh, kw = window
-    vec = ir.VectorType(I32, LANES)
+    vec = ir.VectorType(F32, LANES)
+    fma = _declare(b.module, f"llvm.fma.v{LANES}f32", vec, [vec] * 3)
     corner = b.add(b.mul(b.mul(oh, v["sh"]), v["wp"]), b.mul(ow, v["sw"]))
     rows = []
     for i in range(kh):
@@ -179,12 +185,12 @@ def _accumulate(blk: _Block, tile, wt, oh, ow, window: tuple):
             x = b.load(_slot(blk, tile, b.add(line, b.mul(const64(j), v["dw"]))), align=4)
             w = b.load(b.bitcast(b.gep(wt, [const64((i * kw + j) * LANES)]), vec.as_pointer()),
                        align=4)
-            acc = b.add(acc, b.mul(x, w))
+            acc = b.call(fma, [x, w, acc])
         rows.append(acc)
     while len(rows) > 1:
-        pairs = [b.add(a, c) for a, c in zip(rows[::2], rows[1::2])]
+        pairs = [b.fadd(a, c) for a, c in zip(rows[::2], rows[1::2])]
         rows = pairs + rows[len(pairs) * 2:]
-    return rows[0]
+    return b.fptosi(rows[0], ir.VectorType(I32, LANES))
 
 
 def _outputs(blk: _Block, tile, wt, outs, epi: dict, window: tuple) -> None:
@@ -228,8 +234,8 @@ def _unpack(blk: _Block, outs, dst, channels) -> None:
 def _fill_border(blk: _Block, tile) -> None:
     """Every tile slot = the zero point (the interior is overwritten by each block)."""
     b, v = blk.b, blk.v
-    zero = b.trunc(v["zero"], I32)
-    vec = ir.VectorType(I32, LANES)
+    zero = b.sitofp(v["zero"], F32)
+    vec = ir.VectorType(F32, LANES)
     first = b.insert_element(ir.Constant(vec, ir.Undefined), zero, I32(0))
     splat = b.shuffle_vector(first, ir.Constant(vec, ir.Undefined),
                              ir.Constant(ir.VectorType(I32, LANES), None))
@@ -266,7 +272,7 @@ def _build(cfg: QGemmConfig, signed: bool, window: tuple) -> ir.Module:
     tile = b.inttoptr(scratch_int, I8_PTR)
     outs = b.gep(tile, [v["tile_bytes"]])
     x, out = b.inttoptr(x_int, I8_PTR), b.inttoptr(out_int, I8_PTR)
-    wt = b.inttoptr(v["wt"], I32.as_pointer())
+    wt = b.inttoptr(v["wt"], F32.as_pointer())
     taps = window[0] * window[1]
     _fill_border(blk, tile)
     blk.where = b.bitcast(b.gep(tile, [v["where"]]), I64.as_pointer())
@@ -307,8 +313,8 @@ class LanesDepthwise:
         self.k = k
         taps = k.kh * k.kw
         blocks = -(-k.c // LANES)
-        # [block][tap][16 channels] int32: one aligned vector per tap of a block
-        wt = np.zeros((blocks * LANES, taps), np.int32)
+        # [block][tap][16 channels] float32 (exact small integers): a vector per tap
+        wt = np.zeros((blocks * LANES, taps), np.float32)
         wt[:k.c] = k.w
         self.wt = np.ascontiguousarray(wt.reshape(blocks, LANES, taps).transpose(0, 2, 1))
         cfg = QGemmConfig("col", k.epi.kind, False, k.epi.mid)
