@@ -41,7 +41,7 @@ from .gemm import (
 )
 from .gemm import PARALLEL_MACS as GEMM_PARALLEL_MACS
 from .layout import transpose_fn
-from .pixel_rows import unfold_fn
+from .pixel_rows import NHWC_SLACK, unfold_fn
 from .tasks import ChainSteps
 
 __all__ = ["QConv2d", "QDense", "pack_fn"]
@@ -52,6 +52,12 @@ ACT_DTYPES = {"uint8": (np.uint8, 0), "int8": (np.int8, 0x80)}  # dtype -> (nump
 # plane measured (4x4 to 16x16 outputs, 8x8 and 16x16 patches, one thread, batch 16) ran in
 # 0.39-0.50 of the per-image row path's time.
 PIXEL_ROWS_PLANE = 1 << 16
+# Other windows take the NHWC pixel rows with at most one GEMM vector of output channels and
+# at least one of input channels: one thread, batch 16, against the row path, 3x3 16 -> 16 on
+# 16x16 planes 0.84, on 8x8 0.77, 2x2 stride 2 0.80; 3x3 8 -> 8 1.31 (half-empty
+# transposes, runs of 24 bytes); O = 24 wastes 40 of the "col" GEMM's 64 columns.
+NHWC_OUTPUTS = 16
+NHWC_CHANNELS = 16
 
 
 @cache
@@ -193,8 +199,7 @@ class QConv2d(Kernel):
             and not any(self.padding)) else None
         # any other window at batch > 1: every image's pixel rows through one "col" GEMM
         # (int8/pixel_rows.py), made on first use
-        self._dense_args = (np.ascontiguousarray(w_q.reshape(self.o, -1).T), x_dtype, x_zero,
-                            scale, bias, out, relu, op, vnni, post)
+        self._dense_args = (w_q, x_dtype, x_zero, scale, bias, out, relu, op, vnni, post)
         self.pixel_dense: QDense | None = None
         self._unfold_rows: dict = {}  # (n, h, w) -> the unfold's argument row
 
@@ -209,9 +214,8 @@ class QConv2d(Kernel):
         n, h, w, oh, ow = dims
         if self._as_rows(n, h * w):
             return self._rows_signature(buffers, n, h * w)
-        if self._as_pixel_rows(n, oh * ow):
+        if self._pixel_mode(n, oh * ow):
             return self._pixel_signature(buffers, dims)
-
         def build():
             plan = conv_plan(self, n, (h, w, oh, ow), 1)
             splits = n * self.o * self.k4 * oh * ow >= PARALLEL_MACS
@@ -224,33 +228,49 @@ class QConv2d(Kernel):
         "row" GEMM would run one mostly empty panel per image: MobileNets' last stages)."""
         return self.dense is not None and (p == 1 or (n > 1 and p < NR))
 
-    def _as_pixel_rows(self, n: int, p: int) -> bool:
-        """Whether the images' output pixels run as the rows of one "col" GEMM: patch
-        embeddings (window = stride, no padding, 4x4 and up: ViT's 8x8, ConvNeXt's 4x4 stem)
-        at batch > 1 (0.4-0.5 of the row path's time; 3x3 windows unfold 9 bytes a channel in
-        three runs: 1.5x slower, and 2x2 windows 1.1x: both keep the row path)."""
-        return (n > 1 and p < PIXEL_ROWS_PLANE and self.groups == 1 and self.dense is None
-                and tuple(self.strides) == (self.kh, self.kw) and self.kh * self.kw >= 16
-                and not any(self.padding) and tuple(self.dilation) == (1, 1))
+    def _pixel_mode(self, n: int, p: int) -> str | None:
+        """How the images' output pixels run as the rows of one "col" GEMM at batch > 1
+        (int8/pixel_rows.py), or None (the per-image row path). "patch": patch embeddings
+        (window = stride, no padding, 4x4 and up: ViT's 8x8, ConvNeXt's 4x4 stem; 0.4-0.5 of
+        the row path's time) straight from NCHW. "nhwc": other windows with one GEMM vector of
+        output channels (O <= 16: RepVGG's 3x3 convs of 16 channels) through NHWC planes, a
+        window row one run of kw * C bytes (the limits: NHWC_OUTPUTS, NHWC_CHANNELS)."""
+        if n < 2 or p >= PIXEL_ROWS_PLANE or self.groups != 1 or self.dense is not None or (
+                tuple(self.dilation) != (1, 1)):
+            return None
+        if (tuple(self.strides) == (self.kh, self.kw) and self.kh * self.kw >= 16
+                and not any(self.padding)):
+            return "patch"
+        if self.o <= NHWC_OUTPUTS and self.c >= NHWC_CHANNELS:
+            return "nhwc"
+        return None
 
     def _pixel_parts(self, dims: tuple) -> tuple:
-        """(dense, unfold, its argument row's address, scratch byte offsets (rows, done),
-        scratch bytes) of the pixel-row path for (N, H, W, OH, OW)."""
+        """(dense, unfold, its argument row's address, scratch byte offsets (xh, rows,
+        done), scratch bytes) of the pixel-row path for (N, H, W, OH, OW)."""
         n, h, w, oh, ow = dims
+        nhwc = self._pixel_mode(n, oh * ow) == "nhwc"
         if self.pixel_dense is None:
-            self.pixel_dense = QDense(*self._dense_args)
+            w_q, *rest = self._dense_args
+            order = (2, 3, 1, 0) if nhwc else (1, 2, 3, 0)  # K: (i, j, c) or (c, i, j)
+            self.pixel_dense = QDense(np.ascontiguousarray(
+                w_q.transpose(order).reshape(-1, self.o)), *rest)
         dense = self.pixel_dense
+        pt, pl, pb, pr = self.padding
+        hp, wp = h + pt + pb, w + pl + pr
         key = (n, h, w)
         if key not in self._unfold_rows:
             if len(self._unfold_rows) > 64:
                 self._unfold_rows.clear()
-            self._unfold_rows[key] = np.array((n, self.c, h, w, *self.strides, oh, ow, self.k,
-                                               dense.k4, self.flip), np.int64)
+            self._unfold_rows[key] = np.array((
+                n, self.c, h, w, *self.strides, oh, ow, self.k, dense.k4, self.flip, pt, pl,
+                hp, wp, self.zero & 0xFF), np.int64)
         m = n * oh * ow
-        (rows, done), nbytes = scratch_offsets(-(-m * dense.k4 // 4),
-                                               -(-m * self.o * self.epi.dtype.itemsize // 4))
-        return (dense, unfold_fn((self.kh, self.kw)), self._unfold_rows[key].ctypes.data,
-                (rows, done), nbytes)
+        (xh, rows, done), nbytes = scratch_offsets(
+            -(-(hp * wp * self.c * nhwc + NHWC_SLACK) // 4),
+            -(-(m * dense.k4 + NHWC_SLACK) // 4), -(-m * self.o * self.epi.dtype.itemsize // 4))
+        return (dense, unfold_fn((self.kh, self.kw), nhwc), self._unfold_rows[key].ctypes.data,
+                (xh, rows, done), nbytes)
 
     def _pixel_signature(self, buffers: list, dims: tuple) -> tuple | None:
         """The chain step of the pixel-row path: unfold, GEMM, transpose to NCHW; split
@@ -260,8 +280,8 @@ class QConv2d(Kernel):
         size = self.epi.dtype.itemsize
 
         def build():
-            dense, unfold, row, (rows, done), nbytes = self._pixel_parts(dims)
-            calls = [(unfold, [Buffer(0), At(2, rows), row]),
+            dense, unfold, row, (xh, rows, done), nbytes = self._pixel_parts(dims)
+            calls = [(unfold, [Buffer(0), At(2, xh), At(2, rows), row]),
                      dense.driver_call(At(2, rows), At(2, done), m),
                      (transpose_fn(size), [At(2, done), Buffer(1), n, p, self.o])]
             return ChainEntry.sequence(calls), nbytes, m * self.o * self.k4 >= GEMM_PARALLEL_MACS
@@ -269,10 +289,10 @@ class QConv2d(Kernel):
 
     def _run_pixel_rows(self, x, out, dims: tuple) -> None:
         n, _, _, oh, ow = dims
-        dense, unfold, row, (rows, done), nbytes = self._pixel_parts(dims)
+        dense, unfold, row, (xh, rows, done), nbytes = self._pixel_parts(dims)
         (base,) = scratch_addresses(-(-nbytes // 4))
         m = n * oh * ow
-        unfold(x.ctypes.data, base + rows, row)
+        unfold(x.ctypes.data, base + xh, base + rows, row)
         run_qgemm(dense.driver, dense.cfg, base + rows, dense.packed.ctypes.data, base + done,
                   m, self.o, dense.k4 // 4, dense.k4, self.o, dense.epi.args)
         transpose_fn(self.epi.dtype.itemsize)(base + done, out.ctypes.data, n, oh * ow, self.o)
@@ -309,7 +329,7 @@ class QConv2d(Kernel):
             self.dense(rows.reshape(n * p, self.c), done.reshape(n * p, self.o))
             out.reshape(n, self.o, p)[...] = done.transpose(0, 2, 1)
             return out
-        if self._as_pixel_rows(n, oh * ow):
+        if self._pixel_mode(n, oh * ow):
             self._run_pixel_rows(x, out, (n, h, w, oh, ow))
             return out
         threads = task_threads()
