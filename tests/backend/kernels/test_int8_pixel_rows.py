@@ -98,6 +98,7 @@ def test_which_convs_take_the_pixel_rows():
     assert mode(24, 16, 3, (1, 1), (1,) * 4) is None  # O > 16: most GEMM columns empty
     assert mode(16, 8, 3, (1, 1), (1,) * 4) is None  # C < 16: half-empty NHWC vectors
     assert mode(16, 3, 3, (2, 2), (1,) * 4) is None  # 3-channel stems
+    assert mode(16, 16, 1, (2, 2), (0,) * 4) is None  # 1x1 stride 2: reads 1 pixel of 4
 
 
 def test_two_threads_give_one_threads_bytes():

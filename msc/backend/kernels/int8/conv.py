@@ -54,8 +54,9 @@ ACT_DTYPES = {"uint8": (np.uint8, 0), "int8": (np.int8, 0x80)}  # dtype -> (nump
 PIXEL_ROWS_PLANE = 1 << 16
 # Other windows take the NHWC pixel rows with at most one GEMM vector of output channels and
 # at least one of input channels: one thread, batch 16, against the row path, 3x3 16 -> 16 on
-# 16x16 planes 0.84, on 8x8 0.77, 2x2 stride 2 0.80; 3x3 8 -> 8 1.31 (half-empty
-# transposes, runs of 24 bytes); O = 24 wastes 40 of the "col" GEMM's 64 columns.
+# 16x16 planes 0.84, on 8x8 0.77, 36 -> 16 on 7x7 0.49, 2x2 stride 2 0.80; 3x3 8 -> 8 1.31
+# (half-empty transposes, runs of 24 bytes); O = 24 wastes 40 of the "col" GEMM's 64
+# columns; 1x1 stride 2 1.40 (the NHWC copy moves 4x the pixels the conv reads).
 NHWC_OUTPUTS = 16
 NHWC_CHANNELS = 16
 
@@ -241,7 +242,7 @@ class QConv2d(Kernel):
         if (tuple(self.strides) == (self.kh, self.kw) and self.kh * self.kw >= 16
                 and not any(self.padding)):
             return "patch"
-        if self.o <= NHWC_OUTPUTS and self.c >= NHWC_CHANNELS:
+        if self.o <= NHWC_OUTPUTS and self.c >= NHWC_CHANNELS and self.kh * self.kw > 1:
             return "nhwc"
         return None
 
