@@ -25,7 +25,7 @@ from llvmlite import ir
 from ....errors import ShapeError
 from ...llvm.jit import get_jit
 from ...runtime.task_wrap import At, Buffer, ChainEntry
-from ...runtime.threads import task_threads
+from ...runtime.threads import NativeTasks, native_address, split_range, task_threads
 from ..base import Kernel
 from ..layout import scratch, scratch_addresses, scratch_offsets
 from .conv_tasks import PACK, PARALLEL_MACS, build_pack, conv_plan
@@ -109,6 +109,10 @@ class Epilogue:
         self.args = (self.comp.ctypes.data, self.scale.ctypes.data, self.bias.ctypes.data,
                      float(first[0]), int(first[1]), int(bool(relu)), self.pscale.ctypes.data,
                      self.pbias.ctypes.data, float(second[0]), int(second[1]), second[2])
+
+
+def _round64(nbytes: int) -> int:
+    return -(-nbytes // 64) * 64
 
 
 def check_operand(x, dtype, param: str, op: str) -> np.ndarray:
@@ -246,9 +250,10 @@ class QConv2d(Kernel):
             return "nhwc"
         return None
 
-    def _pixel_parts(self, dims: tuple) -> tuple:
+    def _pixel_parts(self, dims: tuple, parts: int = 1) -> tuple:
         """(dense, unfold, its argument row's address, scratch byte offsets (xh, rows,
-        done), scratch bytes) of the pixel-row path for (N, H, W, OH, OW)."""
+        done), scratch bytes) of the pixel-row path for (N, H, W, OH, OW); ``parts``: NHWC
+        planes for that many image ranges at once (a split's)."""
         n, h, w, oh, ow = dims
         nhwc = self._pixel_mode(n, oh * ow) == "nhwc"
         if self.pixel_dense is None:
@@ -268,7 +273,7 @@ class QConv2d(Kernel):
                 hp, wp, self.zero & 0xFF), np.int64)
         m = n * oh * ow
         (xh, rows, done), nbytes = scratch_offsets(
-            -(-(hp * wp * self.c * nhwc + NHWC_SLACK) // 4),
+            parts * _round64(hp * wp * self.c * nhwc + NHWC_SLACK) // 4,
             -(-(m * dense.k4 + NHWC_SLACK) // 4), -(-m * self.o * self.epi.dtype.itemsize // 4))
         return (dense, unfold_fn((self.kh, self.kw), nhwc), self._unfold_rows[key].ctypes.data,
                 (xh, rows, done), nbytes)
@@ -285,18 +290,62 @@ class QConv2d(Kernel):
             calls = [(unfold, [Buffer(0), At(2, xh), At(2, rows), row]),
                      dense.driver_call(At(2, rows), At(2, done), m),
                      (transpose_fn(size), [At(2, done), Buffer(1), n, p, self.o])]
-            return ChainEntry.sequence(calls), nbytes, m * self.o * self.k4 >= GEMM_PARALLEL_MACS
+            entry = ChainEntry.sequence(calls)
+            entry.keep = self._unfold_rows[dims[:3]]  # the unfold's row, for the step's life
+            return entry, nbytes, m * self.o * self.k4 >= GEMM_PARALLEL_MACS
         return self._steps.signature(("pixels", *dims), build)
 
     def _run_pixel_rows(self, x, out, dims: tuple) -> None:
+        """Unfold, GEMM, transpose; on several threads each step split (image ranges for
+        the copies, run_qgemm's blocks for the GEMM)."""
         n, _, _, oh, ow = dims
-        dense, unfold, row, (xh, rows, done), nbytes = self._pixel_parts(dims)
+        threads = task_threads() if n * oh * ow * self.o * self.k4 >= GEMM_PARALLEL_MACS else 1
+        parts = min(n, 2 * threads) if threads > 1 else 1
+        dense, unfold, row, (xh, rows, done), nbytes = self._pixel_parts(dims, parts)
         (base,) = scratch_addresses(-(-nbytes // 4))
         m = n * oh * ow
-        unfold(x.ctypes.data, base + xh, base + rows, row)
+        if parts == 1:
+            unfold(x.ctypes.data, base + xh, base + rows, row)
+        else:
+            unfolds, transposes = self._pixel_split(dims, parts)
+            unfolds.launch(1, (x.ctypes.data, base, base, 0), threads)
         run_qgemm(dense.driver, dense.cfg, base + rows, dense.packed.ctypes.data, base + done,
                   m, self.o, dense.k4 // 4, dense.k4, self.o, dense.epi.args)
-        transpose_fn(self.epi.dtype.itemsize)(base + done, out.ctypes.data, n, oh * ow, self.o)
+        if parts == 1:
+            transpose_fn(self.epi.dtype.itemsize)(base + done, out.ctypes.data, n, oh * ow,
+                                                  self.o)
+        else:
+            transposes.launch(1, (base, out.ctypes.data), threads)
+
+    def _pixel_split(self, dims: tuple, parts: int) -> tuple:
+        """(unfold tasks, transpose tasks) over ``parts`` image ranges, each unfolding
+        through its own NHWC planes: launched with bases (x, scratch, scratch, 0) and
+        (scratch, out)."""
+        key = ("split", *dims, parts)
+        found = self._unfold_rows.get(key)
+        if found is not None:
+            return found
+        n, h, w, oh, ow = dims
+        dense, unfold, _, (xh, rows, done), _ = self._pixel_parts(dims, parts)
+        p, size = oh * ow, self.epi.dtype.itemsize
+        pt, pl, pb, pr = self.padding
+        planes = _round64((h + pt + pb) * (w + pl + pr) * self.c + NHWC_SLACK)
+        ranges = split_range(n, parts)
+        unfolds, transposes = NativeTasks(len(ranges)), NativeTasks(len(ranges))
+        first = self._unfold_rows[(n, h, w)]
+        kept = []
+        for t, (i0, i1) in enumerate(ranges):
+            kept.append(first.copy())
+            kept[-1][0] = i1 - i0
+            unfolds.records[t, :5] = (native_address(unfold), i0 * self.c * h * w,
+                                      xh + t * planes, rows + i0 * p * dense.k4,
+                                      kept[-1].ctypes.data)
+            transposes.records[t, :6] = (native_address(transpose_fn(size)),
+                                         done + i0 * p * self.o * size, i0 * self.o * p * size,
+                                         i1 - i0, p, self.o)
+        unfolds.keep = kept
+        self._unfold_rows[key] = (unfolds, transposes)
+        return unfolds, transposes
 
     def _rows_signature(self, buffers: list, n: int, p: int) -> tuple | None:
         """The chain step of the pixel-row GEMM: 1x1 planes are already rows; others go
