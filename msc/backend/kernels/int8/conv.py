@@ -25,7 +25,7 @@ from llvmlite import ir
 from ....errors import ShapeError
 from ...llvm.jit import get_jit
 from ...runtime.task_wrap import At, Buffer, ChainEntry
-from ...runtime.threads import task_threads
+from ...runtime.threads import NativeTasks, native_address, split_range, task_threads
 from ..base import Kernel
 from ..layout import scratch, scratch_addresses, scratch_offsets
 from .conv_tasks import PACK, PARALLEL_MACS, build_pack, conv_plan
@@ -41,12 +41,24 @@ from .gemm import (
 )
 from .gemm import PARALLEL_MACS as GEMM_PARALLEL_MACS
 from .layout import transpose_fn
+from .pixel_rows import NHWC_SLACK, unfold_fn
 from .tasks import ChainSteps
 
 __all__ = ["QConv2d", "QDense", "pack_fn"]
 
 NP_OUT = {"s32": np.int32, "f32": np.float32, "u8": np.uint8, "s8": np.int8}
 ACT_DTYPES = {"uint8": (np.uint8, 0), "int8": (np.int8, 0x80)}  # dtype -> (numpy, xor to u8)
+# Output pixels per image under which a batch's patch embedding takes the pixel rows: every
+# plane measured (4x4 to 16x16 outputs, 8x8 and 16x16 patches, one thread, batch 16) ran in
+# 0.39-0.50 of the per-image row path's time.
+PIXEL_ROWS_PLANE = 1 << 16
+# Other windows take the NHWC pixel rows with at most one GEMM vector of output channels and
+# at least one of input channels: one thread, batch 16, against the row path, 3x3 16 -> 16 on
+# 16x16 planes 0.84, on 8x8 0.77, 36 -> 16 on 7x7 0.49, 2x2 stride 2 0.80; 3x3 8 -> 8 1.31
+# (half-empty transposes, runs of 24 bytes); O = 24 wastes 40 of the "col" GEMM's 64
+# columns; 1x1 stride 2 1.40 (the NHWC copy moves 4x the pixels the conv reads).
+NHWC_OUTPUTS = 16
+NHWC_CHANNELS = 16
 
 
 @cache
@@ -97,6 +109,10 @@ class Epilogue:
         self.args = (self.comp.ctypes.data, self.scale.ctypes.data, self.bias.ctypes.data,
                      float(first[0]), int(first[1]), int(bool(relu)), self.pscale.ctypes.data,
                      self.pbias.ctypes.data, float(second[0]), int(second[1]), second[2])
+
+
+def _round64(nbytes: int) -> int:
+    return -(-nbytes // 64) * 64
 
 
 def check_operand(x, dtype, param: str, op: str) -> np.ndarray:
@@ -186,6 +202,11 @@ class QConv2d(Kernel):
                             x_zero, scale, bias, out, relu, op, vnni, post) if (
             (self.kh, self.kw) == (1, 1) and self.groups == 1 and self.strides == (1, 1)
             and not any(self.padding)) else None
+        # any other window at batch > 1: every image's pixel rows through one "col" GEMM
+        # (int8/pixel_rows.py), made on first use
+        self._dense_args = (w_q, x_dtype, x_zero, scale, bias, out, relu, op, vnni, post)
+        self.pixel_dense: QDense | None = None
+        self._unfold_rows: dict = {}  # (n, h, w) -> the unfold's argument row
 
     def native_signature(self, buffers: list) -> tuple | None:
         """(entry, dims, scratch bytes, splits) for the VM's native chains (runtime/
@@ -198,7 +219,8 @@ class QConv2d(Kernel):
         n, h, w, oh, ow = dims
         if self._as_rows(n, h * w):
             return self._rows_signature(buffers, n, h * w)
-
+        if self._pixel_mode(n, oh * ow):
+            return self._pixel_signature(buffers, dims)
         def build():
             plan = conv_plan(self, n, (h, w, oh, ow), 1)
             splits = n * self.o * self.k4 * oh * ow >= PARALLEL_MACS
@@ -210,6 +232,120 @@ class QConv2d(Kernel):
         1x1 conv of 1x1 planes, or of planes under one 64-column panel at batch > 1 (its
         "row" GEMM would run one mostly empty panel per image: MobileNets' last stages)."""
         return self.dense is not None and (p == 1 or (n > 1 and p < NR))
+
+    def _pixel_mode(self, n: int, p: int) -> str | None:
+        """How the images' output pixels run as the rows of one "col" GEMM at batch > 1
+        (int8/pixel_rows.py), or None (the per-image row path). "patch": patch embeddings
+        (window = stride, no padding, 4x4 and up: ViT's 8x8, ConvNeXt's 4x4 stem; 0.4-0.5 of
+        the row path's time) straight from NCHW. "nhwc": other windows with one GEMM vector of
+        output channels (O <= 16: RepVGG's 3x3 convs of 16 channels) through NHWC planes, a
+        window row one run of kw * C bytes (the limits: NHWC_OUTPUTS, NHWC_CHANNELS)."""
+        if n < 2 or p >= PIXEL_ROWS_PLANE or self.groups != 1 or self.dense is not None or (
+                tuple(self.dilation) != (1, 1)):
+            return None
+        if (tuple(self.strides) == (self.kh, self.kw) and self.kh * self.kw >= 16
+                and not any(self.padding)):
+            return "patch"
+        if self.o <= NHWC_OUTPUTS and self.c >= NHWC_CHANNELS and self.kh * self.kw > 1:
+            return "nhwc"
+        return None
+
+    def _pixel_parts(self, dims: tuple, parts: int = 1) -> tuple:
+        """(dense, unfold, its argument row's address, scratch byte offsets (xh, rows,
+        done), scratch bytes) of the pixel-row path for (N, H, W, OH, OW); ``parts``: NHWC
+        planes for that many image ranges at once (a split's)."""
+        n, h, w, oh, ow = dims
+        nhwc = self._pixel_mode(n, oh * ow) == "nhwc"
+        if self.pixel_dense is None:
+            w_q, *rest = self._dense_args
+            order = (2, 3, 1, 0) if nhwc else (1, 2, 3, 0)  # K: (i, j, c) or (c, i, j)
+            self.pixel_dense = QDense(np.ascontiguousarray(
+                w_q.transpose(order).reshape(-1, self.o)), *rest)
+        dense = self.pixel_dense
+        pt, pl, pb, pr = self.padding
+        hp, wp = h + pt + pb, w + pl + pr
+        key = (n, h, w)
+        if key not in self._unfold_rows:
+            if len(self._unfold_rows) > 64:
+                self._unfold_rows.clear()
+            self._unfold_rows[key] = np.array((
+                n, self.c, h, w, *self.strides, oh, ow, self.k, dense.k4, self.flip, pt, pl,
+                hp, wp, self.zero & 0xFF), np.int64)
+        m = n * oh * ow
+        (xh, rows, done), nbytes = scratch_offsets(
+            parts * _round64(hp * wp * self.c * nhwc + NHWC_SLACK) // 4,
+            -(-(m * dense.k4 + NHWC_SLACK) // 4), -(-m * self.o * self.epi.dtype.itemsize // 4))
+        return (dense, unfold_fn((self.kh, self.kw), nhwc), self._unfold_rows[key].ctypes.data,
+                (xh, rows, done), nbytes)
+
+    def _pixel_signature(self, buffers: list, dims: tuple) -> tuple | None:
+        """The chain step of the pixel-row path: unfold, GEMM, transpose to NCHW; split
+        (its GEMM over the threads, by ``__call__``) at run_qgemm's size."""
+        n, _, _, oh, ow = dims
+        m, p = n * oh * ow, oh * ow
+        size = self.epi.dtype.itemsize
+
+        def build():
+            dense, unfold, row, (xh, rows, done), nbytes = self._pixel_parts(dims)
+            calls = [(unfold, [Buffer(0), At(2, xh), At(2, rows), row]),
+                     dense.driver_call(At(2, rows), At(2, done), m),
+                     (transpose_fn(size), [At(2, done), Buffer(1), n, p, self.o])]
+            entry = ChainEntry.sequence(calls)
+            entry.keep = self._unfold_rows[dims[:3]]  # the unfold's row, for the step's life
+            return entry, nbytes, m * self.o * self.k4 >= GEMM_PARALLEL_MACS
+        return self._steps.signature(("pixels", *dims), build)
+
+    def _run_pixel_rows(self, x, out, dims: tuple) -> None:
+        """Unfold, GEMM, transpose; on several threads each step split (image ranges for
+        the copies, run_qgemm's blocks for the GEMM)."""
+        n, _, _, oh, ow = dims
+        threads = task_threads() if n * oh * ow * self.o * self.k4 >= GEMM_PARALLEL_MACS else 1
+        parts = min(n, 2 * threads) if threads > 1 else 1
+        dense, unfold, row, (xh, rows, done), nbytes = self._pixel_parts(dims, parts)
+        (base,) = scratch_addresses(-(-nbytes // 4))
+        m = n * oh * ow
+        if parts == 1:
+            unfold(x.ctypes.data, base + xh, base + rows, row)
+        else:
+            unfolds, transposes = self._pixel_split(dims, parts)
+            unfolds.launch(1, (x.ctypes.data, base, base, 0), threads)
+        run_qgemm(dense.driver, dense.cfg, base + rows, dense.packed.ctypes.data, base + done,
+                  m, self.o, dense.k4 // 4, dense.k4, self.o, dense.epi.args)
+        if parts == 1:
+            transpose_fn(self.epi.dtype.itemsize)(base + done, out.ctypes.data, n, oh * ow,
+                                                  self.o)
+        else:
+            transposes.launch(1, (base, out.ctypes.data), threads)
+
+    def _pixel_split(self, dims: tuple, parts: int) -> tuple:
+        """(unfold tasks, transpose tasks) over ``parts`` image ranges, each unfolding
+        through its own NHWC planes: launched with bases (x, scratch, scratch, 0) and
+        (scratch, out)."""
+        key = ("split", *dims, parts)
+        found = self._unfold_rows.get(key)
+        if found is not None:
+            return found
+        n, h, w, oh, ow = dims
+        dense, unfold, _, (xh, rows, done), _ = self._pixel_parts(dims, parts)
+        p, size = oh * ow, self.epi.dtype.itemsize
+        pt, pl, pb, pr = self.padding
+        planes = _round64((h + pt + pb) * (w + pl + pr) * self.c + NHWC_SLACK)
+        ranges = split_range(n, parts)
+        unfolds, transposes = NativeTasks(len(ranges)), NativeTasks(len(ranges))
+        first = self._unfold_rows[(n, h, w)]
+        kept = []
+        for t, (i0, i1) in enumerate(ranges):
+            kept.append(first.copy())
+            kept[-1][0] = i1 - i0
+            unfolds.records[t, :5] = (native_address(unfold), i0 * self.c * h * w,
+                                      xh + t * planes, rows + i0 * p * dense.k4,
+                                      kept[-1].ctypes.data)
+            transposes.records[t, :6] = (native_address(transpose_fn(size)),
+                                         done + i0 * p * self.o * size, i0 * self.o * p * size,
+                                         i1 - i0, p, self.o)
+        unfolds.keep = kept
+        self._unfold_rows[key] = (unfolds, transposes)
+        return unfolds, transposes
 
     def _rows_signature(self, buffers: list, n: int, p: int) -> tuple | None:
         """The chain step of the pixel-row GEMM: 1x1 planes are already rows; others go
@@ -242,6 +378,9 @@ class QConv2d(Kernel):
             done = np.empty((n, p, self.o), out.dtype)
             self.dense(rows.reshape(n * p, self.c), done.reshape(n * p, self.o))
             out.reshape(n, self.o, p)[...] = done.transpose(0, 2, 1)
+            return out
+        if self._pixel_mode(n, oh * ow):
+            self._run_pixel_rows(x, out, (n, h, w, oh, ow))
             return out
         threads = task_threads()
         key = (n, h, w, threads)

@@ -29,6 +29,7 @@ from ..base import Kernel
 from ..layout import scratch_addresses
 from .conv import ACT_DTYPES, Epilogue, check_out, conv_dims, static_conv_dims
 from .conv_tasks import SLACK, pad_planes
+from .dw_lanes import LanesDepthwise, lanes_wins
 from .gemm import (
     DRIVER_CTYPES,
     DRIVER_TYPES,
@@ -160,8 +161,9 @@ class QDepthwise(Kernel):
 
     def __init__(self, w_q: np.ndarray, attrs: dict, x_dtype: str, x_zero: int, scale, bias,
                  out, relu: bool = False, op: str = "int8.conv2d", vnni: bool = False,
-                 post: tuple | None = None):
+                 post: tuple | None = None, lanes: bool | None = None):
         self.op = op
+        self.lanes = lanes  # the channels-in-lanes kernel: None by plane size, or always / never
         self.c, _, self.kh, self.kw = w_q.shape
         self.w = np.ascontiguousarray(w_q.reshape(self.c, -1).astype(np.int32))
         self.x_np, flip = ACT_DTYPES[x_dtype]
@@ -174,20 +176,21 @@ class QDepthwise(Kernel):
         self.size = OUTS[cfg.out]
         self._plans = Plans()
         self._steps = ChainSteps()
+        self.lanes_form = None  # int8/dw_lanes.LanesDepthwise, made on first use
 
     def native_signature(self, buffers: list) -> tuple | None:
         """(entry, dims, scratch bytes, splits) for the VM's native chains: the one-thread
-        pad and window passes of ``__call__``, the padded planes in the register file's
-        scratch; ``splits``: as ``__call__``."""
+        task lists of ``__call__``, their scratch in the register file's; ``splits``: as
+        ``__call__``."""
         dims = static_conv_dims(self, buffers, self.c, self.c)
         if dims is None:
             return None
         n, h, w, oh, ow = dims
 
         def build():
-            pad, conv, xp_bytes = self._plan(n, (h, w, oh, ow), 1)
-            return ([(pad, (Buffer(0), Buffer(2))), (conv, (Buffer(1), Buffer(2)))], xp_bytes,
-                    self.c * oh * ow >= _PARALLEL)
+            launches, nbytes = self._plan(n, (h, w, oh, ow), 1)
+            return ([(tasks, tuple(Buffer(i) for i in roles)) for tasks, roles in launches],
+                    nbytes, self.c * oh * ow >= _PARALLEL)
         return self._steps.signature(dims, build)
 
     def __call__(self, x, out):
@@ -196,21 +199,35 @@ class QDepthwise(Kernel):
         if not out.size:
             return out
         threads = task_threads() if self.c * oh * ow >= _PARALLEL else 1
-        pad, conv, xp_bytes = self._plans.get((n, h, w, threads),
-                                              lambda: self._plan(n, (h, w, oh, ow), threads))
-        (xp,) = scratch_addresses(-(-xp_bytes // 4))
-        pad.launch(1, (x.ctypes.data, xp), threads)
-        conv.launch(1, (out.ctypes.data, xp), threads)
+        launches, nbytes = self._plans.get((n, h, w, threads),
+                                           lambda: self._plan(n, (h, w, oh, ow), threads))
+        (scratch,) = scratch_addresses(-(-nbytes // 4))
+        addresses = (x.ctypes.data, out.ctypes.data, scratch)
+        for tasks, roles in launches:
+            tasks.launch(1, tuple(addresses[i] for i in roles), threads)
         return out
 
     def _plan(self, n: int, dims: tuple, threads: int) -> tuple:
+        """([(task list, roles)], scratch bytes): each list is launched with the addresses
+        its roles name (0: x, 1: out, 2: the scratch) as its bases. Small planes take the
+        channels-in-lanes kernel (int8/dw_lanes.py), the others pad + row passes."""
+        parts = 2 * threads if threads > 1 else 1
+        _, _, oh, ow = dims
+        if lanes_wins(oh, ow) if self.lanes is None else self.lanes:
+            if self.lanes_form is None:
+                self.lanes_form = LanesDepthwise(self)
+            tasks, nbytes = self.lanes_form.tasks(n, dims, parts)
+            return [(tasks, (0, 1, 2))], nbytes
+        pad, conv, nbytes = self._rows_plan(n, dims, parts)
+        return [(pad, (0, 2)), (conv, (1, 2))], nbytes
+
+    def _rows_plan(self, n: int, dims: tuple, parts: int) -> tuple:
         """(pad tasks, conv tasks, scratch bytes) over (image, channel range) pairs."""
         h, w, oh, ow = dims
         pt, pl, pb, pr = self.padding
         # a 16-lane load reads up to 16 * stride bytes past a row's last output pixel
         hp, wp = h + pt + pb, w + pl + pr + LANES * self.strides[1]
         image = self.c * hp * wp
-        parts = 2 * threads if threads > 1 else 1
         ranges = [(i, c0, c1) for i in range(n) for c0, c1 in split_range(self.c, parts)]
         fill = self.zero - 256 * (self.zero > 127)
         itemsize = np.dtype(self.x_np).itemsize

@@ -117,6 +117,39 @@ def _build_vbmi() -> ir.Module:
     return module
 
 
+def _build_last(size: int) -> ir.Module:
+    """void (x, table, out, o0, o1, chans, 1): per-channel tables along the last axis,
+    out[o, c] = table[c * 256 + x[o, c]] for rows o0..o1 of ``chans`` elements (ConvNeXt's
+    channels-last per-channel affine chains): the row kernel would take one row per element,
+    a division and (VBMI) four table loads each."""
+    symbol = f"msc_qlut_last_{size}"
+    module = ir.Module(name=symbol)
+    i8p = ir.IntType(8).as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p, i8p, i8p] + [I64] * 4),
+                     name=symbol)
+    x, table, out, o0, o1, chans, _ = fn.args
+    for ptr in (x, table, out):
+        ptr.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    ty = _BYTES[size].as_pointer()
+    tab, dst = b.bitcast(table, ty), b.bitcast(out, ty)
+    with for_range(b, o1, start=o0, name="o") as o, for_range(b, chans, name="c") as c:
+        at = b.add(b.mul(o, chans), c)
+        byte = b.zext(b.load(b.gep(x, [at])), I64)
+        b.store(b.load(b.gep(tab, [b.add(b.mul(c, ir.Constant(I64, 256)), byte)])),
+                b.gep(dst, [at]))
+    b.ret_void()
+    return module
+
+
+@cache
+def _last_kernel(size: int):
+    symbol = f"msc_qlut_last_{size}"
+    lib = get_jit().compile_generated(lambda: _build_last(size), [symbol],
+                                      (__name__, "msc.backend.llvm.loops"))
+    return lib.cfunc(symbol, None, *[ctypes.c_void_p] * 3, *[ctypes.c_int64] * 4)
+
+
 @cache
 def _kernel(size: int, vbmi: bool | None = None):
     vbmi = size == 1 and (host_vbmi() if vbmi is None else vbmi)
@@ -213,6 +246,9 @@ class QLut(Kernel):
             size = self.table.itemsize
             return range_tasks(self.fn, inner, parts, lambda lo, hi: (
                 lo, table, lo * size, 0, 1, 1, hi - lo), 64)
+        if inner == 1 and chans > 1:  # channels last: rows of chans elements
+            return range_tasks(_last_kernel(self.table.itemsize), rows // chans, parts,
+                               lambda o0, o1: (0, table, 0, o0, o1, chans, 1))
         return range_tasks(self.fn, rows, parts, lambda r0, r1: (
             0, table, 0, r0, r1, chans, inner))
 
