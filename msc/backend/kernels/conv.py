@@ -9,7 +9,9 @@ the window kernel of pool.py.
 
 Ungrouped NCHW convs with small output planes and long sums (_pixel_wins, AVX-512 hosts) run
 as pixel tiles (pixel_conv.PixelConv2d: 6 pixels x 64 channels a register tile reading the
-padded input in place, 1.1-1.3x the direct conv and the GEMM path on 14x14 / 7x7 planes).
+padded input in place, 1.1-1.3x the direct conv and the GEMM path on 14x14 / 7x7 planes), and
+so do windowed convs on larger planes with still longer sums (_pixel_large: VGG's 56x56 and
+112x112 3x3 convs, 1.1-1.25x the direct conv).
 
 Other layouts (NHWC), and NCHW convs with small output planes (_gemm_wins): pixels on the
 GEMM's M side and the weight as prepacked B panels; NCHW data is transposed to NHWC in scratch,
