@@ -40,6 +40,7 @@ import numpy as np
 from ...errors import MSCError, RuntimeCallError, ShapeError
 from ...relax.struct_info import TensorStructInfo, TupleStructInfo
 from .arrays import np_dtype
+from .concat_nest import nested_concats
 from .match import match_value
 from .native_run import ArgSpec, kernel_step, native_step
 from .plan_code import NativeCall, Pooled, Runner, compile_run
@@ -246,6 +247,12 @@ class _Planner:
         for group in self.concats.values():
             for b in group[0] + ([group[2]] if group[2] is not None else []):
                 groups_of[b].append(group)
+        self.nested = nested_concats(list(self.concats.values()))
+        self.inner = defaultdict(dict)  # id(group) -> {slice index: the concat nested there}
+        for child in self.concats.values():
+            if id(child) in self.nested:
+                parent, index = self.nested[id(child)]
+                self.inner[id(parent)][index] = child
         releases: dict[int, list] = defaultdict(list)
         planned = fresh = 0
         self.dynamic = 0
@@ -263,8 +270,9 @@ class _Planner:
                     fresh += _nbytes(shape, dtype)
                 elif b in groups_of:  # each group is placed at its first buffer
                     for group in groups_of[b]:
-                        if id(group) not in self.concat_regs:
-                            planned += self._place_group(group, free, releases)
+                        top = self._outermost(group)  # with the concats nested in it
+                        if id(top) not in self.concat_regs:
+                            planned += self._place_group(top, free, releases)
                 else:
                     nbytes = _nbytes(shape, dtype)
                     planned += nbytes
@@ -312,29 +320,45 @@ class _Planner:
         own = self.a.buffers[id(node)][0] if node.dps else None  # the concat's own buffer
         return (bufs, out, own) if _end_to_end(shapes, out) else None
 
+    def _outermost(self, group: tuple) -> tuple:
+        while id(group) in self.nested:
+            group = self.nested[id(group)][0]
+        return group
+
     def _place_group(self, group: tuple, free: dict, releases: dict) -> int:
-        bufs, (out_shape, dtype), own = group
-        sizes = [_nbytes(self._static_tensor(self.a.buffer_sinfo[b])[0], dtype) for b in bufs]
-        total = sum(sizes)
+        """One storage for ``group`` and the concats nested in it (densenet's chain: each
+        concat is the first slice of the next, so no concat of the chain copies)."""
+        out_shape, dtype = group[1]
+        total = _nbytes(out_shape, dtype)
         storage = free[total].pop() if free[total] else self._new_storage(total)
-        at, slices = 0, []
-        for b, size in zip(bufs, sizes):
-            # a buffer in two groups (densenet: the last concat feeds the next) is written by
-            # its producer into the group placed last; the other concat copies it, so each
-            # concat keeps the slice registers it was given here
+        buffers = self._lay_out(group, storage, 0, self._fixed_buffer_reg())
+        releases[max(self.a.buffer_last_use[b] for b in buffers)].append((total, storage))
+        return total
+
+    def _lay_out(self, group: tuple, storage: int, base: int, whole: int) -> list:
+        """Views of ``group``'s slices in ``storage`` from byte ``base``, its result the view
+        register ``whole``; a slice that is a nested concat's result is laid out in place.
+        Returns every buffer placed."""
+        bufs, (out_shape, dtype), own = group
+        inner = self.inner[id(group)]
+        at, slices, placed = base, [], list(bufs) + ([own] if own is not None else [])
+        for k, b in enumerate(bufs):
+            # a buffer in two groups (a conv read by two concats) is written by its producer
+            # into the group placed last; the other concat copies it, so each concat keeps
+            # the slice registers it was given here
             slices.append(self._fixed_buffer_reg())
             self.buffer_kind[b] = ("pooled", slices[-1], None)
             shape = self._static_tensor(self.a.buffer_sinfo[b])[0]
-            self.views.append((slices[-1], storage, shape, dtype, at))
-            at += size
-        whole = self._fixed_buffer_reg()
-        self.views.append((whole, storage, out_shape, dtype, 0))
+            if k in inner:  # a nested concat's result: its view is the slice's register
+                placed += self._lay_out(inner[k], storage, at, slices[-1])
+            else:
+                self.views.append((slices[-1], storage, shape, dtype, at))
+            at += _nbytes(shape, dtype)
+        self.views.append((whole, storage, out_shape, dtype, base))
         self.concat_regs[id(group)] = (whole, tuple(slices))
         if own is not None:
             self.buffer_kind[own] = ("pooled", whole, None)
-        last = max(self.a.buffer_last_use[b] for b in bufs + ([own] if own is not None else []))
-        releases[last].append((total, storage))
-        return total
+        return placed
 
     def _new_storage(self, nbytes: int) -> int:
         self.storages.append(nbytes)

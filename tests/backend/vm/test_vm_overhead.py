@@ -115,3 +115,35 @@ def test_chained_and_shared_concat_inputs():
         a, b, c = (_np_conv(xv, w) for w in ws)
         want = np.maximum(np.concatenate([a, b, c, b, c], axis=1), 0)
         np.testing.assert_allclose(f(xv).numpy(), want, **TOL)
+
+
+def test_dense_block_concats_copy_nothing(monkeypatch):
+    """densenet's dense block: each concat is the first input of the next and is read by the
+    next layer (relu -> conv) too. The chain is nested in one storage, every conv writes its
+    channels in place, and no concat copies; the numbers match numpy's concatenation."""
+    x = relax.Var("x", _tensor((1, 16, 4, 4)))
+    ws = []
+
+    def body(bb, x):
+        block = bb.emit(R.nn.relu(x))
+        for layer in range(4):
+            grown, w = _conv(bb, bb.emit(R.nn.relu(block)), 16 * (layer + 1), 16, layer)
+            ws.append(w)
+            block = bb.emit(R.concat(relax.Tuple([block, grown]), axis=1))
+        return bb.emit(R.nn.relu(block))
+
+    def reference(xv):
+        block = np.maximum(xv, 0)
+        for w in ws:
+            block = np.concatenate([block, _np_conv(np.maximum(block, 0), w)], axis=1)
+        return np.maximum(block, 0)
+
+    copies = []
+    monkeypatch.setattr(plan_mod, "copy_into", lambda *args: copies.append(args))
+    ex = relax.build(_module([x], body))
+    f = relax.VirtualMachine(ex)["main"]
+    assert _in_place(ex)
+    for _ in range(2):
+        xv = RNG.standard_normal((1, 16, 4, 4), np.float32)
+        np.testing.assert_allclose(f(xv).numpy(), reference(xv), **TOL)
+    assert copies == []
