@@ -24,6 +24,7 @@ from llvmlite import ir
 
 from ....errors import ShapeError
 from ...llvm.jit import get_jit
+from ...runtime.chain_split import Launches
 from ...runtime.task_wrap import At, Buffer, ChainEntry
 from ...runtime.threads import task_threads
 from ..base import Kernel
@@ -37,11 +38,12 @@ from .gemm import (
     host_vnni,
     pack_vnni,
     qgemm_driver,
+    qgemm_tasks,
     run_qgemm,
 )
 from .gemm import PARALLEL_MACS as GEMM_PARALLEL_MACS
 from .layout import transpose_fn
-from .tasks import ChainSteps
+from .tasks import ChainSteps, mac_seconds
 
 __all__ = ["QConv2d", "QDense", "pack_fn"]
 
@@ -201,9 +203,17 @@ class QConv2d(Kernel):
 
         def build():
             plan = conv_plan(self, n, (h, w, oh, ow), 1)
-            splits = n * self.o * self.k4 * oh * ow >= PARALLEL_MACS
-            return [(plan.blocks, (Buffer(0), Buffer(2), Buffer(1)))], plan.arena, splits
+            macs = n * self.o * self.k4 * oh * ow
+            return ([(plan.blocks, (Buffer(0), Buffer(2), Buffer(1)))], plan.arena,
+                    macs >= PARALLEL_MACS, lambda threads: self._split_form(n, dims, threads))
         return self._steps.signature(dims, build)
+
+    def _split_form(self, n: int, dims: tuple, threads: int) -> Launches:
+        """The blocks of ``__call__`` at ``threads`` for a chain's parallel step."""
+        plan = conv_plan(self, n, dims[1:], threads)
+        seconds = mac_seconds(n * self.o * self.k4 * dims[3] * dims[4])
+        return Launches(((plan.blocks, (Buffer(0), Buffer(2), Buffer(1))),), plan.arena,
+                        seconds)
 
     def _as_rows(self, n: int, p: int) -> bool:
         """Whether the images' pixels run as the rows of one "col" GEMM (``self.dense``): a
@@ -293,8 +303,17 @@ class QDense(Kernel):
         def build():
             entry = ChainEntry.sequence([self.driver_call(Buffer(0), Buffer(1), m)])
             macs = m * self.n * self.k4
-            return entry, 0, macs >= GEMM_PARALLEL_MACS and len(gemm_blocks(m, self.n, 2)) > 1
+            return (entry, 0, macs >= GEMM_PARALLEL_MACS and len(gemm_blocks(m, self.n, 2)) > 1,
+                    lambda threads: self._split_form(m, threads))
         return self._steps.signature((m,), build)
+
+    def _split_form(self, m: int, threads: int) -> Launches | None:
+        """The GEMM blocks of ``run_qgemm`` at ``threads`` for a chain's parallel step."""
+        tasks = qgemm_tasks(self.driver, self.cfg, m, self.n, self.k4 // 4, self.k4, self.n,
+                            self.epi.args, threads)
+        return None if tasks is None else Launches(
+            ((tasks, (Buffer(0), self.packed.ctypes.data, Buffer(1))),), 0,
+            mac_seconds(m * self.n * self.k4))
 
     def driver_call(self, a, c, m: int) -> tuple:
         """(driver, arguments) of ``m`` uint8 rows at ``a`` (K a multiple of 4, unflipped)

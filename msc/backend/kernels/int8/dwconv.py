@@ -23,6 +23,7 @@ from llvmlite import ir
 
 from ...llvm.jit import get_jit
 from ...llvm.loops import I32, I64, const64, entry_alloca, for_range
+from ...runtime.chain_split import Launches
 from ...runtime.task_wrap import Buffer, wrapped_tasks
 from ...runtime.threads import split_range, task_threads
 from ..base import Kernel
@@ -41,7 +42,7 @@ from .gemm import (
     emit_epilogue,
     splat,
 )
-from .tasks import ChainSteps, Plans
+from .tasks import ChainSteps, Plans, int8_seconds
 
 __all__ = ["QDepthwise"]
 
@@ -187,8 +188,21 @@ class QDepthwise(Kernel):
         def build():
             pad, conv, xp_bytes = self._plan(n, (h, w, oh, ow), 1)
             return ([(pad, (Buffer(0), Buffer(2))), (conv, (Buffer(1), Buffer(2)))], xp_bytes,
-                    self.c * oh * ow >= _PARALLEL)
+                    self.c * oh * ow >= _PARALLEL, split)
+
+        def split(threads: int) -> Launches:
+            pad, conv, xp_bytes = self._plan(n, (h, w, oh, ow), threads)
+            reads = n * self.c * oh * ow * self.kh * self.kw
+            return Launches(((pad, (Buffer(0), Buffer(2))), (conv, (Buffer(1), Buffer(2)))),
+                            xp_bytes, int8_seconds("int8_dw_read", reads, self._probe))
         return self._steps.signature(dims, build)
+
+    def _probe(self) -> tuple:
+        """(call, window reads) of this conv on one 16 x 16 image: the per-read rate."""
+        x, (_, _, _, oh, ow) = conv_dims(self, np.zeros((1, self.c, 16, 16), self.x_np),
+                                         self.c)
+        out = np.empty((1, self.c, oh, ow), self.epi.dtype)
+        return lambda: self(x, out), out.size * self.kh * self.kw
 
     def __call__(self, x, out):
         x, (n, h, w, oh, ow) = conv_dims(self, x, self.c)

@@ -34,11 +34,12 @@ from ....errors import ShapeError
 from ...llvm.jit import generated_entry, vector_lanes
 from ...llvm.loops import F32, I32, I64, const64, entry_alloca, for_range
 from ...lowering.math import exp_f32
+from ...runtime.chain_split import Launches
 from ...runtime.task_wrap import Buffer
 from ...runtime.threads import NativeTasks, native_address, task_threads
 from ..base import Kernel
 from ..rowmath import Vec, mean_rstd, row_map
-from .tasks import ChainSteps
+from .tasks import ChainSteps, int8_seconds
 
 __all__ = ["PARAMS", "QLayerNorm", "QSoftmax", "quant_params"]
 
@@ -317,7 +318,17 @@ class _RowKernel(Kernel):
         if bases is None:
             return None
         return self._steps.signature(bases, lambda: (
-            [(self._tasks(1), bases)], 0, self._threads(2) > 1))
+            [(self._tasks(1), bases)], 0, self._threads(2) > 1, lambda threads: Launches(
+                ((self._tasks(threads), bases),), 0, int8_seconds(
+                    f"int8_{type(self).__name__}", self.rows * self.n, self._probe))))
+
+    def _probe(self) -> tuple:
+        """(call, elements) of this kernel on zeros of its shape: the per-element rate."""
+        arrays = [np.zeros(self.shape, self.in_dtype) for _ in self.inputs]
+        if getattr(self, "mask_shape", None) is not None:
+            arrays[1] = np.zeros(self.mask_shape, np.float32)
+        out = np.empty(self.shape, self.out_dtype)
+        return lambda: self(*arrays, out), self.rows * self.n
 
     def _threads(self, threads: int) -> int:
         threads = threads if self.rows * self.n >= PARALLEL_ELEMENTS else 1
