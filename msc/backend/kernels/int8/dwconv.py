@@ -198,8 +198,9 @@ class QDepthwise(Kernel):
         return self._steps.signature(dims, build)
 
     def _probe(self) -> tuple:
-        """(call, window reads) of this conv on one 16 x 16 image: the per-read rate."""
-        x, (_, _, _, oh, ow) = conv_dims(self, np.zeros((1, self.c, 16, 16), self.x_np),
+        """(call, window reads) of this conv on one 64 x 64 image (the Python call's few us a
+        small part): the per-read rate."""
+        x, (_, _, _, oh, ow) = conv_dims(self, np.zeros((1, self.c, 64, 64), self.x_np),
                                          self.c)
         out = np.empty((1, self.c, oh, ow), self.epi.dtype)
         return lambda: self(x, out), out.size * self.kh * self.kw

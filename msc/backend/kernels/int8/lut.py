@@ -188,8 +188,9 @@ class QLut(Kernel):
                 int8_seconds("int8_lut", size + 64 * rows, self._probe))))
 
     def _probe(self) -> tuple:
-        """(call, elements) of this kernel's lookup on 64 Ki bytes: the per-byte rate."""
-        x = np.zeros((1, self.table.shape[0], 1 << 16 // self.table.shape[0]), np.uint8)
+        """(call, elements) of this kernel's lookup on 256 Ki bytes (the Python call's few us
+        a small part): the per-byte rate."""
+        x = np.zeros((1, self.table.shape[0], (1 << 18) // self.table.shape[0]), np.uint8)
         out = np.empty(x.shape, self.table.dtype)
         return lambda: self(x, out), x.size
 

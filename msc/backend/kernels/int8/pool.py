@@ -217,7 +217,7 @@ class QAvgPool(Kernel):
             [(self._tasks(planes, dims, 1), (Buffer(0), Buffer(1)))], 0,
             self._splits(planes, int(np.prod(out_shape)), dims), lambda threads: Launches(
                 ((self._tasks(planes, dims, threads), (Buffer(0), Buffer(1))),), 0,
-                int8_seconds("int8_window", reads, lambda: _pool_probe(self, self._geometry)))))
+                int8_seconds("int8_avg_read", reads, lambda: _pool_probe(self, self._geometry)))))
 
     def __call__(self, x, out):
         x = check_operand(x, self.x_np, "data", self.op)
@@ -284,7 +284,7 @@ class QMaxPool(Kernel):
             reads = planes * oh * ow * self.window[0] * self.window[1]
             return Launches(((pad, (Buffer(0), Buffer(2))), (pool, (Buffer(2), Buffer(1)))),
                             planes * hp * wp + 64,
-                            int8_seconds("int8_window", reads, lambda: _pool_probe(
+                            int8_seconds("int8_max_read", reads, lambda: _pool_probe(
                                 self, lambda s: (0, 0, (s[0], s[1], s[2] // self.strides[0],
                                                         s[3] // self.strides[1])))))
         return self._steps.signature((planes, h, w, oh, ow), build)
@@ -326,9 +326,10 @@ class QMaxPool(Kernel):
 
 
 def _pool_probe(kernel, geometry) -> tuple:
-    """(call, window reads) of pool ``kernel`` on 16 channels of 16 x 16 (``geometry(shape)``
-    -> (_, _, its output shape)): the per-read rate of the pools and depthwise convs."""
-    x = np.zeros((1, 16, 16, 16), kernel.x_np)
+    """(call, window reads) of pool ``kernel`` on 64 channels of 64 x 64 (``geometry(shape)``
+    -> (_, _, its output shape); the Python call's few us a small part): the per-read
+    rate."""
+    x = np.zeros((1, 64, 64, 64), kernel.x_np)
     out = np.empty(geometry(x.shape)[2], getattr(kernel, "dtype", x.dtype))
-    window = kernel.window or (16, 16)
+    window = kernel.window or (64, 64)
     return lambda: kernel(x, out), out.size * window[0] * window[1]

@@ -35,6 +35,8 @@ from ...llvm.jit import generated_entry, vector_lanes
 from ...llvm.loops import F32, I32, I64, const64, entry_alloca, for_range
 from ...lowering.math import exp_f32
 from ...runtime.chain_split import Launches
+from ...runtime.native_pool import serial_runner
+from ...runtime.native_pool_ir import BASES
 from ...runtime.task_wrap import Buffer
 from ...runtime.threads import NativeTasks, native_address, task_threads
 from ..base import Kernel
@@ -323,12 +325,24 @@ class _RowKernel(Kernel):
                     f"int8_{type(self).__name__}", self.rows * self.n, self._probe))))
 
     def _probe(self) -> tuple:
-        """(call, elements) of this kernel on zeros of its shape: the per-element rate."""
+        """(call, elements) of this kernel's one-thread rows on zeros of its shape, repeated
+        in one native call to 256 Ki elements (a Python call would cost more than small
+        rows): the per-element rate."""
         arrays = [np.zeros(self.shape, self.in_dtype) for _ in self.inputs]
         if getattr(self, "mask_shape", None) is not None:
             arrays[1] = np.zeros(self.mask_shape, np.float32)
-        out = np.empty(self.shape, self.out_dtype)
-        return lambda: self(*arrays, out), self.rows * self.n
+        arrays.append(np.empty(self.shape, self.out_dtype))
+        specs = [(a.shape, a.dtype) for a in arrays]
+        bases = [int(b) if not isinstance(b, Buffer) else arrays[b].ctypes.data
+                 for b in self._chain_bases(specs)]
+        once = self._tasks(1)
+        reps = max(1, (1 << 18) // max(self.rows * self.n, 1))
+        many = NativeTasks(once.n * reps)
+        many.records[:] = np.tile(once.records, (reps, 1))
+        serial = serial_runner()
+        args = (many.records.ctypes.data, many.n, 1, *bases, *(0,) * (BASES - len(bases)))
+        keep = (many, arrays)  # the records and arrays the native call reads
+        return lambda: serial(*args) or keep, self.rows * self.n * reps
 
     def _threads(self, threads: int) -> int:
         threads = threads if self.rows * self.n >= PARALLEL_ELEMENTS else 1

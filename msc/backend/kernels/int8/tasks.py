@@ -137,11 +137,11 @@ def int8_seconds(kind: str, work: float, make: Callable[[], tuple]) -> float:
 
 def mac_seconds(macs: float) -> float:
     """One-thread seconds of ``macs`` int8 multiply-adds (a conv's, a GEMM's), at the rate of
-    a 32 x 288 x 256 requantized GEMM (a 3x3 conv of 32 channels on a 16x16 plane)."""
+    a 64 x 288 x 256 requantized GEMM (a 3x3 conv of 32 -> 64 channels on a 16x16 plane)."""
     def make() -> tuple:
         from .gemm import QGemmConfig, host_vnni, pack_vnni, qgemm_driver, run_qgemm
 
-        m, k, n = 32, 288, 256
+        m, k, n = 64, 288, 256
         cfg = QGemmConfig("row", "u8", host_vnni())
         a = np.random.default_rng(0).integers(-128, 128, (m, k), dtype=np.int8)
         bp = pack_vnni(np.full((k, n), 7, np.uint8))
@@ -159,9 +159,9 @@ def mac_seconds(macs: float) -> float:
 
 def copy_seconds(nbytes: float) -> float:
     """One-thread seconds of copying ``nbytes`` (int8 concats, slices, permutes), at the rate
-    of one 256 KiB memmove."""
+    of one 1 MiB memmove."""
     def make() -> tuple:
-        src, dst = np.ones(1 << 18, np.uint8), np.empty(1 << 18, np.uint8)
+        src, dst = np.ones(1 << 20, np.uint8), np.empty(1 << 20, np.uint8)
         return lambda: ctypes.memmove(dst.ctypes.data, src.ctypes.data, src.size), src.size
 
     return int8_seconds("int8_copy", nbytes, make)
