@@ -24,10 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "benchmarks"]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.common import msc_executable  # noqa: E402
-from benchmarks.corpus_speed import batched, export  # noqa: E402
-from msc.backend.runtime import threads  # noqa: E402
-from tests.helpers.corpus import MODELS  # noqa: E402
+from benchmarks.common import msc_executable
+from benchmarks.corpus_speed import batched, export
+from msc.backend.runtime import threads
+from tests.helpers.corpus import MODELS
 
 _LOG: list = []
 _DEPTH = [0]
@@ -39,7 +39,7 @@ def _instrument() -> None:
     from msc.backend.kernels.base import Kernel
 
     load_facts()
-    import msc.backend.fuse.qdq.fold  # noqa: F401  (the int8 kernel classes)
+    import msc.backend.fuse.qdq.fold  # the int8 kernel classes, for _instrument
     import msc.backend.fuse.qdq.lut  # noqa: F401
 
     for cls in _subclasses(Kernel):
