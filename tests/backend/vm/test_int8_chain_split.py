@@ -67,6 +67,8 @@ def test_forced_split_gives_the_same_bytes(forced, name):
     qdq, calib = quantized(model, shape)
     one, two = (compare(qdq, calib[0], threads) for threads in (1, 2))
     assert sorted(split_kinds(two["plan"])) == kinds
+    if name == "cnn":  # the 3x3, the 1x1 and the 1x1 on 6x6 planes as one GEMM of pixel rows
+        assert split_kinds(two["plan"])["QConv2d"] == 3
     assert two["python_calls"] == 0
     np.testing.assert_array_equal(two["chain"], one["chain"])
     np.testing.assert_array_equal(two["chain"], two["python"])

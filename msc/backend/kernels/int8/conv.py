@@ -24,7 +24,7 @@ from llvmlite import ir
 
 from ....errors import ShapeError
 from ...llvm.jit import get_jit
-from ...runtime.chain_split import Launches
+from ...runtime.chain_split import Launches, Parts
 from ...runtime.task_wrap import At, Buffer, ChainEntry
 from ...runtime.threads import task_threads
 from ..base import Kernel
@@ -227,19 +227,35 @@ class QConv2d(Kernel):
         if p == 1:
             return self.dense.native_signature([((n, self.c), buffers[0][1]),
                                                 ((n, self.o), buffers[1][1])])
-        if self.dense.flip or n * p * self.o * self.dense.k4 >= GEMM_PARALLEL_MACS:
-            return None  # __call__ decides (flips, splits)
-        size = self.epi.dtype.itemsize
-        (rows, done), nbytes = scratch_offsets(-(-n * p * self.c // 4),
-                                               -(-n * p * self.o * size // 4))
+        if self.dense.flip:
+            return None  # __call__ flips the bytes first
+        macs = n * p * self.o * self.dense.k4
 
         def build():
-            rows_at, done_at = At(2, rows), At(2, done)
-            calls = [(transpose_fn(1), [Buffer(0), rows_at, n, self.c, p]),
-                     self.dense.driver_call(rows_at, done_at, n * p),
-                     (transpose_fn(size), [done_at, Buffer(1), n, p, self.o])]
-            return ChainEntry.sequence(calls), nbytes, False
+            return (ChainEntry.sequence(self._rows_calls(0, n, p, 0)), self._rows_bytes(n, p),
+                    macs >= GEMM_PARALLEL_MACS, lambda threads: Parts(
+                        n, lambda lo, hi, scratch, offset: self._rows_calls(lo, hi, p, offset),
+                        lambda units: self._rows_bytes(units, p), mac_seconds(macs) / n))
         return self._steps.signature(("rows", n, p), build)
+
+    def _rows_bytes(self, n: int, p: int) -> int:
+        """Scratch bytes of the pixel rows and GEMM rows of ``n`` images."""
+        return self._rows_offsets(n, p)[1]
+
+    def _rows_offsets(self, n: int, p: int) -> tuple:
+        size = self.epi.dtype.itemsize
+        return scratch_offsets(-(-n * p * self.c // 4), -(-n * p * self.o * size // 4))
+
+    def _rows_calls(self, lo: int, hi: int, p: int, offset: int) -> list:
+        """Images ``lo..hi`` as pixel rows, one GEMM, and back, in the step's scratch (buffer
+        2) from byte ``offset``: the same rows and sums as all images at once."""
+        size, count = self.epi.dtype.itemsize, hi - lo
+        (rows, done), _ = self._rows_offsets(count, p)
+        rows_at, done_at = At(2, offset + rows), At(2, offset + done)
+        return [(transpose_fn(1), [At(0, lo * self.c * p), rows_at, count, self.c, p]),
+                self.dense.driver_call(rows_at, done_at, count * p),
+                (transpose_fn(size), [done_at, At(1, lo * self.o * p * size), count, p,
+                                      self.o])]
 
     def __call__(self, x, out):
         x, (n, h, w, oh, ow) = conv_dims(self, x, self.c * self.groups)
