@@ -83,7 +83,8 @@ def python_calls(plan) -> int:
 def compare(qdq, x: np.ndarray, threads: int = 1) -> dict:
     """Runs ``qdq`` on ``x``: msc's chained plan, the same plan with every kernel called from
     Python, and onnxruntime. {"chain", "python", "ort": outputs, "kinds": the int8 kernel
-    kinds of the chain steps, "python_calls", "scale": the output's quantization step}."""
+    kinds of the chain steps, "python_calls", "scale": the output's quantization step,
+    "plan": the chained plan}."""
     import onnxruntime as ort
     from onnx import numpy_helper
 
@@ -119,4 +120,5 @@ def compare(qdq, x: np.ndarray, threads: int = 1) -> dict:
                     and type(i[4].step.kernel).__module__.startswith(
                         "msc.backend.kernels.int8")})
     return {"chain": chain, "python": unchained, "ort": want, "kinds": kinds,
-            "python_calls": python_calls(plan), "scale": scale, "fused": ex.stats["fused"]}
+            "python_calls": python_calls(plan), "scale": scale, "fused": ex.stats["fused"],
+            "plan": plan}

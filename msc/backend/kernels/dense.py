@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import time
 from functools import cache
 
 import numpy as np
@@ -24,7 +25,10 @@ from ...errors import ShapeError
 from ...relax.op.registry import attach
 from ..llvm.jit import get_jit, vector_lanes
 from ..runtime.arrays import data_address
+from ..runtime.chain_split import PARTS_PER_THREAD, Launches
+from ..runtime.split_cost import unit_seconds
 from ..runtime.task_wrap import Buffer, ChainEntry
+from ..runtime.threads import num_threads
 from .base import Kernel, KernelFact, Site
 from .gemm import (
     DRIVER_CTYPES,
@@ -32,11 +36,12 @@ from .gemm import (
     PackedB,
     build_gemm_module,
     gemm_splits,
+    gemm_tasks,
     pack_b,
     run_gemm,
 )
 
-__all__ = ["Address", "DenseFact", "GemmRunner", "gemm_driver"]
+__all__ = ["Address", "DenseFact", "GemmRunner", "gemm_driver", "gemm_seconds"]
 
 F32 = np.dtype(np.float32)
 
@@ -108,6 +113,25 @@ def _f32_or_none(v):
     return None if v is None else v.astype(np.float32)
 
 
+def gemm_seconds(flops: float) -> float:
+    """One-thread seconds of ``flops`` of a float32 GEMM at this host's rate
+    (runtime/split_cost.py), measured once on a 256 x 256 x 256 GEMM."""
+    def probe() -> tuple:
+        rng = np.random.default_rng(0)
+        runner = GemmRunner(rng.standard_normal((256, 256), np.float32), None, False)
+        a = rng.standard_normal((256, 256), np.float32)
+        c = np.empty((256, 256), np.float32)
+        best = float("inf")
+        with num_threads(1):
+            for _ in range(6):
+                start = time.perf_counter()
+                runner.run(a.ctypes.data, 256, c.ctypes.data)
+                best = min(best, time.perf_counter() - start)
+        return best, 2.0 * 256 ** 3
+
+    return unit_seconds("gemm_flop", flops, probe)
+
+
 class Address:
     """``arr.ctypes.data`` of a checked array (kernels keep one per operand; the read is
     runtime/arrays.py ``data_address``: ~0.3 us, ``.ctypes.data`` is 1-3 us)."""
@@ -170,7 +194,17 @@ class _DenseKernel(Kernel):
         if found is None:
             found = self._chain[m] = ChainEntry(runner.driver, (
                 Buffer(0), *runner.ptrs, Buffer(1), m, n, k, k, n, runner.relu))
-        return (*found.signature, 0, gemm_splits(m, n, k, runner.nr))
+        return (*found.signature, 0, gemm_splits(m, n, k, runner.nr),
+                lambda parts: self._split_form(m, max(2, parts // PARTS_PER_THREAD)))
+
+    def _split_form(self, m: int, threads: int) -> Launches | None:
+        """The blocks of ``run_gemm`` at ``threads`` for a chain's parallel step."""
+        runner = self.runner
+        n, k = runner.n, runner.k
+        tasks = gemm_tasks(runner.driver, runner.nr, m, n, k, k, n, runner.relu, threads)
+        return None if tasks is None else Launches(
+            ((tasks, (Buffer(0), *runner.ptrs, Buffer(1))),), 0,
+            gemm_seconds(2.0 * m * -(-n // runner.nr) * runner.nr * k))
 
     def _pack(self, w) -> GemmRunner:
         w = as_f32(w, "weight", self.op)

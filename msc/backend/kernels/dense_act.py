@@ -26,12 +26,13 @@ from llvmlite import ir
 from ...errors import ShapeError
 from ..llvm.jit import generated_entry
 from ..llvm.loops import F32_PTR, I32, I64, for_range, imin
+from ..runtime.chain_split import PARTS_PER_THREAD, Launches
 from ..runtime.task_wrap import Buffer, ChainEntry, wrapped_tasks
-from ..runtime.threads import task_threads
+from ..runtime.threads import split_range, task_threads
 from .activation import inplace_2d_address
 from .base import Kernel
-from .dense import F32, Address, GemmRunner, as_f32
-from .gemm import PARALLEL_FLOPS
+from .dense import F32, Address, GemmRunner, as_f32, gemm_seconds
+from .gemm import MR, PARALLEL_FLOPS
 
 __all__ = ["CHUNK", "DenseActKernel"]
 
@@ -109,7 +110,49 @@ class DenseActKernel(Kernel):
             found = self._chain[m] = ChainEntry(self.run, (
                 Buffer(0), packed, bias, Buffer(1), m, n, k, k, n, 0, n, CHUNK, self.gemm,
                 self.act))
-        return (*found.signature, 0, _splits(m, n, k))
+        return (*found.signature, 0, _splits(m, n, k),
+                lambda parts: self._split_form(m, max(2, parts // PARTS_PER_THREAD)))
+
+    def _split_form(self, m: int, threads: int) -> Launches | None:
+        """The column blocks of ``__call__`` at ``threads`` for a chain's parallel step, or
+        row blocks of whole register tiles when the columns are one chunk."""
+        k, n = self.runner.k, self.runner.n
+        parts = min(-(-n // CHUNK), threads * 2)
+        tasks = self._tasks(m, parts) if parts > 1 else self._row_tasks(m, threads * 2)
+        if tasks is None:
+            return None
+        return Launches(((tasks, (Buffer(0), 0, 0, Buffer(1))),), 0,
+                        gemm_seconds(2.0 * m * n * k))
+
+    def _row_tasks(self, m: int, parts: int):
+        """Row blocks (whole MR-row tiles, every column) as a task list, bases x, 0, 0, out;
+        None when there is one tile. Each row's sums are the same in any block."""
+        key = ("rows", m, parts)
+        if key not in self.tasks:
+            k, n = self.runner.k, self.runner.n
+            packed, bias = self.runner.ptrs
+            ranges = split_range(m, parts, MR)
+            self.tasks[key] = None if len(ranges) < 2 else wrapped_tasks(self.run, [
+                (lo * k * 4, packed, bias, lo * n * 4, hi - lo, n, k, k, n, 0, n, CHUNK,
+                 self.gemm, self.act) for lo, hi in ranges])
+        return self.tasks[key]
+
+    def _tasks(self, m: int, parts: int):
+        """Column blocks of ``m`` rows as a native task list (14 arguments: task_wrap), the
+        bases x, 0, 0, out."""
+        key = (m, parts)
+        tasks = self.tasks.get(key)
+        if tasks is None:
+            if len(self.tasks) > 64:  # many row counts in one process: start over
+                self.tasks.clear()
+            k, n = self.runner.k, self.runner.n
+            packed, bias = self.runner.ptrs
+            chunks = -(-n // CHUNK)
+            bounds = [chunks * i // parts * CHUNK for i in range(parts)] + [n]
+            tasks = self.tasks[key] = wrapped_tasks(self.run, [
+                (0, packed, bias, 0, m, n, k, k, n, bounds[i], bounds[i + 1], CHUNK, self.gemm,
+                 self.act) for i in range(parts)])
+        return tasks
 
     def __call__(self, x, out):
         if type(x) is not np.ndarray or x.dtype != F32 or not x.flags.c_contiguous:
@@ -133,15 +176,6 @@ class DenseActKernel(Kernel):
         if parts == 1:
             self.run(*args, 0, n, CHUNK, self.gemm, self.act)
             return out
-        key = (m, parts)
-        tasks = self.tasks.get(key)
-        if tasks is None:  # column blocks as a native task list (14 arguments: task_wrap)
-            if len(self.tasks) > 64:  # many row counts in one process: start over
-                self.tasks.clear()
-            bounds = [chunks * i // parts * CHUNK for i in range(parts)] + [n]
-            tasks = self.tasks[key] = wrapped_tasks(self.run, [
-                (0, packed, bias, 0, *args[4:], bounds[i], bounds[i + 1], CHUNK, self.gemm,
-                 self.act) for i in range(parts)])
-        tasks.launch(1, (args[0], 0, 0, args[3]), threads)
+        self._tasks(m, parts).launch(1, (args[0], 0, 0, args[3]), threads)
         return out
 

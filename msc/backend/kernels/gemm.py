@@ -373,6 +373,12 @@ def run_gemm(driver, nr: int, a: int, bp: int, bias: int, c: int, m: int, n: int
 _SPLITS: dict = {}  # (driver, shape, threads) -> task list (byte offsets of a, bp, bias, c)
 
 
+def gemm_tasks(driver, nr, m, n, k, lda, ldc, relu, threads):
+    """The blocks of :func:`run_gemm` on ``threads`` as its task list (bases a, bp, bias, c:
+    what a chain's parallel step launches, runtime/chain_split.py), or None: one block."""
+    return _split(driver, nr, m, n, k, lda, ldc, relu, threads)
+
+
 def _split(driver, nr, m, n, k, lda, ldc, relu, threads):
     key = (id(driver), nr, m, n, k, lda, ldc, relu, threads)
     found = _SPLITS.get(key)

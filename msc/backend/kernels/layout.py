@@ -23,6 +23,7 @@ from __future__ import annotations
 import ctypes
 import math
 import threading
+import time
 from contextlib import contextmanager
 from functools import cache
 
@@ -33,7 +34,10 @@ from ...errors import ShapeError
 from ...relax.op.registry import attach
 from ..llvm.jit import get_jit
 from ..llvm.loops import F32, F32_PTR, I64, const64, for_range, imin
-from ..runtime.threads import NativeTasks, native_address, split_range, task_threads
+from ..runtime.chain_split import PARTS_PER_THREAD, Launches
+from ..runtime.split_cost import unit_seconds
+from ..runtime.task_wrap import Buffer
+from ..runtime.threads import NativeTasks, native_address, num_threads, split_range, task_threads
 from .base import Kernel, KernelFact, Site
 from .dense import Address
 
@@ -384,6 +388,24 @@ def collapse_permutation(shape: tuple, axes: tuple) -> tuple[list, list]:
     return dims, steps
 
 
+def permute_seconds(elements: float) -> float:
+    """One-thread seconds of permuting ``elements`` 32-bit values at this host's rate
+    (runtime/split_cost.py), measured once on [64, 64, 64] -> axes (1, 0, 2)."""
+    def probe() -> tuple:
+        kernel = PermuteKernel((1, 0, 2), np.dtype(np.float32))
+        x = np.ones((64, 64, 64), np.float32)
+        out = np.empty_like(x)
+        best = float("inf")
+        with num_threads(1):
+            for _ in range(6):
+                start = time.perf_counter()
+                kernel(x, out)
+                best = min(best, time.perf_counter() - start)
+        return best, x.size
+
+    return unit_seconds("permute_element", elements, probe)
+
+
 class PermuteKernel(Kernel):
     """out = x.transpose(axes) for 32-bit elements; runs along a kept last axis are copied
     natively, other permutations (or more than 3 outer dims) by numpy into ``out``."""
@@ -456,7 +478,15 @@ class PermuteKernel(Kernel):
         plan = self.plan_of(tuple(shape), self.axes) if math.prod(out) else None
         splits = math.prod(out) >= _PARALLEL_ELEMENTS  # the chain runs it on one thread
         return None if plan is None else (ctypes.cast(self.run, ctypes.c_void_p).value, plan,
-                                          0, splits)
+                                          0, splits, lambda parts: self._split_form(
+                                              plan, math.prod(out),
+                                              max(2, parts // PARTS_PER_THREAD)))
+
+    def _split_form(self, plan: tuple, elements: int, threads: int) -> Launches | None:
+        """The ranges of ``__call__`` at ``threads`` for a chain's parallel step."""
+        tasks = self._split(plan, threads)
+        return None if tasks is None else Launches(
+            ((tasks, (Buffer(0), Buffer(1))),), 0, permute_seconds(elements))
 
     @staticmethod
     def plan_of(shape: tuple, axes: tuple) -> tuple | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import time
 from functools import cache
 
 import numpy as np
@@ -24,8 +25,10 @@ from llvmlite import ir
 from ...relax.op.registry import attach
 from ..llvm.jit import generated_entry, vector_lanes
 from ..llvm.loops import F32, F32_PTR, I64, const64, for_range
+from ..runtime.chain_split import PARTS_PER_THREAD, Launches
+from ..runtime.split_cost import unit_seconds
 from ..runtime.task_wrap import Buffer, ChainEntry, wrapped_tasks
-from ..runtime.threads import task_threads
+from ..runtime.threads import num_threads, task_threads
 from .base import Kernel, KernelFact, Site, f32_address
 from .rowmath import Vec, mean_rstd, row_map
 
@@ -123,7 +126,16 @@ class LayerNormKernel(Kernel):
                 x, Buffer(1) if self.residual else x, self.gamma.ctypes.data,
                 self.beta.ctypes.data, out, 0, self.rows, self.n, self.eps.value,
                 int(self.residual)))
-        return (*self._chain.signature, 0, self.rows * self.n >= PARALLEL_ELEMENTS)
+        return (*self._chain.signature, 0, self.rows * self.n >= PARALLEL_ELEMENTS,
+                lambda parts: self._split_form(x, Buffer(1) if self.residual else x, out,
+                                               max(2, parts // PARTS_PER_THREAD)))
+
+    def _split_form(self, x, residual, out, threads: int) -> Launches | None:
+        """The row ranges of ``__call__`` at ``threads`` for a chain's parallel step."""
+        if self.rows < 2:
+            return None
+        return Launches(((self._tasks(threads), (x, residual, 0, 0, out)),), 0,
+                        norm_seconds(self.rows * self.n))
 
     def _tasks(self, threads: int):
         """Two row ranges per thread as a native task list (task_wrap: the entry takes a
@@ -136,6 +148,25 @@ class LayerNormKernel(Kernel):
                 (0, 0, g, b, 0, rows * i // parts, rows * (i + 1) // parts, self.n,
                  self.eps.value, int(self.residual)) for i in range(parts)])
         return found
+
+
+def norm_seconds(elements: float) -> float:
+    """One-thread seconds of a layer norm over ``elements`` floats at this host's rate
+    (runtime/split_cost.py), measured once on 512 rows of 512."""
+    def probe() -> tuple:
+        kernel = LayerNormKernel((512, 512), 512, np.ones(512, np.float32),
+                                 np.zeros(512, np.float32), 1e-5)
+        x = np.random.default_rng(0).standard_normal((512, 512), np.float32)
+        out = np.empty_like(x)
+        best = float("inf")
+        with num_threads(1):
+            for _ in range(6):
+                start = time.perf_counter()
+                kernel(x, out)
+                best = min(best, time.perf_counter() - start)
+        return best, x.size
+
+    return unit_seconds("norm_element", elements, probe)
 
 
 def norm_row(site: Site) -> int | None:

@@ -18,8 +18,13 @@ trip per kernel, no Python between kernels: the chain stays whole at two threads
 A kernel offers this through ``native_parts(buffers)`` -> :class:`Parts` (or None), or, when
 it already keeps a task list of its split whose columns take the step's buffers as bases
 (the flat elementwise passes), ``native_tasks(buffers, parts)`` -> (task list, the step's
-buffer index of each base, one-thread seconds). Whether a step splits is :mod:`.split_cost`'s
-measured break-even of this host (the kernel's ``splits`` flag where it gives no time).
+buffer index of each base, one-thread seconds). A kernel whose split is task lists of its
+own, run one after another (the int8 kernels: a pad pass, then the windows), gives a *split
+form* as the fifth item of its native signature: ``form(parts)`` -> :class:`Launches` (or
+Parts, or None); the parallel entry then hands each list to the pool in turn from inside the
+chain (one native dispatch per list, a list of one task run on the calling thread). Whether a
+step splits is :mod:`.split_cost`'s measured break-even of this host (the kernel's
+``splits`` flag where it gives no time).
 """
 
 from __future__ import annotations
@@ -27,13 +32,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .native_pool import get_pool
+from .native_pool import get_pool, serial_runner
 from .native_pool_ir import BASES, NATIVE_ARGS
 from .split_cost import split_mode, worth_splitting
 from .task_wrap import Buffer, ChainEntry
 from .threads import NativeTasks, cpu_threads, split_range
 
-__all__ = ["ParallelEntry", "Parts", "split_step"]
+__all__ = ["Launches", "ParallelEntry", "Parts", "split_step"]
 
 PARTS_PER_THREAD = 2  # parts a thread may take: one slowed by other load takes fewer
 
@@ -59,25 +64,68 @@ class Parts:
         return -(-int(found) // 64) * 64
 
 
+@dataclass(frozen=True)
+class Launches:
+    """A kernel's split as task lists run one after another: ``launches`` holds ``(tasks,
+    bases)`` pairs, each list's tasks independent of each other (any thread may run any),
+    ``bases`` (up to BASES) added to its record columns 1.. as ``NativeTasks.launch`` adds
+    them, each a ``Buffer(i)`` / ``At(i, bytes)`` of the step (inputs, outputs, then its
+    scratch) or an int; ``scratch``: the bytes of step scratch the lists use; ``seconds``:
+    the one-thread time of the whole step (None: unknown, then the kernel's ``splits`` flag
+    decides)."""
+
+    launches: tuple
+    scratch: int = 0
+    seconds: float | None = None
+
+    @property
+    def splits(self) -> bool:
+        """Whether any list has two tasks or more: else there is nothing to hand over."""
+        return any(tasks.n > 1 for tasks, _ in self.launches)
+
+
 class ParallelEntry:
     """The dispatch step of one kernel on fixed buffers (see the module docstring):
     ``address``, ``dims`` (its adapter and row), ``scratch`` bytes, ``status`` False (a task
-    cannot fail), ``parts``. It keeps the pool, the task list and the entries alive."""
+    cannot fail), ``parts``. It keeps the pool, the task lists and the entries alive."""
 
     status = False
 
-    def __init__(self, tasks: NativeTasks, n_buffers: int, bases: tuple, scratch: int,
-                 keep=None):
-        """``tasks``: the parts' task list, whose columns 1.. take the job's ``bases`` (the
-        step's buffer indices, ``n_buffers`` being its scratch) added; ``scratch``: bytes."""
-        pool = get_pool()
-        vector = [Buffer(i) for i in bases] + [0] * (BASES - len(bases))
-        self.dispatch = ChainEntry(pool.run_entry, (pool.control, tasks.records.ctypes.data,
-                                                    tasks.n, Buffer(n_buffers + 1), 1, *vector))
-        self.pool, self.tasks, self.keep, self.parts = pool, tasks, keep, tasks.n
-        self.address, self.dims = int(self.dispatch.signature[0]), tuple(
-            int(d) for d in self.dispatch.signature[1])
+    def __init__(self, dispatch: ChainEntry, scratch: int, parts: int, keep=None):
+        """``dispatch``: the ChainEntry of the step's calls, taking the step's buffers, its
+        scratch and the helpers to wake (``want``) as parameters; ``scratch``: bytes."""
+        self.dispatch, self.keep, self.parts = dispatch, keep, parts
+        self.pool = get_pool()
+        self.address, self.dims = int(dispatch.signature[0]), tuple(
+            int(d) for d in dispatch.signature[1])
         self.scratch = scratch
+
+    @classmethod
+    def of_tasks(cls, tasks: NativeTasks, n_buffers: int, bases: tuple,
+                 scratch: int = 0) -> ParallelEntry:
+        """``tasks``, whose columns 1.. take the job's ``bases`` (the step's buffer indices,
+        ``n_buffers`` being its scratch) added, as one dispatch."""
+        launch = (tasks, tuple(Buffer(i) for i in bases))
+        return cls.of_launches(Launches((launch,), scratch), n_buffers)
+
+    @classmethod
+    def of_launches(cls, launches: Launches, n_buffers: int) -> ParallelEntry:
+        """Each list of ``launches`` in order: handed to the pool (one ``msc_pool_run``, the
+        helpers to wake read from the step's parameter after its scratch), or run on this
+        thread when it has one task."""
+        pool, serial = get_pool(), serial_runner()
+        want = Buffer(n_buffers + 1)
+        calls = []
+        for tasks, bases in launches.launches:
+            if len(bases) > BASES:
+                raise ValueError(f"at most {BASES} bases, got {len(bases)}")
+            vector = [*bases, *(0,) * (BASES - len(bases))]
+            records = tasks.records.ctypes.data
+            calls.append((pool.run_entry, [pool.control, records, tasks.n, want, 1, *vector])
+                         if tasks.n > 1 else (serial, [records, tasks.n, 1, *vector]))
+        dispatch = ChainEntry.sequence(calls, buffers=n_buffers + 2)
+        parts = max(tasks.n for tasks, _ in launches.launches)
+        return cls(dispatch, launches.scratch, parts, [t for t, _ in launches.launches])
 
     @classmethod
     def of_parts(cls, parts: Parts, n_buffers: int, count: int) -> ParallelEntry:
@@ -94,23 +142,28 @@ class ParallelEntry:
             adapter, (row,) = entry.signature
             # columns 1..: the step's buffers and its scratch (the job's bases), then the row
             tasks.records[k, 0], tasks.records[k, n_buffers + 2] = adapter, row
-        return cls(tasks, n_buffers, tuple(range(n_buffers + 1)), len(ranges) * step, entries)
+        found = cls.of_tasks(tasks, n_buffers, tuple(range(n_buffers + 1)), len(ranges) * step)
+        found.keep = (found.keep, entries)
+        return found
 
     def __repr__(self) -> str:
         return f"ParallelEntry(parts={self.parts}, scratch={self.scratch})"
 
 
-def split_step(kernel, buffers: list, splits: bool) -> ParallelEntry | bool | None:
+def split_step(kernel, buffers: list, splits: bool,
+               form: Callable | None = None) -> ParallelEntry | bool | None:
     """How a chain step of ``kernel`` on ``buffers`` ((shape, dtype) of its inputs, then
     outputs) runs at more than one thread: a :class:`ParallelEntry` (split from inside the
     chain), False (on one thread, inside the chain: the measured cost says a split does not
     pay), or None (the kernel has no parts for these buffers: the kernel object splits when
     ``splits``, as before). ``splits`` is the kernel's own guess, used when it gives no time
-    estimate."""
+    estimate; ``form``: the split form its native signature gave (the module docstring)."""
     if get_pool() is None or len(buffers) + 1 > min(BASES, NATIVE_ARGS - 1):
         return None
     # at least two parts, so that a forced split on a one-CPU host still runs the tasks
     count = PARTS_PER_THREAD * max(cpu_threads(), 2)
+    if form is not None:
+        return _formed(form(count), len(buffers), count, splits)
     tasks_of = getattr(kernel, "native_tasks", None)
     if tasks_of is not None:
         found = tasks_of(buffers, count)
@@ -119,15 +172,27 @@ def split_step(kernel, buffers: list, splits: bool) -> ParallelEntry | bool | No
         tasks, bases, seconds = found
         if not _wanted(seconds, tasks.n, splits):
             return False
-        return ParallelEntry(tasks, len(buffers), bases, 0)
+        return ParallelEntry.of_tasks(tasks, len(buffers), bases)
     parts_of = getattr(kernel, "native_parts", None)
-    parts = parts_of(buffers) if parts_of is not None else None
-    if parts is None or parts.units < 2:
+    return _formed(parts_of(buffers) if parts_of is not None else None, len(buffers), count,
+                   splits)
+
+
+def _formed(found, n_buffers: int, count: int, splits: bool) -> ParallelEntry | bool | None:
+    """The parallel entry of a kernel's :class:`Parts` or :class:`Launches` (None: it has
+    none), or False when the split does not pay."""
+    if isinstance(found, Launches):
+        if not found.splits:
+            return None
+        if not _wanted(found.seconds, count, splits):
+            return False
+        return ParallelEntry.of_launches(found, n_buffers)
+    if found is None or found.units < 2:
         return None
-    seconds = None if parts.seconds is None else parts.seconds * parts.units
-    if not _wanted(seconds, parts.units, splits):
+    seconds = None if found.seconds is None else found.seconds * found.units
+    if not _wanted(seconds, found.units, splits):
         return False
-    return ParallelEntry.of_parts(parts, len(buffers), min(parts.units, count))
+    return ParallelEntry.of_parts(found, n_buffers, min(found.units, count))
 
 
 def _wanted(seconds: float | None, units: int, splits: bool) -> bool:

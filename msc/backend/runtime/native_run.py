@@ -134,7 +134,8 @@ class KernelStep:
     follow the buffer pointers (a void function: no status), and optionally the bytes of
     scratch it needs (the plan then passes one more buffer after the outputs, a scratch of
     the register file: concurrent calls never share one, and steps, which run one after
-    another, share it) and whether the kernel splits across threads at this size. Chain
+    another, share it), whether the kernel splits across threads at this size and its split
+    form (chain_split.py: ``form(parts)`` -> its task lists for that many parts). Chain
     functions call it (a chain of one step when a plan has chains off), with no Python
     between kernels, on the calling thread: a step that ``splits`` is a chain of its own,
     which calls the kernel object instead (its ``parallel_for`` / native pool split) while
@@ -151,6 +152,7 @@ class KernelStep:
         self.address, self.dims = int(signature[0]), tuple(int(d) for d in signature[1])
         self.scratch = int(signature[2]) if len(signature) > 2 else 0  # bytes
         self.splits = bool(signature[3]) if len(signature) > 3 else False
+        self.split_form = signature[4] if len(signature) > 4 else None  # chain_split.py
         self.parallel = None  # chain_split.ParallelEntry: how a chain splits it
         self.single = single
         self.where = where
@@ -172,7 +174,7 @@ def kernel_step(kernel, specs: list, single: bool, where: str) -> KernelStep | N
     if signature is None:
         return None
     step = KernelStep(kernel, specs, signature, single, where)
-    found = split_step(kernel, buffers, step.splits)
+    found = split_step(kernel, buffers, step.splits, step.split_form)
     if found is not None:  # the chain splits it (a ParallelEntry) or never does (False)
         step.parallel, step.splits = found or None, bool(found)
     return step

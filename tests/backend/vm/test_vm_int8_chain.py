@@ -182,13 +182,16 @@ def test_failing_step_after_int8_steps_reaches_the_caller(qdq_models):
             f(calib[0], np.array([0, 12], np.int64))
 
 
-def test_an_int8_conv_big_enough_to_split_runs_split_on_two_threads(monkeypatch):
+def test_an_int8_conv_big_enough_to_split_splits_inside_the_chain(monkeypatch):
     """One plan for every thread count: on one thread the chain runs the big conv, on two
-    its kernel object (its split over the threads), with the same bytes."""
+    the chain hands its blocks to the native pool (runtime/chain_split.py), never its kernel
+    object, with the same bytes."""
     from onnx import TensorProto, helper, numpy_helper
 
     from msc.backend.kernels.int8 import conv as int8_conv
+    from msc.backend.runtime import split_cost
 
+    monkeypatch.setenv(split_cost.SPLIT_ENV, "always")  # not this host's load: the path
     rng = np.random.default_rng(2)
     w = numpy_helper.from_array((rng.standard_normal((32, 16, 3, 3)) * 0.2)
                                 .astype(np.float32), "w")
@@ -207,8 +210,9 @@ def test_an_int8_conv_big_enough_to_split_runs_split_on_two_threads(monkeypatch)
                         lambda self, *a: calls.append(1) or entry(self, *a))
     with num_threads(1):
         one = f(calib[0]).numpy()
-    assert calls == [] and "SPLIT()" in f.entry({}).plan.runner.source
+    plan = f.entry({}).plan
+    assert "SPLIT()" not in plan.runner.source and plan.stats["parallel_steps"] == 1
     with num_threads(2):
         two = f(calib[0]).numpy()
-    assert calls == [1]
+    assert calls == []
     np.testing.assert_array_equal(one, two)

@@ -30,13 +30,14 @@ from llvmlite import ir
 from ....errors import ShapeError
 from ...llvm.jit import get_jit
 from ...llvm.loops import I32, I64, for_range
+from ...runtime.chain_split import Parts
 from ...runtime.task_wrap import At, ChainEntry, wrapped_tasks
 from ...runtime.threads import task_threads
 from ..base import Kernel
 from ..layout import scratch_offsets
 from .conv import ACT_DTYPES, Epilogue, check_operand, check_out, pack_fn
 from .gemm import NR, OUTS, QGemmConfig, host_vnni, qgemm_driver
-from .tasks import ChainSteps
+from .tasks import ChainSteps, mac_seconds
 
 __all__ = ["QBatchMatmul"]
 
@@ -163,22 +164,34 @@ class QBatchMatmul(Kernel):
         return self._steps.signature((batch, m, k, n), lambda: self._chain(batch, m, k, n))
 
     def _chain(self, batch: int, m: int, k: int, n: int) -> tuple:
+        nbytes = self._work_bytes(m, k, n)[1]
+        splits = batch * m * n * k >= _PARALLEL_MACS
+        return (ChainEntry.sequence(self._heads(0, batch, (m, k, n), 0)), nbytes, splits,
+                lambda threads: Parts(batch, lambda lo, hi, scratch, offset: self._heads(
+                    lo, hi, (m, k, n), offset, scratch), nbytes, mac_seconds(m * k * n)))
+
+    @staticmethod
+    def _work_bytes(m: int, k: int, n: int) -> tuple:
+        """((row sums, column sums, packed B) offsets, bytes) of a head's work arrays."""
+        return scratch_offsets(m, n, -(-n // NR) * (k // 4) * NR)
+
+    def _heads(self, lo: int, hi: int, dims: tuple, offset: int, scratch: int = 3) -> list:
+        """The calls of heads ``lo..hi``, their work arrays at byte ``offset`` of the step's
+        buffer ``scratch`` (reused head after head)."""
+        m, k, n = dims
         groups = k // 4
-        span = -(-n // NR) * groups * NR * 4
-        (rc, cc, pk), nbytes = scratch_offsets(m, n, span // 4)
-        rc, cc, pk = (At(3, off) for off in (rc, cc, pk))
+        rc, cc, pk = (At(scratch, offset + off) for off in self._work_bytes(m, k, n)[0])
         size, bsize = OUTS[self.cfg.out], np.dtype(self.b_np).itemsize
         zz = (self.zb - self.off, -k * self.za * self.zb)
         epi = self._epilogue(n).args[1:]
         calls = []
-        for h in range(batch):
+        for h in range(lo, hi):
             a, b = At(0, h * m * k), At(1, h * k * n * bsize)
             calls += [(self.sums, [a, b, rc, cc, m, k, n, int(self.off == 0), self.za, *zz]),
                       (self.pack, [b, n, pk, groups, n, self.pack_flip]),
                       (self.driver, [a, pk, At(2, h * m * n * size), m, n, groups, k, n, cc,
                                      *epi, rc])]
-        splits = batch * m * n * k >= _PARALLEL_MACS
-        return ChainEntry.sequence(calls), nbytes, splits
+        return calls
 
     def _epilogue(self, n: int) -> Epilogue:
         """Scale / bias / output arrays for N columns (made once per N)."""

@@ -24,6 +24,7 @@ from llvmlite import ir
 
 from ....errors import ShapeError
 from ...llvm.jit import get_jit
+from ...runtime.chain_split import Launches, Parts
 from ...runtime.task_wrap import At, Buffer, ChainEntry
 from ...runtime.threads import NativeTasks, native_address, split_range, task_threads
 from ..base import Kernel
@@ -37,12 +38,13 @@ from .gemm import (
     host_vnni,
     pack_vnni,
     qgemm_driver,
+    qgemm_tasks,
     run_qgemm,
 )
 from .gemm import PARALLEL_MACS as GEMM_PARALLEL_MACS
 from .layout import transpose_fn
 from .pixel_rows import NHWC_SLACK, unfold_fn
-from .tasks import ChainSteps
+from .tasks import ChainSteps, mac_seconds
 
 __all__ = ["QConv2d", "QDense", "pack_fn"]
 
@@ -223,9 +225,17 @@ class QConv2d(Kernel):
             return self._pixel_signature(buffers, dims)
         def build():
             plan = conv_plan(self, n, (h, w, oh, ow), 1)
-            splits = n * self.o * self.k4 * oh * ow >= PARALLEL_MACS
-            return [(plan.blocks, (Buffer(0), Buffer(2), Buffer(1)))], plan.arena, splits
+            macs = n * self.o * self.k4 * oh * ow
+            return ([(plan.blocks, (Buffer(0), Buffer(2), Buffer(1)))], plan.arena,
+                    macs >= PARALLEL_MACS, lambda threads: self._split_form(n, dims, threads))
         return self._steps.signature(dims, build)
+
+    def _split_form(self, n: int, dims: tuple, threads: int) -> Launches:
+        """The blocks of ``__call__`` at ``threads`` for a chain's parallel step."""
+        plan = conv_plan(self, n, dims[1:], threads)
+        seconds = mac_seconds(n * self.o * self.k4 * dims[3] * dims[4])
+        return Launches(((plan.blocks, (Buffer(0), Buffer(2), Buffer(1))),), plan.arena,
+                        seconds)
 
     def _as_rows(self, n: int, p: int) -> bool:
         """Whether the images' pixels run as the rows of one "col" GEMM (``self.dense``): a
@@ -353,19 +363,35 @@ class QConv2d(Kernel):
         if p == 1:
             return self.dense.native_signature([((n, self.c), buffers[0][1]),
                                                 ((n, self.o), buffers[1][1])])
-        if self.dense.flip or n * p * self.o * self.dense.k4 >= GEMM_PARALLEL_MACS:
-            return None  # __call__ decides (flips, splits)
-        size = self.epi.dtype.itemsize
-        (rows, done), nbytes = scratch_offsets(-(-n * p * self.c // 4),
-                                               -(-n * p * self.o * size // 4))
+        if self.dense.flip:
+            return None  # __call__ flips the bytes first
+        macs = n * p * self.o * self.dense.k4
 
         def build():
-            rows_at, done_at = At(2, rows), At(2, done)
-            calls = [(transpose_fn(1), [Buffer(0), rows_at, n, self.c, p]),
-                     self.dense.driver_call(rows_at, done_at, n * p),
-                     (transpose_fn(size), [done_at, Buffer(1), n, p, self.o])]
-            return ChainEntry.sequence(calls), nbytes, False
+            return (ChainEntry.sequence(self._rows_calls(0, n, p, 0)), self._rows_bytes(n, p),
+                    macs >= GEMM_PARALLEL_MACS, lambda threads: Parts(
+                        n, lambda lo, hi, scratch, offset: self._rows_calls(lo, hi, p, offset),
+                        lambda units: self._rows_bytes(units, p), mac_seconds(macs) / n))
         return self._steps.signature(("rows", n, p), build)
+
+    def _rows_bytes(self, n: int, p: int) -> int:
+        """Scratch bytes of the pixel rows and GEMM rows of ``n`` images."""
+        return self._rows_offsets(n, p)[1]
+
+    def _rows_offsets(self, n: int, p: int) -> tuple:
+        size = self.epi.dtype.itemsize
+        return scratch_offsets(-(-n * p * self.c // 4), -(-n * p * self.o * size // 4))
+
+    def _rows_calls(self, lo: int, hi: int, p: int, offset: int) -> list:
+        """Images ``lo..hi`` as pixel rows, one GEMM, and back, in the step's scratch (buffer
+        2) from byte ``offset``: the same rows and sums as all images at once."""
+        size, count = self.epi.dtype.itemsize, hi - lo
+        (rows, done), _ = self._rows_offsets(count, p)
+        rows_at, done_at = At(2, offset + rows), At(2, offset + done)
+        return [(transpose_fn(1), [At(0, lo * self.c * p), rows_at, count, self.c, p]),
+                self.dense.driver_call(rows_at, done_at, count * p),
+                (transpose_fn(size), [done_at, At(1, lo * self.o * p * size), count, p,
+                                      self.o])]
 
     def __call__(self, x, out):
         x, (n, h, w, oh, ow) = conv_dims(self, x, self.c * self.groups)
@@ -432,8 +458,17 @@ class QDense(Kernel):
         def build():
             entry = ChainEntry.sequence([self.driver_call(Buffer(0), Buffer(1), m)])
             macs = m * self.n * self.k4
-            return entry, 0, macs >= GEMM_PARALLEL_MACS and len(gemm_blocks(m, self.n, 2)) > 1
+            return (entry, 0, macs >= GEMM_PARALLEL_MACS and len(gemm_blocks(m, self.n, 2)) > 1,
+                    lambda threads: self._split_form(m, threads))
         return self._steps.signature((m,), build)
+
+    def _split_form(self, m: int, threads: int) -> Launches | None:
+        """The GEMM blocks of ``run_qgemm`` at ``threads`` for a chain's parallel step."""
+        tasks = qgemm_tasks(self.driver, self.cfg, m, self.n, self.k4 // 4, self.k4, self.n,
+                            self.epi.args, threads)
+        return None if tasks is None else Launches(
+            ((tasks, (Buffer(0), self.packed.ctypes.data, Buffer(1))),), 0,
+            mac_seconds(m * self.n * self.k4))
 
     def driver_call(self, a, c, m: int) -> tuple:
         """(driver, arguments) of ``m`` uint8 rows at ``a`` (K a multiple of 4, unflipped)

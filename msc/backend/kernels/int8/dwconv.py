@@ -23,6 +23,7 @@ from llvmlite import ir
 
 from ...llvm.jit import get_jit
 from ...llvm.loops import I32, I64, const64, entry_alloca, for_range
+from ...runtime.chain_split import Launches
 from ...runtime.task_wrap import Buffer, wrapped_tasks
 from ...runtime.threads import split_range, task_threads
 from ..base import Kernel
@@ -42,7 +43,7 @@ from .gemm import (
     emit_epilogue,
     splat,
 )
-from .tasks import ChainSteps, Plans
+from .tasks import ChainSteps, Plans, int8_seconds
 
 __all__ = ["QDepthwise"]
 
@@ -190,8 +191,23 @@ class QDepthwise(Kernel):
         def build():
             launches, nbytes = self._plan(n, (h, w, oh, ow), 1)
             return ([(tasks, tuple(Buffer(i) for i in roles)) for tasks, roles in launches],
-                    nbytes, self.c * oh * ow >= _PARALLEL)
+                    nbytes, self.c * oh * ow >= _PARALLEL, split)
+
+        def split(threads: int) -> Launches:
+            launches, nbytes = self._plan(n, (h, w, oh, ow), threads)
+            reads = n * self.c * oh * ow * self.kh * self.kw
+            return Launches(tuple((tasks, tuple(Buffer(i) for i in roles))
+                                  for tasks, roles in launches),
+                            nbytes, int8_seconds("int8_dw_read", reads, self._probe))
         return self._steps.signature(dims, build)
+
+    def _probe(self) -> tuple:
+        """(call, window reads) of this conv on one 64 x 64 image (the Python call's few us a
+        small part): the per-read rate."""
+        x, (_, _, _, oh, ow) = conv_dims(self, np.zeros((1, self.c, 64, 64), self.x_np),
+                                         self.c)
+        out = np.empty((1, self.c, oh, ow), self.epi.dtype)
+        return lambda: self(x, out), out.size * self.kh * self.kw
 
     def __call__(self, x, out):
         x, (n, h, w, oh, ow) = conv_dims(self, x, self.c)

@@ -389,6 +389,12 @@ def run_qgemm(driver, cfg: QGemmConfig, a: int, bp: int, c: int, m: int, n: int,
 _SPLITS: dict = {}  # (driver, shape, epilogue, threads) -> task list (byte offsets of a, bp, c)
 
 
+def qgemm_tasks(driver, cfg, m, n, groups, lda, ldc, epi, threads):
+    """The blocks of ``run_qgemm`` on ``threads`` as its task list (bases a, bp, c: what a
+    chain's parallel step launches, runtime/chain_split.py), or None: one block."""
+    return _split(driver, cfg, m, n, groups, lda, ldc, epi, threads)
+
+
 def _split(driver, cfg, m, n, groups, lda, ldc, epi, threads):
     key = (id(driver), cfg, m, n, groups, lda, ldc, epi, threads)
     found = _SPLITS.get(key, False)

@@ -25,10 +25,11 @@ from llvmlite import ir
 from ....errors import ShapeError
 from ...llvm.jit import get_jit, host_target
 from ...llvm.loops import I32, I64, for_range
+from ...runtime.chain_split import Launches, Parts
 from ...runtime.task_wrap import At, Buffer, ChainEntry
 from ...runtime.threads import task_threads
 from ..base import Kernel
-from .tasks import ChainSteps, GatherPlan, Plans, range_tasks
+from .tasks import ChainSteps, GatherPlan, Plans, copy_seconds, int8_seconds, range_tasks
 
 __all__ = ["QConcat", "QLut", "byte_run_calls"]
 
@@ -215,7 +216,16 @@ class QLut(Kernel):
         rows = size // max(inner, 1)
         return self._steps.signature((rows, chans, inner), lambda: (
             [(self._tasks(rows, chans, inner, 1), (Buffer(0), 0, Buffer(1)))], 0,
-            size + 64 * rows >= _PARALLEL))
+            size + 64 * rows >= _PARALLEL, lambda threads: Launches(
+                ((self._tasks(rows, chans, inner, threads), (Buffer(0), 0, Buffer(1))),), 0,
+                int8_seconds("int8_lut", size + 64 * rows, self._probe))))
+
+    def _probe(self) -> tuple:
+        """(call, elements) of this kernel's lookup on 256 Ki bytes (the Python call's few us
+        a small part): the per-byte rate."""
+        x = np.zeros((1, self.table.shape[0], (1 << 18) // self.table.shape[0]), np.uint8)
+        out = np.empty(x.shape, self.table.dtype)
+        return lambda: self(x, out), x.size
 
     def __call__(self, x, out):
         x = _check_in(x, self.op, "data")
@@ -293,7 +303,17 @@ class QConcat(Kernel):
         key = (outer, inner, tuple(widths))
         return self._steps.signature(key, lambda: (
             ChainEntry.sequence(self._runs(outer, inner, widths)), 0,
-            outer * inner * sum(widths) >= _PARALLEL))
+            outer * inner * sum(widths) >= _PARALLEL,
+            lambda threads: self._split_form(outer, inner, widths)))
+
+    def _split_form(self, outer: int, inner: int, widths: list) -> Parts:
+        """Each run of bytes a part of its own (a chain's parallel step); a lookup counted as
+        four copies."""
+        calls = self._runs(outer, inner, widths)
+        looks = sum(width for width, table in zip(widths, self.tables) if table is not None)
+        seconds = copy_seconds(outer * inner * (sum(widths) + 3 * looks))
+        return Parts(len(calls), lambda lo, hi, scratch, offset: calls[lo:hi], 0,
+                     seconds / len(calls))
 
     def _runs(self, outer: int, inner: int, widths: list) -> list:
         """The (cfunc, args) calls copying each input's runs into the output's."""

@@ -22,6 +22,7 @@ from llvmlite import ir
 from ....errors import ShapeError
 from ...llvm.jit import get_jit
 from ...llvm.loops import F32, I32, I64, for_range, imin
+from ...runtime.chain_split import Launches
 from ...runtime.task_wrap import Buffer
 from ...runtime.threads import task_threads
 from ..base import Kernel
@@ -29,7 +30,7 @@ from ..layout import scratch_addresses
 from .conv import ACT_DTYPES, NP_OUT, check_operand, check_out
 from .dwconv import build_pad
 from .lut import QLut
-from .tasks import ChainSteps, Plans, range_tasks
+from .tasks import ChainSteps, Plans, int8_seconds, range_tasks
 
 __all__ = ["QAvgPool", "QMaxPool"]
 
@@ -233,9 +234,12 @@ class QAvgPool(Kernel):
         lut = self._one_pixel(tuple(shape))
         if lut is not None:
             return lut.native_signature([(tuple(shape), dtype), (tuple(shape), out_dtype)])
+        reads = int(np.prod(out_shape)) * dims[4] * dims[5]
         return self._steps.signature((planes, dims), lambda: (
             [(self._tasks(planes, dims, 1), (Buffer(0), Buffer(1)))], 0,
-            self._splits(planes, int(np.prod(out_shape)), dims)))
+            self._splits(planes, int(np.prod(out_shape)), dims), lambda threads: Launches(
+                ((self._tasks(planes, dims, threads), (Buffer(0), Buffer(1))),), 0,
+                int8_seconds("int8_avg_read", reads, lambda: _pool_probe(self, self._geometry)))))
 
     def __call__(self, x, out):
         x = check_operand(x, self.x_np, "data", self.op)
@@ -299,7 +303,16 @@ class QMaxPool(Kernel):
         def build():
             pad, pool, _ = self._plan(planes, (h, w, hp, wp, oh, ow), 1)
             return ([(pad, (Buffer(0), Buffer(2))), (pool, (Buffer(2), Buffer(1)))],
-                    planes * hp * wp + 64, self._threads(planes, oh, ow, 2) > 1)
+                    planes * hp * wp + 64, self._threads(planes, oh, ow, 2) > 1, split)
+
+        def split(threads: int) -> Launches:
+            pad, pool, _ = self._plan(planes, (h, w, hp, wp, oh, ow), threads)
+            reads = planes * oh * ow * self.window[0] * self.window[1]
+            return Launches(((pad, (Buffer(0), Buffer(2))), (pool, (Buffer(2), Buffer(1)))),
+                            planes * hp * wp + 64,
+                            int8_seconds("int8_max_read", reads, lambda: _pool_probe(
+                                self, lambda s: (0, 0, (s[0], s[1], s[2] // self.strides[0],
+                                                        s[3] // self.strides[1])))))
         return self._steps.signature((planes, h, w, oh, ow), build)
 
     def __call__(self, x, out):
@@ -336,3 +349,13 @@ class QMaxPool(Kernel):
         pool = range_tasks(self.fn, planes, parts, lambda p0, p1: (
             0, 0, p0, p1, hp, wp, oh, ow, self.strides[0]))
         return pad, pool, threads
+
+
+def _pool_probe(kernel, geometry) -> tuple:
+    """(call, window reads) of pool ``kernel`` on 64 channels of 64 x 64 (``geometry(shape)``
+    -> (_, _, its output shape); the Python call's few us a small part): the per-read
+    rate."""
+    x = np.zeros((1, 64, 64, 64), kernel.x_np)
+    out = np.empty(geometry(x.shape)[2], getattr(kernel, "dtype", x.dtype))
+    window = kernel.window or (64, 64)
+    return lambda: kernel(x, out), out.size * window[0] * window[1]

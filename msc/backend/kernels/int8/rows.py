@@ -34,11 +34,14 @@ from ....errors import ShapeError
 from ...llvm.jit import generated_entry, vector_lanes
 from ...llvm.loops import F32, I32, I64, const64, entry_alloca, for_range
 from ...lowering.math import exp_f32
+from ...runtime.chain_split import Launches
+from ...runtime.native_pool import serial_runner
+from ...runtime.native_pool_ir import BASES
 from ...runtime.task_wrap import Buffer
 from ...runtime.threads import NativeTasks, native_address, task_threads
 from ..base import Kernel
 from ..rowmath import Vec, mean_rstd, row_map
-from .tasks import ChainSteps
+from .tasks import ChainSteps, int8_seconds
 
 __all__ = ["PARAMS", "QLayerNorm", "QSoftmax", "quant_params"]
 
@@ -317,7 +320,29 @@ class _RowKernel(Kernel):
         if bases is None:
             return None
         return self._steps.signature(bases, lambda: (
-            [(self._tasks(1), bases)], 0, self._threads(2) > 1))
+            [(self._tasks(1), bases)], 0, self._threads(2) > 1, lambda threads: Launches(
+                ((self._tasks(threads), bases),), 0, int8_seconds(
+                    f"int8_{type(self).__name__}", self.rows * self.n, self._probe))))
+
+    def _probe(self) -> tuple:
+        """(call, elements) of this kernel's one-thread rows on zeros of its shape, repeated
+        in one native call to 256 Ki elements (a Python call would cost more than small
+        rows): the per-element rate."""
+        arrays = [np.zeros(self.shape, self.in_dtype) for _ in self.inputs]
+        if getattr(self, "mask_shape", None) is not None:
+            arrays[1] = np.zeros(self.mask_shape, np.float32)
+        arrays.append(np.empty(self.shape, self.out_dtype))
+        specs = [(a.shape, a.dtype) for a in arrays]
+        bases = [int(b) if not isinstance(b, Buffer) else arrays[b].ctypes.data
+                 for b in self._chain_bases(specs)]
+        once = self._tasks(1)
+        reps = max(1, (1 << 18) // max(self.rows * self.n, 1))
+        many = NativeTasks(once.n * reps)
+        many.records[:] = np.tile(once.records, (reps, 1))
+        serial = serial_runner()
+        args = (many.records.ctypes.data, many.n, 1, *bases, *(0,) * (BASES - len(bases)))
+        keep = (many, arrays)  # the records and arrays the native call reads
+        return lambda: serial(*args) or keep, self.rows * self.n * reps
 
     def _threads(self, threads: int) -> int:
         threads = threads if self.rows * self.n >= PARALLEL_ELEMENTS else 1

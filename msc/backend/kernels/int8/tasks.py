@@ -14,22 +14,36 @@ when the plan is made, and returns None for anything its ``__call__`` would refu
 
     steps = ChainSteps()
     steps.signature(key, lambda: ([(tasks, (Buffer(0), Buffer(1)))], scratch_bytes, splits))
+
+At more than one thread the same step splits from inside the chain (runtime/chain_split.py)
+when the build also gives a *split form*, ``split(threads)`` -> the lists of ``__call__`` at
+that many threads as :class:`~...runtime.chain_split.Launches` (each list's tasks
+independent, the lists run in order) with the step's one-thread seconds at this host's
+measured rate (:func:`int8_seconds`), or Parts; the chain hands each list to the pool with
+one native dispatch::
+
+    steps.signature(key, lambda: (launches, scratch, splits, lambda threads: Launches(
+        [(self._tasks(n, threads), (Buffer(0), Buffer(1)))], scratch, seconds)))
 """
 
 from __future__ import annotations
 
 import ctypes
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
 
+from ...runtime.chain_split import PARTS_PER_THREAD
 from ...runtime.native_pool import serial_runner
 from ...runtime.native_pool_ir import BASES, RECORD
+from ...runtime.split_cost import unit_seconds
 from ...runtime.task_wrap import ChainEntry, wrapped_tasks
-from ...runtime.threads import NativeTasks, native_address, split_range
+from ...runtime.threads import NativeTasks, native_address, num_threads, split_range
 
-__all__ = ["ChainSteps", "GatherPlan", "Plans", "range_tasks", "serial_entry"]
+__all__ = ["ChainSteps", "GatherPlan", "Plans", "copy_seconds", "int8_seconds", "mac_seconds",
+           "range_tasks", "serial_entry"]
 
 
 class Plans:
@@ -77,17 +91,80 @@ class ChainSteps:
         self._found: dict = {}
 
     def signature(self, key, build: Callable[[], tuple | None]) -> tuple | None:
-        """(entry address, dims, scratch bytes, splits) for ``key``; ``build()`` gives
-        ``(launches or a ChainEntry, scratch bytes, splits)``, or None: no step."""
+        """(entry address, dims, scratch bytes, splits[, split form]) for ``key``;
+        ``build()`` gives ``(launches or a ChainEntry, scratch bytes, splits[, split])``, or
+        None: no step. ``split(threads)``: see the module docstring; the form handed on
+        takes the chain's part count (runtime/chain_split.py)."""
         if key not in self._found:
             made = build()
             if made is not None:
-                launches, scratch, splits = made
+                launches, scratch, splits, *split = made
                 entry = launches if isinstance(launches, ChainEntry) else serial_entry(launches)
-                made = (entry, int(scratch), bool(splits))
+                made = (entry, int(scratch), bool(splits), _parts_form(split[0])
+                        if split and split[0] is not None else None)
             self._found[key] = made
         made = self._found[key]
-        return None if made is None else (*made[0].signature, made[1], made[2])
+        if made is None:
+            return None
+        entry, scratch, splits, form = made
+        return (*entry.signature, scratch, splits) + ((form,) if form else ())
+
+
+def _parts_form(split: Callable) -> Callable:
+    """The split form a chain calls with its part count: ``split`` at the threads those
+    parts are for (a kernel's lists hold PARTS_PER_THREAD ranges per thread)."""
+    return lambda parts: split(max(2, parts // PARTS_PER_THREAD))
+
+
+def int8_seconds(kind: str, work: float, make: Callable[[], tuple]) -> float:
+    """One-thread seconds of ``work`` units of int8 kernel kind ``kind`` at this host's rate
+    (runtime/split_cost.py), measured once per host: ``make()`` -> (call, units) of one
+    representative call (its arrays made before the clock starts), timed on one thread, the
+    fastest of a few calls."""
+    def probe() -> tuple:
+        call, units = make()
+        best = float("inf")
+        with num_threads(1):
+            call()
+            for _ in range(5):
+                start = time.perf_counter()
+                call()
+                best = min(best, time.perf_counter() - start)
+        return best, units
+
+    return unit_seconds(kind, work, probe)
+
+
+def mac_seconds(macs: float) -> float:
+    """One-thread seconds of ``macs`` int8 multiply-adds (a conv's, a GEMM's), at the rate of
+    a 64 x 288 x 256 requantized GEMM (a 3x3 conv of 32 -> 64 channels on a 16x16 plane)."""
+    def make() -> tuple:
+        from .gemm import QGemmConfig, host_vnni, pack_vnni, qgemm_driver, run_qgemm
+
+        m, k, n = 64, 288, 256
+        cfg = QGemmConfig("row", "u8", host_vnni())
+        a = np.random.default_rng(0).integers(-128, 128, (m, k), dtype=np.int8)
+        bp = pack_vnni(np.full((k, n), 7, np.uint8))
+        comp, scale, bias = np.zeros(m, np.int32), np.full(m, 0.01, np.float32), \
+            np.zeros(m, np.float32)
+        c = np.empty((m, n), np.uint8)
+        epi = (comp.ctypes.data, scale.ctypes.data, bias.ctypes.data, 1.0, 0, 0,
+               scale.ctypes.data, bias.ctypes.data, 1.0, 0, 0)
+        keep = (a, bp, comp, scale, bias, c)
+        return lambda: run_qgemm(qgemm_driver(cfg), cfg, a.ctypes.data, bp.ctypes.data,
+                                 c.ctypes.data, m, n, k // 4, k, n, epi) or keep, m * k * n
+
+    return int8_seconds("int8_mac", macs, make)
+
+
+def copy_seconds(nbytes: float) -> float:
+    """One-thread seconds of copying ``nbytes`` (int8 concats, slices, permutes), at the rate
+    of one 1 MiB memmove."""
+    def make() -> tuple:
+        src, dst = np.ones(1 << 20, np.uint8), np.empty(1 << 20, np.uint8)
+        return lambda: ctypes.memmove(dst.ctypes.data, src.ctypes.data, src.size), src.size
+
+    return int8_seconds("int8_copy", nbytes, make)
 
 
 def range_tasks(cfunc, total: int, parts: int, row: Callable[[int, int], tuple],
