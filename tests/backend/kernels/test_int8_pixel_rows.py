@@ -6,6 +6,7 @@ under a capped ISA, and within one quantization step of onnxruntime on QDQ convs
 
 from __future__ import annotations
 
+import ctypes
 import textwrap
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 
 from msc.backend.kernels.int8 import conv as int8_conv
 from msc.backend.kernels.int8.conv import QConv2d
+from msc.backend.kernels.int8.pixel_rows import FIELDS
 from msc.backend.runtime.threads import num_threads
 from tests.helpers.isa_child import ROOT, capped_report
 
@@ -99,6 +101,30 @@ def test_which_convs_take_the_pixel_rows():
     assert mode(16, 8, 3, (1, 1), (1,) * 4) is None  # C < 16: half-empty NHWC vectors
     assert mode(16, 3, 3, (2, 2), (1,) * 4) is None  # 3-channel stems
     assert mode(16, 16, 1, (2, 2), (0,) * 4) is None  # 1x1 stride 2: reads 1 pixel of 4
+
+
+def test_the_unfold_writes_nothing_past_its_rows():
+    """Two threads unfold image ranges into adjacent rows: a range's last row must not spill
+    (its 64-byte copies) into the next range's first row. One image unfolded into rows
+    followed by a sentinel leaves the sentinel as it was."""
+    for case in CASES[4:]:
+        n, _, h, w, _, kh, kw, (sh, sw), (pt, pl, pb, pr) = case
+        oh, ow = (h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1
+        x, _, _, conv = _conv(case, "uint8", "s32")
+        if conv._pixel_mode(n, oh * ow) != "nhwc":
+            continue
+        dense, unfold, row, (xh, _, _), nbytes = conv._pixel_parts((n, h, w, oh, ow))
+        scratch = np.zeros(nbytes, np.uint8)
+        size = oh * ow * dense.k4  # one image's rows
+        rows = np.full(size + 128, 0xA5, np.uint8)
+        fields = np.ctypeslib.as_array(ctypes.cast(row, ctypes.POINTER(ctypes.c_int64)),
+                                       (len(FIELDS),))
+        saved, fields[0] = int(fields[0]), 1  # the images field: one image
+        try:
+            unfold(x.ctypes.data, scratch.ctypes.data + xh, rows.ctypes.data, row)
+        finally:
+            fields[0] = saved
+        assert (rows[size:] == 0xA5).all(), case
 
 
 def test_two_threads_give_one_threads_bytes():

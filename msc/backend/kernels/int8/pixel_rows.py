@@ -62,19 +62,19 @@ def _image_rows(b, v, src, rows, window: tuple, flip) -> None:
             b.store(ir.Constant(I8, 0), b.gep(row, [t]))
 
 
-def _lanes_below(b, count):
-    """Lanes j < count (i64) of a 16-lane mask."""
-    vec = ir.VectorType(I32, LANES)
+def _lanes_below(b, count, lanes: int = LANES):
+    """Lanes j < count (i64) of a ``lanes``-lane mask."""
+    vec = ir.VectorType(I32, lanes)
     first = b.insert_element(ir.Constant(vec, ir.Undefined), b.trunc(count, I32), I32(0))
     limit = b.shuffle_vector(first, ir.Constant(vec, ir.Undefined),
-                             ir.Constant(ir.VectorType(I32, LANES), None))
-    return b.icmp_signed("<", ir.Constant(vec, list(range(LANES))), limit)
+                             ir.Constant(ir.VectorType(I32, lanes), None))
+    return b.icmp_signed("<", ir.Constant(vec, list(range(lanes))), limit)
 
 
-def _masked(module, kind: str):
-    ty = ir.VectorType(I8, LANES)
-    mask = ir.VectorType(ir.IntType(1), LANES)
-    name = f"llvm.masked.{kind}.v{LANES}i8.p0"
+def _masked(module, kind: str, lanes: int = LANES):
+    ty = ir.VectorType(I8, lanes)
+    mask = ir.VectorType(ir.IntType(1), lanes)
+    name = f"llvm.masked.{kind}.v{lanes}i8.p0"
     if name in module.globals:
         return module.globals[name]
     args = [ty.as_pointer(), I32, mask, ty] if kind == "load" else \
@@ -116,17 +116,28 @@ def _to_nhwc(b, v, src, xh, flip) -> None:
 
 
 def _copy_vectors(b, src, dst, count) -> None:
-    """dst[0:count] = src[0:count] in whole 64-byte vectors (up to 63 bytes more)."""
-    v64 = ir.VectorType(I8, 64).as_pointer()
+    """dst[0:count] = src[0:count] in 64-byte vectors, the last one masked: nothing past
+    ``count`` is written (on several threads a range's last row ends where the next range's
+    first row begins)."""
+    ty = ir.VectorType(I8, 64)
+    v64 = ty.as_pointer()
+    load, store = _masked(b.module, "load", 64), _masked(b.module, "store", 64)
     with for_range(b, count, step=64, name="chunk") as t:
-        value = b.load(b.bitcast(b.gep(src, [t]), v64), align=1)
-        b.store(value, b.bitcast(b.gep(dst, [t]), v64), align=1)
+        at_src, at_dst = b.bitcast(b.gep(src, [t]), v64), b.bitcast(b.gep(dst, [t]), v64)
+        left = b.sub(count, t)
+        with b.if_else(b.icmp_signed(">=", left, const64(64))) as (whole, tail):
+            with whole:
+                b.store(b.load(at_src, align=1), at_dst, align=1)
+            with tail:
+                mask = _lanes_below(b, left, 64)
+                value = b.call(load, [at_src, I32(1), mask, ir.Constant(ty, None)])
+                b.call(store, [value, at_dst, I32(1), mask])
 
 
 def _nhwc_rows(b, v, xh, rows, window: tuple) -> None:
     """The pixel rows of one image from its NHWC planes: k = (i, j, c), a window row's
-    ``kw * C`` bytes one contiguous run; rows written in address order (see
-    _copy_vectors), their K..K4 tails zeroed after."""
+    ``kw * C`` bytes one contiguous run (see _copy_vectors), their K..K4 tails zeroed
+    after."""
     kh, kw = window
     run = b.mul(const64(kw), v["c"])
     with for_range(b, v["oh"], name="oh") as oh, for_range(b, v["ow"], name="ow") as ow:
