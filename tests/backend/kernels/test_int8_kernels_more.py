@@ -137,6 +137,29 @@ def test_qlut_and_qconcat(vbmi):
         QLut(table, 1)(x[:, :4].copy(), np.empty((2, 4, 3, 30), np.uint8))
 
 
+@pytest.mark.parametrize("vbmi", [pytest.param(None, id="host"), pytest.param(False,
+                                                                             id="scalar")])
+@pytest.mark.parametrize("shape", [(3, 7, 40), (5, 12, 9, 2), (2, 4, 48, 33)])
+def test_qlut_channel_last_rows(monkeypatch, vbmi, shape):
+    """Per-channel tables on the last axis (MobileBERT's NoNorm, RMSNorm's weight, LeViT's
+    batch norm: rows of 1-33 bytes): each channel its own table, also when two threads'
+    row ranges start inside a run of channels."""
+    from msc.backend.kernels.int8 import lut as int8_lut
+
+    monkeypatch.setattr(int8_lut, "_PARALLEL", 0)
+    rng = np.random.default_rng(len(shape))
+    x = _draw(rng, "uint8", shape)
+    axis = len(shape) - 1 if shape[-1] != 2 else len(shape) - 2
+    table = rng.integers(0, 256, (shape[axis], 256)).astype(np.uint8)
+    index = np.arange(shape[axis]).reshape((-1,) + (1,) * (len(shape) - 1 - axis))
+    want = table[index, x]
+    np.testing.assert_array_equal(QLut(table, axis, vbmi=vbmi)(x, np.empty(shape, np.uint8)),
+                                  want)
+    with num_threads(2):
+        np.testing.assert_array_equal(QLut(table, axis, vbmi=vbmi)(
+            x, np.empty(shape, np.uint8)), want)
+
+
 @pytest.mark.parametrize("include_pad", [False, True])
 def test_qavgpool_matches_float_pool_of_dequantized(include_pad):
     rng = np.random.default_rng(8)

@@ -24,7 +24,7 @@ from llvmlite import ir
 
 from ....errors import ShapeError
 from ...llvm.jit import get_jit, host_target
-from ...llvm.loops import I32, I64, for_range
+from ...llvm.loops import I32, I64, entry_alloca, for_range
 from ...runtime.task_wrap import At, Buffer, ChainEntry
 from ...runtime.threads import task_threads
 from ..base import Kernel
@@ -33,6 +33,7 @@ from .tasks import ChainSteps, GatherPlan, Plans, range_tasks
 __all__ = ["QConcat", "QLut", "byte_run_calls"]
 
 _PARALLEL = 1 << 16  # elements (~10 us); below this one thread runs the lookup
+_VBMI_ROW = 32  # bytes of a table row from which the VBMI lookup pays (4x at 32, even at 16)
 _MAX_RUNS = 256  # native calls of one concat chain step at most (else it runs from Python)
 _BYTES = {1: ir.IntType(8), 4: ir.IntType(32)}
 
@@ -64,15 +65,33 @@ def _build(size: int, vbmi: bool = False) -> ir.Module:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     ty = _BYTES[size].as_pointer()
     tab, dst = b.bitcast(table, ty), b.bitcast(out, ty)
-    with for_range(b, rows, start=r0, name="r") as r:
-        base = b.gep(tab, [b.mul(b.srem(r, chans), ir.Constant(I64, 256))])
-        row = b.mul(r, inner)
-        with for_range(b, inner, name="i") as i:
-            at = b.add(row, i)
-            byte = b.zext(b.load(b.gep(x, [at])), I64)
-            b.store(b.load(b.gep(base, [byte])), b.gep(dst, [at]))
+    # the row's table offset is carried from row to row (a division per row cost 15-40
+    # cycles: more than the lookups of a row of one byte, a channel-last per-channel table)
+    offset, end = entry_alloca(b, I64, "offset"), b.mul(chans, ir.Constant(I64, 256))
+    b.store(b.mul(b.srem(r0, chans), ir.Constant(I64, 256)), offset)
+    with b.if_else(b.icmp_signed("==", inner, ir.Constant(I64, 1))) as (single, rows_of):
+        with single, for_range(b, rows, start=r0, name="e") as r:
+            _lookup(b, x, tab, dst, b.load(offset), r)
+            _next_offset(b, offset, end)
+        with rows_of, for_range(b, rows, start=r0, name="r") as r:
+            row, base = b.mul(r, inner), b.load(offset)
+            with for_range(b, inner, name="i") as i:
+                _lookup(b, x, tab, dst, base, b.add(row, i))
+            _next_offset(b, offset, end)
     b.ret_void()
     return module
+
+
+def _lookup(b: ir.IRBuilder, x, tab, dst, base: ir.Value, at: ir.Value) -> None:
+    """dst[at] = tab[base + x[at]]."""
+    byte = b.zext(b.load(b.gep(x, [at])), I64)
+    b.store(b.load(b.gep(tab, [b.add(base, byte)])), b.gep(dst, [at]))
+
+
+def _next_offset(b: ir.IRBuilder, offset, end: ir.Value) -> None:
+    """The next channel's table offset: + 256, back to 0 after the last channel."""
+    step = b.add(b.load(offset), ir.Constant(I64, 256))
+    b.store(b.select(b.icmp_signed("==", step, end), ir.Constant(I64, 0), step), offset)
 
 
 def _build_vbmi() -> ir.Module:
@@ -157,6 +176,7 @@ class QLut(Kernel):
         self.op, self.axis = op, axis
         self.table = np.ascontiguousarray(table.reshape(-1, 256))
         self.fn = _kernel(self.table.itemsize, vbmi)
+        self.scalar_fn = _kernel(self.table.itemsize, False)
         self._plans = Plans()
         self._steps = ChainSteps()
 
@@ -213,7 +233,9 @@ class QLut(Kernel):
             size = self.table.itemsize
             return range_tasks(self.fn, inner, parts, lambda lo, hi: (
                 lo, table, lo * size, 0, 1, 1, hi - lo), 64)
-        return range_tasks(self.fn, rows, parts, lambda r0, r1: (
+        # VBMI keeps a row's table in four registers: worth its loads from _VBMI_ROW bytes
+        fn = self.fn if inner >= _VBMI_ROW else self.scalar_fn
+        return range_tasks(fn, rows, parts, lambda r0, r1: (
             0, table, 0, r0, r1, chans, inner))
 
 
