@@ -56,6 +56,7 @@ _MASK, _MID = 1, 2  # softmax flags
 # so a row's result does not depend on the thread it runs on)
 _RED = ("nnan", "nsz", "reassoc")
 _RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
+_EXP_FLOOR = ir.Constant(F32, -87.0)  # e**-87 = 1.6e-38: the smallest normal floats
 _BASES = 3  # a launch's bases: x, the mask / residual (or 0), out
 
 
@@ -186,7 +187,13 @@ def _build_softmax(signed: bool, tail: str, lanes: int) -> ir.Module:
 
         def exp_of(j):
             ptr = b.gep(buf, [j])
-            e = exp_f32(b, b.fsub(b.load(ptr), shift))
+            d = b.fsub(b.load(ptr), shift)
+            # below -87 e**d is denormal (a microcode assist per multiply: a causal mask's
+            # -inf rows ran 3x slower); it is below 2**-125, so it neither moves the sum
+            # (>= 1) nor quantizes to anything but the zero point: 0 gives the same bytes
+            low = b.fcmp_ordered("<", d, _EXP_FLOOR)  # NaN stays NaN
+            e = exp_f32(b, b.select(low, _EXP_FLOOR, d))
+            e = b.select(low, ir.Constant(F32, 0.0), e)
             b.store(e, ptr)
             b.store(b.fadd(b.load(total), e, flags=_RED), total)  # the sum on the way
 
