@@ -64,14 +64,14 @@ class _Lut:
         self.done: set = set()
 
     def run(self) -> Counter:
+        # concats first: a region before a concat would take the dequantize the concat reads
+        # (its exit a float table) and leave a float concat between two quantizes
         for node in self.rw.each():
-            if node.site is None or node.op not in ("dequantize", "concat") or (
-                    id(node) in self.done):
-                continue
-            if node.op == "dequantize":
-                self._region(node)
-            else:
+            if node.site is not None and node.op == "concat":
                 self._concat(node)
+        for node in self.rw.each():
+            if node.site is not None and node.op == "dequantize" and id(node) not in self.done:
+                self._region(node)
         return self.counts
 
     def _entry(self, dq: Node):

@@ -136,6 +136,42 @@ def _build_vbmi() -> ir.Module:
     return module
 
 
+_RUNS = "msc_qconcat_runs"
+
+
+def _build_runs() -> ir.Module:
+    """void (src, table, dst, outer, size, stride): dst[r * stride + i] = src[r * size + i]
+    (``table`` null) or table[src[...]] for r < outer, i < size: one input's runs in a
+    concat's output (all of them in one call, where a call per run cost more than the copy
+    for runs of 32-128 bytes)."""
+    module = ir.Module(name=_RUNS)
+    i8p = ir.IntType(8).as_pointer()
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p, i8p, i8p] + [I64] * 3),
+                     name=_RUNS)
+    src, table, dst, outer, size, stride = fn.args
+    for ptr in (src, table, dst):
+        ptr.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    copy = b.icmp_unsigned("==", b.ptrtoint(table, I64), ir.Constant(I64, 0))
+    with b.if_else(copy) as (plain, mapped):
+        for arm, lookup in ((plain, False), (mapped, True)):
+            with arm, for_range(b, outer, name="r") as r:
+                line, to = b.gep(src, [b.mul(r, size)]), b.gep(dst, [b.mul(r, stride)])
+                with for_range(b, size, name="i") as i:
+                    byte = b.load(b.gep(line, [i]))
+                    if lookup:
+                        byte = b.load(b.gep(table, [b.zext(byte, I64)]))
+                    b.store(byte, b.gep(to, [i]))
+    b.ret_void()
+    return module
+
+
+@cache
+def _runs_kernel():
+    lib = get_jit().compile_generated(_build_runs, [_RUNS], (__name__, "msc.backend.llvm.loops"))
+    return lib.cfunc(_RUNS, None, *[ctypes.c_void_p] * 3, *[ctypes.c_int64] * 3)
+
+
 @cache
 def _kernel(size: int, vbmi: bool | None = None):
     vbmi = size == 1 and (host_vbmi() if vbmi is None else vbmi)
@@ -248,7 +284,7 @@ class QConcat(Kernel):
         self.tables = [None if t is None else np.ascontiguousarray(t, self.dtype)
                        for t in tables]
         self.inputs = tuple(range(len(tables)))
-        self.fn = _kernel(1)
+        self.fn, self.runs_fn = _kernel(1), _runs_kernel()
         self._plans = Plans()
         self._steps = ChainSteps()
 
@@ -274,12 +310,25 @@ class QConcat(Kernel):
             return None
         outer = int(np.prod(rest[0], dtype=np.int64))
         inner = int(np.prod(rest[1], dtype=np.int64))
-        if outer * len(ins) > _MAX_RUNS or not outer * inner:
+        if not outer * inner:
             return None
         key = (outer, inner, tuple(widths))
+        if outer * len(ins) > _MAX_RUNS:  # one strided call per input, on one thread
+            return self._steps.signature(key, lambda: (
+                ChainEntry.sequence(self._strided(outer, inner, widths)), 0, False))
         return self._steps.signature(key, lambda: (
             ChainEntry.sequence(self._runs(outer, inner, widths)), 0,
             outer * inner * sum(widths) >= _PARALLEL))
+
+    def _strided(self, outer: int, inner: int, widths: list) -> list:
+        """The (cfunc, args) calls writing each input's ``outer`` runs into the output."""
+        calls, row, at = [], inner * sum(widths), 0
+        for k, (width, table) in enumerate(zip(widths, self.tables)):
+            size = width * inner
+            calls.append((self.runs_fn, [Buffer(k), 0 if table is None else table.ctypes.data,
+                                         At(len(widths), at), outer, size, row]))
+            at += size
+        return calls
 
     def _runs(self, outer: int, inner: int, widths: list) -> list:
         """The (cfunc, args) calls copying each input's runs into the output's."""
@@ -301,6 +350,9 @@ class QConcat(Kernel):
             self._slices(xs, out)  # batch 1: each input's part of out is one flat run
             return out
         start = 0
+        strided = out.flags.c_contiguous and out.dtype == self.dtype
+        outer = int(np.prod(out.shape[:self.axis], dtype=np.int64))
+        row = int(np.prod(out.shape[self.axis:], dtype=np.int64))
         for i, (x, table) in enumerate(zip(xs, self.tables)):
             x = _check_in(x, self.op, f"input {i}")
             width = x.shape[self.axis]
@@ -308,7 +360,11 @@ class QConcat(Kernel):
             if view.shape != x.shape:
                 raise ShapeError(f"input {i} {x.shape} does not fit the output {out.shape}",
                                  op=self.op, param=f"input {i}")
-            if table is None:
+            if strided and x.size:  # every run of this input in one native call
+                size = x.size // max(outer, 1)
+                self.runs_fn(x.ctypes.data, 0 if table is None else table.ctypes.data,
+                             view.ctypes.data, outer, size, row)
+            elif table is None:
                 np.copyto(view, x.view(self.dtype), casting="no")
             else:
                 np.take(table, x.view(np.uint8), out=view, mode="clip")
