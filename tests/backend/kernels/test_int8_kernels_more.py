@@ -88,6 +88,26 @@ def test_qbatch_matmul_exact(vnni, dtypes):
         kernel(a[..., :22].copy(), b[..., :22, :].copy(), np.empty(want.shape, np.int32))
 
 
+@pytest.mark.parametrize("vnni", PATHS)
+@pytest.mark.parametrize("n", [5, 17, 32, 40, 81])
+def test_qbatch_matmul_head_tiles_match_the_gemm_driver(vnni, n):
+    """The head GEMM's 1-, 2- and 4-vector tiles (a head's 17-32 keys in two vectors): the
+    bytes of int8/gemm.py's driver, a requantize and a scale-and-requantize chain after it
+    (ViT's QK^T times 1/sqrt(d)) included."""
+    from msc.backend.kernels.int8.gemm import qgemm_driver
+
+    rng = np.random.default_rng(n)
+    a, b = _draw(rng, "uint8", (2, 3, 17, 8)), _draw(rng, "uint8", (2, 3, 8, n))
+    post = ("u8", np.float32(0.3), 120, np.float32(0.35), None, False)
+    for out, mid in ((("u8", np.float32(0.25), 100), None), (("u8", np.float32(0.02), 5), post)):
+        kernel = QBatchMatmul(("uint8", 131), ("uint8", 127), np.float32(4e-3), None, out,
+                              vnni=vnni, post=mid)
+        got = kernel(a, b, np.empty((2, 3, 17, n), np.uint8))
+        assert len(np.unique(got)) > min(20, n)  # codes, not a clipped constant
+        kernel.driver, kernel.plans = qgemm_driver(kernel.cfg), {}
+        np.testing.assert_array_equal(got, kernel(a, b, np.empty((2, 3, 17, n), np.uint8)))
+
+
 def test_heads_and_groups_on_two_threads_bitwise_equal_one():
     rng = np.random.default_rng(6)
     a, b = _draw(rng, "uint8", (1, 12, 64, 64)), _draw(rng, "uint8", (1, 12, 64, 96))
