@@ -4,7 +4,9 @@ transformers (both operands dequantized uint8 / int8 tensors, no constant weight
 Per batch (head), the B operand ``[K, N]`` is packed at run time into the VNNI panels of
 int8/gemm.py (int8/conv.py's pack, uint8 flipped to int8 by xor 0x80: ``b' = b - off``,
 off = 128 for uint8, 0 for int8) and multiplied by A ``[M, K]`` (uint8, read in place) on
-the "col" GEMM. Both zero points come out exactly in int32::
+the head GEMM: gemm.py's "col" tiles (its dot steps and epilogue) in widths of 1, 2 or 4
+vectors, the fewest that cover a panel's columns (a head of 17-32 keys in two vectors, where
+gemm.py's driver ran four). Both zero points come out exactly in int32::
 
     sum_k (a - za)(b - zb) = sum_k a b' + (off - zb) * RA[m] - za * CB[n] + K za zb
 

@@ -6,9 +6,14 @@ running a whole dequantize -> elementwise ops (with their scalar / per-channel c
 quantize -> dequantize steps included) -> quantize region on the 256 possible inputs, so the
 region costs one pass of byte loads instead of a float pass per op.
 
+A table per channel of the last axis (MobileBERT's NoNorm, RMSNorm's weight, LeViT's batch
+norm over tokens: rows of one byte) runs the scalar lookup with the channel's table offset
+carried from row to row; VBMI (a row's table in four registers) from rows of 32 bytes.
+
 :class:`QConcat`: ``quantize(concat(dequantize(x_i)))`` on the int8 values: each input is
 copied into its slice of the output (``table`` None: equal quantization parameters, an exact
-copy) or mapped through its 256-entry requantization table.
+copy) or mapped through its 256-entry requantization table; an input of many runs (a concat
+along the last axis at batch 16) as one strided native call.
 
     lut = QLut(table [C, 256] uint8, axis=1)            # lut(x, out)
     cat = QConcat([None, table1], axis=1, out_dtype=np.uint8)
