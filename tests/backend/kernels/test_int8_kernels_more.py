@@ -157,6 +157,22 @@ def test_qlut_and_qconcat(vbmi):
         QLut(table, 1)(x[:, :4].copy(), np.empty((2, 4, 3, 30), np.uint8))
 
 
+@pytest.mark.parametrize("batch", [1, 2, 200])
+def test_qconcat_with_a_constant_part(batch):
+    """A constant part (a ViT's class token, quantized when the plan is made) between the
+    inputs: batch 1 (flat runs), 2 (a run per image) and 200 (600 runs: strided calls)."""
+    rng = np.random.default_rng(batch)
+    cls = rng.integers(0, 256, (batch, 1, 8)).astype(np.uint8)
+    x, y = _draw(rng, "uint8", (batch, 5, 8)), _draw(rng, "uint8", (batch, 2, 8))
+    req = (255 - np.arange(256)).astype(np.uint8)
+    kernel = QConcat([None, req, None], 1, np.uint8, consts={2: cls})
+    assert kernel.inputs == (0, 1)
+    got = kernel(x, y, np.empty((batch, 8, 8), np.uint8))
+    np.testing.assert_array_equal(got, np.concatenate([x, 255 - y, cls], axis=1))
+    with pytest.raises(ShapeError, match="expected 2 inputs"):
+        kernel(x, y, cls.copy(), np.empty((batch, 9, 8), np.uint8))
+
+
 @pytest.mark.parametrize("vbmi", [pytest.param(None, id="host"), pytest.param(False,
                                                                              id="scalar")])
 @pytest.mark.parametrize("shape", [(3, 7, 40), (5, 12, 9, 2), (2, 4, 48, 33)])

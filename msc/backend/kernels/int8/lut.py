@@ -281,14 +281,19 @@ class QLut(Kernel):
 
 
 class QConcat(Kernel):
-    """int8 concat along ``axis``; ``tables[i]`` None copies input i, else maps it through
-    the 256-entry table (the byte as index)."""
+    """int8 concat along ``axis``; ``tables[i]`` None copies part i, else maps it through
+    the 256-entry table (the byte as index). ``consts``: parts that are constant bytes (a
+    ViT's class token, quantized when the plan was made), by position; the kernel's inputs
+    are the other parts, in order."""
 
-    def __init__(self, tables: list, axis: int, out_dtype, op: str = "int8.concat"):
+    def __init__(self, tables: list, axis: int, out_dtype, op: str = "int8.concat",
+                 consts: dict | None = None):
         self.op, self.axis, self.dtype = op, axis, np.dtype(out_dtype)
         self.tables = [None if t is None else np.ascontiguousarray(t, self.dtype)
                        for t in tables]
-        self.inputs = tuple(range(len(tables)))
+        self.consts = {int(k): np.ascontiguousarray(v, self.dtype)
+                       for k, v in (consts or {}).items()}
+        self.inputs = tuple(range(len(tables) - len(self.consts)))
         self.fn, self.runs_fn = _kernel(1), _runs_kernel()
         self._plans = Plans()
         self._steps = ChainSteps()
@@ -300,12 +305,12 @@ class QConcat(Kernel):
         lookup; ``splits``: as ``__call__``."""
         *ins, (out_shape, out_dtype) = buffers
         out_shape = tuple(out_shape)
-        if len(ins) != len(self.tables) or np.dtype(out_dtype) != self.dtype or not (
+        if len(ins) != len(self.inputs) or np.dtype(out_dtype) != self.dtype or not (
                 0 <= self.axis < len(out_shape)):
             return None
         rest = out_shape[:self.axis], out_shape[self.axis + 1:]
         widths = []
-        for shape, dtype in ins:
+        for shape, dtype in self._parts(ins, lambda c: (c.shape, c.dtype)):
             shape = tuple(shape)
             if (np.dtype(dtype) not in (np.uint8, np.int8) or len(shape) != len(out_shape)
                     or (shape[:self.axis], shape[self.axis + 1:]) != rest):
@@ -325,32 +330,53 @@ class QConcat(Kernel):
             ChainEntry.sequence(self._runs(outer, inner, widths)), 0,
             outer * inner * sum(widths) >= _PARALLEL))
 
+    def _parts(self, inputs: list, of_const) -> list:
+        """Every part in order: the next of ``inputs``, or ``of_const(array)`` where a
+        constant sits."""
+        given = iter(inputs)
+        return [of_const(self.consts[k]) if k in self.consts else next(given)
+                for k in range(len(self.tables))]
+
+    def _sources(self) -> list:
+        """Per part, ``source(offset)``: a chain argument for its bytes from ``offset`` on
+        (an input buffer, or a constant's address)."""
+        sources, given = [], 0
+        for k in range(len(self.tables)):
+            if k in self.consts:
+                sources.append(lambda at, c=self.consts[k]: c.ctypes.data + at)
+            else:
+                sources.append(lambda at, i=given: At(i, at))
+                given += 1
+        return sources
+
     def _strided(self, outer: int, inner: int, widths: list) -> list:
-        """The (cfunc, args) calls writing each input's ``outer`` runs into the output."""
+        """The (cfunc, args) calls writing each part's ``outer`` runs into the output."""
         calls, row, at = [], inner * sum(widths), 0
-        for k, (width, table) in enumerate(zip(widths, self.tables)):
+        out = len(self.inputs)
+        for source, width, table in zip(self._sources(), widths, self.tables):
             size = width * inner
-            calls.append((self.runs_fn, [Buffer(k), 0 if table is None else table.ctypes.data,
-                                         At(len(widths), at), outer, size, row]))
+            calls.append((self.runs_fn, [source(0), 0 if table is None else table.ctypes.data,
+                                         At(out, at), outer, size, row]))
             at += size
         return calls
 
     def _runs(self, outer: int, inner: int, widths: list) -> list:
-        """The (cfunc, args) calls copying each input's runs into the output's."""
+        """The (cfunc, args) calls copying each part's runs into the output's."""
         runs, row = [], inner * sum(widths)
-        out = len(widths)
+        out, sources = len(self.inputs), self._sources()
         for i in range(outer):
             at = i * row
-            for k, (width, table) in enumerate(zip(widths, self.tables)):
+            for source, width, table in zip(sources, widths, self.tables):
                 size = width * inner
-                runs.append((At(k, i * size), At(out, at), size, table))
+                runs.append((source(i * size), At(out, at), size, table))
                 at += size
         return byte_run_calls(runs)
 
     def __call__(self, *arrays):
         *xs, out = arrays
-        if len(xs) != len(self.tables):
-            raise ShapeError(f"expected {len(self.tables)} inputs, got {len(xs)}", op=self.op)
+        if len(xs) != len(self.inputs):
+            raise ShapeError(f"expected {len(self.inputs)} inputs, got {len(xs)}", op=self.op)
+        xs = self._parts(xs, lambda c: c)
         if out.flags.c_contiguous and all(d == 1 for d in out.shape[:self.axis]):
             self._slices(xs, out)  # batch 1: each input's part of out is one flat run
             return out
