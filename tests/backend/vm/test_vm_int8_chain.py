@@ -32,7 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
 CNN_KINDS = ["QAdd", "QAvgPool", "QConcat", "QConv2d", "QDense", "QDepthwise", "QLut",
              "QMaxPool"]
 BLOCK_KINDS = ["QBatchMatmul", "QDense", "QLayerNorm", "QLut", "QSlice", "QSoftmax"]
-ROWS_KINDS = ["QConcat", "QDense", "QLut"]  # channel-last tables, a concat of 576 runs
+ROWS_KINDS = ["QConcat", "QDense", "QLut", "QSlice"]  # channel-last tables, runs of 288 rows
 # msc and onnxruntime may round a requantized value to neighbouring codes; a code is one step
 # of the output's scale (the 1e-3: float32 rounding of the dequantized values)
 STEPS = 1.001

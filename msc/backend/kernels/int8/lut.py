@@ -35,7 +35,7 @@ from ...runtime.threads import task_threads
 from ..base import Kernel
 from .tasks import ChainSteps, GatherPlan, Plans, range_tasks
 
-__all__ = ["QConcat", "QLut", "byte_run_calls"]
+__all__ = ["QConcat", "QLut", "byte_run_calls", "strided_runs"]
 
 _PARALLEL = 1 << 16  # elements (~10 us); below this one thread runs the lookup
 _VBMI_ROW = 32  # bytes of a table row from which the VBMI lookup pays (4x at 32, even at 16)
@@ -145,15 +145,15 @@ _RUNS = "msc_qconcat_runs"
 
 
 def _build_runs() -> ir.Module:
-    """void (src, table, dst, outer, size, stride): dst[r * stride + i] = src[r * size + i]
-    (``table`` null) or table[src[...]] for r < outer, i < size: one input's runs in a
-    concat's output (all of them in one call, where a call per run cost more than the copy
-    for runs of 32-128 bytes)."""
+    """void (src, table, dst, outer, size, src_stride, stride): dst[r * stride + i] =
+    src[r * src_stride + i] (``table`` null) or table[src[...]] for r < outer, i < size: one
+    input's runs in a concat's output, or a slice's runs of its input (all of them in one
+    call, where a call per run cost more than the copy for runs of 8-128 bytes)."""
     module = ir.Module(name=_RUNS)
     i8p = ir.IntType(8).as_pointer()
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p, i8p, i8p] + [I64] * 3),
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i8p, i8p, i8p] + [I64] * 4),
                      name=_RUNS)
-    src, table, dst, outer, size, stride = fn.args
+    src, table, dst, outer, size, src_stride, stride = fn.args
     for ptr in (src, table, dst):
         ptr.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -161,7 +161,7 @@ def _build_runs() -> ir.Module:
     with b.if_else(copy) as (plain, mapped):
         for arm, lookup in ((plain, False), (mapped, True)):
             with arm, for_range(b, outer, name="r") as r:
-                line, to = b.gep(src, [b.mul(r, size)]), b.gep(dst, [b.mul(r, stride)])
+                line, to = b.gep(src, [b.mul(r, src_stride)]), b.gep(dst, [b.mul(r, stride)])
                 with for_range(b, size, name="i") as i:
                     byte = b.load(b.gep(line, [i]))
                     if lookup:
@@ -172,9 +172,11 @@ def _build_runs() -> ir.Module:
 
 
 @cache
-def _runs_kernel():
+def strided_runs():
+    """The native ``(src, table, dst, outer, size, src_stride, stride)`` byte-runs copy (a
+    lookup through ``table`` when it is not null)."""
     lib = get_jit().compile_generated(_build_runs, [_RUNS], (__name__, "msc.backend.llvm.loops"))
-    return lib.cfunc(_RUNS, None, *[ctypes.c_void_p] * 3, *[ctypes.c_int64] * 3)
+    return lib.cfunc(_RUNS, None, *[ctypes.c_void_p] * 3, *[ctypes.c_int64] * 4)
 
 
 @cache
@@ -294,7 +296,7 @@ class QConcat(Kernel):
         self.consts = {int(k): np.ascontiguousarray(v, self.dtype)
                        for k, v in (consts or {}).items()}
         self.inputs = tuple(range(len(tables) - len(self.consts)))
-        self.fn, self.runs_fn = _kernel(1), _runs_kernel()
+        self.fn, self.runs_fn = _kernel(1), strided_runs()
         self._plans = Plans()
         self._steps = ChainSteps()
 
@@ -356,7 +358,7 @@ class QConcat(Kernel):
         for source, width, table in zip(self._sources(), widths, self.tables):
             size = width * inner
             calls.append((self.runs_fn, [source(0), 0 if table is None else table.ctypes.data,
-                                         At(out, at), outer, size, row]))
+                                         At(out, at), outer, size, size, row]))
             at += size
         return calls
 
@@ -394,7 +396,7 @@ class QConcat(Kernel):
             if strided and x.size:  # every run of this input in one native call
                 size = x.size // max(outer, 1)
                 self.runs_fn(x.ctypes.data, 0 if table is None else table.ctypes.data,
-                             view.ctypes.data, outer, size, row)
+                             view.ctypes.data, outer, size, size, row)
             elif table is None:
                 np.copyto(view, x.view(self.dtype), casting="no")
             else:
