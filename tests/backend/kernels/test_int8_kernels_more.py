@@ -157,6 +157,17 @@ def test_qlut_and_qconcat(vbmi):
         QLut(table, 1)(x[:, :4].copy(), np.empty((2, 4, 3, 30), np.uint8))
 
 
+def test_qlut_splits_by_its_path_cost():
+    """A chain step splits over threads (from Python) only where the work pays the handoff:
+    MobileBERT's NoNorm at batch 16 (12k rows of one byte, ~3 us) stays in the chain; 16 MB
+    of planes split."""
+    table = np.zeros((64, 256), np.uint8)
+    small = QLut(table, 2).native_signature([((16, 12, 64), "uint8"), ((16, 12, 64), "uint8")])
+    large = QLut(table, 1).native_signature([((64, 64, 4096), "uint8"),
+                                             ((64, 64, 4096), "uint8")])
+    assert small[-1] is False and large[-1] is True
+
+
 @pytest.mark.parametrize("batch", [1, 2, 200])
 def test_qconcat_with_a_constant_part(batch):
     """A constant part (a ViT's class token, quantized when the plan is made) between the
