@@ -110,12 +110,13 @@ class _Row:
         x = b.sitofp(byte, F32) if self.signed else b.uitofp(byte, F32)
         return b.fmul(b.fsub(x, self.p["z" + which]), self.p["s" + which])
 
-    def quantize(self, x: ir.Value, key: str, times: ir.Value | None = None) -> ir.Value:
+    def quantize(self, x: ir.Value, key: str, times: ir.Value | None = None,
+                 guard: bool = False) -> ir.Value:
         """The clipped quantized value as a float (an integer); ``x * times`` in place of
         ``x / scale`` when given. The clip is two compares (NaN gives the top), not
         minnum / maxnum, whose NaN rules cost a compare and a blend each."""
         b, p = self.b, self.p
-        if times is None:
+        if times is None and guard:
             # |x| under a quarter step rounds to 0: divide 0 instead, as x / s would be a
             # denormal there when s is huge (a mid quantize calibrated on a causal mask's
             # finfo.min: s = 1.3e36), a microcode assist per division (3.5x a softmax row)
@@ -124,16 +125,16 @@ class _Row:
                                    b.fmul(scale, ir.Constant(F32, 0.25)))
             t = b.fdiv(b.select(small, ir.Constant(F32, 0.0), x), scale)
         else:
-            t = b.fmul(x, times)
+            t = b.fdiv(x, p["s" + key]) if times is None else b.fmul(x, times)
         q = b.fadd(b.call(self.round, [t]), p["z" + key])
         hi, lo = p["hi" + key], p["lo" + key]
         q = b.select(b.fcmp_ordered("<", q, hi), q, hi)
         return b.select(b.fcmp_ordered(">", q, lo), q, lo)
 
-    def requantize(self, x: ir.Value) -> ir.Value:
-        """dequantize(quantize(x, s2, z2), s2, z2)."""
+    def requantize(self, x: ir.Value, guard: bool = False) -> ir.Value:
+        """dequantize(quantize(x, s2, z2), s2, z2) (``guard``: see quantize)."""
         b, p = self.b, self.p
-        return b.fmul(b.fsub(self.quantize(x, "2"), p["z2"]), p["s2"])
+        return b.fmul(b.fsub(self.quantize(x, "2", guard=guard), p["z2"]), p["s2"])
 
     def store(self, q: ir.Value, tail: ir.Value | None, dst: ir.Value,
               requant: bool = False) -> None:
@@ -187,7 +188,7 @@ def _build_softmax(signed: bool, tail: str, lanes: int) -> ir.Module:
                         v = row.dequantize(b.load(b.gep(src, [j])))
                         if m:
                             v = b.fadd(v, b.load(b.gep(mrow, [j])))
-                        v = row.requantize(v) if mid else v
+                        v = row.requantize(v, guard=True) if mid else v
                         b.store(v, b.gep(buf, [j]))
                         # the row max on the way (nnan: a vector reduction, no NaN fixups)
                         b.store(b.call(row.maxnum, [b.load(top), v], fastmath=_RED), top)
