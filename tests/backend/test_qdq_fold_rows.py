@@ -47,3 +47,80 @@ def test_split_masked_softmax_and_layer_norm_run_on_bytes(tmp_path):
     theirs = np.concatenate([qsession.run(None, {"x": x})[0] for x in xs])
     assert _sqnr(ref, got) > _sqnr(ref, theirs) - 0.5 and _sqnr(ref, got) > 20
 
+
+
+def test_class_token_concat_runs_on_bytes(tmp_path):
+    """A ViT's embeddings: concat(expand(class token), patches) between quantizes. The
+    expand and its Q / DQ fold to a float constant when the program is built; the concat
+    quantizes it then and runs on bytes (QConcat with a constant part): the same outputs as
+    the float concat, within one code of onnxruntime."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(4)
+    inits = [numpy_helper.from_array(rng.standard_normal((1, 1, 16)).astype(np.float32), "cls"),
+             numpy_helper.from_array(np.array([4, 1, 16], np.int64), "shape"),
+             numpy_helper.from_array((rng.standard_normal((16, 8)) * 0.3).astype(np.float32),
+                                     "w")]
+    n = helper.make_node
+    nodes = [n("Expand", ["cls", "shape"], ["tok"]), n("Concat", ["tok", "x"], ["cat"], axis=1),
+             n("MatMul", ["cat", "w"], ["y"])]
+    model = helper.make_model(helper.make_graph(
+        nodes, "cls", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 6, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 7, 8])], inits),
+        opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    xs = [rng.standard_normal((4, 6, 16)).astype(np.float32) for _ in range(3)]
+    qdq = ort_quantize(model, xs, tmp_path)
+    mod = to_relax(*from_onnx(qdq))
+    ex = relax.build(mod)
+    assert ex.stats["fused"]["qdq:concat"] == 1 and "concat" not in ex.stats["ops"]
+    got = relax.VirtualMachine(ex, relax.cpu())["main"](xs[0]).numpy()
+    fake = relax.VirtualMachine(relax.build(mod, fuse=False), relax.cpu())["main"](xs[0])
+    want = ort.InferenceSession(qdq.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": xs[0]})[0]
+    last = [node for node in qdq.graph.node if node.op_type == "DequantizeLinear"][-1]
+    step = float(next(numpy_helper.to_array(i) for i in qdq.graph.initializer
+                      if i.name == last.input[1]))
+    assert np.abs(got - fake.numpy()).max() <= 1.001 * step
+    assert np.abs(got - want).max() <= 1.001 * step
+
+
+def test_rotary_halves_slice_the_bytes(tmp_path):
+    """A decoder's rotate_half: two strided_slices of one dequantized tensor, each before a
+    quantize, become byte slices (QSlice; 384 runs each: one strided call in the chain), no
+    kernel called from Python; the same outputs as the float slices, within one code of
+    onnxruntime."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from msc.backend.runtime.threads import num_threads
+    from tests.helpers.qdq_chain_models import python_calls
+
+    ints = {"s0": [0], "s4": [4], "s8": [8], "ax": [3]}
+    inits = [numpy_helper.from_array(np.array(v, np.int64), k) for k, v in ints.items()]
+    inits.append(numpy_helper.from_array(np.array(-1.0, np.float32), "neg"))
+    n = helper.make_node
+    nodes = [n("Slice", ["x", "s0", "s4", "ax"], ["lo"]), n("Slice", ["x", "s4", "s8", "ax"],
+                                                            ["hi"]),
+             n("Mul", ["hi", "neg"], ["nhi"]), n("Concat", ["nhi", "lo"], ["rot"], axis=3),
+             n("Mul", ["x", "rot"], ["y"])]
+    model = helper.make_model(helper.make_graph(
+        nodes, "rotary", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8, 4, 12, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [8, 4, 12, 8])], inits),
+        opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((8, 4, 12, 8)).astype(np.float32) for _ in range(3)]
+    qdq = ort_quantize(model, xs, tmp_path)
+    mod = to_relax(*from_onnx(qdq))
+    ex = relax.build(mod)
+    assert ex.stats["fused"]["qdq:strided_slice"] == 2 and "strided_slice" not in ex.stats["ops"]
+    f = relax.VirtualMachine(ex, relax.cpu())["main"]
+    with num_threads(1):
+        got = f(xs[0]).numpy()
+        assert python_calls(f.entry({}).plan) == 0
+    fake = relax.VirtualMachine(relax.build(mod, fuse=False), relax.cpu())["main"](xs[0])
+    want = ort.InferenceSession(qdq.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": xs[0]})[0]
+    last = [node for node in qdq.graph.node if node.op_type == "DequantizeLinear"][-1]
+    step = float(next(numpy_helper.to_array(i) for i in qdq.graph.initializer
+                      if i.name == last.input[1]))
+    assert np.abs(got - fake.numpy()).max() <= 1.001 * step
+    assert np.abs(got - want).max() <= 1.001 * step

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["block_model", "cnn_float_onnx", "compare", "python_calls", "quantized"]
+__all__ = ["block_model", "cnn_float_onnx", "compare", "python_calls", "quantized",
+           "rows_float_onnx"]
 
 
 def cnn_float_onnx(batch: int = 1):
@@ -58,6 +59,32 @@ def block_model():
     from msc.compression.quantize.testing import qdq_block
 
     return qdq_block(16, 32)
+
+
+def rows_float_onnx(batch: int = 24):
+    """MobileBERT's NoNorm (``x * w + b``, per channel on the last axis), a sigmoid of x and
+    the first half of x's last axis (a decoder's rotary slice), concatenated along the last
+    axis as MobileBERT's embeddings are, then a matmul; input ``x`` [batch, 12, 16], opset 13.
+    At batch 24: 288 runs per concat input and per slice (one strided call each) and tables
+    of one byte per row (QLut's channel-last rows)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(6)
+    inits = [numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32),
+                                     name)
+             for name, shape, scale in (("w", (16,), 0.8), ("b", (16,), 0.3),
+                                        ("wm", (40, 8), 0.3))]
+    inits += [numpy_helper.from_array(np.array(v, np.int64), k)
+              for k, v in (("s0", [0]), ("s8", [8]), ("ax", [2]))]
+    n = helper.make_node
+    nodes = [n("Mul", ["x", "w"], ["xw"]), n("Add", ["xw", "b"], ["h"]),
+             n("Sigmoid", ["x"], ["g"]), n("Slice", ["x", "s0", "s8", "ax"], ["lo"]),
+             n("Concat", ["h", "g", "lo"], ["cat"], axis=2), n("MatMul", ["cat", "wm"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "int8_rows",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 12, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 12, 8])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
 def quantized(model, shape: tuple, seed: int = 0):

@@ -88,6 +88,26 @@ def test_qbatch_matmul_exact(vnni, dtypes):
         kernel(a[..., :22].copy(), b[..., :22, :].copy(), np.empty(want.shape, np.int32))
 
 
+@pytest.mark.parametrize("vnni", PATHS)
+@pytest.mark.parametrize("n", [5, 17, 32, 40, 81])
+def test_qbatch_matmul_head_tiles_match_the_gemm_driver(vnni, n):
+    """The head GEMM's 1-, 2- and 4-vector tiles (a head's 17-32 keys in two vectors): the
+    bytes of int8/gemm.py's driver, a requantize and a scale-and-requantize chain after it
+    (ViT's QK^T times 1/sqrt(d)) included."""
+    from msc.backend.kernels.int8.gemm import qgemm_driver
+
+    rng = np.random.default_rng(n)
+    a, b = _draw(rng, "uint8", (2, 3, 17, 8)), _draw(rng, "uint8", (2, 3, 8, n))
+    post = ("u8", np.float32(0.3), 120, np.float32(0.35), None, False)
+    for out, mid in ((("u8", np.float32(0.25), 100), None), (("u8", np.float32(0.02), 5), post)):
+        kernel = QBatchMatmul(("uint8", 131), ("uint8", 127), np.float32(4e-3), None, out,
+                              vnni=vnni, post=mid)
+        got = kernel(a, b, np.empty((2, 3, 17, n), np.uint8))
+        assert len(np.unique(got)) > min(20, n)  # codes, not a clipped constant
+        kernel.driver, kernel.plans = qgemm_driver(kernel.cfg), {}
+        np.testing.assert_array_equal(got, kernel(a, b, np.empty((2, 3, 17, n), np.uint8)))
+
+
 def test_heads_and_groups_on_two_threads_bitwise_equal_one():
     rng = np.random.default_rng(6)
     a, b = _draw(rng, "uint8", (1, 12, 64, 64)), _draw(rng, "uint8", (1, 12, 64, 96))
@@ -135,6 +155,57 @@ def test_qlut_and_qconcat(vbmi):
     np.testing.assert_array_equal(got, np.concatenate([255 - a2, b2], axis=1))
     with pytest.raises(ShapeError, match="channels"):
         QLut(table, 1)(x[:, :4].copy(), np.empty((2, 4, 3, 30), np.uint8))
+
+
+def test_qlut_splits_by_its_path_cost():
+    """A chain step splits over threads (from Python) only where the work pays the handoff:
+    MobileBERT's NoNorm at batch 16 (12k rows of one byte, ~3 us) stays in the chain; 16 MB
+    of planes split."""
+    table = np.zeros((64, 256), np.uint8)
+    small = QLut(table, 2).native_signature([((16, 12, 64), "uint8"), ((16, 12, 64), "uint8")])
+    large = QLut(table, 1).native_signature([((64, 64, 4096), "uint8"),
+                                             ((64, 64, 4096), "uint8")])
+    # the signature ends (splits, split form)
+    assert small[-2] is False and large[-2] is True
+
+
+@pytest.mark.parametrize("batch", [1, 2, 200])
+def test_qconcat_with_a_constant_part(batch):
+    """A constant part (a ViT's class token, quantized when the plan is made) between the
+    inputs: batch 1 (flat runs), 2 (a run per image) and 200 (600 runs: strided calls)."""
+    rng = np.random.default_rng(batch)
+    cls = rng.integers(0, 256, (batch, 1, 8)).astype(np.uint8)
+    x, y = _draw(rng, "uint8", (batch, 5, 8)), _draw(rng, "uint8", (batch, 2, 8))
+    req = (255 - np.arange(256)).astype(np.uint8)
+    kernel = QConcat([None, req, None], 1, np.uint8, consts={2: cls})
+    assert kernel.inputs == (0, 1)
+    got = kernel(x, y, np.empty((batch, 8, 8), np.uint8))
+    np.testing.assert_array_equal(got, np.concatenate([x, 255 - y, cls], axis=1))
+    with pytest.raises(ShapeError, match="expected 2 inputs"):
+        kernel(x, y, cls.copy(), np.empty((batch, 9, 8), np.uint8))
+
+
+@pytest.mark.parametrize("vbmi", [pytest.param(None, id="host"), pytest.param(False,
+                                                                             id="scalar")])
+@pytest.mark.parametrize("shape", [(3, 7, 40), (5, 12, 9, 2), (2, 4, 48, 33)])
+def test_qlut_channel_last_rows(monkeypatch, vbmi, shape):
+    """Per-channel tables on the last axis (MobileBERT's NoNorm, RMSNorm's weight, LeViT's
+    batch norm: rows of 1-33 bytes): each channel its own table, also when two threads'
+    row ranges start inside a run of channels."""
+    from msc.backend.kernels.int8 import lut as int8_lut
+
+    monkeypatch.setattr(int8_lut, "_PARALLEL", 0)
+    rng = np.random.default_rng(len(shape))
+    x = _draw(rng, "uint8", shape)
+    axis = len(shape) - 1 if shape[-1] != 2 else len(shape) - 2
+    table = rng.integers(0, 256, (shape[axis], 256)).astype(np.uint8)
+    index = np.arange(shape[axis]).reshape((-1,) + (1,) * (len(shape) - 1 - axis))
+    want = table[index, x]
+    np.testing.assert_array_equal(QLut(table, axis, vbmi=vbmi)(x, np.empty(shape, np.uint8)),
+                                  want)
+    with num_threads(2):
+        np.testing.assert_array_equal(QLut(table, axis, vbmi=vbmi)(
+            x, np.empty(shape, np.uint8)), want)
 
 
 @pytest.mark.parametrize("include_pad", [False, True])

@@ -64,6 +64,31 @@ def test_qsoftmax_matches_the_float_chain(in_dtype):
                                   tail[got])
 
 
+@pytest.mark.parametrize("scale", [0.5, 3.4e38 / 255])
+def test_qsoftmax_causal_rows_far_below_the_max(scale):
+    """A decoder's causal mask (finfo.min) through the mid quantize: keys 90 to 1e38 below
+    the row's max, whose e**x is denormal or 0 (flushed to 0 in the kernel): the bytes of
+    numpy's float chain, and rows of 12 keys (no whole vector)."""
+    rng = np.random.default_rng(3)
+    shape = (2, 4, 12, 12)
+    x = rng.integers(0, 256, shape).astype(np.uint8)
+    mask = np.triu(np.full((12, 12), np.finfo(np.float32).min, np.float32), 1)
+    mask = np.ascontiguousarray(np.broadcast_to(mask, (2, 1, 12, 12)))
+    sx, zx, s2, z2, s4 = 0.05, 120, np.float32(scale), 255, 1 / 255
+    with np.errstate(over="ignore"):  # finfo.min / 0.5: -inf, clipped to the lowest code
+        v = _dq(_q(_dq(x, sx, zx) + mask, s2, z2), s2, z2)
+    assert (v.max(-1, keepdims=True) - v).max() > 88  # e**x below the normal floats
+    with np.errstate(under="ignore"):
+        e = np.exp(v - v.max(-1, keepdims=True))
+    want = _q(e / e.sum(-1, keepdims=True), s4, 0).astype(np.uint8)
+    params = quant_params(sx=np.float32(sx), zx=zx, q2=(s2, z2, "uint8"),
+                          q4=(np.float32(s4), 0, "uint8"))
+    kernel = QSoftmax(shape, "uint8", "uint8", params, mask.shape, mid=True)
+    got = _twice(kernel, x, mask, np.empty(shape, np.uint8))
+    assert np.abs(got.astype(int) - want).max() <= 1
+    assert (got == want).mean() > 0.99
+
+
 def test_qlayer_norm_matches_the_float_chain():
     rng = np.random.default_rng(1)
     shape = (1, 48, 384)

@@ -17,7 +17,13 @@ from msc.backend.llvm.jit import HostTarget, capped_target
 from msc.backend.runtime.threads import num_threads
 from msc.errors import RuntimeCallError, ShapeError
 from tests.helpers.isa_child import capped_report
-from tests.helpers.qdq_chain_models import block_model, cnn_float_onnx, compare, quantized
+from tests.helpers.qdq_chain_models import (
+    block_model,
+    cnn_float_onnx,
+    compare,
+    quantized,
+    rows_float_onnx,
+)
 
 pytest.importorskip("onnxruntime")
 
@@ -26,6 +32,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
 CNN_KINDS = ["QAdd", "QAvgPool", "QConcat", "QConv2d", "QDense", "QDepthwise", "QLut",
              "QMaxPool"]
 BLOCK_KINDS = ["QBatchMatmul", "QDense", "QLayerNorm", "QLut", "QSlice", "QSoftmax"]
+ROWS_KINDS = ["QConcat", "QDense", "QLut", "QSlice"]  # channel-last tables, runs of 288 rows
 # msc and onnxruntime may round a requantized value to neighbouring codes; a code is one step
 # of the output's scale (the 1e-3: float32 rounding of the dequantized values)
 STEPS = 1.001
@@ -34,7 +41,8 @@ STEPS = 1.001
 def _models():
     return {"cnn_b1": (cnn_float_onnx(1), (1, 8, 12, 12), CNN_KINDS),
             "cnn_b2": (cnn_float_onnx(2), (2, 8, 12, 12), CNN_KINDS),
-            "block": (block_model(), (1, 16, 32), BLOCK_KINDS)}
+            "block": (block_model(), (1, 16, 32), BLOCK_KINDS),
+            "rows": (rows_float_onnx(24), (24, 12, 16), ROWS_KINDS)}
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +52,7 @@ def qdq_models():
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("name", ["cnn_b1", "cnn_b2", "block"])
+@pytest.mark.parametrize("name", ["cnn_b1", "cnn_b2", "block", "rows"])
 def test_int8_kernels_run_in_the_chain_as_from_python(qdq_models, name, threads):
     qdq, calib, kinds = qdq_models[name]
     got = compare(qdq, calib[0], threads)
@@ -74,11 +82,13 @@ _CHILD = textwrap.dedent("""
     sys.path.insert(0, {root!r})
     from msc.backend.kernels.int8.gemm import host_vnni
     from msc.backend.llvm.jit import host_target
-    from tests.helpers.qdq_chain_models import block_model, cnn_float_onnx, compare, quantized
+    from tests.helpers.qdq_chain_models import (block_model, cnn_float_onnx, compare,
+                                                quantized, rows_float_onnx)
 
     report = {{"vnni": host_vnni(), "features": host_target().features, "runs": {{}}}}
     for name, model, shape in (("cnn_b2", cnn_float_onnx(2), (2, 8, 12, 12)),
-                               ("block", block_model(), (1, 16, 32))):
+                               ("block", block_model(), (1, 16, 32)),
+                               ("rows", rows_float_onnx(24), (24, 12, 16))):
         qdq, calib = quantized(model, shape)
         for threads in (1, 2):
             got = compare(qdq, calib[0], threads)
@@ -100,7 +110,9 @@ def test_int8_chains_on_a_capped_isa(tmp_path, isa):
     assert "+amx" not in report["features"]
     assert report["vnni"] == (isa == "avx512" and "+avx512vnni" in host_target().features)
     for key, run in report["runs"].items():
-        assert run["kinds"] == (CNN_KINDS if key.startswith("cnn") else BLOCK_KINDS), key
+        model = key.split("/")[0].split("_")[0]
+        kinds = {"cnn": CNN_KINDS, "block": BLOCK_KINDS, "rows": ROWS_KINDS}[model]
+        assert run["kinds"] == kinds, key
         assert run["python_calls"] == 0 and run["same"], key
         assert run["steps"] <= STEPS, (key, run["steps"])
 
@@ -124,7 +136,7 @@ def test_every_kind_refuses_shapes_it_was_not_planned_for(qdq_models):
     gets no chain step (None), and the kernel called with it raises ShapeError naming its
     op."""
     seen = set()
-    for name in ("cnn_b1", "block"):
+    for name in ("cnn_b1", "block", "rows"):
         qdq, calib, _ = qdq_models[name]
         f = relax.VirtualMachine(_executable(qdq))["main"]
         f(calib[0])

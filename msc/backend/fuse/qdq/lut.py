@@ -64,14 +64,14 @@ class _Lut:
         self.done: set = set()
 
     def run(self) -> Counter:
+        # concats first: a region before a concat would take the dequantize the concat reads
+        # (its exit a float table) and leave a float concat between two quantizes
         for node in self.rw.each():
-            if node.site is None or node.op not in ("dequantize", "concat") or (
-                    id(node) in self.done):
-                continue
-            if node.op == "dequantize":
-                self._region(node)
-            else:
+            if node.site is not None and node.op == "concat":
                 self._concat(node)
+        for node in self.rw.each():
+            if node.site is not None and node.op == "dequantize" and id(node) not in self.done:
+                self._region(node)
         return self.counts
 
     def _entry(self, dq: Node):
@@ -200,19 +200,38 @@ class _Lut:
             return
         qnode = q[0]
         out_dtype = getattr(self.values[qnode.out].sinfo, "dtype", "")
-        dqs = [self.rw.producer(i) for i in tup.ins]
-        if out_dtype not in _QDTYPES or any(d is None or d.op != "dequantize" or d.site is None
-                                            or not self._entry(d) for d in dqs):
+        consts = {k: self._const_bytes(i, qnode) for k, i in enumerate(tup.ins)
+                  if self._float_const(i)}
+        dqs = [self.rw.producer(i) for k, i in enumerate(tup.ins) if k not in consts]
+        if out_dtype not in _QDTYPES or not dqs or any(
+                d is None or d.op != "dequantize" or d.site is None or not self._entry(d)
+                for d in dqs) or any(c is None for c in consts.values()):
             return
-        tables = [self._requant_table(d, qnode, out_dtype) for d in dqs]
+        given = iter(dqs)
+        tables = [None if k in consts else self._requant_table(next(given), qnode, out_dtype)
+                  for k in range(len(tup.ins))]
         axis = int(node.site.attrs.get("axis", 0)) % len(shape_of(self.values[node.out]) or [0])
-        kernel = QConcat(tables, axis, _QDTYPES[out_dtype])
+        kernel = QConcat(tables, axis, _QDTYPES[out_dtype], consts=consts)
         self.rw.replace_node(qnode, [Node("call", tuple(d.ins[0] for d in dqs), qnode.out,
                                           fn=kernel, dps=(self.values[qnode.out].sinfo,),
                                           op=kernel.op, path="numpy", name=node.name)])
         self.rw.erase(node)
         self.rw.erase_dead()  # the tuple when the concat was its one reader
         self.counts["qdq:concat"] += 1
+
+    def _float_const(self, vid: int) -> bool:
+        c = self.values[vid].const
+        return isinstance(c, np.ndarray) and c.dtype == np.float32 and c.ndim > 0
+
+    def _const_bytes(self, vid: int, q: Node):
+        """A float constant part of a concat (a ViT's class token, its Q / DQ folded when
+        the program was built) quantized by the concat's quantize, as the float chain would
+        at run time; None unless it has its full shape."""
+        c = self.values[vid].const
+        if shape_of(self.values[vid]) != c.shape:
+            return None
+        return np.ascontiguousarray(numpy_caller(OPS["quantize"].facts["numpy"], q.site)(
+            c, *(self.values[i].const for i in q.ins[1:])))
 
     def _requant_table(self, dq: Node, q: Node, out_dtype: str):
         """None when dq's values pass unchanged, else the 256-entry quantize(dequantize)."""

@@ -18,12 +18,13 @@ numpy facts, as fuse/qdq/lut.py does) are taken when present.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
 
 from ....relax.op.registry import OPS, ops_in, ops_with
-from ...dispatch.resolve import numpy_caller
+from ...dispatch.resolve import numpy_caller, static_slice
 from ...kernels.int8.layout import QPermute, QSlice, word_permutable
 from ...kernels.int8.rows import MAX_ROW, QLayerNorm, QSoftmax, quant_params
 from ...kernels.norm import affine_const
@@ -60,7 +61,8 @@ class _Rows:
         self.counts: Counter = Counter()
 
     def run(self) -> Counter:
-        folds = {"nn.softmax": self._softmax, "nn.layer_norm": self._norm, "split": self._split}
+        folds = {"nn.softmax": self._softmax, "nn.layer_norm": self._norm, "split": self._split,
+                 "strided_slice": self._slice}
         for node in self.rw.each():
             fold = folds.get(node.op) if node.site is not None else None
             if fold is not None:
@@ -260,6 +262,31 @@ class _Rows:
 
 
     # -- split --------------------------------------------------------------------------------
+    def _slice(self, sl: Node) -> None:
+        """dequantize -> strided_slice (one range of one axis) -> quantize: a slice of the
+        bytes (a decoder's rotary halves), copied or through a requantization table."""
+        shape = shape_of(self.values[sl.ins[0]])
+        entry = self._dequantize(sl.ins[0], sl, shared=True) if shape else None
+        bounds = slice_bounds(sl.site, shape) if entry is not None else None
+        qnode, q = self._next_quantize(sl.out)
+        if bounds is None or q is None:
+            return
+        dq, (xq, in_dtype, sx, zx) = entry
+        table = None
+        if q != (sx, zx, in_dtype):
+            codes = np.arange(256, dtype=np.uint8).view(_QDTYPES[in_dtype])
+            f = numpy_caller(OPS["dequantize"].facts["numpy"], dq.site)(
+                codes, *(self.values[i].const for i in dq.ins[1:]))
+            table = np.asarray(numpy_caller(OPS["quantize"].facts["numpy"], qnode.site)(
+                f, *(self.values[i].const for i in qnode.ins[1:]))).reshape(-1)
+        kernel = QSlice(*bounds, table)
+        self.rw.replace_node(qnode, [Node("call", (xq,), qnode.out, fn=kernel,
+                                          dps=(self.values[qnode.out].sinfo,), op=kernel.op,
+                                          path="numpy", name=sl.name)])
+        self.rw.erase(sl)
+        self.rw.erase_dead()  # the dequantize, when the slices were its readers
+        self.counts["qdq:strided_slice"] += 1
+
     def _split(self, sp: Node) -> None:
         """dequantize -> split -> (getitem -> quantize) per part: slices of the bytes, copied
         (equal parameters) or through a requantization table."""
@@ -300,6 +327,25 @@ class _Rows:
         self.rw.erase(sp)
         self.rw.erase_dead()  # the dequantize, when the split was its one reader
         self.counts["qdq:split"] += 1
+
+
+def slice_bounds(site, shape: tuple) -> tuple | None:
+    """(axis, start, stop) when ``site``'s strided_slice of a ``shape`` tensor takes one
+    contiguous range of one axis (step 1), else None: read from its bound index applied to
+    the element numbers (dispatch's static_slice reads the constant arguments)."""
+    fn = static_slice(site) if site is not None else None
+    if fn is None or not shape:
+        return None
+    probe = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
+    part = fn(probe)
+    axes = [a for a, (d, p) in enumerate(zip(shape, part.shape)) if d != p]
+    if len(axes) != 1 or part.ndim != len(shape) or not part.size:
+        return None
+    axis = axes[0]
+    start = int(np.unravel_index(int(part.flat[0]), shape)[axis])
+    stop = start + part.shape[axis]
+    index = (slice(None),) * axis + (slice(start, stop),)
+    return (axis, start, stop) if np.array_equal(part, probe[index]) else None
 
 
 def _word_permute(rw: Rewriter, node: Node) -> bool:

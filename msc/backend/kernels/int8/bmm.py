@@ -4,7 +4,9 @@ transformers (both operands dequantized uint8 / int8 tensors, no constant weight
 Per batch (head), the B operand ``[K, N]`` is packed at run time into the VNNI panels of
 int8/gemm.py (int8/conv.py's pack, uint8 flipped to int8 by xor 0x80: ``b' = b - off``,
 off = 128 for uint8, 0 for int8) and multiplied by A ``[M, K]`` (uint8, read in place) on
-the "col" GEMM. Both zero points come out exactly in int32::
+the head GEMM: gemm.py's "col" tiles (its dot steps and epilogue) in widths of 1, 2 or 4
+vectors, the fewest that cover a panel's columns (a head of 17-32 keys in two vectors, where
+gemm.py's driver ran four). Both zero points come out exactly in int32::
 
     sum_k (a - za)(b - zb) = sum_k a b' + (off - zb) * RA[m] - za * CB[n] + K za zb
 
@@ -29,14 +31,27 @@ from llvmlite import ir
 
 from ....errors import ShapeError
 from ...llvm.jit import get_jit
-from ...llvm.loops import I32, I64, for_range
+from ...llvm.loops import I1, I32, I64, const64, entry_alloca, for_range, imin, switch_cases
 from ...runtime.chain_split import Parts
 from ...runtime.task_wrap import At, ChainEntry, wrapped_tasks
 from ...runtime.threads import task_threads
 from ..base import Kernel
 from ..layout import scratch_offsets
 from .conv import ACT_DTYPES, Epilogue, check_operand, check_out, pack_fn
-from .gemm import NR, OUTS, QGemmConfig, host_vnni, qgemm_driver
+from .gemm import (
+    DRIVER_CTYPES,
+    DRIVER_TYPES,
+    LANES,
+    MR,
+    NR,
+    OUTS,
+    VECS,
+    IRTypes,
+    QGemmConfig,
+    emit_epilogue,
+    host_vnni,
+    splat,
+)
 from .tasks import ChainSteps, mac_seconds
 
 __all__ = ["QBatchMatmul"]
@@ -84,6 +99,104 @@ def _sums():
     lib = get_jit().compile_generated(_build_sums, [_SUMS], (__name__, "msc.backend.llvm.loops"))
     return lib.cfunc(_SUMS, None, *[ctypes.c_void_p] * 4, *[ctypes.c_int64] * 4,
                      *[ctypes.c_int32] * 3)
+
+
+# The head GEMM: int8/gemm.py's tiles (its VNNI panels, dot steps and epilogue) with tiles of
+# 1, 2 or 4 vectors, the fewest that cover a panel's columns: a head of 17-32 keys ran
+# 4-vector tiles, half of whose dot products and epilogue lanes were masked off.
+_HEAD_VECS = (1, 2, VECS)
+_ARGS = ("a", "bp", "c", "m", "n", "groups", "lda", "ldc", "comp", "scale", "bias", "oscale",
+         "ozp", "relu", "pscale", "pbias", "s2", "z2", "relu2", "rcomp")
+_TILE = ("a", "lda", "bp", "groups", "c", "ldc", "ncols", "comp", "scale", "bias", "oscale",
+         "ozp", "relu", "pscale", "pbias", "s2", "z2", "relu2", "rcomp")
+_COLUMN_ARRAYS = ("comp", "scale", "bias", "pscale", "pbias")
+
+
+def _head_symbol(cfg: QGemmConfig) -> str:
+    return cfg.symbol.replace("msc_qgemm_", "msc_qbmm_heads_")
+
+
+def _tile(module: ir.Module, t: IRTypes, rows: int, vecs: int) -> ir.Function:
+    """rows x (vecs * 16) outputs: acc += a-row word x panel vector per 4-deep group, then
+    gemm.py's epilogue."""
+    index = dict(zip(_ARGS, DRIVER_TYPES + (I32.as_pointer(),)))
+    types = [index.get(name, I64) for name in _TILE]
+    types[_TILE.index("relu")] = types[_TILE.index("relu2")] = I1
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), types), name=f"qh{rows}x{vecs}")
+    fn.linkage = "internal"
+    args = dict(zip(_TILE, fn.args))
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    acc = [[entry_alloca(b, t.i32v, f"acc{r}_{v}") for v in range(vecs)] for r in range(rows)]
+    for slot in (slot for row in acc for slot in row):
+        b.store(ir.Constant(t.i32v, None), slot)
+    a_rows = [b.gep(args["a"], [b.mul(args["lda"], const64(r))]) for r in range(rows)]
+    with for_range(b, args["groups"], name="g") as g:
+        base = b.gep(args["bp"], [b.mul(g, const64(4 * NR))])
+        panel = [b.load(b.bitcast(b.gep(base, [const64(v * 4 * LANES)]), t.i32v.as_pointer()),
+                        align=64) for v in range(vecs)]
+        for a_row, row in zip(a_rows, acc):
+            word = b.load(b.bitcast(b.gep(a_row, [b.mul(g, const64(4))]), I32.as_pointer()),
+                          align=1)
+            a = splat(b, word)
+            for vec, slot in zip(panel, row):
+                b.store(t.dot(b, b.load(slot), a, vec), slot)
+    emit_epilogue(b, t, args, acc)
+    b.ret_void()
+    return fn
+
+
+def _build_heads(cfg: QGemmConfig) -> ir.Module:
+    """``void (a, bp, c, m, n, groups, lda, ldc, comp, scale, bias, oscale, ozp, relu,
+    pscale, pbias, s2, z2, relu2, rcomp)``: qgemm_driver's arguments and result for a "col"
+    GEMM with a row term, each 64-column panel in tiles of as few vectors as cover it."""
+    module = ir.Module(name=_head_symbol(cfg))
+    t = IRTypes(module, cfg)
+    tiles = {(rows, vecs): _tile(module, t, rows, vecs) for rows in range(1, MR + 1)
+             for vecs in _HEAD_VECS}
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), DRIVER_TYPES + (I32.as_pointer(),)),
+                     name=_head_symbol(cfg))
+    args = dict(zip(_ARGS, fn.args))
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    flags = {k: b.icmp_signed("!=", args[k], I32(0)) for k in ("relu", "relu2")}
+    size = OUTS[cfg.out]
+    panels = b.sdiv(b.add(args["n"], const64(NR - 1)), const64(NR))
+    with for_range(b, panels, name="jr") as jr:
+        j0 = b.mul(jr, const64(NR))
+        ncols = imin(b, b.sub(args["n"], j0), NR)
+        common = dict(args, **flags, ncols=ncols,
+                      bp=b.gep(args["bp"], [b.mul(b.mul(jr, args["groups"]), const64(4 * NR))]),
+                      **{k: b.gep(args[k], [j0]) for k in _COLUMN_ARRAYS})
+
+        def call(rows, row0, vecs, common=common, j0=j0):
+            tile = dict(common, a=b.gep(args["a"], [b.mul(row0, args["lda"])]),
+                        c=b.gep(args["c"], [b.mul(b.add(b.mul(row0, args["ldc"]), j0),
+                                                  const64(size))]),
+                        rcomp=b.gep(args["rcomp"], [row0]))
+            b.call(tiles[rows, vecs], [tile[name] for name in _TILE])
+
+        width = b.sdiv(b.add(ncols, const64(LANES - 1)), const64(LANES))  # vectors: 1-4
+        cases = {vecs: vecs for vecs in _HEAD_VECS}
+        cases[3] = VECS
+        for count, vecs in cases.items():
+            with b.if_then(b.icmp_signed("==", width, const64(count))):
+                full = b.sdiv(args["m"], const64(MR))
+                with for_range(b, full, name=f"ir{count}") as i:
+                    call(MR, b.mul(i, const64(MR)), vecs)
+                rest = b.srem(args["m"], const64(MR))
+                switch_cases(b, rest, {rows: (lambda rows=rows, full=full, vecs=vecs: call(
+                    rows, b.mul(full, const64(MR)), vecs)) for rows in range(1, MR)})
+    b.ret_void()
+    return module
+
+
+@cache
+def head_driver(cfg: QGemmConfig):
+    """The compiled head GEMM of ``cfg`` (a "col" config with ``rowterm``)."""
+    symbol = _head_symbol(cfg)
+    lib = get_jit().compile_generated(lambda: _build_heads(cfg), [symbol],
+                                      (__name__, "msc.backend.kernels.int8.gemm",
+                                       "msc.backend.llvm.loops"), (repr(cfg),))
+    return lib.cfunc(symbol, None, *DRIVER_CTYPES, ctypes.c_void_p)
 
 
 class _Plan:
@@ -141,7 +254,7 @@ class QBatchMatmul(Kernel):
         kind = out[0] if isinstance(out, tuple) else out
         self.cfg = QGemmConfig("col", kind, host_vnni() if vnni is None else vnni, mid,
                                rowterm=True)
-        self.driver = qgemm_driver(self.cfg)
+        self.driver = head_driver(self.cfg)
         self.pack, self.sums = pack_fn(), _sums()
         self._steps = ChainSteps()
 

@@ -27,7 +27,7 @@ from ...llvm.loops import I64, for_range
 from ...runtime.task_wrap import At, ChainEntry
 from ..base import Kernel
 from ..layout import PermuteKernel
-from .lut import byte_run_calls
+from .lut import byte_run_calls, strided_runs
 from .tasks import ChainSteps
 
 __all__ = ["QPermute", "QSlice", "transpose_fn", "word_permutable"]
@@ -140,13 +140,18 @@ class QSlice(Kernel):
             return None
         outer = int(np.prod(shape[:axis], dtype=np.int64))
         inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
-        if outer > _MAX_RUNS or not outer * inner:
+        if not outer * inner:
             return None
         width, part = shape[axis] * inner, (self.stop - self.start) * inner
-        runs = [(At(0, i * width + self.start * inner), At(1, i * part), part, self.table)
-                for i in range(outer)]
+        if outer > _MAX_RUNS:  # one strided call (a decoder's rotary halves: 384 runs)
+            table = 0 if self.table is None else self.table.ctypes.data
+            calls = [(strided_runs(), [At(0, self.start * inner), table, At(1, 0), outer, part,
+                                       width, part])]
+        else:
+            calls = byte_run_calls([(At(0, i * width + self.start * inner), At(1, i * part),
+                                     part, self.table) for i in range(outer)])
         return self._steps.signature((outer, inner, shape[axis]), lambda: (
-            ChainEntry.sequence(byte_run_calls(runs)), 0, False))
+            ChainEntry.sequence(calls), 0, False))
 
     def __call__(self, x, out):
         index = (slice(None),) * self.axis + (slice(self.start, self.stop),)

@@ -59,6 +59,7 @@ _MASK, _MID = 1, 2  # softmax flags
 # so a row's result does not depend on the thread it runs on)
 _RED = ("nnan", "nsz", "reassoc")
 _RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
+_EXP_FLOOR = ir.Constant(F32, -87.0)  # e**-87 = 1.6e-38: the smallest normal floats
 _BASES = 3  # a launch's bases: x, the mask / residual (or 0), out
 
 
@@ -105,27 +106,38 @@ class _Row:
                   for i, name in enumerate(PARAMS)}
         self.maxnum = _declare(b.module, "llvm.maxnum.f32", F32, [F32, F32])
         self.round = _declare(b.module, "llvm.roundeven.f32", F32, [F32])
+        self.fabs = _declare(b.module, "llvm.fabs.f32", F32, [F32])
 
     def dequantize(self, byte: ir.Value, which: str = "x") -> ir.Value:
         b = self.b
         x = b.sitofp(byte, F32) if self.signed else b.uitofp(byte, F32)
         return b.fmul(b.fsub(x, self.p["z" + which]), self.p["s" + which])
 
-    def quantize(self, x: ir.Value, key: str, times: ir.Value | None = None) -> ir.Value:
+    def quantize(self, x: ir.Value, key: str, times: ir.Value | None = None,
+                 guard: bool = False) -> ir.Value:
         """The clipped quantized value as a float (an integer); ``x * times`` in place of
         ``x / scale`` when given. The clip is two compares (NaN gives the top), not
         minnum / maxnum, whose NaN rules cost a compare and a blend each."""
         b, p = self.b, self.p
-        t = b.fdiv(x, p["s" + key]) if times is None else b.fmul(x, times)
+        if times is None and guard:
+            # |x| under a quarter step rounds to 0: divide 0 instead, as x / s would be a
+            # denormal there when s is huge (a mid quantize calibrated on a causal mask's
+            # finfo.min: s = 1.3e36), a microcode assist per division (3.5x a softmax row)
+            scale = p["s" + key]
+            small = b.fcmp_ordered("<", b.call(self.fabs, [x]),
+                                   b.fmul(scale, ir.Constant(F32, 0.25)))
+            t = b.fdiv(b.select(small, ir.Constant(F32, 0.0), x), scale)
+        else:
+            t = b.fdiv(x, p["s" + key]) if times is None else b.fmul(x, times)
         q = b.fadd(b.call(self.round, [t]), p["z" + key])
         hi, lo = p["hi" + key], p["lo" + key]
         q = b.select(b.fcmp_ordered("<", q, hi), q, hi)
         return b.select(b.fcmp_ordered(">", q, lo), q, lo)
 
-    def requantize(self, x: ir.Value) -> ir.Value:
-        """dequantize(quantize(x, s2, z2), s2, z2)."""
+    def requantize(self, x: ir.Value, guard: bool = False) -> ir.Value:
+        """dequantize(quantize(x, s2, z2), s2, z2) (``guard``: see quantize)."""
         b, p = self.b, self.p
-        return b.fmul(b.fsub(self.quantize(x, "2"), p["z2"]), p["s2"])
+        return b.fmul(b.fsub(self.quantize(x, "2", guard=guard), p["z2"]), p["s2"])
 
     def store(self, q: ir.Value, tail: ir.Value | None, dst: ir.Value,
               requant: bool = False) -> None:
@@ -179,7 +191,7 @@ def _build_softmax(signed: bool, tail: str, lanes: int) -> ir.Module:
                         v = row.dequantize(b.load(b.gep(src, [j])))
                         if m:
                             v = b.fadd(v, b.load(b.gep(mrow, [j])))
-                        v = row.requantize(v) if mid else v
+                        v = row.requantize(v, guard=True) if mid else v
                         b.store(v, b.gep(buf, [j]))
                         # the row max on the way (nnan: a vector reduction, no NaN fixups)
                         b.store(b.call(row.maxnum, [b.load(top), v], fastmath=_RED), top)
@@ -189,7 +201,13 @@ def _build_softmax(signed: bool, tail: str, lanes: int) -> ir.Module:
 
         def exp_of(j):
             ptr = b.gep(buf, [j])
-            e = exp_f32(b, b.fsub(b.load(ptr), shift))
+            d = b.fsub(b.load(ptr), shift)
+            # below -87 e**d is denormal (a microcode assist per multiply: a causal mask's
+            # -inf rows ran 3x slower); it is below 2**-125, so it neither moves the sum
+            # (>= 1) nor quantizes to anything but the zero point: 0 gives the same bytes
+            low = b.fcmp_ordered("<", d, _EXP_FLOOR)  # NaN stays NaN
+            e = exp_f32(b, b.select(low, _EXP_FLOOR, d))
+            e = b.select(low, ir.Constant(F32, 0.0), e)
             b.store(e, ptr)
             b.store(b.fadd(b.load(total), e, flags=_RED), total)  # the sum on the way
 
