@@ -14,7 +14,7 @@ import pytest
 
 from msc.backend.kernels.int8 import amx
 from msc.backend.kernels.int8.bmm import QBatchMatmul
-from msc.backend.kernels.int8.conv import QDense
+from msc.backend.kernels.int8.conv import QConv2d, QDense
 from msc.backend.kernels.int8.gemm import QGemmConfig, host_amx, host_vnni, qmatmul
 from msc.backend.llvm.jit import HostTarget, capped_target
 from tests.helpers.isa_child import ROOT, capped_report
@@ -26,10 +26,11 @@ ZEN4 = HostTarget("x86_64-unknown-linux-gnu", "znver4",
                   "+avx2,+avx512f,+avx512bw,+avx512vnni,-amx-tile,-amx-int8,+evex512")
 needs_amx = pytest.mark.skipif(not host_amx(), reason="the host runs no AMX-INT8 tiles")
 
-# (M, K, N): whole blocks, row / column / K tails, under MIN_ROWS (the VNNI fallback), K
-# under one tile step (fallback), one row tile only (M <= 16), N under one panel
-SHAPES = [(64, 128, 128), (197, 768, 200), (33, 100, 70), (8, 64, 16), (7, 256, 64),
-          (40, 60, 33), (16, 68, 130), (300, 96, 1)]
+# (M, K, N) on tiles (8+ rows, K 128+, 1M+ multiply-adds): whole blocks; row, column and K
+# tails; one row tile (M <= 16); exactly MIN_ROWS rows. Under the thresholds (the VNNI
+# fallback in the same kernel): few rows, K under 128, little work
+SHAPES = [(64, 128, 128), (197, 768, 200), (33, 260, 130), (16, 1028, 70), (100, 196, 70),
+          (8, 2048, 64), (33, 100, 70), (7, 256, 640), (40, 60, 33), (300, 96, 1)]
 OUTS = ("s32", "f32", "u8", "s8")
 
 
@@ -99,15 +100,35 @@ def test_dense_and_its_quantized_chain_match_the_portable_path(post):
 
 
 @needs_amx
+@pytest.mark.parametrize("c,o,kernel,stride", [(32, 48, 3, 1), (48, 40, 3, 2), (128, 96, 1, 1)])
+def test_conv_unfold_gemm_matches_the_portable_path(c, o, kernel, stride):
+    """QConv2d's unfold blocks call the "row" driver by address: tiles (``tdpbsud``, the int8
+    weight as A) where the host has them, the same bytes as the portable driver."""
+    rng = np.random.default_rng(c + o)
+    x = rng.integers(0, 256, (2, c, 23, 21), dtype=np.uint8)
+    w = rng.integers(-128, 128, (o, c, kernel, kernel), dtype=np.int8)
+    pad = kernel // 2
+    attrs = {"strides": (stride, stride), "padding": (pad,) * 4, "dilation": (1, 1)}
+    scale = rng.uniform(1e-4, 1e-3, o).astype(np.float32)
+    kernels = [QConv2d(w, attrs, "uint8", 7, scale, None, ("u8", 0.05, 2), vnni=v)
+               for v in (None, False)]
+    assert kernels[0].cfg.amx and not kernels[1].cfg.amx
+    oh, ow = (23 + 2 * pad - kernel) // stride + 1, (21 + 2 * pad - kernel) // stride + 1
+    got = [k(x, np.empty((2, o, oh, ow), np.uint8)) for k in kernels]
+    assert got[0].tobytes() == got[1].tobytes()
+    assert len(np.unique(got[0])) > 20
+
+
+@needs_amx
 def test_batch_matmul_row_term_matches_the_portable_path():
     """int8 batch matmul ("col" with a per-row term: two activations' zero points)."""
     rng = np.random.default_rng(6)
-    a = rng.integers(0, 256, (2, 3, 50, 64), dtype=np.uint8)
-    b = rng.integers(0, 256, (2, 3, 64, 40), dtype=np.uint8)
+    a = rng.integers(0, 256, (2, 3, 50, 128), dtype=np.uint8)
+    b = rng.integers(0, 256, (2, 3, 128, 192), dtype=np.uint8)
     kernels = [QBatchMatmul(("uint8", 120), ("uint8", 131), 1.0, None, "s32", vnni=v)
                for v in (None, False)]
     assert kernels[0].cfg.amx
-    got = [k(a, b, np.empty((2, 3, 50, 40), np.int32)) for k in kernels]
+    got = [k(a, b, np.empty((2, 3, 50, 192), np.int32)) for k in kernels]
     np.testing.assert_array_equal(got[0], got[1])
     want = (a.astype(np.int64) - 120) @ (b.astype(np.int64) - 131)
     np.testing.assert_array_equal(got[0], want)

@@ -17,8 +17,8 @@ requantize, ``mid`` chain) runs on each row. Both paths sum the same integer pro
 without saturation, so every output byte is the same.
 
 ``channel="row"`` (convs: the int8 weight as A, uint8 patches as B) uses ``tdpbsud``
-(signed x unsigned). Shapes too small for tiles (fewer than ``MIN_ROWS`` rows, K under 64)
-call the VNNI driver compiled into the same module.
+(signed x unsigned). Shapes too small for tiles (fewer than ``MIN_ROWS`` rows, K under 128,
+under ``MIN_MACS`` multiply-adds) call the VNNI driver compiled into the same module.
 
 Linux hands out the tile state only on request (``arch_prctl(ARCH_REQ_XCOMP_PERM,
 XFEATURE_XTILEDATA)``); a tile instruction before that dies with SIGILL. The permission is
@@ -39,7 +39,8 @@ from llvmlite import ir
 from ...llvm.jit import HostTarget, host_target
 from ...llvm.loops import I32, I64, const64, entry_alloca, for_range, imin
 
-__all__ = ["MIN_ROWS", "define_amx_driver", "host_amx", "tile_permission"]
+__all__ = ["MIN_GROUPS", "MIN_MACS", "MIN_ROWS", "define_amx_driver", "host_amx",
+           "tile_permission"]
 
 _SYS_ARCH_PRCTL = 158  # x86-64 syscall number
 _ARCH_GET_XCOMP_PERM = 0x1022
@@ -51,8 +52,15 @@ TILE_ROWS = 16  # rows of an A / C tile
 TILE_BYTES = 64  # bytes of a tile row: 64 k of A, 16 int32 of C, 16 x 4 k of B
 STEP_GROUPS = TILE_BYTES // 4  # groups of 4 k per tdpbusd
 BLOCK = 2 * TILE_ROWS  # rows and columns of C per block (2 x 2 tiles)
-MIN_ROWS = 8  # fewer rows run on the VNNI driver: from 4-8 rows (K 768) the tiles win
-# (benchmarks/int8_gemm.py, docs/perf/int8-amx.md)
+# Shapes run on tiles from here on (benchmarks/int8_gemm.py, docs/perf/int8.md): the tiles win
+# from 4-8 rows at K 768, and break even at K 64 (one tile step per block). Below MIN_MACS the
+# VNNI driver runs: right after a tile call the next vector kernels run ~2 us slower (measured
+# here: a 64 x 256 x 256 VNNI GEMM after a 12 x 64 x 32 tile GEMM, 23.5 us vs 21 us), which a
+# GEMM of under ~1M multiply-adds does not win back (the corpus's batch-1 rows were 10 %
+# slower with tiles from 8 rows and K 64 on).
+MIN_ROWS = 8
+MIN_GROUPS = 2 * STEP_GROUPS  # K >= 128
+MIN_MACS = 1 << 20
 
 I8 = ir.IntType(8)
 I16 = ir.IntType(16)
@@ -112,8 +120,10 @@ def define_amx_driver(module: ir.Module, t, cfg, name: str, fallback: ir.Functio
     fn = ir.Function(module, fallback.function_type, name=name)
     args = dict(zip(_ARG_NAMES, fn.args))
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    small = b.or_(b.icmp_signed("<", args["m"], const64(MIN_ROWS)),
-                  b.icmp_signed("<", args["groups"], const64(STEP_GROUPS)))
+    macs = b.mul(b.mul(args["m"], args["n"]), b.mul(args["groups"], const64(4)))
+    small = b.or_(b.or_(b.icmp_signed("<", args["m"], const64(MIN_ROWS)),
+                        b.icmp_signed("<", args["groups"], const64(MIN_GROUPS))),
+                  b.icmp_signed("<", macs, const64(MIN_MACS)))
     with b.if_else(small, likely=False) as (tiny, tiles):
         with tiny:
             b.call(fallback, fn.args)
