@@ -14,6 +14,12 @@ kernel too). msc's output is ``--out``: "u8" (requantized, as a folded QDQ MatMu
 compared with QLinearMatMul) or "s32" (compared with MatMulInteger). Before timing, msc's AMX
 and VNNI outputs are checked byte-equal and the s32 output equal to MatMulInteger's.
 
+``--models bert gpt2``: the whole int8 model instead (benchmarks/int8.py's BERT-base encoder,
+sequence 128, and GPT-2 124M; onnxruntime's QDQ file for both runtimes): msc with AMX tiles,
+the same executable's kernels built with AMX off (the VNNI drivers main runs) and onnxruntime,
+interleaved in one process, at each ``--threads`` (thread CPU time at one thread, wall time
+at more).
+
 Each figure is the best of ``--repeats`` interleaved rounds, a round the mean of calls over
 ``--min-time`` s of the calling thread's CPU time (``time.thread_time``: other processes'
 load does not count; every contender computes on the calling thread at one thread). Columns:
@@ -24,6 +30,7 @@ Without AMX on the host (or under MSC_CPU_ISA=avx512 / avx2) the amx column is t
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -145,6 +152,41 @@ def measure(shape, args) -> list:
             f"{us['msc amx'] / us['msc vnni']:.2f}", f"{us['msc amx'] / us['ort']:.2f}"]
 
 
+def model_rows(name: str, threads: list, args) -> list[list]:
+    """msc (tiles), msc (AMX off: every int8 kernel built while host_amx() says no) and
+    onnxruntime on one int8 model, interleaved."""
+    from unittest import mock
+
+    from benchmarks.common import msc_executable, msc_runner, ort_qdq, ort_session
+    from benchmarks.int8 import inputs, model_and_input, preprocessed
+    from msc.backend.kernels.int8 import gemm
+
+    model, shape = model_and_input(name, False)
+    model = preprocessed(model)
+    qmodel = ort_qdq(model, model.graph.input[0].name, inputs(name, shape, 4, 1))
+    x = inputs(name, shape, 1, 2)[0]
+    ex_amx = msc_executable(qmodel)
+    with mock.patch.object(gemm, "host_amx", lambda: False):
+        ex_vnni = msc_executable(qmodel)
+        vnni_runs = {n: msc_runner(ex_vnni, n) for n in threads}
+        for run in vnni_runs.values():
+            run(x)  # kernel objects made on the first call stay VNNI
+    rows = []
+    for count in threads:
+        fns = {"msc amx": msc_runner(ex_amx, count), "msc vnni": vnni_runs[count],
+               "ort": ort_session(qmodel, count)}
+        same = np.array_equal(fns["msc amx"](x), fns["msc vnni"](x))
+        clock = time.thread_time if count == 1 else time.perf_counter
+        seconds = best_interleaved({k: (lambda f=f: f(x)) for k, f in fns.items()},
+                                   args.repeats,
+                                   lambda fn, clock=clock: per_call(fn, args.min_time, clock))
+        ms = {k: v * 1e3 for k, v in seconds.items()}
+        rows.append([name, count, *(f"{ms[k]:.2f}" for k in fns),
+                     f"{ms['msc amx'] / ms['msc vnni']:.2f}", f"{ms['msc amx'] / ms['ort']:.2f}",
+                     f"{ms['msc vnni'] / ms['ort']:.2f}", "yes" if same else "NO"])
+    return rows
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
@@ -152,7 +194,17 @@ def main(argv=None) -> None:
     parser.add_argument("--shapes", default="vit,text,small",
                         help=f"comma-separated families of {sorted(SHAPES)}")
     parser.add_argument("--out", choices=("u8", "s32"), default="u8")
+    parser.add_argument("--models", nargs="*", default=[], help="whole int8 models instead: "
+                        "bert (BERT-base, sequence 128), gpt2")
+    parser.add_argument("--threads", nargs="+", type=int, default=[1])
     args = parser.parse_args(argv)
+    if args.models:
+        print(f"host AMX: {host_amx()}; load {os.getloadavg()[0]:.2f} (1 min)\n")
+        print_table(["model", "threads", "msc amx ms", "msc vnni ms", "ORT ms", "amx/vnni",
+                     "amx/ORT", "vnni/ORT", "same output"],
+                    (row for name in args.models
+                     for row in model_rows(name, args.threads, args)), flush=True)
+        return
     families = [f.strip() for f in args.shapes.split(",") if f.strip()]
     unknown = set(families) - set(SHAPES)
     if unknown:
