@@ -15,7 +15,14 @@ import pytest
 from msc.backend.kernels.int8 import amx
 from msc.backend.kernels.int8.bmm import QBatchMatmul
 from msc.backend.kernels.int8.conv import QConv2d, QDense
-from msc.backend.kernels.int8.gemm import QGemmConfig, host_amx, host_vnni, qmatmul
+from msc.backend.kernels.int8.gemm import (
+    QGemmConfig,
+    gemm_blocks,
+    host_amx,
+    host_vnni,
+    qmatmul,
+)
+from msc.backend.runtime.threads import num_threads
 from msc.backend.llvm.jit import HostTarget, capped_target
 from tests.helpers.isa_child import ROOT, capped_report
 
@@ -80,6 +87,31 @@ def test_amx_gives_the_vnni_bytes(channel, m, k, n):
         assert tiles.tobytes() == vnni.tobytes(), out
         if out == "s32":
             np.testing.assert_array_equal(tiles, wide)
+
+
+def test_tile_rows_shape_the_row_split():
+    """Split over threads, the AMX driver's blocks of rows are whole 32-row blocks (a block
+    cut to 17 rows wastes 15 tile rows); panels go first when there are as many."""
+    rows = gemm_blocks(1040, 512, 2, amx.BLOCK)
+    assert [r0 % 32 for r0, *_ in rows] == [0] * 4 and rows[-1][1] == 1040
+    assert all(j0 == 0 and j1 == 512 for *_, j0, j1 in rows)
+    panels = gemm_blocks(197, 768, 2, amx.BLOCK)  # 12 panels, 7 blocks of rows
+    assert {(r0, r1) for r0, r1, *_ in panels} == {(0, 197)} and len(panels) == 4
+    assert gemm_blocks(197, 768, 2)[0][:2] != (0, 197)  # 6-row VNNI tiles: rows
+
+
+@needs_amx
+@pytest.mark.parametrize("m,k,n", [(197, 768, 768), (1040, 256, 128)])
+def test_two_threads_give_one_threads_bytes(m, k, n):
+    rng = np.random.default_rng(m)
+    a, b = _operands(rng, "col", m, k, n)
+    epi = _epilogue(rng, "col", m, n)
+    with num_threads(1):
+        one = qmatmul(a, b, 5, out="u8", **epi)
+    with num_threads(2):
+        two = qmatmul(a, b, 5, out="u8", **epi)
+    assert one.tobytes() == two.tobytes() == qmatmul(a, b, 5, out="u8", amx=False,
+                                                     **epi).tobytes()
 
 
 @needs_amx

@@ -39,7 +39,7 @@ from llvmlite import ir
 from ...llvm.jit import HostTarget, host_target
 from ...llvm.loops import I32, I64, const64, entry_alloca, for_range, imin
 
-__all__ = ["MIN_GROUPS", "MIN_MACS", "MIN_ROWS", "define_amx_driver", "host_amx",
+__all__ = ["BLOCK", "MIN_GROUPS", "MIN_MACS", "MIN_ROWS", "define_amx_driver", "host_amx",
            "tile_permission"]
 
 _SYS_ARCH_PRCTL = 158  # x86-64 syscall number

@@ -42,6 +42,7 @@ from ...llvm.jit import get_jit, host_target
 from ...llvm.loops import F32, I1, I32, I64, const64, entry_alloca, for_range, imin, switch_cases
 from ...runtime.task_wrap import wrapped_tasks
 from ...runtime.threads import cache_bytes, task_threads
+from .amx import BLOCK as AMX_BLOCK_ROWS
 from .amx import define_amx_driver, host_amx
 
 __all__ = ["LANES", "NR", "QGemmConfig", "gemm_blocks", "host_amx", "host_vnni", "pack_vnni",
@@ -424,7 +425,7 @@ def _split(driver, cfg, m, n, groups, lda, ldc, epi, threads):
     key = (id(driver), cfg, m, n, groups, lda, ldc, epi, threads)
     found = _SPLITS.get(key, False)
     if found is False:
-        parts = gemm_blocks(m, n, threads)
+        parts = gemm_blocks(m, n, threads, AMX_BLOCK_ROWS if cfg.amx else MR)
         found = None if len(parts) < 2 else wrapped_tasks(driver, _rows(cfg, parts, groups,
                                                                          lda, ldc, epi))
         if len(_SPLITS) > 4096:  # shapes of many models in one process: start over
@@ -445,18 +446,20 @@ def _rows(cfg, parts, groups, lda, ldc, epi) -> list[tuple]:
     return rows
 
 
-def gemm_blocks(m: int, n: int, threads: int) -> list[tuple[int, int, int, int]]:
+def gemm_blocks(m: int, n: int, threads: int, tile_rows: int = MR
+                ) -> list[tuple[int, int, int, int]]:
     """(r0, r1, j0, j1) blocks of an M x N GEMM on ``threads``: column panels, else row
-    tiles; one block when neither splits."""
-    panels, tiles = -(-n // NR), -(-m // MR)
+    tiles of ``tile_rows`` (the VNNI driver's 6, the AMX driver's 32: a block of rows cut
+    short wastes tile rows); one block when neither splits."""
+    panels, tiles = -(-n // NR), -(-m // tile_rows)
     if threads > 1 and panels >= tiles and panels > 1:
         parts = min(2 * threads, panels)
         return [(0, m, panels * i // parts * NR, min(n, panels * (i + 1) // parts * NR))
                 for i in range(parts)]
     if threads > 1 and tiles > 1:
         parts = min(2 * threads, tiles)
-        return [(tiles * i // parts * MR, min(m, tiles * (i + 1) // parts * MR), 0, n)
-                for i in range(parts)]
+        return [(tiles * i // parts * tile_rows, min(m, tiles * (i + 1) // parts * tile_rows),
+                 0, n) for i in range(parts)]
     return [(0, m, 0, n)]
 
 
