@@ -22,8 +22,8 @@ from msc.backend.kernels.int8.gemm import (
     host_vnni,
     qmatmul,
 )
-from msc.backend.runtime.threads import num_threads
 from msc.backend.llvm.jit import HostTarget, capped_target
+from msc.backend.runtime.threads import num_threads
 from tests.helpers.isa_child import ROOT, capped_report
 
 SAPPHIRE = HostTarget("x86_64-unknown-linux-gnu", "sapphirerapids",
