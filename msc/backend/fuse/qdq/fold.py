@@ -26,6 +26,7 @@ linear ``[out, in]``). Everything else (adds, pools, attention matmuls) runs as 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import replace
 
@@ -44,7 +45,7 @@ from ...kernels.int8.pool import QAvgPool, QMaxPool
 from ...kernels.pool import pad4, pair
 from ...runtime.program import Node, Program
 from ..rewrite import Rewriter, rewriter_of
-from .lut import fold_lut
+from .lut import fold_lut, usable_scale
 from .rows import fold_rows, permute_bytes
 
 __all__ = ["INT8_KERNELS", "fold_qdq", "int8_grid"]
@@ -94,8 +95,12 @@ def _shape(sinfo) -> tuple | None:
 
 
 def _scalar(value) -> float | int | None:
+    """The one element of a per-tensor constant, or None (also for a NaN / infinite one)."""
     c = value.const
-    return c.reshape(-1)[0].item() if isinstance(c, np.ndarray) and c.size == 1 else None
+    if not isinstance(c, np.ndarray) or c.size != 1:
+        return None
+    item = c.reshape(-1)[0].item()
+    return item if math.isfinite(item) else None
 
 
 class _Folder:

@@ -50,9 +50,27 @@ def shape_of(value) -> tuple | None:
     return tuple(int(v.value) for v in values)
 
 
+def usable_scale(c) -> bool:
+    """A quantization scale the int8 kernels can fold: every element finite and positive.
+
+    A calibrator that saw an infinite value (a causal mask of float32's lowest value added
+    to another: GPT-Neo's) writes an infinite scale. The tensor then carries no information
+    and the QDQ model's value is NaN arithmetic; such chains stay on the float ops, which
+    give onnxruntime's unoptimized answer bit for bit, instead of a kernel's own reading of
+    a NaN."""
+    c = np.asarray(c)
+    return c.size > 0 and c.dtype.kind == "f" and bool(np.all(np.isfinite(c) & (c > 0)))
+
+
 def _per_tensor(value) -> bool:
     c = value.const
-    return isinstance(c, np.ndarray) and c.size == 1
+    return isinstance(c, np.ndarray) and c.size == 1 and bool(np.isfinite(c).all())
+
+
+def _quant_step(node: Node, values) -> bool:
+    """A per-tensor quantize / dequantize whose scale the folds can use."""
+    return (len(node.ins) == 3 and all(_per_tensor(values[i]) for i in node.ins[1:])
+            and usable_scale(values[node.ins[1]].const))
 
 
 class _Lut:
@@ -76,7 +94,7 @@ class _Lut:
 
     def _entry(self, dq: Node):
         """(xq id, dtype) when ``dq`` dequantizes a whole uint8 / int8 tensor per tensor."""
-        if len(dq.ins) != 3 or not all(_per_tensor(self.values[i]) for i in dq.ins[1:]):
+        if not _quant_step(dq, self.values):
             return None
         dtype = getattr(self.values[dq.ins[0]].sinfo, "dtype", "")
         out = getattr(self.values[dq.out].sinfo, "dtype", "")
@@ -137,6 +155,9 @@ class _Lut:
         tensor = shape_of(out) == shape and getattr(out.sinfo, "dtype", "") in _OUT_DTYPES
         if not tensor and node.op not in _CHANNEL_ATTR:  # batch norm: (value, mean, var)
             return False
+        if node.op in ("quantize", "dequantize") and not (  # per tensor or per channel
+                len(node.ins) == 3 and usable_scale(self.values[node.ins[1]].const)):
+            return False
         for i in _arg_ids(node):
             if i in inside:
                 continue
@@ -195,8 +216,7 @@ class _Lut:
         tup = self.rw.producer(node.ins[0])
         q = self.rw.readers(node.out)
         if (tup is None or tup.kind != "tuple" or len(q) != 1 or q[0] is None
-                or q[0].op != "quantize" or len(q[0].ins) != 3
-                or not all(_per_tensor(self.values[i]) for i in q[0].ins[1:])):
+                or q[0].op != "quantize" or not _quant_step(q[0], self.values)):
             return
         qnode = q[0]
         out_dtype = getattr(self.values[qnode.out].sinfo, "dtype", "")

@@ -30,7 +30,7 @@ from ...kernels.int8.rows import MAX_ROW, QLayerNorm, QSoftmax, quant_params
 from ...kernels.norm import affine_const
 from ...runtime.program import Node, Program
 from ..rewrite import Rewriter, rewriter_of
-from .lut import shape_of
+from .lut import shape_of, usable_scale
 
 __all__ = ["fold_rows", "permute_bytes"]
 
@@ -85,7 +85,7 @@ class _Rows:
             return None
         dtype = _dtype(self.values[node.ins[0]])
         s, z = (_scalar(self.values[i]) for i in node.ins[1:])
-        if dtype not in _QDTYPES or s is None or z is None:
+        if dtype not in _QDTYPES or s is None or z is None or not usable_scale(s):
             return None
         return node, (node.ins[0], dtype, np.float32(s), int(z))
 
@@ -96,7 +96,7 @@ class _Rows:
             return None
         dtype = _dtype(self.values[node.out])
         s, z = (_scalar(self.values[i]) for i in node.ins[1:])
-        if dtype not in _QDTYPES or s is None or z is None:
+        if dtype not in _QDTYPES or s is None or z is None or not usable_scale(s):
             return None
         return np.float32(s), int(z), dtype
 
@@ -173,7 +173,8 @@ class _Rows:
         readers = self.rw.readers(q4node.out)
         dq = readers[0] if len(readers) == 1 else None
         if (dq is None or dq.op != "dequantize" or dq.site is None or len(dq.ins) != 3
-                or any(_scalar(self.values[i]) is None for i in dq.ins[1:])):
+                or any(_scalar(self.values[i]) is None for i in dq.ins[1:])
+                or not usable_scale(_scalar(self.values[dq.ins[1]]))):
             return None
         nodes = self.rw.block(dq)
         start = nodes.index(dq)
