@@ -45,7 +45,7 @@ from ...kernels.int8.pool import QAvgPool, QMaxPool
 from ...kernels.pool import pad4, pair
 from ...runtime.program import Node, Program
 from ..rewrite import Rewriter, rewriter_of
-from .lut import fold_lut, usable_scale
+from .lut import fold_lut
 from .rows import fold_rows, permute_bytes
 
 __all__ = ["INT8_KERNELS", "fold_qdq", "int8_grid"]
