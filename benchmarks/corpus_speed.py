@@ -17,8 +17,12 @@ models are 2-stage, hidden-32 toys. msc's output is checked against onnxruntime'
 
 ``--int8`` times onnxruntime's ``quantize_static`` QDQ model of each file instead (per-channel
 int8 weights, uint8 activations, calibrated on the input), which both runtimes load; msc/torch
-is then against torch's float eager, and the check allows 5e-2 * max|ORT| (neighbouring
-quantization steps).
+is then against torch's float eager. The check's reference is then the QDQ model's own value:
+onnxruntime with its graph optimizations off (every DequantizeLinear -> float op ->
+QuantizeLinear run as written), allowing 5e-2 of its max (neighbouring quantization steps).
+onnxruntime's optimized run, the one timed, fuses QDQ chains into its int8 kernels, which round
+differently; a row where that run is further than 5e-2 from the QDQ model's value says
+``(ORT opt off)``.
 
 Timing: for each thread count the three contenders run interleaved, ``--rounds`` rounds of
 >= ``--min-time`` s of calls each; a contender's time is its fastest single call in wall time
@@ -135,12 +139,15 @@ def batched(inputs: list, batch: int) -> list[np.ndarray]:
     return out
 
 
-def ort_runner(model, inputs: list, count: int):
+def ort_runner(model, inputs: list, count: int, literal: bool = False):
+    """onnxruntime on ``model``; ``literal``: graph optimizations off (the QDQ model's value)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = count, 1
     options.log_severity_level = 3
+    if literal:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = ort.InferenceSession(model.SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])
     feeds = {i.name: x for i, x in zip(session.get_inputs(), inputs)}
@@ -186,13 +193,16 @@ def measure_batch(name: str, batch: int, threads: list, args, tmp: Path) -> dict
     ex = msc_executable(model)
     out = {"batch": batch, "build_s": time.perf_counter() - start, "threads": {},
            "rtol": INT8_RTOL if args.int8 else CHECK_RTOL}
-    want = ort_runner(model, inputs, threads[0])()
+    want = ort_runner(model, inputs, threads[0], literal=args.int8)()
     got = msc_call(ex, inputs, threads[0])()
     got = got[0] if isinstance(got, (list, tuple)) else got
     got = got.numpy() if hasattr(got, "numpy") else np.asarray(got)
     scale = max(float(np.abs(want).max()), 1e-30)
     out["err"] = float(np.abs(got.astype(np.float64) - want).max()) / scale \
         if got.shape == want.shape else float("inf")
+    if args.int8:  # how far onnxruntime's optimized (timed) run is from the QDQ model's value
+        fused = ort_runner(model, inputs, threads[0])()
+        out["ort_err"] = float(np.abs(fused.astype(np.float64) - want).max()) / scale
     for count in threads:
         fns = {"msc": msc_call(ex, inputs, count), "ort": ort_runner(model, inputs, count),
                "torch": torch_runner(module, inputs, count)}
@@ -269,6 +279,8 @@ def table(rows: list, threads: list) -> list[str]:
         wrong = [r["batch"] for r in row["runs"] if not r["err"] <= r.get("rtol", CHECK_RTOL)]
         if wrong or "error" in row:
             cells[0] += " (WRONG)" if wrong else f" ({row['error'][:60]})"
+        if any(r.get("ort_err", 0) > r.get("rtol", CHECK_RTOL) for r in row["runs"]):
+            cells[0] += " (ORT opt off)"
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 

@@ -33,7 +33,9 @@ def test_table_geomeans_and_the_rows_above():
         _row("c", "decoder", {(1, 1): (1e-3, 1e-3, 2e-3)}, err=0.5),
     ]
     rows[2]["error"] = "RuntimeCallError: boom"
+    rows[1]["runs"][1].update(rtol=cs.INT8_RTOL, ort_err=0.2)  # onnxruntime's fused int8 off
     lines = cs.table(rows, [1])
+    assert lines[3].startswith("| b (ORT opt off) | CNN")
     assert lines[2].split(" | ")[:6] == ["| a", "CNN", "16", "2.00", "2.00", "0.50"]
     assert lines[4].startswith("| c (WRONG)") and lines[4].endswith("| - | - | - |")
     geo = {line.split(" | ")[0]: line.split(" | ")[2:] for line in cs.geomeans(rows, [1])[2:]}
@@ -52,3 +54,28 @@ def test_batched_inputs_keep_the_first_row_and_the_kind():
     assert got_pixels.shape == (5, 3, 4, 4) and got_pixels.dtype == np.float32
     assert np.array_equal(got_pixels[0], pixels[0])
     assert cs.batched([ids], 1)[0] is ids
+
+
+def test_the_int8_reference_is_the_qdq_models_value():
+    """``literal=True`` runs onnxruntime with its graph optimizations off: a DequantizeLinear
+    (axis 1) -> MatMul on a float input as written, where the optimized session's fused
+    kernel gives another answer (onnxruntime 1.32)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    w = rng.integers(-127, 127, (32, 32)).astype(np.int8)
+    s = rng.uniform(0.001, 0.01, 32).astype(np.float32)
+    nodes = [helper.make_node("DequantizeLinear", ["w", "s", "z"], ["wf"], axis=1),
+             helper.make_node("MatMul", ["x", "wf"], ["y"])]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 32])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(s, "s"),
+         numpy_helper.from_array(np.zeros(32, np.int8), "z")]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    x = rng.standard_normal((1, 4, 32)).astype(np.float32)
+    want = x @ (w.astype(np.float32) * s)
+    np.testing.assert_allclose(cs.ort_runner(model, [x], 1, literal=True)(), want,
+                               rtol=1e-5, atol=1e-5)
