@@ -233,16 +233,30 @@ class GraphBuilder:
 
     def _weight_tensor(self, name: str, const: Constant, layout: str, role: str,
                        optype: str) -> MSCTensor:
-        if name not in self.weights:
-            dtype, shape = const.struct_info.dtype, list(const.data.shape)
-            if role == "bias":
-                tensor = MSCTensor(name, dtype, "O", [int(const.data.size)])
-            elif role == "weight" and optype in LINEAR_OPTYPES and layout == "IO":
-                tensor = MSCTensor(name, dtype, "OI", shape[::-1])
-            else:
-                tensor = MSCTensor(name, dtype, layout, shape)
-            self.weights[name] = WeightRef(const, layout, tensor)
-        return self.weights[name].tensor
+        """The weight tensor of ``const`` as ``role`` of ``optype`` reads it. One constant read
+        in two layouts (a linear's ``OI`` weight and the ``IO`` constant itself, a graph
+        output) gets a weight per layout: the second is named ``<name>_<layout>``."""
+        dtype, shape = const.struct_info.dtype, list(const.data.shape)
+        if role == "bias":
+            want, shape = "O", [int(const.data.size)]
+        elif role == "weight" and optype in LINEAR_OPTYPES and layout == "IO":
+            want, shape = "OI", shape[::-1]
+        else:
+            want = layout
+        for ref in ([self.weights[name]] if name in self.weights else []) + [
+                r for r in self.weights.values() if r.const is const]:
+            if ref.const is const and (ref.tensor.layout.name, ref.tensor.shape) == (
+                    want, shape):
+                return ref.tensor
+        if name in self.weights:
+            base, k = f"{name}_{want.lower() or 'data'}", 0
+            name = base
+            while name in self.weights or name in self.specs:
+                k += 1
+                name = f"{base}_{k}"
+        tensor = MSCTensor(name, dtype, want, shape)
+        self.weights[name] = WeightRef(const, layout, tensor)
+        return tensor
 
     # ---- bindings -------------------------------------------------------------------------
     def _call(self, var: Var, call: Call) -> None:

@@ -278,3 +278,34 @@ def test_bias_layout_never_becomes_the_layout_of_a_higher_rank_sum():
             assert str(t.layout) == "" or len(str(t.layout)) == len(t.shape), (node.name, t)
     linears = [n for n in graph.get_nodes() if n.optype.startswith("msc.linear")]
     assert linears and all(str(n.weights["weight"].layout) == "OI" for n in linears)
+
+
+@pytest.mark.parametrize("shape", [(32, 16), (32, 32)])
+def test_a_constant_read_as_a_linear_weight_and_as_itself_keeps_both_layouts(shape):
+    """A linear's weight is stored ``OI`` (msc-conventions 3), transposed from the ``IO``
+    constant; when the same constant is also a graph output (what ``msc run --layerwise``
+    makes of a QDQ weight) that output is the ``IO`` data: a weight per layout, not the
+    transposed one under the constant's name (a square weight came back transposed, with
+    no error)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from msc.codegen import to_relax
+    from msc.frontends.translate import from_onnx
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal(shape).astype(np.float32)
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, shape[0]])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, shape[1]]),
+         helper.make_tensor_value_info("w", TensorProto.FLOAT, list(shape))],
+        [numpy_helper.from_array(w, "w")]), opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    graph, weights = from_onnx(model)
+    layouts = {t.layout.name: list(t.shape) for t in graph.get_weights()}
+    assert layouts == {"OI": [shape[1], shape[0]], "IO": list(shape)}
+    x = rng.standard_normal((1, 4, shape[0])).astype(np.float32)
+    y, w_out = relax.VirtualMachine(relax.build(to_relax(graph, weights)), relax.cpu())["main"](x)
+    np.testing.assert_array_equal(w_out.numpy(), w)
+    np.testing.assert_allclose(y.numpy(), x @ w, rtol=1e-5, atol=1e-5)
