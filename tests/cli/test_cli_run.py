@@ -210,3 +210,18 @@ def test_long_api_steps_report_progress(cnn, monkeypatch):
     descs = {desc: (count, delay) for desc, count, delay in seen}
     assert descs["from_onnx"][0] > 3 and descs["relax.build"][0] > 3
     assert descs["from_onnx"][1] == descs["relax.build"][1] == 1.0
+
+
+def test_an_infinity_against_a_finite_value_is_an_infinite_error():
+    """The report's max abs error counts an infinity where the reference is finite (it was
+    left out of the maximum: a mismatch reported as 'max abs err 0')."""
+    from msc.cli.runners import compare
+
+    want = np.array([1.0, -3.4028235e38, 2.0], np.float32)
+    got = np.array([1.0, -np.inf, 2.0], np.float32)
+    row = compare([got], [want], ["y"], atol=1e-4, rtol=1e-4)[0]
+    assert not row["ok"] and row["mismatched"] == 1 and row["max_abs"] == np.inf
+    same = compare([want.copy()], [want], ["y"], atol=1e-4, rtol=1e-4)[0]
+    assert same["ok"] and same["max_abs"] == 0.0
+    nan = compare([np.array([np.nan])], [np.array([np.nan])], ["y"], 1e-4, 1e-4)[0]
+    assert nan["ok"] and nan["max_abs"] == 0.0  # NaN where the reference has NaN agrees
