@@ -14,6 +14,7 @@ ort = pytest.importorskip("onnxruntime")
 from msc import relax
 from msc.codegen import to_relax
 from msc.frontends.translate import from_onnx
+from tests.helpers.qdq_chain_models import masked_softmax_infinite_scale
 from tests.helpers.qdq_models import ort_quantize, qdq_block
 
 
@@ -126,45 +127,11 @@ def test_rotary_halves_slice_the_bytes(tmp_path):
     assert np.abs(got - want).max() <= 1.001 * step
 
 
-def _masked_softmax_with_an_infinite_scale():
-    """GPT-Neo's attention scores as onnxruntime's quantize_static writes them: a causal
-    ``where`` to float32's lowest value, plus an additive mask of the same value. The sum
-    overflows to -inf, calibration takes it in, and the quantize before the softmax gets an
-    infinite scale (gpt_neo's QDQ file has exactly this chain)."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    tri = np.tril(np.ones((8, 8), bool))[None, None]
-    lowest = np.float32(np.finfo(np.float32).min)
-    big = np.float32(-lowest / 255)
-    consts = {"s0": np.float32(0.05), "z0": np.uint8(128), "tri": tri, "low": lowest,
-              "s1": big, "z1": np.uint8(255), "mq": np.where(tri, 255, 0).astype(np.uint8),
-              "s2": np.float32(np.inf), "z2": np.uint8(0), "s3": np.float32(1 / 255),
-              "z3": np.uint8(0)}
-    n = helper.make_node
-    nodes = [n("QuantizeLinear", ["x", "s0", "z0"], ["xq"]),
-             n("DequantizeLinear", ["xq", "s0", "z0"], ["xf"]),
-             n("Where", ["tri", "xf", "low"], ["w"]),
-             n("QuantizeLinear", ["w", "s1", "z1"], ["wq"]),
-             n("DequantizeLinear", ["wq", "s1", "z1"], ["wf"]),
-             n("DequantizeLinear", ["mq", "s1", "z1"], ["mf"]), n("Add", ["wf", "mf"], ["a"]),
-             n("QuantizeLinear", ["a", "s2", "z2"], ["aq"]),
-             n("DequantizeLinear", ["aq", "s2", "z2"], ["af"]),
-             n("Softmax", ["af"], ["p"], axis=-1),
-             n("QuantizeLinear", ["p", "s3", "z3"], ["pq"]),
-             n("DequantizeLinear", ["pq", "s3", "z3"], ["y"])]
-    shape = [2, 2, 8, 8]
-    return helper.make_model(helper.make_graph(
-        nodes, "neo", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]),
-        opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
-
-
 def test_an_infinite_scale_keeps_the_chain_on_the_float_ops():
     """A chain with an infinite (or otherwise unusable) quantization scale does not fold into
     a row kernel: the kernel read the NaN codes its own way (every probability 1, where
     onnxruntime gives 0). On the float ops msc gives onnxruntime's unoptimized answer exactly."""
-    model = _masked_softmax_with_an_infinite_scale()
+    model = masked_softmax_infinite_scale()
     x = np.random.default_rng(0).standard_normal((2, 2, 8, 8)).astype(np.float32)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -176,7 +143,7 @@ def test_an_infinite_scale_keeps_the_chain_on_the_float_ops():
     got = relax.VirtualMachine(ex, relax.cpu())["main"](x).numpy()
     np.testing.assert_array_equal(got, want)
     # the same chain with a finite scale before the softmax still folds
-    finite = _masked_softmax_with_an_infinite_scale()
+    finite = masked_softmax_infinite_scale()
     for init in finite.graph.initializer:
         if init.name == "s2":
             init.CopyFrom(onnx.numpy_helper.from_array(np.float32(1e36), "s2"))
