@@ -38,8 +38,9 @@ def add_arguments(p) -> None:
     options.add_model(p)
     options.add_inputs(p)
     p.add_argument("--check", action="store_true",
-                   help="compare with onnxruntime (ONNX) or torch (torch models); exit 1 on a "
-                        "mismatch")
+                   help="compare with onnxruntime (ONNX; a QDQ model with its graph "
+                        "optimizations off: the model as written) or torch (torch models); "
+                        "exit 1 on a mismatch")
     options.add_tolerances(p)
     options.add_threads(p)
     p.add_argument("--layerwise", nargs="?", const="", metavar="ERRORS.json",

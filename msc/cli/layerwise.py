@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ValidationError
-from .runners import compare, msc_runner, onnxruntime_runner
+from .runners import _QDQ_OPS, LITERAL, compare, msc_runner, onnxruntime_runner
 
 __all__ = ["error_overlay", "layerwise", "layerwise_torch", "text_report"]
 
@@ -30,12 +30,15 @@ def layerwise(path: str, arrays: dict, atol: float, rtol: float,
     model = onnx.load(path)
     probed = _with_every_output(model)
     names = [o.name for o in probed.graph.output]
+    # a QDQ model is compared with its nodes as written (runners.LITERAL)
+    qdq = any(node.op_type in _QDQ_OPS for node in model.graph.node)
     reference = dict(zip(names, onnxruntime_runner(probed.SerializeToString(), threads,
-                                                   path)(arrays)))
+                                                   path, literal=qdq)(arrays)))
     got = dict(zip(names, _run_msc(probed, path, arrays, threads)))
     nodes = [(node.name or node.output[0], node.op_type, node.output, node.input)
              for node in model.graph.node]
-    return _report(path, "onnxruntime", nodes, got, reference, atol, rtol)
+    return _report(path, LITERAL if qdq else "onnxruntime", nodes, got, reference, atol,
+                   rtol)
 
 
 def layerwise_torch(module, arrays: dict, atol: float, rtol: float,

@@ -69,14 +69,35 @@ def msc_runner(model, threads: int | None = None, build_folder: str | None = Non
     return (lambda arrays: flatten(fn(*[arrays[k] for k in keys]))), executable
 
 
+# QDQ models are checked against the model as written: onnxruntime's graph optimizations fuse
+# DequantizeLinear -> op -> QuantizeLinear into its int8 kernels, which round differently
+# (5-25 % of the output's max on random-weight ViTs and EfficientNets)
+_QDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
+LITERAL = "onnxruntime, graph optimizations off (the QDQ model as written)"
+
+
+def is_qdq(path: str) -> bool:
+    """True when the ONNX file at ``path`` has QuantizeLinear / DequantizeLinear nodes at
+    its top level (weights are not loaded)."""
+    import onnx
+
+    try:
+        proto = onnx.load(path, load_external_data=False)
+    except Exception:  # noqa: BLE001 - the loader has already named a bad file
+        return False
+    return any(node.op_type in _QDQ_OPS for node in proto.graph.node)
+
+
 def reference_name(model) -> str | None:
+    if model.kind == "onnx" and is_qdq(model.path):
+        return LITERAL
     return REFERENCES.get(model.kind)
 
 
 def reference_runner(model, threads: int | None = None):
     """The model's own runtime, or None when it has none (graph JSON, TVMScript)."""
     make = _REFERENCE_RUNNERS.get(model.kind)
-    return _reporting(make(model, threads), REFERENCES[model.kind], model.spec) if make else None
+    return _reporting(make(model, threads), reference_name(model), model.spec) if make else None
 
 
 def _reporting(run, who: str, spec: str):
@@ -113,10 +134,17 @@ def ort_session(source, threads: int | None, file: str | None = None, **settings
                                file=file or str(source)) from None
 
 
-def onnxruntime_runner(source, threads: int | None, file: str | None = None):
+def onnxruntime_runner(source, threads: int | None, file: str | None = None,
+                       literal: bool = False):
     """onnxruntime on ``source`` (an .onnx path or a serialized model; ``file`` names it in
-    errors) as ``fn(arrays) -> outputs``, inputs in the graph's order."""
-    session = ort_session(source, threads, file)
+    errors) as ``fn(arrays) -> outputs``, inputs in the graph's order; ``literal``: with its
+    graph optimizations off (every node as written)."""
+    settings = {}
+    if literal:
+        import onnxruntime as ort
+
+        settings["graph_optimization_level"] = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort_session(source, threads, file, **settings)
     names = [i.name for i in session.get_inputs()]  # ONNX names, in the graph's input order
     return lambda arrays: session.run(None, dict(zip(names, arrays.values())))
 
@@ -137,7 +165,8 @@ def _torch(module, threads: int | None):
     return run
 
 
-_REFERENCE_RUNNERS = {"onnx": lambda model, threads: onnxruntime_runner(model.path, threads),
+_REFERENCE_RUNNERS = {"onnx": lambda model, threads: onnxruntime_runner(
+                          model.path, threads, literal=is_qdq(model.path)),
                       "torch": lambda model, threads: _torch(model.module, threads)}
 
 
