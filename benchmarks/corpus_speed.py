@@ -2,6 +2,7 @@
 model of tests/helpers/corpus.py (issue #33's "Done when" table).
 
     .venv/bin/python benchmarks/corpus_speed.py                      # every model, 1 and 2 threads
+    .venv/bin/python benchmarks/corpus_speed.py --precision float int8   # both tables + verdict
     .venv/bin/python benchmarks/corpus_speed.py --models bert,swin --threads 1
     .venv/bin/python benchmarks/corpus_speed.py --families cnn,vit --json out/corpus_speed.json
     .venv/bin/python benchmarks/corpus_speed.py --list               # the models, by family
@@ -177,6 +178,11 @@ def msc_call(ex, inputs: list, count: int):
     return lambda: fn(*inputs)
 
 
+class ReferenceRefused(RuntimeError):
+    """onnxruntime cannot run the file (t5_encoder's int8 QDQ file): the row has no figure,
+    and the verdict does not count it against msc."""
+
+
 def measure_batch(name: str, batch: int, threads: list, args, tmp: Path) -> dict:
     """``{"batch", "build_s", "err", "threads": {n: {msc, ort, torch seconds}}}`` of one batch
     size of one model."""
@@ -193,7 +199,11 @@ def measure_batch(name: str, batch: int, threads: list, args, tmp: Path) -> dict
     ex = msc_executable(model)
     out = {"batch": batch, "build_s": time.perf_counter() - start, "threads": {},
            "rtol": INT8_RTOL if args.int8 else CHECK_RTOL}
-    want = ort_runner(model, inputs, threads[0], literal=args.int8)()
+    try:
+        want = ort_runner(model, inputs, threads[0], literal=args.int8)()
+    except Exception as err:  # onnxruntime's own error types
+        raise ReferenceRefused(f"onnxruntime refuses the file: {type(err).__name__}: "
+                               f"{str(err).strip().splitlines()[0][:160]}") from err
     got = msc_call(ex, inputs, threads[0])()
     got = got[0] if isinstance(got, (list, tuple)) else got
     got = got.numpy() if hasattr(got, "numpy") else np.asarray(got)
@@ -325,12 +335,16 @@ def parse_args(argv=None):
                         help="seconds of calls per contender per round")
     parser.add_argument("--max-batch", type=int, default=16)
     parser.add_argument("--batch-one", action="store_true", help="batch 1 only")
-    parser.add_argument("--int8", action="store_true",
-                        help="time onnxruntime's quantize_static QDQ file of each model "
-                             "(msc/torch: against torch's float eager)")
+    parser.add_argument("--precision", nargs="+", choices=("float", "int8"), default=None,
+                        help="float32 (default), int8 (onnxruntime's quantize_static QDQ file "
+                             "of each model; msc/torch against torch's float eager), or both: "
+                             "one table each, then the verdict over both")
+    parser.add_argument("--int8", action="store_true", help="the same as --precision int8")
     parser.add_argument("--json", type=Path, help="write every measurement here")
     parser.add_argument("--list", action="store_true", help="list the models and stop")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.precision = args.precision or (["int8"] if args.int8 else ["float"])
+    return args
 
 
 def selected(args) -> list[str]:
@@ -361,24 +375,58 @@ def main(argv=None) -> int:
     warnings.simplefilter("ignore")
     logging.getLogger("msc").setLevel(logging.ERROR)
     logging.getLogger().setLevel(logging.ERROR)  # quantize_static's advice, per model
-    rows, start = [], time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="msc_corpus_speed_") as tmp:
-        for name in selected(args):
-            began = time.perf_counter()
-            rows.append(measure_model(name, args, Path(tmp)))
-            print(progress_line(rows[-1], time.perf_counter() - began), file=sys.stderr,
-                  flush=True)
-    print(f"{'int8 (one QDQ file for both runtimes)' if args.int8 else 'float32'}:\n")
-    print("\n".join(table(rows, args.threads)))
-    print("\nGeomeans, msc/onnxruntime (msc/torch eager):\n")
-    print("\n".join(geomeans(rows, args.threads)))
-    worst = above(rows, args.threads)
-    print(f"\nAbove 1.15x onnxruntime ({len(worst)}): " + (", ".join(worst) or "none"))
+    every, start, verdicts = [], time.perf_counter(), []
+    for precision in args.precision:
+        args.int8 = precision == "int8"
+        rows = []
+        with tempfile.TemporaryDirectory(prefix="msc_corpus_speed_") as tmp:
+            for name in selected(args):
+                began = time.perf_counter()
+                rows.append({**measure_model(name, args, Path(tmp)), "precision": precision})
+                print(progress_line(rows[-1], time.perf_counter() - began), file=sys.stderr,
+                      flush=True)
+        print(f"{'int8 (one QDQ file for both runtimes)' if args.int8 else 'float32'}:\n")
+        print("\n".join(table(rows, args.threads)))
+        print("\nGeomeans, msc/onnxruntime (msc/torch eager):\n")
+        print("\n".join(geomeans(rows, args.threads)))
+        worst = above(rows, args.threads)
+        print(f"\nAbove 1.15x onnxruntime ({len(worst)}): " + (", ".join(worst) or "none"))
+        print()
+        verdicts.append(verdict(rows, args.threads, precision))
+        every += rows
+    print("\n".join(verdicts))
     print(f"{time.perf_counter() - start:.0f} s.")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(rows, indent=1, default=str))
+        args.json.write_text(json.dumps(every, indent=1, default=str))
     return 0
+
+
+def verdict(rows: list, threads: list, precision: str, target: float = 0.85,
+            limit: float = 1.15) -> str:
+    """Issue #33's bar for one precision: every family geomean (and the whole corpus's) at
+    or below ``target`` x onnxruntime, no model above ``limit`` x, no wrong or failed row."""
+    worst_geo, worst_cell = 0.0, 0.0
+    for family in [*FAMILY, None]:
+        members = [r for r in rows if family is None or r["family"] == family]
+        for count, key in columns(threads):
+            value = geomean([ratios(r, count, key)[1] for r in members])
+            worst_geo = max(worst_geo, value or 0.0)
+            for r in members:
+                worst_cell = max(worst_cell, ratios(r, count, key)[1] or 0.0)
+    wrong = [r["model"] for r in rows
+             if any(not x["err"] <= x.get("rtol", CHECK_RTOL) for x in r["runs"])]
+    failed = [r["model"] for r in rows
+              if "error" in r and not r["error"].startswith(ReferenceRefused.__name__)]
+    refused = [r["model"] for r in rows if r.get("error", "").startswith(
+        ReferenceRefused.__name__)]
+    ok = worst_geo <= target and worst_cell <= limit and not wrong and not failed
+    return (f"{precision}: {'MET' if ok else 'NOT MET'} - worst geomean {worst_geo:.2f} "
+            f"(bar {target}), worst model cell {worst_cell:.2f} (bar {limit})"
+            + (f", wrong: {', '.join(wrong)}" if wrong else "")
+            + (f", msc failed: {', '.join(failed)}" if failed else "")
+            + (f"; no reference (onnxruntime refuses): {', '.join(refused)}" if refused
+               else ""))
 
 
 if __name__ == "__main__":

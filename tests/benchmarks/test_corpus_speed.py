@@ -79,3 +79,29 @@ def test_the_int8_reference_is_the_qdq_models_value():
     want = x @ (w.astype(np.float32) * s)
     np.testing.assert_allclose(cs.ort_runner(model, [x], 1, literal=True)(), want,
                                rtol=1e-5, atol=1e-5)
+
+
+def test_the_verdict_is_the_issues_bar_over_every_cell():
+    fast = {(1, 1): (1e-3, 2e-3, 1e-2), (1, 16): (1e-2, 2e-2, 1e-1)}
+    rows = [_row("a", "cnn", fast), _row("b", "decoder", fast)]
+    assert cs.verdict(rows, [1], "float").startswith("float: MET - worst geomean 0.50")
+    # one slow cell: the geomeans stay under 0.85, the model cell does not
+    rows.append(_row("c", "cnn", {(1, 1): (1.2e-3, 1e-3, 1e-2), (1, 16): (1e-2, 2e-2, 1)}))
+    assert "NOT MET" in cs.verdict(rows, [1], "float")
+    assert "worst model cell 1.20" in cs.verdict(rows, [1], "float")
+    rows.pop()
+    rows.append(_row("d", "cnn", fast, err=0.5))  # a wrong answer fails whatever the speed
+    assert cs.verdict(rows, [1], "int8").endswith("wrong: d")
+    rows.pop()
+    refused = {"model": "t5", "family": "encoder", "runs": [],
+               "error": "ReferenceRefused: onnxruntime refuses the file: InvalidArgument"}
+    failed = {"model": "e", "family": "encoder", "runs": [], "error": "BuildError: boom"}
+    said = cs.verdict([*rows, refused], [1], "int8")
+    assert said.startswith("int8: MET") and said.endswith("onnxruntime refuses): t5")
+    assert "msc failed: e" in cs.verdict([*rows, failed], [1], "int8")
+
+
+def test_precision_flags():
+    assert cs.parse_args([]).precision == ["float"]
+    assert cs.parse_args(["--int8"]).precision == ["int8"]
+    assert cs.parse_args(["--precision", "float", "int8"]).precision == ["float", "int8"]
