@@ -60,23 +60,9 @@ def test_the_int8_reference_is_the_qdq_models_value():
     """``literal=True`` runs onnxruntime with its graph optimizations off: a DequantizeLinear
     (axis 1) -> MatMul on a float input as written, where the optimized session's fused
     kernel gives another answer (onnxruntime 1.32)."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from tests.helpers.qdq_chain_models import dequantized_matmul
 
-    rng = np.random.default_rng(0)
-    w = rng.integers(-127, 127, (32, 32)).astype(np.int8)
-    s = rng.uniform(0.001, 0.01, 32).astype(np.float32)
-    nodes = [helper.make_node("DequantizeLinear", ["w", "s", "z"], ["wf"], axis=1),
-             helper.make_node("MatMul", ["x", "wf"], ["y"])]
-    model = helper.make_model(helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 32])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 32])],
-        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(s, "s"),
-         numpy_helper.from_array(np.zeros(32, np.int8), "z")]),
-        opset_imports=[helper.make_opsetid("", 17)])
-    onnx.checker.check_model(model)
-    x = rng.standard_normal((1, 4, 32)).astype(np.float32)
-    want = x @ (w.astype(np.float32) * s)
+    model, x, want = dequantized_matmul()
     np.testing.assert_allclose(cs.ort_runner(model, [x], 1, literal=True)(), want,
                                rtol=1e-5, atol=1e-5)
 

@@ -233,26 +233,16 @@ def test_a_qdq_model_is_checked_against_itself_as_written(tmp_path, capsys):
     tolerance (onnxruntime 1.32); --check and --layerwise compare with the unoptimized run,
     say so, and pass (msc computes the model as written)."""
     import onnx
-    from onnx import TensorProto, helper, numpy_helper
 
-    rng = np.random.default_rng(0)
-    w = rng.integers(-127, 127, (32, 32)).astype(np.int8)
-    s = rng.uniform(0.001, 0.01, 32).astype(np.float32)
-    nodes = [helper.make_node("DequantizeLinear", ["w", "s", "z"], ["wf"], axis=1),
-             helper.make_node("MatMul", ["x", "wf"], ["y"])]
-    model = helper.make_model(helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 32])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 32])],
-        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(s, "s"),
-         numpy_helper.from_array(np.zeros(32, np.int8), "z")]),
-        opset_imports=[helper.make_opsetid("", 17)])
+    from tests.helpers.qdq_chain_models import dequantized_matmul
+
+    model, x, want = dequantized_matmul()
     path = tmp_path / "qdq.onnx"
     onnx.save(model, path)
-    x = rng.standard_normal((1, 4, 32)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
     fused = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(
         None, {"x": x})[0]
-    assert np.abs(fused - x @ (w.astype(np.float32) * s)).max() > 1e-3  # the premise
+    assert np.abs(fused - want).max() > 1e-3  # the premise
     args = ["run", str(path), "--input", f"x:{tmp_path / 'x.npy'}", "--check"]
     assert main(args + ["--layerwise"]) == 0
     out = capsys.readouterr().out

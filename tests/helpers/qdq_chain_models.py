@@ -183,3 +183,26 @@ def masked_softmax_infinite_scale():
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
         [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]),
         opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def dequantized_matmul(seed: int = 0):
+    """(model, x, the model's exact value at x): ``MatMul(x, DequantizeLinear(w int8, per
+    channel along axis 1))``, x float [1, 4, 32]. onnxruntime's optimized session fuses the
+    pair into an int8 kernel whose answer is off the model's (1.32: ~0.06 of values ~1); run
+    as written (graph optimizations off) it is the model's value."""
+    from onnx import TensorProto, checker, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-127, 127, (32, 32)).astype(np.int8)
+    s = rng.uniform(0.001, 0.01, 32).astype(np.float32)
+    nodes = [helper.make_node("DequantizeLinear", ["w", "s", "z"], ["wf"], axis=1),
+             helper.make_node("MatMul", ["x", "wf"], ["y"])]
+    model = helper.make_model(helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 32])],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(s, "s"),
+         numpy_helper.from_array(np.zeros(32, np.int8), "z")]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    checker.check_model(model)
+    x = rng.standard_normal((1, 4, 32)).astype(np.float32)
+    return model, x, x @ (w.astype(np.float32) * s)
