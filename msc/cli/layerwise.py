@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ValidationError
-from .runners import _QDQ_OPS, LITERAL, compare, msc_runner, onnxruntime_runner
+from .runners import LITERAL, QDQ_OPS, compare, msc_runner, onnxruntime_runner
 
 __all__ = ["error_overlay", "layerwise", "layerwise_torch", "text_report"]
 
@@ -31,7 +31,7 @@ def layerwise(path: str, arrays: dict, atol: float, rtol: float,
     probed = _with_every_output(model)
     names = [o.name for o in probed.graph.output]
     # a QDQ model is compared with its nodes as written (runners.LITERAL)
-    qdq = any(node.op_type in _QDQ_OPS for node in model.graph.node)
+    qdq = any(node.op_type in QDQ_OPS for node in model.graph.node)
     reference = dict(zip(names, onnxruntime_runner(probed.SerializeToString(), threads,
                                                    path, literal=qdq)(arrays)))
     got = dict(zip(names, _run_msc(probed, path, arrays, threads)))

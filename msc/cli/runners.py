@@ -72,7 +72,7 @@ def msc_runner(model, threads: int | None = None, build_folder: str | None = Non
 # QDQ models are checked against the model as written: onnxruntime's graph optimizations fuse
 # DequantizeLinear -> op -> QuantizeLinear into its int8 kernels, which round differently
 # (5-25 % of the output's max on random-weight ViTs and EfficientNets)
-_QDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
+QDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
 LITERAL = "onnxruntime, graph optimizations off (the QDQ model as written)"
 
 
@@ -85,7 +85,7 @@ def is_qdq(path: str) -> bool:
         proto = onnx.load(path, load_external_data=False)
     except Exception:  # noqa: BLE001 - the loader has already named a bad file
         return False
-    return any(node.op_type in _QDQ_OPS for node in proto.graph.node)
+    return any(node.op_type in QDQ_OPS for node in proto.graph.node)
 
 
 def reference_name(model) -> str | None:
