@@ -19,7 +19,7 @@ from msc.errors import MSCError, ValidationError
 
 from .tensor_check import check_stored
 
-__all__ = ["attr_value", "node_attrs", "schema_of"]
+__all__ = ["attr_value", "node_attrs", "schema_defaults", "schema_of"]
 
 
 def attr_value(attr: AttributeProto):
@@ -63,6 +63,12 @@ def _defaults(op_type: str, opset: int, domain: str) -> tuple:
         has_default = given is not None and given.type != AttributeProto.UNDEFINED
         out.append((name, attr_value(given) if has_default else None))
     return tuple(out)
+
+
+def schema_defaults(op_type: str, opset: int, domain: str = "") -> dict:
+    """Every attribute of the op's schema at ``opset``: its default, or None."""
+    return {k: list(v) if isinstance(v, list) else v
+            for k, v in _defaults(op_type, opset, domain)}
 
 
 def node_attrs(node: onnx.NodeProto, opset: int, name: str | None = None) -> dict:

@@ -35,6 +35,7 @@ def converter_table() -> dict:
         converters_image,
         converters_manipulate,
         converters_math,
+        converters_ms_quant,
         converters_nn,
         converters_quant,
         converters_rnn,
@@ -44,7 +45,7 @@ def converter_table() -> dict:
     table: dict = {}
     families = (converters_attention, converters_control, converters_elementwise,
                 converters_image, converters_manipulate, converters_math, converters_nn,
-                converters_quant, converters_rnn, converters_sequence)
+                converters_quant, converters_ms_quant, converters_rnn, converters_sequence)
     for family in families:
         for op_type, versions in family.CONVERTERS.items():
             if op_type in table:
