@@ -164,8 +164,53 @@ def _requantize(g: Context, acc, scale, y_scale, y_zero, like):
     return g.emit(call("astype", call("clip", call("round", y), float(lo), float(hi)), out))
 
 
+def kernel_weights(g: Context, w, scale, zero, axis: int) -> np.ndarray | None:
+    """The float weights of a QLinearConv / QLinearMatMul when msc's int8 kernels take them
+    exactly, else None: constant int8 codes with zero points 0, and a code of +-127 under each
+    scale (per channel along ``axis``, or per tensor), the symmetric grid the backend's QDQ
+    fold reads back from float weights (``fuse/qdq/fold.py``'s ``int8_grid``)."""
+    codes, s = g.value(w), g.value(scale)
+    z = None if zero is None else g.value(zero)
+    if codes is None or s is None or (zero is not None and z is None):
+        return None
+    codes, s = np.asarray(codes), np.asarray(s, np.float32)
+    if codes.dtype != np.int8 or (z is not None and np.any(np.asarray(z) != 0)):
+        return None
+    if not (s.size and np.all(np.isfinite(s)) and np.all(s > 0)):
+        return None
+    peak = np.abs(codes.astype(np.int16))
+    if s.size == 1:
+        if peak.max(initial=0) != 127:
+            return None
+        return codes.astype(np.float32) * s.reshape(())
+    if s.size != codes.shape[axis]:
+        return None
+    per = peak.max(axis=tuple(i for i in range(codes.ndim) if i != axis), initial=0)
+    if not np.all((per == 127) | (per == 0)):
+        return None
+    shape = [1] * codes.ndim
+    shape[axis] = -1
+    return codes.astype(np.float32) * s.reshape(shape)
+
+
+def _as_qdq(g: Context, node: OnnxNode, x, sx, zx, sy, zy, float_op):
+    """Q(float_op(DQ(x)), sy, zy): the form the backend's QDQ folds put on its int8 kernels
+    (int32 sums, then the scales)."""
+    fx = g.emit(call("dequantize", x, sx, zx if zx is not None else
+                     relax.const(np.zeros((), g.dtype(x))), out_dtype="float32", axis=-1))
+    y = float_op(fx)
+    out = g.dtype(zy) if zy is not None else g.dtype(x)
+    zero = zy if zy is not None else relax.const(np.zeros((), out))
+    return g.emit(call("quantize", y, call("astype", sy, "float32"), zero, out_dtype=out,
+                       axis=-1))
+
+
 def convert_qlinear_matmul(g: Context, node: OnnxNode):
     a, sa, za, b, sb, zb, sy, zy = node.inputs[:8]
+    weights = kernel_weights(g, b, sb, zb, 1) if g.ndim(b) == 2 else None
+    if weights is not None and g.dtype(a) in ("uint8", "int8") and g.ndim(sa) == 0:
+        return _as_qdq(g, node, a, sa, za, sy, zy,
+                       lambda fa: g.emit(call("matmul", fa, relax.const(weights))))
     acc = call("matmul", _centered(g, a, za), _centered(g, b, zb))
     scale = call("multiply", call("astype", sa, "float32"), call("astype", sb, "float32"))
     return _requantize(g, acc, scale, sy, zy, a)
@@ -187,6 +232,16 @@ def convert_conv_integer(g: Context, node: OnnxNode):
 def convert_qlinear_conv(g: Context, node: OnnxNode):
     x, sx, zx, w, sw, zw, sy, zy, bias = node.inputs[:9]
     rank = g.ndim(w)
+    weights = kernel_weights(g, w, sw, zw, 0) if rank == 4 else None
+    if (weights is not None and g.ndim(sx) == 0 and g.dtype(x) in ("uint8", "int8")
+            and (bias is None or g.value(bias) is not None)):
+        # the int32 bias has scale sx * sw[c] and zero point 0
+        fb = None if bias is None else relax.const(
+            (np.asarray(g.value(bias), np.float64) * np.float64(np.asarray(g.value(sx)))
+             * np.asarray(g.value(sw), np.float64).reshape(-1)).astype(np.float32))
+        if g.value(sx) is not None:
+            return _as_qdq(g, node, x, sx, zx, sy, zy, lambda fx: _int_conv(
+                g, node, fx, relax.const(weights), fb))
     w32 = _centered(g, w, zw, _row_shape(g, zw, rank, 0) if zw is not None else None)
     acc = _int_conv(g, node, g.emit(_centered(g, x, zx)), g.emit(w32), bias)
     sw = call("reshape", sw, [1, -1] + [1] * (rank - 2)) if _row_shape(g, sw, rank, 0) else sw

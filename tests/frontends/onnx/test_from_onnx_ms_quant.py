@@ -240,3 +240,31 @@ def test_quantize_static_qoperator_models_run_on_the_int8_kernels(name, tmp_path
     (got,), (want,), ex = _both(model, feeds)
     np.testing.assert_array_equal(got, want)
     assert any(key.startswith("qdq:") for key in ex.stats["fused"])
+
+
+@pytest.mark.parametrize("peak", [127, 100])
+def test_qlinear_conv_and_matmul_take_the_int8_kernels_when_exact(peak):
+    """QLinearConv / QLinearMatMul with constant int8 weights of zero point 0 and a code of
+    +-127 under each scale (what symmetric quantizers write) become Q(op(DQ(x))), which the
+    backend runs on its int8 kernels (int32 sums); any other weights keep the integer form.
+    Both give onnxruntime's codes."""
+    rng = np.random.default_rng(10)
+    w = rng.integers(-peak, peak + 1, (6, 4, 3, 3)).astype(np.int8)
+    w[:, 0, 0, 0] = peak  # every channel reaches the peak
+    m = rng.integers(-peak, peak + 1, (24, 5)).astype(np.int8)
+    m[0, :] = -peak
+    inits = {**_params(x=(0.03, 128), y=(0.05, 120), r=(0.04, 128)),
+             "w": w, "w_s": rng.uniform(0.005, 0.02, 6).astype(np.float32),
+             "w_z": np.zeros(6, np.int8), "bias": rng.integers(-300, 300, 6).astype(np.int32),
+             "m": m, "m_s": np.float32(0.01), "m_z": np.int8(0),
+             "shape": np.array([2, 24], np.int64)}
+    nodes = [helper.make_node("QLinearConv", ["x", "x_s", "x_z", "w", "w_s", "w_z", "y_s",
+                                              "y_z", "bias"], ["y"], pads=[1, 1, 1, 1]),
+             helper.make_node("Reshape", ["y", "shape"], ["f"]),
+             helper.make_node("QLinearMatMul", ["f", "y_s", "y_z", "m", "m_s", "m_z", "r_s",
+                                                "r_z"], ["r"])]
+    model = _model(nodes, [_q("x", [2, 4, 2, 2])], [_q("r", [2, 5])], inits)
+    (got,), (want,), ex = _both(model, {"x": _codes(rng, (2, 4, 2, 2))})
+    _codes_close(got, want, steps=0)
+    ops = ex.stats["ops"]
+    assert ("int8.conv2d" in ops and "int8.matmul" in ops) == (peak == 127), ops
