@@ -244,10 +244,10 @@ def test_quantize_static_qoperator_models_run_on_the_int8_kernels(name, tmp_path
 
 @pytest.mark.parametrize("peak", [127, 100])
 def test_qlinear_conv_and_matmul_take_the_int8_kernels_when_exact(peak):
-    """QLinearConv / QLinearMatMul with constant int8 weights of zero point 0 and a code of
-    +-127 under each scale (what symmetric quantizers write) become Q(op(DQ(x))), which the
-    backend runs on its int8 kernels (int32 sums); any other weights keep the integer form.
-    Both give onnxruntime's codes."""
+    """QLinearConv / QLinearMatMul with constant int8 weights of zero point 0 become
+    Q(op(DQ(x))): with a code of +-127 under each scale (what symmetric quantizers write) the
+    backend runs them on its int8 kernels (int32 sums), with smaller codes (a scale widened for
+    an int32 bias) as float ops on the dequantized values. Both give onnxruntime's codes."""
     rng = np.random.default_rng(10)
     w = rng.integers(-peak, peak + 1, (6, 4, 3, 3)).astype(np.int8)
     w[:, 0, 0, 0] = peak  # every channel reaches the peak
