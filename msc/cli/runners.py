@@ -73,12 +73,13 @@ def msc_runner(model, threads: int | None = None, build_folder: str | None = Non
 # DequantizeLinear -> op -> QuantizeLinear into its int8 kernels, which round differently
 # (5-25 % of the output's max on random-weight ViTs and EfficientNets)
 QDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
-LITERAL = "onnxruntime, graph optimizations off (the QDQ model as written)"
+LITERAL = "onnxruntime, graph optimizations off (the quantized model as written)"
 
 
 def is_qdq(path: str) -> bool:
     """True when the ONNX file at ``path`` has QuantizeLinear / DequantizeLinear nodes at
-    its top level (weights are not loaded)."""
+    its top level (weights are not loaded): a QDQ model, or a QOperator one (its QLinear ops
+    are onnxruntime's own kernels either way)."""
     import onnx
 
     try:

@@ -246,5 +246,5 @@ def test_a_qdq_model_is_checked_against_itself_as_written(tmp_path, capsys):
     args = ["run", str(path), "--input", f"x:{tmp_path / 'x.npy'}", "--check"]
     assert main(args + ["--layerwise"]) == 0
     out = capsys.readouterr().out
-    assert "graph optimizations off (the QDQ model as written)" in out
+    assert "graph optimizations off (the quantized model as written)" in out
     assert ERR.search(out).groups()[2] == "ok" and "every node agrees" in out
