@@ -190,7 +190,7 @@ def kernel_weights(g: Context, w, scale, zero, axis: int) -> np.ndarray | None:
     return codes.astype(np.float32) * s.reshape(shape)
 
 
-def _as_qdq(g: Context, node: OnnxNode, x, sx, zx, sy, zy, float_op):
+def _as_qdq(g: Context, x, sx, zx, sy, zy, float_op):
     """Q(float_op(DQ(x)), sy, zy): the form the backend's QDQ folds put on its int8 kernels
     (int32 sums, then the scales)."""
     fx = g.emit(call("dequantize", x, sx, zx if zx is not None else
@@ -206,7 +206,7 @@ def convert_qlinear_matmul(g: Context, node: OnnxNode):
     a, sa, za, b, sb, zb, sy, zy = node.inputs[:8]
     weights = kernel_weights(g, b, sb, zb, 1) if g.ndim(b) == 2 else None
     if weights is not None and g.dtype(a) in ("uint8", "int8") and g.ndim(sa) == 0:
-        return _as_qdq(g, node, a, sa, za, sy, zy,
+        return _as_qdq(g, a, sa, za, sy, zy,
                        lambda fa: g.emit(call("matmul", fa, relax.const(weights))))
     acc = call("matmul", _centered(g, a, za), _centered(g, b, zb))
     scale = call("multiply", call("astype", sa, "float32"), call("astype", sb, "float32"))
@@ -231,14 +231,13 @@ def convert_qlinear_conv(g: Context, node: OnnxNode):
     rank = g.ndim(w)
     weights = kernel_weights(g, w, sw, zw, 0) if rank == 4 else None
     if (weights is not None and g.ndim(sx) == 0 and g.dtype(x) in ("uint8", "int8")
-            and (bias is None or g.value(bias) is not None)):
+            and g.value(sx) is not None and (bias is None or g.value(bias) is not None)):
         # the int32 bias has scale sx * sw[c] and zero point 0
         fb = None if bias is None else relax.const(
             (np.asarray(g.value(bias), np.float64) * np.float64(np.asarray(g.value(sx)))
              * np.asarray(g.value(sw), np.float64).reshape(-1)).astype(np.float32))
-        if g.value(sx) is not None:
-            return _as_qdq(g, node, x, sx, zx, sy, zy, lambda fx: _int_conv(
-                g, node, fx, relax.const(weights), fb))
+        return _as_qdq(g, x, sx, zx, sy, zy, lambda fx: _int_conv(
+            g, node, fx, relax.const(weights), fb))
     w32 = _centered(g, w, zw, _row_shape(g, zw, rank, 0) if zw is not None else None)
     acc = _int_conv(g, node, g.emit(_centered(g, x, zx)), g.emit(w32), bias)
     sw = call("reshape", sw, [1, -1] + [1] * (rank - 2)) if _row_shape(g, sw, rank, 0) else sw
