@@ -1,13 +1,16 @@
-"""The direct conv's source prefetch (DirectConv2d._ahead): which 1x1 convs take it, and that
-the tile loop with it computes what numpy does, on every vector width, with a fused residual,
-tails of positions and output channels, and on 1 and 2 threads. The rule's limits are shrunk so
-small shapes take the prefetching loop too."""
+"""The conv kernels' prefetches. The direct conv's source prefetch (DirectConv2d._ahead): which
+1x1 convs take it, and that the tile loop with it computes what numpy does, on every vector
+width, with a fused residual, tails of positions and output channels, and on 1 and 2 threads
+(the rule's limits shrunk so small shapes take it too). The pixel tiles' next-panel prefetch
+(pixel_conv._PREFETCH_PIXELS): small planes take it, and match numpy with several panels and
+K blocks, images per call and thread splits."""
 
 import numpy as np
 import pytest
 
-from msc.backend.kernels import direct_conv
+from msc.backend.kernels import direct_conv, pixel_conv
 from msc.backend.kernels.direct_conv import PLAN_FIELDS, DirectConv2d
+from msc.backend.kernels.pixel_conv import PixelConv2d
 from msc.backend.runtime.threads import num_threads
 
 TOL = {"rtol": 1e-4, "atol": 1e-4}
@@ -59,4 +62,41 @@ def test_prefetching_loop_matches_numpy(monkeypatch, lanes, threads, n, c, h, w,
     out = np.full(y.shape, np.nan, np.float32)
     with num_threads(threads):
         kernel(x, *([res] if residual else []), out)
+    np.testing.assert_allclose(out, want, **TOL)
+
+
+def _conv_ref(x, weight, bias, stride, pad):
+    """NCHW conv + bias + relu in numpy (windows of the padded input)."""
+    o, _, kh, kw = weight.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    oh, ow = (xp.shape[2] - kh) // stride + 1, (xp.shape[3] - kw) // stride + 1
+    y = np.zeros((x.shape[0], o, oh, ow), np.float32)
+    for i in range(kh):
+        for j in range(kw):
+            window = xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
+            y += np.einsum("oc,nchw->nohw", weight[:, :, i, j], window)
+    return np.maximum(y + bias[None, :, None, None], 0)
+
+
+@pytest.mark.skipif(not pixel_conv.pixel_conv_available(), reason="pixel tiles need AVX-512")
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("n, c, h, o, k, stride, pad, prefetch", [
+    (1, 40, 7, 200, 1, 1, 0, True),      # 7x7: 9 tiles, 4 panels (the last one partial)
+    (1, 24, 7, 130, 3, 1, 1, True),      # 3x3 on 7x7, K blocks of 16 sources
+    (2, 16, 14, 70, 3, 2, 1, True),      # stride 2 to 7x7, 2 images: 49 pixels a call
+    (1, 16, 14, 70, 1, 1, 0, False),     # 196 pixels: no prefetch
+])
+def test_pixel_tiles_prefetching_next_panel_match_numpy(monkeypatch, threads, n, c, h, o, k,
+                                                         stride, pad, prefetch):
+    monkeypatch.setattr(pixel_conv, "_PARALLEL_MACS", 0)  # 2 threads split panels or pixels
+    weight, bias, x = _rand(o, c, k, k), _rand(o, seed=1), _rand(n, c, h, h, seed=2)
+    attrs = {"strides": (stride, stride), "padding": (pad,) * 4, "dilation": (1, 1)}
+    kernel = PixelConv2d("nn.conv2d", weight, bias, True, attrs)
+    kernel.kc = 16  # several K blocks: later blocks add to the tiles' scratch
+    plan = kernel._plan(x.shape)
+    assert plan.fixed[pixel_conv._ARGS.index("ahead")] == (pixel_conv.NV if prefetch else 0)
+    want = _conv_ref(x, weight, bias, stride, pad)
+    out = np.full(want.shape, np.nan, np.float32)
+    with num_threads(threads):
+        kernel(x, out)
     np.testing.assert_allclose(out, want, **TOL)
