@@ -57,6 +57,13 @@ class Vec:
         b.call(self._store, [value, b.bitcast(ptr, self.ty.as_pointer()), ir.IntType(32)(4),
                              mask])
 
+    def prefetch(self, ptr, locality: int = 3) -> None:
+        """A read prefetch of the line at ``ptr`` (locality 3: into L1, 2: into L2)."""
+        b, i32 = self.b, ir.IntType(32)
+        i8p = ir.IntType(8).as_pointer()
+        fn = _intrinsic(b.module, "llvm.prefetch.p0", ir.VoidType(), [i8p, i32, i32, i32])
+        b.call(fn, [b.bitcast(ptr, i8p), i32(0), i32(locality), i32(1)])
+
     def fma(self, a, x, acc):
         return self.b.call(self._fma, [a, x, acc])
 
