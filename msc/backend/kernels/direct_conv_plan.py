@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from ...errors import ShapeError
+from ..runtime.chain_split import PARTS_PER_THREAD, Launches
 from ..runtime.split_cost import unit_seconds
 from ..runtime.threads import NativeTasks, num_threads, split_range
 from .dense import F32 as F32_DTYPE
@@ -55,6 +56,22 @@ class ConvPlan:
                         tasks.records[:, 0], tasks.records[:, 8] = address, stage
                     self._splits[threads].append(tasks)
         return self._splits[threads]
+
+    def split_form(self, address: int, bases: tuple, scratch: int, seconds: float):
+        """The split form of a one-image plan for a chain's parallel step (runtime/
+        chain_split.py): ``form(parts)`` -> the task lists :meth:`split` gives for the
+        threads of those parts (the pad pass, then the conv parts), as ``__call__`` launches
+        them, with ``bases`` (the step's Buffer / At / int of each pointer ``__call__``
+        passes), ``scratch`` bytes of step scratch and ``seconds`` on one thread; None for a batch, whose images are the parts (the kernel's native_parts).
+        A batch-1 conv was a chain of its own, split by a Python call of the kernel."""
+        if self.out_shape[0] != 1:
+            return None
+
+        def form(parts: int) -> Launches:
+            stages = self.split(max(2, parts // PARTS_PER_THREAD), address)
+            return Launches(tuple((tasks, bases) for tasks in stages if tasks is not None),
+                            scratch, seconds)
+        return form
 
     def _parts_of(self, threads: int) -> tuple:
         n, _, oh, _ = self.out_shape
