@@ -340,6 +340,25 @@ def transpose_cols_fn():
     return _library()[3]
 
 
+_TRANSPOSE_TASKS: dict = {}
+
+
+def transpose_tasks(rows: int, cols: int, threads: int) -> NativeTasks:
+    """One [rows, cols] plane's transpose to [cols, rows] as two column ranges per thread
+    (a task list whose bases are the source and the destination: a batch-1 conv's [P][O]
+    result to NCHW, split from inside a chain), kept per shape and thread count."""
+    key = (rows, cols, threads)
+    if key not in _TRANSPOSE_TASKS:
+        ranges = split_range(cols, 2 * threads)
+        tasks = NativeTasks(len(ranges))
+        tasks.records[:, 0] = native_address(transpose_cols_fn())
+        tasks.records[:, 3:7] = [(rows, cols, lo, hi) for lo, hi in ranges]
+        if len(_TRANSPOSE_TASKS) > 4096:  # shapes of many models in one process
+            _TRANSPOSE_TASKS.clear()
+        _TRANSPOSE_TASKS[key] = tasks
+    return _TRANSPOSE_TASKS[key]
+
+
 # ---------------------------------------------------------------------------------------------
 # Scratch arena.
 

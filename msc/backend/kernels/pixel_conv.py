@@ -35,7 +35,7 @@ from .direct_conv_plan import PREP, chain_plan, checked_plan, conv_seconds
 from .direct_conv_prep import Vec
 from .direct_conv_prep import gep as _gep
 from .gemm import aligned_empty
-from .layout import scratch_addresses, scratch_offsets, transpose_cols_fn, transpose_fn
+from .layout import scratch_addresses, scratch_offsets, transpose_fn, transpose_tasks
 
 __all__ = ["PixelConv2d", "pixel_conv_available"]
 
@@ -178,7 +178,6 @@ class PixelConv2d(Kernel):
         self.address = native_address(self.run)
         self._plans: dict = {}
         self._chains: dict = {}  # input shape -> (ChainEntry, scratch bytes)
-        self._transposes: dict = {}  # (pixels, outputs, threads) -> the transpose's tasks
         self.addr = (Address(), Address())
 
     def __call__(self, x, out):
@@ -241,20 +240,8 @@ class PixelConv2d(Kernel):
             calls[k] = (pad, calls[k][1][:-1])
         k = kinds.index(self.transpose)
         tiles, out, _, pixels, o = calls[k][1]
-        calls[k] = (self._transpose_tasks(pixels, o, threads), (tiles, out))
+        calls[k] = (transpose_tasks(pixels, o, threads), (tiles, out))
         return Launches(tuple(calls), nbytes, conv_seconds(plan.macs, DirectConv2d))
-
-    def _transpose_tasks(self, pixels: int, o: int, threads: int) -> NativeTasks:
-        """The transpose of one image's [P][O] tiles to [O][P] by ranges of output channels
-        (bases: the tiles, the output), kept per shape and thread count."""
-        key = (pixels, o, threads)
-        if key not in self._transposes:
-            ranges = split_range(o, 2 * threads)
-            tasks = NativeTasks(len(ranges))
-            tasks.records[:, 0] = native_address(transpose_cols_fn())
-            tasks.records[:, 3:7] = [(pixels, o, lo, hi) for lo, hi in ranges]
-            self._transposes[key] = tasks
-        return self._transposes[key]
 
     def _chain_entry(self, plan, scratch: int, calls_only: bool = False) -> tuple:
         n, o, oh, ow = plan.out_shape
