@@ -23,6 +23,7 @@ PREP, CONV, COMPACT = 1, 2, 4  # the stages of one image a driver call runs
 _PARALLEL_PREP = 1 << 16  # input floats from which the pad / phase split pass is split too
 SPLITS_PER_THREAD = 2  # parts per thread, so a thread slowed by other load takes fewer
 _BAND_POSITIONS = 256  # fewest output positions of a row band (a tile covers 48 with AVX-512)
+_INPUT_HEAVY = 8  # input floats per weight from which a small plane splits in bands
 
 
 class ConvPlan:
@@ -81,7 +82,15 @@ class ConvPlan:
         # when there are enough and the weights are the larger read (each thread then reads its
         # share), or the plane has too few rows for even bands or for whole register tiles.
         few = oh < 2 * count or oh * self.out_shape[3] < _BAND_POSITIONS * count
-        if (self.grouped and self.units >= threads) or (
+        # Where the input outweighs the weights many times over (squeezenet's 1x1 squeeze
+        # convs: 256 -> 32 channels at 27x27), one band a thread reads half of it, where
+        # output units would each read all of it, half from the other core's cache.
+        bands = threads if few and weights * _INPUT_HEAVY <= inputs and not self.grouped \
+            and oh >= 2 * threads and oh * self.out_shape[3] >= _BAND_POSITIONS * threads \
+            else 0
+        if bands:
+            shapes = [(lo, hi, 0, self.units) for lo, hi in split_range(oh, bands)]
+        elif (self.grouped and self.units >= threads) or (
                 self.units >= count and (weights >= inputs or few)):
             shapes = [(0, oh, lo, hi) for lo, hi in split_range(self.units, count)]
         else:

@@ -28,11 +28,12 @@ def _weight(*shape):
     return (RNG.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))).astype("float32")
 
 
-# (input shape, conv2d kwargs, weight OIHW): a padded 3x3 (pad pass), a 1x1 (read as is),
+# (input shape, conv2d kwargs, weight OIHW): a padded 3x3 (pad pass), 1x1s (read as is),
 # a stride-2 conv, squeezenet's 13x13 expand (the GEMM path or pixel tiles, by the host),
 # a 64-channel 3x3 (pixel tiles where the host has them)
 CONVS = [((1, 8, 20, 20), {"padding": [1] * 4}, (16, 8, 3, 3)),
          ((1, 16, 20, 20), {}, (24, 16, 1, 1)),
+         ((1, 128, 27, 27), {}, (32, 128, 1, 1)),  # squeezenet's squeeze: a band a thread
          ((1, 8, 33, 33), {"strides": [2, 2], "padding": [1] * 4}, (16, 8, 3, 3)),
          ((1, 48, 13, 13), {"padding": [1] * 4}, (192, 48, 3, 3)),
          ((1, 64, 8, 8), {"padding": [1] * 4}, (64, 64, 3, 3)),
