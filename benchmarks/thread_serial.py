@@ -2,13 +2,16 @@
 
     .venv/bin/python benchmarks/thread_serial.py [--models squeezenet resnet50 ...] [--top 3]
 
-Each model runs once at 2 threads, recording for every native kernel call whether it split
-(a task list or parallel_for with more than one thread), then best of 5 at 1 thread, timing each
-call in CPU time (time.thread_time, so other processes' load does not count). The serial share
-is (1-thread CPU time of the calls that did not split + time outside kernels: the VM, compiled
-TIR chains, concat copies) / the 1-thread total; the Amdahl bound 1 / (s + (1 - s) / 2) is the
-best 2-thread speed-up those splits allow. Wall-clock scaling is benchmarks/backend.py --zoo
---threads 1 2, which needs a quiet machine.
+The kernels run inside native chains (runtime/plan_code.py), so this reads the plan: each
+native step either splits at more than one thread (a parallel entry that hands its task lists
+to the pool from inside the chain, runtime/chain_split.py, or a chain of its own whose kernel
+object splits) or runs on the calling thread; Python lines (in-place concats, tuples, views)
+run on it too. The profiled plan (every instruction between two clock reads) then runs best of
+5 at 1 thread with the clock in CPU time of the calling thread (time.thread_time, so other
+processes' load does not count). The serial share is (1-thread CPU time of the steps that do
+not split + the Python lines) / the 1-thread total; the Amdahl bound 1 / (s + (1 - s) / 2) is
+the best 2-thread speed-up those splits allow (how evenly a split divides its work is not in
+it: that is benchmarks/speed.py --threads 1 2, which needs a quiet machine).
 """
 
 from __future__ import annotations
@@ -29,96 +32,52 @@ from benchmarks.common import (
     input_shape,
     light_model,
     ms,
-    msc_session,
     print_table,
     with_random_weights,
 )
-from msc.backend.runtime import threads
-
-_STATE = {"split": False, "depth": 0, "log": []}
-
-
-def _instrument() -> None:
-    """Wrap every Kernel class's __call__ (outermost calls only) and the two split paths."""
-    from msc.backend.dispatch.resolve import load_facts
-    from msc.backend.kernels.base import Kernel
-
-    load_facts()
-    launch = threads.NativeTasks.launch
-
-    def native_launch(self, first, bases, count=None):
-        if self.n > 1 and (threads.task_threads() if count is None else count) > 1:
-            _STATE["split"] = True
-        return launch(self, first, bases, count)
-
-    threads.NativeTasks.launch = native_launch
-    for module in list(sys.modules.values()):
-        if getattr(module, "__name__", "").startswith("msc.backend.kernels") and \
-                getattr(module, "parallel_for", None) is threads.parallel_for:
-            module.parallel_for = _flagged(threads.parallel_for)
-    for cls in _subclasses(Kernel):
-        if "__call__" in cls.__dict__:
-            cls.__call__ = _timed(cls.__dict__["__call__"], cls.__name__)
-
-
-def _flagged(parallel_for):
-    def flagged(*args, **kwargs):
-        _STATE["split"] = True
-        return parallel_for(*args, **kwargs)
-    return flagged
-
-
-def _subclasses(cls):
-    for sub in cls.__subclasses__():
-        yield sub
-        yield from _subclasses(sub)
-
-
-def _timed(call, name: str):
-    def timed(self, *args):
-        if _STATE["depth"]:
-            return call(self, *args)
-        _STATE["depth"], _STATE["split"] = 1, False
-        start = time.thread_time()
-        try:
-            return call(self, *args)
-        finally:
-            shape = getattr(args[0], "shape", "") if args else ""
-            _STATE["log"].append((f"{name} {shape}", time.thread_time() - start,
-                                  _STATE["split"]))
-            _STATE["depth"] = 0
-    return timed
+from msc.backend.runtime import plan_code, threads
+from msc.backend.runtime.plan_code import NativeCall
 
 
 def serial_share(name: str) -> dict:
+    from msc import relax
+    from msc.frontends.onnx.api import from_onnx
+
     shipped = light_model(name)
     x = np.random.default_rng(1).random(input_shape(shipped), dtype=np.float32)
-    return share_of(msc_session(with_random_weights(as_logits(shipped)))[0], x)
+    mod, _ = from_onnx(with_random_weights(as_logits(shipped)), as_msc=False)
+    fn = relax.VirtualMachine(relax.build(mod), relax.cpu())["main"]
+    return share_of(fn, x)
 
 
-def share_of(run, x) -> dict:
-    """The serial share of ``run(x)`` (an msc model call; :func:`_instrument` done)."""
-    with threads.num_threads(2):
-        run(x)
-        _STATE["log"].clear()
-        run(x)
-        split = [flag for _, _, flag in _STATE["log"]]
+def share_of(fn, x) -> dict:
+    """The serial share of ``fn(x)`` (a VMFunction), from its profiled plan."""
+    clock, plan_code.perf_counter = plan_code.perf_counter, time.thread_time
+    try:  # the profiled plan's clock: CPU time of the calling thread
+        values, env = fn.check_args((x,))
+        entry = fn.profiled_entry(env)
+    finally:
+        plan_code.perf_counter = clock
+    plan, timers = entry.plan, entry.plan.runner.timers
     best = None
     with threads.num_threads(1):
-        run(x)
+        fn.run_checked(values, env, entry)
         for _ in range(5):
-            _STATE["log"].clear()
-            start = time.process_time()
-            run(x)
-            total = time.process_time() - start
-            if best is None or total < best[0]:
-                best = (total, list(_STATE["log"]))
-    total, log = best
-    serial = collections.Counter()
-    for (call, seconds, _), did_split in zip(log, split):
-        if not did_split:
-            serial[call] += seconds
-    outside = total - sum(seconds for _, seconds, _ in log)
+            timers[:] = [0.0] * len(timers)
+            values, env = fn.check_args((x,))
+            fn.run_checked(values, env, entry)
+            if best is None or sum(timers) < sum(best):
+                best = list(timers)
+    serial, outside = collections.Counter(), 0.0
+    for instr, seconds in zip(plan.instructions, best):
+        call = instr[4]
+        if not isinstance(call, NativeCall):
+            outside += seconds
+        elif getattr(call.step, "parallel", None) is None and \
+                not getattr(call.step, "splits", False):
+            shape = call.step.specs[0].shape if call.step.specs else ""
+            serial[f"{call.step.op} {tuple(shape)}"] += seconds
+    total = sum(best)
     share = (sum(serial.values()) + outside) / total
     return {"total": total, "serial": serial, "outside": outside, "share": share,
             "bound": 1 / (share + (1 - share) / 2)}
@@ -130,12 +89,11 @@ def main() -> None:
                         help="light zoo models (vgg19 takes minutes)")
     parser.add_argument("--top", type=int, default=3, help="largest serial calls to list")
     args = parser.parse_args()
-    _instrument()
     print_table(COLUMNS, (cells(name, serial_share(name), args.top) for name in args.models),
                 flush=True)
 
 
-COLUMNS = ["model", "1T CPU ms", "serial kernels ms", "outside kernels ms", "serial share",
+COLUMNS = ["model", "1T CPU ms", "serial kernels ms", "Python lines ms", "serial share",
            "Amdahl bound at 2T", "largest serial calls"]
 
 

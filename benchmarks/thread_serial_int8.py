@@ -20,7 +20,6 @@ from benchmarks.common import (
     cached_model,
     input_shape,
     msc_executable,
-    msc_runner,
     ort_qdq,
     print_table,
 )
@@ -43,10 +42,6 @@ def main() -> None:
     parser.add_argument("--cache", help="folder for the quantized models")
     parser.add_argument("--top", type=int, default=3, help="largest serial calls to list")
     args = parser.parse_args()
-    import msc.backend.fuse.qdq.fold  # the int8 kernel classes, for _instrument
-    import msc.backend.fuse.qdq.lut  # noqa: F401
-
-    thread_serial._instrument()
     rows = (thread_serial.cells(name, serial_share(name, args.cache), args.top)
             for name in args.models)
     print_table(thread_serial.COLUMNS, rows, flush=True)
@@ -56,7 +51,10 @@ def serial_share(name: str, cache: str | None) -> dict:
     """thread_serial.share_of on the QDQ model of ``name``, run by msc's int8 kernels."""
     qmodel = qdq_model(name, cache)
     x = batches(input_shape(qmodel), 1, 2, True)[0]
-    return thread_serial.share_of(msc_runner(msc_executable(qmodel), None), x)
+    from msc import relax
+
+    fn = relax.VirtualMachine(msc_executable(qmodel), relax.cpu())["main"]
+    return thread_serial.share_of(fn, x)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ import numpy as np
 
 from ...errors import ShapeError
 from ...relax.op.registry import attach
-from ..runtime.chain_split import Parts
+from ..runtime.chain_split import PARTS_PER_THREAD, Launches, Parts
 from ..runtime.task_wrap import At, ChainEntry
 from ..runtime.threads import parallel_for, split_range, task_threads
 from . import gemm as gemm_kernel
@@ -44,7 +44,7 @@ from .direct_conv import RELU6, DirectConv2d, residual_fits
 from .direct_conv_plan import conv_seconds
 from .dw_lanes import LANES_SIZES, LanesDepthwise, lanes_wins
 from .epilogues import upper_bound
-from .layout import im2col_fn, scratch_addresses, scratch_offsets, transpose_fn
+from .layout import im2col_fn, scratch_addresses, scratch_offsets, transpose_fn, transpose_tasks
 from .pixel_conv import PixelConv2d, pixel_conv_available
 from .pool import NO_BOUND, pad4, pair, pick_window, sane_window
 from .window_parts import UNITS, window_parts, window_seconds
@@ -319,7 +319,30 @@ class _Conv2dNHWC(_ConvKernel):
                 nbytes = max(nbytes, size)
             self._chains[key] = (ChainEntry.sequence(calls), nbytes)
         entry, nbytes = self._chains[key]
-        return (*entry.signature, nbytes, splits)
+        form = None
+        if n == 1:  # one image: its GEMM's blocks split from inside the chain
+            def form(parts: int) -> Launches | None:
+                return self._split_form(h, w, oh, ow, len(buffers),
+                                        max(2, parts // PARTS_PER_THREAD))
+        return (*entry.signature, nbytes, splits) + ((form,) if form else ())
+
+    def _split_form(self, h, w, oh, ow, scratch: int, threads: int) -> Launches | None:
+        """One image's calls with the GEMM's blocks at ``threads`` as a task list (gemm.py's
+        split, as ``gemm.run`` launches it) and the NCHW result's transpose by output channel
+        ranges; the input's transpose and the patches before it on the calling thread. None
+        when the GEMM is one block."""
+        calls, nbytes = self._image_calls(0, 1, h, w, oh, ow, scratch)
+        gemm, at = self.gemm, [c[0] for c in calls].index(self.gemm.driver)
+        src, *_, dst, m = calls[at][1][:5]
+        tasks = gemm_kernel.gemm_tasks(gemm.driver, gemm.nr, m, gemm.n, gemm.k, gemm.k, gemm.n,
+                                       gemm.relu, threads)
+        if tasks is None:
+            return None
+        calls[at] = (tasks, (src, *gemm.ptrs, dst))
+        if calls[-1][0] is self.transpose and at == len(calls) - 2:  # [P][O] -> NCHW
+            tiles, out, _, pixels, o = calls[-1][1]
+            calls[-1] = (transpose_tasks(pixels, o, threads), (tiles, out))
+        return Launches(tuple(calls), nbytes, conv_seconds(m * gemm.k * self.o, DirectConv2d))
 
     def native_parts(self, buffers: list) -> Parts | None:
         """Images as the units of a chain's parallel step (runtime/chain_split.py): a part

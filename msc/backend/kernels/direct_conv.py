@@ -462,9 +462,13 @@ class DirectConv2d(Kernel):
             pointers = (Buffer(0), *parts, res, Buffer(len(buffers) - 1), plan.offsets_ptr,
                         plan.args_ptr)
             entry = ChainEntry.sequence((self.run, (*pointers, part)) for part in plan.whole)
-            self._chains[shape] = (entry, nbytes)
-        entry, nbytes = self._chains[shape]
-        return (*entry.signature, nbytes, plan.macs >= _PARALLEL_MACS)
+            # one image: the task lists of __call__'s split, from inside the chain
+            form = plan.split_form(self.address, pointers, nbytes,
+                                   conv_seconds(plan.macs, DirectConv2d))
+            self._chains[shape] = (entry, nbytes, form)
+        entry, nbytes, form = self._chains[shape]
+        return (*entry.signature, nbytes, plan.macs >= _PARALLEL_MACS) + (
+            (form,) if form else ())
 
     def native_parts(self, buffers: list) -> Parts | None:
         """The images of a batch as independent units for a chain's parallel step

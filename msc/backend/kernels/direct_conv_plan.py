@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from ...errors import ShapeError
+from ..runtime.chain_split import PARTS_PER_THREAD, Launches
 from ..runtime.split_cost import unit_seconds
 from ..runtime.threads import NativeTasks, num_threads, split_range
 from .dense import F32 as F32_DTYPE
@@ -22,6 +23,7 @@ PREP, CONV, COMPACT = 1, 2, 4  # the stages of one image a driver call runs
 _PARALLEL_PREP = 1 << 16  # input floats from which the pad / phase split pass is split too
 SPLITS_PER_THREAD = 2  # parts per thread, so a thread slowed by other load takes fewer
 _BAND_POSITIONS = 256  # fewest output positions of a row band (a tile covers 48 with AVX-512)
+_INPUT_HEAVY = 8  # input floats per weight from which a small plane splits in bands
 
 
 class ConvPlan:
@@ -56,6 +58,22 @@ class ConvPlan:
                     self._splits[threads].append(tasks)
         return self._splits[threads]
 
+    def split_form(self, address: int, bases: tuple, scratch: int, seconds: float):
+        """The split form of a one-image plan for a chain's parallel step (runtime/
+        chain_split.py): ``form(parts)`` -> the task lists :meth:`split` gives for the
+        threads of those parts (the pad pass, then the conv parts), as ``__call__`` launches
+        them, with ``bases`` (the step's Buffer / At / int of each pointer ``__call__``
+        passes), ``scratch`` bytes of step scratch and ``seconds`` on one thread; None for a batch, whose images are the parts (the kernel's native_parts).
+        A batch-1 conv was a chain of its own, split by a Python call of the kernel."""
+        if self.out_shape[0] != 1:
+            return None
+
+        def form(parts: int) -> Launches:
+            stages = self.split(max(2, parts // PARTS_PER_THREAD), address)
+            return Launches(tuple((tasks, bases) for tasks in stages if tasks is not None),
+                            scratch, seconds)
+        return form
+
     def _parts_of(self, threads: int) -> tuple:
         n, _, oh, _ = self.out_shape
         count = SPLITS_PER_THREAD * threads
@@ -64,7 +82,15 @@ class ConvPlan:
         # when there are enough and the weights are the larger read (each thread then reads its
         # share), or the plane has too few rows for even bands or for whole register tiles.
         few = oh < 2 * count or oh * self.out_shape[3] < _BAND_POSITIONS * count
-        if (self.grouped and self.units >= threads) or (
+        # Where the input outweighs the weights many times over (squeezenet's 1x1 squeeze
+        # convs: 256 -> 32 channels at 27x27), one band a thread reads half of it, where
+        # output units would each read all of it, half from the other core's cache.
+        bands = threads if few and weights * _INPUT_HEAVY <= inputs and not self.grouped \
+            and oh >= 2 * threads and oh * self.out_shape[3] >= _BAND_POSITIONS * threads \
+            else 0
+        if bands:
+            shapes = [(lo, hi, 0, self.units) for lo, hi in split_range(oh, bands)]
+        elif (self.grouped and self.units >= threads) or (
                 self.units >= count and (weights >= inputs or few)):
             shapes = [(0, oh, lo, hi) for lo, hi in split_range(self.units, count)]
         else:

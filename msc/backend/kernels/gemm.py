@@ -340,8 +340,15 @@ def blocks(m: int, n: int, nr: int, threads: int) -> list[tuple[int, int, int, i
     panels, tiles = -(-n // nr), -(-m // MR)
     if threads > 1 and n > m and panels > 1:
         parts = min(threads * SPLITS_PER_THREAD, panels)
-        return [(0, m, panels * i // parts * nr, min(n, panels * (i + 1) // parts * nr))
-                for i in range(parts)]
+        columns = [(panels * i // parts * nr, min(n, panels * (i + 1) // parts * nr))
+                   for i in range(parts)]
+        # Fewer panels than parts, not a multiple of the threads (squeezenet's 13x13 convs:
+        # 192 outputs, 3 panels on 2 threads, one thread took two): each panel's rows in
+        # halves too, so the threads get even shares.
+        rows = 2 if panels < threads * SPLITS_PER_THREAD and panels % threads and tiles > 1 \
+            else 1
+        return [(tiles * r // rows * MR, min(m, tiles * (r + 1) // rows * MR), j0, j1)
+                for j0, j1 in columns for r in range(rows)]
     if threads > 1 and tiles > 1:
         parts = min(threads * SPLITS_PER_THREAD, tiles)
         return [(tiles * i // parts * MR, min(m, tiles * (i + 1) // parts * MR), 0, n)

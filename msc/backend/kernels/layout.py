@@ -47,7 +47,8 @@ __all__ = ["PermuteFact", "VecOps", "collapse_permutation", "im2col", "scratch",
            "valid_range"]
 
 _TILE = 16  # transpose tile: a 16x16 float block (1 KiB) stays in L1 for both sides
-_SYMBOLS = ("msc_transpose_f32_t16", "msc_im2col_nhwc_f32", "msc_gather_runs_x32")
+_SYMBOLS = ("msc_transpose_f32_t16", "msc_im2col_nhwc_f32", "msc_gather_runs_x32",
+            "msc_transpose_cols_f32_t16")
 I8_PTR = ir.IntType(8).as_pointer()
 I1 = ir.IntType(1)
 
@@ -83,6 +84,28 @@ def _build_transpose(module: ir.Module) -> None:
                     with for_range(b, rmax, name="r") as r:
                         v = b.load(_gep(b, s, b.add(b.mul(b.add(r0, r), cols), col)))
                         b.store(v, _gep(b, drow, r))
+    b.ret_void()
+
+
+def _build_transpose_cols(module: ir.Module) -> None:
+    """void (src, dst, rows, cols, c0, c1): ``dst[c, r] = src[r, c]`` for the columns
+    ``c0 <= c < c1`` of one [rows, cols] plane only, so that tasks on column ranges split a
+    transpose across threads (a batch-1 pixel-tile conv's [P][O] tiles to NCHW)."""
+    fn = _declare(module, _SYMBOLS[3], ir.VoidType(), [F32_PTR, F32_PTR] + [I64] * 4)
+    src, dst, rows, cols, first, last = fn.args
+    src.add_attribute("noalias")
+    dst.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    with for_range(b, rows, step=_TILE, name="r0") as r0:
+        rmax = imin(b, b.sub(rows, r0), _TILE)
+        with for_range(b, last, start=first, step=_TILE, name="c0") as c0:
+            cmax = imin(b, b.sub(last, c0), _TILE)
+            with for_range(b, cmax, name="c") as c:
+                col = b.add(c0, c)
+                drow = _gep(b, dst, b.add(b.mul(col, rows), r0))
+                with for_range(b, rmax, name="r") as r:
+                    v = b.load(_gep(b, src, b.add(b.mul(b.add(r0, r), cols), col)))
+                    b.store(v, _gep(b, drow, r))
     b.ret_void()
 
 
@@ -283,13 +306,15 @@ def _library():
         _build_transpose(module)
         _build_im2col(module)
         _build_gather_runs(module)
+        _build_transpose_cols(module)
         return module
 
     lib = get_jit().compile_generated(build, list(_SYMBOLS), (__name__, "msc.backend.llvm.loops"))
     ptr = ctypes.c_void_p
     return (lib.cfunc(_SYMBOLS[0], None, ptr, ptr, *(ctypes.c_int64,) * 3),
             lib.cfunc(_SYMBOLS[1], None, ptr, ptr, *(ctypes.c_int64,) * len(_GEOMETRY)),
-            lib.cfunc(_SYMBOLS[2], None, ptr, ptr, *(ctypes.c_int64,) * len(_RUN_ARGS)))
+            lib.cfunc(_SYMBOLS[2], None, ptr, ptr, *(ctypes.c_int64,) * len(_RUN_ARGS)),
+            lib.cfunc(_SYMBOLS[3], None, ptr, ptr, *(ctypes.c_int64,) * 4))
 
 
 def transpose(src_ptr: int, dst_ptr: int, batch: int, rows: int, cols: int) -> None:
@@ -308,6 +333,30 @@ def im2col_fn():
 
 def transpose_fn():
     return _library()[0]
+
+
+def transpose_cols_fn():
+    """``(src, dst, rows, cols, c0, c1)``: the columns c0..c1 of a plane's transpose."""
+    return _library()[3]
+
+
+_TRANSPOSE_TASKS: dict = {}
+
+
+def transpose_tasks(rows: int, cols: int, threads: int) -> NativeTasks:
+    """One [rows, cols] plane's transpose to [cols, rows] as two column ranges per thread
+    (a task list whose bases are the source and the destination: a batch-1 conv's [P][O]
+    result to NCHW, split from inside a chain), kept per shape and thread count."""
+    key = (rows, cols, threads)
+    if key not in _TRANSPOSE_TASKS:
+        ranges = split_range(cols, 2 * threads)
+        tasks = NativeTasks(len(ranges))
+        tasks.records[:, 0] = native_address(transpose_cols_fn())
+        tasks.records[:, 3:7] = [(rows, cols, lo, hi) for lo, hi in ranges]
+        if len(_TRANSPOSE_TASKS) > 4096:  # shapes of many models in one process
+            _TRANSPOSE_TASKS.clear()
+        _TRANSPOSE_TASKS[key] = tasks
+    return _TRANSPOSE_TASKS[key]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -70,7 +70,9 @@ class Launches:
     bases)`` pairs, each list's tasks independent of each other (any thread may run any),
     ``bases`` (up to BASES) added to its record columns 1.. as ``NativeTasks.launch`` adds
     them, each a ``Buffer(i)`` / ``At(i, bytes)`` of the step (inputs, outputs, then its
-    scratch) or an int; ``scratch``: the bytes of step scratch the lists use; ``seconds``:
+    scratch) or an int; an item may also be one ``(cfunc, args)`` call (args as for
+    ChainEntry, on the step's buffers), run on the calling thread between the lists (a
+    batch-1 conv's transposes around its split GEMM); ``scratch``: the bytes of step scratch the lists use; ``seconds``:
     the one-thread time of the whole step (None: unknown, then the kernel's ``splits`` flag
     decides)."""
 
@@ -81,7 +83,11 @@ class Launches:
     @property
     def splits(self) -> bool:
         """Whether any list has two tasks or more: else there is nothing to hand over."""
-        return any(tasks.n > 1 for tasks, _ in self.launches)
+        return any(tasks.n > 1 for tasks in self.lists())
+
+    def lists(self) -> list:
+        """The task lists among the items (the calls left out)."""
+        return [item[0] for item in self.launches if isinstance(item[0], NativeTasks)]
 
 
 class ParallelEntry:
@@ -117,6 +123,9 @@ class ParallelEntry:
         want = Buffer(n_buffers + 1)
         calls = []
         for tasks, bases in launches.launches:
+            if not isinstance(tasks, NativeTasks):  # a call on this thread
+                calls.append((tasks, bases))
+                continue
             if len(bases) > BASES:
                 raise ValueError(f"at most {BASES} bases, got {len(bases)}")
             vector = [*bases, *(0,) * (BASES - len(bases))]
@@ -124,8 +133,8 @@ class ParallelEntry:
             calls.append((pool.run_entry, [pool.control, records, tasks.n, want, 1, *vector])
                          if tasks.n > 1 else (serial, [records, tasks.n, 1, *vector]))
         dispatch = ChainEntry.sequence(calls, buffers=n_buffers + 2)
-        parts = max(tasks.n for tasks, _ in launches.launches)
-        return cls(dispatch, launches.scratch, parts, [t for t, _ in launches.launches])
+        lists = launches.lists()
+        return cls(dispatch, launches.scratch, max(tasks.n for tasks in lists), lists)
 
     @classmethod
     def of_parts(cls, parts: Parts, n_buffers: int, count: int) -> ParallelEntry:
