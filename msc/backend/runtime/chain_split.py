@@ -193,7 +193,11 @@ def _formed(found, n_buffers: int, count: int, splits: bool) -> ParallelEntry | 
     if isinstance(found, Launches):
         if not found.splits:
             return None
-        if not _wanted(found.seconds, count, splits):
+        # each list is a round trip of the pool: the step's time shared among them must
+        # repay each one (a batch-1 conv's pad pass, parts and transpose are three)
+        lists = len(found.lists())
+        seconds = None if found.seconds is None else found.seconds / max(lists, 1)
+        if not _wanted(seconds, count, splits):
             return False
         return ParallelEntry.of_launches(found, n_buffers)
     if found is None or found.units < 2:

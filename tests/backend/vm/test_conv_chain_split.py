@@ -130,3 +130,23 @@ def test_gemm_blocks_cover_c_once_and_even_out(m, n, nr, threads):
     if panels < 2 * threads and tiles > 1:
         assert len(found) % threads == 0
 
+
+
+def test_each_launch_of_a_split_must_repay_its_round_trip(monkeypatch):
+    """A split form of several task lists (a batch-1 conv: pad pass, parts, transpose) costs
+    a pool round trip per list: the step's one-thread time shared among the lists must pay
+    each one. Time that pays for one list splits as one list, not as three (small batch-1
+    convs were slower at two threads than at one)."""
+    from msc.backend.runtime import chain_split
+    from msc.backend.runtime.threads import NativeTasks
+
+    monkeypatch.delenv(split_cost.SPLIT_ENV, raising=False)
+    monkeypatch.setattr(chain_split, "cpu_threads", lambda: 2)
+    round_trip = split_cost.host_costs()["dispatch_s"]
+    # saved at 2 threads: half the time; the bar: MARGIN round trips
+    seconds = 2 * split_cost.MARGIN * round_trip * 1.5
+    lists = [(NativeTasks(4), ()) for _ in range(3)]
+    assert chain_split._formed(chain_split.Launches(tuple(lists), 0, seconds), 2, 4,
+                               True) is False
+    assert chain_split._formed(chain_split.Launches(tuple(lists), 0, 3 * seconds), 2, 4,
+                               True) is not False
