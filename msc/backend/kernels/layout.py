@@ -74,17 +74,23 @@ def _build_transpose(module: ir.Module) -> None:
     with for_range(b, batch, name="b") as n:
         s = _gep(b, src, b.mul(n, plane))
         d = _gep(b, dst, b.mul(n, plane))
-        with for_range(b, rows, step=_TILE, name="r0") as r0:
-            rmax = imin(b, b.sub(rows, r0), _TILE)
-            with for_range(b, cols, step=_TILE, name="c0") as c0:
-                cmax = imin(b, b.sub(cols, c0), _TILE)
-                with for_range(b, cmax, name="c") as c:
-                    col = b.add(c0, c)
-                    drow = _gep(b, d, b.add(b.mul(col, rows), r0))
-                    with for_range(b, rmax, name="r") as r:
-                        v = b.load(_gep(b, s, b.add(b.mul(b.add(r0, r), cols), col)))
-                        b.store(v, _gep(b, drow, r))
+        _tiles(b, s, d, rows, cols, ir.Constant(I64, 0), cols)
     b.ret_void()
+
+
+def _tiles(b: ir.IRBuilder, src, dst, rows, cols, first, last) -> None:
+    """``dst[c, r] = src[r, c]`` of one [rows, cols] plane for ``first <= c < last``, in
+    _TILE x _TILE tiles."""
+    with for_range(b, rows, step=_TILE, name="r0") as r0:
+        rmax = imin(b, b.sub(rows, r0), _TILE)
+        with for_range(b, last, start=first, step=_TILE, name="c0") as c0:
+            cmax = imin(b, b.sub(last, c0), _TILE)
+            with for_range(b, cmax, name="c") as c:
+                col = b.add(c0, c)
+                drow = _gep(b, dst, b.add(b.mul(col, rows), r0))
+                with for_range(b, rmax, name="r") as r:
+                    v = b.load(_gep(b, src, b.add(b.mul(b.add(r0, r), cols), col)))
+                    b.store(v, _gep(b, drow, r))
 
 
 def _build_transpose_cols(module: ir.Module) -> None:
@@ -96,16 +102,7 @@ def _build_transpose_cols(module: ir.Module) -> None:
     src.add_attribute("noalias")
     dst.add_attribute("noalias")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    with for_range(b, rows, step=_TILE, name="r0") as r0:
-        rmax = imin(b, b.sub(rows, r0), _TILE)
-        with for_range(b, last, start=first, step=_TILE, name="c0") as c0:
-            cmax = imin(b, b.sub(last, c0), _TILE)
-            with for_range(b, cmax, name="c") as c:
-                col = b.add(c0, c)
-                drow = _gep(b, dst, b.add(b.mul(col, rows), r0))
-                with for_range(b, rmax, name="r") as r:
-                    v = b.load(_gep(b, src, b.add(b.mul(b.add(r0, r), cols), col)))
-                    b.store(v, _gep(b, drow, r))
+    _tiles(b, src, dst, rows, cols, first, last)
     b.ret_void()
 
 
