@@ -48,31 +48,14 @@ FORMATS = {
 def quantized(model, inputs: list, folder: Path, fmt: str):
     """onnxruntime's ``quantize_static`` of ``model`` in format ``fmt``, calibrated on
     ``inputs``."""
-    import onnx
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
+    from tests.helpers.qdq_models import ort_quantize
 
     activation, weight, per_channel, qop = FORMATS[fmt]
-    first = model.graph.input[0].name
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.items = iter([{first: inputs[0]}])
-
-        def get_next(self):
-            return next(self.items, None)
-
-    src, dst = folder / "float.onnx", folder / f"{fmt}.onnx"
-    onnx.save(model, src)
-    quantize_static(str(src), str(dst), Reader(),
-                    quant_format=QuantFormat.QOperator if qop else QuantFormat.QDQ,
-                    per_channel=per_channel, activation_type=getattr(QuantType, activation),
-                    weight_type=getattr(QuantType, weight))
-    return onnx.load(dst)
+    out = folder / fmt
+    out.mkdir(exist_ok=True)
+    return ort_quantize(model, inputs[:1], out, model.graph.input[0].name,
+                        activation=activation, weight=weight, per_channel=per_channel,
+                        qoperator=qop)
 
 
 def cell(model, inputs: list, folder: Path, fmt: str) -> str:

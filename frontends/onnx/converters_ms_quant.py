@@ -16,41 +16,16 @@ against onnxruntime running them.
 
 from __future__ import annotations
 
-import numpy as np
-
-from msc import relax
-
 from . import converters_elementwise, converters_manipulate, converters_math, converters_nn
 from .attrs import schema_defaults
 from .common import call
 from .context import Context, OnnxNode
-from .converters_quant import convert_dequantize, convert_quantize
+from .converters_quant import convert_dequantize, convert_quantize, dequantized, quantized
 
 MS = "com.microsoft"
 # the families the float twins come from (not opset.converter_table: that one lists this one)
 _FLOAT_FAMILIES = (converters_elementwise, converters_manipulate, converters_math,
                    converters_nn)
-
-
-def _zero(g: Context, like):
-    """A scalar zero point of ``like``'s (quantized) type."""
-    return relax.const(np.zeros((), g.dtype(like)))
-
-
-def dequantized(g: Context, node: OnnxNode, x, scale, zero, axis: int = 1):
-    """``DequantizeLinear(x, scale, zero)`` to float32 (per tensor, or per ``axis``)."""
-    twin = OnnxNode("DequantizeLinear", node.name, "", 21,
-                    [x, scale, zero if zero is not None else _zero(g, x)],
-                    {"axis": axis, "block_size": 0}, 1)
-    return convert_dequantize(g, twin)
-
-
-def quantized(g: Context, node: OnnxNode, y, scale, zero, like):
-    """``QuantizeLinear(y, scale, zero)`` to ``zero``'s type (``like``'s when absent)."""
-    twin = OnnxNode("QuantizeLinear", node.name, "", 21,
-                    [y, scale, zero if zero is not None else _zero(g, like)],
-                    {"axis": 1, "block_size": 0, "saturate": 1}, 1)
-    return convert_quantize(g, twin)
 
 
 def standard(g: Context, node: OnnxNode, op_type: str, inputs: list, attrs: dict,

@@ -164,6 +164,27 @@ def _requantize(g: Context, acc, scale, y_scale, y_zero, like):
     return g.emit(call("astype", call("clip", call("round", y), float(lo), float(hi)), out))
 
 
+def _zero(g: Context, like):
+    """A scalar zero point of ``like``'s (quantized) type."""
+    return relax.const(np.zeros((), g.dtype(like)))
+
+
+def dequantized(g: Context, node: OnnxNode, x, scale, zero, axis: int = 1):
+    """``DequantizeLinear(x, scale, zero)`` to float32 (per tensor, or per ``axis``)."""
+    twin = OnnxNode("DequantizeLinear", node.name, "", 21,
+                    [x, scale, zero if zero is not None else _zero(g, x)],
+                    {"axis": axis, "block_size": 0}, 1)
+    return convert_dequantize(g, twin)
+
+
+def quantized(g: Context, node: OnnxNode, y, scale, zero, like):
+    """``QuantizeLinear(y, scale, zero)`` to ``zero``'s type (``like``'s when absent)."""
+    twin = OnnxNode("QuantizeLinear", node.name, "", 21,
+                    [y, scale, zero if zero is not None else _zero(g, like)],
+                    {"axis": 1, "block_size": 0, "saturate": 1}, 1)
+    return convert_quantize(g, twin)
+
+
 def kernel_weights(g: Context, w, scale, zero, axis: int) -> np.ndarray | None:
     """The float weights of a QLinearConv / QLinearMatMul taken in QDQ form, else None:
     constant int8 codes with zero points 0 and finite positive scales (per channel along
@@ -190,23 +211,17 @@ def kernel_weights(g: Context, w, scale, zero, axis: int) -> np.ndarray | None:
     return codes.astype(np.float32) * s.reshape(shape)
 
 
-def _as_qdq(g: Context, x, sx, zx, sy, zy, float_op):
+def _as_qdq(g: Context, node: OnnxNode, x, sx, zx, sy, zy, float_op):
     """Q(float_op(DQ(x)), sy, zy): the form the backend's QDQ folds put on its int8 kernels
     (int32 sums, then the scales)."""
-    fx = g.emit(call("dequantize", x, sx, zx if zx is not None else
-                     relax.const(np.zeros((), g.dtype(x))), out_dtype="float32", axis=-1))
-    y = float_op(fx)
-    out = g.dtype(zy) if zy is not None else g.dtype(x)
-    zero = zy if zy is not None else relax.const(np.zeros((), out))
-    return g.emit(call("quantize", y, call("astype", sy, "float32"), zero, out_dtype=out,
-                       axis=-1))
+    return quantized(g, node, float_op(dequantized(g, node, x, sx, zx)), sy, zy, x)
 
 
 def convert_qlinear_matmul(g: Context, node: OnnxNode):
     a, sa, za, b, sb, zb, sy, zy = node.inputs[:8]
     weights = kernel_weights(g, b, sb, zb, 1) if g.ndim(b) == 2 else None
     if weights is not None and g.dtype(a) in ("uint8", "int8") and g.ndim(sa) == 0:
-        return _as_qdq(g, a, sa, za, sy, zy,
+        return _as_qdq(g, node, a, sa, za, sy, zy,
                        lambda fa: g.emit(call("matmul", fa, relax.const(weights))))
     acc = call("matmul", _centered(g, a, za), _centered(g, b, zb))
     scale = call("multiply", call("astype", sa, "float32"), call("astype", sb, "float32"))
@@ -236,7 +251,7 @@ def convert_qlinear_conv(g: Context, node: OnnxNode):
         fb = None if bias is None else relax.const(
             (np.asarray(g.value(bias), np.float64) * np.float64(np.asarray(g.value(sx)))
              * np.asarray(g.value(sw), np.float64).reshape(-1)).astype(np.float32))
-        return _as_qdq(g, x, sx, zx, sy, zy, lambda fx: _int_conv(
+        return _as_qdq(g, node, x, sx, zx, sy, zy, lambda fx: _int_conv(
             g, node, fx, relax.const(weights), fb))
     w32 = _centered(g, w, zw, _row_shape(g, zw, rank, 0) if zw is not None else None)
     acc = _int_conv(g, node, g.emit(_centered(g, x, zx)), g.emit(w32), bias)

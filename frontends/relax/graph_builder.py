@@ -101,6 +101,7 @@ class GraphBuilder:
         self.specs: dict[str, NodeSpec] = {}
         self.tensors: dict = {}  # Var / Constant -> [(node name, out_idx)]
         self.weights: dict[str, WeightRef] = {}
+        self.views: dict[str, list] = {}  # constant's name -> its weights, one per layout
         self.holders: dict[str, str] = {}  # weight name -> first node holding it
         self.scope: list = []
         self.attr_scopes = attr_scopes(view.func)
@@ -243,20 +244,17 @@ class GraphBuilder:
             want, shape = "OI", shape[::-1]
         else:
             want = layout
-        for ref in ([self.weights[name]] if name in self.weights else []) + [
-                r for r in self.weights.values() if r.const is const]:
-            if ref.const is const and (ref.tensor.layout.name, ref.tensor.shape) == (
-                    want, shape):
+        views = self.views.setdefault(name, [])
+        for ref in views:
+            if (ref.tensor.layout.name, ref.tensor.shape) == (want, shape):
                 return ref.tensor
-        if name in self.weights:
-            base, k = f"{name}_{want.lower() or 'data'}", 0
-            name = base
-            while name in self.weights or name in self.specs:
-                k += 1
-                name = f"{base}_{k}"
-        tensor = MSCTensor(name, dtype, want, shape)
-        self.weights[name] = WeightRef(const, layout, tensor)
-        return tensor
+        own, k = name, 0
+        while own in self.weights or (views and own in self.specs):
+            k += 1
+            own = f"{name}_{want.lower() or 'data'}" + (f"_{k - 1}" if k > 1 else "")
+        views.append(WeightRef(const, layout, MSCTensor(own, dtype, want, shape)))
+        self.weights[own] = views[-1]
+        return views[-1].tensor
 
     # ---- bindings -------------------------------------------------------------------------
     def _call(self, var: Var, call: Call) -> None:

@@ -13,6 +13,7 @@ aliases, outputs flat in the graph's output order:
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import tempfile
 
@@ -79,7 +80,15 @@ LITERAL = "onnxruntime, graph optimizations off (the quantized model as written)
 def is_qdq(path: str) -> bool:
     """True when the ONNX file at ``path`` has QuantizeLinear / DequantizeLinear nodes at
     its top level (weights are not loaded): a QDQ model, or a QOperator one (its QLinear ops
-    are onnxruntime's own kernels either way)."""
+    are onnxruntime's own kernels either way). Read once per file version."""
+    try:
+        return _has_qdq(path, os.stat(path).st_mtime_ns)
+    except OSError:
+        return False
+
+
+@functools.lru_cache(maxsize=8)
+def _has_qdq(path: str, version: int) -> bool:
     import onnx
 
     try:

@@ -11,10 +11,12 @@ __all__ = ["ort_qdq_outputs", "ort_quantize", "qdq_block", "sqnr", "tiny_conv_on
 
 
 def ort_quantize(model, inputs: list, folder: Path, input_name: str = "x",
-                 method: str = "MinMax"):
-    """``quantize_static`` in QDQ format (per-channel int8 weights, uint8 activations)
-    calibrated on ``inputs`` by ``method`` (onnxruntime's CalibrationMethod name); the
-    quantized ModelProto."""
+                 method: str = "MinMax", activation: str = "QUInt8", weight: str = "QInt8",
+                 per_channel: bool = True, qoperator: bool = False):
+    """``quantize_static`` (QDQ format, per-channel int8 weights, uint8 activations unless
+    told: ``activation`` / ``weight`` are onnxruntime's QuantType names, ``qoperator`` the
+    QOperator format) calibrated on ``inputs`` by ``method`` (onnxruntime's
+    CalibrationMethod name); the quantized ModelProto."""
     import onnx
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -33,9 +35,10 @@ def ort_quantize(model, inputs: list, folder: Path, input_name: str = "x",
 
     src, dst = Path(folder) / "float.onnx", Path(folder) / "qdq.onnx"
     onnx.save(model, src)
-    quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
-                    per_channel=True, activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8,
+    quantize_static(str(src), str(dst), Reader(),
+                    quant_format=QuantFormat.QOperator if qoperator else QuantFormat.QDQ,
+                    per_channel=per_channel, activation_type=getattr(QuantType, activation),
+                    weight_type=getattr(QuantType, weight),
                     calibrate_method=getattr(CalibrationMethod, method))
     return onnx.load(dst)
 

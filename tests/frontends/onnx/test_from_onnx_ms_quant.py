@@ -210,31 +210,14 @@ def test_quantize_static_qoperator_models_run_on_the_int8_kernels(name, tmp_path
     onnxruntime's to the bit (it did on 35 of 37 corpus models; vit one code off in residual adds, efficientnet's ceil-mode
     QLinearAveragePool is onnxruntime's own outlier, see docs/frontends.md), and the QLinear
     chains run on msc's int8 kernels."""
-    from onnxruntime.quantization import (
-        CalibrationDataReader,
-        QuantFormat,
-        QuantType,
-        quantize_static,
-    )
-
     from benchmarks.corpus_speed import export
     from tests.helpers.corpus import MODELS
+    from tests.helpers.qdq_models import ort_quantize
 
     module, _, inputs = MODELS[name]()
-    path = tmp_path / "float.onnx"
-    first = export(module, inputs, path).graph.input[0].name
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.items = iter([{first: inputs[0]}])
-
-        def get_next(self):
-            return next(self.items, None)
-
-    quantize_static(str(path), str(tmp_path / "qop.onnx"), Reader(),
-                    quant_format=QuantFormat.QOperator, per_channel=True,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-    model = onnx.load(tmp_path / "qop.onnx")
+    exported = export(module, inputs, tmp_path / "export.onnx")
+    first = exported.graph.input[0].name
+    model = ort_quantize(exported, inputs[:1], tmp_path, first, qoperator=True)
     assert any(node.domain == MS for node in model.graph.node)
     feeds = {first: inputs[0]}
     (got,), (want,), ex = _both(model, feeds)
